@@ -1,0 +1,35 @@
+# hlscache — one entry point for people and CI.
+#   make run    install missing Debian packages, build, and start the server
+#   make test   install missing Debian packages, build, and run the whole test suite
+
+SWIFT ?= swift
+DEB_PACKAGES := libssl-dev zlib1g-dev libsqlite3-dev pkg-config ffmpeg
+LISTEN ?= 127.0.0.1:8080
+CACHE_DIR ?=
+
+.PHONY: deps build release run test bench fuzz clean
+
+deps:
+	@./scripts/install-deps.sh $(DEB_PACKAGES)
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+run: build
+	$(SWIFT) run hlscache serve --listen $(LISTEN) $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR))
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --parallel --num-workers 2
+
+bench: deps
+	./Benchmarks/run-playlist-bench.sh
+
+fuzz: deps
+	./Fuzz/run.sh $(or $(SECONDS),60)
+
+clean:
+	rm -rf .build

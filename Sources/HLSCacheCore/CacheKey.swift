@@ -1,0 +1,29 @@
+/// The identity of a cached resource: its origin URL without volatile query parameters (signed-URL tokens),
+/// so a prewarmed stream is still a hit when the player comes back with a fresh token (DESIGN.md §3).
+public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
+    /// The normalised URL string that names the resource.
+    public let value: String
+
+    /// Query parameters dropped by default: CDN signing tokens that change per viewer or per hour.
+    public static let defaultVolatileParameters: [String] = [
+        "token", "hdnts", "hdntl", "Expires", "Signature", "Policy", "Key-Pair-Id",
+    ]
+
+    /// - Parameter volatileParameters: names compared case-insensitively.
+    public init(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) {
+        var authority = url.host
+        if let port = url.port, port != (url.scheme == "https" ? 443 : 80) { authority += ":\(port)" }
+        var key = "\(url.scheme)://\(authority)\(url.path)"
+        if let query = url.query {
+            let volatile = Set(volatileParameters.map { $0.lowercased() })
+            let kept = query.split(separator: "&", omittingEmptySubsequences: true).filter { pair in
+                let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+                return !volatile.contains(name.lowercased())
+            }
+            if !kept.isEmpty { key += "?" + kept.joined(separator: "&") }
+        }
+        value = key
+    }
+
+    public var description: String { value }
+}

@@ -1,0 +1,214 @@
+import HLSPlaylist
+
+/// A validated absolute `http`/`https` origin URL and its place in the proxy's URL space (DESIGN.md §3):
+/// `https://cdn.example.com/vod/a.m3u8?t=1` ⇄ `/https/cdn.example.com/vod/a.m3u8?t=1`.
+public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
+    /// `http` or `https`, lowercased.
+    public let scheme: String
+    /// The host as written but lowercased; IPv6 literals keep their brackets.
+    public let host: String
+    /// The explicit port, if any.
+    public let port: Int?
+    /// The path, starting with `/`, percent-encoding kept.
+    public let path: String
+    /// The query without `?`, if any.
+    public let query: String?
+
+    /// Parses an absolute URL. Characters that may not appear in a URL (spaces, non-ASCII, quotes) are
+    /// percent-encoded; existing `%XX` escapes are kept; the fragment is dropped.
+    public init(_ string: String) throws {
+        let reference = URIReference(parsing: string)
+        guard let scheme = reference.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw OriginURLError.unsupportedScheme.with("only http and https origins are proxied")
+        }
+        guard let authority = reference.authority, !authority.isEmpty else {
+            throw OriginURLError.invalidAuthority.with("the URL has no host")
+        }
+        try self.init(scheme: scheme, authority: authority, path: reference.path, query: reference.query)
+    }
+
+    /// Parses a proxy request target (`/https/host[:port]/path?query`) back to the origin URL.
+    /// Rejects dot segments (plain or percent-encoded) so the proxy URL space cannot be escaped.
+    public init(proxyTarget target: String) throws {
+        let u = Array(target.utf8)
+        guard u.first == UInt8(ascii: "/") else { throw OriginURLError.invalidProxyPath.with("the path must start with /") }
+        var i = 1
+        while i < u.count, u[i] != UInt8(ascii: "/") { i += 1 }
+        let scheme = String(decoding: u[1..<i], as: UTF8.self)
+        guard scheme == "http" || scheme == "https" else {
+            throw OriginURLError.invalidProxyPath.with("the path must start with /http/ or /https/")
+        }
+        guard i < u.count else { throw OriginURLError.invalidAuthority.with("the path has no origin host") }
+        let authorityStart = i + 1
+        var j = authorityStart
+        while j < u.count, u[j] != UInt8(ascii: "/"), u[j] != UInt8(ascii: "?"), u[j] != UInt8(ascii: "#") { j += 1 }
+        let authority = String(decoding: u[authorityStart..<j], as: UTF8.self)
+        let rest = URIReference(parsing: String(decoding: u[j...], as: UTF8.self))
+        guard !OriginURL.hasDotSegment(rest.path) else {
+            throw OriginURLError.pathTraversal.with("dot segments are not allowed in proxied paths")
+        }
+        try self.init(scheme: scheme, authority: authority, path: rest.path, query: rest.query)
+    }
+
+    private init(scheme: String, authority: String, path: String, query: String?) throws {
+        self.scheme = scheme
+        let (host, port) = try OriginURL.splitAuthority(authority)
+        self.host = host
+        self.port = port
+        let encodedPath = OriginURL.encodeInvalid(path, allowQueryChars: false)
+        self.path = encodedPath.isEmpty ? "/" : encodedPath
+        self.query = query.map { OriginURL.encodeInvalid($0, allowQueryChars: true) }
+    }
+
+    /// `host` or `host:port` as it appears in the URL.
+    public var authority: String { port.map { "\(host):\($0)" } ?? host }
+
+    /// The port the origin is reached on (explicit or the scheme's default).
+    public var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+
+    /// The absolute URL.
+    public var string: String { "\(scheme)://\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
+    public var description: String { string }
+
+    /// The path and query on the proxy: `/https/host/path?query`.
+    public var proxyPath: String { "/\(scheme)/\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
+
+    /// The proxy URL given the proxy's own base (`http://127.0.0.1:8080`).
+    public func proxyURL(base: String) -> String {
+        var base = base
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + proxyPath
+    }
+
+    /// The last path segment's extension, lowercased (`ts`, `m3u8`), used to pick a Content-Type.
+    public var pathExtension: String? {
+        guard let lastSegment = path.split(separator: "/").last, let dot = lastSegment.lastIndex(of: ".") else { return nil }
+        let ext = lastSegment[lastSegment.index(after: dot)...]
+        return ext.isEmpty ? nil : ext.lowercased()
+    }
+
+    static func splitAuthority(_ authority: String) throws -> (String, Int?) {
+        guard !authority.isEmpty else { throw OriginURLError.invalidAuthority.with("empty host") }
+        guard !authority.contains("@") else {
+            throw OriginURLError.invalidAuthority.with("credentials in the URL are not supported; configure origin headers instead")
+        }
+        var host = Substring(authority)
+        var portText: Substring?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { throw OriginURLError.invalidAuthority.with("unterminated IPv6 literal") }
+            let literal = host[host.index(after: host.startIndex)..<close]
+            guard !literal.isEmpty, literal.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                throw OriginURLError.invalidAuthority.with("invalid IPv6 literal")
+            }
+            let after = host[host.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw OriginURLError.invalidAuthority.with("garbage after IPv6 literal") }
+                portText = after.dropFirst()
+            }
+            host = host[...close]
+        } else if let colon = host.lastIndex(of: ":") {
+            portText = host[host.index(after: colon)...]
+            host = host[..<colon]
+        }
+        guard !host.isEmpty else { throw OriginURLError.invalidAuthority.with("empty host") }
+        if !host.hasPrefix("[") {
+            guard host.utf8.allSatisfy({ c in
+                URIReference.isAlpha(c) || (c &- UInt8(ascii: "0")) < 10 || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
+                    || c == UInt8(ascii: "_") || c == UInt8(ascii: "~")
+            }) else {
+                throw OriginURLError.invalidAuthority.with("invalid character in host")
+            }
+        }
+        var port: Int?
+        if let portText {
+            guard !portText.isEmpty, portText.count <= 5, let value = Int(portText), (1...65535).contains(value) else {
+                throw OriginURLError.invalidAuthority.with("invalid port")
+            }
+            port = value
+        }
+        return (host.lowercased(), port)
+    }
+
+    /// Whether a path has a `.` or `..` segment, also when written as `%2e`.
+    static func hasDotSegment(_ path: String) -> Bool {
+        for segment in path.split(separator: "/", omittingEmptySubsequences: false) {
+            let decoded = segment.replacingPercentDots()
+            if decoded == "." || decoded == ".." { return true }
+        }
+        return false
+    }
+
+    private static let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    /// Percent-encodes bytes that RFC 3986 does not allow in a path or query, leaving `%XX` escapes as they are.
+    static func encodeInvalid(_ text: String, allowQueryChars: Bool) -> String {
+        func allowed(_ c: UInt8) -> Bool {
+            if URIReference.isAlpha(c) || (c &- UInt8(ascii: "0")) < 10 { return true }
+            switch c {
+            case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"),
+                UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+                UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"),
+                UInt8(ascii: "%"):
+                return true
+            case UInt8(ascii: "?"): return allowQueryChars
+            default: return false
+            }
+        }
+        guard !text.utf8.allSatisfy(allowed) else { return text }
+        var out: [UInt8] = []
+        for c in text.utf8 {
+            if allowed(c) {
+                out.append(c)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(c >> 4)])
+                out.append(hex[Int(c & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension Substring {
+    /// The segment with `%2e`/`%2E` turned into `.`, for dot-segment checks only.
+    fileprivate func replacingPercentDots() -> String {
+        var out = ""
+        var i = startIndex
+        while i < endIndex {
+            if self[i] == "%", let a = index(i, offsetBy: 1, limitedBy: endIndex), a < endIndex,
+                let b = index(i, offsetBy: 2, limitedBy: endIndex), b < endIndex, self[a] == "2", self[b] == "e" || self[b] == "E"
+            {
+                out.append(".")
+                i = index(after: b)
+            } else {
+                out.append(self[i])
+                i = index(after: i)
+            }
+        }
+        return out
+    }
+}
+
+/// Why a URL cannot be proxied.
+public struct OriginURLError: Error, Hashable, Sendable, CustomStringConvertible {
+    private enum Code: String, Sendable, Hashable {
+        case unsupportedScheme, invalidAuthority, invalidProxyPath, pathTraversal
+    }
+    private var code: Code
+    public private(set) var detail: String = ""
+
+    public var name: String { code.rawValue }
+    public static let unsupportedScheme = OriginURLError(code: .unsupportedScheme)
+    public static let invalidAuthority = OriginURLError(code: .invalidAuthority)
+    public static let invalidProxyPath = OriginURLError(code: .invalidProxyPath)
+    public static let pathTraversal = OriginURLError(code: .pathTraversal)
+
+    func with(_ detail: String) -> OriginURLError {
+        var copy = self
+        copy.detail = detail
+        return copy
+    }
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    public var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
+}

@@ -1,0 +1,61 @@
+/// Resolves the references of one playlist against its own URL.
+///
+/// Built once per playlist; the common case (a plain relative file name such as `seg_00042.ts`) is a single
+/// string concatenation onto the precomputed base directory, the rest goes through RFC 3986 §5.2.2.
+public struct URIResolver: Sendable {
+    public let base: URIReference
+    /// `scheme://authority/dir/` of the base, with dot segments removed.
+    private let directoryPrefix: String
+
+    /// - Throws: ``PlaylistError/invalidURI`` when `baseURL` has no scheme (relative references could not be resolved).
+    public init(baseURL: String) throws {
+        let base = URIReference(parsing: baseURL)
+        guard base.scheme != nil else {
+            throw PlaylistError.invalidURI.at(line: 0, "base URL has no scheme: \(baseURL.prefix(200))")
+        }
+        self.base = base
+        var prefix = base
+        prefix.path = URIReference.removeDotSegments(base.merge(""))
+        prefix.query = nil
+        prefix.fragment = nil
+        directoryPrefix = prefix.string
+    }
+
+    /// The absolute form of `reference`.
+    public func resolve(_ reference: String) -> String {
+        if URIResolver.isPlainRelativePath(reference) { return directoryPrefix + reference }
+        return base.resolving(URIReference(parsing: reference)).string
+    }
+
+    /// A relative-path reference with no scheme, no authority, no leading `/`, `?` or `#`, and no `.`/`..` segment:
+    /// resolving it is appending it to the base directory.
+    static func isPlainRelativePath(_ reference: String) -> Bool {
+        // Native Swift strings are contiguous; anything else just takes the general path.
+        reference.utf8.withContiguousStorageIfAvailable { isPlainRelativePath($0) } ?? false
+    }
+
+    static func isPlainRelativePath(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = u.first else { return false }
+        if first == UInt8(ascii: "/") || first == UInt8(ascii: "?") || first == UInt8(ascii: "#") { return false }
+        var segmentStart = 0
+        var i = 0
+        while i < u.count {
+            let c = u[i]
+            if c == UInt8(ascii: ":") { return false }  // may be a scheme; let the full parser decide
+            if c == UInt8(ascii: "/") || c == UInt8(ascii: "?") || c == UInt8(ascii: "#") {
+                if isDotSegment(u, segmentStart, i) { return false }
+                if c != UInt8(ascii: "/") { return true }
+                segmentStart = i + 1
+            }
+            i += 1
+        }
+        return !isDotSegment(u, segmentStart, u.count)
+    }
+
+    private static func isDotSegment(_ u: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        let n = end - start
+        if n == 1 { return u[start] == UInt8(ascii: ".") }
+        if n == 2 { return u[start] == UInt8(ascii: ".") && u[start + 1] == UInt8(ascii: ".") }
+        return false
+    }
+}

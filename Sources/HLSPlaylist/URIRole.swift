@@ -1,0 +1,40 @@
+/// What a URI in a playlist points at. The rewrite closure gets it with every URI so that the proxy can
+/// route keys, playlists and media differently.
+public enum URIRole: String, Sendable, Hashable, CaseIterable {
+    /// The URI line after `#EXT-X-STREAM-INF` (a media playlist).
+    case variant
+    /// `URI=` on `#EXT-X-MEDIA` (an alternative rendition's media playlist).
+    case rendition
+    /// `URI=` on `#EXT-X-I-FRAME-STREAM-INF`.
+    case iFramePlaylist
+    /// A media segment URI line.
+    case segment
+    /// `URI=` on `#EXT-X-KEY`.
+    case key
+    /// `URI=` on `#EXT-X-SESSION-KEY`.
+    case sessionKey
+    /// `URI=` on `#EXT-X-MAP` (an init section).
+    case map
+    /// `URI=` on `#EXT-X-PART` (LL-HLS partial segment).
+    case part
+    /// `URI=` on `#EXT-X-PRELOAD-HINT`.
+    case preloadHint
+    /// `URI=` on `#EXT-X-RENDITION-REPORT` (another rendition's media playlist).
+    case renditionReport
+    /// `URI=` on `#EXT-X-SESSION-DATA` (a JSON document).
+    case sessionData
+    /// `SERVER-URI=` on `#EXT-X-CONTENT-STEERING` (a steering manifest).
+    case steeringServer
+    /// `X-ASSET-URI=` on an interstitial `#EXT-X-DATERANGE` (a playlist).
+    case interstitialAsset
+    /// `X-ASSET-LIST=` on an interstitial `#EXT-X-DATERANGE` (a JSON asset list).
+    case interstitialAssetList
+
+    /// Whether the resource is itself a playlist that the proxy should rewrite in turn.
+    public var isPlaylist: Bool {
+        switch self {
+        case .variant, .rendition, .iFramePlaylist, .renditionReport, .interstitialAsset: return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import HLSCacheCore
+import Testing
+
+@Suite struct OriginURLTests {
+    @Test func mapsOriginToProxyPathAndBack() throws {
+        let url = try OriginURL("https://cdn.example.com/vod/master.m3u8?t=1")
+        #expect(url.proxyPath == "/https/cdn.example.com/vod/master.m3u8?t=1")
+        #expect(url.proxyURL(base: "http://127.0.0.1:8080/") == "http://127.0.0.1:8080/https/cdn.example.com/vod/master.m3u8?t=1")
+        let back = try OriginURL(proxyTarget: url.proxyPath)
+        #expect(back == url)
+        #expect(back.string == "https://cdn.example.com/vod/master.m3u8?t=1")
+    }
+
+    @Test func keepsPortsAndPercentEncodingDropsFragment() throws {
+        let url = try OriginURL("http://127.0.0.1:28080/a%20b/c.ts?x=%2F#frag")
+        #expect(url.proxyPath == "/http/127.0.0.1:28080/a%20b/c.ts?x=%2F")
+        #expect(url.port == 28080)
+        #expect(url.pathExtension == "ts")
+    }
+
+    @Test func lowercasesSchemeAndHostAndEncodesInvalidBytes() throws {
+        let url = try OriginURL("HTTPS://CDN.Example.COM/My Video/é.m3u8")
+        #expect(url.string == "https://cdn.example.com/My%20Video/%C3%A9.m3u8")
+    }
+
+    @Test func ipv6Authority() throws {
+        let url = try OriginURL("http://[::1]:9000/x.m3u8")
+        #expect(url.host == "[::1]")
+        #expect(url.proxyPath == "/http/[::1]:9000/x.m3u8")
+        #expect(try OriginURL(proxyTarget: "/http/[::1]:9000/x.m3u8") == url)
+    }
+
+    @Test(arguments: [
+        "ftp://example.com/x", "https://", "https://user:pw@example.com/x", "http://exa mple.com/", "http://example.com:0/",
+        "http://example.com:99999/", "http://[zz]/", "/relative/path", "http://ex%2Fample.com/",
+    ])
+    func rejectsUnproxiableURLs(_ text: String) {
+        #expect(throws: OriginURLError.self) { try OriginURL(text) }
+    }
+
+    @Test(arguments: [
+        "/https/example.com/a/../b.ts", "/https/example.com/%2e%2e/etc/passwd", "/https/example.com/a/%2E/b",
+        "/https/example.com/..", "/ftp/example.com/x", "/https", "/https/", "https/example.com/x", "/https/ex@ample.com/x",
+    ])
+    func rejectsHostileProxyTargets(_ target: String) {
+        #expect(throws: OriginURLError.self) { try OriginURL(proxyTarget: target) }
+    }
+
+    @Test func emptyPathBecomesSlash() throws {
+        #expect(try OriginURL(proxyTarget: "/http/example.com").string == "http://example.com/")
+        #expect(try OriginURL(proxyTarget: "/http/example.com?q=1").string == "http://example.com/?q=1")
+    }
+}
+
+@Suite struct CacheKeyTests {
+    @Test func dropsVolatileParametersCaseInsensitivelyAndDefaultPorts() throws {
+        let a = CacheKey(try OriginURL("https://CDN.example.com:443/v/seg1.ts?token=abc&q=1&Expires=5&SIGNATURE=x"))
+        let b = CacheKey(try OriginURL("https://cdn.example.com/v/seg1.ts?q=1&token=zzz"))
+        #expect(a == b)
+        #expect(a.value == "https://cdn.example.com/v/seg1.ts?q=1")
+    }
+
+    @Test func keepsMeaningfulParametersAndPorts() throws {
+        let a = CacheKey(try OriginURL("http://h:8080/seg.ts?bitrate=1"))
+        let b = CacheKey(try OriginURL("http://h:8080/seg.ts?bitrate=2"))
+        #expect(a != b)
+        #expect(CacheKey(try OriginURL("http://h/s.ts?token=1"), volatileParameters: []).value == "http://h/s.ts?token=1")
+    }
+}
