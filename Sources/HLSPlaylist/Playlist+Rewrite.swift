@@ -19,29 +19,42 @@ extension Playlist {
     ) throws -> [UInt8] {
         let resolver = try URIResolver(baseURL: baseURL)
         let variables = try VariableTable(definitions, baseURL: resolver.base, imports: imports)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count + bytes.count / 2)
-        var cursor = 0
-        for slot in uriSlots where slot.rewritable {
-            let resolved = try resolve(slot, resolver: resolver, variables: variables)
-            guard Playlist.isHTTP(resolved), var replacement = try transform(resolved, slot.role) else { continue }
-            let isAttribute = !isURILine(slot)
-            try replacement.withUTF8 { utf8 in
-                for c in utf8 where c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") || (isAttribute && c == UInt8(ascii: "\"")) {
-                    throw PlaylistError.invalidReplacement.at(
-                        line: slot.lineIndex + 1, "replacement for a \(slot.role.rawValue) URI contains a quote or line break")
+        let baseIsHTTP = resolver.base.isHTTP
+        return try bytes.withUnsafeBufferPointer { source in
+            var out: [UInt8] = []
+            out.reserveCapacity(source.count + source.count / 2)
+            var cursor = 0
+            for slot in uriSlots where slot.rewritable {
+                let resolved: String
+                let knownHTTP: Bool
+                if slot.hasVariables {
+                    let raw = String(decoding: UnsafeBufferPointer(rebasing: source[slot.range]), as: UTF8.self)
+                    resolved = resolver.resolve(try variables.substitute(raw, line: slot.lineIndex + 1))
+                    knownHTTP = false
+                } else {
+                    (resolved, knownHTTP) = resolver.resolve(bytes: UnsafeBufferPointer(rebasing: source[slot.range]))
                 }
-                if !isAttribute && (utf8.isEmpty || utf8[0] == UInt8(ascii: "#")) {
-                    throw PlaylistError.invalidReplacement.at(
-                        line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
+                guard knownHTTP ? baseIsHTTP : Playlist.isHTTP(resolved), var replacement = try transform(resolved, slot.role) else {
+                    continue
                 }
-                out.append(contentsOf: bytes[cursor..<slot.range.lowerBound])
-                out.append(contentsOf: utf8)
+                let isAttribute = !isURILine(slot)
+                try replacement.withUTF8 { utf8 in
+                    for c in utf8 where c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") || (isAttribute && c == UInt8(ascii: "\"")) {
+                        throw PlaylistError.invalidReplacement.at(
+                            line: slot.lineIndex + 1, "replacement for a \(slot.role.rawValue) URI contains a quote or line break")
+                    }
+                    if !isAttribute && (utf8.isEmpty || utf8[0] == UInt8(ascii: "#")) {
+                        throw PlaylistError.invalidReplacement.at(
+                            line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
+                    }
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: source[cursor..<slot.range.lowerBound]))
+                    out.append(contentsOf: utf8)
+                }
+                cursor = slot.range.upperBound
             }
-            cursor = slot.range.upperBound
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: source[cursor...]))
+            return out
         }
-        out.append(contentsOf: bytes[cursor...])
-        return out
     }
 
     /// Every rewritable URI resolved against `baseURL`, with its role, in document order (what ``rewrite(baseURL:imports:_:)``
@@ -53,12 +66,6 @@ extension Playlist {
             return nil
         }
         return result
-    }
-
-    func resolve(_ slot: URISlot, resolver: URIResolver, variables: VariableTable) throws -> String {
-        var raw = rawValue(of: slot)
-        if slot.hasVariables { raw = try variables.substitute(raw, line: slot.lineIndex + 1) }
-        return resolver.resolve(raw)
     }
 
     private func isURILine(_ slot: URISlot) -> Bool {

@@ -37,19 +37,23 @@ public struct Playlist: Sendable {
 
     /// The playlist as bytes, rebuilt from its lines.
     public func serialize() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        let firstStart = lines.first?.range.lowerBound ?? bytes.count
-        out.append(contentsOf: bytes[0..<firstStart])  // the BOM, if any
-        for line in lines {
-            out.append(contentsOf: bytes[line.range])
-            switch line.terminator {
-            case .none: break
-            case .lf: out.append(UInt8(ascii: "\n"))
-            case .crlf: out.append(contentsOf: [UInt8(ascii: "\r"), UInt8(ascii: "\n")])
+        bytes.withUnsafeBufferPointer { source in
+            var out: [UInt8] = []
+            out.reserveCapacity(source.count)
+            let firstStart = lines.first?.range.lowerBound ?? source.count
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: source[0..<firstStart]))  // the BOM, if any
+            for line in lines {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: source[line.range]))
+                switch line.terminator {
+                case .none: break
+                case .lf: out.append(UInt8(ascii: "\n"))
+                case .crlf:
+                    out.append(UInt8(ascii: "\r"))
+                    out.append(UInt8(ascii: "\n"))
+                }
             }
+            return out
         }
-        return out
     }
 
     /// The text of line `index` (0-based), without its terminator.

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The single pass that indexes a playlist: splits lines, classifies tags, finds every URI value and checks
 /// the structure (one kind of playlist, every EXTINF followed by a URI, sane numbers, defined variables).
 struct PlaylistParser {
@@ -29,8 +37,12 @@ struct PlaylistParser {
         var lineNumber = 0
         while start < bytes.count {
             lineNumber += 1
-            var newline = start
-            while newline < bytes.count, bytes[newline] != UInt8(ascii: "\n") { newline += 1 }
+            let newline: Int
+            if let found = memchr(bytes.baseAddress! + start, Int32(UInt8(ascii: "\n")), bytes.count - start) {
+                newline = bytes.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            } else {
+                newline = bytes.count
+            }
             var end = newline
             let terminator: LineTerminator
             if newline == bytes.count {
@@ -64,6 +76,11 @@ struct PlaylistParser {
             var last = end
             while last > first, isLineSpace(bytes[last - 1]) { last -= 1 }
             return .uri(try uriLine(bytes, first, last, lineNumber))
+        }
+        // Most tag lines of a media playlist are EXTINF: skip the table lookup for them.
+        if hasPrefix(bytes, first, end, "#EXTINF:") {
+            try handle(.inf, bytes, first + 8, end, lineNumber)
+            return .tag(.inf)
         }
         guard hasPrefix(bytes, first, end, "#EXT") else { return .comment }
         var nameEnd = first + 1

@@ -27,6 +27,25 @@ public struct URIResolver: Sendable {
         return base.resolving(URIReference(parsing: reference)).string
     }
 
+    /// The absolute form of the reference stored in `bytes`, building the result with one allocation in the
+    /// common case. `isBaseRelative` is true when the result simply extends the base directory (so it has the
+    /// base's scheme).
+    func resolve(bytes: UnsafeBufferPointer<UInt8>) -> (url: String, isBaseRelative: Bool) {
+        guard URIResolver.isPlainRelativePath(bytes) else {
+            return (resolve(String(decoding: bytes, as: UTF8.self)), false)
+        }
+        let prefixCount = directoryPrefix.utf8.count
+        let url = String(unsafeUninitializedCapacity: prefixCount + bytes.count) { buffer in
+            var prefix = directoryPrefix
+            prefix.withUTF8 { p in
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[0..<prefixCount]).initialize(from: p)
+            }
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[prefixCount...]).initialize(from: bytes)
+            return prefixCount + bytes.count
+        }
+        return (url, true)
+    }
+
     /// A relative-path reference with no scheme, no authority, no leading `/`, `?` or `#`, and no `.`/`..` segment:
     /// resolving it is appending it to the base directory.
     static func isPlainRelativePath(_ reference: String) -> Bool {
