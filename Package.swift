@@ -20,6 +20,10 @@ let package = Package(
         .target(name: "HLSPlaylist", swiftSettings: swiftSettings),
         // The URL contract and cache-key rules shared by the proxy, the downloader and the CLI. Pure.
         .target(name: "HLSCacheCore", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
+        // System OpenSSL 3 (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes.
+        .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.
+        .target(name: "HLSCrypto", dependencies: ["CLibSSL"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "hlscache",
             dependencies: [
@@ -36,6 +40,7 @@ let package = Package(
         ),
         .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
     ]
 )
