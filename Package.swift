@@ -14,6 +14,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Pure playlist engine: no I/O, no NIO, no Foundation networking.
@@ -24,6 +25,16 @@ let package = Package(
         .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.
         .target(name: "HLSCrypto", dependencies: ["CLibSSL"], swiftSettings: swiftSettings),
+        // The on-disk cache: objects/ named by SHA-256, tmp/ for writes, a GRDB index shared by two processes.
+        .target(
+            name: "HLSCacheStore",
+            dependencies: [
+                "HLSCacheCore",
+                "HLSCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
@@ -41,6 +52,11 @@ let package = Package(
         .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSCacheStoreTests",
+            dependencies: ["HLSCacheStore", "HLSCacheCore"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
     ]
 )
