@@ -8,13 +8,21 @@ extension CacheStore {
     /// - Returns: the bytes freed.
     @discardableResult
     public func evict(bytes: Int64) throws -> Int64 {
+        try evict(bytes: bytes, allOrNothing: false)
+    }
+
+    /// With `allOrNothing`, evicts nothing (and returns 0) unless `bytes` can be freed: a write that will be
+    /// refused anyway must not empty the cache on its way out.
+    func evict(bytes: Int64, allOrNothing: Bool) throws -> Int64 {
         guard bytes > 0 else { return 0 }
         // This process's recent hits must count in the LRU order.
         flushAccessTimes()
         let now = Date().timeIntervalSince1970
         var victims: [String] = []
+        var hidden: [String: ObjectRow] = [:]
         let freed = try index.write { db -> Int64 in
             victims.removeAll()
+            hidden.removeAll()
             var freed: Int64 = 0
             let cursor = try IndexDatabase.evictionCandidates(db, now: now)
             while freed < bytes, let row = try cursor.next() {
@@ -23,7 +31,7 @@ extension CacheStore {
                 // Checking the pin and hiding the entry in one step means no lookupAndPin can slip between.
                 let evictable = state.withLock { state -> Bool in
                     guard state.pins[hash] == nil else { return false }
-                    state.entries[hash] = nil
+                    hidden[hash] = state.entries.removeValue(forKey: hash)
                     state.pendingAccess[hash] = nil
                     return true
                 }
@@ -32,8 +40,17 @@ extension CacheStore {
                     freed += size
                 }
             }
+            if allOrNothing && freed < bytes {
+                victims.removeAll()
+                return 0
+            }
             try IndexDatabase.delete(db, keyHashes: victims)
             return freed
+        }
+        if victims.isEmpty && !hidden.isEmpty {
+            state.withLock { state in
+                for (hash, row) in hidden where state.entries[hash] == nil { state.entries[hash] = row }
+            }
         }
         // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
         for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
@@ -59,7 +76,7 @@ extension CacheStore {
         let reserved = state.withLock { $0.reservedBytes }
         let overCap = bytes + reserved + needed - maxBytes
         if overCap > 0 {
-            let freed = try evict(bytes: overCap)
+            let freed = try evict(bytes: overCap, allOrNothing: true)
             guard freed >= overCap else {
                 throw CacheStoreError.cacheFull.with(
                     "\(needed) bytes do not fit under the cap of \(maxBytes): the rest is locked, pinned or being written")
@@ -68,7 +85,7 @@ extension CacheStore {
         guard let available = FileSystem.availableBytes(directory) else { return }
         let shortOnDisk = needed + freeDiskCushion - available
         if shortOnDisk > 0 {
-            let freed = try evict(bytes: shortOnDisk)
+            let freed = try evict(bytes: shortOnDisk, allOrNothing: true)
             guard freed >= shortOnDisk else {
                 throw CacheStoreError.cacheFull.with(
                     "\(needed) bytes would leave less than the free-disk cushion of \(freeDiskCushion) bytes")
