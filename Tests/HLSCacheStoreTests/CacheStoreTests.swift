@@ -4,7 +4,7 @@ import HLSCacheCore
 import HLSCacheStore
 import Testing
 
-@Suite struct CacheStoreWriteTests {
+@Suite struct CacheStoreTests {
     @Test func writeLookupAndETag() throws {
         let dir = try TemporaryDirectory()
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
