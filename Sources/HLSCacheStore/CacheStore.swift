@@ -50,7 +50,6 @@ public final class CacheStore: Sendable {
         /// Bytes announced by open writers of this process, counted against the cap before they finish.
         var reservedBytes: Int64 = 0
         var tempCounter = 0
-        var closed = false
     }
 
     /// Opens (creating if needed) the cache in `directory` and runs startup recovery.
@@ -111,7 +110,6 @@ public final class CacheStore: Sendable {
     /// Writes pending access times and stops using the directory's lock. Open writers can still finish.
     public func close() {
         flushAccessTimes()
-        state.withLock { $0.closed = true }
         // The descriptor closes in deinit; unlock now so a restarted server (or a test) can reopen the
         // directory exclusively while this object is still referenced.
         FileSystem.unlock(lockFileDescriptor)
