@@ -14,12 +14,27 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Pure playlist engine: no I/O, no NIO, no Foundation networking.
         .target(name: "HLSPlaylist", swiftSettings: swiftSettings),
         // The URL contract and cache-key rules shared by the proxy, the downloader and the CLI. Pure.
         .target(name: "HLSCacheCore", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
+        // System OpenSSL 3 (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes.
+        .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.
+        .target(name: "HLSCrypto", dependencies: ["CLibSSL"], swiftSettings: swiftSettings),
+        // The on-disk cache: objects/ named by SHA-256, tmp/ for writes, a GRDB index shared by two processes.
+        .target(
+            name: "HLSCacheStore",
+            dependencies: [
+                "HLSCacheCore",
+                "HLSCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
@@ -36,6 +51,12 @@ let package = Package(
         ),
         .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSCacheStoreTests",
+            dependencies: ["HLSCacheStore", "HLSCacheCore"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
     ]
 )

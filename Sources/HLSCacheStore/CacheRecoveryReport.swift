@@ -1,0 +1,17 @@
+/// What startup recovery found and repaired, for logs and tests.
+public struct CacheRecoveryReport: Sendable, Hashable {
+    /// Whether this process had the directory to itself and ran the full recovery. When another process
+    /// (the server, or `hlscache fetch`) already has it open, only repairs that cannot race it run.
+    public var exclusive: Bool = false
+    /// Temp files of crashed writers removed from `tmp/`.
+    public var tempFilesRemoved: Int = 0
+    /// Index rows dropped because their file was missing or had the wrong size.
+    public var rowsDropped: Int = 0
+    /// Object files removed because no index row names them (only in exclusive recovery).
+    public var orphanFilesRemoved: Int = 0
+    /// Complete objects in the index after recovery.
+    public var objectCount: Int = 0
+
+    /// An empty report.
+    public init() {}
+}

@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+
+extension CacheStore {
+    /// Evicts objects until at least `bytes` are freed or nothing evictable is left: expired objects first,
+    /// then least recently used. Locked objects (index flag) and objects pinned in this process are skipped.
+    ///
+    /// - Returns: the bytes freed.
+    @discardableResult
+    public func evict(bytes: Int64) throws -> Int64 {
+        try evict(bytes: bytes, allOrNothing: false)
+    }
+
+    /// With `allOrNothing`, evicts nothing (and returns 0) unless `bytes` can be freed: a write that will be
+    /// refused anyway must not empty the cache on its way out.
+    func evict(bytes: Int64, allOrNothing: Bool) throws -> Int64 {
+        guard bytes > 0 else { return 0 }
+        // This process's recent hits must count in the LRU order.
+        flushAccessTimes()
+        let now = Date().timeIntervalSince1970
+        var victims: [String] = []
+        var hidden: [String: ObjectRow] = [:]
+        let freed = try index.write { db -> Int64 in
+            victims.removeAll()
+            hidden.removeAll()
+            var freed: Int64 = 0
+            let cursor = try IndexDatabase.evictionCandidates(db, now: now)
+            while freed < bytes, let row = try cursor.next() {
+                let hash: String = row["key_hash"]
+                let size: Int64 = row["size"]
+                // Checking the pin and hiding the entry in one step means no lookupAndPin can slip between.
+                let evictable = state.withLock { state -> Bool in
+                    guard state.pins[hash] == nil else { return false }
+                    hidden[hash] = state.entries.removeValue(forKey: hash)
+                    state.pendingAccess[hash] = nil
+                    return true
+                }
+                if evictable {
+                    victims.append(hash)
+                    freed += size
+                }
+            }
+            if allOrNothing && freed < bytes {
+                victims.removeAll()
+                return 0
+            }
+            try IndexDatabase.delete(db, keyHashes: victims)
+            return freed
+        }
+        if victims.isEmpty && !hidden.isEmpty {
+            state.withLock { state in
+                for (hash, row) in hidden where state.entries[hash] == nil { state.entries[hash] = row }
+            }
+        }
+        // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
+        for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
+        return freed
+    }
+
+    /// Evicts down to the cap if the index (both processes' objects) plus open reservations exceed it.
+    func evictIfOverCap() throws {
+        let (bytes, _) = try usage()
+        let reserved = state.withLock { $0.reservedBytes }
+        let over = bytes + reserved - maxBytes
+        if over > 0 { try evict(bytes: over) }
+    }
+
+    /// Makes room for `needed` more bytes under the cap and above the free-disk cushion, evicting if needed.
+    ///
+    /// - Throws: ``CacheStoreError/cacheFull`` when even eviction cannot make room.
+    func ensureRoom(for needed: Int64) throws {
+        guard needed <= maxBytes else {
+            throw CacheStoreError.cacheFull.with("\(needed) bytes exceed the cache size cap of \(maxBytes)")
+        }
+        let (bytes, _) = try usage()
+        let reserved = state.withLock { $0.reservedBytes }
+        let overCap = bytes + reserved + needed - maxBytes
+        if overCap > 0 {
+            let freed = try evict(bytes: overCap, allOrNothing: true)
+            guard freed >= overCap else {
+                throw CacheStoreError.cacheFull.with(
+                    "\(needed) bytes do not fit under the cap of \(maxBytes): the rest is locked, pinned or being written")
+            }
+        }
+        guard let available = FileSystem.availableBytes(directory) else { return }
+        let shortOnDisk = needed + freeDiskCushion - available
+        if shortOnDisk > 0 {
+            let freed = try evict(bytes: shortOnDisk, allOrNothing: true)
+            guard freed >= shortOnDisk else {
+                throw CacheStoreError.cacheFull.with(
+                    "\(needed) bytes would leave less than the free-disk cushion of \(freeDiskCushion) bytes")
+            }
+        }
+    }
+}

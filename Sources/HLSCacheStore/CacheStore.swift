@@ -1,0 +1,304 @@
+import Dispatch
+import Foundation
+import GRDB
+import HLSCacheCore
+import HLSCrypto
+import Synchronization
+
+/// The on-disk cache (DESIGN.md §6): `objects/ab/cdef…` files named by the SHA-256 of the cache key, written
+/// through `tmp/`, indexed in `index.sqlite`.
+///
+/// Safe to share between threads, and between two processes on one directory (`hlscache serve` and
+/// `hlscache fetch`): every change to the index is a SQLite transaction and the index is the truth. Each
+/// instance keeps an in-memory map of complete objects so ``lookup(_:)`` — called on event loops for every
+/// request — normally takes one lock and no I/O; a miss in memory falls back to one SQLite read, because the
+/// other process may have stored the object.
+///
+/// See `docs/store.md` for the write protocol, recovery and eviction.
+public final class CacheStore: Sendable {
+    /// The cache directory.
+    public let directory: String
+    /// The size cap: total bytes of objects above which least-recently-used objects are evicted.
+    public let maxBytes: Int64
+    /// Free space to leave on the file system; writes that would eat into it evict first or fail.
+    public let freeDiskCushion: Int64
+    /// What startup recovery did.
+    public let recovery: CacheRecoveryReport
+
+    /// The default free-disk cushion: 100 MiB.
+    public static let defaultFreeDiskCushion: Int64 = 100 * 1024 * 1024
+
+    let objectsDirectory: String
+    let tmpDirectory: String
+    let index: IndexDatabase
+    let state: Mutex<State>
+    let lockFileDescriptor: Int32
+    let flushQueue = DispatchQueue(label: "hlscache.store.access-times")
+
+    /// Access times are written in batches: when this many are pending, or this long after the first one.
+    static let accessFlushBatch = 256
+    static let accessFlushDelay: TimeInterval = 2
+
+    struct State: Sendable {
+        /// Complete objects by key hash, as this process last saw them.
+        var entries: [String: ObjectRow] = [:]
+        /// Pin counts by key hash; pinned objects are never evicted by this process.
+        var pins: [String: Int] = [:]
+        /// Access times not yet written to the index.
+        var pendingAccess: [String: Double] = [:]
+        var flushScheduled = false
+        /// Bytes announced by open writers of this process, counted against the cap before they finish.
+        var reservedBytes: Int64 = 0
+        var tempCounter = 0
+    }
+
+    /// Opens (creating if needed) the cache in `directory` and runs startup recovery.
+    ///
+    /// - Parameters:
+    ///   - maxBytes: the size cap for all objects.
+    ///   - freeDiskCushion: bytes to keep free on the file system (default 100 MiB).
+    /// - Throws: ``CacheStoreError/io`` or ``CacheStoreError/corrupted`` when the directory or index is unusable.
+    public static func open(
+        directory: String,
+        maxBytes: Int64,
+        freeDiskCushion: Int64 = CacheStore.defaultFreeDiskCushion
+    ) throws -> CacheStore {
+        try CacheStore(directory: directory, maxBytes: maxBytes, freeDiskCushion: freeDiskCushion)
+    }
+
+    private init(directory: String, maxBytes: Int64, freeDiskCushion: Int64) throws {
+        precondition(maxBytes > 0, "maxBytes must be positive")
+        let directory = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        self.directory = directory
+        self.maxBytes = maxBytes
+        self.freeDiskCushion = max(0, freeDiskCushion)
+        objectsDirectory = directory + "/objects"
+        tmpDirectory = directory + "/tmp"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw CacheStoreError.io.with("cannot create \(directory): \(error)")
+        }
+        try FileSystem.makeDirectory(objectsDirectory)
+        try FileSystem.makeDirectory(tmpDirectory)
+
+        // Every open store holds a shared flock on `lock`; whoever gets it exclusively is alone and may
+        // delete temp and orphan files that would otherwise belong to the other process's writes in flight.
+        let lockFD = try FileSystem.openLockFile(directory + "/lock")
+        let exclusive = FileSystem.lock(lockFD, exclusive: true, wait: false)
+        do {
+            index = try IndexDatabase(path: directory + "/index.sqlite")
+            let (report, rows) = try Self.recover(
+                index: index, objectsDirectory: objectsDirectory, tmpDirectory: tmpDirectory, exclusive: exclusive)
+            recovery = report
+            var initial = State()
+            for row in rows { initial.entries[row.keyHash] = row }
+            state = Mutex(initial)
+        } catch {
+            FileSystem.closeFile(lockFD)
+            throw error
+        }
+        // Downgrade (or, when another process was first, wait for its recovery to finish) to shared.
+        _ = FileSystem.lock(lockFD, exclusive: false, wait: true)
+        lockFileDescriptor = lockFD
+    }
+
+    deinit {
+        FileSystem.closeFile(lockFileDescriptor)
+    }
+
+    /// Writes pending access times and stops using the directory's lock. Open writers can still finish.
+    public func close() {
+        flushAccessTimes()
+        // The descriptor closes in deinit; unlock now so a restarted server (or a test) can reopen the
+        // directory exclusively while this object is still referenced.
+        FileSystem.unlock(lockFileDescriptor)
+    }
+
+    /// The object file path for a key hash: `objects/ab/cdef…`.
+    func objectPath(forHash hash: String) -> String {
+        "\(objectsDirectory)/\(hash.prefix(2))/\(hash.dropFirst(2))"
+    }
+
+    static func keyHash(_ key: CacheKey) -> String {
+        SHA256.hex(key.value)
+    }
+
+    // MARK: - Lookup
+
+    private enum MemoryLookup {
+        case hit(ObjectRow, flushNow: Bool, scheduleFlush: Bool)
+        case expired
+        case miss
+    }
+
+    /// The complete, unexpired object stored under `key`, or `nil`.
+    ///
+    /// Records the access (for LRU) in memory; access times reach the index in batches. A lookup that races
+    /// an eviction by the other process can return a path that vanishes before it is opened: callers treat
+    /// `ENOENT` on open as a miss.
+    public func lookup(_ key: CacheKey) -> CachedObject? {
+        lookup(key, pin: false)?.object
+    }
+
+    /// Like ``lookup(_:)``, and pins the object in the same step so this process cannot evict it between
+    /// the lookup and the caller opening the file.
+    public func lookupAndPin(_ key: CacheKey) -> (object: CachedObject, pin: CachePin)? {
+        guard let (object, pin) = lookup(key, pin: true), let pin else { return nil }
+        return (object, pin)
+    }
+
+    private func lookup(_ key: CacheKey, pin: Bool) -> (object: CachedObject, pin: CachePin?)? {
+        let hash = Self.keyHash(key)
+        let now = Date().timeIntervalSince1970
+        let found = state.withLock { state -> MemoryLookup in
+            guard var row = state.entries[hash] else { return .miss }
+            guard !row.isExpired(at: now) else { return .expired }
+            row.lastAccess = now
+            state.entries[hash] = row
+            if pin { state.pins[hash, default: 0] += 1 }
+            let (flushNow, schedule) = Self.recordAccess(&state, hash: hash, at: now)
+            return .hit(row, flushNow: flushNow, scheduleFlush: schedule)
+        }
+        switch found {
+        case .hit(let row, let flushNow, let schedule):
+            scheduleAccessFlush(now: flushNow, later: schedule)
+            return (row.object(path: objectPath(forHash: hash)), pin ? CachePin(store: self, keyHash: hash) : nil)
+        case .expired:
+            return nil
+        case .miss:
+            return lookupInIndex(hash: hash, now: now, pin: pin)
+        }
+    }
+
+    /// The slow path: another process may have stored the object since this one loaded its map.
+    private func lookupInIndex(hash: String, now: Double, pin: Bool) -> (object: CachedObject, pin: CachePin?)? {
+        guard let stored = try? index.read({ db in try IndexDatabase.fetch(db, keyHash: hash) }),
+            !stored.isExpired(at: now)
+        else { return nil }
+        let path = objectPath(forHash: hash)
+        guard FileSystem.fileSize(path) == stored.size else { return nil }
+        var row = stored
+        row.lastAccess = now
+        let (flushNow, schedule) = state.withLock { state in
+            state.entries[hash] = row
+            if pin { state.pins[hash, default: 0] += 1 }
+            return Self.recordAccess(&state, hash: hash, at: now)
+        }
+        scheduleAccessFlush(now: flushNow, later: schedule)
+        return (row.object(path: path), pin ? CachePin(store: self, keyHash: hash) : nil)
+    }
+
+    // MARK: - Access times
+
+    private static func recordAccess(_ state: inout State, hash: String, at now: Double) -> (Bool, Bool) {
+        state.pendingAccess[hash] = now
+        if state.pendingAccess.count >= accessFlushBatch && !state.flushScheduled {
+            state.flushScheduled = true
+            return (true, false)
+        }
+        if !state.flushScheduled {
+            state.flushScheduled = true
+            return (false, true)
+        }
+        return (false, false)
+    }
+
+    private func scheduleAccessFlush(now: Bool, later: Bool) {
+        if now {
+            flushQueue.async { [weak self] in self?.flushAccessTimes() }
+        } else if later {
+            flushQueue.asyncAfter(deadline: .now() + Self.accessFlushDelay) { [weak self] in
+                self?.flushAccessTimes()
+            }
+        }
+    }
+
+    /// Writes the access times recorded by lookups to the index in one transaction.
+    ///
+    /// Runs by itself in the background (after ``accessFlushBatch`` hits or a couple of seconds); call it
+    /// before reading LRU order from another process.
+    public func flushAccessTimes() {
+        let pending = state.withLock { state in
+            defer {
+                state.pendingAccess.removeAll(keepingCapacity: true)
+                state.flushScheduled = false
+            }
+            return state.pendingAccess
+        }
+        guard !pending.isEmpty else { return }
+        do {
+            try index.write { db in
+                for (hash, time) in pending {
+                    try db.execute(
+                        sql: "UPDATE objects SET last_access = ? WHERE key_hash = ? AND last_access < ?",
+                        arguments: [time, hash, time])
+                }
+            }
+        } catch {
+            // Losing access times only makes LRU less precise; the next flush carries newer ones.
+        }
+    }
+
+    // MARK: - Pins, locks, removal, usage
+
+    /// Pins whatever is, or will be, stored under `key`: this process never evicts a pinned object.
+    ///
+    /// Keep the pin while a file is served; it is released by ``CachePin/unpin()`` or when it is deinitialised.
+    public func pin(_ key: CacheKey) -> CachePin {
+        let hash = Self.keyHash(key)
+        state.withLock { $0.pins[hash, default: 0] += 1 }
+        return CachePin(store: self, keyHash: hash)
+    }
+
+    func unpin(keyHash: String) {
+        state.withLock { state in
+            guard let count = state.pins[keyHash] else { return }
+            if count <= 1 { state.pins[keyHash] = nil } else { state.pins[keyHash] = count - 1 }
+        }
+    }
+
+    /// Whether this process holds a pin on `key`.
+    public func isPinned(_ key: CacheKey) -> Bool {
+        let hash = Self.keyHash(key)
+        return state.withLock { $0.pins[hash] != nil }
+    }
+
+    /// Removes the object stored under `key`, if any; readers that already opened the file keep reading it.
+    /// - Returns: whether an object was removed.
+    @discardableResult
+    public func remove(_ key: CacheKey) throws -> Bool {
+        let hash = Self.keyHash(key)
+        state.withLock { state in
+            state.entries[hash] = nil
+            state.pendingAccess[hash] = nil
+        }
+        let deleted = try index.write { db -> Bool in
+            try db.execute(sql: "DELETE FROM objects WHERE key_hash = ?", arguments: [hash])
+            return db.changesCount > 0
+        }
+        FileSystem.remove(objectPath(forHash: hash))
+        return deleted
+    }
+
+    /// Sets the `locked` flag of the objects stored under `keys`; locked objects are never evicted.
+    ///
+    /// Keys with no object yet are ignored: pass `locked: true` to ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:)``
+    /// for objects an item downloads later.
+    public func setLocked(_ keys: [CacheKey], _ locked: Bool) throws {
+        let hashes = keys.map(Self.keyHash)
+        try index.write { db in
+            for hash in hashes {
+                try db.execute(sql: "UPDATE objects SET locked = ? WHERE key_hash = ?", arguments: [locked, hash])
+            }
+        }
+        state.withLock { state in
+            for hash in hashes { state.entries[hash]?.locked = locked }
+        }
+    }
+
+    /// Total bytes and number of complete objects, from the index (so it includes the other process's).
+    public func usage() throws -> (bytes: Int64, count: Int) {
+        try index.read(IndexDatabase.usage)
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import HLSCacheCore
+import Synchronization
+
+/// Writes one object into `tmp/` and commits it into the cache with
+/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:)``.
+///
+/// Until `finish` returns, lookups do not see the object. ``abort()`` may be called from any thread at any
+/// time (a client went away, the origin failed); a writer dropped without `finish` cleans up in `deinit`.
+/// Writes are plain blocking `write(2)` calls: call them off the event loop (NIO's thread pool).
+public final class CacheWriter: Sendable {
+    /// The key being written.
+    public let key: CacheKey
+    /// The announced length, enforced at finish.
+    public let expectedLength: Int64?
+
+    private let store: CacheStore
+    private let keyHash: String
+    private let tempPath: String
+    private let state: Mutex<WriterState>
+
+    private struct WriterState: Sendable {
+        var fileDescriptor: Int32?
+        var written: Int64 = 0
+        var reservation: Int64
+        /// The next total at which the free-disk cushion is checked again when no length was announced.
+        var nextSpaceCheck: Int64 = CacheWriter.spaceCheckInterval
+    }
+
+    private static let spaceCheckInterval: Int64 = 8 * 1024 * 1024
+
+    init(
+        store: CacheStore, key: CacheKey, keyHash: String, expectedLength: Int64?, tempPath: String,
+        fileDescriptor: Int32, reservation: Int64
+    ) {
+        self.store = store
+        self.key = key
+        self.keyHash = keyHash
+        self.expectedLength = expectedLength
+        self.tempPath = tempPath
+        state = Mutex(WriterState(fileDescriptor: fileDescriptor, reservation: reservation))
+    }
+
+    deinit {
+        abort()
+    }
+
+    /// Bytes written so far.
+    public var bytesWritten: Int64 {
+        state.withLock { $0.written }
+    }
+
+    /// Whether the writer still accepts bytes (not finished, not aborted, no failed write).
+    public var isOpen: Bool {
+        state.withLock { $0.fileDescriptor != nil }
+    }
+
+    /// Appends `bytes` to the temp file.
+    ///
+    /// - Throws: ``CacheStoreError/cacheFull`` on `ENOSPC`, when the object grows past the cap, or (without
+    ///   an announced length) when the free-disk cushion is reached; ``CacheStoreError/lengthMismatch`` when
+    ///   it grows past the announced length; ``CacheStoreError/io``; ``CacheStoreError/writerClosed``.
+    ///   After any error the writer is aborted and its temp file is gone.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try state.withLock { state in
+            guard let fd = state.fileDescriptor else {
+                throw CacheStoreError.writerClosed.with("write after finish or abort of \(key)")
+            }
+            do {
+                let total = state.written + Int64(bytes.count)
+                if let expectedLength, total > expectedLength {
+                    throw CacheStoreError.lengthMismatch.with(
+                        "\(key): more than the announced \(expectedLength) bytes")
+                }
+                if total > store.maxBytes {
+                    throw CacheStoreError.cacheFull.with("\(key) grows past the cache size cap of \(store.maxBytes)")
+                }
+                if expectedLength == nil, total >= state.nextSpaceCheck {
+                    state.nextSpaceCheck = total + Self.spaceCheckInterval
+                    if let available = FileSystem.availableBytes(store.directory),
+                        available - Int64(bytes.count) < store.freeDiskCushion
+                    {
+                        throw CacheStoreError.cacheFull.with("\(key): the free-disk cushion is reached")
+                    }
+                }
+                try FileSystem.writeAll(fd, bytes, path: tempPath)
+                state.written = total
+            } catch {
+                discard(&state)
+                throw error
+            }
+        }
+    }
+
+    /// Appends `bytes` (an `[UInt8]`, `Data`, or any contiguous bytes) to the temp file.
+    ///
+    /// Throws as ``write(_:)-(UnsafeRawBufferPointer)``.
+    public func write(_ bytes: some ContiguousBytes) throws {
+        try bytes.withUnsafeBytes { try write($0) }
+    }
+
+    /// Verifies the length, fsyncs, renames the file into `objects/` and records it in the index.
+    ///
+    /// - Parameters:
+    ///   - etag: the validator to serve; `nil` derives a strong one (pass the origin's only when the stored
+    ///     bytes are exactly the origin's).
+    ///   - expiresAt: when lookups stop returning the object (live playlists, keys).
+    ///   - locked: whether an item holds it (never evicted); a replaced version's lock carries over.
+    /// - Returns: the committed object.
+    /// - Throws: ``CacheStoreError/lengthMismatch`` when the byte count differs from the announced length,
+    ///   ``CacheStoreError/writerClosed`` after ``abort()``, ``CacheStoreError/io`` or
+    ///   ``CacheStoreError/cacheFull`` from fsync or rename, ``CacheStoreError/database``. On any error
+    ///   nothing is left behind.
+    public func finish(
+        contentType: String?,
+        kind: CacheObjectKind,
+        etag: String? = nil,
+        lastModified: Date? = nil,
+        expiresAt: Date? = nil,
+        locked: Bool = false
+    ) throws -> CachedObject {
+        let metadata = CacheStore.Metadata(
+            contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
+            locked: locked)
+        // The lock is held to the end so an abort from another thread cannot remove the file mid-commit.
+        let object = try state.withLock { state -> CachedObject in
+            guard let fd = state.fileDescriptor else {
+                throw CacheStoreError.writerClosed.with("finish after abort of \(key)")
+            }
+            if let expectedLength, state.written != expectedLength {
+                discard(&state)
+                throw CacheStoreError.lengthMismatch.with(
+                    "\(key): \(state.written) bytes written, \(expectedLength) announced")
+            }
+            do {
+                try FileSystem.sync(fd, path: tempPath)
+            } catch {
+                discard(&state)
+                throw error
+            }
+            FileSystem.closeFile(fd)
+            state.fileDescriptor = nil
+            defer {
+                store.releaseReservation(state.reservation)
+                state.reservation = 0
+            }
+            do {
+                return try store.commit(
+                    tempPath: tempPath, key: key, keyHash: keyHash, size: state.written, metadata: metadata)
+            } catch {
+                FileSystem.remove(tempPath)
+                throw error
+            }
+        }
+        // Over the cap now? Evict others, never the object just written (the caller is about to serve it).
+        let pin = store.pin(key)
+        defer { pin.unpin() }
+        try? store.evictIfOverCap()
+        return object
+    }
+
+    /// Stops writing and removes the temp file. Safe from any thread, any number of times; a no-op after
+    /// a successful finish.
+    public func abort() {
+        state.withLock { state in discard(&state) }
+    }
+
+    private func discard(_ state: inout WriterState) {
+        if let fd = state.fileDescriptor {
+            FileSystem.closeFile(fd)
+            FileSystem.remove(tempPath)
+            state.fileDescriptor = nil
+        }
+        if state.reservation != 0 {
+            store.releaseReservation(state.reservation)
+            state.reservation = 0
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import HLSCacheCore
+
+/// A complete object in the cache, as returned by ``CacheStore/lookup(_:)``.
+///
+/// The file at ``path`` is immutable: a newer version of the same key is written to a new file and renamed
+/// over it, so a reader that opened the old file keeps reading consistent bytes.
+public struct CachedObject: Sendable, Hashable {
+    /// The cache key the object was stored under.
+    public let key: CacheKey
+    /// SHA-256 hex of `key.value`; names the file.
+    public let keyHash: String
+    /// Absolute path of the object file.
+    public let path: String
+    /// Size in bytes.
+    public let size: Int64
+    /// The `Content-Type` to serve, if known.
+    public let contentType: String?
+    /// A strong entity tag, quoted (`"…"`), ready for an `ETag` header.
+    public let etag: String
+    /// The origin's `Last-Modified`, if it sent one.
+    public let lastModified: Date?
+    /// When the object was stored.
+    public let createdAt: Date
+    /// When the object stops being served (live playlists, keys); `nil` for never.
+    public let expiresAt: Date?
+    /// What the object is.
+    public let kind: CacheObjectKind
+    /// Whether an item holds it (locked objects are never evicted).
+    public let locked: Bool
+
+    /// Whether the object has expired at `date`.
+    public func isExpired(at date: Date = Date()) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt <= date
+    }
+}

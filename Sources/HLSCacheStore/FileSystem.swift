@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The few POSIX calls the store makes, with `EINTR` retried and failures turned into ``CacheStoreError``.
+///
+/// Plain syscalls rather than `FileManager`: the write path must map `ENOSPC` to `cacheFull` and must not
+/// allocate per call.
+enum FileSystem {
+    static func error(_ call: String, _ path: String, _ code: Int32 = errno) -> CacheStoreError {
+        if code == ENOSPC || code == EDQUOT {
+            return CacheStoreError.cacheFull.with("\(call) \(path): no space left on device")
+        }
+        return CacheStoreError.io.with("\(call) \(path): \(String(cString: strerror(code))) (errno \(code))")
+    }
+
+    /// Creates `path` (one level) unless it exists as a directory.
+    static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o755) == 0 { return }
+        let code = errno
+        guard code == EEXIST else { throw error("mkdir", path, code) }
+        guard isDirectory(path) else {
+            throw CacheStoreError.corrupted.with("\(path) exists and is not a directory")
+        }
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// The size of a regular file, or `nil` when it does not exist or is not a regular file.
+    static func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Bytes available to unprivileged users on the file system holding `path`.
+    static func availableBytes(_ path: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    /// Creates a new file exclusively for writing.
+    static func createExclusive(_ path: String) throws -> Int32 {
+        while true {
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            throw error("open", path)
+        }
+    }
+
+    /// Writes all of `buffer`, retrying short writes and `EINTR`.
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, path: String) throws {
+        guard var base = buffer.baseAddress else { return }
+        var remaining = buffer.count
+        while remaining > 0 {
+            let n = write(fd, base, remaining)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw error("write", path)
+            }
+            base += n
+            remaining -= n
+        }
+    }
+
+    static func sync(_ fd: Int32, path: String) throws {
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw error("fsync", path)
+        }
+    }
+
+    /// Fsyncs a directory so a rename into it survives a crash; best effort (some file systems refuse).
+    static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        _ = close(fd)
+    }
+
+    static func closeFile(_ fd: Int32) {
+        // close(2) must not be retried on EINTR on Linux: the descriptor is already released.
+        _ = close(fd)
+    }
+
+    /// Atomically renames `from` over `to`.
+    static func move(_ from: String, to: String) throws {
+        guard rename(from, to) == 0 else { throw error("rename", to) }
+    }
+
+    /// Removes a file; a missing file is not an error.
+    @discardableResult
+    static func remove(_ path: String) -> Bool {
+        unlink(path) == 0 || errno == ENOENT
+    }
+
+    /// Names in a directory, without `.` and `..`; empty when it cannot be read.
+    static func contents(of path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Removes a file, or a directory and everything below it.
+    static func removeTree(_ path: String) {
+        if isDirectory(path) {
+            for name in contents(of: path) { removeTree(path + "/" + name) }
+            _ = rmdir(path)
+        } else {
+            _ = unlink(path)
+        }
+    }
+
+    /// Whether a process with this id exists (it may belong to another user).
+    static func processExists(_ pid: Int32) -> Bool {
+        kill(pid, 0) == 0 || errno == EPERM
+    }
+}
+
+extension FileSystem {
+    /// Takes an `flock(2)` on `fd`; `exclusive` and `wait` as named. Returns whether it was granted.
+    static func lock(_ fd: Int32, exclusive: Bool, wait: Bool) -> Bool {
+        let operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)
+        while flock(fd, operation) != 0 {
+            if errno == EINTR { continue }
+            return false
+        }
+        return true
+    }
+
+    static func unlock(_ fd: Int32) {
+        _ = flock(fd, LOCK_UN)
+    }
+
+    /// Opens (creating) a file used only for locks.
+    static func openLockFile(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw error("open", path) }
+        return fd
+    }
+}
