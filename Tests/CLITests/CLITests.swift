@@ -54,3 +54,25 @@ struct CLI {
         #expect(help.stdout.contains("url"))
     }
 }
+
+@Suite struct CLIDocsTests {
+    /// Every command `hlscache --help` lists has a section in docs/cli.md.
+    @Test func everyListedCommandIsDocumented() throws {
+        let help = try CLI.run(["--help"]).stdout
+        let docs = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/cli.md"), encoding: .utf8)
+        guard let section = help.range(of: "SUBCOMMANDS:") else {
+            Issue.record("no SUBCOMMANDS section in --help")
+            return
+        }
+        let commands = help[section.upperBound...].split(separator: "\n").compactMap { line -> String? in
+            let trimmed = line.drop { $0 == " " }
+            guard line.hasPrefix("  "), let name = trimmed.split(separator: " ").first, name != "See" else { return nil }
+            return String(name)
+        }
+        #expect(!commands.isEmpty)
+        for command in commands where command != "help" {
+            #expect(docs.contains("## hlscache \(command)"), "docs/cli.md lacks a section for \(command)")
+        }
+    }
+}

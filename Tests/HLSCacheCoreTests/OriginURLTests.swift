@@ -67,3 +67,38 @@ import Testing
         #expect(CacheKey(try OriginURL("http://h/s.ts?token=1"), volatileParameters: []).value == "http://h/s.ts?token=1")
     }
 }
+
+@Suite struct ByteSizeAndListenTests {
+    @Test(arguments: [
+        ("10GiB", Int64(10) << 30), ("500MB", Int64(500_000_000)), ("100 MiB", Int64(100) << 20), ("4096", Int64(4096)), ("1.5K", Int64(1536)),
+        ("2t", Int64(2) << 40),
+    ])
+    func parsesSizes(_ text: String, _ bytes: Int64) {
+        #expect(ByteSize(text)?.bytes == bytes)
+    }
+
+    @Test(arguments: ["", "ten", "-5MB", "5XB", "1e30"])
+    func rejectsBadSizes(_ text: String) {
+        #expect(ByteSize(text) == nil)
+    }
+
+    @Test func describesSizes() {
+        #expect(ByteSize(bytes: 10 << 30).description == "10 GiB")
+        #expect(ByteSize(bytes: 512).description == "512 B")
+        #expect(ByteSize(bytes: 1536).description == "1.5 KiB")
+    }
+
+    @Test func parsesListenAddresses() {
+        #expect(ListenAddress("127.0.0.1:8080") == ListenAddress(host: "127.0.0.1", port: 8080))
+        #expect(ListenAddress("[::1]:9000") == ListenAddress(host: "::1", port: 9000))
+        #expect(ListenAddress(":0") == ListenAddress(host: "127.0.0.1", port: 0))
+        #expect(ListenAddress("localhost") == nil)
+        #expect(ListenAddress("h:99999") == nil)
+    }
+
+    @Test func defaultCacheDirectoryPrecedence() {
+        #expect(DefaultCacheDirectory.resolve(environment: ["HLSCACHE_CACHE_DIR": "/c", "HOME": "/h"]) == "/c")
+        #expect(DefaultCacheDirectory.resolve(environment: ["XDG_CACHE_HOME": "/x", "HOME": "/h"]) == "/x/hlscache")
+        #expect(DefaultCacheDirectory.resolve(environment: ["HOME": "/h"]) == "/h/.cache/hlscache")
+    }
+}
