@@ -28,6 +28,9 @@ public final class OriginClient: Sendable {
             decompression: .disabled
         )
         http.httpVersion = .automatic
+        // AHC would otherwise keep retrying a refused connection until the connect timeout, so a dead origin
+        // took connectTimeout × attempts to report; the client's own bounded retries replace it.
+        http.connectionPool.retryConnectionEstablishment = false
         self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
     }
 

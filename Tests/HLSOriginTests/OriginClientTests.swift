@@ -108,7 +108,7 @@ struct OriginClientTests {
             #expect(error?.httpStatus == 503)
             #expect(origin.hits("/flaky/5/b") == 3, "one attempt and two retries")
             // A stream sees the final 503 head itself.
-            let handler = await streamRecording(client, origin.url("/flaky/5/b"), group: group)
+            let handler = await streamRecording(client, origin.url("/flaky/9/b"), group: group)
             #expect(handler.snapshot.heads.map(\.status) == [503])
         }
     }
@@ -137,9 +137,12 @@ struct OriginClientTests {
         let port = closed.localAddress!.port!
         try await closed.close()
         try await withOrigin { _, client, _ in
+            let clock = ContinuousClock()
+            let started = clock.now
             await #expect(throws: OriginError.network) {
                 try await client.fetch(try OriginURL("http://127.0.0.1:\(port)/x"), maxBytes: 1024)
             }
+            #expect(clock.now - started < .seconds(3), "a refused connection must fail fast, not wait for the connect timeout")
         }
         try await group.shutdownGracefully()
     }
