@@ -5,6 +5,13 @@ let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6)
 ]
 
+let nio: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+]
+
 let package = Package(
     name: "hlscache",
     platforms: [.macOS(.v15)],
@@ -15,6 +22,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // Pure playlist engine: no I/O, no NIO, no Foundation networking.
@@ -23,24 +34,44 @@ let package = Package(
         .target(name: "HLSCacheCore", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         // System OpenSSL 3 (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes.
         .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // System zlib (zlib1g-dev): one-shot gzip of rewritten playlists.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.
         .target(name: "HLSCrypto", dependencies: ["CLibSSL"], swiftSettings: swiftSettings),
         // The on-disk cache: objects/ named by SHA-256, tmp/ for writes, a GRDB index shared by two processes.
         .target(
             name: "HLSCacheStore",
+            dependencies: ["HLSCacheCore", "HLSCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        // The origin client: streaming fetches with backpressure, retries, redirects and the destination policy.
+        .target(
+            name: "HLSOrigin",
             dependencies: [
-                "HLSCacheCore",
-                "HLSCrypto",
-                .product(name: "GRDB", package: "GRDB.swift"),
-            ],
+                "HLSCacheCore", "HLSPlaylist",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP server: routing, cache hits with sendfile, coalesced misses, playlist rewriting.
+        .target(
+            name: "HLSProxy",
+            dependencies: [
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "CZlib",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ] + nio,
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSProxy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ] + nio,
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -52,9 +83,19 @@ let package = Package(
         .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "HLSCacheStoreTests",
-            dependencies: ["HLSCacheStore", "HLSCacheCore"],
+            name: "HLSOriginTests",
+            dependencies: ["HLSOrigin", "HLSCacheCore", .product(name: "Logging", package: "swift-log")] + nio,
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HLSProxyTests",
+            dependencies: [
+                "HLSProxy", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),

@@ -1,0 +1,10 @@
+/// An error that can reach an HTTP client of the proxy: it knows the status to answer with and the short code
+/// and message of the JSON body (`{"error": code, "message": message}`), DESIGN.md §8.
+public protocol HTTPMappableError: Error, Sendable {
+    /// The status the proxy answers with.
+    var httpStatus: Int { get }
+    /// A short, stable, machine-readable code (`timeout`, `notFound`, …).
+    var code: String { get }
+    /// A human-readable sentence; may include details such as the origin host, never secrets.
+    var message: String { get }
+}

@@ -1,0 +1,186 @@
+import AsyncHTTPClient
+import HLSCacheCore
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Fetches from origins for the proxy and the prewarmer: streaming with backpressure, redirects followed
+/// here (so the destination policy sees every hop), transient failures retried before the head.
+///
+/// Runs on the server's `EventLoopGroup`; `stream` can be called from a channel handler and calls its
+/// handler back on the event loop it is given.
+public final class OriginClient: Sendable {
+    /// The settings this client was made with.
+    public let configuration: OriginConfiguration
+    private let httpClient: HTTPClient
+    let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+
+    /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
+    public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        var http = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: configuration.connectTimeout, read: configuration.readTimeout),
+            proxy: configuration.proxy,
+            decompression: .disabled
+        )
+        http.httpVersion = .automatic
+        // AHC would otherwise keep retrying a refused connection until the connect timeout, so a dead origin
+        // took connectTimeout × attempts to report; the client's own bounded retries replace it.
+        http.connectionPool.retryConnectionEstablishment = false
+        self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
+    }
+
+    /// Cancels what is in flight and closes all connections.
+    public func shutdown() async throws {
+        try await httpClient.shutdown()
+    }
+
+    /// Starts a request whose response streams into `handler` on `eventLoop` (default: one of the group's).
+    ///
+    /// - Parameters:
+    ///   - headers: request headers such as `Range` or `If-None-Match`; they replace same-named configured
+    ///     origin headers. `Host` and connection headers are ignored.
+    /// - Returns: the task, to cancel it or wait for it.
+    @discardableResult
+    public func stream(
+        _ url: OriginURL,
+        method: OriginMethod = .GET,
+        headers: [(String, String)] = [],
+        on eventLoop: (any EventLoop)? = nil,
+        handler: some OriginStreamHandler
+    ) -> OriginTask {
+        let task = OriginTask(eventLoop: eventLoop ?? eventLoopGroup.next(), handler: handler)
+        let requestHeaders = headers.map { (name: $0.0, value: $0.1) }
+        let driver = Task { await self.drive(url: url, method: method, headers: requestHeaders, task: task) }
+        task.attach(driver: driver)
+        return task
+    }
+
+    /// Follows redirects and retries until a head is delivered or the request fails.
+    private func drive(url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], task: OriginTask) async {
+        var url = url
+        var method = method
+        var visited: Set<String> = [url.string]
+        var redirects = 0
+        var retries = 0
+        while !task.isFinished {
+            do {
+                try await checkDestination(url)
+            } catch {
+                logger.notice("origin destination refused", metadata: ["url": "\(url)", "reason": "\(error.detail)"])
+                task.finish(.failure(error))
+                return
+            }
+            let canRetry = retries < configuration.retry.maxRetries
+            let outcome: OriginAttemptOutcome
+            do {
+                outcome = try await attempt(url: url, method: method, headers: headers, retryStatuses: canRetry, task: task)
+            } catch {
+                task.finish(.failure(OriginError.mapping(error, afterHead: false)))
+                return
+            }
+            switch outcome {
+            case .delivered:
+                return
+            case .redirect(let target, let status):
+                redirects += 1
+                guard redirects <= configuration.maxRedirects else {
+                    task.finish(.failure(OriginError.tooManyRedirects.with("more than \(configuration.maxRedirects) from \(url.host)")))
+                    return
+                }
+                guard visited.insert(target.string).inserted else {
+                    task.finish(.failure(OriginError.tooManyRedirects.with("redirect loop at \(target.host)\(target.path)")))
+                    return
+                }
+                logger.debug("origin redirect", metadata: ["from": "\(url)", "to": "\(target)", "status": "\(status)"])
+                if status == 303 && method != .HEAD { method = .GET }
+                url = target
+                retries = 0
+            case .retryStatus(let status):
+                retries += 1
+                logger.debug("origin retry", metadata: ["url": "\(url)", "status": "\(status)", "retry": "\(retries)"])
+                guard await backoff(retries) else { return }
+            case .failedBeforeHead(let error):
+                guard canRetry, OriginError.isRetryableBeforeHead(error) else {
+                    task.finish(.failure(OriginError.mapping(error, afterHead: false)))
+                    return
+                }
+                retries += 1
+                logger.debug("origin retry", metadata: ["url": "\(url)", "error": "\(error)", "retry": "\(retries)"])
+                guard await backoff(retries) else { return }
+            }
+        }
+    }
+
+    /// Sleeps before a retry; `false` when cancelled meanwhile (the task was already finished by `cancel`).
+    private func backoff(_ retry: Int) async -> Bool {
+        do {
+            try await Task.sleep(nanoseconds: UInt64(max(0, configuration.retry.delay(beforeRetry: retry).nanoseconds)))
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Applies the destination policy to the host and to every address it resolves to.
+    private func checkDestination(_ url: OriginURL) async throws(OriginError) {
+        let policy = configuration.destinationPolicy
+        let bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
+        guard policy.allowsHost(url.host) || policy.allowsHost(bareHost) else {
+            throw OriginError.forbiddenDestination.with("\(url.host) is not in the allowed hosts")
+        }
+        let addresses: [OriginIPAddress]
+        do {
+            addresses = try await configuration.resolver.resolve(host: bareHost)
+        } catch {
+            // Behind an upstream proxy the proxy resolves; the local resolver may know nothing of the name.
+            if configuration.proxy != nil { return }
+            throw OriginError.network.with("\(error)")
+        }
+        for address in addresses where !policy.allowsAddress(address) {
+            throw OriginError.forbiddenDestination.with("\(url.host) resolves to \(address) (\(address.kind.rawValue))")
+        }
+    }
+
+    /// One HTTP exchange.
+    private func attempt(
+        url: OriginURL,
+        method: OriginMethod,
+        headers: [OriginConfiguration.Field],
+        retryStatuses: Bool,
+        task: OriginTask
+    ) async throws -> OriginAttemptOutcome {
+        let request = try HTTPClient.Request(
+            url: url.string,
+            method: method == .GET ? .GET : .HEAD,
+            headers: requestHeaders(for: url, extra: headers)
+        )
+        let delegate = OriginAttemptDelegate(url: url, method: method, retryStatuses: retryStatuses, task: task)
+        let requestTask = httpClient.execute(
+            request: request,
+            delegate: delegate,
+            eventLoop: .delegate(on: task.eventLoop),
+            logger: logger
+        )
+        task.attach(request: requestTask)
+        return try await delegate.futureOutcome.get()
+    }
+
+    private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]
+
+    /// User-Agent, then the origin's configured headers and cookies, then the request's own headers
+    /// (which replace configured ones of the same name).
+    func requestHeaders(for url: OriginURL, extra: [OriginConfiguration.Field]) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "User-Agent", value: configuration.userAgent)
+        for field in configuration.extraHeaders(for: url) + extra {
+            guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
+            headers.replaceOrAdd(name: field.name, value: field.value)
+        }
+        return headers
+    }
+}

@@ -1,0 +1,48 @@
+import AsyncHTTPClient
+import HLSCacheCore
+import NIOCore
+
+/// Settings of an `OriginClient`. The defaults suit a local HLS cache: fail fast on a dead origin, tolerate
+/// a slow one, follow a few redirects, retry transient failures twice.
+public struct OriginConfiguration: Sendable {
+    /// A header or cookie as a name and a value.
+    public typealias Field = (name: String, value: String)
+
+    /// How long establishing a connection (TCP, and TLS for https) may take.
+    public var connectTimeout: TimeAmount = .seconds(10)
+    /// The longest silence between two reads of the response. The clock also runs while a stream handler
+    /// holds back the next chunk, so handler futures must complete well within it.
+    public var readTimeout: TimeAmount = .seconds(30)
+    /// Redirects followed per request (301, 302, 303, 307, 308); more is `OriginError.tooManyRedirects`.
+    public var maxRedirects: Int = 5
+    /// Retries of failures before the response head.
+    public var retry: OriginRetryPolicy = OriginRetryPolicy()
+    /// An upstream HTTP proxy every request goes through. With a proxy, a host the local resolver cannot
+    /// resolve is left to the proxy; addresses it does resolve to are still checked.
+    public var proxy: HTTPClient.Configuration.Proxy?
+    /// Extra request headers per origin, keyed by lowercased `host` or `host:port` (the latter wins),
+    /// for tokens and referers an origin requires. Sent on every hop whose host matches.
+    public var originHeaders: [String: [Field]] = [:]
+    /// Cookies per origin, keyed like `originHeaders`, sent as one `Cookie` header.
+    public var originCookies: [String: [Field]] = [:]
+    /// Which destinations may be contacted.
+    public var destinationPolicy: OriginDestinationPolicy = OriginDestinationPolicy()
+    /// Resolves host names for the destination policy.
+    public var resolver: any OriginHostResolver = SystemHostResolver()
+    /// The `User-Agent` sent unless a request or an origin's headers set one.
+    public var userAgent: String = HLSCacheVersion.userAgent
+
+    /// The defaults described on each property.
+    public init() {}
+
+    /// The extra headers and cookies for one URL, as header fields.
+    func extraHeaders(for url: OriginURL) -> [Field] {
+        let keys = [url.authority.lowercased(), url.host.lowercased()]
+        var fields: [Field] = []
+        if let headers = keys.lazy.compactMap({ self.originHeaders[$0] }).first { fields += headers }
+        if let cookies = keys.lazy.compactMap({ self.originCookies[$0] }).first, !cookies.isEmpty {
+            fields.append(("Cookie", cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")))
+        }
+        return fields
+    }
+}

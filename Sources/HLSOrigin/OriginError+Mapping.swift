@@ -1,0 +1,70 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension OriginError {
+    /// Classifies an error from AsyncHTTPClient or NIO. After the head, a lost connection means the body
+    /// is incomplete (`truncated`); before it, the origin is unreachable (`network`).
+    static func mapping(_ error: any Error, afterHead: Bool) -> OriginError {
+        if let error = error as? OriginError { return error }
+        if let abort = error as? OriginTask.HandlerAbort {
+            return abort.error as? OriginError ?? OriginError.cancelled.with("the stream handler failed: \(abort.error)")
+        }
+        let detail = String(describing: error)
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .tlsHandshakeTimeout,
+                .httpProxyHandshakeTimeout, .socksHandshakeTimeout, .getConnectionFromPoolTimeout:
+                return OriginError.timeout.with(detail)
+            case .cancelled, .alreadyShutdown:
+                return OriginError.cancelled.with(detail)
+            case .remoteConnectionClosed:
+                return (afterHead ? OriginError.truncated : OriginError.network).with(detail)
+            default:
+                break
+            }
+        }
+        if let error = error as? ChannelError {
+            switch error {
+            case .connectTimeout: return OriginError.timeout.with(detail)
+            case .eof, .ioOnClosedChannel, .alreadyClosed, .inputClosed:
+                return (afterHead ? OriginError.truncated : OriginError.network).with(detail)
+            default: break
+            }
+        }
+        if afterHead, error is HTTPParserError { return OriginError.truncated.with(detail) }
+        if afterHead, error is IOError { return OriginError.truncated.with(detail) }
+        let typeName = String(reflecting: type(of: error))
+        if typeName.contains("SSL") || typeName.contains("TLS") { return OriginError.tls.with(detail) }
+        return OriginError.network.with(detail)
+    }
+
+    /// Whether a failure before the head is worth another attempt: the request never reached the origin or
+    /// the origin dropped it (connect errors, resets). Read timeouts and TLS failures are not retried.
+    static func isRetryableBeforeHead(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError {
+            return error == .connectTimeout || error == .remoteConnectionClosed
+        }
+        if let error = error as? ChannelError {
+            switch error {
+            case .connectTimeout, .eof, .ioOnClosedChannel, .alreadyClosed, .inputClosed: return true
+            default: return false
+            }
+        }
+        if error is NIOConnectionError { return true }
+        if let error = error as? IOError {
+            return [ECONNREFUSED, ECONNRESET, EPIPE, ECONNABORTED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH]
+                .contains(error.errnoCode)
+        }
+        return false
+    }
+}

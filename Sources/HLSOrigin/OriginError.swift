@@ -1,0 +1,89 @@
+import HLSCacheCore
+
+/// Why an origin request failed. Compare with the static values (`error == .timeout`); equality ignores the
+/// detail text and the carried status. Every value maps to the status the proxy answers with (DESIGN.md §8).
+public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
+    private enum Code: String, Sendable, Hashable {
+        case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled
+    }
+
+    private var _code: Code
+    /// The origin's status for `httpStatus` errors, 0 otherwise.
+    public private(set) var originStatus: Int = 0
+    /// What happened, for logs and the JSON body; never contains header values or cookies.
+    public private(set) var detail: String = ""
+
+    /// The origin could not be reached or dropped the connection: refused, reset, DNS failure.
+    public static let network = OriginError(_code: .network)
+    /// Connecting took longer than the connect timeout, or no byte arrived within the read timeout.
+    public static let timeout = OriginError(_code: .timeout)
+    /// The origin answered with an error status; `originStatus` carries it. Matches any status.
+    public static let httpStatus = OriginError(_code: .httpStatus)
+    /// More redirects than `OriginConfiguration.maxRedirects`, or a redirect loop.
+    public static let tooManyRedirects = OriginError(_code: .tooManyRedirects)
+    /// The destination policy refused the host or one of the addresses it resolves to.
+    public static let forbiddenDestination = OriginError(_code: .forbiddenDestination)
+    /// The body is larger than the caller accepts.
+    public static let tooLarge = OriginError(_code: .tooLarge)
+    /// The connection ended before the body was complete (shorter than its Content-Length).
+    public static let truncated = OriginError(_code: .truncated)
+    /// The TLS handshake failed (certificate, protocol).
+    public static let tls = OriginError(_code: .tls)
+    /// The request was cancelled by the caller or by shutdown.
+    public static let cancelled = OriginError(_code: .cancelled)
+
+    /// An `httpStatus` error carrying the origin's status.
+    public static func httpStatus(_ status: Int) -> OriginError {
+        var error = OriginError(_code: .httpStatus)
+        error.originStatus = status
+        return error
+    }
+
+    /// A copy with a detail message.
+    func with(_ detail: String) -> OriginError {
+        var copy = self
+        copy.detail = detail
+        return copy
+    }
+
+    /// The status the proxy answers with: an unreachable or misbehaving origin is 502, a timeout 504, a
+    /// refused destination 403; an origin 4xx/5xx is passed through as it is.
+    public var httpStatus: Int {
+        switch _code {
+        case .network, .tooManyRedirects, .tooLarge, .truncated, .tls: 502
+        case .timeout: 504
+        case .forbiddenDestination: 403
+        case .cancelled: 503
+        case .httpStatus: (400...599).contains(originStatus) ? originStatus : 502
+        }
+    }
+
+    /// A short code for the JSON body; origin 404 is `notFound`, other origin statuses `http` (DESIGN.md §5).
+    public var code: String {
+        switch _code {
+        case .httpStatus: originStatus == 404 ? "notFound" : "http"
+        default: _code.rawValue
+        }
+    }
+
+    /// A sentence for the JSON body.
+    public var message: String {
+        let base: String
+        switch _code {
+        case .network: base = "the origin could not be reached"
+        case .timeout: base = "the origin did not answer in time"
+        case .httpStatus: base = "the origin answered with status \(originStatus)"
+        case .tooManyRedirects: base = "the origin redirected too many times"
+        case .forbiddenDestination: base = "the destination is not allowed"
+        case .tooLarge: base = "the origin response is too large"
+        case .truncated: base = "the origin response ended early"
+        case .tls: base = "the TLS handshake with the origin failed"
+        case .cancelled: base = "the origin request was cancelled"
+        }
+        return detail.isEmpty ? base : "\(base): \(detail)"
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs._code == rhs._code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(_code) }
+    public var description: String { "OriginError.\(_code.rawValue)(\(message))" }
+}

@@ -1,0 +1,39 @@
+import HLSCacheCore
+import NIOHTTP1
+
+/// The status line and headers of an origin response, after redirects.
+public struct OriginResponseHead: Sendable {
+    /// The status code (200, 206, 304, 404, …).
+    public var status: Int
+    /// The response headers as the origin sent them.
+    public var headers: HTTPHeaders
+    /// The declared body length, from `Content-Length`; `nil` when absent (chunked or close-delimited).
+    public var contentLength: Int?
+    /// The URL that answered: the requested one, or the last redirect target. Playlists resolve their
+    /// relative URIs against it.
+    public var url: OriginURL
+
+    /// Creates a head.
+    public init(status: Int, headers: HTTPHeaders, url: OriginURL) {
+        self.status = status
+        self.headers = headers
+        self.url = url
+        // Repeated Content-Length headers count only when they agree (RFC 9110 §8.6).
+        let lengths = headers["Content-Length"].map { $0.trimmedOWS() }
+        if let first = lengths.first, let value = Int(first), value >= 0, lengths.allSatisfy({ $0 == first }) {
+            self.contentLength = value
+        } else {
+            self.contentLength = nil
+        }
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate func trimmedOWS() -> String {
+        var s = Substring(self)
+        while s.first == " " || s.first == "\t" { s.removeFirst() }
+        while s.last == " " || s.last == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One running origin request started by `OriginClient.stream`. Cancel it when nobody needs the bytes any
+/// more; the handler then gets `didFinish(.failure(.cancelled))` unless it already finished.
+public final class OriginTask: Sendable {
+    /// The event loop all handler calls are made on.
+    public let eventLoop: any EventLoop
+    private let handler: any OriginStreamHandler
+    private let promise: EventLoopPromise<Void>
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var finished = false
+        var request: HTTPClient.Task<Void>?
+        var driver: Task<Void, Never>?
+    }
+
+    init(eventLoop: any EventLoop, handler: any OriginStreamHandler) {
+        self.eventLoop = eventLoop
+        self.handler = handler
+        self.promise = eventLoop.makePromise()
+    }
+
+    /// Completes after `didFinish` returned, with the same result; for callers that prefer a future.
+    public var futureResult: EventLoopFuture<Void> { promise.futureResult }
+
+    /// Aborts the request (connection, retry wait or redirect) and finishes with `.cancelled`. Safe from any
+    /// thread, any number of times; a no-op once finished.
+    public func cancel() {
+        let (request, driver) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, Task<Void, Never>?) in
+            guard !state.finished else { return (nil, nil) }
+            return (state.request, state.driver)
+        }
+        finish(.failure(.cancelled))
+        request?.cancel()
+        driver?.cancel()
+    }
+
+    var isFinished: Bool { state.withLockedValue { $0.finished } }
+
+    func attach(driver: Task<Void, Never>) {
+        let finished = state.withLockedValue { state in
+            if !state.finished { state.driver = driver }
+            return state.finished
+        }
+        if finished { driver.cancel() }
+    }
+
+    /// Records the attempt in flight so `cancel` reaches it; cancels it at once if the task already finished.
+    func attach(request: HTTPClient.Task<Void>) {
+        let finished = state.withLockedValue { state in
+            if !state.finished { state.request = request }
+            return state.finished
+        }
+        if finished { request.cancel() }
+    }
+
+    func deliverHead(_ head: OriginResponseHead) {
+        eventLoop.preconditionInEventLoop()
+        guard !isFinished else { return }
+        handler.didReceiveHead(head)
+    }
+
+    func deliverBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        eventLoop.preconditionInEventLoop()
+        guard !isFinished else { return eventLoop.makeFailedFuture(OriginError.cancelled) }
+        return handler.didReceiveBody(buffer).flatMapErrorThrowing { error in
+            throw HandlerAbort(error: error)
+        }
+    }
+
+    /// Marks an error that came from the handler's own future, so it is not mistaken for a network error.
+    struct HandlerAbort: Error {
+        var error: any Error
+    }
+
+    /// Finishes exactly once. `didFinish` always runs as a new event-loop task, so it never re-enters a
+    /// handler that called `cancel()` and always follows any body callback already running.
+    func finish(_ result: Result<Void, OriginError>) {
+        let first = state.withLockedValue { state in
+            defer { state.finished = true; state.request = nil; state.driver = nil }
+            return !state.finished
+        }
+        guard first else { return }
+        eventLoop.execute { [handler, promise] in
+            handler.didFinish(result)
+            promise.completeWith(result.mapError { $0 as any Error })
+        }
+    }
+}

@@ -1,0 +1,281 @@
+import HLSCacheCore
+import HLSOrigin
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+@Suite("OriginClient against a real origin on 127.0.0.1")
+struct OriginClientTests {
+    @Test func fetchReturnsTheWholeBody() async throws {
+        try await withOrigin { origin, client, _ in
+            let response = try await client.fetch(origin.url("/bytes/70000"), maxBytes: 1 << 20)
+            #expect(response.status == 200)
+            #expect(response.head.contentLength == 70000)
+            #expect(Array(response.body.readableBytesView) == TestOrigin.patternBytes(0..<70000))
+        }
+    }
+
+    @Test func streamDeliversHeadBodyAndOneFinish() async throws {
+        try await withOrigin { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/bytes/100000"), group: group)
+            let record = handler.snapshot
+            #expect(record.heads.map(\.status) == [200])
+            #expect(record.body == TestOrigin.patternBytes(0..<100000))
+            #expect(record.finishes.count == 1)
+            #expect(handler.error == nil)
+        }
+    }
+
+    @Test func headRequestHasNoBody() async throws {
+        try await withOrigin { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/bytes/5000"), method: .HEAD, group: group)
+            #expect(handler.snapshot.heads.first?.contentLength == 5000)
+            #expect(handler.snapshot.body.isEmpty)
+            #expect(handler.error == nil)
+        }
+    }
+
+    @Test func backpressureDeliversEveryByteInOrder() async throws {
+        try await withOrigin { origin, client, group in
+            let size = 2 << 20
+            let handler = await streamRecording(client, origin.url("/bytes/\(size)"), group: group, delay: .milliseconds(1))
+            let record = handler.snapshot
+            #expect(handler.error == nil)
+            #expect(record.body.count == size)
+            #expect(record.body == TestOrigin.patternBytes(0..<size))
+            #expect(record.chunks > 1)
+            #expect(record.overlapping == 0, "a chunk arrived before the previous chunk's future completed")
+        }
+    }
+
+    @Test func originHeadersCookiesAndUserAgentAreSent() async throws {
+        try await withOrigin { configuration in
+            configuration.originHeaders["127.0.0.1"] = [(name: "X-Origin-Token", value: "abc"), (name: "Referer", value: "https://player.example/")]
+            configuration.originCookies["127.0.0.1"] = [(name: "session", value: "s1"), (name: "cdn", value: "c2")]
+            configuration.originHeaders["other.example"] = [(name: "X-Leak", value: "no")]
+        } _: { origin, client, _ in
+            let response = try await client.fetch(origin.url("/echo"), headers: [("If-None-Match", "\"v1\"")], maxBytes: 1 << 16)
+            let text = String(buffer: response.body)
+            #expect(text.contains("user-agent: \(HLSCacheVersion.userAgent)\n"))
+            #expect(text.contains("x-origin-token: abc\n"))
+            #expect(text.contains("referer: https://player.example/\n"))
+            #expect(text.contains("cookie: session=s1; cdn=c2\n"))
+            #expect(text.contains("if-none-match: \"v1\"\n"))
+            #expect(!text.contains("x-leak"))
+        }
+    }
+
+    @Test func rangeRequestsPassThrough() async throws {
+        try await withOrigin { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/range"), headers: [("Range", "bytes=100-1099")], group: group)
+            let head = try #require(handler.snapshot.heads.first)
+            #expect(head.status == 206)
+            #expect(head.headers.first(name: "Content-Range") == "bytes 100-1099/10000")
+            #expect(handler.snapshot.body == TestOrigin.patternBytes(100..<1100))
+            #expect(handler.error == nil)
+        }
+    }
+
+    @Test func notFoundIsDeliveredToStreamsAndThrownByFetch() async throws {
+        try await withOrigin { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/notfound"), group: group)
+            #expect(handler.snapshot.heads.map(\.status) == [404])
+            #expect(handler.error == nil)
+            let error = await #expect(throws: OriginError.httpStatus) {
+                try await client.fetch(origin.url("/notfound"), maxBytes: 1024)
+            }
+            #expect(error?.httpStatus == 404)
+            #expect(error?.code == "notFound")
+            #expect(origin.hits("/notfound") == 2, "a 404 is not retried")
+        }
+    }
+
+    @Test func serviceUnavailableIsRetriedUntilItSucceeds() async throws {
+        try await withOrigin { origin, client, _ in
+            let response = try await client.fetch(origin.url("/flaky/2/a"), maxBytes: 1024)
+            #expect(response.status == 200)
+            #expect(String(buffer: response.body) == "ok")
+            #expect(origin.hits("/flaky/2/a") == 3)
+        }
+    }
+
+    @Test func retriesAreBoundedAndTheLastStatusIsReported() async throws {
+        try await withOrigin { origin, client, group in
+            let error = await #expect(throws: OriginError.httpStatus) {
+                try await client.fetch(origin.url("/flaky/5/b"), maxBytes: 1024)
+            }
+            #expect(error?.httpStatus == 503)
+            #expect(origin.hits("/flaky/5/b") == 3, "one attempt and two retries")
+            // A stream sees the final 503 head itself.
+            let handler = await streamRecording(client, origin.url("/flaky/9/b"), group: group)
+            #expect(handler.snapshot.heads.map(\.status) == [503])
+        }
+    }
+
+    @Test func noRetriesWhenConfiguredOff() async throws {
+        try await withOrigin { configuration in
+            configuration.retry = OriginRetryPolicy(maxRetries: 0)
+        } _: { origin, client, _ in
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/flaky/1/c"), maxBytes: 1024) }
+            #expect(origin.hits("/flaky/1/c") == 1)
+        }
+    }
+
+    @Test func resetBeforeTheHeadIsRetriedThenReportedAsNetwork() async throws {
+        try await withOrigin { origin, client, _ in
+            let error = await #expect(throws: OriginError.network) { try await client.fetch(origin.url("/reset"), maxBytes: 1024) }
+            #expect(error?.httpStatus == 502)
+            #expect(origin.hits("/reset") == 3)
+        }
+    }
+
+    @Test func connectionRefusedIsNetwork() async throws {
+        // Bind and close a listener to get a port nobody listens on.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let closed = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let port = closed.localAddress!.port!
+        try await closed.close()
+        try await withOrigin { _, client, _ in
+            let clock = ContinuousClock()
+            let started = clock.now
+            await #expect(throws: OriginError.network) {
+                try await client.fetch(try OriginURL("http://127.0.0.1:\(port)/x"), maxBytes: 1024)
+            }
+            #expect(clock.now - started < .seconds(3), "a refused connection must fail fast, not wait for the connect timeout")
+        }
+        try await group.shutdownGracefully()
+    }
+
+    @Test func truncatedBodyIsReportedAndNeverRetried() async throws {
+        try await withOrigin { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/truncated"), group: group)
+            #expect(handler.snapshot.heads.map(\.status) == [200])
+            #expect(handler.snapshot.body == TestOrigin.patternBytes(0..<100))
+            #expect(handler.error == .truncated)
+            #expect(handler.snapshot.finishes.count == 1)
+            #expect(origin.hits("/truncated") == 1)
+            await #expect(throws: OriginError.truncated) { try await client.fetch(origin.url("/truncated"), maxBytes: 4096) }
+            #expect(origin.hits("/truncated") == 2)
+        }
+    }
+
+    @Test func stalledBodyTimesOutAfterTheHeadWithoutRetry() async throws {
+        try await withOrigin { configuration in
+            configuration.readTimeout = .milliseconds(300)
+        } _: { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/slow"), group: group)
+            #expect(handler.snapshot.heads.count == 1)
+            #expect(handler.snapshot.body.count == 10)
+            #expect(handler.error == .timeout)
+            #expect(handler.error?.httpStatus == 504)
+            #expect(origin.hits("/slow") == 1)
+        }
+    }
+
+    @Test func silentOriginTimesOutBeforeTheHead() async throws {
+        try await withOrigin { configuration in
+            configuration.readTimeout = .milliseconds(300)
+        } _: { origin, client, _ in
+            await #expect(throws: OriginError.timeout) { try await client.fetch(origin.url("/silent"), maxBytes: 1024) }
+            #expect(origin.hits("/silent") == 1, "read timeouts are not retried")
+        }
+    }
+
+    @Test func redirectChainsAreFollowed() async throws {
+        try await withOrigin { origin, client, _ in
+            let response = try await client.fetch(origin.url("/redirect/3"), maxBytes: 1024)
+            #expect(String(buffer: response.body) == "done")
+            #expect(response.head.url == origin.url("/redirect/0"))
+        }
+    }
+
+    @Test func tooManyRedirectsAndLoopsFail() async throws {
+        try await withOrigin { configuration in
+            configuration.maxRedirects = 2
+        } _: { origin, client, _ in
+            _ = try await client.fetch(origin.url("/redirect/2"), maxBytes: 1024)
+            let error = await #expect(throws: OriginError.tooManyRedirects) {
+                try await client.fetch(origin.url("/redirect/3"), maxBytes: 1024)
+            }
+            #expect(error?.httpStatus == 502)
+            await #expect(throws: OriginError.tooManyRedirects) { try await client.fetch(origin.url("/loop"), maxBytes: 1024) }
+            #expect(origin.hits("/loop") == 1, "the loop is detected at the first repeat")
+        }
+    }
+
+    @Test func redirectToTheMetadataServiceIsRefused() async throws {
+        try await withOrigin { origin, client, _ in
+            let error = await #expect(throws: OriginError.forbiddenDestination) {
+                try await client.fetch(origin.url("/metadata"), maxBytes: 1024)
+            }
+            #expect(error?.httpStatus == 403)
+            #expect(origin.hits("/metadata") == 1)
+        }
+    }
+
+    @Test func fetchRefusesBodiesOverTheLimit() async throws {
+        try await withOrigin { origin, client, _ in
+            let announced = await #expect(throws: OriginError.tooLarge) {
+                try await client.fetch(origin.url("/bytes/50000"), maxBytes: 1000)
+            }
+            #expect(announced?.httpStatus == 502)
+            await #expect(throws: OriginError.tooLarge) { try await client.fetch(origin.url("/chunked/50000"), maxBytes: 1000) }
+            let exact = try await client.fetch(origin.url("/chunked/1000"), maxBytes: 1000)
+            #expect(exact.body.readableBytes == 1000)
+        }
+    }
+
+    @Test func cancelAfterTheHeadFinishesOnceWithCancelled() async throws {
+        try await withOrigin { origin, client, group in
+            let eventLoop = group.next()
+            let box = TaskBox()
+            let handler = RecordingHandler(eventLoop: eventLoop) { _ in box.task?.cancel() }
+            let task = client.stream(origin.url("/slow"), on: eventLoop, handler: handler)
+            box.task = task
+            await #expect(throws: OriginError.cancelled) { try await task.futureResult.get() }
+            task.cancel()
+            try await Task.sleep(for: .milliseconds(100))
+            let record = handler.snapshot
+            #expect(record.heads.count == 1)
+            #expect(record.finishes.count == 1)
+            #expect(record.callsAfterFinish == 0)
+            #expect(handler.error == .cancelled)
+        }
+    }
+
+    @Test func cancelDuringRetryBackoffStopsRetrying() async throws {
+        try await withOrigin { configuration in
+            configuration.retry = OriginRetryPolicy(maxRetries: 5, baseDelay: .seconds(2), maxDelay: .seconds(2))
+        } _: { origin, client, group in
+            let eventLoop = group.next()
+            let handler = RecordingHandler(eventLoop: eventLoop)
+            let task = client.stream(origin.url("/flaky/9/d"), on: eventLoop, handler: handler)
+            try await Task.sleep(for: .milliseconds(300))
+            task.cancel()
+            await #expect(throws: OriginError.cancelled) { try await task.futureResult.get() }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(origin.hits("/flaky/9/d") == 1)
+            #expect(handler.snapshot.heads.isEmpty)
+            #expect(handler.snapshot.finishes.count == 1)
+        }
+    }
+
+    @Test func cancellingTheFetchingSwiftTaskCancelsTheRequest() async throws {
+        try await withOrigin { origin, client, _ in
+            let fetching = Task { try await client.fetch(origin.url("/silent"), maxBytes: 1024) }
+            try await Task.sleep(for: .milliseconds(200))
+            fetching.cancel()
+            await #expect(throws: OriginError.cancelled) { try await fetching.value }
+        }
+    }
+}
+
+/// Lets a handler closure reach the task it belongs to.
+final class TaskBox: Sendable {
+    private let box = NIOLockedValueBox<OriginTask?>(nil)
+    var task: OriginTask? {
+        get { box.withLockedValue { $0 } }
+        set { box.withLockedValue { $0 = newValue } }
+    }
+}
