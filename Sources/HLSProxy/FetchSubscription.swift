@@ -1,0 +1,133 @@
+import HLSCacheCore
+import NIOCore
+import NIOHTTP1
+
+/// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then every chunk
+/// in order (or only a byte window, for a Range request), paced by its own connection. Confined to the
+/// client's event loop.
+final class FetchSubscription: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    private let responder: Responder
+    private let fetch: SharedFetch
+    private let range: (first: Int64, last: Int64)?
+    private let playlists: PlaylistService
+    private var nextChunk = 0
+    private var headSent = false
+    private var writing = false
+    private var done = false
+
+    init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, playlists: PlaylistService) {
+        self.eventLoop = responder.eventLoop
+        self.responder = responder
+        self.fetch = fetch
+        self.range = range
+        self.playlists = playlists
+        responder.whenCancelled { [weak self] in self?.cancel() }
+    }
+
+    private func cancel() {
+        done = true
+        fetch.unsubscribe(self)
+    }
+
+    private func finish() {
+        done = true
+        fetch.unsubscribe(self)
+    }
+
+    /// Moves as far as the fetch allows. Called whenever the fetch has news, and after each write.
+    func pump() {
+        eventLoop.preconditionInEventLoop()
+        guard !done, !writing else { return }
+        let snapshot = fetch.snapshot(from: nextChunk)
+        if case .failed(let error) = snapshot.outcome {
+            if headSent { responder.abort() } else { responder.send(error: error) }
+            finish()
+            return
+        }
+        guard let head = snapshot.head else { return }
+        if head.isPlaylist {
+            guard case .playlist(let playlist) = snapshot.outcome else { return }
+            playlists.respond(with: playlist, to: responder, cache: "MISS")
+            finish()
+            return
+        }
+        if !headSent {
+            sendHead(head)
+            headSent = true
+            if responder.request.isHead {
+                responder.end()
+                finish()
+                return
+            }
+        }
+        var offset = snapshot.offset
+        var slices: [ByteBuffer] = []
+        var consumedChunks = 0
+        for chunk in snapshot.chunks {
+            let chunkStart = offset
+            offset += Int64(chunk.readableBytes)
+            consumedChunks += 1
+            if let slice = window(chunk, start: chunkStart), slice.readableBytes > 0 { slices.append(slice) }
+        }
+        let complete: Bool
+        if case .complete = snapshot.outcome { complete = true } else { complete = false }
+        let rangeDone = range.map { offset > $0.last } ?? false
+        nextChunk += consumedChunks
+        var last: EventLoopFuture<Void>?
+        for (index, slice) in slices.enumerated() {
+            last = responder.write(slice, flush: index == slices.count - 1)
+        }
+        if complete || rangeDone {
+            responder.end()
+            finish()
+            return
+        }
+        guard let last else {
+            if consumedChunks > 0 { fetch.progress(self, to: offset) }
+            return
+        }
+        writing = true
+        last.whenComplete { [self] result in
+            writing = false
+            switch result {
+            case .success:
+                fetch.progress(self, to: offset)
+                pump()
+            case .failure:
+                responder.abort()
+                finish()
+            }
+        }
+    }
+
+    private func window(_ chunk: ByteBuffer, start: Int64) -> ByteBuffer? {
+        guard let range else { return chunk }
+        let end = start + Int64(chunk.readableBytes)
+        let from = max(start, range.first), to = min(end, range.last + 1)
+        guard from < to else { return nil }
+        return chunk.getSlice(at: chunk.readerIndex + Int(from - start), length: Int(to - from))
+    }
+
+    private func sendHead(_ head: SharedFetch.Head) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: head.contentType)
+        headers.add(name: "X-Cache", value: "MISS")
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        if let lastModified = head.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        var status = HTTPResponseStatus.ok
+        if let range, let total = head.contentLength {
+            status = .partialContent
+            headers.add(name: "Content-Range", value: "bytes \(range.first)-\(range.last)/\(total)")
+            headers.add(name: "Content-Length", value: String(range.last - range.first + 1))
+        } else if let length = head.contentLength {
+            headers.add(name: "Content-Length", value: String(length))
+        } else if responder.request.head.version.major == 1 && responder.request.head.version.minor >= 1 {
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        } else {
+            headers.add(name: "Connection", value: "close")
+        }
+        responder.beginStream(status: status, headers: headers)
+    }
+}
+

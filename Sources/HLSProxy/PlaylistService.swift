@@ -1,0 +1,150 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSPlaylist
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// A playlist as the proxy serves it: every URI pointing back through the proxy, gzip made once.
+struct RewrittenPlaylist: Sendable {
+    var body: ByteBuffer
+    var gzip: ByteBuffer?
+    /// A media playlist without EXT-X-ENDLIST: cached briefly, in memory only.
+    var isLive: Bool
+    /// How long a live playlist may be served from memory.
+    var ttl: Double
+}
+
+/// Rewrites playlists for the proxy and keeps them: VOD and multivariant playlists in the disk cache (raw,
+/// rewritten and gzipped), live playlists in memory for at most `targetDuration × liveTTLFactor`.
+final class PlaylistService: Sendable {
+    private let configuration: ProxyConfiguration
+    private let store: CacheStore
+    private let logger: Logger
+    private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
+    private static let maxLiveEntries = 4096
+
+    init(configuration: ProxyConfiguration, store: CacheStore, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+    }
+
+    static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
+    static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
+
+    /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`.
+    /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist.
+    func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool) throws -> RewrittenPlaylist {
+        let playlist: Playlist
+        let rewritten: [UInt8]
+        do {
+            playlist = try Playlist(bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes))
+            rewritten = try playlist.rewrite(baseURL: url.string) { resolved, _ in PlaylistService.proxyPath(resolved) }
+        } catch let error as PlaylistError {
+            throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
+        }
+        var isLive = false
+        var ttl = 0.0
+        if playlist.kind == .media {
+            var hasEndList = false
+            var targetDuration = 0.0
+            for (index, line) in playlist.lines.enumerated() {
+                if case .tag(.endList) = line.kind { hasEndList = true }
+                if case .tag(.targetDuration) = line.kind {
+                    let text = playlist.text(ofLine: index)
+                    targetDuration = Double(text.split(separator: ":").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
+                }
+            }
+            isLive = !hasEndList
+            ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
+        }
+        let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
+        let result = RewrittenPlaylist(
+            body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)
+        guard keep else { return result }
+        if isLive {
+            remember(result, key: key)
+        } else {
+            do {
+                try write(raw, key: key)
+                try write(rewritten, key: PlaylistService.rewrittenKey(key))
+                if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
+            } catch {
+                logger.warning("could not cache playlist \(url): \(error)")
+            }
+        }
+        return result
+    }
+
+    private func write(_ bytes: [UInt8], key: CacheKey) throws {
+        let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
+        do {
+            try writer.write(bytes)
+            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist)
+        } catch {
+            writer.abort()
+            throw error
+        }
+    }
+
+    /// `https://host/p?q` → `/https/host/p?q`; URLs that cannot be proxied stay as they are.
+    static func proxyPath(_ resolved: String) -> String? {
+        try? OriginURL(resolved).proxyPath
+    }
+
+    // MARK: - Live playlists
+
+    private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
+        let expires = NIODeadline.now() + .nanoseconds(Int64(playlist.ttl * 1e9))
+        live.withLockedValue { entries in
+            if entries.count >= PlaylistService.maxLiveEntries {
+                let now = NIODeadline.now()
+                entries = entries.filter { $0.value.expires > now }
+                if entries.count >= PlaylistService.maxLiveEntries { entries.removeAll() }
+            }
+            entries[key.value] = (playlist, expires)
+        }
+    }
+
+    /// A live playlist still fresh in memory.
+    func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
+        live.withLockedValue { entries in
+            guard let entry = entries[key.value] else { return nil }
+            guard entry.expires > .now() else {
+                entries[key.value] = nil
+                return nil
+            }
+            return entry.playlist
+        }
+    }
+
+    // MARK: - Responding
+
+    func respond(with playlist: RewrittenPlaylist, to responder: Responder, cache: String) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: MediaTypes.playlist)
+        headers.add(name: "Vary", value: "Accept-Encoding")
+        headers.add(name: "X-Cache", value: cache)
+        headers.add(name: "Cache-Control", value: playlist.isLive ? "max-age=\(max(0, Int(playlist.ttl)))" : "no-cache")
+        var body = playlist.body
+        if responder.request.acceptsGzip, let gzip = playlist.gzip {
+            body = gzip
+            headers.add(name: "Content-Encoding", value: "gzip")
+        }
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        responder.send(status: .ok, headers: headers, body: .bytes(body))
+    }
+
+    /// Headers for a stored rewritten playlist served as a file.
+    func fileHeaders(gzip: Bool) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: MediaTypes.playlist)
+        headers.add(name: "Vary", value: "Accept-Encoding")
+        headers.add(name: "Cache-Control", value: "no-cache")
+        if gzip { headers.add(name: "Content-Encoding", value: "gzip") }
+        return headers
+    }
+}

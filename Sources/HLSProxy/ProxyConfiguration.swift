@@ -1,0 +1,36 @@
+import HLSCacheCore
+import NIOCore
+
+/// Everything `hlscache serve` can be told. Defaults are the documented ones (docs/configuration.md).
+public struct ProxyConfiguration: Sendable {
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    public var cacheDirectory: String
+    /// Size cap of the disk cache (default 10 GiB).
+    public var maxCacheBytes: Int64 = 10 << 30
+    /// Free space to leave on the cache's file system (default 100 MiB).
+    public var freeDiskCushion: Int64 = 100 << 20
+    /// Query parameters left out of cache keys (signed-URL tokens).
+    public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
+    /// `Access-Control-Allow-Origin`; nil disables CORS headers.
+    public var corsAllowOrigin: String? = "*"
+    /// Playlists larger than this are refused (502 `corrupted`).
+    public var maxPlaylistBytes: Int = 16 << 20
+    /// A live playlist is cached for `targetDuration × liveTTLFactor` seconds (at most half the target duration).
+    public var liveTTLFactor: Double = 0.5
+    /// Simultaneous client connections; more are closed at once.
+    public var maxConnections: Int = 4096
+    /// A connection with no request in progress is closed after this long.
+    public var idleTimeout: TimeAmount = .seconds(60)
+    /// A request head must arrive completely within this time of its first byte (slowloris).
+    public var requestHeadTimeout: TimeAmount = .seconds(10)
+    /// Requests with more header fields than this get 431.
+    public var maxHeaderCount: Int = 100
+    /// Origin bytes kept in memory per in-flight download for clients that join late; past it, new clients
+    /// are sent to the origin on their own and the slowest joined client paces the download.
+    public var maxInFlightBufferBytes: Int = 64 << 20
+
+    public init(cacheDirectory: String) {
+        self.cacheDirectory = cacheDirectory
+    }
+}

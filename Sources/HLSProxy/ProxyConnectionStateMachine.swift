@@ -1,0 +1,130 @@
+import NIOHTTP1
+
+/// The life of one client connection: requests arrive one at a time (the pipelining handler in front queues
+/// the next one until our response ends), each is answered once, and the connection is kept or closed.
+/// Pure: the handler feeds it events and runs the actions it returns; tests drive it without a channel.
+struct ProxyConnectionStateMachine {
+    private enum State {
+        /// Waiting for a request head.
+        case idle
+        /// Head received; its body (ignored for GET/HEAD) is being read.
+        case receivingRequest(HTTPRequestHead, bodyBytes: Int)
+        /// The request is being answered.
+        case responding(keepAlive: Bool)
+        /// The request was rejected before it was complete; ignore the rest and close when the answer is out.
+        case rejecting
+        case closed
+    }
+
+    enum Action: Equatable {
+        case none
+        /// Hand the complete request to the router.
+        case dispatch(HTTPRequestHead, keepAlive: Bool)
+        /// Answer with this error and close the connection afterwards.
+        case reject(ProxyError)
+        /// The response is out; keep the connection open for the next request.
+        case awaitNextRequest
+        /// The response is out (or cannot be completed); close the connection.
+        case close
+    }
+
+    private var state: State = .idle
+    let maxHeaderCount: Int
+    let maxRequestBodyBytes: Int
+
+    init(maxHeaderCount: Int = 100, maxRequestBodyBytes: Int = 64 << 10) {
+        self.maxHeaderCount = maxHeaderCount
+        self.maxRequestBodyBytes = maxRequestBodyBytes
+    }
+
+    var isIdle: Bool {
+        if case .idle = state { return true }
+        return false
+    }
+
+    var isResponding: Bool {
+        switch state {
+        case .responding, .rejecting: return true
+        default: return false
+        }
+    }
+
+    mutating func receivedHead(_ head: HTTPRequestHead) -> Action {
+        switch state {
+        case .idle:
+            if head.headers.count > maxHeaderCount {
+                state = .rejecting
+                return .reject(.headersTooLarge("more than \(maxHeaderCount) header fields"))
+            }
+            // A body on a GET or HEAD has no meaning here and is a classic smuggling vector:
+            // refuse Transfer-Encoding outright and Content-Length together with it.
+            if head.headers.contains(name: "transfer-encoding") && head.headers.contains(name: "content-length") {
+                state = .rejecting
+                return .reject(.badRequest("both Transfer-Encoding and Content-Length"))
+            }
+            let lengths = head.headers["content-length"]
+            if lengths.count > 1 && Set(lengths).count > 1 {
+                state = .rejecting
+                return .reject(.badRequest("conflicting Content-Length headers"))
+            }
+            state = .receivingRequest(head, bodyBytes: 0)
+            return .none
+        case .rejecting, .closed:
+            return .none
+        case .receivingRequest, .responding:
+            // The pipelining handler never delivers a second head early; if it did, the stream is broken.
+            state = .rejecting
+            return .reject(.badRequest("unexpected request head"))
+        }
+    }
+
+    mutating func receivedBody(count: Int) -> Action {
+        guard case .receivingRequest(let head, let bytes) = state else { return .none }
+        if bytes + count > maxRequestBodyBytes {
+            state = .rejecting
+            return .reject(ProxyError.badRequest("request body too large"))
+        }
+        state = .receivingRequest(head, bodyBytes: bytes + count)
+        return .none
+    }
+
+    mutating func receivedEnd() -> Action {
+        guard case .receivingRequest(let head, _) = state else { return .none }
+        let keepAlive = head.isKeepAlive
+        state = .responding(keepAlive: keepAlive)
+        return .dispatch(head, keepAlive: keepAlive)
+    }
+
+    /// Whether the response being written should tell the client the connection stays open.
+    var responseKeepsAlive: Bool {
+        if case .responding(let keepAlive) = state { return keepAlive }
+        return false
+    }
+
+    mutating func responseCompleted(success: Bool) -> Action {
+        switch state {
+        case .responding(let keepAlive) where keepAlive && success:
+            state = .idle
+            return .awaitNextRequest
+        case .closed:
+            return .none
+        default:
+            state = .closed
+            return .close
+        }
+    }
+
+    mutating func idleTimeoutFired() -> Action {
+        switch state {
+        case .idle:
+            state = .closed
+            return .close
+        default:
+            return .none
+        }
+    }
+
+    mutating func channelClosed() {
+        state = .closed
+    }
+}

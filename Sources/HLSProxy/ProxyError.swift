@@ -1,0 +1,73 @@
+import HLSCacheCore
+
+/// Errors the proxy itself answers with. Each maps to a status and a JSON body (`ErrorBody`).
+public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
+    private enum Code: String, Sendable, Hashable {
+        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable
+    }
+    private var codeValue: Code
+    public private(set) var httpStatus: Int
+    public private(set) var message: String
+
+    private init(_ code: Code, _ status: Int, _ message: String) {
+        codeValue = code
+        httpStatus = status
+        self.message = message
+    }
+
+    public var code: String {
+        switch codeValue {
+        case .originStatus: return httpStatus == 404 ? "notFound" : "http"
+        default: return codeValue.rawValue
+        }
+    }
+
+    public static func badRequest(_ message: String) -> ProxyError { ProxyError(.badRequest, 400, message) }
+    public static func notFound(_ message: String) -> ProxyError { ProxyError(.notFound, 404, message) }
+    public static func methodNotAllowed(_ method: String) -> ProxyError {
+        ProxyError(.methodNotAllowed, 405, "method \(method) is not supported here")
+    }
+    public static func headersTooLarge(_ message: String) -> ProxyError { ProxyError(.headersTooLarge, 431, message) }
+    /// The origin answered with a non-success status: passed through as is.
+    public static func originStatus(_ status: Int, host: String) -> ProxyError {
+        ProxyError(.originStatus, status, "origin \(host) answered \(status)")
+    }
+    /// The origin sent something that is not what it claims (a broken playlist).
+    public static func corrupted(_ message: String) -> ProxyError { ProxyError(.corrupted, 502, message) }
+    public static func forbidden(_ message: String) -> ProxyError { ProxyError(.forbidden, 403, message) }
+    public static func unavailable(_ message: String) -> ProxyError { ProxyError(.unavailable, 503, message) }
+    /// A Range outside the representation (416).
+    public static func rangeNotSatisfiable(size: Int64) -> ProxyError {
+        ProxyError(.rangeNotSatisfiable, 416, "the requested range is outside the \(size)-byte resource")
+    }
+
+    public var description: String { "\(code) (\(httpStatus)): \(message)" }
+}
+
+/// The JSON body of every error response: `{"error":"timeout","message":"..."}`.
+enum ErrorBody {
+    static func json(code: String, message: String) -> String {
+        "{\"error\":\(quote(code)),\"message\":\(quote(message))}\n"
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,167 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Tells the head-timeout handler in front of the HTTP decoder where a request stands.
+enum RequestProgressEvent: Sendable {
+    case headReceived
+    case responseCompleted
+}
+
+/// One per client connection. Holds only its state machine and the request being answered; every decision
+/// about the connection comes from ``ProxyConnectionStateMachine``.
+final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private var state: ProxyConnectionStateMachine
+    private var context: ChannelHandlerContext?
+    private var responder: Responder?
+    private let router: ProxyRouter
+    private let corsAllowOrigin: String?
+
+    init(router: ProxyRouter, configuration: ProxyConfiguration) {
+        self.router = router
+        self.corsAllowOrigin = configuration.corsAllowOrigin
+        self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            context.triggerUserOutboundEvent(RequestProgressEvent.headReceived, promise: nil)
+            run(state.receivedHead(head), context: context, head: head)
+        case .body(let buffer):
+            run(state.receivedBody(count: buffer.readableBytes), context: context, head: nil)
+        case .end:
+            run(state.receivedEnd(), context: context, head: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.channelClosed()
+        let current = responder
+        responder = nil
+        current?.connectionClosed()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            run(state.idleTimeoutFired(), context: context, head: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Decoder errors (malformed request line, oversized headers) are answered by the
+        // HTTPServerProtocolErrorHandler in front of us; anything else ends the connection.
+        context.close(promise: nil)
+    }
+
+    private func run(_ action: ProxyConnectionStateMachine.Action, context: ChannelHandlerContext, head: HTTPRequestHead?) {
+        switch action {
+        case .none:
+            break
+        case .dispatch(let head, _):
+            let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress)
+            let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin)
+            self.responder = responder
+            router.route(request, responder: responder)
+        case .reject(let error):
+            let request = ProxyRequest(head: head ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: nil)
+            let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin)
+            self.responder = responder
+            responder.send(error: error, extraHeaders: ["Connection": "close"])
+        case .awaitNextRequest:
+            context.triggerUserOutboundEvent(RequestProgressEvent.responseCompleted, promise: nil)
+        case .close:
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: - Writing (called by the Responder, on the event loop)
+
+    private func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponseHead {
+        var headers = headers
+        if !state.responseKeepsAlive {
+            headers.replaceOrAdd(name: "Connection", value: "close")
+        }
+        return HTTPResponseHead(version: .http1_1, status: status, headers: headers)
+    }
+
+    func writeResponse(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody, headOnly: Bool) {
+        guard let context else {
+            if case .file(let handle, _, _, let release) = body {
+                try? handle.close()
+                release()
+            }
+            return
+        }
+        context.write(wrapOutboundOut(.head(responseHead(status: status, headers: headers))), promise: nil)
+        switch body {
+        case .empty:
+            break
+        case .bytes(let buffer):
+            if !headOnly { context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil) }
+        case .file(let handle, let offset, let length, let release):
+            if headOnly || length == 0 {
+                try? handle.close()
+                release()
+            } else {
+                let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
+                let written = context.eventLoop.makePromise(of: Void.self)
+                written.futureResult.whenComplete { _ in
+                    try? handle.close()
+                    release()
+                }
+                context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: written)
+            }
+        }
+        finishResponse(context: context)
+    }
+
+    func writeStreamHead(status: HTTPResponseStatus, headers: HTTPHeaders, headOnly: Bool) {
+        guard let context else { return }
+        context.writeAndFlush(wrapOutboundOut(.head(responseHead(status: status, headers: headers))), promise: nil)
+    }
+
+    func writeStreamBody(_ buffer: ByteBuffer, flush: Bool, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        guard let context else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        if flush { return context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))) }
+        return context.write(wrapOutboundOut(.body(.byteBuffer(buffer))))
+    }
+
+    func writeStreamEnd() {
+        guard let context else { return }
+        finishResponse(context: context)
+    }
+
+    func abortConnection() {
+        responder = nil
+        state.channelClosed()
+        context?.close(promise: nil)
+    }
+
+    private func finishResponse(context: ChannelHandlerContext) {
+        let done = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+        done.futureResult.hop(to: context.eventLoop).whenComplete { [self] result in
+            guard self.context != nil else { return }
+            responder = nil
+            let success: Bool
+            if case .success = result { success = true } else { success = false }
+            run(state.responseCompleted(success: success), context: context, head: nil)
+        }
+    }
+}
+

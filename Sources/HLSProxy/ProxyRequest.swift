@@ -1,0 +1,29 @@
+import NIOCore
+import NIOHTTP1
+
+/// A complete client request as the router sees it.
+public struct ProxyRequest: Sendable {
+    public var head: HTTPRequestHead
+    public var remoteAddress: SocketAddress?
+
+    public var method: HTTPMethod { head.method }
+    public var isHead: Bool { head.method == .HEAD }
+    public var headers: HTTPHeaders { head.headers }
+
+    public func header(_ name: String) -> String? { head.headers.first(name: name) }
+
+    /// Whether the client accepts a gzip body (`Accept-Encoding: gzip`, not `gzip;q=0`).
+    public var acceptsGzip: Bool {
+        for value in head.headers[canonicalForm: "accept-encoding"] {
+            let parts = value.split(separator: ";").map { $0.trimmingSpaces() }
+            guard let coding = parts.first?.lowercased(), coding == "gzip" || coding == "*" else { continue }
+            if parts.dropFirst().contains(where: { $0.replacingSpaces() == "q=0" || $0.replacingSpaces() == "q=0.0" }) { return false }
+            return true
+        }
+        return false
+    }
+}
+
+extension Substring {
+    fileprivate func replacingSpaces() -> String { String(filter { $0 != " " }) }
+}

@@ -1,0 +1,90 @@
+import HLSCacheCore
+import NIOCore
+import NIOHTTP1
+
+/// Maps a request target to what answers it (DESIGN.md §3): origin resources under `/http/` and `/https/`,
+/// the reserved `/healthz`, `/` and, as later modules land, `/api/`, `/keys/`, `/metrics`.
+final class ProxyRouter: Sendable {
+    private let resources: ResourceService
+    private let services: ProxyServices
+
+    init(services: ProxyServices) {
+        self.services = services
+        self.resources = ResourceService(services: services)
+    }
+
+    func route(_ request: ProxyRequest, responder: Responder) {
+        let target = request.head.uri
+        guard target.utf8.first == UInt8(ascii: "/") else {
+            if request.method == .OPTIONS && target == "*" {
+                preflight(responder)
+            } else {
+                responder.send(error: ProxyError.badRequest("request target must be a path (origin-form)"))
+            }
+            return
+        }
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        if request.method == .OPTIONS {
+            preflight(responder)
+            return
+        }
+        if path.hasPrefix("/http/") || path.hasPrefix("/https/") || path == "/http" || path == "/https" {
+            guard request.method == .GET || request.method == .HEAD else {
+                responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
+                return
+            }
+            let url: OriginURL
+            do {
+                url = try OriginURL(proxyTarget: target)
+            } catch {
+                responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
+                return
+            }
+            resources.handle(request, url: url, responder: responder)
+            return
+        }
+        switch path {
+        case "/healthz":
+            sendJSON("{\"status\":\"ok\"}\n", to: responder)
+        case "/":
+            sendStatusPage(to: responder)
+        default:
+            responder.send(error: ProxyError.notFound("no such path; proxied URLs look like /https/host/path.m3u8"))
+        }
+    }
+
+    private func preflight(_ responder: Responder) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD, OPTIONS")
+        headers.add(name: "Access-Control-Allow-Headers", value: "Range, If-None-Match, If-Modified-Since, Origin, Accept, Content-Type")
+        headers.add(name: "Access-Control-Max-Age", value: "86400")
+        headers.add(name: "Content-Length", value: "0")
+        responder.send(status: .noContent, headers: headers, body: .empty)
+    }
+
+    private func sendJSON(_ json: String, to responder: Responder) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(json.utf8.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(string: json)))
+    }
+
+    private func sendStatusPage(to responder: Responder) {
+        let usage = try? services.store.usage()
+        let html = """
+            <!doctype html><html><head><meta charset="utf-8"><title>hlscache</title></head><body>
+            <h1>hlscache \(HLSCacheVersion.current)</h1>
+            <p>Cache: \(usage.map { "\($0.count) objects, \($0.bytes) bytes" } ?? "unavailable") of \(services.configuration.maxCacheBytes) bytes.</p>
+            <p>Downloads in flight: \(services.fetches.count).</p>
+            <p>Play <code>http://HOST:PORT/https/cdn.example.com/path/master.m3u8</code> to proxy <code>https://cdn.example.com/path/master.m3u8</code>.</p>
+            </body></html>
+
+            """
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(html.utf8.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(string: html)))
+    }
+}

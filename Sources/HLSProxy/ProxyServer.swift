@@ -1,0 +1,78 @@
+import HLSCacheStore
+import HLSOrigin
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The HTTP server: SwiftNIO on epoll, HTTP/1.1 with keep-alive and pipelining, cache hits sent with sendfile.
+public final class ProxyServer: Sendable {
+    public let configuration: ProxyConfiguration
+    let services: ProxyServices
+    private let router: ProxyRouter
+    private let limiter: ConnectionLimiter
+    private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+
+    /// - Parameters:
+    ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
+    ///   - origin: the origin client, on `group`.
+    public init(
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, group: any EventLoopGroup, threadPool: NIOThreadPool,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.services = ProxyServices(
+            configuration: configuration, store: store, origin: origin, group: group, threadPool: threadPool, logger: logger)
+        self.router = ProxyRouter(services: services)
+        self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
+    }
+
+    /// Binds the listening socket. Returns the bound address (useful with port 0).
+    @discardableResult
+    public func start() async throws -> SocketAddress {
+        let router = self.router
+        let configuration = self.configuration
+        let limiter = self.limiter
+        let bootstrap = ServerBootstrap(group: services.group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 4)
+            .childChannelInitializer { channel in
+                guard limiter.acquire() else {
+                    return channel.close()
+                }
+                channel.closeFuture.whenComplete { _ in limiter.release() }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(IdleStateHandler(readTimeout: configuration.idleTimeout))
+                    try sync.addHandler(RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout))
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration))
+                }
+            }
+        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        self.channel.withLockedValue { $0 = channel }
+        services.logger.info("hlscache listening on \(channel.localAddress?.description ?? "?")")
+        return channel.localAddress!
+    }
+
+    /// The bound address, once started.
+    public var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
+
+    /// Stops accepting connections; in-flight responses finish on their own.
+    public func stop() async throws {
+        let channel = self.channel.withLockedValue { $0 }
+        try await channel?.close()
+    }
+
+    /// Runs until the listening channel closes.
+    public func waitUntilClosed() async throws {
+        let channel = self.channel.withLockedValue { $0 }
+        try await channel?.closeFuture.get()
+    }
+
+    /// Open client connections.
+    public var openConnections: Int { limiter.current }
+}

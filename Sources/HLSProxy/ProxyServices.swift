@@ -1,0 +1,62 @@
+import HLSCacheStore
+import HLSOrigin
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The shared parts every request handler uses, created once by ``ProxyServer``.
+final class ProxyServices: Sendable {
+    let configuration: ProxyConfiguration
+    let store: CacheStore
+    let origin: OriginClient
+    let logger: Logger
+    let group: any EventLoopGroup
+    let threadPool: NIOThreadPool
+    let fetches = SharedFetchRegistry()
+    let playlists: PlaylistService
+
+    init(configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, group: any EventLoopGroup, threadPool: NIOThreadPool, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.origin = origin
+        self.group = group
+        self.threadPool = threadPool
+        self.logger = logger
+        self.playlists = PlaylistService(configuration: configuration, store: store, logger: logger)
+    }
+
+    var anyEventLoop: any EventLoop { group.any() }
+
+    /// Runs blocking work (fsync, file reads, SQLite writes) off the event loops.
+    func runBlocking<T: Sendable>(on eventLoop: (any EventLoop)? = nil, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+        threadPool.runIfActive(eventLoop: eventLoop ?? anyEventLoop, body)
+    }
+}
+
+/// In-flight origin downloads by cache key, so concurrent misses share one.
+final class SharedFetchRegistry: Sendable {
+    private let fetches = NIOLockedValueBox<[String: SharedFetch]>([:])
+
+    /// The fetch in flight under `key`, or a new one made by `make` (then `created` is true: start it).
+    func join(_ key: String, make: () -> SharedFetch) -> (fetch: SharedFetch, created: Bool) {
+        fetches.withLockedValue { fetches in
+            if let existing = fetches[key] { return (existing, false) }
+            let fetch = make()
+            fetches[key] = fetch
+            return (fetch, true)
+        }
+    }
+
+    func existing(_ key: String) -> SharedFetch? {
+        fetches.withLockedValue { $0[key] }
+    }
+
+    func remove(_ fetch: SharedFetch) {
+        fetches.withLockedValue { fetches in
+            for (key, value) in fetches where value === fetch { fetches[key] = nil }
+        }
+    }
+
+    var count: Int { fetches.withLockedValue { $0.count } }
+}

@@ -1,0 +1,235 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import NIOCore
+import NIOHTTP1
+
+/// Answers `/{scheme}/{authority}/{path}` requests: from the disk cache when it has the resource, otherwise
+/// from the origin through a ``SharedFetch`` that caches on the way.
+final class ResourceService: Sendable {
+    private let services: ProxyServices
+
+    init(services: ProxyServices) {
+        self.services = services
+    }
+
+    /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
+    static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
+
+    func handle(_ request: ProxyRequest, url: OriginURL, responder: Responder) {
+        let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
+        let blocking = url.query.map(ResourceService.hasBlockingReloadParameters) ?? false
+        if !blocking {
+            if let live = services.playlists.livePlaylist(key) {
+                services.playlists.respond(with: live, to: responder, cache: "HIT")
+                return
+            }
+            if let (object, pin) = services.store.lookupAndPin(key) {
+                if object.kind == .playlist {
+                    servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
+                    return
+                }
+                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder) { return }
+            }
+        }
+        miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
+    }
+
+    static func hasBlockingReloadParameters(_ query: String) -> Bool {
+        query.split(separator: "&").contains { pair in
+            let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            return blockingReloadParameters.contains(String(name))
+        }
+    }
+
+    // MARK: - Hits
+
+    private func fileHeaders(_ object: CachedObject) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: object.contentType ?? "application/octet-stream")
+        return headers
+    }
+
+    /// Serves a cached file with sendfile, honouring conditional and Range requests.
+    /// Returns false when the file is gone (evicted by the other process): the caller treats it as a miss.
+    private func serveFile(_ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder) -> Bool {
+        let handle: NIOFileHandle
+        do {
+            handle = try NIOFileHandle(_deprecatedPath: object.path)
+        } catch {
+            pin.unpin()
+            return false
+        }
+        let lastModified = Int64((object.lastModified ?? object.createdAt).timeIntervalSince1970)
+        var headers = headers
+        headers.add(name: "ETag", value: object.etag)
+        headers.add(name: "Last-Modified", value: HTTPDate.format(lastModified))
+        headers.add(name: "Accept-Ranges", value: "bytes")
+        headers.add(name: "X-Cache", value: "HIT")
+        if ConditionalRequest.isNotModified(
+            ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
+            lastModified: lastModified)
+        {
+            try? handle.close()
+            pin.unpin()
+            headers.remove(name: "Content-Type")
+            responder.send(status: .notModified, headers: headers, body: .empty)
+            return true
+        }
+        var range = RangeRequest.full
+        if ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified) {
+            range = RangeRequest(header: request.header("Range"), size: object.size)
+        }
+        let release: @Sendable () -> Void = { pin.unpin() }
+        switch range {
+        case .full:
+            headers.add(name: "Content-Length", value: String(object.size))
+            responder.send(status: .ok, headers: headers, body: .file(handle, offset: 0, length: object.size, release: release))
+        case .partial(let first, let last):
+            headers.add(name: "Content-Length", value: String(last - first + 1))
+            headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(object.size)")
+            responder.send(status: .partialContent, headers: headers, body: .file(handle, offset: first, length: last - first + 1, release: release))
+        case .unsatisfiable:
+            try? handle.close()
+            pin.unpin()
+            headers.add(name: "Content-Range", value: "bytes */\(object.size)")
+            responder.send(error: ProxyError.rangeNotSatisfiable(size: object.size), extraHeaders: headers)
+        }
+        return true
+    }
+
+    /// A stored playlist: serve the rewritten copy (gzip when accepted); make it from the raw copy if missing
+    /// (a playlist stored by `hlscache fetch`).
+    private func servePlaylist(_ raw: CachedObject, pin: CachePin, key: CacheKey, url: OriginURL, request: ProxyRequest, responder: Responder) {
+        let store = services.store
+        if request.acceptsGzip, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
+            serveFile(gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder)
+        {
+            pin.unpin()
+            return
+        }
+        if let (rewritten, rewrittenPin) = store.lookupAndPin(PlaylistService.rewrittenKey(key)),
+            serveFile(rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder)
+        {
+            pin.unpin()
+            return
+        }
+        let playlists = services.playlists
+        services.runBlocking(on: responder.eventLoop) { () throws -> RewrittenPlaylist in
+            defer { pin.unpin() }
+            let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
+            return try playlists.process(raw: bytes, key: key, url: url, store: true)
+        }.whenComplete { result in
+            switch result {
+            case .success(let playlist): playlists.respond(with: playlist, to: responder, cache: "HIT")
+            case .failure(let error as any HTTPMappableError): responder.send(error: error)
+            case .failure:
+                // The raw file vanished or is unreadable: fetch it again.
+                self.miss(request, key: key, url: url, cacheable: true, responder: responder)
+            }
+        }
+    }
+
+    // MARK: - Misses
+
+    private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
+        let fetchKey = cacheable ? key.value : "blocking " + url.string
+        if let rangeHeader = request.header("Range"), !request.isHead {
+            // Join an in-flight download only if it already has the start of the range; otherwise ask the
+            // origin for just the range and fill the cache in the background.
+            if let existing = services.fetches.existing(fetchKey) {
+                let info = existing.progressInfo
+                if let head = info.head, !head.isPlaylist, !info.failed, let total = head.contentLength {
+                    switch RangeRequest(header: rangeHeader, size: total) {
+                    case .partial(let first, let last) where info.received >= first:
+                        subscribe(responder, to: existing, range: (first, last), fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
+                        return
+                    case .unsatisfiable:
+                        responder.send(error: ProxyError.rangeNotSatisfiable(size: total), extraHeaders: ["Content-Range": "bytes */\(total)"])
+                        return
+                    default: break
+                    }
+                }
+            } else if cacheable {
+                let (fetch, created) = services.fetches.join(fetchKey) {
+                    SharedFetch(key: key, url: url, cacheable: true, services: services)
+                }
+                if created { fetch.start() }
+            }
+            PassthroughRelay.start(request: request, url: url, range: rangeHeader, responder: responder, services: services)
+            return
+        }
+        let (fetch, created) = services.fetches.join(fetchKey) {
+            SharedFetch(key: key, url: url, cacheable: cacheable, services: services)
+        }
+        if created { fetch.start() }
+        subscribe(responder, to: fetch, range: nil, fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
+    }
+
+    private func subscribe(
+        _ responder: Responder, to fetch: SharedFetch, range: (first: Int64, last: Int64)?, fetchKey: String, key: CacheKey, url: OriginURL,
+        cacheable: Bool
+    ) {
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, playlists: services.playlists)
+        if !fetch.subscribe(subscription) {
+            // The fetch failed just now; the client gets a fresh attempt rather than someone else's error.
+            services.fetches.remove(fetch)
+            let (fresh, created) = services.fetches.join(fetchKey) { SharedFetch(key: key, url: url, cacheable: cacheable, services: services) }
+            if created { fresh.start() }
+            let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, playlists: services.playlists)
+            if !fresh.subscribe(retry) { responder.send(error: ProxyError.unavailable("origin \(url.host) is failing")) }
+        }
+    }
+}
+
+/// Relays one origin response (a Range request on a miss) straight to the client, without caching.
+final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
+    private let responder: Responder
+    private let url: OriginURL
+    private var headSent = false
+
+    private init(responder: Responder, url: OriginURL) {
+        self.responder = responder
+        self.url = url
+    }
+
+    static func start(request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices) {
+        let relay = PassthroughRelay(responder: responder, url: url)
+        var headers: [(String, String)] = [("Range", range)]
+        if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
+        let task = services.origin.stream(url, headers: headers, on: responder.eventLoop, handler: relay)
+        responder.whenCancelled { task.cancel() }
+    }
+
+    func didReceiveHead(_ head: OriginResponseHead) {
+        guard head.status == 200 || head.status == 206 || head.status == 416 else {
+            responder.send(error: ProxyError.originStatus(head.status, host: url.host))
+            return
+        }
+        var headers = HTTPHeaders()
+        let originType = head.headers.first(name: "Content-Type")
+        headers.add(name: "Content-Type", value: MediaTypes.choose(origin: originType, pathExtension: url.pathExtension))
+        for name in ["Content-Length", "Content-Range", "Last-Modified", "ETag", "Accept-Ranges"] {
+            if let value = head.headers.first(name: name) { headers.add(name: name, value: value) }
+        }
+        if !headers.contains(name: "Content-Length") { headers.add(name: "Transfer-Encoding", value: "chunked") }
+        headers.add(name: "X-Cache", value: "MISS")
+        headSent = true
+        responder.beginStream(status: HTTPResponseStatus(statusCode: head.status), headers: headers)
+    }
+
+    func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        guard headSent else { return responder.eventLoop.makeSucceededVoidFuture() }
+        return responder.write(buffer)
+    }
+
+    func didFinish(_ result: Result<Void, OriginError>) {
+        switch result {
+        case .success:
+            if headSent { responder.end() }
+        case .failure(let error):
+            if headSent { responder.abort() } else { responder.send(error: error) }
+        }
+    }
+}

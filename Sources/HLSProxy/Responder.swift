@@ -1,0 +1,125 @@
+import HLSCacheCore
+import NIOCore
+import NIOHTTP1
+
+/// The body of a complete response.
+enum ResponseBody {
+    case empty
+    case bytes(ByteBuffer)
+    /// `length` bytes of an open file starting at `offset`, sent with sendfile; `release` runs when the write
+    /// is done (closing the handle and unpinning the cache object is the caller's business).
+    case file(NIOFileHandle, offset: Int64, length: Int64, release: @Sendable () -> Void)
+}
+
+/// The one way the resource layer answers a request. Bound to the connection's event loop: every method must
+/// be called there. A responder answers exactly once; after the connection went away its methods do nothing.
+final class Responder: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    let request: ProxyRequest
+    private weak var handler: ProxyHTTPHandler?
+    private var answered = false
+    private var streaming = false
+    /// Called (on the event loop) if the connection closes before the response is complete.
+    private var onCancel: (() -> Void)?
+    let corsAllowOrigin: String?
+
+    init(eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?) {
+        self.eventLoop = eventLoop
+        self.request = request
+        self.handler = handler
+        self.corsAllowOrigin = corsAllowOrigin
+    }
+
+    /// Whether the client is still waiting for this response.
+    var isActive: Bool {
+        eventLoop.preconditionInEventLoop()
+        return handler != nil && !(answered && !streaming)
+    }
+
+    func whenCancelled(_ callback: @escaping () -> Void) {
+        eventLoop.preconditionInEventLoop()
+        onCancel = callback
+    }
+
+    /// Sends a complete response. For HEAD requests the body is dropped (its length stays in the headers).
+    func send(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody) {
+        eventLoop.preconditionInEventLoop()
+        guard !answered, let handler else {
+            if case .file(let handle, _, _, let release) = body {
+                try? handle.close()
+                release()
+            }
+            return
+        }
+        answered = true
+        var headers = headers
+        decorate(&headers)
+        handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
+    }
+
+    /// Sends an error as JSON with its status.
+    func send(error: some HTTPMappableError) {
+        send(error: error, extraHeaders: [:])
+    }
+
+    func send(error: some HTTPMappableError, extraHeaders: HTTPHeaders) {
+        var buffer = ByteBuffer()
+        buffer.writeString(ErrorBody.json(code: error.code, message: error.message))
+        var headers = extraHeaders
+        headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+        headers.replaceOrAdd(name: "Content-Length", value: String(buffer.readableBytes))
+        headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        send(status: HTTPResponseStatus(statusCode: error.httpStatus), headers: headers, body: .bytes(buffer))
+    }
+
+    /// Starts a streamed response; follow with `write` calls and one `end` (or `abort`).
+    func beginStream(status: HTTPResponseStatus, headers: HTTPHeaders) {
+        eventLoop.preconditionInEventLoop()
+        guard !answered, let handler else { return }
+        answered = true
+        streaming = true
+        var headers = headers
+        decorate(&headers)
+        handler.writeStreamHead(status: status, headers: headers, headOnly: request.isHead)
+    }
+
+    /// Writes a body chunk; the future completes when it was handed to the kernel, which is the pace to keep.
+    func write(_ buffer: ByteBuffer, flush: Bool = true) -> EventLoopFuture<Void> {
+        eventLoop.preconditionInEventLoop()
+        guard streaming, let handler else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        if request.isHead { return eventLoop.makeSucceededVoidFuture() }
+        return handler.writeStreamBody(buffer, flush: flush, eventLoop: eventLoop)
+    }
+
+    func end() {
+        eventLoop.preconditionInEventLoop()
+        guard streaming, let handler else { return }
+        streaming = false
+        handler.writeStreamEnd()
+    }
+
+    /// Ends the exchange by closing the connection: the client must see that the body is incomplete.
+    func abort() {
+        eventLoop.preconditionInEventLoop()
+        streaming = false
+        answered = true
+        handler?.abortConnection()
+    }
+
+    /// The handler reports that the connection is gone.
+    func connectionClosed() {
+        eventLoop.preconditionInEventLoop()
+        handler = nil
+        streaming = false
+        let callback = onCancel
+        onCancel = nil
+        callback?()
+    }
+
+    private func decorate(_ headers: inout HTTPHeaders) {
+        if let corsAllowOrigin {
+            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: corsAllowOrigin)
+            headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, ETag, X-Cache")
+        }
+    }
+}

@@ -1,0 +1,289 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One origin download shared by every client that asks for the same resource while it is in flight
+/// (DESIGN.md §6): the bytes go to the cache file and to each client as they arrive, and a client that joins
+/// late first gets what has already arrived, from memory. Playlists are collected whole, rewritten once and
+/// handed to every waiting client.
+///
+/// Thread model: the origin calls the `OriginStreamHandler` methods on its event loop; subscriptions live on
+/// their clients' event loops and pull from ``snapshot(from:)``. Shared state sits behind one lock.
+final class SharedFetch: OriginStreamHandler, Sendable {
+    /// The origin's answer, as far as clients need it.
+    struct Head: Sendable {
+        var contentLength: Int64?
+        var contentType: String
+        var isPlaylist: Bool
+        var etag: String?
+        var lastModified: String?
+        /// The URL that answered (after redirects); playlists resolve against it.
+        var url: OriginURL
+    }
+
+    enum Outcome: Sendable {
+        /// Every byte arrived and matched Content-Length.
+        case complete
+        /// The playlist, rewritten for the proxy.
+        case playlist(RewrittenPlaylist)
+        case failed(any HTTPMappableError)
+    }
+
+    struct Snapshot {
+        var head: Head?
+        var chunks: ArraySlice<ByteBuffer>
+        /// Offset of the first chunk in `chunks`.
+        var offset: Int64
+        var outcome: Outcome?
+    }
+
+    private struct State {
+        var head: Head?
+        var chunks: [ByteBuffer] = []
+        var received: Int64 = 0
+        var outcome: Outcome?
+        var writer: CacheWriter?
+        var subscribers: [ObjectIdentifier: FetchSubscription] = [:]
+        /// Bytes each subscriber has consumed, for pacing the origin to the slowest client.
+        var consumed: [ObjectIdentifier: Int64] = [:]
+        var paused: EventLoopPromise<Void>?
+        var task: OriginTask?
+    }
+
+    let key: CacheKey
+    let url: OriginURL
+    /// Whether the result is stored (false for LL-HLS blocking requests, which are per-request).
+    let cacheable: Bool
+    private let services: ProxyServices
+    private let state = NIOLockedValueBox(State())
+
+    init(key: CacheKey, url: OriginURL, cacheable: Bool, services: ProxyServices) {
+        self.key = key
+        self.url = url
+        self.cacheable = cacheable
+        self.services = services
+    }
+
+    func start() {
+        let task = services.origin.stream(url, handler: self)
+        state.withLockedValue { $0.task = task }
+    }
+
+    /// Adds a client. Returns false when the fetch can no longer serve a newcomer from the start.
+    func subscribe(_ subscription: FetchSubscription) -> Bool {
+        let accepted = state.withLockedValue { state -> Bool in
+            if case .failed = state.outcome { return false }
+            state.subscribers[ObjectIdentifier(subscription)] = subscription
+            state.consumed[ObjectIdentifier(subscription)] = 0
+            return true
+        }
+        if accepted { subscription.eventLoop.execute { subscription.pump() } }
+        return accepted
+    }
+
+    func unsubscribe(_ subscription: FetchSubscription) {
+        let resume = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            state.subscribers[ObjectIdentifier(subscription)] = nil
+            state.consumed[ObjectIdentifier(subscription)] = nil
+            return takePauseIfCaughtUp(&state)
+        }
+        resume?.succeed()
+    }
+
+    /// A subscriber consumed up to `offset`; may let a paused origin continue.
+    func progress(_ subscription: FetchSubscription, to offset: Int64) {
+        let resume = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            guard state.consumed[ObjectIdentifier(subscription)] != nil else { return nil }
+            state.consumed[ObjectIdentifier(subscription)] = offset
+            return takePauseIfCaughtUp(&state)
+        }
+        resume?.succeed()
+    }
+
+    func snapshot(from chunkIndex: Int) -> Snapshot {
+        state.withLockedValue { state in
+            let start = min(chunkIndex, state.chunks.count)
+            var offset: Int64 = 0
+            // Chunk offsets are only needed for ranged subscribers; they are cheap to recompute.
+            for chunk in state.chunks[..<start] { offset += Int64(chunk.readableBytes) }
+            return Snapshot(head: state.head, chunks: state.chunks[start...], offset: offset, outcome: state.outcome)
+        }
+    }
+
+    /// Bytes received so far and whether the head is known (for deciding how to serve a Range on a miss).
+    var progressInfo: (head: Head?, received: Int64, failed: Bool) {
+        state.withLockedValue { state in
+            var failed = false
+            if case .failed = state.outcome { failed = true }
+            return (state.head, state.received, failed)
+        }
+    }
+
+    private func takePauseIfCaughtUp(_ state: inout State) -> EventLoopPromise<Void>? {
+        guard let paused = state.paused else { return nil }
+        let slowest = state.consumed.values.min() ?? state.received
+        guard state.received - slowest <= Int64(services.configuration.maxInFlightBufferBytes) else { return nil }
+        state.paused = nil
+        return paused
+    }
+
+    private func notifySubscribers() {
+        let subscribers = state.withLockedValue { Array($0.subscribers.values) }
+        for subscriber in subscribers { subscriber.eventLoop.execute { subscriber.pump() } }
+    }
+
+    // MARK: - OriginStreamHandler
+
+    func didReceiveHead(_ head: OriginResponseHead) {
+        guard head.status == 200 else {
+            let error: any HTTPMappableError =
+                (head.status == 206 || head.status == 304)
+                ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
+                : ProxyError.originStatus(head.status, host: url.host)
+            fail(error)
+            return
+        }
+        let originType = head.headers.first(name: "Content-Type")
+        let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
+        let contentLength = head.contentLength.map(Int64.init)
+        if isPlaylist, let contentLength, contentLength > Int64(services.configuration.maxPlaylistBytes) {
+            fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
+            return
+        }
+        var writer: CacheWriter?
+        if cacheable && !isPlaylist {
+            do {
+                writer = try services.store.makeWriter(for: key, expectedLength: contentLength)
+            } catch {
+                // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
+                services.logger.warning("not caching \(url): \(error)")
+            }
+        }
+        let info = Head(
+            contentLength: contentLength,
+            contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
+            isPlaylist: isPlaylist, etag: head.headers.first(name: "ETag"), lastModified: head.headers.first(name: "Last-Modified"),
+            url: head.url)
+        state.withLockedValue {
+            $0.head = info
+            $0.writer = writer
+        }
+        notifySubscribers()
+    }
+
+    func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let eventLoop = state.withLockedValue { $0.task?.eventLoop }
+        let (writer, tooLarge, pause) = state.withLockedValue { state -> (CacheWriter?, Bool, EventLoopPromise<Void>?) in
+            state.chunks.append(buffer)
+            state.received += Int64(buffer.readableBytes)
+            let tooLarge = state.head?.isPlaylist == true && state.received > Int64(services.configuration.maxPlaylistBytes)
+            var pause: EventLoopPromise<Void>?
+            if let eventLoop, let slowest = state.consumed.values.min(),
+                state.received - slowest > Int64(services.configuration.maxInFlightBufferBytes)
+            {
+                let promise = eventLoop.makePromise(of: Void.self)
+                state.paused = promise
+                pause = promise
+            }
+            return (state.writer, tooLarge, pause)
+        }
+        if tooLarge {
+            fail(ProxyError.corrupted("playlist is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
+            return (eventLoop ?? services.anyEventLoop).makeFailedFuture(OriginError.cancelled)
+        }
+        if let writer {
+            do {
+                try buffer.withUnsafeReadableBytes { try writer.write($0) }
+            } catch {
+                services.logger.warning("cache write for \(url) failed, serving without caching: \(error)")
+                writer.abort()
+                state.withLockedValue { $0.writer = nil }
+            }
+        }
+        if !state.withLockedValue({ $0.head?.isPlaylist ?? false }) { notifySubscribers() }
+        return pause?.futureResult ?? (eventLoop ?? services.anyEventLoop).makeSucceededVoidFuture()
+    }
+
+    func didFinish(_ result: Result<Void, OriginError>) {
+        switch result {
+        case .failure(let error):
+            fail(error)
+        case .success:
+            let (head, writer, body) = state.withLockedValue { state -> (Head?, CacheWriter?, [ByteBuffer]) in
+                (state.head, state.writer, state.head?.isPlaylist == true ? state.chunks : [])
+            }
+            guard let head else {
+                fail(ProxyError.corrupted("origin response ended without a head"))
+                return
+            }
+            if head.isPlaylist {
+                finishPlaylist(head: head, body: body)
+            } else {
+                finish(.complete)
+                if let writer { storeSegment(writer, head: head) } else { services.fetches.remove(self) }
+            }
+        }
+    }
+
+    private func fail(_ error: any HTTPMappableError) {
+        let (task, writer, first) = state.withLockedValue { state -> (OriginTask?, CacheWriter?, Bool) in
+            guard state.outcome == nil else { return (nil, nil, false) }
+            state.outcome = .failed(error)
+            let writer = state.writer
+            state.writer = nil
+            return (state.task, writer, true)
+        }
+        guard first else { return }
+        writer?.abort()
+        task?.cancel()
+        services.fetches.remove(self)
+        state.withLockedValue { $0.paused }?.succeed()
+        notifySubscribers()
+    }
+
+    private func finish(_ outcome: Outcome) {
+        state.withLockedValue { $0.outcome = outcome }
+        notifySubscribers()
+    }
+
+    private func storeSegment(_ writer: CacheWriter, head: Head) {
+        let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
+        let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+        services.runBlocking {
+            do {
+                _ = try writer.finish(contentType: head.contentType, kind: kind, etag: nil, lastModified: lastModified)
+            } catch {
+                self.services.logger.warning("could not store \(self.url): \(error)")
+            }
+        }.whenComplete { _ in
+            self.state.withLockedValue { $0.writer = nil }
+            self.services.fetches.remove(self)
+        }
+    }
+
+    private func finishPlaylist(head: Head, body: [ByteBuffer]) {
+        var collected: [UInt8] = []
+        collected.reserveCapacity(body.reduce(0) { $0 + $1.readableBytes })
+        for chunk in body { collected.append(contentsOf: chunk.readableBytesView) }
+        let bytes = collected
+        services.runBlocking { () throws -> RewrittenPlaylist in
+            try self.services.playlists.process(raw: bytes, key: self.key, url: head.url, store: self.cacheable)
+        }.whenComplete { result in
+            switch result {
+            case .success(let playlist):
+                self.finish(.playlist(playlist))
+                self.services.fetches.remove(self)
+            case .failure(let error as any HTTPMappableError):
+                self.state.withLockedValue { $0.outcome = nil }
+                self.fail(error)
+            case .failure(let error):
+                self.state.withLockedValue { $0.outcome = nil }
+                self.fail(ProxyError.corrupted("playlist from \(self.url.host) could not be processed: \(error)"))
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import HLSProxy
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// `hlscache serve`: the proxy and cache server.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the HLS proxy and cache server.",
+        discussion: "Point a player at http://LISTEN/https/cdn.example.com/path/master.m3u8 (see `hlscache url`)."
+    )
+
+    @OptionGroup var cache: CacheOptions
+
+    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080.")
+    var listen: String = "127.0.0.1:8080"
+
+    @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers.")
+    var corsOrigin: String = "*"
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        guard let address = ListenAddress(listen) else {
+            throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
+        }
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level \(logLevel): expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        var logger = Logger(label: "hlscache")
+        logger.logLevel = level
+
+        var configuration = try cache.proxyConfiguration()
+        configuration.host = address.host
+        configuration.port = address.port
+        configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
+
+        let store: CacheStore
+        do {
+            store = try CacheStore.open(
+                directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: configuration.freeDiskCushion)
+        } catch {
+            throw ValidationError("cannot open the cache in \(configuration.cacheDirectory): \(error)")
+        }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let origin = OriginClient(eventLoopGroup: group, configuration: OriginConfiguration(), logger: logger)
+        let server = ProxyServer(
+            configuration: configuration, store: store, origin: origin, group: group, threadPool: NIOThreadPool.singleton, logger: logger)
+        let bound: SocketAddress
+        do {
+            bound = try await server.start()
+        } catch {
+            try? await origin.shutdown()
+            throw ValidationError("cannot listen on \(address): \(error)")
+        }
+        print("hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
+        fflush(nil)
+        let services = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [ProxyService(server: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await services.run()
+        try? await origin.shutdown()
+        store.close()
+    }
+}
+
+/// Options shared by every command that touches the cache.
+struct CacheOptions: ParsableArguments {
+    @Option(name: .long, help: "Cache directory. Default: $HLSCACHE_CACHE_DIR, $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache.")
+    var cacheDir: String?
+
+    @Option(name: .long, help: "Size cap of the cache, e.g. 10GiB or 500MB.")
+    var maxCacheSize: String = "10GiB"
+
+    @Option(name: .long, help: "Free disk space to leave on the cache's file system.")
+    var freeDiskCushion: String = "100MiB"
+
+    func proxyConfiguration() throws -> ProxyConfiguration {
+        let directory = cacheDir ?? DefaultCacheDirectory.resolve(environment: ProcessInfo.processInfo.environment)
+        var configuration = ProxyConfiguration(cacheDirectory: directory)
+        guard let cap = ByteSize(maxCacheSize) else { throw ValidationError("--max-cache-size \(maxCacheSize): not a size (try 10GiB)") }
+        guard let cushion = ByteSize(freeDiskCushion) else {
+            throw ValidationError("--free-disk-cushion \(freeDiskCushion): not a size (try 100MiB)")
+        }
+        configuration.maxCacheBytes = cap.bytes
+        configuration.freeDiskCushion = cushion.bytes
+        return configuration
+    }
+}
+

@@ -1,0 +1,177 @@
+import Foundation
+import HLSCacheCore
+import NIOCore
+import Testing
+
+@testable import HLSProxy
+
+@Suite struct CacheBehaviourTests {
+    /// A directory with one 1 MiB "segment" of random bytes and a small playlist.
+    static func fixture() throws -> (URL, [UInt8]) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fixture-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let bytes = (0..<(1 << 20)).map { _ in UInt8.random(in: 0...255) }
+        try Data(bytes).write(to: dir.appendingPathComponent("seg.ts"))
+        try Data(bytes).write(to: dir.appendingPathComponent("other.ts"))
+        return (dir, bytes)
+    }
+
+    @Test func concurrentMissesShareOneOriginRequestAndAllGetEveryByte() async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setFault(.slow(chunk: 64 << 10, delay: .milliseconds(15)), for: "/seg.ts")
+
+        let bodies = try await withThrowingTaskGroup(of: ProxyHarness.Response.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(index * 20))  // some join late
+                    return try await harness.get(harness.url("/seg.ts"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(bodies.count == 8)
+        for response in bodies {
+            #expect(response.status == 200)
+            #expect(response.body == bytes)
+        }
+        #expect(harness.origin.requests(matching: "/seg.ts").count == 1)
+        try await harness.waitForIdle()
+        let hit = try await harness.get(harness.url("/seg.ts"))
+        #expect(hit.headers.first(name: "X-Cache") == "HIT")
+        #expect(hit.body == bytes)
+        #expect(harness.origin.requests(matching: "/seg.ts").count == 1)
+    }
+
+    @Test func missStreamsBeforeTheOriginFinishes() async throws {
+        let (dir, _) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        // 16 chunks × 100 ms: the whole body takes 1.6 s; the first bytes must arrive long before.
+        harness.origin.setFault(.slow(chunk: 64 << 10, delay: .milliseconds(100)), for: "/seg.ts")
+        let started = ContinuousClock.now
+        var request = HTTPClientRequestFactory.make(harness.url("/seg.ts"))
+        request.method = .GET
+        let response = try await harness.client.execute(request, timeout: .seconds(30))
+        var iterator = response.body.makeAsyncIterator()
+        let first = try await iterator.next()
+        let firstByteDelay = ContinuousClock.now - started
+        #expect(first != nil)
+        #expect(firstByteDelay < .milliseconds(1200), "first bytes took \(firstByteDelay)")
+        while try await iterator.next() != nil {}
+    }
+
+    @Test func truncatedOriginBodyIsNeverCachedAndTheClientSeesAnError() async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setFault(.truncate(bytes: 100_000), for: "/seg.ts")
+        await #expect(throws: (any Error).self) {
+            let response = try await harness.get(harness.url("/seg.ts"))
+            // A response that "succeeds" must not pretend to be complete.
+            if response.body.count != bytes.count { throw CancellationError() }
+        }
+        try await harness.waitForIdle()
+        let key = CacheKey(try OriginURL(harness.originURL("/seg.ts")))
+        #expect(harness.store.lookup(key) == nil)
+        harness.origin.setFault(nil, for: "/seg.ts")
+        let good = try await harness.get(harness.url("/seg.ts"))
+        #expect(good.body == bytes)
+        #expect(harness.origin.requests(matching: "/seg.ts").count == 2)
+    }
+
+    @Test func rangeAndConditionalRequestsOnHits() async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let url = harness.url("/seg.ts")
+        let full = try await harness.get(url)
+        #expect(full.headers.first(name: "Content-Type") == "video/mp2t")
+        try await harness.waitForIdle()
+
+        let hit = try await harness.get(url)
+        let etag = try #require(hit.headers.first(name: "ETag"))
+        let lastModified = try #require(hit.headers.first(name: "Last-Modified"))
+        #expect(hit.headers.first(name: "Content-Length") == String(bytes.count))
+
+        let partial = try await harness.get(url, headers: [("Range", "bytes=100-199")])
+        #expect(partial.status == 206)
+        #expect(partial.body == Array(bytes[100...199]))
+        #expect(partial.headers.first(name: "Content-Range") == "bytes 100-199/\(bytes.count)")
+
+        let suffix = try await harness.get(url, headers: [("Range", "bytes=-10")])
+        #expect(suffix.status == 206)
+        #expect(suffix.body == Array(bytes.suffix(10)))
+
+        let open = try await harness.get(url, headers: [("Range", "bytes=1048000-")])
+        #expect(open.body == Array(bytes[1_048_000...]))
+
+        let outside = try await harness.get(url, headers: [("Range", "bytes=99999999-")])
+        #expect(outside.status == 416)
+        #expect(outside.headers.first(name: "Content-Range") == "bytes */\(bytes.count)")
+
+        let notModified = try await harness.get(url, headers: [("If-None-Match", etag)])
+        #expect(notModified.status == 304)
+        #expect(notModified.body.isEmpty)
+        let since = try await harness.get(url, headers: [("If-Modified-Since", lastModified)])
+        #expect(since.status == 304)
+        let changed = try await harness.get(url, headers: [("If-None-Match", "\"something-else\"")])
+        #expect(changed.status == 200)
+        #expect(changed.body == bytes)
+
+        let head = try await harness.get(url, method: .HEAD)
+        #expect(head.status == 200)
+        #expect(head.body.isEmpty)
+        #expect(head.headers.first(name: "Content-Length") == String(bytes.count))
+        #expect(harness.origin.requests(matching: "/seg.ts").count == 1)
+    }
+
+    @Test func rangeOnAMissIsAnsweredWithoutWaitingForTheWholeFile() async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setFault(.slow(chunk: 64 << 10, delay: .milliseconds(150)), for: "/other.ts")
+        let started = ContinuousClock.now
+        let partial = try await harness.get(harness.url("/other.ts"), headers: [("Range", "bytes=500000-500099")])
+        let elapsed = ContinuousClock.now - started
+        #expect(partial.status == 206)
+        #expect(partial.body == Array(bytes[500_000...500_099]))
+        #expect(elapsed < .milliseconds(2000), "range on a miss took \(elapsed)")
+        // The whole file is filled in the background and becomes a hit.
+        try await harness.waitForIdle(timeout: .seconds(20))
+        let hit = try await harness.get(harness.url("/other.ts"))
+        #expect(hit.headers.first(name: "X-Cache") == "HIT")
+        #expect(hit.body == bytes)
+    }
+
+    @Test func originErrorsReachTheClientHonestly() async throws {
+        let (dir, _) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .milliseconds(400); $0.retry.maxRetries = 0 })
+        defer { Task { await harness.shutdown() } }
+
+        let missing = try await harness.get(harness.url("/nope.ts"))
+        #expect(missing.status == 404)
+        #expect(missing.text.contains("\"error\":\"notFound\""))
+
+        harness.origin.setFault(.status(503), for: "/seg.ts")
+        let unavailable = try await harness.get(harness.url("/seg.ts"))
+        #expect(unavailable.status == 503)
+        #expect(unavailable.headers.first(name: "Content-Type") == "application/json")
+
+        harness.origin.setFault(.stall(delay: .seconds(3)), for: "/other.ts")
+        let slow = try await harness.get(harness.url("/other.ts"))
+        #expect(slow.status == 504)
+        #expect(slow.text.contains("timeout"))
+
+        let dead = try await harness.get("\(harness.base)/http/127.0.0.1:1/x.ts")
+        #expect(dead.status == 502)
+        #expect(dead.text.contains("\"error\""))
+    }
+}
+
+enum HTTPClientRequestFactory {
+    static func make(_ url: String) -> AsyncHTTPClient.HTTPClientRequest { AsyncHTTPClient.HTTPClientRequest(url: url) }
+}
+
+import AsyncHTTPClient

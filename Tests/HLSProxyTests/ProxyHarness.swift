@@ -1,0 +1,153 @@
+import AsyncHTTPClient
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+@testable import HLSProxy
+
+/// A proxy on 127.0.0.1 (OS-chosen port) with its own temporary cache, in front of a ``TestOrigin``.
+final class ProxyHarness: Sendable {
+    let origin: TestOrigin
+    let server: ProxyServer
+    let store: CacheStore
+    let cacheDirectory: URL
+    let originClient: OriginClient
+    let client: HTTPClient
+
+    static func start(
+        serving root: URL,
+        configure: (inout ProxyConfiguration) -> Void = { _ in },
+        configureOrigin: (inout OriginConfiguration) -> Void = { _ in }
+    ) async throws -> ProxyHarness {
+        let origin = TestOrigin(root: root)
+        try await origin.start()
+        return try await start(origin: origin, configure: configure, configureOrigin: configureOrigin)
+    }
+
+    static func start(
+        origin: TestOrigin,
+        configure: (inout ProxyConfiguration) -> Void = { _ in },
+        configureOrigin: (inout OriginConfiguration) -> Void = { _ in }
+    ) async throws -> ProxyHarness {
+        let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
+        var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
+        configuration.port = 0
+        configure(&configuration)
+        var originConfiguration = OriginConfiguration()
+        originConfiguration.readTimeout = .seconds(5)
+        originConfiguration.connectTimeout = .seconds(2)
+        configureOrigin(&originConfiguration)
+        var logger = Logger(label: "hlscache-test")
+        logger.logLevel = .error
+        let store = try CacheStore.open(
+            directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
+        let group = MultiThreadedEventLoopGroup.singleton
+        let originClient = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
+        let server = ProxyServer(
+            configuration: configuration, store: store, origin: originClient, group: group, threadPool: NIOThreadPool.singleton,
+            logger: logger)
+        try await server.start()
+        let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        return ProxyHarness(origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client)
+    }
+
+    private init(origin: TestOrigin, server: ProxyServer, store: CacheStore, cacheDirectory: URL, originClient: OriginClient, client: HTTPClient) {
+        self.origin = origin
+        self.server = server
+        self.store = store
+        self.cacheDirectory = cacheDirectory
+        self.originClient = originClient
+        self.client = client
+    }
+
+    var port: Int { server.localAddress?.port ?? 0 }
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    /// The proxy URL of a path on the test origin.
+    func url(_ originPath: String) -> String { "\(base)/http/127.0.0.1:\(origin.port)\(originPath)" }
+
+    /// The direct origin URL of a path.
+    func originURL(_ originPath: String) -> String { "\(origin.baseURL)\(originPath)" }
+
+    struct Response {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    func get(_ url: String, headers: [(String, String)] = [], method: HTTPMethod = .GET) async throws -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let response = try await client.execute(request, timeout: .seconds(30))
+        var body: [UInt8] = []
+        for try await chunk in response.body { body.append(contentsOf: chunk.readableBytesView) }
+        return Response(status: Int(response.status.code), headers: response.headers, body: body)
+    }
+
+    /// Waits until no origin download is in flight (background fills included).
+    func waitForIdle(timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while server.services.fetches.count > 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    func shutdown() async {
+        try? await client.shutdown()
+        try? await server.stop()
+        try? await originClient.shutdown()
+        await origin.stop()
+        store.close()
+        try? FileManager.default.removeItem(at: cacheDirectory)
+    }
+}
+
+/// A blocking TCP client for protocol-level tests (pipelining, smuggling, slowloris), run off the test's executor.
+enum RawHTTP {
+    /// Sends `request`, then reads until the peer closes or `readTimeout` passes without data.
+    static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0) async throws -> (response: String, closedByPeer: Bool) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try blockingExchange(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter) })
+            }
+        }
+    }
+
+    struct SocketError: Error {}
+
+    private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> (String, Bool) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SocketError() }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw SocketError() }
+        var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: Int((readTimeout - Double(Int(readTimeout))) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if pauseAfter > 0 { Thread.sleep(forTimeInterval: pauseAfter) }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n > 0 {
+                received.append(contentsOf: buffer[0..<n])
+            } else {
+                // A reset (the server closed with our bytes unread) is a close too.
+                return (String(decoding: received, as: UTF8.self), n == 0 || errno == ECONNRESET)
+            }
+        }
+    }
+}
