@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// Runs the real `hlscache` binary built next to the test bundle.
@@ -74,5 +77,52 @@ struct CLI {
         for command in commands where command != "help" {
             #expect(docs.contains("## hlscache \(command)"), "docs/cli.md lacks a section for \(command)")
         }
+    }
+}
+
+@Suite struct ServeCommandTests {
+    /// Starts the real binary on an OS-chosen port, talks to it, and stops it with SIGTERM.
+    @Test func servesHealthAndStopsCleanlyOnSIGTERM() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // The first line names the bound address: "hlscache X serving on http://127.0.0.1:PORT (cache ...)".
+        var firstLine = ""
+        let handle = out.fileHandleForReading
+        while !firstLine.contains("\n") {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            firstLine += String(decoding: data, as: UTF8.self)
+        }
+        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        #expect(firstLine.contains(cache.path))
+
+        let (data, response) = try await URLSession.shared.data(from: URL(string: base + "/healthz")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self).contains("ok"))
+        #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("index.sqlite").path))
+
+        process.terminate()  // SIGTERM
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func badOptionsAreClearErrors() throws {
+        let listen = try CLI.run(["serve", "--listen", "nonsense"])
+        #expect(listen.status != 0)
+        #expect(listen.stderr.contains("--listen"))
+        let size = try CLI.run(["serve", "--max-cache-size", "lots"])
+        #expect(size.status != 0)
+        #expect(size.stderr.contains("--max-cache-size"))
     }
 }

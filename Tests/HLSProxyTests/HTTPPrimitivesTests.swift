@@ -1,0 +1,81 @@
+import Testing
+
+@testable import HLSProxy
+
+@Suite struct HTTPPrimitivesTests {
+    @Test(arguments: [
+        ("bytes=0-99", RangeRequest.partial(first: 0, last: 99)),
+        ("bytes=100-", .partial(first: 100, last: 999)),
+        ("bytes=-10", .partial(first: 990, last: 999)),
+        ("bytes=-5000", .partial(first: 0, last: 999)),
+        ("bytes=900-5000", .partial(first: 900, last: 999)),
+        ("bytes=1000-", .unsatisfiable),
+        ("bytes=-0", .unsatisfiable),
+        ("bytes=5-1", .full),
+        ("bytes=0-1,5-6", .full),
+        ("items=0-5", .full),
+        ("bytes=abc-", .full),
+        ("bytes=99999999999999999999-", .full),
+    ])
+    func rangeHeaders(_ header: String, _ expected: RangeRequest) {
+        #expect(RangeRequest(header: header, size: 1000) == expected)
+    }
+
+    @Test func noRangeOrEmptyResource() {
+        #expect(RangeRequest(header: nil, size: 10) == .full)
+        #expect(RangeRequest(header: "bytes=0-", size: 0) == .unsatisfiable)
+    }
+
+    @Test func httpDatesRoundTrip() {
+        #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("garbage") == nil)
+        let now: Int64 = 1_795_000_000
+        #expect(HTTPDate.parse(HTTPDate.format(now)) == now)
+    }
+
+    @Test func conditionalRequests() {
+        let etag = "\"abc\""
+        #expect(ConditionalRequest.isNotModified(ifNoneMatch: "\"abc\"", ifModifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.isNotModified(ifNoneMatch: "\"x\", W/\"abc\"", ifModifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.isNotModified(ifNoneMatch: "*", ifModifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.isNotModified(ifNoneMatch: "\"x\"", ifModifiedSince: HTTPDate.format(200), etag: etag, lastModified: 100),
+            "If-None-Match wins over If-Modified-Since")
+        #expect(ConditionalRequest.isNotModified(ifNoneMatch: nil, ifModifiedSince: HTTPDate.format(100), etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.isNotModified(ifNoneMatch: nil, ifModifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.ifRangeAllowsPartial(nil, etag: etag, lastModified: 1))
+        #expect(ConditionalRequest.ifRangeAllowsPartial("\"abc\"", etag: etag, lastModified: 1))
+        #expect(!ConditionalRequest.ifRangeAllowsPartial("W/\"abc\"", etag: etag, lastModified: 1))
+        #expect(!ConditionalRequest.ifRangeAllowsPartial("\"old\"", etag: etag, lastModified: 1))
+    }
+
+    @Test func mediaTypes() {
+        #expect(MediaTypes.isPlaylist(contentType: "application/x-mpegURL", pathExtension: nil))
+        #expect(MediaTypes.isPlaylist(contentType: nil, pathExtension: "m3u8"))
+        #expect(!MediaTypes.isPlaylist(contentType: "video/mp2t", pathExtension: "m3u8"))
+        #expect(MediaTypes.choose(origin: "application/octet-stream", pathExtension: "ts") == "video/mp2t")
+        #expect(MediaTypes.choose(origin: "video/iso.segment", pathExtension: "m4s") == "video/iso.segment")
+        #expect(MediaTypes.choose(origin: nil, pathExtension: "vtt") == "text/vtt")
+        #expect(MediaTypes.choose(origin: nil, pathExtension: nil) == "application/octet-stream")
+    }
+
+    @Test func gzipRoundTrip() {
+        let text = Array(String(repeating: "#EXTINF:6.0,\nsegment.ts\n", count: 500).utf8)
+        let compressed = Gzip.compress(text)
+        #expect(compressed.count < text.count / 10)
+        #expect(compressed.prefix(2) == [0x1f, 0x8b])
+        #expect(Gzip.decompress(compressed) == text)
+        #expect(Gzip.decompress([1, 2, 3]) == nil)
+    }
+
+    @Test func errorBodiesAreValidJSONStrings() {
+        #expect(ErrorBody.json(code: "http", message: "a \"quoted\"\nline\u{1}") == "{\"error\":\"http\",\"message\":\"a \\\"quoted\\\"\\nline\\u0001\"}\n")
+    }
+
+    @Test func blockingReloadDetection() {
+        #expect(ResourceService.hasBlockingReloadParameters("_HLS_msn=5&_HLS_part=1"))
+        #expect(ResourceService.hasBlockingReloadParameters("a=1&_HLS_skip=YES"))
+        #expect(!ResourceService.hasBlockingReloadParameters("token=_HLS_msn"))
+    }
+}

@@ -1,0 +1,93 @@
+import NIOHTTP1
+import Testing
+
+@testable import HLSProxy
+
+/// The connection state machine, driven without a channel.
+@Suite struct ProxyConnectionStateMachineTests {
+    func head(_ uri: String = "/x", version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:]) -> HTTPRequestHead {
+        HTTPRequestHead(version: version, method: .GET, uri: uri, headers: headers)
+    }
+
+    @Test func keepAliveRequestCycle() {
+        var machine = ProxyConnectionStateMachine()
+        #expect(machine.isIdle)
+        #expect(machine.receivedHead(head()) == .none)
+        #expect(machine.receivedEnd() == .dispatch(head(), keepAlive: true))
+        #expect(machine.responseKeepsAlive)
+        #expect(machine.responseCompleted(success: true) == .awaitNextRequest)
+        #expect(machine.isIdle)
+    }
+
+    @Test func connectionCloseAndHTTP10CloseAfterTheResponse() {
+        var machine = ProxyConnectionStateMachine()
+        _ = machine.receivedHead(head(headers: ["Connection": "close"]))
+        #expect(machine.receivedEnd() == .dispatch(head(headers: ["Connection": "close"]), keepAlive: false))
+        #expect(!machine.responseKeepsAlive)
+        #expect(machine.responseCompleted(success: true) == .close)
+
+        var old = ProxyConnectionStateMachine()
+        _ = old.receivedHead(head(version: .http1_0))
+        #expect(old.receivedEnd() == .dispatch(head(version: .http1_0), keepAlive: false))
+    }
+
+    @Test func failedWriteCloses() {
+        var machine = ProxyConnectionStateMachine()
+        _ = machine.receivedHead(head())
+        _ = machine.receivedEnd()
+        #expect(machine.responseCompleted(success: false) == .close)
+    }
+
+    @Test func tooManyHeadersAreRejectedAndTheRestIgnored() {
+        var machine = ProxyConnectionStateMachine(maxHeaderCount: 2)
+        let crowded = head(headers: ["a": "1", "b": "2", "c": "3"])
+        guard case .reject(let error) = machine.receivedHead(crowded) else {
+            Issue.record("expected a rejection")
+            return
+        }
+        #expect(error.httpStatus == 431)
+        #expect(machine.receivedBody(count: 10) == .none)
+        #expect(machine.receivedEnd() == .none)
+        #expect(machine.responseCompleted(success: true) == .close)
+    }
+
+    @Test func smugglingShapesAreRejected() {
+        var both = ProxyConnectionStateMachine()
+        guard case .reject(let error) = both.receivedHead(head(headers: ["Content-Length": "4", "Transfer-Encoding": "chunked"])) else {
+            Issue.record("CL+TE must be rejected")
+            return
+        }
+        #expect(error.httpStatus == 400)
+        var twoLengths = ProxyConnectionStateMachine()
+        guard case .reject = twoLengths.receivedHead(head(headers: ["Content-Length": "4", "content-length": "5"])) else {
+            Issue.record("conflicting Content-Length must be rejected")
+            return
+        }
+    }
+
+    @Test func oversizedBodyIsRejected() {
+        var machine = ProxyConnectionStateMachine(maxRequestBodyBytes: 10)
+        _ = machine.receivedHead(head())
+        #expect(machine.receivedBody(count: 8) == .none)
+        guard case .reject = machine.receivedBody(count: 8) else {
+            Issue.record("body over the limit must be rejected")
+            return
+        }
+    }
+
+    @Test func idleTimeoutOnlyClosesAnIdleConnection() {
+        var machine = ProxyConnectionStateMachine()
+        _ = machine.receivedHead(head())
+        _ = machine.receivedEnd()
+        #expect(machine.idleTimeoutFired() == .none, "a response in progress is not idle")
+        _ = machine.responseCompleted(success: true)
+        #expect(machine.idleTimeoutFired() == .close)
+    }
+
+    @Test func eventsAfterCloseDoNothing() {
+        var machine = ProxyConnectionStateMachine()
+        machine.channelClosed()
+        #expect(machine.receivedHead(head()) == .none)
+        #expect(machine.responseCompleted(success: true) == .none)
+    }
+}
