@@ -34,7 +34,8 @@ let package = Package(
             path: "Benchmarks/PlaylistBenchmark",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
     ]
