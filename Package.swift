@@ -80,7 +80,8 @@ let package = Package(
             path: "Benchmarks/PlaylistBenchmark",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore"], swiftSettings: swiftSettings),

@@ -215,9 +215,14 @@ extension Playlist {
                     discontinuitySequence = playlist.discontinuitySequence
                     sawSequence = true
                 }
-                if discontinuity { discontinuitySequence += 1 }
+                if discontinuity {
+                    guard discontinuitySequence < UInt64.max else {
+                        throw PlaylistError.absurdValue.at(line: lineNumber, "discontinuity sequence number overflows")
+                    }
+                    discontinuitySequence += 1
+                }
                 let inForce = keyOrder.compactMap { keys[$0] }
-                let sequence = playlist.mediaSequence + playlist.skippedSegments + UInt64(playlist.segments.count)
+                let sequence = try playlist.nextMediaSequence(line: lineNumber)
                 playlist.segments.append(
                     Segment(
                         index: playlist.segments.count, uri: uri, url: url, duration: duration, title: title, startTime: startTime,
@@ -294,7 +299,7 @@ extension Playlist {
                         range = ByteRange(length: parsed.length, offset: offset)
                         lastPartRange = (uri, offset + parsed.length)
                     }
-                    let sequence = playlist.mediaSequence + playlist.skippedSegments + UInt64(playlist.segments.count)
+                    let sequence = try playlist.nextMediaSequence(line: lineNumber)
                     playlist.parts.append(
                         Part(
                             uri: uri, url: url,
@@ -361,6 +366,17 @@ extension Playlist {
         StartPoint(
             timeOffset: try attributes.decimal("TIME-OFFSET", line: line, range: -1e9...1e9) ?? 0,
             precise: attributes.flag("PRECISE"))
+    }
+}
+
+extension MediaPlaylist {
+    /// The media sequence number of the next segment (or of the parts before it). Each number is valid on its own,
+    /// but a media sequence near 2^64 plus skipped and listed segments can run past it: a corrupt playlist.
+    fileprivate func nextMediaSequence(line: Int) throws -> UInt64 {
+        let (withSkipped, overflow1) = mediaSequence.addingReportingOverflow(skippedSegments)
+        let (sequence, overflow2) = withSkipped.addingReportingOverflow(UInt64(segments.count))
+        if overflow1 || overflow2 { throw PlaylistError.absurdValue.at(line: line, "media sequence number overflows") }
+        return sequence
     }
 }
 

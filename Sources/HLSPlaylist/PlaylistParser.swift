@@ -153,6 +153,10 @@ struct PlaylistParser {
     // MARK: - Tags
 
     private mutating func handle(_ tag: Tag, _ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ line: Int) throws {
+        // Spaces around a value (`#EXT-X-VERSION:3 `) are tolerated here as the typed views tolerate them.
+        var start = start, end = end
+        while start < end, isLineSpace(bytes[start]) { start += 1 }
+        while end > start, isLineSpace(bytes[end - 1]) { end -= 1 }
         switch tag.scope {
         case .master:
             if mediaTagLine > 0 {
