@@ -105,7 +105,7 @@ results.append(
     try measure("media parse+rewrite+serialize", bytes: media.count, iterations: iterations) {
         try Playlist(bytes: media).rewrite(baseURL: mediaBase) { url, _ in proxyPath(url) }.count
     })
-results.append(try measure("media serialize (lossless)", bytes: media.count, iterations: iterations) { parsedMedia.serialize().count })
+results.append(measure("media serialize (lossless)", bytes: media.count, iterations: iterations) { parsedMedia.serialize().count })
 results.append(
     try measure("media timeline view", bytes: media.count, iterations: iterations) { try parsedMedia.media(baseURL: mediaBase).segments.count })
 results.append(

@@ -88,11 +88,12 @@ final class FetchSubscription: @unchecked Sendable {
             return
         }
         writing = true
+        let consumed = offset
         last.whenComplete { [self] result in
             writing = false
             switch result {
             case .success:
-                fetch.progress(self, to: offset)
+                fetch.progress(self, to: consumed)
                 pump()
             case .failure:
                 responder.abort()

@@ -155,13 +155,16 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func finishResponse(context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-        done.futureResult.hop(to: context.eventLoop).whenComplete { [self] result in
-            guard self.context != nil else { return }
-            responder = nil
-            let success: Bool
-            if case .success = result { success = true } else { success = false }
-            run(state.responseCompleted(success: success), context: context, head: nil)
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        done.futureResult.whenComplete { result in
+            let (handler, context) = bound.value
+            handler.responseWritten(success: (try? result.get()) != nil, context: context)
         }
     }
-}
 
+    private func responseWritten(success: Bool, context: ChannelHandlerContext) {
+        guard self.context != nil else { return }
+        responder = nil
+        run(state.responseCompleted(success: success), context: context, head: nil)
+    }
+}
