@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10}
 ./scripts/install-deps.sh nginx-light wrk >/dev/null
-swift build -c release --product hlscache >/dev/null
+swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
 bin=.build/release/hlscache
 
 work=$(mktemp -d /tmp/hlscache-bench.XXXXXX)
@@ -23,6 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+chmod 755 "$work"
 mkdir -p "$work/www/vod" "$work/cache" "$work/nginx-tmp"
 head -c $((2 * 1024 * 1024)) /dev/urandom > "$work/www/vod/seg_2m.ts"
 head -c $((256 * 1024)) /dev/urandom > "$work/www/vod/seg_256k.ts"
