@@ -76,13 +76,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "PlaylistBenchmark",
-            dependencies: ["HLSPlaylist"],
+            dependencies: ["HLSPlaylist", "HLSCacheCore"],
             path: "Benchmarks/PlaylistBenchmark",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
-        .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore"], swiftSettings: swiftSettings),
         .testTarget(

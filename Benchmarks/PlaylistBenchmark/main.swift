@@ -1,5 +1,6 @@
 // Parses, rewrites and serializes a 5,000-segment media playlist and a 50-variant master playlist and prints
 // the time per operation and throughput. Run: `swift run -c release PlaylistBenchmark` (or make bench).
+import HLSCacheCore
 import HLSPlaylist
 
 #if canImport(Glibc)
@@ -57,10 +58,11 @@ struct Measurement {
     var median: Duration { samples.sorted()[samples.count / 2] }
     var best: Duration { samples.min()! }
     func line() -> String {
+        // name, median, best, throughput at the median
         let micros = Double(median.components.attoseconds) / 1e12 + Double(median.components.seconds) * 1e6
         let bestMicros = Double(best.components.attoseconds) / 1e12 + Double(best.components.seconds) * 1e6
         let mbps = Double(bytes) / micros  // bytes per µs = MB/s
-        return "\(name.padding(32)) \(String(format1: micros).leftPad(10)) µs median  \(String(format1: bestMicros).leftPad(10)) µs best  \(String(format1: mbps).leftPad(8)) MB/s"
+        return "\(name.padding(38)) \(String(format1: micros).leftPad(10)) µs median  \(String(format1: bestMicros).leftPad(10)) µs best  \(String(format1: mbps).leftPad(8)) MB/s"
     }
 }
 
@@ -73,7 +75,11 @@ extension String {
     func leftPad(_ n: Int) -> String { count >= n ? self : String(repeating: " ", count: n - count) + self }
 }
 
+/// A second argument (`PlaylistBenchmark 200 proxy`) runs only the measurements whose name contains "proxy" (for profiling).
+let only = CommandLine.arguments.count > 2 ? CommandLine.arguments[2] : nil
+
 func measure(_ name: String, bytes: Int, iterations: Int, _ body: () throws -> Int) rethrows -> Measurement {
+    if let only, !name.contains(only) { return Measurement(name: name + " (skipped)", bytes: bytes, samples: [.zero]) }
     var sink = 0
     for _ in 0..<max(3, iterations / 10) { sink &+= try body() }  // warm-up
     var samples: [Duration] = []
@@ -98,19 +104,23 @@ var results: [Measurement] = []
 results.append(try measure("media parse", bytes: media.count, iterations: iterations) { try Playlist(bytes: media).lines.count })
 let parsedMedia = try Playlist(bytes: media)
 results.append(
-    try measure("media rewrite+serialize", bytes: media.count, iterations: iterations) {
+    try measure("media closure rewrite+serialize", bytes: media.count, iterations: iterations) {
         try parsedMedia.rewrite(baseURL: mediaBase) { url, _ in proxyPath(url) }.count
     })
 results.append(
-    try measure("media parse+rewrite+serialize", bytes: media.count, iterations: iterations) {
+    try measure("media parse+closure rewrite+serialize", bytes: media.count, iterations: iterations) {
         try Playlist(bytes: media).rewrite(baseURL: mediaBase) { url, _ in proxyPath(url) }.count
+    })
+results.append(
+    try measure("media parse+proxy rewrite+serialize", bytes: media.count, iterations: iterations) {
+        try Playlist(bytes: media).rewrite(baseURL: mediaBase, using: ProxyPathRewriter()).count
     })
 results.append(measure("media serialize (lossless)", bytes: media.count, iterations: iterations) { parsedMedia.serialize().count })
 results.append(
     try measure("media timeline view", bytes: media.count, iterations: iterations) { try parsedMedia.media(baseURL: mediaBase).segments.count })
 results.append(
-    try measure("master parse+rewrite+serialize", bytes: master.count, iterations: iterations * 10) {
-        try Playlist(bytes: master).rewrite(baseURL: masterBase) { url, _ in proxyPath(url) }.count
+    try measure("master parse+proxy rewrite+serialize", bytes: master.count, iterations: iterations * 10) {
+        try Playlist(bytes: master).rewrite(baseURL: masterBase, using: ProxyPathRewriter()).count
     })
 let parsedMaster = try Playlist(bytes: master)
 results.append(

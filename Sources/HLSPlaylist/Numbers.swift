@@ -76,11 +76,15 @@ enum Numbers {
         }
         guard sawDigit else { return nil }
         var value = Double(mantissa)
-        if scale > 0 { value /= powersOfTen[scale] }
+        if scale > 0 {
+            // 10^scale is exact in a Double for scale ≤ 22, so this is one correctly rounded division.
+            var divisor = 1.0
+            for _ in 0..<scale { divisor *= 10 }
+            value /= divisor
+        }
         return negative ? -value : value
     }
 
-    private static let powersOfTen: [Double] = (0...20).map { p in (0..<p).reduce(1.0) { acc, _ in acc * 10 } }
 
     private static func slowDecimal(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Double? {
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)

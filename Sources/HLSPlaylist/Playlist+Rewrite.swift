@@ -17,44 +17,110 @@ extension Playlist {
         baseURL: String, imports: [String: String] = [:],
         _ transform: (_ resolvedURL: String, _ role: URIRole) throws -> String?
     ) throws -> [UInt8] {
+        try withoutActuallyEscaping(transform) { transform in
+            try rewrite(baseURL: baseURL, imports: imports, using: ClosureRewriter(transform: transform))
+        }
+    }
+
+    /// Rewrites every URI with `rewriter`; the same as ``rewrite(baseURL:imports:_:)`` but with the
+    /// ``URIRewriter/directoryPrefix(for:role:)`` fast path, which makes a playlist of relative references cost
+    /// a byte copy per URI.
+    public func rewrite(baseURL: String, imports: [String: String] = [:], using rewriter: some URIRewriter) throws -> [UInt8] {
+        try rewrite(baseURL: baseURL, imports: imports, existential: rewriter)
+    }
+
+    /// The loop itself is not generic, so it is compiled once, fully optimised, whatever rewriter a caller in
+    /// another module passes.
+    private func rewrite(baseURL: String, imports: [String: String], existential rewriter: any URIRewriter) throws -> [UInt8] {
         let resolver = try URIResolver(baseURL: baseURL)
         let variables = try VariableTable(definitions, baseURL: resolver.base, imports: imports)
         let baseIsHTTP = resolver.base.isHTTP
+        // Directory prefixes per role, asked for once (0 = not asked, 1 = none, 2 = known).
+        var prefixState = [UInt8](repeating: 0, count: URIRole.allCases.count)
+        var prefixes = [[UInt8]](repeating: [], count: URIRole.allCases.count)
         return try bytes.withUnsafeBufferPointer { source in
-            var out: [UInt8] = []
-            out.reserveCapacity(source.count + source.count / 2)
-            var cursor = 0
+            // Pass 1: decide every replacement (a directory prefix plus the reference, or new bytes) and the
+            // output size. Pass 2: copy into an exactly sized array.
+            var edits: [Edit] = []
+            edits.reserveCapacity(uriSlots.count)
+            var replacements: [[UInt8]] = []
+            var outputSize = source.count
             for slot in uriSlots where slot.rewritable {
+                let reference = UnsafeBufferPointer(rebasing: source[slot.range])
+                let ordinal = slot.role.ordinal
+                if prefixState[ordinal] == 0 {
+                    prefixState[ordinal] = 1
+                    if baseIsHTTP, let text = rewriter.directoryPrefix(for: resolver.directoryURL, role: slot.role) {
+                        let utf8 = Array(text.utf8)
+                        if utf8.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\"") }) {
+                            throw PlaylistError.invalidReplacement.at(line: slot.lineIndex + 1, "directory prefix contains a quote or line break")
+                        }
+                        prefixes[ordinal] = utf8
+                        prefixState[ordinal] = 2
+                    }
+                }
+                if prefixState[ordinal] == 2, !slot.hasVariables, URIResolver.isPlainSafeReference(reference) {
+                    edits.append(Edit(range: slot.range, prefix: ordinal, replacement: -1))
+                    outputSize += prefixes[ordinal].count
+                    continue
+                }
                 let resolved: String
                 let knownHTTP: Bool
                 if slot.hasVariables {
-                    let raw = String(decoding: UnsafeBufferPointer(rebasing: source[slot.range]), as: UTF8.self)
+                    let raw = String(decoding: reference, as: UTF8.self)
                     resolved = resolver.resolve(try variables.substitute(raw, line: slot.lineIndex + 1))
                     knownHTTP = false
                 } else {
-                    (resolved, knownHTTP) = resolver.resolve(bytes: UnsafeBufferPointer(rebasing: source[slot.range]))
+                    (resolved, knownHTTP) = resolver.resolve(bytes: reference)
                 }
-                guard knownHTTP ? baseIsHTTP : Playlist.isHTTP(resolved), var replacement = try transform(resolved, slot.role) else {
+                guard knownHTTP ? baseIsHTTP : Playlist.isHTTP(resolved), let replacement = try rewriter.rewrite(resolved, role: slot.role) else {
                     continue
                 }
+                let utf8 = Array(replacement.utf8)
                 let isAttribute = !isURILine(slot)
-                try replacement.withUTF8 { utf8 in
-                    for c in utf8 where c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") || (isAttribute && c == UInt8(ascii: "\"")) {
-                        throw PlaylistError.invalidReplacement.at(
-                            line: slot.lineIndex + 1, "replacement for a \(slot.role.rawValue) URI contains a quote or line break")
-                    }
-                    if !isAttribute && (utf8.isEmpty || utf8[0] == UInt8(ascii: "#")) {
-                        throw PlaylistError.invalidReplacement.at(
-                            line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
-                    }
-                    out.append(contentsOf: UnsafeBufferPointer(rebasing: source[cursor..<slot.range.lowerBound]))
-                    out.append(contentsOf: utf8)
+                for c in utf8 where c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") || (isAttribute && c == UInt8(ascii: "\"")) {
+                    throw PlaylistError.invalidReplacement.at(
+                        line: slot.lineIndex + 1, "replacement for a \(slot.role.rawValue) URI contains a quote or line break")
                 }
-                cursor = slot.range.upperBound
+                if !isAttribute && (utf8.isEmpty || utf8[0] == UInt8(ascii: "#")) {
+                    throw PlaylistError.invalidReplacement.at(line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
+                }
+                edits.append(Edit(range: slot.range, prefix: -1, replacement: replacements.count))
+                outputSize += utf8.count - slot.range.count
+                replacements.append(utf8)
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: source[cursor...]))
-            return out
+            return [UInt8](unsafeUninitializedCapacity: outputSize) { out, count in
+                guard let destination = out.baseAddress, let origin = source.baseAddress else {
+                    count = 0
+                    return
+                }
+                var written = 0
+                var cursor = 0
+                func copy(_ from: UnsafePointer<UInt8>, _ n: Int) {
+                    (destination + written).initialize(from: from, count: n)
+                    written += n
+                }
+                for edit in edits {
+                    copy(origin + cursor, edit.range.lowerBound - cursor)
+                    if edit.prefix >= 0 {
+                        prefixes[edit.prefix].withUnsafeBufferPointer { copy($0.baseAddress!, $0.count) }
+                        copy(origin + edit.range.lowerBound, edit.range.count)
+                    } else {
+                        replacements[edit.replacement].withUnsafeBufferPointer { if $0.count > 0 { copy($0.baseAddress!, $0.count) } }
+                    }
+                    cursor = edit.range.upperBound
+                }
+                copy(origin + cursor, source.count - cursor)
+                count = written
+            }
         }
+    }
+
+    /// One planned change: the value at `range` becomes `prefixes[prefix] + value` or `replacements[replacement]`.
+    private struct Edit {
+        var range: Range<Int>
+        var prefix: Int
+        var replacement: Int
     }
 
     /// Every rewritable URI resolved against `baseURL`, with its role, in document order (what ``rewrite(baseURL:imports:_:)``

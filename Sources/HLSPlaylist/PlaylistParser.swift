@@ -34,6 +34,7 @@ struct PlaylistParser {
             throw PlaylistError.notHLS.at(line: 1, "the first line is not #EXTM3U")
         }
         lines.reserveCapacity(bytes.count / 24)
+        slots.reserveCapacity(bytes.count / 48)
         var lineNumber = 0
         while start < bytes.count {
             lineNumber += 1
@@ -130,7 +131,14 @@ struct PlaylistParser {
         _ bytes: UnsafeBufferPointer<UInt8>, line: Int, _ range: Range<Int>, role: URIRole, rewritable: Bool
     ) throws {
         var hasVariables = false
-        var i = range.lowerBound
+        // Most URIs have no "{": find the first one with memchr and start the scan there.
+        guard !range.isEmpty,
+            let brace = memchr(bytes.baseAddress! + range.lowerBound, Int32(UInt8(ascii: "{")), range.count)
+        else {
+            slots.append(URISlot(lineIndex: line - 1, range: range, role: role, rewritable: rewritable, hasVariables: false))
+            return
+        }
+        var i = bytes.baseAddress!.distance(to: brace.assumingMemoryBound(to: UInt8.self))
         while i + 1 < range.upperBound {
             if bytes[i] == UInt8(ascii: "{"), bytes[i + 1] == UInt8(ascii: "$") {
                 hasVariables = true

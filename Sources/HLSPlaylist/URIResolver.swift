@@ -7,6 +7,10 @@ public struct URIResolver: Sendable {
     /// `scheme://authority/dir/` of the base, with dot segments removed.
     private let directoryPrefix: String
 
+    /// The base's directory as an absolute URL (`scheme://authority/dir/`): plain relative references resolve
+    /// to this plus themselves.
+    public var directoryURL: String { directoryPrefix }
+
     /// - Throws: ``PlaylistError/invalidURI`` when `baseURL` has no scheme (relative references could not be resolved).
     public init(baseURL: String) throws {
         let base = URIReference(parsing: baseURL)
@@ -51,6 +55,58 @@ public struct URIResolver: Sendable {
     static func isPlainRelativePath(_ reference: String) -> Bool {
         // Native Swift strings are contiguous; anything else just takes the general path.
         reference.utf8.withContiguousStorageIfAvailable { isPlainRelativePath($0) } ?? false
+    }
+
+    /// Whether every byte may appear in a URL as is (RFC 3986 pchar, `/`, `?`, `%`): such a reference needs no
+    /// encoding by whoever maps it.
+    /// One pass deciding the directory fast path: a relative-path reference (no scheme, no leading `/` or `?`,
+    /// no `.`/`..` segment) made only of URL-safe bytes (so no `#`, no spaces).
+    static func isPlainSafeReference(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let p = u.baseAddress, u.count > 0 else { return false }
+        let slash = UInt8(ascii: "/"), question = UInt8(ascii: "?"), dot = UInt8(ascii: ".")
+        if p[0] == slash || p[0] == question { return false }
+        let n = u.count
+        var segmentStart = 0
+        var i = 0
+        var inQuery = false
+        while i < n {
+            let c = p[i]
+            if !isURLSafe(c) { return false }
+            if !inQuery {
+                if c == UInt8(ascii: ":") { return false }
+                if c == slash || c == question {
+                    let length = i - segmentStart
+                    if (length == 1 && p[segmentStart] == dot) || (length == 2 && p[segmentStart] == dot && p[segmentStart + 1] == dot) {
+                        return false
+                    }
+                    if c == question { inQuery = true } else { segmentStart = i + 1 }
+                }
+            }
+            i += 1
+        }
+        if !inQuery {
+            let length = n - segmentStart
+            if (length == 1 && p[segmentStart] == dot) || (length == 2 && p[segmentStart] == dot && p[segmentStart + 1] == dot) {
+                return false
+            }
+        }
+        return true
+    }
+
+    static func isURLSafe(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
+        for c in u where !isURLSafe(c) { return false }
+        return true
+    }
+
+    // RFC 3986 pchar plus "/", "?" and "%" as two 64-bit masks: one shift and test per byte. (A static table
+    // would pay a lazy-initialiser check per byte; a switch compiles to a chain of compares.)
+    @inline(__always)
+    static func isURLSafe(_ c: UInt8) -> Bool {
+        let low: UInt64 = 0xafff_fff2_0000_0000  // ! $ % & ' ( ) * + , - . / 0-9 : ; = ?
+        let high: UInt64 = 0x47ff_fffe_87ff_ffff  // @ A-Z _ a-z ~
+        if c < 64 { return (low >> UInt64(c)) & 1 == 1 }
+        if c < 128 { return (high >> UInt64(c - 64)) & 1 == 1 }
+        return false
     }
 
     static func isPlainRelativePath(_ u: UnsafeBufferPointer<UInt8>) -> Bool {

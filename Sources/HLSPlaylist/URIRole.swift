@@ -30,6 +30,26 @@ public enum URIRole: String, Sendable, Hashable, CaseIterable {
     /// `X-ASSET-LIST=` on an interstitial `#EXT-X-DATERANGE` (a JSON asset list).
     case interstitialAssetList
 
+    /// A dense index for per-role tables.
+    var ordinal: Int {
+        switch self {
+        case .variant: 0
+        case .rendition: 1
+        case .iFramePlaylist: 2
+        case .segment: 3
+        case .key: 4
+        case .sessionKey: 5
+        case .map: 6
+        case .part: 7
+        case .preloadHint: 8
+        case .renditionReport: 9
+        case .sessionData: 10
+        case .steeringServer: 11
+        case .interstitialAsset: 12
+        case .interstitialAssetList: 13
+        }
+    }
+
     /// Whether the resource is itself a playlist that the proxy should rewrite in turn.
     public var isPlaylist: Bool {
         switch self {

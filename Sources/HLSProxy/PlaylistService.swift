@@ -42,7 +42,7 @@ final class PlaylistService: Sendable {
         let rewritten: [UInt8]
         do {
             playlist = try Playlist(bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes))
-            rewritten = try playlist.rewrite(baseURL: url.string) { resolved, _ in PlaylistService.proxyPath(resolved) }
+            rewritten = try playlist.rewrite(baseURL: url.string, using: ProxyPathRewriter())
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
@@ -88,11 +88,6 @@ final class PlaylistService: Sendable {
             writer.abort()
             throw error
         }
-    }
-
-    /// `https://host/p?q` → `/https/host/p?q`; URLs that cannot be proxied stay as they are.
-    static func proxyPath(_ resolved: String) -> String? {
-        try? OriginURL(resolved).proxyPath
     }
 
     // MARK: - Live playlists
