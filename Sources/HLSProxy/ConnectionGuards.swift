@@ -29,26 +29,47 @@ final class ConnectionLimiter: Sendable {
 /// Sits in front of the HTTP decoder: once the first byte of a request head arrives, the whole head must
 /// follow within `timeout`, or the connection is closed (slowloris). Idle keep-alive connections are the
 /// idle timeout's business, not this one's.
+///
+/// One repeating check per connection (every `timeout / 4`) rather than a timer per request: arming and
+/// cancelling a scheduled task for every request showed up on the cache-hit path.
 final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = Any
     typealias OutboundOut = Any
 
-    private enum State { case waitingForRequest, readingHead(Scheduled<Void>), inRequest }
+    private enum State { case waitingForRequest, readingHead(since: NIODeadline), inRequest }
     private var state = State.waitingForRequest
     private let timeout: TimeAmount
+    private var check: RepeatedTask?
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .waitingForRequest = state {
-            let channel = context.channel
-            let deadline = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-            state = .readingHead(deadline)
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startChecking(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startChecking(context: context)
+        context.fireChannelActive()
+    }
+
+    private func startChecking(context: ChannelHandlerContext) {
+        guard check == nil else { return }
+        let interval = TimeAmount.nanoseconds(max(timeout.nanoseconds / 4, 1_000_000))
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        check = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            let (handler, context) = bound.value
+            if case .readingHead(let since) = handler.state, NIODeadline.now() - since >= handler.timeout {
+                context.close(promise: nil)
+            }
         }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .waitingForRequest = state { state = .readingHead(since: .now()) }
         context.fireChannelRead(data)
     }
 
@@ -58,18 +79,15 @@ final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
             return
         }
         switch progress {
-        case .headReceived:
-            if case .readingHead(let deadline) = state { deadline.cancel() }
-            state = .inRequest
-        case .responseCompleted:
-            if case .readingHead(let deadline) = state { deadline.cancel() }
-            state = .waitingForRequest
+        case .headReceived: state = .inRequest
+        case .responseCompleted: state = .waitingForRequest
         }
         promise?.succeed()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if case .readingHead(let deadline) = state { deadline.cancel() }
+        check?.cancel()
+        check = nil
         state = .inRequest
         context.fireChannelInactive()
     }

@@ -41,6 +41,9 @@ struct ServeCommand: AsyncParsableCommand {
         var configuration = try cache.proxyConfiguration()
         configuration.host = address.host
         configuration.port = address.port
+        guard !corsOrigin.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            throw ValidationError("--cors-origin must be a single header value")
+        }
         configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
 
         let store: CacheStore
