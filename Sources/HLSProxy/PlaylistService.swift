@@ -23,6 +23,7 @@ final class PlaylistService: Sendable {
     private let configuration: ProxyConfiguration
     private let store: CacheStore
     private let logger: Logger
+    let readAhead: ReadAheadIndex
     private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
     private static let maxLiveEntries = 4096
 
@@ -30,6 +31,7 @@ final class PlaylistService: Sendable {
         self.configuration = configuration
         self.store = store
         self.logger = logger
+        self.readAhead = ReadAheadIndex(window: configuration.prefetchSegments)
     }
 
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
@@ -46,6 +48,7 @@ final class PlaylistService: Sendable {
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
+        readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
         var isLive = false
         var ttl = 0.0
         if playlist.kind == .media {

@@ -29,6 +29,8 @@ public struct ProxyConfiguration: Sendable {
     /// Origin bytes kept in memory per in-flight download for clients that join late; past it, new clients
     /// are sent to the origin on their own and the slowest joined client paces the download.
     public var maxInFlightBufferBytes: Int = 64 << 20
+    /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
+    public var prefetchSegments: Int = 3
 
     public init(cacheDirectory: String) {
         self.cacheDirectory = cacheDirectory

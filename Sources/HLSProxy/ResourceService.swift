@@ -20,6 +20,8 @@ final class ResourceService: Sendable {
     func handle(_ request: ProxyRequest, url: OriginURL, responder: Responder) {
         let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
         let blocking = url.query.map(ResourceService.hasBlockingReloadParameters) ?? false
+        // The player's own request goes first; read-ahead follows it.
+        defer { if !blocking { readAhead(after: key) } }
         if !blocking {
             if let live = services.playlists.livePlaylist(key) {
                 services.playlists.respond(with: live, to: responder, cache: "HIT")
@@ -34,6 +36,19 @@ final class ResourceService: Sendable {
             }
         }
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
+    }
+
+    /// Starts background fetches of the next segments of the playlist `key` belongs to, and cancels the
+    /// read-ahead of a variant the player just left.
+    private func readAhead(after key: CacheKey) {
+        let plan = services.playlists.readAhead.requested(key)
+        for cancelled in plan.cancel { services.fetches.existing(cancelled.value)?.cancelIfUnwatched() }
+        for segment in plan.prefetch where services.store.lookup(segment.key) == nil {
+            let (fetch, created) = services.fetches.join(segment.key.value) {
+                SharedFetch(key: segment.key, url: segment.url, cacheable: true, isReadAhead: true, services: services)
+            }
+            if created { fetch.start() }
+        }
     }
 
     static func hasBlockingReloadParameters(_ query: String) -> Bool {

@@ -58,13 +58,16 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     let url: OriginURL
     /// Whether the result is stored (false for LL-HLS blocking requests, which are per-request).
     let cacheable: Bool
+    /// Started by read-ahead rather than by a client; may be cancelled while nobody watches it.
+    let isReadAhead: Bool
     private let services: ProxyServices
     private let state = NIOLockedValueBox(State())
 
-    init(key: CacheKey, url: OriginURL, cacheable: Bool, services: ProxyServices) {
+    init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, services: ProxyServices) {
         self.key = key
         self.url = url
         self.cacheable = cacheable
+        self.isReadAhead = isReadAhead
         self.services = services
     }
 
@@ -102,6 +105,17 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             return takePauseIfCaughtUp(&state)
         }
         resume?.succeed()
+    }
+
+    /// Stops a read-ahead nobody is reading (the player switched rendition); nothing half-written is kept.
+    /// Returns whether it was cancelled.
+    @discardableResult
+    func cancelIfUnwatched() -> Bool {
+        guard isReadAhead else { return false }
+        let unwatched = state.withLockedValue { $0.subscribers.isEmpty && $0.outcome == nil }
+        guard unwatched else { return false }
+        fail(ProxyError.unavailable("read-ahead of \(url) cancelled"))
+        return true
     }
 
     func snapshot(from chunkIndex: Int) -> Snapshot {

@@ -25,6 +25,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers.")
     var corsOrigin: String = "*"
 
+    @Option(name: .long, help: "Segments fetched ahead of a player in the rendition it plays (0 disables).")
+    var prefetchSegments: Int = 3
+
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -45,6 +48,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--cors-origin must be a single header value")
         }
         configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
+        guard (0...64).contains(prefetchSegments) else { throw ValidationError("--prefetch-segments must be between 0 and 64") }
+        configuration.prefetchSegments = prefetchSegments
 
         let store: CacheStore
         do {

@@ -1,0 +1,115 @@
+import HLSCacheCore
+import HLSPlaylist
+import NIOConcurrencyHelpers
+
+/// Predictive read-ahead: when a player gets segment k of a media playlist, segments k+1 … k+W of that
+/// playlist are fetched into the cache in the background, so leaving the precached part does not stall.
+///
+/// The index is learned from the playlists the proxy serves: each media playlist's segment order, and each
+/// multivariant playlist's variants (so a switch to another variant cancels the read-ahead of the one the
+/// player left). Audio and subtitle renditions are read ahead independently of the video variant. Bounded:
+/// the least recently used playlists are forgotten past `maxPlaylists`.
+final class ReadAheadIndex: Sendable {
+    struct Segment: Sendable {
+        var url: OriginURL
+        var key: CacheKey
+    }
+
+    /// What the resource layer should do after serving a segment.
+    struct Plan: Sendable {
+        /// Segments to fetch ahead, in order.
+        var prefetch: [Segment] = []
+        /// Read-aheads of a playlist the player switched away from: cancel those still unwatched.
+        var cancel: [CacheKey] = []
+    }
+
+    private struct PlaylistEntry {
+        var segments: [Segment]
+        var lastUsed: UInt64
+    }
+
+    private struct State {
+        var playlists: [String: PlaylistEntry] = [:]
+        /// Segment key → (playlist key, index). A segment in several playlists keeps the latest.
+        var positions: [String: (playlist: String, index: Int)] = [:]
+        /// Variant playlist key → multivariant playlist key.
+        var variantGroup: [String: String] = [:]
+        /// Multivariant key → (variant being read ahead, keys it asked for).
+        var active: [String: (variant: String, pending: [CacheKey])] = [:]
+        var clock: UInt64 = 0
+    }
+
+    let window: Int
+    let maxPlaylists: Int
+    private let state = NIOLockedValueBox(State())
+
+    init(window: Int, maxPlaylists: Int = 512) {
+        self.window = window
+        self.maxPlaylists = maxPlaylists
+    }
+
+    /// Records what a served playlist says: segment order for media playlists, variants for multivariant ones.
+    func learn(_ playlist: Playlist, key: CacheKey, url: OriginURL, volatileParameters: [String]) {
+        guard window > 0 else { return }
+        guard let uris = try? playlist.resolvedURIs(baseURL: url.string) else { return }
+        switch playlist.kind {
+        case .master:
+            let variants = uris.filter { $0.role == .variant }.compactMap { try? OriginURL($0.url) }
+                .map { CacheKey($0, volatileParameters: volatileParameters).value }
+            state.withLockedValue { state in
+                for variant in variants { state.variantGroup[variant] = key.value }
+            }
+        case .media:
+            var segments: [Segment] = []
+            segments.reserveCapacity(uris.count)
+            var previous: String?
+            for (resolved, role) in uris where role == .segment {
+                // Byte ranges of one file: one resource, nothing to read ahead within it.
+                guard resolved != previous, let origin = try? OriginURL(resolved) else { continue }
+                previous = resolved
+                segments.append(Segment(url: origin, key: CacheKey(origin, volatileParameters: volatileParameters)))
+            }
+            state.withLockedValue { state in
+                state.clock += 1
+                if let old = state.playlists[key.value] {
+                    for segment in old.segments where state.positions[segment.key.value]?.playlist == key.value {
+                        state.positions[segment.key.value] = nil
+                    }
+                }
+                state.playlists[key.value] = PlaylistEntry(segments: segments, lastUsed: state.clock)
+                for (index, segment) in segments.enumerated() {
+                    state.positions[segment.key.value] = (key.value, index)
+                }
+                if state.playlists.count > maxPlaylists { forgetOldest(&state) }
+            }
+        }
+    }
+
+    /// A player asked for the resource `key`: what to fetch ahead, and what to stop.
+    func requested(_ key: CacheKey) -> Plan {
+        guard window > 0 else { return Plan() }
+        return state.withLockedValue { state in
+            guard let (playlistKey, index) = state.positions[key.value], var entry = state.playlists[playlistKey] else { return Plan() }
+            state.clock += 1
+            entry.lastUsed = state.clock
+            state.playlists[playlistKey] = entry
+            let upper = min(entry.segments.count, index + 1 + window)
+            var plan = Plan(prefetch: index + 1 < upper ? Array(entry.segments[(index + 1)..<upper]) : [])
+            if let group = state.variantGroup[playlistKey] {
+                if let current = state.active[group], current.variant != playlistKey { plan.cancel = current.pending }
+                state.active[group] = (playlistKey, plan.prefetch.map(\.key))
+            }
+            return plan
+        }
+    }
+
+    private func forgetOldest(_ state: inout State) {
+        let victims = state.playlists.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(state.playlists.count - maxPlaylists)
+        for (playlistKey, entry) in victims {
+            for segment in entry.segments where state.positions[segment.key.value]?.playlist == playlistKey {
+                state.positions[segment.key.value] = nil
+            }
+            state.playlists[playlistKey] = nil
+        }
+    }
+}

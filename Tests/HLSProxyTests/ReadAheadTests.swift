@@ -1,0 +1,58 @@
+import Foundation
+import HLSCacheCore
+import Testing
+
+@testable import HLSProxy
+
+/// Predictive read-ahead: the next segments of the rendition being played are fetched before the player asks.
+@Suite(.serialized) struct ReadAheadTests {
+    static func stream() throws -> URL { try Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) } }
+
+    @Test func nextSegmentsAreFetchedAheadOfThePlayer() async throws {
+        let harness = try await ProxyHarness.start(serving: try Self.stream())
+        defer { Task { await harness.shutdown() } }
+        _ = try await harness.get(harness.url("/master.m3u8"))
+        _ = try await harness.get(harness.url("/v0/index.m3u8"))
+        harness.origin.clearLog()
+        let first = try await harness.get(harness.url("/v0/seg000.ts"))
+        #expect(first.status == 200)
+        try await harness.waitForIdle()
+        let fetched = harness.origin.requests.map(\.path)
+        #expect(Set(fetched) == ["/v0/seg000.ts", "/v0/seg001.ts", "/v0/seg002.ts", "/v0/seg003.ts"], "origin saw \(fetched)")
+        let next = try await harness.get(harness.url("/v0/seg001.ts"))
+        #expect(next.headers.first(name: "X-Cache") == "HIT")
+        #expect(harness.origin.requests.count == 4, "the player's next request came from the cache")
+    }
+
+    @Test func switchingVariantCancelsTheOldReadAhead() async throws {
+        let harness = try await ProxyHarness.start(serving: try Self.stream())
+        defer { Task { await harness.shutdown() } }
+        for index in 1...3 { harness.origin.setFault(.slow(chunk: 1000, delay: .milliseconds(200)), for: "/v0/seg00\(index).ts") }
+        _ = try await harness.get(harness.url("/master.m3u8"))
+        _ = try await harness.get(harness.url("/v0/index.m3u8"))
+        _ = try await harness.get(harness.url("/v1/index.m3u8"))
+        _ = try await harness.get(harness.url("/v0/seg000.ts"))
+        #expect(harness.server.services.fetches.existing(try Self.key(harness, "/v0/seg002.ts"))?.isReadAhead == true)
+        let switched = try await harness.get(harness.url("/v1/seg001.ts"))
+        #expect(switched.status == 200)
+        try await harness.waitForIdle()
+        for index in 1...3 {
+            #expect(harness.store.lookup(CacheKey(storedValue: try Self.key(harness, "/v0/seg00\(index).ts"))) == nil, "v0 read-ahead kept running")
+        }
+        #expect(harness.store.lookup(CacheKey(storedValue: try Self.key(harness, "/v1/seg002.ts"))) != nil, "v1 is read ahead now")
+    }
+
+    @Test func disabledWithZeroWindow() async throws {
+        let harness = try await ProxyHarness.start(serving: try Self.stream()) { $0.prefetchSegments = 0 }
+        defer { Task { await harness.shutdown() } }
+        _ = try await harness.get(harness.url("/v0/index.m3u8"))
+        harness.origin.clearLog()
+        _ = try await harness.get(harness.url("/v0/seg000.ts"))
+        try await harness.waitForIdle()
+        #expect(harness.origin.requests.map(\.path) == ["/v0/seg000.ts"])
+    }
+
+    static func key(_ harness: ProxyHarness, _ path: String) throws -> String {
+        CacheKey(try OriginURL(harness.originURL(path))).value
+    }
+}
