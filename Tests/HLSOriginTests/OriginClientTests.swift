@@ -251,7 +251,10 @@ struct OriginClientTests {
             let eventLoop = group.next()
             let handler = RecordingHandler(eventLoop: eventLoop)
             let task = client.stream(origin.url("/flaky/9/d"), on: eventLoop, handler: handler)
-            try await Task.sleep(for: .milliseconds(300))
+            // Wait for the first attempt (by state, not a fixed delay: CI machines are slow), then cancel
+            // during the 2 s backoff.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while origin.hits("/flaky/9/d") == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             task.cancel()
             await #expect(throws: OriginError.cancelled) { try await task.futureResult.get() }
             try await Task.sleep(for: .milliseconds(100))

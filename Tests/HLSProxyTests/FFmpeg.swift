@@ -34,9 +34,9 @@ enum FFmpeg {
     static let ffmpeg = "/usr/bin/ffmpeg"
 
     /// Decodes `url` and returns the per-frame MD5 lines (comments dropped), as a player would see the content.
-    static func frameMD5(_ url: String, extraArguments: [String] = []) throws -> [String] {
-        let (stdout, _) = try run(
-            ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"])
+    static func frameMD5(_ url: String, extraArguments: [String] = []) async throws -> [String] {
+        let (stdout, _) = try await offThread { try run(
+            ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"]) }
         return String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
     }
 
@@ -148,7 +148,11 @@ enum Streams {
     private static let made = NIOSafeLock()
 
     /// Makes the stream `name` with `maker` unless it exists; returns its directory.
-    static func stream(_ name: String, _ maker: (URL) throws -> Void) throws -> URL {
+    static func stream(_ name: String, _ maker: @escaping @Sendable (URL) throws -> Void) async throws -> URL {
+        try await offThread { try streamBlocking(name, maker) }
+    }
+
+    private static func streamBlocking(_ name: String, _ maker: (URL) throws -> Void) throws -> URL {
         try made.withLock {
             let dir = root.appendingPathComponent(name)
             if !FileManager.default.fileExists(atPath: dir.appendingPathComponent(".done").path) {
@@ -167,5 +171,13 @@ final class NIOSafeLock: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body()
+    }
+}
+
+/// Runs blocking work (a child process, a socket read) on its own thread so it never occupies one of the few
+/// threads of Swift's cooperative pool: with two cores, two blocked tests would stall every other test.
+func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

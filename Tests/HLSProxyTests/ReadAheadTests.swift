@@ -6,10 +6,10 @@ import Testing
 
 /// Predictive read-ahead: the next segments of the rendition being played are fetched before the player asks.
 @Suite(.serialized) struct ReadAheadTests {
-    static func stream() throws -> URL { try Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) } }
+    static func stream() async throws -> URL { try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) } }
 
     @Test func nextSegmentsAreFetchedAheadOfThePlayer() async throws {
-        let harness = try await ProxyHarness.start(serving: try Self.stream())
+        let harness = try await ProxyHarness.start(serving: try await Self.stream())
         defer { Task { await harness.shutdown() } }
         _ = try await harness.get(harness.url("/master.m3u8"))
         _ = try await harness.get(harness.url("/v0/index.m3u8"))
@@ -25,7 +25,7 @@ import Testing
     }
 
     @Test func switchingVariantCancelsTheOldReadAhead() async throws {
-        let harness = try await ProxyHarness.start(serving: try Self.stream())
+        let harness = try await ProxyHarness.start(serving: try await Self.stream())
         defer { Task { await harness.shutdown() } }
         for index in 1...3 { harness.origin.setFault(.slow(chunk: 1000, delay: .milliseconds(200)), for: "/v0/seg00\(index).ts") }
         _ = try await harness.get(harness.url("/master.m3u8"))
@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test func disabledWithZeroWindow() async throws {
-        let harness = try await ProxyHarness.start(serving: try Self.stream()) { $0.prefetchSegments = 0 }
+        let harness = try await ProxyHarness.start(serving: try await Self.stream()) { $0.prefetchSegments = 0 }
         defer { Task { await harness.shutdown() } }
         _ = try await harness.get(harness.url("/v0/index.m3u8"))
         harness.origin.clearLog()
