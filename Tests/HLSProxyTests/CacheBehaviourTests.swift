@@ -162,6 +162,11 @@ import Testing
         #expect(slow.status == 504)
         #expect(slow.text.contains("timeout"))
 
+        harness.origin.setFault(.reset, for: "/seg.ts")
+        let reset = try await harness.get(harness.url("/seg.ts"))
+        #expect(reset.status == 502)
+        #expect(reset.text.contains("network"))
+
         let dead = try await harness.get("\(harness.base)/http/127.0.0.1:1/x.ts")
         #expect(dead.status == 502)
         #expect(dead.text.contains("\"error\""))

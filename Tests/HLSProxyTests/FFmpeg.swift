@@ -121,6 +121,30 @@ enum FFmpeg {
             ])
     }
 
+    /// A live sliding window: `live.m3u8` lists the last 3 of 5 segments, media sequence 2, no EXT-X-ENDLIST
+    /// (what a live origin serves at one moment).
+    static func makeLiveWindow(in dir: URL) throws {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try run(
+            ffmpeg,
+            base + video(10) + h264 + [
+                "-f", "hls", "-hls_time", "2", "-hls_list_size", "0", "-hls_segment_filename", dir.path + "/seg%03d.ts", dir.path + "/full.m3u8",
+            ])
+        let full = try String(contentsOf: dir.appendingPathComponent("full.m3u8"), encoding: .utf8)
+        var entries: [(String, String)] = []
+        var pending: String?
+        for line in full.split(separator: "\n").map(String.init) {
+            if line.hasPrefix("#EXTINF") { pending = line } else if let inf = pending, !line.hasPrefix("#") {
+                entries.append((inf, line))
+                pending = nil
+            }
+        }
+        let window = entries.suffix(3)
+        var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(entries.count - window.count)\n"
+        for (inf, uri) in window { text += "\(inf)\n\(uri)\n" }
+        try text.write(to: dir.appendingPathComponent("live.m3u8"), atomically: true, encoding: .utf8)
+    }
+
     /// One TS file addressed with EXT-X-BYTERANGE (`index.m3u8`, `index.ts`).
     static func makeByteRange(in dir: URL, seconds: Int = 6) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

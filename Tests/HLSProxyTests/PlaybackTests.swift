@@ -20,6 +20,21 @@ import Testing
         Case(name: "byterange", playlist: "index.m3u8", make: { try FFmpeg.makeByteRange(in: $0) }),
     ]
 
+    /// A live window: ffmpeg starts at the first listed segment and gives up after one reload without news, so the
+    /// run ends; the proxy must hand it exactly what the origin does.
+    @Test func liveWindowDecodesIdentically() async throws {
+        let dir = try await Streams.stream("live-window") { try FFmpeg.makeLiveWindow(in: $0) }
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let options = ["-live_start_index", "0", "-m3u8_hold_counters", "1", "-max_reload", "1"]
+        let direct = try await FFmpeg.frameMD5(harness.originURL("/live.m3u8"), extraArguments: options)
+        #expect(direct.count >= 100, "three 2 s segments at 25 fps")
+        let proxied = try await FFmpeg.frameMD5(harness.url("/live.m3u8"), extraArguments: options)
+        #expect(proxied == direct)
+        let response = try await harness.get(harness.url("/live.m3u8"))
+        #expect(response.headers.first(name: "Cache-Control")?.hasPrefix("max-age=") == true, "live playlists are only briefly cacheable")
+    }
+
     @Test(arguments: cases)
     func decodesIdenticallyAndSecondPlayIsServedFromDisk(_ testCase: Case) async throws {
         let dir = try await Streams.stream(testCase.name, testCase.make)
