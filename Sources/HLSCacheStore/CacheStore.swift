@@ -124,6 +124,20 @@ public final class CacheStore: Sendable {
         SHA256.hex(key.value)
     }
 
+    /// SHA-256 of recently looked-up keys: hashing is most of a hit's lookup cost, and players ask for the
+    /// same keys over and over. Bounded; cleared when full.
+    private let recentHashes = Mutex<[String: String]>([:])
+
+    func cachedKeyHash(_ key: CacheKey) -> String {
+        if let known = recentHashes.withLock({ $0[key.value] }) { return known }
+        let hash = Self.keyHash(key)
+        recentHashes.withLock { cache in
+            if cache.count >= 16_384 { cache.removeAll(keepingCapacity: true) }
+            cache[key.value] = hash
+        }
+        return hash
+    }
+
     // MARK: - Lookup
 
     private enum MemoryLookup {
@@ -149,7 +163,7 @@ public final class CacheStore: Sendable {
     }
 
     private func lookup(_ key: CacheKey, pin: Bool) -> (object: CachedObject, pin: CachePin?)? {
-        let hash = Self.keyHash(key)
+        let hash = cachedKeyHash(key)
         let now = Date().timeIntervalSince1970
         let found = state.withLock { state -> MemoryLookup in
             guard var row = state.entries[hash] else { return .miss }

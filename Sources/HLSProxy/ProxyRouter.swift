@@ -1,4 +1,5 @@
 import HLSCacheCore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
@@ -7,6 +8,7 @@ import NIOHTTP1
 final class ProxyRouter: Sendable {
     private let resources: ResourceService
     private let services: ProxyServices
+    private let recentTargets = NIOLockedValueBox<[String: OriginURL]>([:])
 
     init(services: ProxyServices) {
         self.services = services
@@ -34,11 +36,20 @@ final class ProxyRouter: Sendable {
                 return
             }
             let url: OriginURL
-            do {
-                url = try OriginURL(proxyTarget: target)
-            } catch {
-                responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
-                return
+            if let known = recentTargets.withLockedValue({ $0[target] }) {
+                url = known
+            } else {
+                do {
+                    url = try OriginURL(proxyTarget: target)
+                } catch {
+                    responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
+                    return
+                }
+                recentTargets.withLockedValue { cache in
+                    // Players ask for the same targets again and again; parsing them is a few percent of a hit.
+                    if cache.count >= 16_384 { cache.removeAll(keepingCapacity: true) }
+                    cache[target] = url
+                }
             }
             resources.handle(request, url: url, responder: responder)
             return
