@@ -1,3 +1,5 @@
+import NIOConcurrencyHelpers
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -20,6 +22,20 @@ public enum HTTPDate {
         func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+
+    private static let recent = NIOLockedValueBox<[Int64: String]>([:])
+
+    /// ``format(_:)`` memoised: every cache hit sends its object's Last-Modified, and a stream's objects share
+    /// a handful of timestamps.
+    public static func cachedFormat(_ epochSeconds: Int64) -> String {
+        if let known = recent.withLockedValue({ $0[epochSeconds] }) { return known }
+        let text = format(epochSeconds)
+        recent.withLockedValue { cache in
+            if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
+            cache[epochSeconds] = text
+        }
+        return text
     }
 
     /// Parses an IMF-fixdate; other (obsolete) forms return nil, which callers treat as an absent header.
