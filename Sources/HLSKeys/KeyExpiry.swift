@@ -1,0 +1,47 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import NIOHTTP1
+
+/// How long a fetched key may be served (DESIGN.md §7): the earliest of the item's expiry, the origin's
+/// freshness for the key response, and the configured TTL.
+public enum KeyExpiry {
+    /// The expiry the origin gave the key response: `Cache-Control: max-age` (which wins, RFC 9111 §5.3),
+    /// otherwise `Expires`. An `Expires` that is not a valid date means already expired (RFC 9111 §5.3).
+    /// `nil` when the response says neither.
+    public static func origin(headers: HTTPHeaders, now: Date) -> Date? {
+        for value in headers[canonicalForm: "cache-control"] {
+            for directive in value.split(separator: ",") {
+                let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard parts.count == 2, parts[0].lowercased() == "max-age" else { continue }
+                let text = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                guard let seconds = Int64(text), seconds >= 0 else { return now }
+                return now.addingTimeInterval(Double(min(seconds, 10 * 365 * 86_400)))
+            }
+        }
+        if let expires = headers.first(name: "Expires") {
+            return parseHTTPDate(expires) ?? now
+        }
+        return nil
+    }
+
+    /// The earliest of the given moments, `nil` when none is given.
+    public static func earliest(_ dates: Date?...) -> Date? {
+        dates.compactMap { $0 }.min()
+    }
+
+    /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only form a sender may produce
+    /// (RFC 9110 §5.6.7).
+    static func parseHTTPDate(_ text: String) -> Date? {
+        var parts = tm()
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let rest = trimmed.withCString { strptime($0, "%a, %d %b %Y %H:%M:%S GMT", &parts) }
+        guard let rest, rest.pointee == 0 else { return nil }
+        return Date(timeIntervalSince1970: Double(timegm(&parts)))
+    }
+}
