@@ -34,8 +34,8 @@ public struct KeyError: Error, Hashable, Sendable, CustomStringConvertible, HTTP
     /// The key database failed (500).
     public static let storage = KeyError(.storage, 500)
 
-    /// A copy with a detail message.
-    func with(_ detail: String) -> KeyError {
+    /// A copy with a detail message (shown after the kind's sentence; never put key bytes or secrets in it).
+    public func with(_ detail: String) -> KeyError {
         var copy = self
         copy.detail = detail
         return copy

@@ -87,7 +87,7 @@ public final class KeyService: Sendable {
                 unreadable = true
             }
         }
-        do {
+        do throws(KeyError) {
             return try await fetchShared(record)
         } catch {
             if unreadable {
@@ -131,7 +131,7 @@ public final class KeyService: Sendable {
             if let item = record.itemExpiresAt, item <= horizon, record.fetchedExpiresAt.map({ item <= $0 }) ?? true { continue }
             let state = record.state(masterKeyID: masterKey.id, now: now)
             guard state == .unreadable || (record.expiresAt.map { $0 <= horizon } ?? false) else { continue }
-            do {
+            do throws(KeyError) {
                 _ = try await fetchShared(record)
                 renewed += 1
             } catch {
@@ -181,7 +181,7 @@ public final class KeyService: Sendable {
 
     private func fetchAndStore(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
         let id = record.id
-        do {
+        do throws(KeyError) {
             let url: OriginURL
             do {
                 url = try OriginURL(record.url)
@@ -189,7 +189,7 @@ public final class KeyService: Sendable {
                 throw KeyError.keyUnavailable.with("the key URL of \(id) is not usable: \(error)")
             }
             let response: OriginResponse
-            do {
+            do throws(OriginError) {
                 response = try await fetcher.fetch(url, headers: [], maxBytes: configuration.maxResponseBytes)
             } catch {
                 throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)")

@@ -37,7 +37,7 @@ final class KeyEndpoint: Sendable {
         let logger = services.logger
         Task {
             let result: Result<[UInt8], KeyError>
-            do {
+            do throws(KeyError) {
                 result = .success(try await keys.key(id))
             } catch {
                 result = .failure(error)

@@ -25,7 +25,7 @@ struct KeyStoreOptions: ParsableArguments {
     /// Opens the key service; `nil` when the cache has no key store yet.
     func open(configuration: KeyConfiguration, fetcher: any KeyFetcher, logger: Logger) throws -> KeyService? {
         guard FileManager.default.fileExists(atPath: directory + "/keys.sqlite") else { return nil }
-        do {
+        do throws(KeyError) {
             let masterKey = try MasterKey.load(directory: directory, environment: ProcessInfo.processInfo.environment)
             return try KeyService(directory: directory, configuration: configuration, masterKey: masterKey, fetcher: fetcher, logger: logger)
         } catch {
@@ -55,15 +55,18 @@ struct KeysListCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Listing never fetches; the service still wants a fetcher.
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache"))
-        defer { Task { try? await origin.shutdown() } }
-        let records: [KeyRecord]
-        let keys = try store.open(configuration: KeyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
-        do {
-            records = try keys?.list() ?? []
-        } catch {
-            throw ValidationError("cannot read the key store: \(error.message)")
+        let opened = Result { () throws -> (KeyService?, [KeyRecord]) in
+            let keys = try store.open(configuration: KeyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
+            do {
+                return (keys, try keys?.list() ?? [])
+            } catch {
+                throw ValidationError("cannot read the key store: \(error)")
+            }
         }
+        try? await origin.shutdown()
+        let (keys, records) = try opened.get()
         let entries = records.map { record in
             Entry(
                 id: record.id.value, host: record.host, state: keys.map { $0.state(of: record).rawValue } ?? "pending",
@@ -112,7 +115,7 @@ struct KeysRenewCommand: AsyncParsableCommand {
                 try? await origin.shutdown()
                 throw ValidationError("no key store in \(store.directory)")
             }
-            do {
+            do throws(KeyError) {
                 result = .success(try await keys.renew(keyID))
             } catch {
                 result = .failure(error)

@@ -59,7 +59,7 @@ struct ServeCommand: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         let keys: KeyService
-        do {
+        do throws(KeyError) {
             let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             keys = try KeyService(
                 directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
