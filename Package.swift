@@ -118,6 +118,10 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["hlscache", "HLSKeys", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -71,6 +71,11 @@ public struct MasterKey: Sendable, CustomStringConvertible {
         }
         let path = directory + "/" + fileName
         if let existing = try readFile(path) { return existing }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw KeyError.masterKey.with("cannot create \(directory): \(error)")
+        }
         let fresh = try generate()
         let temporary = path + ".\(getpid()).tmp"
         unlink(temporary)

@@ -10,7 +10,7 @@ import NIOPosix
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List and renew the AES-128 keys in the cache's key store.",
+        abstract: "List and renew the cached AES-128 keys.",
         subcommands: [KeysListCommand.self, KeysRenewCommand.self]
     )
 }
