@@ -54,11 +54,24 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        // AES-128 keys: ids, the encrypted key store (own SQLite file), fetching, expiry, renewal, access policy.
+        .target(
+            name: "HLSKeys",
+            dependencies: [
+                "HLSCacheCore", "HLSCrypto", "HLSOrigin",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The HTTP server: routing, cache hits with sendfile, coalesced misses, playlist rewriting.
         .target(
             name: "HLSProxy",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "CZlib",
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "HLSKeys", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio,
@@ -67,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSProxy",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -91,14 +104,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "HLSKeysTests",
+            dependencies: ["HLSKeys", "HLSCacheCore", "HLSCrypto", "HLSOrigin", .product(name: "NIOHTTP1", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "HLSProxyTests",
             dependencies: [
-                "HLSProxy", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist",
+                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["hlscache", "HLSKeys", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSKeys
 import HLSPlaylist
 import Logging
 import NIOConcurrencyHelpers
@@ -22,14 +23,16 @@ struct RewrittenPlaylist: Sendable {
 final class PlaylistService: Sendable {
     private let configuration: ProxyConfiguration
     private let store: CacheStore
+    private let keys: KeyService?
     private let logger: Logger
     let readAhead: ReadAheadIndex
     private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
     private static let maxLiveEntries = 4096
 
-    init(configuration: ProxyConfiguration, store: CacheStore, logger: Logger) {
+    init(configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger) {
         self.configuration = configuration
         self.store = store
+        self.keys = keys
         self.logger = logger
         self.readAhead = ReadAheadIndex(window: configuration.prefetchSegments)
     }
@@ -38,13 +41,26 @@ final class PlaylistService: Sendable {
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
     /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`.
-    /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist.
+    /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
+    /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
+    /// Runs on the thread pool (registering a new key writes to the key database).
+    /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
+    ///   key cannot be registered.
     func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool) throws -> RewrittenPlaylist {
         let playlist: Playlist
         let rewritten: [UInt8]
+        let keys = self.keys
         do {
             playlist = try Playlist(bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes))
-            rewritten = try playlist.rewrite(baseURL: url.string, using: ProxyPathRewriter())
+            var rewriter = ProxyPathRewriter()
+            if let keys {
+                // AES-128 keys go to the key store's /keys/{id}; the engine never passes SAMPLE-AES or skd:// here.
+                rewriter.keyRewrite = { @Sendable resolved, _ in
+                    guard let keyURL = try? OriginURL(resolved) else { return nil }
+                    return try keys.register(keyURL).path
+                }
+            }
+            rewritten = try playlist.rewrite(baseURL: url.string, using: rewriter)
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }

@@ -12,6 +12,14 @@ public struct ProxyRequest: Sendable {
 
     public func header(_ name: String) -> String? { head.headers.first(name: name) }
 
+    /// The same request without `Range` / `If-Range` (for answering a whole representation instead).
+    public var withoutRange: ProxyRequest {
+        var copy = self
+        copy.head.headers.remove(name: "Range")
+        copy.head.headers.remove(name: "If-Range")
+        return copy
+    }
+
     /// Whether the client accepts a gzip body (`Accept-Encoding: gzip`, not `gzip;q=0`).
     public var acceptsGzip: Bool {
         for value in head.headers[canonicalForm: "accept-encoding"] {

@@ -7,12 +7,14 @@ import NIOHTTP1
 /// the reserved `/healthz`, `/` and, as later modules land, `/api/`, `/keys/`, `/metrics`.
 final class ProxyRouter: Sendable {
     private let resources: ResourceService
+    private let keys: KeyEndpoint
     private let services: ProxyServices
     private let recentTargets = NIOLockedValueBox<[String: OriginURL]>([:])
 
     init(services: ProxyServices) {
         self.services = services
         self.resources = ResourceService(services: services)
+        self.keys = KeyEndpoint(services: services)
     }
 
     func route(_ request: ProxyRequest, responder: Responder) {
@@ -52,6 +54,14 @@ final class ProxyRouter: Sendable {
                 }
             }
             resources.handle(request, url: url, responder: responder)
+            return
+        }
+        if path.hasPrefix("/keys/") {
+            guard request.method == .GET || request.method == .HEAD else {
+                responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
+                return
+            }
+            keys.handle(request, id: path.dropFirst("/keys/".count), responder: responder)
             return
         }
         switch path {

@@ -1,4 +1,5 @@
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
@@ -17,13 +18,15 @@ public final class ProxyServer: Sendable {
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
     ///   - origin: the origin client, on `group`.
+    ///   - keys: the key service that AES-128 key URIs are rewritten to (`/keys/{keyid}`); without one, key
+    ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
     public init(
-        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, group: any EventLoopGroup, threadPool: NIOThreadPool,
-        logger: Logger
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
+        threadPool: NIOThreadPool, logger: Logger
     ) {
         self.configuration = configuration
         self.services = ProxyServices(
-            configuration: configuration, store: store, origin: origin, group: group, threadPool: threadPool, logger: logger)
+            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger)
         self.router = ProxyRouter(services: services)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
     }

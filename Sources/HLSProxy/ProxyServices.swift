@@ -1,4 +1,5 @@
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
@@ -15,15 +16,22 @@ final class ProxyServices: Sendable {
     let threadPool: NIOThreadPool
     let fetches = SharedFetchRegistry()
     let playlists: PlaylistService
+    /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
+    /// other resource).
+    let keys: KeyService?
 
-    init(configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, group: any EventLoopGroup, threadPool: NIOThreadPool, logger: Logger) {
+    init(
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
+        threadPool: NIOThreadPool, logger: Logger
+    ) {
         self.configuration = configuration
         self.store = store
         self.origin = origin
         self.group = group
         self.threadPool = threadPool
         self.logger = logger
-        self.playlists = PlaylistService(configuration: configuration, store: store, logger: logger)
+        self.keys = keys
+        self.playlists = PlaylistService(configuration: configuration, store: store, keys: keys, logger: logger)
     }
 
     var anyEventLoop: any EventLoop { group.any() }

@@ -150,7 +150,10 @@ final class ResourceService: Sendable {
 
     private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
         let fetchKey = cacheable ? key.value : "blocking " + url.string
-        if let rangeHeader = request.header("Range"), !request.isHead {
+        // A playlist is always answered whole and rewritten: a byte range of the origin's raw playlist would hand
+        // the player unrewritten URIs (ffmpeg asks for "bytes=0-" on every request). Servers may ignore Range.
+        let looksLikePlaylist = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
+        if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist {
             // Join an in-flight download only if it already has the start of the range; otherwise ask the
             // origin for just the range and fill the cache in the background.
             if let existing = services.fetches.existing(fetchKey) {
@@ -172,7 +175,10 @@ final class ResourceService: Sendable {
                 }
                 if created { fetch.start() }
             }
-            PassthroughRelay.start(request: request, url: url, range: rangeHeader, responder: responder, services: services)
+            PassthroughRelay.start(request: request, url: url, range: rangeHeader, responder: responder, services: services) {
+                // The origin says it is a playlist after all: answer with the whole rewritten playlist.
+                self.miss(request.withoutRange, key: key, url: url, cacheable: cacheable, responder: responder)
+            }
             return
         }
         let (fetch, created) = services.fetches.join(fetchKey) {
@@ -202,15 +208,22 @@ final class ResourceService: Sendable {
 final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private let responder: Responder
     private let url: OriginURL
+    private let onPlaylist: () -> Void
     private var headSent = false
+    private var handedOver = false
 
-    private init(responder: Responder, url: OriginURL) {
+    private init(responder: Responder, url: OriginURL, onPlaylist: @escaping () -> Void) {
         self.responder = responder
         self.url = url
+        self.onPlaylist = onPlaylist
     }
 
-    static func start(request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices) {
-        let relay = PassthroughRelay(responder: responder, url: url)
+    /// - Parameter onPlaylist: called instead of relaying when the origin's answer is a playlist.
+    static func start(
+        request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices,
+        onPlaylist: @escaping () -> Void
+    ) {
+        let relay = PassthroughRelay(responder: responder, url: url, onPlaylist: onPlaylist)
         var headers: [(String, String)] = [("Range", range)]
         if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
         let task = services.origin.stream(url, headers: headers, on: responder.eventLoop, handler: relay)
@@ -218,6 +231,11 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     }
 
     func didReceiveHead(_ head: OriginResponseHead) {
+        if MediaTypes.isPlaylist(contentType: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension) {
+            handedOver = true
+            onPlaylist()
+            return
+        }
         guard head.status == 200 || head.status == 206 || head.status == 416 else {
             responder.send(error: ProxyError.originStatus(head.status, host: url.host))
             return
@@ -235,11 +253,15 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        guard headSent else { return responder.eventLoop.makeSucceededVoidFuture() }
+        guard headSent else {
+            // Handed over (a playlist) or already answered with an error: stop reading.
+            return responder.eventLoop.makeFailedFuture(OriginError.cancelled)
+        }
         return responder.write(buffer)
     }
 
     func didFinish(_ result: Result<Void, OriginError>) {
+        guard !handedOver else { return }
         switch result {
         case .success:
             if headSent { responder.end() }

@@ -11,6 +11,6 @@ struct HLSCacheCommand: AsyncParsableCommand {
             `hlscache url ORIGIN_URL` prints that address.
             """,
         version: HLSCacheVersion.current,
-        subcommands: [ServeCommand.self, URLCommand.self]
+        subcommands: [ServeCommand.self, URLCommand.self, KeysCommand.self]
     )
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 import HLSProxy
 import Logging
@@ -18,6 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var origins: OriginOptions
+    @OptionGroup var keyOptions: KeyOptions
 
     @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080.")
     var listen: String = "127.0.0.1:8080"
@@ -50,6 +53,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
         guard (0...64).contains(prefetchSegments) else { throw ValidationError("--prefetch-segments must be between 0 and 64") }
         configuration.prefetchSegments = prefetchSegments
+        let originConfiguration = try origins.originConfiguration()
+        var keyConfiguration = try keyOptions.keyConfiguration()
+        keyConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
 
         let store: CacheStore
         do {
@@ -59,9 +65,20 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("cannot open the cache in \(configuration.cacheDirectory): \(error)")
         }
         let group = MultiThreadedEventLoopGroup.singleton
-        let origin = OriginClient(eventLoopGroup: group, configuration: OriginConfiguration(), logger: logger)
+        let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
+        let keys: KeyService
+        do throws(KeyError) {
+            let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+            keys = try KeyService(
+                directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
+        } catch {
+            try? await origin.shutdown()
+            store.close()
+            throw ValidationError("cannot open the key store in \(configuration.cacheDirectory): \(error.message)")
+        }
         let server = ProxyServer(
-            configuration: configuration, store: store, origin: origin, group: group, threadPool: NIOThreadPool.singleton, logger: logger)
+            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
+            logger: logger)
         let bound: SocketAddress
         do {
             bound = try await server.start()
@@ -71,9 +88,12 @@ struct ServeCommand: AsyncParsableCommand {
         }
         print("hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
         fflush(nil)
+        var running: [any Service] = [ProxyService(server: server)]
+        if let before = keyConfiguration.autoRenewBefore {
+            running.append(KeyRenewalService(keys: keys, before: before))
+        }
         let services = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [ProxyService(server: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: ServiceGroupConfiguration(services: running, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
         try? await origin.shutdown()
         store.close()

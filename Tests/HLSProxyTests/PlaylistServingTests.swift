@@ -50,6 +50,22 @@ import Testing
         #expect(harness.origin.requests(matching: "master.m3u8").count == 1, "the rewritten playlist is kept")
     }
 
+    /// ffmpeg sends `Range: bytes=0-` with every request: a playlist miss must still be answered with the whole
+    /// rewritten playlist, never a pass-through of the origin's raw bytes (found when AES-128 keys bypassed the
+    /// key store on the first playback).
+    @Test func rangeRequestOnAPlaylistMissGetsTheRewrittenPlaylist() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(Array(Self.master.utf8), for: "/vod/master.m3u8")
+        harness.origin.setBody(Array(Self.master.utf8), for: "/vod/manifest")  // a playlist without .m3u8
+        for path in ["/vod/master.m3u8", "/vod/manifest"] {
+            let response = try await harness.get(harness.url(path), headers: [("Range", "bytes=0-")])
+            #expect(response.status == 200, "\(path)")
+            #expect(response.text.contains("/http/127.0.0.1:\(harness.origin.port)/vod/v1/index.m3u8"), "\(path) was not rewritten")
+            #expect(!response.text.contains("\nv1/index.m3u8"))
+        }
+    }
+
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 import Logging
 import NIOCore
@@ -18,21 +19,24 @@ final class ProxyHarness: Sendable {
     let cacheDirectory: URL
     let originClient: OriginClient
     let client: HTTPClient
+    let keys: KeyService
 
     static func start(
         serving root: URL,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
-        configureOrigin: (inout OriginConfiguration) -> Void = { _ in }
+        configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
-        return try await start(origin: origin, configure: configure, configureOrigin: configureOrigin)
+        return try await start(origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys)
     }
 
     static func start(
         origin: TestOrigin,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
-        configureOrigin: (inout OriginConfiguration) -> Void = { _ in }
+        configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -43,20 +47,30 @@ final class ProxyHarness: Sendable {
         originConfiguration.connectTimeout = .seconds(2)
         configureOrigin(&originConfiguration)
         var logger = Logger(label: "hlscache-test")
-        logger.logLevel = .error
+        logger.logLevel = ProcessInfo.processInfo.environment["HLSCACHE_TEST_LOG"] == "debug" ? .debug : .error
         let store = try CacheStore.open(
             directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
         let group = MultiThreadedEventLoopGroup.singleton
         let originClient = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
+        var keyConfiguration = KeyConfiguration()
+        configureKeys(&keyConfiguration)
+        let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: [:])
+        let keys = try KeyService(
+            directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient, logger: logger)
         let server = ProxyServer(
-            configuration: configuration, store: store, origin: originClient, group: group, threadPool: NIOThreadPool.singleton,
+            configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
             logger: logger)
         try await server.start()
         let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
-        return ProxyHarness(origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client)
+        return ProxyHarness(
+            origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client, keys: keys)
     }
 
-    private init(origin: TestOrigin, server: ProxyServer, store: CacheStore, cacheDirectory: URL, originClient: OriginClient, client: HTTPClient) {
+    private init(
+        origin: TestOrigin, server: ProxyServer, store: CacheStore, cacheDirectory: URL, originClient: OriginClient, client: HTTPClient,
+        keys: KeyService
+    ) {
+        self.keys = keys
         self.origin = origin
         self.server = server
         self.store = store

@@ -33,6 +33,10 @@ final class TestOrigin: Sendable {
 
     let root: URL
     private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+    /// Accepted connections, closed by `stop()` so that a stopped origin is really gone (pooled keep-alive
+    /// connections would otherwise keep answering).
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+    private let boundPort = NIOLockedValueBox(0)
     private let faults = NIOLockedValueBox<[String: Fault]>([:])
     private let counters = NIOLockedValueBox<[String: Int]>([:])
     private let log = NIOLockedValueBox<[LoggedRequest]>([])
@@ -43,25 +47,34 @@ final class TestOrigin: Sendable {
         self.root = root
     }
 
-    var port: Int { channel.withLockedValue { $0?.localAddress?.port ?? 0 } }
+    /// The bound port; still the same after `stop()`, so URLs made later name the dead origin.
+    var port: Int { boundPort.withLockedValue { $0 } }
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
     func start() async throws {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                let id = ObjectIdentifier(channel)
+                self.connections.withLockedValue { $0[id] = channel }
+                channel.closeFuture.whenComplete { _ in _ = self.connections.withLockedValue { $0.removeValue(forKey: id) } }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(TestOriginHandler(origin: self))
                 }
             }
         let bound = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
         channel.withLockedValue { $0 = bound }
+        boundPort.withLockedValue { $0 = bound.localAddress?.port ?? 0 }
     }
 
+    /// Closes the listener and every open connection.
     func stop() async {
         let bound = channel.withLockedValue { $0 }
         try? await bound?.close()
+        for connection in connections.withLockedValue({ Array($0.values) }) {
+            try? await connection.close()
+        }
     }
 
     func setFault(_ fault: Fault?, for path: String) {

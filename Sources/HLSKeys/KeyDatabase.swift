@@ -1,0 +1,118 @@
+import Foundation
+import GRDB
+
+/// The key store's SQLite file (`cache-dir/keys.sqlite`): a WAL `DatabasePool`, kept apart from the object index
+/// so that deleting or rebuilding the cache index never touches keys, and shared safely by `serve`, `fetch` and
+/// `hlscache keys`. Only sealed bytes are ever written here.
+struct KeyDatabase: Sendable {
+    static let fileName = "keys.sqlite"
+    private static let columns = "id, url, host, registered_at, fetched_at, expires_at, item_expires_at, sealed, master_id, last_error"
+
+    let pool: DatabasePool
+
+    init(path: String) throws(KeyError) {
+        var configuration = Configuration()
+        // Another process may hold the write lock for one short transaction.
+        configuration.busyMode = .timeout(10)
+        configuration.label = "hlscache.keys"
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw KeyError.storage.with("cannot open \(path): \(Self.describe(error))")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-keys") { db in
+            try db.create(table: "keys") { t in
+                t.column("id", .text).notNull().primaryKey()
+                t.column("url", .text).notNull()
+                t.column("host", .text).notNull()
+                t.column("registered_at", .double).notNull()
+                t.column("fetched_at", .double)
+                t.column("expires_at", .double)
+                t.column("item_expires_at", .double)
+                t.column("sealed", .blob)
+                t.column("master_id", .text)
+                t.column("last_error", .text)
+            }
+        }
+        return migrator
+    }
+
+    /// Adds a key, or updates its URL (a fresh token) and, when given, its item expiry.
+    func register(id: KeyID, url: String, host: String, itemExpiresAt: Date?, now: Date) throws(KeyError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO keys (id, url, host, registered_at, item_expires_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET url = excluded.url, host = excluded.host,
+                        item_expires_at = COALESCE(excluded.item_expires_at, keys.item_expires_at)
+                    """,
+                arguments: [id.value, url, host, now.timeIntervalSince1970, itemExpiresAt?.timeIntervalSince1970])
+        }
+    }
+
+    /// Records a freshly fetched key's sealed bytes and expiry.
+    func store(id: KeyID, sealed: [UInt8], masterKeyID: String, fetchedAt: Date, expiresAt: Date?) throws(KeyError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE keys SET sealed = ?, master_id = ?, fetched_at = ?, expires_at = ?, last_error = NULL WHERE id = ?",
+                arguments: [Data(sealed), masterKeyID, fetchedAt.timeIntervalSince1970, expiresAt?.timeIntervalSince1970, id.value])
+        }
+    }
+
+    func recordFailure(id: KeyID, message: String) throws(KeyError) {
+        try write { db in
+            try db.execute(sql: "UPDATE keys SET last_error = ? WHERE id = ?", arguments: [message, id.value])
+        }
+    }
+
+    func record(_ id: KeyID) throws(KeyError) -> KeyRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.columns) FROM keys WHERE id = ?", arguments: [id.value]).flatMap(Self.record(row:))
+        }
+    }
+
+    func all() throws(KeyError) -> [KeyRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.columns) FROM keys ORDER BY host, id").compactMap(Self.record(row:))
+        }
+    }
+
+    func delete(_ id: KeyID) throws(KeyError) {
+        try write { db in try db.execute(sql: "DELETE FROM keys WHERE id = ?", arguments: [id.value]) }
+    }
+
+    private static func record(row: Row) -> KeyRecord? {
+        guard let id = KeyID(row["id"] as String) else { return nil }
+        func date(_ column: String) -> Date? { (row[column] as Double?).map(Date.init(timeIntervalSince1970:)) }
+        return KeyRecord(
+            id: id, url: row["url"], host: row["host"],
+            registeredAt: date("registered_at") ?? Date(timeIntervalSince1970: 0),
+            fetchedAt: date("fetched_at"), fetchedExpiresAt: date("expires_at"), itemExpiresAt: date("item_expires_at"),
+            sealed: (row["sealed"] as Data?).map { [UInt8]($0) }, masterKeyID: row["master_id"], lastError: row["last_error"])
+    }
+
+    private func write<T>(_ body: (Database) throws -> T) throws(KeyError) -> T {
+        do {
+            return try pool.write(body)
+        } catch {
+            throw KeyError.storage.with(Self.describe(error))
+        }
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(KeyError) -> T {
+        do {
+            return try pool.read(body)
+        } catch {
+            throw KeyError.storage.with(Self.describe(error))
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        (error as? DatabaseError)?.message ?? "\(error)"
+    }
+}

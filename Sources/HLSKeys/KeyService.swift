@@ -1,0 +1,253 @@
+import Foundation
+import HLSCacheCore
+import HLSCrypto
+import HLSOrigin
+import Logging
+import NIOConcurrencyHelpers
+
+/// The keys of AES-128 streams (DESIGN.md §7): registers the key URIs found in playlists, fetches keys from
+/// their origins, keeps them sealed with AES-256-GCM under the ``MasterKey`` in their own SQLite file, gives
+/// them out while valid, and renews them.
+///
+/// The plaintext of a key exists only in memory, on its way from the origin to the client; logs and errors
+/// carry ids and hosts, never bytes. Concurrent requests for one key share one origin fetch.
+public final class KeyService: Sendable {
+    /// The settings this service runs with.
+    public let configuration: KeyConfiguration
+    private let database: KeyDatabase
+    private let masterKey: MasterKey
+    private let fetcher: any KeyFetcher
+    private let logger: Logger
+    private let clock: @Sendable () -> Date
+    /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing.
+    private let registered = NIOLockedValueBox<[KeyID: String]>([:])
+    private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
+    /// Ids already reported as unreadable, so the log says it once.
+    private let reportedUnreadable = NIOLockedValueBox<Set<KeyID>>([])
+
+    /// Opens (creating if needed) `directory/keys.sqlite`.
+    /// - Parameters:
+    ///   - masterKey: usually ``MasterKey/load(directory:environment:)``.
+    ///   - fetcher: the origin client.
+    ///   - now: the clock; tests move it.
+    /// - Throws: ``KeyError/storage`` when the database cannot be opened.
+    public init(
+        directory: String, configuration: KeyConfiguration, masterKey: MasterKey, fetcher: any KeyFetcher, logger: Logger,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) throws(KeyError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw KeyError.storage.with("cannot create \(directory): \(error)")
+        }
+        self.database = try KeyDatabase(path: directory + "/" + KeyDatabase.fileName)
+        self.configuration = configuration
+        self.masterKey = masterKey
+        self.fetcher = fetcher
+        self.logger = logger
+        self.clock = now
+    }
+
+    /// The id of the key at `url`, without registering it.
+    public func id(for url: OriginURL) -> KeyID {
+        KeyID(CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
+    }
+
+    /// Registers the key at `url` (a playlist names it) and returns its id, the `/keys/{keyid}` it is served at.
+    ///
+    /// Writes only when the key is new to this process or its URL changed (a fresh signing token, which later
+    /// fetches use).
+    /// - Parameter expiresAt: the item's expiry (`hlscache fetch --expires`): the key is never served past it.
+    /// - Throws: ``KeyError/storage``.
+    @discardableResult
+    public func register(_ url: OriginURL, expiresAt: Date? = nil) throws(KeyError) -> KeyID {
+        let id = id(for: url)
+        let known = registered.withLockedValue { $0[id] == url.string }
+        if known && expiresAt == nil { return id }
+        try database.register(id: id, url: url.string, host: url.host, itemExpiresAt: expiresAt, now: clock())
+        registered.withLockedValue { $0[id] = url.string }
+        return id
+    }
+
+    /// The key's 16 bytes: the stored copy while it is valid, otherwise fetched from the origin (and stored).
+    ///
+    /// - Throws: ``KeyError/notFound`` for an id never registered; ``KeyError/expired`` (403) when the stored
+    ///   copy is past its expiry and the origin does not renew it; ``KeyError/keyUnavailable`` when the origin
+    ///   fails or answers something other than 16 bytes (502), or (403) when the stored copy cannot be
+    ///   decrypted — another master key — and the origin does not answer. Never returns wrong bytes.
+    public func key(_ id: KeyID) async throws(KeyError) -> [UInt8] {
+        guard let record = try database.record(id) else {
+            throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
+        }
+        var unreadable = false
+        if record.isStored {
+            if let plain = open(record) {
+                if record.state(masterKeyID: masterKey.id, now: clock()) == .valid { return plain }
+            } else {
+                unreadable = true
+            }
+        }
+        do throws(KeyError) {
+            return try await fetchShared(record)
+        } catch {
+            if unreadable {
+                throw KeyError.keyUnavailable.withStatus(403).with(
+                    "the stored copy of \(id) cannot be decrypted with this master key and the origin did not provide it (\(error.message))")
+            }
+            if record.isStored {
+                let when = record.expiresAt.map { " at \(ISO8601DateFormatter().string(from: $0))" } ?? ""
+                throw KeyError.expired.with("key \(id) expired\(when) and was not renewed (\(error.message))")
+            }
+            throw error
+        }
+    }
+
+    /// Fetches the key again now, whatever its state (`hlscache keys renew`).
+    /// - Returns: the record after the renewal.
+    /// - Throws: ``KeyError/notFound``, ``KeyError/keyUnavailable``, ``KeyError/storage``.
+    @discardableResult
+    public func renew(_ id: KeyID) async throws(KeyError) -> KeyRecord {
+        guard let record = try database.record(id) else { throw KeyError.notFound.with("no key \(id) is registered") }
+        _ = try await fetchShared(record)
+        guard let renewed = try database.record(id) else { throw KeyError.notFound.with("key \(id) was removed meanwhile") }
+        return renewed
+    }
+
+    /// Renews every stored key that expires within `window` (or has expired, or is unreadable) and that a
+    /// refetch can extend: not when the item's own expiry is what limits it. Failures are logged and counted.
+    public func renewDue(within window: Duration) async -> (renewed: Int, failed: Int) {
+        let records: [KeyRecord]
+        do {
+            records = try database.all()
+        } catch {
+            logger.warning("key renewal: \(error)")
+            return (0, 0)
+        }
+        let now = clock()
+        let horizon = now.addingTimeInterval(window.seconds)
+        var renewed = 0
+        var failed = 0
+        for record in records where record.isStored {
+            if let item = record.itemExpiresAt, item <= horizon, record.fetchedExpiresAt.map({ item <= $0 }) ?? true { continue }
+            let state = record.state(masterKeyID: masterKey.id, now: now)
+            guard state == .unreadable || (record.expiresAt.map { $0 <= horizon } ?? false) else { continue }
+            do throws(KeyError) {
+                _ = try await fetchShared(record)
+                renewed += 1
+            } catch {
+                failed += 1
+                logger.info("key \(record.id) from \(record.host) not renewed: \(error.message)")
+            }
+        }
+        return (renewed, failed)
+    }
+
+    /// Every registered key, by host then id.
+    public func list() throws(KeyError) -> [KeyRecord] {
+        try database.all()
+    }
+
+    /// One key's record, `nil` if not registered.
+    public func record(_ id: KeyID) throws(KeyError) -> KeyRecord? {
+        try database.record(id)
+    }
+
+    /// The state of `record` for this process.
+    public func state(of record: KeyRecord) -> KeyState {
+        record.state(masterKeyID: masterKey.id, now: clock())
+    }
+
+    // MARK: - Fetching
+
+    /// One origin fetch per id at a time; later callers wait for it.
+    private func fetchShared(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
+        let task = inFlight.withLockedValue { tasks in
+            if let existing = tasks[record.id] { return existing }
+            let task = Task<[UInt8], any Error> {
+                defer { self.inFlight.withLockedValue { $0[record.id] = nil } }
+                return try await self.fetchAndStore(record)
+            }
+            tasks[record.id] = task
+            return task
+        }
+        do {
+            return try await task.value
+        } catch let error as KeyError {
+            throw error
+        } catch {
+            throw KeyError.keyUnavailable.with("\(error)")
+        }
+    }
+
+    private func fetchAndStore(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
+        let id = record.id
+        do throws(KeyError) {
+            let url: OriginURL
+            do {
+                url = try OriginURL(record.url)
+            } catch {
+                throw KeyError.keyUnavailable.with("the key URL of \(id) is not usable: \(error)")
+            }
+            let response: OriginResponse
+            do throws(OriginError) {
+                response = try await fetcher.fetch(url, headers: [], maxBytes: configuration.maxResponseBytes)
+            } catch {
+                throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)")
+            }
+            let body = Array(response.body.readableBytesView)
+            guard response.status == 200 || response.status == 203 else {
+                throw KeyError.keyUnavailable.with("origin \(url.host) answered \(response.status) for key \(id)")
+            }
+            guard body.count == AES128CBC.keyByteCount else {
+                throw KeyError.keyUnavailable.with(
+                    "origin \(url.host) sent \(body.count) bytes for key \(id); an AES-128 key has exactly 16")
+            }
+            let now = clock()
+            let expiresAt = KeyExpiry.earliest(
+                record.itemExpiresAt, KeyExpiry.origin(headers: response.headers, now: now),
+                configuration.ttl.map { now.addingTimeInterval($0.seconds) })
+            let sealed: [UInt8]
+            do {
+                sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))
+            } catch {
+                throw KeyError.storage.with("cannot seal key \(id): \(error)")
+            }
+            try database.store(id: id, sealed: sealed, masterKeyID: masterKey.id, fetchedAt: now, expiresAt: expiresAt)
+            reportedUnreadable.withLockedValue { _ = $0.remove(id) }
+            logger.debug("key \(id) from \(url.host) stored, expires \(expiresAt.map { "\($0)" } ?? "never")")
+            return body
+        } catch {
+            try? database.recordFailure(id: id, message: error.message)
+            throw error
+        }
+    }
+
+    /// The plaintext of a stored copy, `nil` when it cannot be decrypted (another master key, damage).
+    private func open(_ record: KeyRecord) -> [UInt8]? {
+        guard let sealed = record.sealed else { return nil }
+        if record.masterKeyID == masterKey.id,
+            let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id)),
+            plain.count == AES128CBC.keyByteCount
+        {
+            return plain
+        }
+        let first = reportedUnreadable.withLockedValue { $0.insert(record.id).inserted }
+        if first {
+            logger.warning(
+                "stored key \(record.id) (\(record.host)) cannot be decrypted: sealed with master key \(record.masterKeyID ?? "?"), this process has \(masterKey.id); refetching it from the origin"
+            )
+        }
+        return nil
+    }
+
+    /// The id is bound to the sealed box, so a box copied onto another row does not open.
+    private static func aad(_ id: KeyID) -> [UInt8] { Array(("hlscache-key:" + id.value).utf8) }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

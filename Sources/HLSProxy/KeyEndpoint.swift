@@ -1,0 +1,60 @@
+import HLSCacheCore
+import HLSKeys
+import NIOCore
+import NIOHTTP1
+
+/// Answers `/keys/{keyid}` (DESIGN.md §7): only to clients the access policy allows, from the key service
+/// (stored copy or origin), as 16 bytes that no cache may keep.
+final class KeyEndpoint: Sendable {
+    private let services: ProxyServices
+
+    init(services: ProxyServices) {
+        self.services = services
+    }
+
+    /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`. Without a key service,
+    /// nobody.
+    static func allows(peer: SocketAddress?, keys: KeyService?) -> Bool {
+        guard let keys else { return false }
+        return keys.configuration.access.allows(peer: peer?.ipAddress)
+    }
+
+    func handle(_ request: ProxyRequest, id text: Substring, responder: Responder) {
+        guard let keys = services.keys else {
+            responder.send(error: KeyError.notFound.with("this server has no key service"))
+            return
+        }
+        guard KeyEndpoint.allows(peer: request.remoteAddress, keys: keys) else {
+            services.logger.notice("key request from \(request.remoteAddress?.ipAddress ?? "an unknown peer") refused")
+            responder.send(error: KeyError.forbidden)
+            return
+        }
+        guard let id = KeyID(text) else {
+            responder.send(error: KeyError.notFound.with("key ids are 32 hexadecimal digits"))
+            return
+        }
+        let eventLoop = responder.eventLoop
+        let logger = services.logger
+        Task {
+            let result: Result<[UInt8], KeyError>
+            do throws(KeyError) {
+                result = .success(try await keys.key(id))
+            } catch {
+                result = .failure(error)
+            }
+            eventLoop.execute {
+                switch result {
+                case .success(let bytes):
+                    var headers = HTTPHeaders()
+                    headers.add(name: "Content-Type", value: "application/octet-stream")
+                    headers.add(name: "Content-Length", value: String(bytes.count))
+                    headers.add(name: "Cache-Control", value: "no-store")
+                    responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(bytes: bytes)))
+                case .failure(let error):
+                    logger.info("key \(id): \(error.message)")
+                    responder.send(error: error)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import ArgumentParser
+import HLSOrigin
+
+/// Options for talking to origins, shared by every command that fetches.
+struct OriginOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A header sent to one origin, as HOST=NAME: VALUE (HOST or HOST:PORT); repeatable. Example: 'cdn.example.com=X-Token: abc'.",
+            valueName: "HOST=HEADER"))
+    var originHeader: [String] = []
+
+    func originConfiguration() throws -> OriginConfiguration {
+        var configuration = OriginConfiguration()
+        for spec in originHeader {
+            guard let (host, name, value) = OriginOptions.parse(spec) else {
+                throw ValidationError("--origin-header \(spec.split(separator: ":").first ?? ""): expected HOST=NAME: VALUE")
+            }
+            configuration.originHeaders[host, default: []].append((name, value))
+        }
+        return configuration
+    }
+
+    /// `host=Name: value` → (lowercased host, name, value).
+    static func parse(_ spec: String) -> (host: String, name: String, value: String)? {
+        guard let equals = spec.firstIndex(of: "=") else { return nil }
+        let host = spec[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+        let header = spec[spec.index(after: equals)...]
+        guard let colon = header.firstIndex(of: ":") else { return nil }
+        let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = name.utf8.allSatisfy { $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }
+        guard !host.isEmpty, !name.isEmpty, token, !value.contains("\r"), !value.contains("\n") else { return nil }
+        return (host, name, value)
+    }
+}

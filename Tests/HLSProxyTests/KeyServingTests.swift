@@ -1,0 +1,282 @@
+import Foundation
+import HLSCacheCore
+import HLSKeys
+import HLSOrigin
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import HLSProxy
+
+/// AES-128 streams through the proxy: key URIs rewritten to `/keys/{keyid}`, keys fetched with the origin's
+/// configured headers, stored sealed, served to local clients only, expired and renewed (DESIGN.md §7).
+@Suite(.serialized) struct KeyServingTests {
+    static func aes128() async throws -> URL { try await Streams.stream("aes128-rotation") { try FFmpeg.makeAES128(in: $0) } }
+
+    static func keyFiles(_ dir: URL) throws -> [String: [UInt8]] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("keys").path).filter { $0.hasSuffix(".key") }
+        return Dictionary(uniqueKeysWithValues: try names.map { ($0, [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/" + $0)))) })
+    }
+
+    /// Whether `needle` occurs in any file under `directory`.
+    static func anyFile(under directory: URL, contains needle: [UInt8]) -> Bool {
+        guard let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return false }
+        for case let file as URL in files {
+            guard let data = try? Data(contentsOf: file) else { continue }
+            let bytes = [UInt8](data)
+            guard bytes.count >= needle.count else { continue }
+            for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
+                if bytes[start..<(start + needle.count)].elementsEqual(needle) { return true }
+            }
+        }
+        return false
+    }
+
+    static func keyLines(_ playlist: String) -> [Substring] {
+        playlist.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-KEY") || $0.hasPrefix("#EXT-X-SESSION-KEY") }
+    }
+
+    static func keyPaths(_ playlist: String) -> [String] {
+        keyLines(playlist).compactMap { line in
+            guard let start = line.range(of: "URI=\"") else { return nil }
+            let rest = line[start.upperBound...]
+            return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+        }
+    }
+
+    @Test func protectedStreamPlaysThroughKeysEndpointAndOfflineWithoutKeysOnDisk() async throws {
+        let dir = try await Self.aes128()
+        let keys = try Self.keyFiles(dir)
+        #expect(keys.count >= 2, "the stream rotates keys")
+        let harness = try await ProxyHarness.start(
+            serving: dir, configureOrigin: { $0.originHeaders["127.0.0.1"] = [("X-Token", "v")] })
+        defer { Task { await harness.shutdown() } }
+        for name in keys.keys { harness.origin.setFault(.requireHeader("X-Token", "v"), for: "/keys/" + name) }
+
+        let direct = try await FFmpeg.frameMD5(harness.originURL("/index.m3u8"), extraArguments: ["-headers", "X-Token: v\r\n"])
+        #expect(direct.count > 50)
+        harness.origin.clearLog()
+
+        let served = try await harness.get(harness.url("/index.m3u8")).text
+        let original = try String(contentsOf: dir.appendingPathComponent("index.m3u8"), encoding: .utf8)
+        let paths = Self.keyPaths(served)
+        #expect(paths.count == Self.keyLines(original).count)
+        #expect(paths.allSatisfy { $0.hasPrefix("/keys/") && KeyID($0.dropFirst(6)) != nil }, "\(paths)")
+        #expect(Set(paths).count == keys.count, "one id per key")
+        // Only the URI changes: the IV and METHOD stay.
+        for (servedLine, originalLine) in zip(Self.keyLines(served), Self.keyLines(original)) {
+            let iv = originalLine.split(separator: ",").first { $0.hasPrefix("IV=") }
+            #expect(iv.map { servedLine.contains($0) } ?? true)
+            #expect(servedLine.contains("METHOD=AES-128"))
+        }
+
+        let proxied = try await FFmpeg.frameMD5(harness.url("/index.m3u8"))
+        #expect(proxied == direct)
+        for name in keys.keys {
+            #expect(harness.origin.requests(matching: "/keys/" + name).count == 1, "\(name) is fetched once")
+            #expect(harness.origin.requests(matching: "/keys/" + name).allSatisfy { $0.headers.contains { $0 == ("X-Token", "v") } })
+        }
+        try await harness.waitForIdle()
+
+        await harness.origin.stop()
+        let offline = try await FFmpeg.frameMD5(harness.url("/index.m3u8"))
+        #expect(offline == direct, "plays from the proxy with the origin stopped")
+
+        for (name, bytes) in keys {
+            #expect(!Self.anyFile(under: harness.cacheDirectory, contains: bytes), "\(name) is in the clear under the cache dir")
+        }
+        let mode = try FileManager.default.attributesOfItem(atPath: harness.cacheDirectory.appendingPathComponent("master.key").path)[.posixPermissions]
+        #expect(mode as? Int == 0o600)
+    }
+
+    @Test func keyResponseIsSixteenBytesThatNoCacheKeeps() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let served = try await harness.get(harness.url("/index.m3u8")).text
+        let path = try #require(Self.keyPaths(served).first)
+        let response = try await harness.get(harness.base + path)
+        #expect(response.status == 200)
+        #expect(response.body == (try Self.keyFiles(dir))["key0.key"])
+        #expect(response.headers.first(name: "Cache-Control") == "no-store")
+        #expect(response.headers.first(name: "Content-Type") == "application/octet-stream")
+
+        let unknown = try await harness.get(harness.base + "/keys/0123456789abcdef0123456789abcdef")
+        #expect(unknown.status == 404)
+        #expect(unknown.text.contains("\"error\":\"notFound\""))
+        let malformed = try await harness.get(harness.base + "/keys/..%2f..%2fetc")
+        #expect(malformed.status == 404)
+        let post = try await harness.get(harness.base + path, method: .POST)
+        #expect(post.status == 405)
+    }
+
+    @Test func sharedAndRotatingKeysAreFetchedOnceEach() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        defer { Task { await harness.shutdown() } }
+        let key = (0..<16).map { UInt8(0x30 + $0) }
+        harness.origin.setBody(key, contentType: "application/octet-stream", for: "/k/shared.key")
+        harness.origin.setBody((0..<16).map { UInt8(0x50 + $0) }, contentType: "application/octet-stream", for: "/k/other.key")
+        harness.origin.setFault(.stall(delay: .milliseconds(300)), for: "/k/shared.key")
+        for rendition in ["a", "b"] {
+            harness.origin.setBody(
+                Array(
+                    """
+                    #EXTM3U
+                    #EXT-X-TARGETDURATION:2
+                    #EXT-X-KEY:METHOD=AES-128,URI="../k/shared.key?token=\(rendition)",IV=0x000102030405060708090a0b0c0d0e0f
+                    #EXTINF:2,
+                    s0.ts
+                    #EXT-X-KEY:METHOD=AES-128,URI="/k/other.key"
+                    #EXTINF:2,
+                    s1.ts
+                    #EXT-X-ENDLIST
+
+                    """.utf8), for: "/\(rendition)/index.m3u8")
+        }
+        let a = Self.keyPaths(try await harness.get(harness.url("/a/index.m3u8")).text)
+        let b = Self.keyPaths(try await harness.get(harness.url("/b/index.m3u8")).text)
+        #expect(a == b, "a key shared by renditions (even with different tokens) has one id")
+        #expect(Set(a).count == 2)
+
+        try await withThrowingTaskGroup(of: [UInt8].self) { group in
+            for path in a + b + a { group.addTask { try await harness.get(harness.base + path).body } }
+            var bodies: [[UInt8]] = []
+            for try await body in group { bodies.append(body) }
+            #expect(bodies.filter { $0 == key }.count == 3)
+            #expect(bodies.allSatisfy { $0.count == 16 })
+        }
+        #expect(harness.origin.requests(containing: "/k/shared.key").count == 1)
+        #expect(harness.origin.requests(containing: "/k/other.key").count == 1)
+    }
+
+    @Test func sampleAESAndNonHTTPKeysPassThrough() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        defer { Task { await harness.shutdown() } }
+        let lines = [
+            "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"https://drm.example.com/k1\",KEYFORMAT=\"identity\"",
+            "#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI=\"k2.key\"",
+            "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://asset-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"",
+            "#EXT-X-KEY:METHOD=AES-128,URI=\"data:text/plain;base64,AAECAwQFBgcICQoLDA0ODw==\"",
+            "#EXT-X-KEY:METHOD=NONE",
+        ]
+        let body = (["#EXTM3U", "#EXT-X-TARGETDURATION:2"] + lines.flatMap { [$0, "#EXTINF:2,", "s.ts"] } + ["#EXT-X-ENDLIST", ""]).joined(separator: "\n")
+        harness.origin.setBody(Array(body.utf8), for: "/p.m3u8")
+        let master = """
+            #EXTM3U
+            #EXT-X-SESSION-KEY:METHOD=AES-128,URI="session.key",IV=0x0F0E0D0C0B0A09080706050403020100
+            #EXT-X-SESSION-KEY:METHOD=SAMPLE-AES,URI="skd://session",KEYFORMAT="com.apple.streamingkeydelivery"
+            #EXT-X-STREAM-INF:BANDWIDTH=100000
+            p.m3u8
+
+            """
+        harness.origin.setBody(Array(master.utf8), for: "/master.m3u8")
+
+        let served = try await harness.get(harness.url("/p.m3u8")).text
+        for line in lines { #expect(served.contains(line), "\(line) must pass through untouched") }
+        let servedMaster = try await harness.get(harness.url("/master.m3u8")).text
+        let sessionKeys = Self.keyLines(servedMaster)
+        #expect(sessionKeys.count == 2)
+        #expect(sessionKeys[0].hasPrefix("#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"/keys/"))
+        #expect(sessionKeys[0].hasSuffix("\",IV=0x0F0E0D0C0B0A09080706050403020100"))
+        #expect(sessionKeys[1] == "#EXT-X-SESSION-KEY:METHOD=SAMPLE-AES,URI=\"skd://session\",KEYFORMAT=\"com.apple.streamingkeydelivery\"")
+    }
+
+    @Test func aKeyThatIsNot16BytesIsRefused() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(Array(repeating: 0x41, count: 17), contentType: "application/octet-stream", for: "/keys/key0.key")
+        let path = try #require(Self.keyPaths(try await harness.get(harness.url("/index.m3u8")).text).first)
+        let response = try await harness.get(harness.base + path)
+        #expect(response.status == 502)
+        #expect(response.text.contains("\"error\":\"keyUnavailable\""))
+        #expect(!response.text.contains("AAAAAAAAAAAAAAAAA"))
+        let id = try #require(KeyID(path.dropFirst(6)))
+        #expect(try harness.keys.record(id)?.isStored == false)
+    }
+
+    @Test func expiredKeyIsRenewedWhileTheOriginAnswersAndRefusedWhenItIsDown() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir, configureKeys: { $0.ttl = .milliseconds(800) })
+        defer { Task { await harness.shutdown() } }
+        let path = try #require(Self.keyPaths(try await harness.get(harness.url("/index.m3u8")).text).first)
+        let key = try #require(try Self.keyFiles(dir)["key0.key"])
+        #expect(try await harness.get(harness.base + path).body == key)
+        #expect(try await harness.get(harness.base + path).body == key)
+        #expect(harness.origin.requests(matching: "/keys/key0.key").count == 1)
+
+        try await Task.sleep(for: .milliseconds(900))
+        #expect(try await harness.get(harness.base + path).body == key, "renewed")
+        #expect(harness.origin.requests(matching: "/keys/key0.key").count == 2)
+
+        try await Task.sleep(for: .milliseconds(900))
+        await harness.origin.stop()
+        let refused = try await harness.get(harness.base + path)
+        #expect(refused.status == 403)
+        #expect(refused.text.contains("\"error\":\"expired\""))
+        #expect(!Self.anyFile(under: harness.cacheDirectory, contains: key))
+    }
+
+    @Test func aWrongMasterKeyRefetchesInsteadOfServingGarbage() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let path = try #require(Self.keyPaths(try await harness.get(harness.url("/index.m3u8")).text).first)
+        let key = try #require(try Self.keyFiles(dir)["key0.key"])
+        #expect(try await harness.get(harness.base + path).body == key)
+        let id = try #require(KeyID(path.dropFirst(6)))
+
+        // Another process with another master key (HLSCACHE_MASTER_KEY set differently) on the same cache.
+        let other = try KeyService(
+            directory: harness.cacheDirectory.path, configuration: KeyConfiguration(), masterKey: MasterKey.generate(),
+            fetcher: harness.originClient, logger: Logger(label: "test"))
+        #expect(other.state(of: try #require(try other.record(id))) == .unreadable)
+        #expect(try await other.key(id) == key)
+        #expect(harness.origin.requests(matching: "/keys/key0.key").count == 2, "refetched from the origin")
+
+        // Now the server's own master key cannot open the copy; with the origin down it says so clearly.
+        await harness.origin.stop()
+        let refused = try await harness.get(harness.base + path)
+        #expect(refused.status == 403)
+        #expect(refused.text.contains("\"error\":\"keyUnavailable\""))
+    }
+
+    @Test func keysAreForLoopbackClientsUnlessAllowed() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        defer { Task { await harness.shutdown() } }
+        let lan = try SocketAddress(ipAddress: "192.168.1.20", port: 40000)
+        #expect(!KeyEndpoint.allows(peer: lan, keys: harness.keys))
+        #expect(KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "127.0.0.1", port: 40000), keys: harness.keys))
+        #expect(KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "::1", port: 40000), keys: harness.keys))
+        #expect(!KeyEndpoint.allows(peer: nil, keys: harness.keys))
+        #expect(!KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "127.0.0.1", port: 40000), keys: nil))
+
+        // The whole request path, with an injected peer address.
+        let channel = EmbeddedChannel()
+        channel.remoteAddress = lan
+        try channel.pipeline.syncOperations.addHandler(
+            ProxyHTTPHandler(router: ProxyRouter(services: harness.server.services), configuration: harness.server.configuration))
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef")))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        guard case .head(let head) = try channel.readOutbound(as: HTTPServerResponsePart.self) else {
+            Issue.record("no response head")
+            return
+        }
+        #expect(head.status == .forbidden)
+        guard case .body(.byteBuffer(let body)) = try channel.readOutbound(as: HTTPServerResponsePart.self) else {
+            Issue.record("no response body")
+            return
+        }
+        #expect(String(buffer: body).contains("\"error\":\"forbidden\""))
+        _ = try? channel.finish()
+
+        let allowed = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"),
+            configureKeys: { $0.access = KeyAccessPolicy(allowedNetworks: [IPNetwork("192.168.1.0/24")!]) })
+        defer { Task { await allowed.shutdown() } }
+        #expect(KeyEndpoint.allows(peer: lan, keys: allowed.keys))
+        #expect(!KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "192.168.2.20", port: 40000), keys: allowed.keys))
+    }
+}
