@@ -34,10 +34,21 @@ enum FFmpeg {
     static let ffmpeg = "/usr/bin/ffmpeg"
 
     /// Decodes `url` and returns the per-frame MD5 lines (comments dropped), as a player would see the content.
-    static func frameMD5(_ url: String, extraArguments: [String] = []) throws -> [String] {
-        let (stdout, _) = try run(
-            ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"])
-        return String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+    ///
+    /// ffmpeg runs on a thread of its own: waiting for it on the cooperative pool (two threads on a 2-core
+    /// machine) would starve the server's async work — such as fetching a key — that ffmpeg itself waits for.
+    static func frameMD5(_ url: String, extraArguments: [String] = []) async throws -> [String] {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        let (stdout, _) = try run(
+                            ffmpeg,
+                            ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"])
+                        return String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+                    })
+            }
+        }
     }
 
     private static let base = ["-hide_banner", "-loglevel", "error", "-nostdin", "-y"]

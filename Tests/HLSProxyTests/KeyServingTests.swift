@@ -55,7 +55,7 @@ import Testing
         defer { Task { await harness.shutdown() } }
         for name in keys.keys { harness.origin.setFault(.requireHeader("X-Token", "v"), for: "/keys/" + name) }
 
-        let direct = try FFmpeg.frameMD5(harness.originURL("/index.m3u8"), extraArguments: ["-headers", "X-Token: v\r\n"])
+        let direct = try await FFmpeg.frameMD5(harness.originURL("/index.m3u8"), extraArguments: ["-headers", "X-Token: v\r\n"])
         #expect(direct.count > 50)
         harness.origin.clearLog()
 
@@ -72,7 +72,7 @@ import Testing
             #expect(servedLine.contains("METHOD=AES-128"))
         }
 
-        let proxied = try FFmpeg.frameMD5(harness.url("/index.m3u8"))
+        let proxied = try await FFmpeg.frameMD5(harness.url("/index.m3u8"))
         #expect(proxied == direct)
         for name in keys.keys {
             #expect(harness.origin.requests(matching: "/keys/" + name).count == 1, "\(name) is fetched once")
@@ -81,7 +81,7 @@ import Testing
         try await harness.waitForIdle()
 
         await harness.origin.stop()
-        let offline = try FFmpeg.frameMD5(harness.url("/index.m3u8"))
+        let offline = try await FFmpeg.frameMD5(harness.url("/index.m3u8"))
         #expect(offline == direct, "plays from the proxy with the origin stopped")
 
         for (name, bytes) in keys {

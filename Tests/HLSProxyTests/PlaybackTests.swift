@@ -26,17 +26,17 @@ import Testing
         let harness = try await ProxyHarness.start(serving: dir)
         defer { Task { await harness.shutdown() } }
 
-        let direct = try FFmpeg.frameMD5(harness.originURL("/" + testCase.playlist))
+        let direct = try await FFmpeg.frameMD5(harness.originURL("/" + testCase.playlist))
         #expect(direct.count > 50, "the stream should have frames")
         harness.origin.clearLog()
 
-        let proxied = try FFmpeg.frameMD5(harness.url("/" + testCase.playlist))
+        let proxied = try await FFmpeg.frameMD5(harness.url("/" + testCase.playlist))
         #expect(proxied == direct)
         #expect(!harness.origin.requests.isEmpty, "the first playback goes to the origin")
         try await harness.waitForIdle()
 
         harness.origin.clearLog()
-        let again = try FFmpeg.frameMD5(harness.url("/" + testCase.playlist))
+        let again = try await FFmpeg.frameMD5(harness.url("/" + testCase.playlist))
         #expect(again == direct)
         let media = harness.origin.requests.filter { !$0.path.hasSuffix(".m3u8") }
         #expect(media.isEmpty, "second playback fetched media from the origin: \(media.map(\.path))")
