@@ -135,7 +135,11 @@ final class ResourceService: Sendable {
 
     private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
         let fetchKey = cacheable ? key.value : "blocking " + url.string
-        if let rangeHeader = request.header("Range"), !request.isHead {
+        // A playlist is never relayed raw, even for a Range request (ffmpeg sends `Range: bytes=0-`): its URIs
+        // must be rewritten, or relative ones would bypass `/keys/` and absolute ones the proxy. A 200 with the
+        // whole rewritten playlist is a valid answer to a Range request.
+        let playlistByName = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension?.lowercased())
+        if let rangeHeader = request.header("Range"), !request.isHead, !playlistByName {
             // Join an in-flight download only if it already has the start of the range; otherwise ask the
             // origin for just the range and fill the cache in the background.
             if let existing = services.fetches.existing(fetchKey) {
