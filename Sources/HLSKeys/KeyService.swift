@@ -102,6 +102,18 @@ public final class KeyService: Sendable {
         }
     }
 
+    /// The stored copy while it is valid, without the network and without Swift concurrency (one SQLite read),
+    /// so the server can answer the common case — a key already fetched — from its thread pool.
+    /// - Returns: `nil` when the key must be fetched (pending, expired, unreadable).
+    /// - Throws: ``KeyError/notFound`` for an id never registered, ``KeyError/storage``.
+    public func storedKey(_ id: KeyID) throws(KeyError) -> [UInt8]? {
+        guard let record = try database.record(id) else {
+            throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
+        }
+        guard record.state(masterKeyID: masterKey.id, now: clock()) == .valid else { return nil }
+        return open(record)
+    }
+
     /// Fetches the key again now, whatever its state (`hlscache keys renew`).
     /// - Returns: the record after the renewal.
     /// - Throws: ``KeyError/notFound``, ``KeyError/keyUnavailable``, ``KeyError/storage``.

@@ -1,5 +1,6 @@
 import HLSCacheCore
 import HLSKeys
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -35,6 +36,33 @@ final class KeyEndpoint: Sendable {
         }
         let eventLoop = responder.eventLoop
         let logger = services.logger
+        services.runBlocking(on: eventLoop) { () throws(KeyError) -> [UInt8]? in
+            try keys.storedKey(id)
+        }.whenComplete { result in
+            switch result {
+            case .success(let bytes?):
+                KeyEndpoint.send(bytes, to: responder)
+            case .success(nil):
+                KeyEndpoint.fetch(id, keys: keys, responder: responder, logger: logger)
+            case .failure(let error):
+                let mapped = (error as? KeyError) ?? KeyError.storage.with("\(error)")
+                logger.info("key \(id): \(mapped.message)")
+                responder.send(error: mapped)
+            }
+        }
+    }
+
+    private static func send(_ bytes: [UInt8], to responder: Responder) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/octet-stream")
+        headers.add(name: "Content-Length", value: String(bytes.count))
+        headers.add(name: "Cache-Control", value: "no-store")
+        responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(bytes: bytes)))
+    }
+
+    /// Pending, expired or unreadable: fetch (shared with concurrent requests for the same key).
+    private static func fetch(_ id: KeyID, keys: KeyService, responder: Responder, logger: Logger) {
+        let eventLoop = responder.eventLoop
         Task {
             let result: Result<[UInt8], KeyError>
             do throws(KeyError) {
@@ -45,11 +73,7 @@ final class KeyEndpoint: Sendable {
             eventLoop.execute {
                 switch result {
                 case .success(let bytes):
-                    var headers = HTTPHeaders()
-                    headers.add(name: "Content-Type", value: "application/octet-stream")
-                    headers.add(name: "Content-Length", value: String(bytes.count))
-                    headers.add(name: "Cache-Control", value: "no-store")
-                    responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(bytes: bytes)))
+                    KeyEndpoint.send(bytes, to: responder)
                 case .failure(let error):
                     logger.info("key \(id): \(error.message)")
                     responder.send(error: error)

@@ -200,3 +200,22 @@ import Testing
 enum SHA256Hex {
     static func of(_ key: MasterKey) -> String { key.bytes.map { String(format: "%02x", $0) }.joined() }
 }
+
+@Suite struct KeyRenewalServiceTests {
+    @Test func renewsInTheBackgroundUntilCancelled() async throws {
+        let setup = KeyServiceTests.Setup()
+        defer { setup.directory.cleanup() }
+        let keys = try setup.service { $0.ttl = .seconds(600) }
+        let id = try keys.register(KeyServiceTests.url)
+        _ = try await keys.key(id)
+        setup.clock.advance(590)
+        let service = KeyRenewalService(keys: keys, before: .seconds(60), interval: .milliseconds(20))
+        let running = Task { try await service.run() }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while setup.origin.count < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        running.cancel()
+        _ = await running.result
+        #expect(setup.origin.count >= 2)
+        #expect(try keys.record(id)?.expiresAt == setup.clock.now.addingTimeInterval(600))
+    }
+}
