@@ -49,6 +49,13 @@ public final class KeyService: Sendable {
     }
 
     /// The id of the key at `url`, without registering it.
+    /// The id of `url` if a served playlist registered it as an AES-128 key in this process, else nil.
+    /// The proxy uses it to keep key files off the generic (cached, plaintext) path.
+    public func registeredID(for url: OriginURL) -> KeyID? {
+        let id = id(for: url)
+        return registered.withLockedValue { $0[id] } != nil ? id : nil
+    }
+
     public func id(for url: OriginURL) -> KeyID {
         KeyID(CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
     }

@@ -18,6 +18,16 @@ final class ResourceService: Sendable {
     static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
 
     func handle(_ request: ProxyRequest, url: OriginURL, responder: Responder) {
+        // A registered AES-128 key asked for by its origin URL: send the client to /keys/{id}, where access is
+        // checked and the key is stored encrypted; the generic path would cache it in plaintext.
+        if let keys = services.keys, let id = keys.registeredID(for: url) {
+            var headers = HTTPHeaders()
+            headers.add(name: "Location", value: id.path)
+            headers.add(name: "Content-Length", value: "0")
+            headers.add(name: "Cache-Control", value: "no-store")
+            responder.send(status: .temporaryRedirect, headers: headers, body: .empty)
+            return
+        }
         let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
         let blocking = url.query.map(ResourceService.hasBlockingReloadParameters) ?? false
         // The player's own request goes first; read-ahead follows it.

@@ -281,4 +281,23 @@ import Testing
         #expect(KeyEndpoint.allows(peer: lan, keys: allowed.keys))
         #expect(!KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "192.168.2.20", port: 40000), keys: allowed.keys))
     }
+
+    /// A client asking for a registered key by its origin URL is sent to /keys/{id} (access checks, sealed
+    /// storage) instead of the generic path, which would cache the key in plaintext.
+    @Test func keyFilesAreNotServedThroughTheGenericPath() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let playlist = try await harness.get(harness.url("/index.m3u8"))
+        #expect(playlist.text.contains("/keys/"))
+        let direct = try await harness.get(harness.url("/keys/key0.key"))
+        #expect(direct.status == 307)
+        let location = try #require(direct.headers.first(name: "Location"))
+        #expect(location.hasPrefix("/keys/"))
+        let key = try await harness.get(harness.base + location)
+        #expect(key.status == 200)
+        #expect(key.body == [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/key0.key"))))
+        try await harness.waitForIdle()
+        #expect(!Self.anyFile(under: harness.cacheDirectory, contains: key.body), "the key reached the disk in plaintext")
+    }
 }
