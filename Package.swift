@@ -64,10 +64,20 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        // The prewarmer: items (GRDB, their own file), rendition selection, the download engine and scheduler.
+        .target(
+            name: "HLSDownloader",
+            dependencies: [
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSProxy",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSProxy", "HLSDownloader",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -93,12 +103,15 @@ let package = Package(
         .testTarget(
             name: "HLSProxyTests",
             dependencies: [
-                "HLSProxy", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist",
+                "HLSProxy", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist", "HLSDownloader",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "CLITests", dependencies: ["hlscache"], swiftSettings: swiftSettings),
     ]
 )

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSDownloader
 import HLSOrigin
 import HLSProxy
 import Logging
@@ -63,10 +64,24 @@ struct ServeCommand: AsyncParsableCommand {
         }
         print("hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
         fflush(nil)
+        // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
+        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
+        let items = try ItemStore(directory: configuration.cacheDirectory)
+        var downloaderConfiguration = DownloaderConfiguration()
+        downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
+        downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
+        let downloader = Downloader(
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
+            logger: logger)
+        let scheduler = DownloadScheduler(downloader: downloader)
+        let schedulerTask = Task { await scheduler.run() }
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [ProxyService(server: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
+        schedulerTask.cancel()
+        await schedulerTask.value
+        try? await downloadOrigin.shutdown()
         try? await origin.shutdown()
         store.close()
     }

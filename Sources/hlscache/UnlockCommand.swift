@@ -1,0 +1,22 @@
+import ArgumentParser
+import HLSDownloader
+
+/// `hlscache unlock ID`: the item's objects become evictable again (unless another locked item lists them).
+struct UnlockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock an item's objects.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    func run() async throws {
+        let context = try ItemContext.open(cache)
+        defer { context.store.close() }
+        try await ItemCommandRunner.run {
+            try context.downloader.setLocked(id, false)
+            print("\(id): unlocked")
+        }
+        try? await context.origin.shutdown()
+    }
+}
