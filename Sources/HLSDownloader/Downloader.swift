@@ -187,7 +187,8 @@ public final class Downloader: Sendable {
             }
             try await group.waitForAll()
         }
-        if item.locked || (try items.item(item.id))?.locked == true {
+        let lockedNow = try items.item(item.id)?.locked ?? false
+        if item.locked || lockedNow {
             try? store.setLocked(plan.resources.map(\.key), true)
         }
         return plan

@@ -347,7 +347,7 @@ public final class ItemStore: Sendable {
                 item.id, item.url, try json(item.selection), try json(item.renditions), item.precacheSeconds,
                 item.expiresAt?.timeIntervalSince1970, item.locked, try json(item.headers), item.state.rawValue,
                 item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
-                item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map(Int64.init),
+                item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
             ])
     }
 }

@@ -78,12 +78,10 @@ struct FetchCommand: AsyncParsableCommand {
         do {
             selection = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError("\(error)")
         }
-        let context = try ItemContext.open(cache, rate: rate.flatMap(ByteSize.init)?.bytes) { printer.handle($0) }
         let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
-        do {
-            try await ItemCommandRunner.run {
+        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
                 try context.items.recoverInterrupted()
                 try context.downloader.expireDue()
                 var item = DownloadItem(
@@ -113,18 +111,17 @@ struct FetchCommand: AsyncParsableCommand {
                     return
                 }
                 try await ForegroundDownload.run(item.id, context: context, printer: printer, proxyBase: proxy)
-            }
-        } catch {
-            await context.close()
-            throw error
         }
-        await context.close()
     }
 
     private func dryRunReport(_ item: DownloadItem, context: ItemContext, proxyURL: String, printer: ProgressPrinter) async throws {
         let plan = try await context.downloader.makePlan(for: item, storing: false)
-        let fits: DownloadError?
-        do { try context.downloader.checkFits(plan); fits = nil } catch { fits = error }
+        var fits: DownloadError?
+        do {
+            try context.downloader.checkFits(plan)
+        } catch {
+            fits = error
+        }
         if json {
             var object: [String: Any] = [
                 "event": "plan", "url": item.url, "proxyURL": proxyURL, "seconds": item.precacheSeconds, "partial": plan.isPartial,

@@ -8,10 +8,10 @@ import HLSDownloader
 /// the final state.
 enum ForegroundDownload {
     static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
-        let task = Task { () async throws(DownloadError) -> DownloadItem in
+        let task = Task { () async throws -> DownloadItem in
             do {
                 return try await context.downloader.run(id)
-            } catch let error where error == .invalidState {
+            } catch let error as DownloadError where error == .invalidState {
                 // Another live process (a `serve`, another `fetch`) downloads it: follow its progress instead.
                 return try await follow(id, context: context, printer: printer)
             }

@@ -51,6 +51,22 @@ struct ItemContext {
         try? await origin.shutdown()
         store.close()
     }
+
+    /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
+    /// the context on every path (the origin client must be shut down before it is released).
+    static func with(
+        _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in },
+        _ body: (ItemContext) async throws -> Void
+    ) async throws {
+        let context = try open(cache, rate: rate, onEvent: onEvent)
+        do {
+            try await ItemCommandRunner.run { try await body(context) }
+        } catch {
+            await context.close()
+            throw error
+        }
+        await context.close()
+    }
 }
 
 /// Exit with the item error code on stderr: `hlscache: notFound: the origin answered 404 …`.

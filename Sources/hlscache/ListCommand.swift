@@ -22,9 +22,7 @@ struct ListCommand: AsyncParsableCommand {
             }
             filter = parsed
         }
-        let context = try ItemContext.open(cache)
-        defer { context.store.close() }
-        try await ItemCommandRunner.run {
+        try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
             let items = try context.items.items(state: filter)
@@ -41,7 +39,6 @@ struct ListCommand: AsyncParsableCommand {
                         + (item.precacheSeconds == 0 ? "all" : "\(item.precacheSeconds)").padding(8) + item.url)
             }
         }
-        try? await context.origin.shutdown()
     }
 }
 

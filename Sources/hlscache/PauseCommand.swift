@@ -11,13 +11,10 @@ struct PauseCommand: AsyncParsableCommand {
     var id: String
 
     func run() async throws {
-        let context = try ItemContext.open(cache)
-        defer { context.store.close() }
-        try await ItemCommandRunner.run {
+        try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             let item = try context.downloader.pause(id)
             print("\(item.id): \(item.state.rawValue)")
         }
-        try? await context.origin.shutdown()
     }
 }

@@ -14,12 +14,9 @@ struct RemoveCommand: AsyncParsableCommand {
     var keepMetadata = false
 
     func run() async throws {
-        let context = try ItemContext.open(cache)
-        defer { context.store.close() }
-        try await ItemCommandRunner.run {
+        try await ItemContext.with(cache) { context in
             try context.downloader.remove(id, keepMetadata: keepMetadata)
             print("\(id): deleted")
         }
-        try? await context.origin.shutdown()
     }
 }

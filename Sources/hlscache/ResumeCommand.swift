@@ -27,9 +27,7 @@ struct ResumeCommand: AsyncParsableCommand {
     func run() async throws {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         let printer = ProgressPrinter(json: json)
-        let context = try ItemContext.open(cache, rate: rate.flatMap(ByteSize.init)?.bytes) { printer.handle($0) }
-        do {
-            try await ItemCommandRunner.run {
+        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
                 let current = try context.items.require(id)
                 if current.state != .idle && current.state != .queued {
                     try context.downloader.resume(id)
@@ -39,11 +37,6 @@ struct ResumeCommand: AsyncParsableCommand {
                     return
                 }
                 try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxy)
-            }
-        } catch {
-            await context.close()
-            throw error
         }
-        await context.close()
     }
 }

@@ -18,9 +18,7 @@ struct ShowCommand: AsyncParsableCommand {
     var proxy: String = "http://127.0.0.1:8080"
 
     func run() async throws {
-        let context = try ItemContext.open(cache)
-        defer { context.store.close() }
-        try await ItemCommandRunner.run {
+        try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
             let item = try context.items.require(id)
@@ -42,6 +40,5 @@ struct ShowCommand: AsyncParsableCommand {
                 }
             }
         }
-        try? await context.origin.shutdown()
     }
 }

@@ -11,12 +11,9 @@ struct UnlockCommand: AsyncParsableCommand {
     var id: String
 
     func run() async throws {
-        let context = try ItemContext.open(cache)
-        defer { context.store.close() }
-        try await ItemCommandRunner.run {
+        try await ItemContext.with(cache) { context in
             try context.downloader.setLocked(id, false)
             print("\(id): unlocked")
         }
-        try? await context.origin.shutdown()
     }
 }
