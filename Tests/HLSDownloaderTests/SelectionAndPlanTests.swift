@@ -69,7 +69,7 @@ import Testing
         #expect(plan.isPartial)
         #expect(plan.segmentCount == 2)
         #expect(plan.media.map { $0.url.path } == ["/v/k1.key", "/v/init.mp4", "/v/s0.m4s", "/v/s1.m4s"])
-        #expect(plan.estimatedBytes == 1_000_000 * 4 / 8)
+        #expect(plan.estimatedBytes == Int64(500_000))
         let whole = try DownloadPlan.make(playlists: [try OriginURL(url)], renditions: [(selected, media)], seconds: 0)
         #expect(!whole.isPartial)
         #expect(whole.segmentCount == 4)
