@@ -18,6 +18,7 @@ import Testing
         let (origin, _) = try await start()
         origin.setFault(.failFirst(times: 2, status: 503), for: "/seg001.m4s")
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8")
         #expect(item.state == .cached)
         let attempts = origin.requests(matching: "/seg001.m4s")
@@ -34,6 +35,7 @@ import Testing
         let (origin, _) = try await start()
         origin.setFault(.status(503), for: "/seg002.m4s")
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "http")
@@ -48,6 +50,7 @@ import Testing
         let (origin, _) = try await start()
         origin.setFault(.truncate(bytes: 100), for: "/seg000.m4s")
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "network")
@@ -60,6 +63,7 @@ import Testing
     @Test func a404MasterIsNotFound() async throws {
         let (origin, _) = try await start()
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/missing.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "notFound")
@@ -72,6 +76,7 @@ import Testing
         let (origin, _) = try await start()
         origin.setBody(Array("#EXTM3U\n#EXTINF:abc,\nseg.ts\n".utf8), for: "/bad.m3u8")
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/bad.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "corrupted")
@@ -86,6 +91,7 @@ import Testing
         let (origin, _) = try await start()
         origin.setBody(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg000.m4s\n".utf8), for: "/live.m3u8")
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/live.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "unsupported")
@@ -98,6 +104,7 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = DownloadItem(id: "dry", url: fetch.url("/master.m3u8"), precacheSeconds: 4)
         let plan = try await fetch.downloader.makePlan(for: item, storing: false)
         let master = try String(contentsOf: dir.appendingPathComponent("master.m3u8"), encoding: .utf8)
@@ -125,6 +132,7 @@ import Testing
         let origin2 = TestOrigin(root: dir)
         try await origin2.start()
         let fetch = try DownloaderHarness(origin: origin2, maxBytes: 64 * 1024)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/master.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "cacheFull")

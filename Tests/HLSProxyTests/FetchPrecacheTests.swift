@@ -30,16 +30,17 @@ import Testing
         try await origin.start()
         let port = origin.port
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/master.m3u8", seconds: 4)
         #expect(item.state == .partiallyCached)
         #expect(item.errorCode == nil)
 
         // Exactly the segments starting before 4 s, in every rendition, and every playlist.
         var expectedPaths: Set<String> = ["/master.m3u8"]
-        for rendition in ["v0", "v1", "v2"] {
+        for rendition in ["v0", "v1", "venglish"] {
             expectedPaths.insert("/\(rendition)/index.m3u8")
             let wanted = try Self.segmentsStartingBefore(4, playlist: dir.appendingPathComponent("\(rendition)/index.m3u8"))
-            #expect(wanted.count == 2, "2 s segments: two start before 4 s in \(rendition)")
+            if rendition != "venglish" { #expect(wanted.count == 2, "2 s segments: two start before 4 s in \(rendition)") }
             for segment in wanted { expectedPaths.insert("/\(rendition)/\(segment)") }
             let all = try Self.segmentsStartingBefore(1000, playlist: dir.appendingPathComponent("\(rendition)/index.m3u8"))
             for segment in all where !wanted.contains(segment) {
@@ -91,6 +92,7 @@ import Testing
         let origin = TestOrigin(root: aes)
         try await origin.start()
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8", seconds: 4)
         #expect(item.state == .partiallyCached)
         // Keys rotate every 2 segments: only key0 covers the first 4 s.
@@ -106,6 +108,7 @@ import Testing
         let origin2 = TestOrigin(root: fmp4)
         try await origin2.start()
         let fetch2 = try DownloaderHarness(origin: origin2)
+        defer { Task { await fetch2.shutdown() } }
         let whole = try await fetch2.fetch("/index.m3u8", seconds: 0)
         #expect(whole.state == .cached)
         #expect(fetch2.store.lookup(try fetch2.key("/init.mp4"))?.kind == .initSection)
@@ -120,6 +123,7 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8", seconds: 2)
         #expect(item.state == .partiallyCached)
         let original = try [UInt8](Data(contentsOf: dir.appendingPathComponent("index.ts")))
