@@ -7,7 +7,7 @@ import HLSDownloader
 struct FetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fetch",
-        abstract: "Download a stream (or its first N seconds) into the cache.",
+        abstract: "Prewarm a stream (or its first N seconds).",
         discussion: """
             Prints the proxy URL to give the player, then the progress. The item is recorded in the cache \
             directory: see `hlscache ls`, `show`, `pause`, `resume`, `rm`, `lock`. Live playlists are refused.
