@@ -66,3 +66,23 @@ final class DownloaderHarness: Sendable {
         if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }
     }
 }
+
+extension FFmpeg {
+    /// ``frameMD5(_:extraArguments:)`` on its own thread: the blocking wait must not hold one of the few
+    /// cooperative threads the proxy and origin client need meanwhile (on a 2-core machine, two suites doing
+    /// it at once starve them).
+    static func frameMD5Detached(_ url: String, extraArguments: [String] = []) async throws -> [String] {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try frameMD5(url, extraArguments: extraArguments) })
+            }
+        }
+    }
+}
+
+extension Process {
+    /// Waits for exit without blocking a cooperative thread.
+    func waitForExit() async {
+        while isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+}

@@ -40,7 +40,7 @@ import Testing
             let process = try launch(common + ["--rate", "150KB"])
             try await Task.sleep(for: .milliseconds(Int.random(in: 150...900)))
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            await process.waitForExit()
             #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): killed before it finished")
             let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
             #expect(refetched.isEmpty, "cycle \(cycle): complete files fetched again: \(refetched)")
@@ -50,7 +50,7 @@ import Testing
         // The item was left `downloading` by a dead process; the next run resumes it to the end.
         origin.clearLog()
         let final = try launch(common + ["--json"])
-        final.waitUntilExit()
+        await final.waitForExit()
         #expect(final.terminationStatus == 0)
         let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
         #expect(refetched.isEmpty, "complete files fetched again: \(refetched)")

@@ -59,8 +59,8 @@ import Testing
         #expect(fetch.store.lookup(try fetch.key("/v0/seg000.ts"))?.kind == .segment)
 
         // Reference decodes while the origin is up.
-        let directFirst = try FFmpeg.frameMD5(origin.baseURL + "/master.m3u8", extraArguments: ["-t", "3.9"])
-        let directAll = try FFmpeg.frameMD5(origin.baseURL + "/master.m3u8")
+        let directFirst = try await FFmpeg.frameMD5Detached(origin.baseURL + "/master.m3u8", extraArguments: ["-t", "3.9"])
+        let directAll = try await FFmpeg.frameMD5Detached(origin.baseURL + "/master.m3u8")
         #expect(directFirst.count > 50 && directAll.count > directFirst.count)
         await fetch.shutdown(keepingCache: true)
 
@@ -68,19 +68,19 @@ import Testing
         await origin.stop()
         let proxy = try await ProxyHarness.start(origin: TestOrigin(root: dir)) { $0.cacheDirectory = fetch.cacheDirectory.path }
         let master = "\(proxy.base)/http/127.0.0.1:\(port)/master.m3u8"
-        let offline = try FFmpeg.frameMD5(master, extraArguments: ["-t", "3.9"])
+        let offline = try await FFmpeg.frameMD5Detached(master, extraArguments: ["-t", "3.9"])
         #expect(offline == directFirst, "the first 3.9 s decode identically with the origin stopped")
 
         // Past the precached part it fails clearly: the proxy answers 502/504 for the next segment.
         let next = try await proxy.get("\(proxy.base)/http/127.0.0.1:\(port)/v0/seg002.ts")
         #expect(next.status == 502 || next.status == 504)
         #expect(next.text.contains("\"error\""))
-        let partial = try? FFmpeg.frameMD5(master)
+        let partial = try? await FFmpeg.frameMD5Detached(master)
         #expect(partial != directAll, "the whole stream cannot play offline")
 
         // The origin comes back on the same address: the whole stream plays.
         try await origin.start(port: port)
-        let online = try FFmpeg.frameMD5(master)
+        let online = try await FFmpeg.frameMD5Detached(master)
         #expect(online == directAll)
         await proxy.shutdown()
         await origin.stop()
