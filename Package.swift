@@ -77,10 +77,20 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        // The prewarmer: items (GRDB, their own file), rendition selection, the download engine and scheduler.
+        .target(
+            name: "HLSDownloader",
+            dependencies: [
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -111,7 +121,7 @@ let package = Package(
         .testTarget(
             name: "HLSProxyTests",
             dependencies: [
-                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist",
+                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist", "HLSDownloader",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -119,8 +129,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "CLITests",
-            dependencies: ["hlscache", "HLSKeys", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["hlscache", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

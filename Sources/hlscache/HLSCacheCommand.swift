@@ -11,6 +11,9 @@ struct HLSCacheCommand: AsyncParsableCommand {
             `hlscache url ORIGIN_URL` prints that address.
             """,
         version: HLSCacheVersion.current,
-        subcommands: [ServeCommand.self, URLCommand.self, KeysCommand.self]
+        subcommands: [
+            ServeCommand.self, URLCommand.self, FetchCommand.self, ListCommand.self, ShowCommand.self, PauseCommand.self,
+            ResumeCommand.self, RemoveCommand.self, LockCommand.self, UnlockCommand.self, KeysCommand.self,
+        ]
     )
 }

@@ -3,6 +3,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
+import HLSDownloader
 import HLSOrigin
 import HLSProxy
 import Logging
@@ -92,9 +93,23 @@ struct ServeCommand: AsyncParsableCommand {
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
+        // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
+        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
+        let items = try ItemStore(directory: configuration.cacheDirectory)
+        var downloaderConfiguration = DownloaderConfiguration()
+        downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
+        downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
+        let downloader = Downloader(
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
+            logger: logger)
+        let scheduler = DownloadScheduler(downloader: downloader)
+        let schedulerTask = Task { await scheduler.run() }
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: running, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
+        schedulerTask.cancel()
+        await schedulerTask.value
+        try? await downloadOrigin.shutdown()
         try? await origin.shutdown()
         store.close()
     }

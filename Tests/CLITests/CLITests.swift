@@ -126,3 +126,55 @@ struct CLI {
         #expect(size.stderr.contains("--max-cache-size"))
     }
 }
+
+@Suite struct ItemCommandTests {
+    /// The item commands on an empty cache: listing works, unknown ids are clear errors with their exit status.
+    @Test func itemCommandsOnAnEmptyCache() throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let ls = try CLI.run(["ls", "--cache-dir", cache.path, "--json"])
+        #expect(ls.status == 0)
+        #expect(ls.stdout.isEmpty)
+        for command in ["show", "pause", "resume", "rm", "lock", "unlock"] {
+            let result = try CLI.run([command, "nope", "--cache-dir", cache.path])
+            #expect(result.status == 7, "\(command) of an unknown id")
+            #expect(result.stderr.contains("unknownItem"))
+        }
+        let bad = try CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--seconds", "40000", "--cache-dir", cache.path])
+        #expect(bad.status != 0 && bad.stderr.contains("--seconds"))
+        let state = try CLI.run(["ls", "--state", "sleeping", "--cache-dir", cache.path])
+        #expect(state.status != 0 && state.stderr.contains("--state"))
+    }
+
+    /// `fetch --detach` records a queued item; a `serve` on the same cache picks it up (it fails here: nothing
+    /// listens on port 1, which shows the scheduler ran it).
+    @Test func detachedItemsArePickedUpByServe() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-detach-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let fetch = try CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "later", "--cache-dir", cache.path])
+        #expect(fetch.status == 0)
+        #expect(fetch.stdout.contains("http://127.0.0.1:8080/http/127.0.0.1:1/a.m3u8"))
+        #expect(try CLI.run(["ls", "--state", "queued", "--cache-dir", cache.path]).stdout.contains("later"))
+
+        let process = Process()
+        process.executableURL = CLI.binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "critical"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let deadline = Date().addingTimeInterval(20)
+        var state = ""
+        while Date() < deadline {
+            let show = try CLI.run(["show", "later", "--json", "--cache-dir", cache.path])
+            if show.stdout.contains("\"state\":\"failed\"") {
+                state = show.stdout
+                break
+            }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(state.contains("\"error\":\"network\""), "serve ran the queued item: \(state)")
+        process.terminate()
+        process.waitUntilExit()
+    }
+}

@@ -51,7 +51,8 @@ final class TestOrigin: Sendable {
     var port: Int { boundPort.withLockedValue { $0 } }
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    func start() async throws {
+    /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address).
+    func start(port: Int = 0) async throws {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -63,7 +64,7 @@ final class TestOrigin: Sendable {
                     try channel.pipeline.syncOperations.addHandler(TestOriginHandler(origin: self))
                 }
             }
-        let bound = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        let bound = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
         channel.withLockedValue { $0 = bound }
         boundPort.withLockedValue { $0 = bound.localAddress?.port ?? 0 }
     }

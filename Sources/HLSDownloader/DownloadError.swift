@@ -1,0 +1,126 @@
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import HLSPlaylist
+
+/// Why an item failed, or why an item command was refused. The codes are the item error codes of DESIGN.md §5
+/// (`notFound`, `network`, `http`, `timeout`, `corrupted`, `cacheFull`, `cancelled`, `keyUnavailable`, `expired`)
+/// plus the command errors `unknownItem`, `invalidState` and `unsupported`.
+///
+/// Equality compares the kind only (`error == .cacheFull`); ``detail`` says why.
+public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
+    private enum Code: String, Hashable, Sendable, CaseIterable {
+        case notFound, network, http, timeout, corrupted, cacheFull, cancelled, keyUnavailable, expired
+        case unknownItem, invalidState, unsupported
+    }
+
+    private var _code: Code
+    /// A human-readable explanation (never header values).
+    public private(set) var detail: String = ""
+
+    private init(_code: Code) {
+        self._code = _code
+    }
+
+    /// The origin answered 404 for the master (or media) playlist the item names.
+    public static let notFound = DownloadError(_code: .notFound)
+    /// The origin could not be reached, reset the connection or cut a body short, after every retry.
+    public static let network = DownloadError(_code: .network)
+    /// The origin answered an error status (other than a 404 on the master), after every retry.
+    public static let http = DownloadError(_code: .http)
+    /// The origin did not answer or stalled, after every retry.
+    public static let timeout = DownloadError(_code: .timeout)
+    /// A playlist is not valid HLS, or a body does not have the announced length.
+    public static let corrupted = DownloadError(_code: .corrupted)
+    /// The item does not fit in the cache (size cap or free-disk cushion).
+    public static let cacheFull = DownloadError(_code: .cacheFull)
+    /// The download was stopped (pause, delete, shutdown).
+    public static let cancelled = DownloadError(_code: .cancelled)
+    /// An AES-128 key could not be fetched or is not 16 bytes.
+    public static let keyUnavailable = DownloadError(_code: .keyUnavailable)
+    /// The item's expiry has passed.
+    public static let expired = DownloadError(_code: .expired)
+    /// No item has the given id.
+    public static let unknownItem = DownloadError(_code: .unknownItem)
+    /// The command does not apply to the item's state (pausing a cached item, resuming a deleted one).
+    public static let invalidState = DownloadError(_code: .invalidState)
+    /// The stream is of a kind the downloader does not handle yet (live playlists).
+    public static let unsupported = DownloadError(_code: .unsupported)
+
+    /// The error with the given stable code, or `nil` for an unknown code.
+    public init?(code: String) {
+        guard let known = Code(rawValue: code) else { return nil }
+        self._code = known
+    }
+
+    /// A copy with a detail message.
+    public func with(_ detail: String) -> DownloadError {
+        var copy = self
+        copy.detail = detail
+        return copy
+    }
+
+    /// The stable machine-readable code (`notFound`, `cacheFull`, …).
+    public var code: String { _code.rawValue }
+
+    /// The status an HTTP API answers with when this error ends a request.
+    public var httpStatus: Int {
+        switch _code {
+        case .notFound, .unknownItem: 404
+        case .network, .http, .corrupted, .keyUnavailable: 502
+        case .timeout: 504
+        case .cacheFull: 507
+        case .cancelled: 503
+        case .expired: 410
+        case .invalidState: 409
+        case .unsupported: 422
+        }
+    }
+
+    /// The detail, or a generic sentence when there is none.
+    public var message: String { detail.isEmpty ? "download failed: \(code)" : detail }
+
+    /// Whether another attempt at the same resource may succeed.
+    var isRetryable: Bool {
+        switch _code {
+        case .network, .http, .timeout, .corrupted: true
+        case .notFound, .cacheFull, .cancelled, .keyUnavailable, .expired, .unknownItem, .invalidState, .unsupported: false
+        }
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs._code == rhs._code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(_code) }
+    public var description: String { detail.isEmpty ? code : "\(code): \(detail)" }
+}
+
+extension DownloadError {
+    /// Maps what a resource fetch threw to an item error code.
+    ///
+    /// - Parameter isMaster: a 404 on the item's own playlist is `notFound`; on anything else it is `http`.
+    static func from(_ error: any Error, isMaster: Bool = false) -> DownloadError {
+        switch error {
+        case let error as DownloadError:
+            return error
+        case let error as OriginError:
+            if error == .httpStatus {
+                let status = error.originStatus
+                if status == 404 && isMaster { return DownloadError.notFound.with("the origin answered 404 for the playlist") }
+                return DownloadError.http.with("the origin answered \(status)")
+            }
+            if error == .timeout { return DownloadError.timeout.with(error.message) }
+            if error == .cancelled { return DownloadError.cancelled.with(error.message) }
+            if error == .tooLarge { return DownloadError.corrupted.with(error.message) }
+            return DownloadError.network.with(error.message)
+        case let error as CacheStoreError:
+            if error == .cacheFull { return DownloadError.cacheFull.with(error.detail) }
+            if error == .lengthMismatch { return DownloadError.corrupted.with(error.detail) }
+            return DownloadError.cacheFull.with("the cache cannot store: \(error)")
+        case let error as PlaylistError:
+            return DownloadError.corrupted.with("invalid playlist: \(error)")
+        case is CancellationError:
+            return DownloadError.cancelled
+        default:
+            return DownloadError.network.with("\(error)")
+        }
+    }
+}

@@ -1,0 +1,35 @@
+/// What the downloader reports while it works, for the CLI's progress line and a later HTTP API.
+public enum DownloadEvent: Sendable, Hashable {
+    /// The item moved to `state`; `errorCode` is set for `failed` and `expired`.
+    case stateChanged(id: String, state: ItemState, errorCode: String?)
+    /// The item's plan is known: renditions chosen, resources counted, bytes estimated.
+    case planned(id: String, resources: Int, segments: Int, estimatedBytes: Int64?)
+    /// A resource was stored (or found stored); the counters are the item's totals.
+    case progress(id: String, progress: DownloadProgress)
+}
+
+/// The counters of one item at one moment.
+public struct DownloadProgress: Sendable, Hashable, Codable {
+    public var bytesDone: Int64
+    /// Estimated until every size is known.
+    public var bytesTotal: Int64
+    public var segmentsDone: Int
+    public var segmentsTotal: Int
+    /// Origin bytes per second over this run (resources found cached do not count).
+    public var bytesPerSecond: Double
+
+    /// Seconds left at the current rate, if it can be told.
+    public var eta: Double? {
+        guard bytesPerSecond > 0, bytesTotal >= bytesDone else { return nil }
+        return Double(bytesTotal - bytesDone) / bytesPerSecond
+    }
+
+    /// Counters.
+    public init(bytesDone: Int64, bytesTotal: Int64, segmentsDone: Int, segmentsTotal: Int, bytesPerSecond: Double) {
+        self.bytesDone = bytesDone
+        self.bytesTotal = bytesTotal
+        self.segmentsDone = segmentsDone
+        self.segmentsTotal = segmentsTotal
+        self.bytesPerSecond = bytesPerSecond
+    }
+}

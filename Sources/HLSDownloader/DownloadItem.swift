@@ -1,0 +1,78 @@
+import Foundation
+
+/// One prewarmed stream (DESIGN.md §5): what to download, how far it got and why it stopped. A row of the
+/// items table; commands and the downloader change it through ``ItemStore``.
+public struct DownloadItem: Sendable, Hashable, Codable {
+    /// The user's `--id`, or a generated one.
+    public var id: String
+    /// The origin URL of the master (multivariant) or media playlist.
+    public var url: String
+    /// Which renditions to download.
+    public var selection: RenditionSelection
+    /// The media playlist URLs the selection chose (filled when the master has been read).
+    public var renditions: [String]
+    /// Seconds to precache from the start of every selected rendition; 0 = the whole stream (0…32767).
+    public var precacheSeconds: Int
+    /// When the item expires: its state becomes `expired` and its objects are evicted.
+    public var expiresAt: Date?
+    /// Whether its objects are locked in the store (never evicted).
+    public var locked: Bool
+    /// Headers sent with every origin request of this item.
+    public var headers: [HeaderField]
+    /// The current state.
+    public var state: ItemState
+    /// Why it failed (`failed` state), a ``DownloadError`` code.
+    public var errorCode: String?
+    /// The detail of the failure.
+    public var errorMessage: String?
+    /// Bytes stored so far (including resources found already cached).
+    public var bytesDone: Int64
+    /// Total bytes: an estimate (BANDWIDTH × duration) until the sizes are known, then the real total.
+    public var bytesTotal: Int64
+    /// Segments stored so far.
+    public var segmentsDone: Int
+    /// Segments selected.
+    public var segmentsTotal: Int
+    /// When it was recorded.
+    public var createdAt: Date
+    /// When it last changed.
+    public var updatedAt: Date
+    /// The process downloading it, while `downloading`.
+    public var ownerPID: Int32?
+
+    /// The longest precache accepted (the seeds' range).
+    public static let maxPrecacheSeconds = 32767
+
+    /// A new `queued` item.
+    public init(
+        id: String, url: String, selection: RenditionSelection = RenditionSelection(), precacheSeconds: Int = 0,
+        expiresAt: Date? = nil, locked: Bool = false, headers: [HeaderField] = [], now: Date = Date()
+    ) {
+        self.id = id
+        self.url = url
+        self.selection = selection
+        self.renditions = []
+        self.precacheSeconds = precacheSeconds
+        self.expiresAt = expiresAt
+        self.locked = locked
+        self.headers = headers
+        self.state = .queued
+        self.bytesDone = 0
+        self.bytesTotal = 0
+        self.segmentsDone = 0
+        self.segmentsTotal = 0
+        self.createdAt = now
+        self.updatedAt = now
+    }
+
+    /// A fresh id: 12 hex digits.
+    public static func generateID() -> String {
+        (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// Whether `id` is acceptable as a user-given id: 1…64 of `[A-Za-z0-9._-]`.
+    public static func isValidID(_ id: String) -> Bool {
+        !id.isEmpty && id.count <= 64
+            && id.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
+    }
+}

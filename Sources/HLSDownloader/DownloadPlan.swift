@@ -1,0 +1,105 @@
+import HLSCacheCore
+import HLSCacheStore
+import HLSPlaylist
+
+/// Everything one item stores, derived from its playlists (pure: no I/O), plus the byte estimate.
+///
+/// Playlists come first (so the proxy can serve the stream as soon as any segment is there), then for each
+/// rendition in turn its keys, init sections and segments in playback order.
+public struct DownloadPlan: Sendable {
+    /// The media playlists chosen, with what the estimate used.
+    public var renditions: [PlannedRendition]
+    /// Playlists (master and media), stored raw with kind `.playlist`.
+    public var playlists: [PlannedResource]
+    /// Keys, init sections and segments, without duplicates.
+    public var media: [PlannedResource]
+    /// Whether some segments were left out because they start after the precache length.
+    public var isPartial: Bool
+
+    /// Every resource, playlists first.
+    public var resources: [PlannedResource] { playlists + media }
+    /// The number of distinct segment resources.
+    public var segmentCount: Int { media.count { $0.kind == .segment } }
+    /// BANDWIDTH × selected duration for variants, exact byte-range sums when the playlist gives them;
+    /// `nil` when nothing tells (a media playlist with neither).
+    public var estimatedBytes: Int64? {
+        let values = renditions.compactMap(\.estimatedBytes)
+        return values.isEmpty ? nil : values.reduce(0, +)
+    }
+
+    /// Builds the plan.
+    ///
+    /// - Parameters:
+    ///   - playlists: the item's own playlist (master or media) first, then the chosen media playlists.
+    ///   - renditions: each chosen media playlist, parsed.
+    ///   - seconds: the precache length; 0 = everything.
+    ///   - volatileParameters: query parameters left out of cache keys.
+    /// - Throws: ``DownloadError/corrupted`` for a URL that cannot be fetched.
+    public static func make(
+        playlists: [OriginURL],
+        renditions: [(selected: SelectedPlaylist, media: MediaPlaylist)],
+        seconds: Int,
+        volatileParameters: [String] = CacheKey.defaultVolatileParameters
+    ) throws(DownloadError) -> DownloadPlan {
+        var seen: Set<CacheKey> = []
+        var plannedPlaylists: [PlannedResource] = []
+        for url in playlists {
+            let key = CacheKey(url, volatileParameters: volatileParameters)
+            if seen.insert(key).inserted { plannedPlaylists.append(PlannedResource(url: url, key: key, kind: .playlist)) }
+        }
+        var media: [PlannedResource] = []
+        var indexByKey: [CacheKey: Int] = [:]
+        var planned: [PlannedRendition] = []
+        var isPartial = false
+        for (selected, playlist) in renditions {
+            let segments = playlist.segments(startingBefore: Double(seconds))
+            if segments.count < playlist.segments.count { isPartial = true }
+            let duration = segments.reduce(0.0) { $0 + $1.duration }
+            var rangeBytes: Int64 = 0
+            var allRanges = !segments.isEmpty
+            func add(_ string: String, _ kind: CacheObjectKind, range: ByteRange?) throws(DownloadError) {
+                let url: OriginURL
+                do { url = try OriginURL(string) } catch { throw DownloadError.corrupted.with("cannot fetch \(string): \(error)") }
+                let key = CacheKey(url, volatileParameters: volatileParameters)
+                let end = range.map { Int64($0.offset + $0.length) }
+                if let index = indexByKey[key] {
+                    // One file addressed by several ranges: stored whole, once; remember the furthest end.
+                    if let end, let known = media[index].knownLength, end > known { media[index].knownLength = end }
+                    return
+                }
+                guard seen.insert(key).inserted else { return }
+                indexByKey[key] = media.count
+                media.append(PlannedResource(url: url, key: key, kind: kind, knownLength: end))
+            }
+            for segment in segments {
+                for key in segment.keys where key.method == .aes128 {
+                    if let url = key.url, url.hasPrefix("http://") || url.hasPrefix("https://") { try add(url, .key, range: nil) }
+                }
+                if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
+                try add(segment.url, .segment, range: segment.byteRange)
+                if let range = segment.byteRange { rangeBytes += Int64(range.length) } else { allRanges = false }
+            }
+            let estimate: Int64?
+            if allRanges {
+                estimate = rangeBytes
+            } else if let bandwidth = selected.bandwidth {
+                estimate = Int64(Double(bandwidth) * duration / 8)
+            } else {
+                estimate = nil
+            }
+            planned.append(PlannedRendition(selected: selected, segmentCount: segments.count, duration: duration, estimatedBytes: estimate))
+        }
+        return DownloadPlan(renditions: planned, playlists: plannedPlaylists, media: media, isPartial: isPartial)
+    }
+}
+
+/// A chosen media playlist in a plan.
+public struct PlannedRendition: Sendable, Hashable {
+    public var selected: SelectedPlaylist
+    /// Segments selected from it.
+    public var segmentCount: Int
+    /// Seconds of media selected from it.
+    public var duration: Double
+    /// Its share of the estimate, if anything tells.
+    public var estimatedBytes: Int64?
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+
+/// Runs queued and interrupted items in the background of `hlscache serve`: every poll it recovers items
+/// whose process died, expires items past their expiry, and starts runnable items (`queued`, `idle`) until
+/// ``DownloaderConfiguration/concurrentItems`` run at once.
+public actor DownloadScheduler {
+    private let downloader: Downloader
+    private let pollInterval: Duration
+    private var running: [String: Task<Void, Never>] = [:]
+
+    /// A scheduler polling the items table every `pollInterval`.
+    public init(downloader: Downloader, pollInterval: Duration = .seconds(1)) {
+        self.downloader = downloader
+        self.pollInterval = pollInterval
+    }
+
+    /// Polls until the calling task is cancelled, then cancels the downloads it started (they become `idle`)
+    /// and waits for them.
+    public func run() async {
+        while !Task.isCancelled {
+            tick()
+            try? await Task.sleep(for: pollInterval)
+        }
+        let tasks = Array(running.values)
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    /// One poll.
+    public func tick() {
+        do {
+            try downloader.items.recoverInterrupted()
+            try downloader.expireDue()
+            let capacity = downloader.configuration.concurrentItems - running.count
+            guard capacity > 0 else { return }
+            let runnable = try downloader.items.items().filter { $0.state.isRunnable && running[$0.id] == nil }
+            for item in runnable.prefix(capacity) {
+                let id = item.id
+                running[id] = Task {
+                    do {
+                        try await downloader.run(id)
+                    } catch {
+                        downloader.logger.debug("scheduler could not run item \(id): \(error)")
+                    }
+                    self.finished(id)
+                }
+            }
+        } catch {
+            downloader.logger.warning("download scheduler: \(error)")
+        }
+    }
+
+    private func finished(_ id: String) {
+        running[id] = nil
+    }
+
+    /// The ids of the items this scheduler is downloading now.
+    public var active: [String] { Array(running.keys) }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import HLSCacheStore
+
+extension Downloader {
+    /// Refuses a plan whose estimate cannot fit: more than the size cap, or more than the free disk space
+    /// (plus what eviction could free) minus the cushion. Objects already stored do not count.
+    /// - Throws: ``DownloadError/cacheFull``.
+    public func checkFits(_ plan: DownloadPlan) throws(DownloadError) {
+        guard let estimate = plan.estimatedBytes, estimate > 0 else { return }
+        let stored = plan.resources.reduce(Int64(0)) { $0 + (store.lookup($1.key)?.size ?? 0) }
+        let needed = estimate - stored
+        guard needed > 0 else { return }
+        if needed > store.maxBytes {
+            throw DownloadError.cacheFull.with(
+                "the estimate (\(Self.format(needed))) is more than the cache size cap (\(Self.format(store.maxBytes)))")
+        }
+        let used = (try? store.usage().bytes) ?? 0
+        if let free = (try? FileManager.default.attributesOfFileSystem(forPath: store.directory))?[.systemFreeSize] as? NSNumber {
+            let room = free.int64Value + used - store.freeDiskCushion
+            if needed > room {
+                throw DownloadError.cacheFull.with(
+                    "the estimate (\(Self.format(needed))) is more than the disk can hold above the free-disk cushion")
+            }
+        }
+    }
+
+    static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : "\(String(format: "%.1f", value)) \(units[unit])"
+    }
+}

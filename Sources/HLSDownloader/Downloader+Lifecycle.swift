@@ -1,0 +1,92 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+
+extension Downloader {
+    /// `hlscache pause`: a running download (in any process) stops within the state poll interval.
+    @discardableResult
+    public func pause(_ id: String) throws(DownloadError) -> DownloadItem {
+        try transition(id, .pause)
+    }
+
+    /// `hlscache resume`: a paused, interrupted, failed or cached item goes back to `queued` (then a
+    /// downloader runs it: the caller with ``run(_:)``, or a scheduler).
+    @discardableResult
+    public func resume(_ id: String) throws(DownloadError) -> DownloadItem {
+        try items.recoverInterrupted()
+        return try transition(id, .resume)
+    }
+
+    /// `hlscache rm`: stops the item, evicts its objects (those no other live item lists) and, unless
+    /// `keepMetadata`, forgets it.
+    public func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
+        let item = try items.require(id)
+        if item.state != .deleted { _ = try transition(id, .delete) }
+        try evictObjects(of: id)
+        if !keepMetadata { try items.purge(id) }
+    }
+
+    /// `hlscache lock` / `unlock`: sets the item's lock and the `locked` flag of its stored objects (an object
+    /// another locked item lists stays locked).
+    @discardableResult
+    public func setLocked(_ id: String, _ locked: Bool) throws(DownloadError) -> DownloadItem {
+        let item = try items.update(id) { $0.locked = locked }
+        var keys: [CacheKey] = []
+        for resource in try items.resources(id) {
+            if !locked, try items.isShared(resource.key, except: id, lockedOnly: true) { continue }
+            keys.append(CacheKey(storedValue: resource.key))
+        }
+        do {
+            try store.setLocked(keys, locked)
+        } catch {
+            throw DownloadError.from(error)
+        }
+        return item
+    }
+
+    /// Expires every item whose expiry has passed: state `expired`, objects evicted.
+    /// - Returns: the ids expired now.
+    @discardableResult
+    public func expireDue(now: Date = Date()) throws(DownloadError) -> [String] {
+        var expired: [String] = []
+        for item in try items.items() where item.state != .expired && item.state != .deleted {
+            guard let expiry = item.expiresAt, expiry <= now else { continue }
+            // A download of this item in another process notices within its poll interval and stops.
+            guard (try? items.apply(.expire, to: item.id)) != nil else { continue }
+            try evictObjects(of: item.id)
+            if let current = try items.item(item.id) { emitState(current) }
+            expired.append(item.id)
+        }
+        return expired
+    }
+
+    /// Removes the item's objects from the cache, except those another item that is not expired or deleted
+    /// lists; playlists take the proxy's rewritten copies with them.
+    func evictObjects(of id: String) throws(DownloadError) {
+        for resource in try items.resources(id) {
+            if try items.isShared(resource.key, except: id) { continue }
+            var keys = [resource.key]
+            if resource.kind == CacheObjectKind.playlist.rawValue {
+                // The proxy keeps rewritten (and gzipped) copies of a playlist beside the raw one.
+                keys += [resource.key + "#hlscache-rewritten", resource.key + "#hlscache-rewritten.gz"]
+            }
+            for key in keys {
+                do {
+                    try store.remove(CacheKey(storedValue: key))
+                } catch {
+                    throw DownloadError.from(error)
+                }
+            }
+        }
+        _ = try? items.update(id) { item in
+            item.bytesDone = 0
+            item.segmentsDone = 0
+        }
+    }
+
+    private func transition(_ id: String, _ event: ItemStateMachine.Event) throws(DownloadError) -> DownloadItem {
+        let (item, _) = try items.apply(event, to: id)
+        emitState(item)
+        return item
+    }
+}

@@ -1,0 +1,380 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import HLSPlaylist
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The download engine (DESIGN.md §5): reads an item's playlists, chooses its renditions and stores the first
+/// N seconds of each — playlists raw (the proxy rewrites them), segments, init sections and keys — through
+/// ``CacheStore`` writers, skipping what is already stored.
+///
+/// One instance per process; ``run(_:)`` downloads one item in the calling task (a ``DownloadScheduler``
+/// runs several). State changes go through ``ItemStore`` (so `pause` or `rm` from another process stop a
+/// running download within ``DownloaderConfiguration/statePollInterval``) and are reported as
+/// ``DownloadEvent``s.
+public final class Downloader: Sendable {
+    /// The cache objects go to.
+    public let store: CacheStore
+    /// The items table.
+    public let items: ItemStore
+    /// The settings.
+    public let configuration: DownloaderConfiguration
+    let origin: OriginClient
+    let eventLoopGroup: any EventLoopGroup
+    let threadPool: NIOThreadPool
+    let limiter: RateLimiter?
+    let logger: Logger
+    private let onEvent: @Sendable (DownloadEvent) -> Void
+
+    /// - Parameters:
+    ///   - origin: a client on `eventLoopGroup`; give it `retry.maxRetries = 0`, the downloader retries each
+    ///     resource itself (``DownloaderConfiguration/attempts``).
+    ///   - onEvent: called for every state change and progress step, from any task.
+    public init(
+        store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
+        threadPool: NIOThreadPool = .singleton, configuration: DownloaderConfiguration = DownloaderConfiguration(),
+        logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.items = items
+        self.origin = origin
+        self.eventLoopGroup = eventLoopGroup
+        self.threadPool = threadPool
+        self.configuration = configuration
+        self.limiter = configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) }
+        self.logger = logger
+        self.onEvent = onEvent
+    }
+
+    func emit(_ event: DownloadEvent) {
+        onEvent(event)
+    }
+
+    func emitState(_ item: DownloadItem) {
+        emit(.stateChanged(id: item.id, state: item.state, errorCode: item.errorCode))
+    }
+
+    // MARK: - Running an item
+
+    /// Downloads the item until it is `cached`, `partiallyCached`, `failed`, or stopped (`paused`, `deleted`,
+    /// `expired` by a command, `idle` when this task is cancelled).
+    ///
+    /// - Returns: the item as stored at the end.
+    /// - Throws: ``DownloadError/unknownItem``; ``DownloadError/invalidState`` when the item is not runnable
+    ///   (another live process downloads it, or it is paused or settled).
+    @discardableResult
+    public func run(_ id: String) async throws(DownloadError) -> DownloadItem {
+        try items.recoverInterrupted()
+        guard let item = try items.claim(id) else {
+            let current = try items.require(id)
+            if current.state == .downloading, let owner = current.ownerPID {
+                throw DownloadError.invalidState.with("item \(id) is being downloaded by process \(owner)")
+            }
+            throw DownloadError.invalidState.with("item \(id) is \(current.state.rawValue); resume it first")
+        }
+        emitState(item)
+        if let expiry = item.expiresAt, expiry <= Date() {
+            return try finishExpired(id)
+        }
+        let work = Task { () async throws -> DownloadPlan in try await self.download(item) }
+        let watcher = Task {
+            // Another process (or command) changed the state: stop at once.
+            while !Task.isCancelled {
+                try? await Task.sleep(for: configuration.statePollInterval)
+                guard let current = try? items.item(id) else { continue }
+                if current.state != .downloading || current.ownerPID != getpid() || (current.expiresAt.map { $0 <= Date() } ?? false) {
+                    work.cancel()
+                    return
+                }
+            }
+        }
+        let result = await withTaskCancellationHandler {
+            await work.result
+        } onCancel: {
+            work.cancel()
+        }
+        watcher.cancel()
+        return try settle(id, result: result)
+    }
+
+    /// Persists how a run ended.
+    private func settle(_ id: String, result: Result<DownloadPlan, any Error>) throws(DownloadError) -> DownloadItem {
+        let current = try items.require(id)
+        if current.state != .downloading || current.ownerPID != getpid() {
+            // A command took over (pause, rm, expiry from another process); it already persisted its state.
+            if current.state == .expired || (current.expiresAt.map { $0 <= Date() } ?? false) { return try finishExpired(id) }
+            return current
+        }
+        if let expiry = current.expiresAt, expiry <= Date() { return try finishExpired(id) }
+        let outcome: (ItemStateMachine.Event, String?)
+        switch result {
+        case .success(let plan):
+            outcome = (.finish(partial: plan.isPartial), nil)
+        case .failure(let error):
+            let failure = DownloadError.from(error)
+            if failure == .cancelled || error is CancellationError {
+                outcome = (.interrupt, nil)
+            } else {
+                outcome = (.fail(code: failure.code), failure.message)
+                logger.warning("item \(id) failed: \(failure)")
+            }
+        }
+        let (item, _) = try items.apply(outcome.0, to: id) { item in
+            if let message = outcome.1 { item.errorMessage = message }
+            if case .finish = outcome.0 { item.bytesTotal = item.bytesDone }
+        }
+        emitState(item)
+        return item
+    }
+
+    private func finishExpired(_ id: String) throws(DownloadError) -> DownloadItem {
+        let current = try items.require(id)
+        if current.state != .expired {
+            _ = try? items.apply(.expire, to: id)
+        }
+        try evictObjects(of: id)
+        let item = try items.require(id)
+        emitState(item)
+        return item
+    }
+
+    /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
+    private func download(_ item: DownloadItem) async throws -> DownloadPlan {
+        let counter = RunCounter()
+        let plan = try await makePlan(for: item, storing: true)
+        let estimate = plan.estimatedBytes
+        let segmentCount = plan.segmentCount
+        try items.update(item.id) { stored in
+            stored.renditions = plan.renditions.map(\.selected.url)
+            stored.segmentsTotal = segmentCount
+            stored.bytesTotal = max(stored.bytesDone, estimate ?? 0)
+        }
+        try items.setResources(
+            item.id,
+            plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) })
+        emit(.planned(id: item.id, resources: plan.resources.count, segments: segmentCount, estimatedBytes: estimate))
+        try checkFits(plan)
+
+        let estimator = Self.estimator(estimate: estimate, segments: segmentCount)
+        for playlist in plan.playlists {
+            let size = store.lookup(playlist.key)?.size ?? 0
+            try markDone(item.id, key: playlist.key, size: size, counter: counter, estimator: estimator)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var running = 0
+            for resource in plan.media {
+                if running >= max(1, configuration.resourcesPerItem) {
+                    try await group.next()
+                    running -= 1
+                }
+                try Task.checkCancellation()
+                group.addTask {
+                    let size: Int64
+                    if let cached = self.store.lookup(resource.key) {
+                        size = cached.size
+                    } else if resource.kind == .key {
+                        size = try await self.storeKey(resource, for: item)
+                    } else {
+                        size = try await self.fetchResource(resource, for: item, counter: counter)
+                    }
+                    try self.markDone(item.id, key: resource.key, size: size, counter: counter, estimator: estimator)
+                }
+                running += 1
+            }
+            try await group.waitForAll()
+        }
+        let lockedNow = try items.item(item.id)?.locked ?? false
+        if item.locked || lockedNow {
+            try? store.setLocked(plan.resources.map(\.key), true)
+        }
+        return plan
+    }
+
+    private func markDone(
+        _ id: String, key: CacheKey, size: Int64, counter: RunCounter, estimator: @escaping @Sendable ([ItemResource]) -> Int64
+    ) throws {
+        guard let item = try items.markDone(id, key: key.value, size: size, estimatedTotal: estimator) else { return }
+        emit(
+            .progress(
+                id: id,
+                progress: DownloadProgress(
+                    bytesDone: item.bytesDone, bytesTotal: item.bytesTotal, segmentsDone: item.segmentsDone,
+                    segmentsTotal: item.segmentsTotal, bytesPerSecond: counter.rate)))
+    }
+
+    /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give,
+    /// or the average stored segment size, or the BANDWIDTH estimate's share.
+    static func estimator(estimate: Int64?, segments: Int) -> @Sendable ([ItemResource]) -> Int64 {
+        { resources in
+            let doneSegments = resources.filter { $0.done && $0.kind == "segment" }
+            let average: Int64
+            if !doneSegments.isEmpty {
+                average = doneSegments.reduce(0) { $0 + ($1.size ?? 0) } / Int64(doneSegments.count)
+            } else {
+                average = segments > 0 ? (estimate ?? 0) / Int64(segments) : 0
+            }
+            return resources.reduce(0) { total, resource in
+                if resource.done || resource.size != nil { return total + (resource.size ?? 0) }
+                return total + (resource.kind == "segment" ? average : 0)
+            }
+        }
+    }
+
+    // MARK: - Fetching
+
+    /// Stores one media resource, with the retry budget.
+    func fetchResource(_ resource: PlannedResource, for item: DownloadItem, counter: RunCounter) async throws -> Int64 {
+        try await withRetries(resource.url) {
+            let eventLoop = self.eventLoopGroup.next()
+            let handler = StoreStreamHandler(
+                store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
+                limiter: self.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
+            let task = self.origin.stream(resource.url, headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
+            return try await withTaskCancellationHandler {
+                try await handler.futureResult.get().size
+            } onCancel: {
+                task.cancel()
+            }
+        }
+    }
+
+    /// Runs `body` up to ``DownloaderConfiguration/attempts`` times with exponential backoff and jitter,
+    /// retrying only what another attempt can fix (5xx, 408, 429, network, timeouts, short bodies).
+    func withRetries<T: Sendable>(_ url: OriginURL, isMaster: Bool = false, _ body: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await body()
+            } catch {
+                if Task.isCancelled { throw DownloadError.cancelled }
+                guard attempt < configuration.attempts, Self.isRetryable(error) else {
+                    let failure = DownloadError.from(error, isMaster: isMaster)
+                    throw failure.with("\(url): \(failure.message)")
+                }
+                attempt += 1
+                logger.debug("retrying \(url) (attempt \(attempt)): \(error)")
+                try await Task.sleep(for: configuration.delay(beforeAttempt: attempt))
+            }
+        }
+    }
+
+    static func isRetryable(_ error: any Error) -> Bool {
+        switch error {
+        case let error as OriginError:
+            if error == .httpStatus { return error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429 }
+            return error == .network || error == .timeout || error == .truncated
+        case let error as CacheStoreError:
+            return error == .lengthMismatch
+        default:
+            return false
+        }
+    }
+
+    // MARK: - Playlists
+
+    /// Reads the item's playlists (from the cache when stored, else from the origin, storing them raw when
+    /// `storing`), chooses renditions and lays out every resource.
+    ///
+    /// With `storing: false` (`--dry-run`) playlists are read into memory only and nothing is written.
+    /// - Throws: ``DownloadError/notFound`` (404 on the item's playlist), ``DownloadError/corrupted``,
+    ///   ``DownloadError/unsupported`` for live playlists, the network codes.
+    public func makePlan(for item: DownloadItem, storing: Bool) async throws(DownloadError) -> DownloadPlan {
+        do {
+            let url: OriginURL
+            do { url = try OriginURL(item.url) } catch { throw DownloadError.corrupted.with("\(item.url): \(error)") }
+            let top = try await loadPlaylist(url, item: item, isMaster: true, storing: storing)
+            var renditions: [(SelectedPlaylist, MediaPlaylist)] = []
+            var playlistURLs = [url]
+            switch top.playlist.kind {
+            case .media:
+                let media = try top.playlist.media(baseURL: top.baseURL)
+                renditions.append((SelectedPlaylist(url: url.string, role: .media, bandwidth: nil, name: nil, language: nil), media))
+            case .master:
+                let master = try top.playlist.master(baseURL: top.baseURL)
+                let selected = item.selection.select(from: master)
+                guard !selected.isEmpty else { throw DownloadError.corrupted.with("the master playlist names no rendition to download") }
+                for choice in selected {
+                    let mediaURL: OriginURL
+                    do { mediaURL = try OriginURL(choice.url) } catch { throw DownloadError.corrupted.with("\(choice.url): \(error)") }
+                    let loaded = try await loadPlaylist(mediaURL, item: item, isMaster: false, storing: storing)
+                    guard loaded.playlist.kind == .media else {
+                        throw DownloadError.corrupted.with("\(choice.url) is not a media playlist")
+                    }
+                    renditions.append((choice, try loaded.playlist.media(baseURL: loaded.baseURL, imports: master.variables)))
+                    playlistURLs.append(mediaURL)
+                }
+            }
+            if let live = renditions.first(where: { $0.1.isLive }) {
+                throw DownloadError.unsupported.with("\(live.0.url) is a live playlist (no EXT-X-ENDLIST); live recording is not supported yet")
+            }
+            return try DownloadPlan.make(
+                playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
+                volatileParameters: configuration.volatileQueryParameters)
+        } catch {
+            throw DownloadError.from(error)
+        }
+    }
+
+    /// A playlist: the stored raw copy when there is one (a resumed item reads what it started with), else the
+    /// origin's, parsed before it is stored so an invalid playlist is never cached.
+    private func loadPlaylist(_ url: OriginURL, item: DownloadItem, isMaster: Bool, storing: Bool) async throws
+        -> (playlist: Playlist, baseURL: String)
+    {
+        let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
+        let options = ParseOptions(maxBytes: configuration.maxPlaylistBytes)
+        if let cached = store.lookup(key), cached.kind == .playlist, let data = FileManager.default.contents(atPath: cached.path),
+            let playlist = try? Playlist(bytes: [UInt8](data), options: options)
+        {
+            return (playlist, url.string)
+        }
+        let maxBytes = configuration.maxPlaylistBytes
+        let headers = item.headers.map { ($0.name, $0.value) }
+        let response = try await withRetries(url, isMaster: isMaster) {
+            try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
+        }
+        let bytes = [UInt8](response.body.readableBytesView)
+        let playlist: Playlist
+        do {
+            playlist = try Playlist(bytes: bytes, options: options)
+        } catch {
+            throw DownloadError.corrupted.with("\(url) is not a valid playlist: \(error)")
+        }
+        if storing {
+            let locked = item.locked
+            try await threadPool.runIfActive { [store] in
+                let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
+                do {
+                    try writer.write(bytes)
+                    _ = try writer.finish(contentType: "application/vnd.apple.mpegurl", kind: .playlist, locked: locked)
+                } catch {
+                    writer.abort()
+                    throw error
+                }
+            }
+        }
+        // Relative URIs resolve against the URL that answered (after redirects).
+        return (playlist, response.head.url.string)
+    }
+}
+
+/// Bytes fetched from origins during one run, for the rate shown on the progress line.
+final class RunCounter: Sendable {
+    private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now))
+
+    func add(_ bytes: Int) {
+        state.withLockedValue { $0.bytes += Int64(bytes) }
+    }
+
+    /// Bytes per second since the run started.
+    var rate: Double {
+        state.withLockedValue { state in
+            let (seconds, attoseconds) = (ContinuousClock.now - state.start).components
+            let elapsed = Double(seconds) + Double(attoseconds) / 1e18
+            return elapsed > 0.05 ? Double(state.bytes) / elapsed : 0
+        }
+    }
+}

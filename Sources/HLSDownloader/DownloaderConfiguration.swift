@@ -1,0 +1,34 @@
+import HLSCacheCore
+
+/// How the download engine behaves. Defaults are the documented ones (docs/fetch.md).
+public struct DownloaderConfiguration: Sendable {
+    /// Resources in flight per item.
+    public var resourcesPerItem: Int = 4
+    /// Items downloaded at once by a scheduler (`serve`).
+    public var concurrentItems: Int = 2
+    /// Bandwidth cap over all items of this process, bytes per second; `nil` = none.
+    public var bytesPerSecond: Int64?
+    /// Attempts per resource before the item fails.
+    public var attempts: Int = 3
+    /// Delay before the second attempt; doubled for each further one, times a random 50–100 %.
+    public var retryBaseDelay: Duration = .milliseconds(500)
+    /// The longest delay between attempts.
+    public var retryMaxDelay: Duration = .seconds(10)
+    /// How often a running download re-reads its item's state (to notice `pause`/`rm` from another process).
+    public var statePollInterval: Duration = .milliseconds(250)
+    /// Playlists larger than this are refused (`corrupted`).
+    public var maxPlaylistBytes: Int = 16 << 20
+    /// Query parameters left out of cache keys (must match the proxy's).
+    public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
+
+    /// The defaults.
+    public init() {}
+
+    /// The delay before attempt `attempt` (2, 3, …): exponential, capped, with jitter.
+    public func delay(beforeAttempt attempt: Int) -> Duration {
+        let exponent = max(0, attempt - 2)
+        let base = retryBaseDelay * (1 << min(exponent, 20))
+        let capped = min(base, retryMaxDelay)
+        return capped * Double.random(in: 0.5...1.0)
+    }
+}

@@ -1,0 +1,40 @@
+/// Where an item is in its life (DESIGN.md §5). Persisted by its raw value.
+///
+/// `queued → downloading → (cached | partiallyCached)`; `downloading ⇄ paused`; `downloading → idle` when
+/// interrupted (resumes by itself); `→ failed` after the retry budget; `→ expired`; `→ deleted`.
+public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Recorded, waiting for a downloader (`fetch --detach`, `resume`).
+    case queued
+    /// A process is downloading it now.
+    case downloading
+    /// Stopped on request; only `resume` starts it again.
+    case paused
+    /// Interrupted (process stopped, killed, origin gone); the next `fetch`, `resume` or `serve` continues it.
+    case idle
+    /// Everything selected is in the cache (the whole stream).
+    case cached
+    /// The first N seconds of every selected rendition are in the cache (`--seconds N`).
+    case partiallyCached
+    /// Gave up after the retry budget; the item's `errorCode` says why.
+    case failed
+    /// Its expiry passed; its objects were evicted.
+    case expired
+    /// Removed; kept only with `rm --keep-metadata`.
+    case deleted
+
+    /// States in which nothing more happens without a command.
+    public var isSettled: Bool {
+        switch self {
+        case .cached, .partiallyCached, .failed, .expired, .deleted, .paused: true
+        case .queued, .downloading, .idle: false
+        }
+    }
+
+    /// States a scheduler picks up by itself: `queued`, and `idle` (interrupted items resume by themselves).
+    public var isRunnable: Bool {
+        switch self {
+        case .queued, .idle: true
+        case .downloading, .paused, .cached, .partiallyCached, .failed, .expired, .deleted: false
+        }
+    }
+}

@@ -1,0 +1,141 @@
+/// The item life cycle as a pure state machine (DESIGN.md §5, §8): every command and every download outcome is
+/// an ``Event``; ``handle(_:)`` moves to the next state and returns the ``Action`` the caller must run, or
+/// throws ``DownloadError/invalidState`` for an event that does not apply.
+///
+/// It holds no I/O: the item store persists ``state`` and the downloader runs the actions.
+public struct ItemStateMachine: Sendable, Hashable {
+    /// Something that happened to an item.
+    public enum Event: Sendable, Hashable {
+        /// A downloader claimed the item.
+        case start
+        /// `hlscache pause`.
+        case pause
+        /// `hlscache resume` (also the way to retry a failed item or extend a cached one).
+        case resume
+        /// The download stopped without finishing and without giving up: process stopped or killed, origin down.
+        case interrupt
+        /// Every selected resource is stored; `partial` when only the first N seconds were asked for.
+        case finish(partial: Bool)
+        /// The retry budget of a resource is spent, or the item cannot be downloaded at all.
+        case fail(code: String)
+        /// The expiry passed.
+        case expire
+        /// `hlscache rm`.
+        case delete
+    }
+
+    /// What the caller must do after a transition.
+    public enum Action: Sendable, Hashable {
+        /// Only persist the new state.
+        case persist
+        /// Persist, and start downloading.
+        case startDownload
+        /// Persist, and stop the download in flight (if this process runs it).
+        case stopDownload
+        /// Persist, stop any download in flight, and evict the item's objects from the cache.
+        case stopAndEvict
+    }
+
+    /// The current state.
+    public private(set) var state: ItemState
+
+    /// A machine in `state` (as read from the items table).
+    public init(state: ItemState = .queued) {
+        self.state = state
+    }
+
+    /// Applies `event`.
+    /// - Returns: what to do.
+    /// - Throws: ``DownloadError/invalidState`` when `event` does not apply to the current state; the state is
+    ///   unchanged.
+    public mutating func handle(_ event: Event) throws(DownloadError) -> Action {
+        switch state {
+        case .queued:
+            switch event {
+            case .start: return move(.downloading, .startDownload)
+            case .pause: return move(.paused, .persist)
+            case .resume: return move(.queued, .persist)
+            case .fail: return move(.failed, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .interrupt, .finish: throw refuse(event)
+            }
+        case .downloading:
+            switch event {
+            case .pause: return move(.paused, .stopDownload)
+            case .interrupt: return move(.idle, .stopDownload)
+            case .finish(let partial): return move(partial ? .partiallyCached : .cached, .persist)
+            case .fail: return move(.failed, .stopDownload)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .start, .resume: throw refuse(event)
+            }
+        case .paused:
+            switch event {
+            case .resume: return move(.queued, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .pause: return move(.paused, .persist)
+            case .start, .interrupt, .finish, .fail: throw refuse(event)
+            }
+        case .idle:
+            switch event {
+            case .start: return move(.downloading, .startDownload)
+            case .resume: return move(.queued, .persist)
+            case .pause: return move(.paused, .persist)
+            case .fail: return move(.failed, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .interrupt, .finish: throw refuse(event)
+            }
+        case .cached, .partiallyCached:
+            switch event {
+            // Resuming a cached item re-checks it: objects evicted since are fetched again.
+            case .resume: return move(.queued, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .start, .pause, .interrupt, .finish, .fail: throw refuse(event)
+            }
+        case .failed:
+            switch event {
+            case .resume: return move(.queued, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .start, .pause, .interrupt, .finish, .fail: throw refuse(event)
+            }
+        case .expired:
+            switch event {
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .expire: return move(.expired, .persist)
+            case .start, .pause, .resume, .interrupt, .finish, .fail: throw refuse(event)
+            }
+        case .deleted:
+            switch event {
+            case .delete: return move(.deleted, .persist)
+            case .start, .pause, .resume, .interrupt, .finish, .fail, .expire: throw refuse(event)
+            }
+        }
+    }
+
+    private mutating func move(_ next: ItemState, _ action: Action) -> Action {
+        state = next
+        return action
+    }
+
+    private func refuse(_ event: Event) -> DownloadError {
+        DownloadError.invalidState.with("cannot \(Self.name(of: event)) an item that is \(state.rawValue)")
+    }
+
+    private static func name(of event: Event) -> String {
+        switch event {
+        case .start: "start"
+        case .pause: "pause"
+        case .resume: "resume"
+        case .interrupt: "interrupt"
+        case .finish: "finish"
+        case .fail: "fail"
+        case .expire: "expire"
+        case .delete: "delete"
+        }
+    }
+}

@@ -1,0 +1,353 @@
+import Foundation
+import GRDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The items table (`items.sqlite` in the cache directory, next to the store's `index.sqlite`): a GRDB WAL
+/// `DatabasePool` that `serve`, `fetch` and the item commands open at the same time.
+///
+/// Every state change goes through ``ItemStateMachine`` inside one write transaction, so two processes never
+/// make conflicting transitions. An item being downloaded names its process (`owner_pid`); an item left in
+/// `downloading` by a process that is gone is interrupted (`idle`) — see ``recoverInterrupted()``.
+public final class ItemStore: Sendable {
+    /// The database file.
+    public let path: String
+    private let pool: DatabasePool
+
+    /// Opens (creating if needed) `items.sqlite` in `directory`.
+    /// - Throws: ``DownloadError/corrupted`` when the file is not a usable database.
+    public init(directory: String) throws(DownloadError) {
+        path = directory + "/items.sqlite"
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.label = "hlscache.items"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw DownloadError.corrupted.with("cannot open the items database \(path): \(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-items") { db in
+            try db.create(table: "items") { t in
+                t.column("id", .text).notNull().primaryKey()
+                t.column("url", .text).notNull()
+                t.column("selection", .text).notNull()
+                t.column("renditions", .text).notNull()
+                t.column("precache_seconds", .integer).notNull()
+                t.column("expires_at", .double)
+                t.column("locked", .boolean).notNull().defaults(to: false)
+                t.column("headers", .text).notNull()
+                t.column("state", .text).notNull()
+                t.column("error_code", .text)
+                t.column("error_message", .text)
+                t.column("bytes_done", .integer).notNull().defaults(to: 0)
+                t.column("bytes_total", .integer).notNull().defaults(to: 0)
+                t.column("segments_done", .integer).notNull().defaults(to: 0)
+                t.column("segments_total", .integer).notNull().defaults(to: 0)
+                t.column("created_at", .double).notNull()
+                t.column("updated_at", .double).notNull()
+                t.column("owner_pid", .integer)
+            }
+            try db.create(index: "items_state", on: "items", columns: ["state"])
+            try db.create(table: "item_resources") { t in
+                t.column("item_id", .text).notNull()
+                t.column("key", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("kind", .text).notNull()
+                t.column("size", .integer)
+                t.column("done", .boolean).notNull().defaults(to: false)
+                t.column("position", .integer).notNull()
+                t.primaryKey(["item_id", "key"])
+            }
+            try db.create(index: "item_resources_key", on: "item_resources", columns: ["key"])
+        }
+        return migrator
+    }
+
+    // MARK: - Items
+
+    /// Records a new item.
+    /// - Throws: ``DownloadError/invalidState`` when the id is taken.
+    public func insert(_ item: DownloadItem) throws(DownloadError) {
+        try write { db in
+            if try Self.fetch(db, id: item.id) != nil {
+                throw DownloadError.invalidState.with("an item with id \(item.id) already exists")
+            }
+            try Self.save(db, item)
+        }
+    }
+
+    /// The item with `id`, or `nil`.
+    public func item(_ id: String) throws(DownloadError) -> DownloadItem? {
+        try read { db in try Self.fetch(db, id: id) }
+    }
+
+    /// The item with `id`.
+    /// - Throws: ``DownloadError/unknownItem``.
+    public func require(_ id: String) throws(DownloadError) -> DownloadItem {
+        guard let item = try item(id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
+        return item
+    }
+
+    /// All items (optionally in one state), oldest first.
+    public func items(state: ItemState? = nil) throws(DownloadError) -> [DownloadItem] {
+        try read { db in
+            let rows: [Row]
+            if let state {
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ? ORDER BY created_at, id", arguments: [state.rawValue])
+            } else {
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM items ORDER BY created_at, id")
+            }
+            return try rows.map(Self.decode)
+        }
+    }
+
+    /// Applies `event` to the item's state machine and persists the result in one transaction.
+    ///
+    /// - Parameter change: further changes to the item in the same transaction (error code, progress).
+    /// - Returns: the item as stored and the action to run.
+    /// - Throws: ``DownloadError/unknownItem``, ``DownloadError/invalidState``.
+    @discardableResult
+    public func apply(
+        _ event: ItemStateMachine.Event, to id: String, change: @Sendable (inout DownloadItem) -> Void = { _ in }
+    ) throws(DownloadError) -> (item: DownloadItem, action: ItemStateMachine.Action) {
+        try write { db in
+            guard var item = try Self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
+            var machine = ItemStateMachine(state: item.state)
+            let action = try machine.handle(event)
+            item.state = machine.state
+            switch event {
+            case .start:
+                item.ownerPID = getpid()
+                item.errorCode = nil
+                item.errorMessage = nil
+            case .fail(let code):
+                item.errorCode = code
+                item.ownerPID = nil
+            case .expire:
+                item.errorCode = DownloadError.expired.code
+                item.ownerPID = nil
+            case .resume:
+                item.errorCode = nil
+                item.errorMessage = nil
+                item.ownerPID = nil
+            case .pause, .interrupt, .finish, .delete:
+                item.ownerPID = nil
+            }
+            change(&item)
+            item.updatedAt = Date()
+            try Self.save(db, item)
+            return (item, action)
+        }
+    }
+
+    /// Claims a runnable item (`queued`, `idle`, or `downloading` by a process that is gone) for this process.
+    /// - Returns: the item now `downloading`, or `nil` when it is not runnable (another live process has it,
+    ///   it is paused, settled or gone).
+    public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
+        try write { db in
+            guard var item = try Self.fetch(db, id: id) else { return nil }
+            if item.state == .downloading, let owner = item.ownerPID, !Self.isAlive(owner) {
+                item.state = .idle
+            }
+            var machine = ItemStateMachine(state: item.state)
+            guard item.state.isRunnable, (try? machine.handle(.start)) != nil else { return nil }
+            item.state = machine.state
+            item.ownerPID = getpid()
+            item.errorCode = nil
+            item.errorMessage = nil
+            item.updatedAt = Date()
+            try Self.save(db, item)
+            return item
+        }
+    }
+
+    /// Changes fields other than the state (progress, renditions, lock, expiry) in one transaction.
+    @discardableResult
+    public func update(_ id: String, _ change: @Sendable (inout DownloadItem) -> Void) throws(DownloadError) -> DownloadItem {
+        try write { db in
+            guard var item = try Self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
+            let state = item.state
+            change(&item)
+            item.state = state
+            item.updatedAt = Date()
+            try Self.save(db, item)
+            return item
+        }
+    }
+
+    /// Items left `downloading` by a process that no longer runs become `idle` (DESIGN.md §5: interrupted,
+    /// resumes by itself). Called at the start of every command and by the scheduler.
+    /// - Returns: the ids changed.
+    @discardableResult
+    public func recoverInterrupted() throws(DownloadError) -> [String] {
+        try write { db in
+            var changed: [String] = []
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ?", arguments: [ItemState.downloading.rawValue])
+            for row in rows {
+                var item = try Self.decode(row)
+                if let owner = item.ownerPID, Self.isAlive(owner) { continue }
+                item.state = .idle
+                item.ownerPID = nil
+                item.updatedAt = Date()
+                try Self.save(db, item)
+                changed.append(item.id)
+            }
+            return changed
+        }
+    }
+
+    /// Deletes the item's rows (the `rm` without `--keep-metadata`).
+    public func purge(_ id: String) throws(DownloadError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
+        }
+    }
+
+    // MARK: - Resources
+
+    /// Replaces the item's resource list, keeping what was already marked done.
+    public func setResources(_ id: String, _ resources: [ItemResource]) throws(DownloadError) {
+        try write { db in
+            let old = try Self.fetchResources(db, id: id)
+            let done = Dictionary(old.filter(\.done).map { ($0.key, $0.size) }, uniquingKeysWith: { a, _ in a })
+            try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
+            for (position, resource) in resources.enumerated() {
+                var resource = resource
+                if let size = done[resource.key] {
+                    resource.done = true
+                    resource.size = resource.size ?? size
+                }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO item_resources (item_id, key, url, kind, size, done, position) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    arguments: [id, resource.key, resource.url, resource.kind, resource.size, resource.done, position])
+            }
+        }
+    }
+
+    /// The item's resources in download order.
+    public func resources(_ id: String) throws(DownloadError) -> [ItemResource] {
+        try read { db in try Self.fetchResources(db, id: id) }
+    }
+
+    /// Marks one resource stored and updates the item's progress counters in the same transaction.
+    @discardableResult
+    public func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable ([ItemResource]) -> Int64)
+        throws(DownloadError) -> DownloadItem?
+    {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?", arguments: [size, id, key])
+            guard var item = try Self.fetch(db, id: id) else { return nil }
+            let resources = try Self.fetchResources(db, id: id)
+            item.bytesDone = resources.filter(\.done).reduce(0) { $0 + ($1.size ?? 0) }
+            item.segmentsDone = resources.count { $0.done && $0.kind == "segment" }
+            item.segmentsTotal = resources.count { $0.kind == "segment" }
+            item.bytesTotal = max(item.bytesDone, estimatedTotal(resources))
+            item.updatedAt = Date()
+            try Self.save(db, item)
+            return item
+        }
+    }
+
+    /// Whether another item that is not expired or deleted (and, with `lockedOnly`, is locked) lists `key`.
+    public func isShared(_ key: String, except id: String, lockedOnly: Bool = false) throws(DownloadError) -> Bool {
+        try read { db in
+            let sql = """
+                SELECT COUNT(*) FROM item_resources r JOIN items i ON i.id = r.item_id
+                WHERE r.key = ? AND r.item_id != ? AND i.state NOT IN ('expired', 'deleted')\(lockedOnly ? " AND i.locked = 1" : "")
+                """
+            return try Int.fetchOne(db, sql: sql, arguments: [key, id]) ?? 0 > 0
+        }
+    }
+
+    // MARK: - Rows
+
+    private func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+        do {
+            return try pool.write(body)
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError.corrupted.with("items database: \(error)")
+        }
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError.corrupted.with("items database: \(error)")
+        }
+    }
+
+    static func isAlive(_ pid: Int32) -> Bool {
+        if pid == getpid() { return true }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    private static func fetch(_ db: Database, id: String) throws -> DownloadItem? {
+        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode)
+    }
+
+    private static func fetchResources(_ db: Database, id: String) throws -> [ItemResource] {
+        try Row.fetchAll(db, sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? ORDER BY position", arguments: [id])
+            .map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
+    }
+
+    private static let encoder = JSONEncoder()
+    private static let decoder = JSONDecoder()
+
+    private static func json<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    private static func decode(_ row: Row) throws -> DownloadItem {
+        var item = DownloadItem(
+            id: row["id"], url: row["url"],
+            selection: try decoder.decode(RenditionSelection.self, from: Data((row["selection"] as String).utf8)),
+            precacheSeconds: row["precache_seconds"],
+            expiresAt: (row["expires_at"] as Double?).map { Date(timeIntervalSince1970: $0) },
+            locked: row["locked"],
+            headers: try decoder.decode([HeaderField].self, from: Data((row["headers"] as String).utf8)),
+            now: Date(timeIntervalSince1970: row["created_at"]))
+        item.renditions = try decoder.decode([String].self, from: Data((row["renditions"] as String).utf8))
+        item.state = ItemState(rawValue: row["state"]) ?? .failed
+        item.errorCode = row["error_code"]
+        item.errorMessage = row["error_message"]
+        item.bytesDone = row["bytes_done"]
+        item.bytesTotal = row["bytes_total"]
+        item.segmentsDone = row["segments_done"]
+        item.segmentsTotal = row["segments_total"]
+        item.updatedAt = Date(timeIntervalSince1970: row["updated_at"])
+        item.ownerPID = (row["owner_pid"] as Int64?).map { Int32(truncatingIfNeeded: $0) }
+        return item
+    }
+
+    private static func save(_ db: Database, _ item: DownloadItem) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
+                  error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                item.id, item.url, try json(item.selection), try json(item.renditions), item.precacheSeconds,
+                item.expiresAt?.timeIntervalSince1970, item.locked, try json(item.headers), item.state.rawValue,
+                item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
+                item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
+            ])
+    }
+}

@@ -1,0 +1,34 @@
+/// A token bucket shared by every download of a process (`--rate`): callers wait for their bytes in arrival
+/// order, so concurrent resources (and items) share the bandwidth fairly, chunk by chunk.
+public actor RateLimiter {
+    /// Bytes per second.
+    public let bytesPerSecond: Int64
+    private let burst: Double
+    private var available: Double
+    private var last: ContinuousClock.Instant
+
+    /// A bucket refilled at `bytesPerSecond`, holding at most a quarter second of bytes.
+    public init(bytesPerSecond: Int64) {
+        precondition(bytesPerSecond > 0)
+        self.bytesPerSecond = bytesPerSecond
+        burst = max(16 * 1024, Double(bytesPerSecond) / 4)
+        available = burst
+        last = .now
+    }
+
+    /// Waits until `bytes` may be passed on.
+    public func acquire(_ bytes: Int) async throws {
+        let now = ContinuousClock.now
+        available = min(burst, available + Double(bytesPerSecond) * Self.seconds(now - last))
+        last = now
+        available -= Double(bytes)
+        guard available < 0 else { return }
+        // In debt: this caller goes when the debt is repaid; the debt itself orders later callers behind it.
+        try await Task.sleep(until: now + .seconds(-available / Double(bytesPerSecond)), clock: .continuous)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (s, attos) = duration.components
+        return Double(s) + Double(attos) / 1e18
+    }
+}

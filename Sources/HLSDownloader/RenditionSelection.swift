@@ -1,0 +1,174 @@
+import Foundation
+import HLSPlaylist
+
+/// Which renditions of a multivariant playlist an item downloads (`--variants`, `--audio`, `--subtitles`,
+/// `--iframes`).
+public struct RenditionSelection: Sendable, Hashable, Codable {
+    /// Which `EXT-X-STREAM-INF` variants.
+    public enum Variants: Sendable, Hashable, Codable {
+        /// Every variant.
+        case all
+        /// The one with the highest BANDWIDTH.
+        case best
+        /// The one with the lowest BANDWIDTH.
+        case worst
+        /// Every variant whose BANDWIDTH is at most this many bits/s (the lowest one if none is).
+        case maxBandwidth(UInt64)
+    }
+
+    /// Which alternative renditions (`EXT-X-MEDIA`) of one type.
+    public enum Languages: Sendable, Hashable, Codable {
+        /// Every rendition in the groups the chosen variants name.
+        case all
+        /// None: players fall back to the origin (through the proxy) for them.
+        case none
+        /// Those whose LANGUAGE starts with one of these tags (`en` matches `en-US`), case-insensitively.
+        case only([String])
+    }
+
+    public var variants: Variants
+    public var audio: Languages
+    public var subtitles: Languages
+    /// Whether I-frame playlists (`EXT-X-I-FRAME-STREAM-INF`) of the chosen bandwidths are downloaded too.
+    public var iFrames: Bool
+
+    /// Everything but I-frame playlists.
+    public init(variants: Variants = .all, audio: Languages = .all, subtitles: Languages = .all, iFrames: Bool = false) {
+        self.variants = variants
+        self.audio = audio
+        self.subtitles = subtitles
+        self.iFrames = iFrames
+    }
+
+    /// Parses the CLI spellings: `all|best|worst|<bits/s>` (`800k`, `1.5M` accepted) and `all|none|en,fr`.
+    /// - Throws: ``DownloadError/invalidState`` naming the bad value.
+    public init(variants: String, audio: String, subtitles: String, iFrames: Bool) throws(DownloadError) {
+        self.variants = try Self.parseVariants(variants)
+        self.audio = try Self.parseLanguages(audio, option: "--audio")
+        self.subtitles = try Self.parseLanguages(subtitles, option: "--subtitles")
+        self.iFrames = iFrames
+    }
+
+    private static func parseVariants(_ text: String) throws(DownloadError) -> Variants {
+        switch text.lowercased() {
+        case "all": return .all
+        case "best": return .best
+        case "worst": return .worst
+        default:
+            let lower = text.lowercased()
+            var multiplier = 1.0
+            var digits = Substring(lower)
+            if lower.hasSuffix("k") { multiplier = 1e3; digits = digits.dropLast() }
+            else if lower.hasSuffix("m") { multiplier = 1e6; digits = digits.dropLast() }
+            guard let number = Double(digits), number > 0, number * multiplier < 1e12 else {
+                throw DownloadError.invalidState.with("--variants \(text): expected all, best, worst or a bandwidth cap in bits/s (e.g. 800k)")
+            }
+            return .maxBandwidth(UInt64(number * multiplier))
+        }
+    }
+
+    private static func parseLanguages(_ text: String, option: String) throws(DownloadError) -> Languages {
+        switch text.lowercased() {
+        case "all": return .all
+        case "none": return .none
+        default:
+            let tags = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !tags.isEmpty else { throw DownloadError.invalidState.with("\(option) \(text): expected all, none or languages like en,fr") }
+            return .only(tags)
+        }
+    }
+
+    /// The media playlists to download from `master`, without duplicates, variants first.
+    public func select(from master: MasterPlaylist) -> [SelectedPlaylist] {
+        let chosen = chooseVariants(master.variants)
+        var result: [SelectedPlaylist] = []
+        var seen: Set<String> = []
+        func add(_ playlist: SelectedPlaylist) {
+            if seen.insert(playlist.url).inserted { result.append(playlist) }
+        }
+        for variant in chosen {
+            add(SelectedPlaylist(url: variant.url, role: .variant, bandwidth: variant.bandwidth ?? variant.averageBandwidth, name: variant.resolution.map { "\($0.width)x\($0.height)" }, language: nil))
+        }
+        let audioGroups = Set(chosen.compactMap(\.audioGroup))
+        let videoGroups = Set(chosen.compactMap(\.videoGroup))
+        let subtitleGroups = Set(chosen.compactMap(\.subtitlesGroup))
+        for rendition in master.renditions {
+            guard let url = rendition.url else { continue }
+            let wanted: Bool
+            let role: SelectedPlaylist.Role
+            switch rendition.type {
+            case .audio?:
+                role = .audio
+                wanted = audioGroups.contains(rendition.groupID) && Self.matches(rendition.language, audio)
+            case .video?:
+                role = .video
+                wanted = videoGroups.contains(rendition.groupID)
+            case .subtitles?:
+                role = .subtitles
+                wanted = subtitleGroups.contains(rendition.groupID) && Self.matches(rendition.language, subtitles)
+            case .closedCaptions?, nil:
+                continue
+            }
+            if wanted { add(SelectedPlaylist(url: url, role: role, bandwidth: nil, name: rendition.name, language: rendition.language)) }
+        }
+        if iFrames {
+            // The same rule (all, best, worst, cap) applied to the I-frame variants' own bandwidths.
+            for variant in chooseVariants(master.iFrameVariants) {
+                add(SelectedPlaylist(url: variant.url, role: .iFrames, bandwidth: variant.bandwidth, name: nil, language: nil))
+            }
+        }
+        return result
+    }
+
+    private func chooseVariants(_ all: [Variant]) -> [Variant] {
+        guard !all.isEmpty else { return [] }
+        let bandwidth: (Variant) -> UInt64 = { $0.bandwidth ?? $0.averageBandwidth ?? 0 }
+        switch variants {
+        case .all: return all
+        case .best: return [all.max { bandwidth($0) < bandwidth($1) }!]
+        case .worst: return [all.min { bandwidth($0) < bandwidth($1) }!]
+        case .maxBandwidth(let cap):
+            let fitting = all.filter { bandwidth($0) <= cap }
+            return fitting.isEmpty ? [all.min { bandwidth($0) < bandwidth($1) }!] : fitting
+        }
+    }
+
+    private static func matches(_ language: String?, _ filter: Languages) -> Bool {
+        switch filter {
+        case .all: return true
+        case .none: return false
+        case .only(let tags):
+            guard let language = language?.lowercased() else { return false }
+            return tags.contains { tag in
+                let tag = tag.lowercased()
+                return language == tag || language.hasPrefix(tag + "-")
+            }
+        }
+    }
+}
+
+/// A media playlist chosen by a ``RenditionSelection``.
+public struct SelectedPlaylist: Sendable, Hashable, Codable {
+    /// Where it comes from in the master.
+    public enum Role: String, Sendable, Hashable, Codable {
+        case variant, audio, video, subtitles, iFrames, media
+    }
+
+    /// Its absolute origin URL.
+    public var url: String
+    public var role: Role
+    /// The variant's BANDWIDTH (bits/s), for estimates.
+    public var bandwidth: UInt64?
+    /// The rendition's NAME, or the variant's resolution.
+    public var name: String?
+    public var language: String?
+
+    /// A selected playlist.
+    public init(url: String, role: Role, bandwidth: UInt64?, name: String?, language: String?) {
+        self.url = url
+        self.role = role
+        self.bandwidth = bandwidth
+        self.name = name
+        self.language = language
+    }
+}

@@ -1,0 +1,157 @@
+import ArgumentParser
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+
+/// `hlscache fetch URL`: prewarms a stream — its playlists and the first N seconds of every selected rendition.
+struct FetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Prewarm a stream (or its first N seconds).",
+        discussion: """
+            Prints the proxy URL to give the player, then the progress. The item is recorded in the cache \
+            directory: see `hlscache ls`, `show`, `pause`, `resume`, `rm`, `lock`. Live playlists are refused.
+            """
+    )
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The origin URL of the master (multivariant) or media playlist.")
+    var url: String
+
+    @Option(name: .long, help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767).")
+    var seconds: Int = 0
+
+    @Option(name: .long, help: "Variants: all, best, worst, or a bandwidth cap in bits/s (e.g. 800k).")
+    var variants: String = "all"
+
+    @Option(name: .long, help: "Audio renditions: all, none, or languages (en,fr).")
+    var audio: String = "all"
+
+    @Option(name: .long, help: "Subtitle renditions: all, none, or languages (en,fr).")
+    var subtitles: String = "all"
+
+    @Flag(name: .long, help: "Also download I-frame playlists.")
+    var iframes = false
+
+    @Option(name: .long, help: "Expire the item after this long (45m, 12h, 7d, 2w): its objects are evicted.")
+    var expires: String?
+
+    @Option(name: .long, help: "Item id (1…64 of A-Z a-z 0-9 . _ -); default: generated. An existing id resumes that item.")
+    var id: String?
+
+    @Option(name: .long, help: "Request header for every origin request of this item, 'Name: value' (repeatable).")
+    var header: [String] = []
+
+    @Option(name: .long, help: "Bandwidth cap for this process, bytes per second (e.g. 2MiB).")
+    var rate: String?
+
+    @Flag(name: .long, help: "Lock the item's objects: never evicted.")
+    var lock = false
+
+    @Flag(name: .long, help: "Print the renditions and the estimated size; download nothing.")
+    var dryRun = false
+
+    @Flag(name: .long, help: "Print JSON lines (events, then the item) instead of text.")
+    var json = false
+
+    @Flag(name: .long, help: "Record the item as queued and return; a running `hlscache serve` downloads it.")
+    var detach = false
+
+    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
+    var proxy: String = "http://127.0.0.1:8080"
+
+    func validate() throws {
+        guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
+            throw ValidationError("--seconds \(seconds): expected 0…\(DownloadItem.maxPrecacheSeconds)")
+        }
+        if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -") }
+        if let expires, ItemFormatter.duration(expires) == nil { throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d") }
+        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
+        for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
+        do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+    }
+
+    func run() async throws {
+        let printer = ProgressPrinter(json: json)
+        let selection: RenditionSelection
+        do {
+            selection = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
+        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+                try context.items.recoverInterrupted()
+                try context.downloader.expireDue()
+                var item = DownloadItem(
+                    id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
+                    expiresAt: expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }, locked: lock,
+                    headers: header.compactMap(HeaderField.init(parsing:)))
+                if dryRun {
+                    try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)
+                    return
+                }
+                if let existing = try context.items.item(item.id) {
+                    // The same id again: continue that item (after a kill, a pause, a failure).
+                    item = existing
+                    if existing.state.isSettled && existing.state != .deleted && existing.state != .expired {
+                        try context.downloader.resume(existing.id)
+                    }
+                } else {
+                    try context.items.insert(item)
+                }
+                if json {
+                    printer.emit(ItemFormatter.json(["event": "item", "id": item.id, "proxyURL": proxyURL]))
+                } else {
+                    printer.emit("item \(item.id): play \(proxyURL)")
+                }
+                if detach {
+                    if !json { printer.emit("queued; a running `hlscache serve` on this cache directory downloads it") }
+                    return
+                }
+                try await ForegroundDownload.run(item.id, context: context, printer: printer, proxyBase: proxy)
+        }
+    }
+
+    private func dryRunReport(_ item: DownloadItem, context: ItemContext, proxyURL: String, printer: ProgressPrinter) async throws {
+        let plan = try await context.downloader.makePlan(for: item, storing: false)
+        var fits: DownloadError?
+        do {
+            try context.downloader.checkFits(plan)
+        } catch {
+            fits = error
+        }
+        if json {
+            var object: [String: Any] = [
+                "event": "plan", "url": item.url, "proxyURL": proxyURL, "seconds": item.precacheSeconds, "partial": plan.isPartial,
+                "resources": plan.resources.count, "segments": plan.segmentCount,
+                "renditions": plan.renditions.map { rendition -> [String: Any] in
+                    var r: [String: Any] = [
+                        "url": rendition.selected.url, "role": rendition.selected.role.rawValue, "segments": rendition.segmentCount,
+                        "duration": rendition.duration,
+                    ]
+                    if let b = rendition.selected.bandwidth { r["bandwidth"] = b }
+                    if let e = rendition.estimatedBytes { r["estimatedBytes"] = e }
+                    if let n = rendition.selected.name { r["name"] = n }
+                    if let l = rendition.selected.language { r["language"] = l }
+                    return r
+                },
+            ]
+            if let estimate = plan.estimatedBytes { object["estimatedBytes"] = estimate }
+            if let fits { object["error"] = fits.code }
+            printer.emit(ItemFormatter.json(object))
+        } else {
+            for rendition in plan.renditions {
+                let s = rendition.selected
+                let label = [s.role.rawValue, s.name, s.language, s.bandwidth.map { "\($0) bit/s" }].compactMap { $0 }.joined(separator: " ")
+                let estimate = rendition.estimatedBytes.map(ItemFormatter.bytes) ?? "size unknown"
+                printer.emit("\(label): \(rendition.segmentCount) segments, \(String(format: "%.1f", rendition.duration)) s, \(estimate)  \(s.url)")
+            }
+            let total = plan.estimatedBytes.map { "\(ItemFormatter.bytes($0)) (\($0) bytes)" } ?? "unknown"
+            printer.emit("total: \(plan.resources.count) resources, \(plan.segmentCount) segments, estimated \(total)")
+            printer.emit("play: \(proxyURL)")
+        }
+        if let fits { throw fits }
+    }
+}

@@ -1,0 +1,69 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import HLSDownloader
+
+/// Runs one item in this process until it settles (`fetch`, `resume`): SIGINT/SIGTERM interrupt it (it
+/// becomes `idle` and resumes on the next `fetch`, `resume` or `serve`), the summary and exit status follow
+/// the final state.
+enum ForegroundDownload {
+    static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
+        let task = Task { () async throws -> DownloadItem in
+            do {
+                return try await context.downloader.run(id)
+            } catch let error as DownloadError where error == .invalidState {
+                // Another live process (a `serve`, another `fetch`) downloads it: follow its progress instead.
+                return try await follow(id, context: context, printer: printer)
+            }
+        }
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { task.cancel() }
+            source.resume()
+            return source
+        }
+        defer { sources.forEach { $0.cancel() } }
+        let item = try await task.value
+        printer.finishLine()
+        report(item, printer: printer, proxyBase: proxyBase)
+        switch item.state {
+        case .cached, .partiallyCached, .paused, .deleted, .queued, .downloading:
+            return
+        case .idle:
+            throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")
+        case .failed:
+            throw (item.errorCode.flatMap(DownloadError.init(code:)) ?? DownloadError.network).with(item.errorMessage ?? "item \(item.id) failed")
+        case .expired:
+            throw DownloadError.expired.with("item \(item.id) expired")
+        }
+    }
+
+    /// Polls an item another process downloads until it settles.
+    private static func follow(_ id: String, context: ItemContext, printer: ProgressPrinter) async throws(DownloadError) -> DownloadItem {
+        while true {
+            let item = try context.items.require(id)
+            if item.state != .downloading { return item }
+            printer.handle(
+                .progress(
+                    id: id,
+                    progress: DownloadProgress(
+                        bytesDone: item.bytesDone, bytesTotal: item.bytesTotal, segmentsDone: item.segmentsDone,
+                        segmentsTotal: item.segmentsTotal, bytesPerSecond: 0)))
+            do { try await Task.sleep(for: .milliseconds(500)) } catch { return try context.items.require(id) }
+        }
+    }
+
+    static func report(_ item: DownloadItem, printer: ProgressPrinter, proxyBase: String) {
+        if printer.json {
+            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase)
+            object["event"] = "done"
+            printer.emit(ItemFormatter.json(object))
+        } else {
+            printer.emit(
+                "\(item.id): \(item.state.rawValue), \(ItemFormatter.bytes(item.bytesDone)), \(item.segmentsDone)/\(item.segmentsTotal) segments"
+                    + (item.errorCode.map { " (\($0))" } ?? ""))
+        }
+    }
+}

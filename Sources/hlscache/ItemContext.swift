@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import HLSCacheStore
+import HLSDownloader
+import HLSOrigin
+import Logging
+import NIOCore
+import NIOPosix
+
+/// What the item commands open: the cache store, the items table and a downloader over them.
+struct ItemContext {
+    let store: CacheStore
+    let items: ItemStore
+    let origin: OriginClient
+    let downloader: Downloader
+
+    /// Opens the cache of `cache`; `onEvent` receives the downloader's events.
+    static func open(
+        _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+    ) throws -> ItemContext {
+        let proxy = try cache.proxyConfiguration()
+        let store: CacheStore
+        do {
+            store = try CacheStore.open(
+                directory: proxy.cacheDirectory, maxBytes: proxy.maxCacheBytes, freeDiskCushion: proxy.freeDiskCushion)
+        } catch {
+            throw ValidationError("cannot open the cache in \(proxy.cacheDirectory): \(error)")
+        }
+        let items = try ItemStore(directory: proxy.cacheDirectory)
+        var logger = Logger(label: "hlscache.fetch")
+        logger.logLevel = .error
+        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: Self.originConfiguration(), logger: logger)
+        var configuration = DownloaderConfiguration()
+        configuration.bytesPerSecond = rate
+        configuration.volatileQueryParameters = proxy.volatileQueryParameters
+        configuration.maxPlaylistBytes = proxy.maxPlaylistBytes
+        let downloader = Downloader(
+            store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            configuration: configuration, logger: logger, onEvent: onEvent)
+        return ItemContext(store: store, items: items, origin: origin, downloader: downloader)
+    }
+
+    /// The downloader retries each resource itself (3 attempts with backoff), so the client does not.
+    static func originConfiguration() -> OriginConfiguration {
+        var configuration = OriginConfiguration()
+        configuration.retry.maxRetries = 0
+        return configuration
+    }
+
+    func close() async {
+        try? await origin.shutdown()
+        store.close()
+    }
+
+    /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
+    /// the context on every path (the origin client must be shut down before it is released).
+    static func with(
+        _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in },
+        _ body: (ItemContext) async throws -> Void
+    ) async throws {
+        let context = try open(cache, rate: rate, onEvent: onEvent)
+        do {
+            try await ItemCommandRunner.run { try await body(context) }
+        } catch {
+            await context.close()
+            throw error
+        }
+        await context.close()
+    }
+}
+
+/// Exit with the item error code on stderr: `hlscache: notFound: the origin answered 404 …`.
+struct ItemFailure: Error, CustomStringConvertible {
+    var error: DownloadError
+    var description: String { "\(error.code): \(error.message)" }
+}
+
+extension DownloadError {
+    /// The process exit status for an item that ended with this error (documented in docs/cli.md).
+    var exitStatus: Int32 {
+        switch code {
+        case "notFound": 4
+        case "cacheFull": 5
+        case "corrupted": 6
+        case "unknownItem": 7
+        case "invalidState": 8
+        case "unsupported": 9
+        case "cancelled": 130
+        default: 3
+        }
+    }
+}
+
+/// Runs an item's work and turns a ``DownloadError`` into the documented message and exit status.
+enum ItemCommandRunner {
+    static func run(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as DownloadError {
+            FileHandle.standardError.write(Data("hlscache: \(error.code): \(error.message)\n".utf8))
+            throw ExitCode(error.exitStatus)
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+
+/// How items and progress are printed: one-line tables, JSON objects, the terminal progress line.
+enum ItemFormatter {
+    static func bytes(_ value: Int64) -> String {
+        ByteSize(bytes: value).description
+    }
+
+    static func iso(_ date: Date?) -> String? {
+        guard let date else { return nil }
+        let formatter = ISO8601DateFormatter()
+        return formatter.string(from: date)
+    }
+
+    /// The item as a JSON-ready dictionary (header values are not printed, only names).
+    static func dictionary(_ item: DownloadItem, proxyBase: String? = nil) -> [String: Any] {
+        var object: [String: Any] = [
+            "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
+            "locked": item.locked, "bytesDone": item.bytesDone, "bytesTotal": item.bytesTotal,
+            "segmentsDone": item.segmentsDone, "segmentsTotal": item.segmentsTotal, "renditions": item.renditions,
+            "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
+        ]
+        if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let code = item.errorCode { object["error"] = code }
+        if let message = item.errorMessage { object["message"] = message }
+        if let base = proxyBase, let url = try? OriginURL(item.url) { object["proxyURL"] = url.proxyURL(base: base) }
+        return object
+    }
+
+    static func json(_ object: [String: Any]) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// `12.0 MiB / 40.0 MiB  5/20 segments  1.2 MiB/s  ETA 23s`.
+    static func progressLine(_ progress: DownloadProgress) -> String {
+        var line = "\(bytes(progress.bytesDone)) / \(bytes(progress.bytesTotal))  \(progress.segmentsDone)/\(progress.segmentsTotal) segments"
+        line += "  \(bytes(Int64(progress.bytesPerSecond)))/s"
+        if let eta = progress.eta { line += "  ETA \(Int(eta.rounded()))s" }
+        return line
+    }
+
+    static func progressJSON(id: String, _ progress: DownloadProgress) -> String {
+        var object: [String: Any] = [
+            "event": "progress", "id": id, "bytesDone": progress.bytesDone, "bytesTotal": progress.bytesTotal,
+            "segmentsDone": progress.segmentsDone, "segmentsTotal": progress.segmentsTotal,
+            "bytesPerSecond": Int64(progress.bytesPerSecond),
+        ]
+        if let eta = progress.eta { object["eta"] = Int(eta.rounded()) }
+        return json(object)
+    }
+
+    /// Parses `7d`, `12h`, `30m`, `45s`, `2w` (or a bare number of seconds).
+    static func duration(_ text: String) -> TimeInterval? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
+        guard let last = text.last else { return nil }
+        if let unit = units[last], let value = Double(text.dropLast()), value > 0 { return value * unit }
+        if let value = Double(text), value > 0 { return value }
+        return nil
+    }
+}

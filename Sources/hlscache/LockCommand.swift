@@ -1,0 +1,19 @@
+import ArgumentParser
+import HLSDownloader
+
+/// `hlscache lock ID`: the item's objects are never evicted (objects it downloads later are locked too).
+struct LockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Lock an item's objects against eviction.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    func run() async throws {
+        try await ItemContext.with(cache) { context in
+            try context.downloader.setLocked(id, true)
+            print("\(id): locked")
+        }
+    }
+}

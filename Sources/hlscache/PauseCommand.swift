@@ -1,0 +1,20 @@
+import ArgumentParser
+import HLSDownloader
+
+/// `hlscache pause ID`: stops a download (in whichever process runs it) until `resume`.
+struct PauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause an item's download.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    func run() async throws {
+        try await ItemContext.with(cache) { context in
+            try context.items.recoverInterrupted()
+            let item = try context.downloader.pause(id)
+            print("\(item.id): \(item.state.rawValue)")
+        }
+    }
+}

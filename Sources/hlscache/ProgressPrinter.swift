@@ -1,0 +1,59 @@
+import Foundation
+import HLSDownloader
+import NIOConcurrencyHelpers
+
+/// Prints downloader events: a rewritten progress line on a terminal, JSON lines with `--json`, nothing else
+/// otherwise (the final summary is printed by the command).
+final class ProgressPrinter: Sendable {
+    let json: Bool
+    private let terminal: Bool
+    private let lastLine = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+
+    init(json: Bool) {
+        self.json = json
+        terminal = isatty(STDOUT_FILENO) == 1
+    }
+
+    func handle(_ event: DownloadEvent) {
+        switch event {
+        case .stateChanged(let id, let state, let code):
+            if json {
+                var object: [String: Any] = ["event": "state", "id": id, "state": state.rawValue]
+                if let code { object["error"] = code }
+                emit(ItemFormatter.json(object))
+            }
+        case .planned(let id, let resources, let segments, let estimate):
+            if json {
+                var object: [String: Any] = ["event": "planned", "id": id, "resources": resources, "segments": segments]
+                if let estimate { object["estimatedBytes"] = estimate }
+                emit(ItemFormatter.json(object))
+            }
+        case .progress(let id, let progress):
+            if json {
+                emit(ItemFormatter.progressJSON(id: id, progress))
+            } else if terminal {
+                // At most 10 redraws a second.
+                let now = ContinuousClock.now
+                let draw = lastLine.withLockedValue { last -> Bool in
+                    if let last, now - last < .milliseconds(100), progress.segmentsDone < progress.segmentsTotal { return false }
+                    last = now
+                    return true
+                }
+                if draw { write("\r\u{1B}[K" + ItemFormatter.progressLine(progress)) }
+            }
+        }
+    }
+
+    /// Ends the progress line before the summary.
+    func finishLine() {
+        if terminal && !json && lastLine.withLockedValue({ $0 }) != nil { write("\n") }
+    }
+
+    func emit(_ line: String) {
+        write(line + "\n")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,22 @@
+import ArgumentParser
+import HLSDownloader
+
+/// `hlscache rm ID`: stops the item, evicts its objects and forgets it.
+struct RemoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete an item and evict its objects.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    @Flag(name: .long, help: "Keep the item's record (state deleted) for `ls`.")
+    var keepMetadata = false
+
+    func run() async throws {
+        try await ItemContext.with(cache) { context in
+            try context.downloader.remove(id, keepMetadata: keepMetadata)
+            print("\(id): deleted")
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import HLSCacheCore
+import HLSDownloader
+
+/// `hlscache resume ID`: continues a paused, interrupted or failed item (or re-checks a cached one) in the
+/// foreground, or queues it for `serve` with `--detach`.
+struct ResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume an item's download.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    @Flag(name: .long, help: "Queue it and return; a running `hlscache serve` downloads it.")
+    var detach = false
+
+    @Flag(name: .long, help: "Print JSON lines.")
+    var json = false
+
+    @Option(name: .long, help: "Bandwidth cap for this process, bytes per second (e.g. 2MiB).")
+    var rate: String?
+
+    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
+    var proxy: String = "http://127.0.0.1:8080"
+
+    func run() async throws {
+        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
+        let printer = ProgressPrinter(json: json)
+        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+                let current = try context.items.require(id)
+                if current.state != .idle && current.state != .queued {
+                    try context.downloader.resume(id)
+                }
+                if detach {
+                    printer.emit("\(id): queued")
+                    return
+                }
+                try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxy)
+        }
+    }
+}

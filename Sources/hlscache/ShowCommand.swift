@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import HLSDownloader
+
+/// `hlscache show ID`: one item in detail.
+struct ShowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one item in detail.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    @Flag(name: .long, help: "Print a JSON object.")
+    var json = false
+
+    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
+    var proxy: String = "http://127.0.0.1:8080"
+
+    func run() async throws {
+        try await ItemContext.with(cache) { context in
+            try context.items.recoverInterrupted()
+            try context.downloader.expireDue()
+            let item = try context.items.require(id)
+            let resources = try context.items.resources(id)
+            var object = ItemFormatter.dictionary(item, proxyBase: proxy)
+            object["resources"] = resources.count
+            object["resourcesDone"] = resources.count { $0.done }
+            if json {
+                print(ItemFormatter.json(object))
+                return
+            }
+            for key in object.keys.sorted() {
+                let value = object[key]!
+                if let list = value as? [String] {
+                    print("\(key):" + (list.isEmpty ? " -" : ""))
+                    for entry in list { print("  \(entry)") }
+                } else {
+                    print("\(key): \(value)")
+                }
+            }
+        }
+    }
+}

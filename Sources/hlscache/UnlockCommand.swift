@@ -1,0 +1,19 @@
+import ArgumentParser
+import HLSDownloader
+
+/// `hlscache unlock ID`: the item's objects become evictable again (unless another locked item lists them).
+struct UnlockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock an item's objects.")
+
+    @OptionGroup var cache: CacheOptions
+
+    @Argument(help: "The item id.")
+    var id: String
+
+    func run() async throws {
+        try await ItemContext.with(cache) { context in
+            try context.downloader.setLocked(id, false)
+            print("\(id): unlocked")
+        }
+    }
+}

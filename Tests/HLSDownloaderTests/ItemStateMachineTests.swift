@@ -1,0 +1,81 @@
+import HLSDownloader
+import Testing
+
+@Suite struct ItemStateMachineTests {
+    private func machine(_ state: ItemState) -> ItemStateMachine { ItemStateMachine(state: state) }
+
+    @Test func happyPathToCachedAndPartiallyCached() throws {
+        var m = machine(.queued)
+        #expect(try m.handle(.start) == .startDownload)
+        #expect(m.state == .downloading)
+        #expect(try m.handle(.finish(partial: false)) == .persist)
+        #expect(m.state == .cached)
+        var p = machine(.downloading)
+        _ = try p.handle(.finish(partial: true))
+        #expect(p.state == .partiallyCached)
+    }
+
+    @Test func pauseAndResumeLoop() throws {
+        var m = machine(.downloading)
+        #expect(try m.handle(.pause) == .stopDownload)
+        #expect(m.state == .paused)
+        #expect(try m.handle(.resume) == .persist)
+        #expect(m.state == .queued)
+        _ = try m.handle(.start)
+        #expect(m.state == .downloading)
+    }
+
+    @Test func interruptedItemsBecomeIdleAndRestart() throws {
+        var m = machine(.downloading)
+        #expect(try m.handle(.interrupt) == .stopDownload)
+        #expect(m.state == .idle)
+        #expect(try m.handle(.start) == .startDownload)
+    }
+
+    @Test func failureKeepsNoDownloadRunning() throws {
+        var m = machine(.downloading)
+        #expect(try m.handle(.fail(code: "http")) == .stopDownload)
+        #expect(m.state == .failed)
+        _ = try m.handle(.resume)
+        #expect(m.state == .queued)
+    }
+
+    @Test func expiryAndDeletionEvictFromEveryLiveState() throws {
+        for state in [ItemState.queued, .downloading, .paused, .idle, .cached, .partiallyCached, .failed] {
+            var e = machine(state)
+            #expect(try e.handle(.expire) == .stopAndEvict)
+            #expect(e.state == .expired)
+            var d = machine(state)
+            #expect(try d.handle(.delete) == .stopAndEvict)
+            #expect(d.state == .deleted)
+        }
+        var expired = machine(.expired)
+        #expect(try expired.handle(.delete) == .stopAndEvict)
+    }
+
+    @Test func invalidTransitionsThrowAndKeepTheState() {
+        let invalid: [(ItemState, ItemStateMachine.Event)] = [
+            (.queued, .finish(partial: false)), (.downloading, .start), (.downloading, .resume), (.paused, .start),
+            (.cached, .pause), (.cached, .start), (.failed, .finish(partial: true)), (.expired, .resume), (.deleted, .resume),
+            (.deleted, .start), (.idle, .interrupt), (.partiallyCached, .fail(code: "http")),
+        ]
+        for (state, event) in invalid {
+            var m = machine(state)
+            #expect(throws: DownloadError.invalidState) { try m.handle(event) }
+            #expect(m.state == state)
+        }
+    }
+
+    @Test func runnableAndSettledStates() {
+        #expect(ItemState.allCases.filter(\.isRunnable) == [.queued, .idle])
+        #expect(!ItemState.downloading.isSettled && ItemState.paused.isSettled)
+    }
+
+    @Test func errorCodesRoundTrip() {
+        for code in ["notFound", "network", "http", "timeout", "corrupted", "cacheFull", "cancelled", "keyUnavailable", "expired"] {
+            #expect(DownloadError(code: code)?.code == code)
+        }
+        #expect(DownloadError(code: "nope") == nil)
+        #expect(DownloadError.cacheFull.httpStatus == 507)
+    }
+}

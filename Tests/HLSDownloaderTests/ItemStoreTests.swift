@@ -1,0 +1,67 @@
+import Foundation
+import HLSDownloader
+import Testing
+
+@Suite struct ItemStoreTests {
+    private func makeStore() throws -> (ItemStore, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        return (try ItemStore(directory: dir.path), dir)
+    }
+
+    @Test func insertReadAndListByState() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var item = DownloadItem(id: "a", url: "https://x/m.m3u8", precacheSeconds: 30, expiresAt: Date(timeIntervalSince1970: 2e9),
+                                headers: [HeaderField(name: "Authorization", value: "Bearer t")])
+        item.selection = try RenditionSelection(variants: "best", audio: "en", subtitles: "none", iFrames: false)
+        try store.insert(item)
+        #expect(throws: DownloadError.invalidState) { try store.insert(item) }
+        let read = try #require(try store.item("a"))
+        #expect(read.selection == item.selection)
+        #expect(read.headers == item.headers)
+        #expect(read.expiresAt == item.expiresAt)
+        #expect(read.state == .queued)
+        #expect(try store.items(state: .queued).map(\.id) == ["a"])
+        #expect(try store.items(state: .cached).isEmpty)
+    }
+
+    @Test func transitionsArePersistedAndValidated() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "b", url: "https://x/m.m3u8"))
+        let claimed = try #require(try store.claim("b"))
+        #expect(claimed.state == .downloading && claimed.ownerPID == getpid())
+        #expect(try store.claim("b") == nil, "a live owner keeps it")
+        let (failed, action) = try store.apply(.fail(code: "http"), to: "b")
+        #expect(failed.state == .failed && failed.errorCode == "http" && action == .stopDownload)
+        #expect(throws: DownloadError.invalidState) { try store.apply(.pause, to: "b") }
+        #expect(throws: DownloadError.unknownItem) { try store.apply(.pause, to: "zz") }
+    }
+
+    @Test func downloadsOfDeadProcessesBecomeIdle() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "c", url: "https://x/m.m3u8"))
+        _ = try store.claim("c")
+        // A pid that cannot be alive.
+        try store.update("c") { $0.ownerPID = Int32.max - 1 }
+        #expect(try store.recoverInterrupted() == ["c"])
+        #expect(try store.item("c")?.state == .idle)
+    }
+
+    @Test func resourcesTrackProgressAndSharing() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "d", url: "https://x/m.m3u8"))
+        try store.insert(DownloadItem(id: "e", url: "https://x/m.m3u8"))
+        try store.setResources("d", [ItemResource(key: "k1", url: "u1", kind: "segment"), ItemResource(key: "k2", url: "u2", kind: "segment")])
+        try store.setResources("e", [ItemResource(key: "k2", url: "u2", kind: "segment")])
+        let item = try #require(try store.markDone("d", key: "k1", size: 100, estimatedTotal: { _ in 250 }))
+        #expect(item.bytesDone == 100 && item.bytesTotal == 250 && item.segmentsDone == 1 && item.segmentsTotal == 2)
+        #expect(try store.isShared("k2", except: "d"))
+        #expect(!(try store.isShared("k1", except: "d")))
+        #expect(!(try store.isShared("k2", except: "d", lockedOnly: true)))
+        try store.purge("e")
+        #expect(!(try store.isShared("k2", except: "d")))
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import HLSOrigin
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+
+/// A ``Downloader`` on a temporary cache directory in front of a ``TestOrigin``, with fast retries and an
+/// event log, for the `hlscache fetch` integration tests.
+final class DownloaderHarness: Sendable {
+    let origin: TestOrigin
+    let cacheDirectory: URL
+    let store: CacheStore
+    let items: ItemStore
+    let originClient: OriginClient
+    let downloader: Downloader
+    private let eventLog = NIOLockedValueBox<[DownloadEvent]>([])
+
+    init(origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, configure: (inout DownloaderConfiguration) -> Void = { _ in }) throws {
+        self.origin = origin
+        self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
+        store = try CacheStore.open(directory: self.cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
+        items = try ItemStore(directory: self.cacheDirectory.path)
+        var logger = Logger(label: "hlscache-fetch-test")
+        logger.logLevel = .error
+        var originConfiguration = OriginConfiguration()
+        originConfiguration.retry.maxRetries = 0
+        originConfiguration.readTimeout = .seconds(5)
+        originConfiguration.connectTimeout = .seconds(2)
+        originClient = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
+        var configuration = DownloaderConfiguration()
+        configuration.retryBaseDelay = .milliseconds(20)
+        configuration.statePollInterval = .milliseconds(50)
+        configure(&configuration)
+        let log = eventLog
+        downloader = Downloader(
+            store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            configuration: configuration, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
+    }
+
+    var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }
+
+    func url(_ path: String) -> String { "\(origin.baseURL)\(path)" }
+
+    func key(_ path: String) throws -> CacheKey { CacheKey(try OriginURL(url(path))) }
+
+    /// Records an item and runs it to the end.
+    @discardableResult
+    func fetch(_ path: String, id: String = DownloadItem.generateID(), seconds: Int = 0, selection: RenditionSelection = RenditionSelection(),
+               locked: Bool = false, expiresAt: Date? = nil) async throws -> DownloadItem {
+        try items.insert(DownloadItem(id: id, url: url(path), selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: locked))
+        return try await downloader.run(id)
+    }
+
+    /// The stored bytes of an origin path, or nil.
+    func stored(_ path: String) throws -> [UInt8]? {
+        guard let object = store.lookup(try key(path)) else { return nil }
+        return FileManager.default.contents(atPath: object.path).map { [UInt8]($0) }
+    }
+
+    func shutdown(keepingCache: Bool = false) async {
+        try? await originClient.shutdown()
+        store.close()
+        if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }
+    }
+}
+
+
+
+extension Process {
+    /// Waits for exit without blocking a cooperative thread.
+    func waitForExit() async {
+        while isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import NIOCore
+import Testing
+
+/// Retries, error codes, the dry-run estimate and the cacheFull refusal of the download engine.
+@Suite(.serialized) struct FetchFailureTests {
+    private func start() async throws -> (TestOrigin, URL) {
+        let dir = try await Streams.stream("fmp4", { try FFmpeg.makeFMP4(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        return (origin, dir)
+    }
+
+    @Test func transient503sAreRetriedWithBackoff() async throws {
+        let (origin, _) = try await start()
+        origin.setFault(.failFirst(times: 2, status: 503), for: "/seg001.m4s")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8")
+        #expect(item.state == .cached)
+        let attempts = origin.requests(matching: "/seg001.m4s")
+        #expect(attempts.count == 3, "two 503s then success")
+        if attempts.count == 3 {
+            #expect(attempts[2].time - attempts[1].time >= .milliseconds(10), "backoff between attempts")
+        }
+        #expect(try fetch.stored("/seg001.m4s") != nil)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func aResourceFailingThreeTimesFailsTheItemWithHTTP() async throws {
+        let (origin, _) = try await start()
+        origin.setFault(.status(503), for: "/seg002.m4s")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "http")
+        #expect(origin.requests(matching: "/seg002.m4s").count == 3, "3 attempts per resource")
+        #expect(try fetch.stored("/seg002.m4s") == nil)
+        #expect(fetch.events.contains(.stateChanged(id: item.id, state: .failed, errorCode: "http")))
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func truncatedBodiesAreNeverStored() async throws {
+        let (origin, _) = try await start()
+        origin.setFault(.truncate(bytes: 100), for: "/seg000.m4s")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "network")
+        #expect(try fetch.stored("/seg000.m4s") == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func a404MasterIsNotFound() async throws {
+        let (origin, _) = try await start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/missing.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "notFound")
+        #expect(origin.requests(matching: "/missing.m3u8").count == 1, "a 404 is not retried")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func aMalformedPlaylistIsCorruptedAndNotCached() async throws {
+        let (origin, _) = try await start()
+        origin.setBody(Array("#EXTM3U\n#EXTINF:abc,\nseg.ts\n".utf8), for: "/bad.m3u8")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/bad.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "corrupted")
+        #expect(try fetch.stored("/bad.m3u8") == nil)
+        origin.setBody(Array("<html>not a playlist</html>".utf8), for: "/html.m3u8")
+        #expect(try await fetch.fetch("/html.m3u8").errorCode == "corrupted")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func livePlaylistsAreRefused() async throws {
+        let (origin, _) = try await start()
+        origin.setBody(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg000.m4s\n".utf8), for: "/live.m3u8")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/live.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "unsupported")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func dryRunEstimatesBandwidthTimesDurationAndStoresNothing() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = DownloadItem(id: "dry", url: fetch.url("/master.m3u8"), precacheSeconds: 4)
+        let plan = try await fetch.downloader.makePlan(for: item, storing: false)
+        let master = try String(contentsOf: dir.appendingPathComponent("master.m3u8"), encoding: .utf8)
+        let bandwidths = master.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") }.compactMap { line -> Double? in
+            guard let range = line.range(of: "BANDWIDTH=") else { return nil }
+            return Double(line[range.upperBound...].prefix { $0.isNumber })
+        }
+        #expect(bandwidths.count == 2)
+        var expected = 0.0
+        for (index, bandwidth) in bandwidths.enumerated() {
+            let duration = plan.renditions.first { $0.selected.url.hasSuffix("/v\(index)/index.m3u8") }?.duration ?? 0
+            #expect(duration > 3.9 && duration < 4.1)
+            expected += bandwidth * duration / 8
+        }
+        #expect(abs(Double(plan.estimatedBytes ?? 0) - expected) <= 2)
+        #expect(plan.renditions.count == 3 && plan.segmentCount == 6)
+        #expect(try fetch.store.usage().count == 0, "a dry run stores nothing")
+        #expect(origin.requests.allSatisfy { $0.path.hasSuffix(".m3u8") }, "only playlists are read")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func anItemThatCannotFitIsRefusedWithCacheFull() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin2 = TestOrigin(root: dir)
+        try await origin2.start()
+        let fetch = try DownloaderHarness(origin: origin2, maxBytes: 64 * 1024)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/master.m3u8")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "cacheFull")
+        #expect(origin2.requests.allSatisfy { $0.path.hasSuffix(".m3u8") }, "no segment was fetched")
+        await fetch.shutdown()
+        await origin2.stop()
+    }
+}

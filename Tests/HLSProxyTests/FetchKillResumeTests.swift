@@ -1,0 +1,87 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import Testing
+
+/// `hlscache fetch` processes killed with SIGKILL at random points, then resumed: every cached file is
+/// byte-identical to the origin's and nothing complete is fetched twice.
+@Suite(.serialized) struct FetchKillResumeTests {
+    static var binary: URL {
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: dir.appendingPathComponent("hlscache").path) {
+            dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
+        }
+        return dir.appendingPathComponent("hlscache")
+    }
+
+    private func launch(_ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    @Test func sigkillAtRandomPointsThenResumeStoresExactOriginBytes() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-kill-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let url = origin.baseURL + "/master.m3u8"
+        let common = ["fetch", url, "--cache-dir", cache.path, "--free-disk-cushion", "0", "--id", "killme"]
+
+        var completedBefore: Set<String> = []
+        for cycle in 0..<3 {
+            origin.clearLog()
+            let process = try launch(common + ["--rate", "150KB"])
+            try await Task.sleep(for: .milliseconds(Int.random(in: 150...900)))
+            kill(process.processIdentifier, SIGKILL)
+            await process.waitForExit()
+            #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): killed before it finished")
+            let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
+            #expect(refetched.isEmpty, "cycle \(cycle): complete files fetched again: \(refetched)")
+            completedBefore = try storedPaths(cache: cache, origin: origin, dir: dir)
+        }
+
+        // The item was left `downloading` by a dead process; the next run resumes it to the end.
+        origin.clearLog()
+        let final = try launch(common + ["--json"])
+        await final.waitForExit()
+        #expect(final.terminationStatus == 0)
+        let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
+        #expect(refetched.isEmpty, "complete files fetched again: \(refetched)")
+
+        let items = try ItemStore(directory: cache.path)
+        let item = try #require(try items.item("killme"))
+        #expect(item.state == .cached)
+        let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? []
+        let segments = files.count { $0.hasSuffix(".ts") }
+        #expect(item.segmentsDone == item.segmentsTotal && item.segmentsTotal == segments)
+        let stored = try storedPaths(cache: cache, origin: origin, dir: dir)
+        #expect(stored.count == files.count { $0.hasSuffix(".ts") || $0.hasSuffix(".m3u8") }, "every playlist and segment")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("tmp").path).isEmpty)
+        await origin.stop()
+    }
+
+    /// Opens the store the killed process used, checks every stored object against the origin's file, and
+    /// returns the origin paths stored.
+    private func storedPaths(cache: URL, origin: TestOrigin, dir: URL) throws -> Set<String> {
+        let store = try CacheStore.open(directory: cache.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        defer { store.close() }
+        var paths: Set<String> = []
+        let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? []
+        for file in files where file.hasSuffix(".ts") || file.hasSuffix(".m3u8") {
+            let key = CacheKey(try OriginURL(origin.baseURL + "/" + file))
+            guard let object = store.lookup(key) else { continue }
+            let bytes = FileManager.default.contents(atPath: object.path)
+            let original = FileManager.default.contents(atPath: dir.appendingPathComponent(file).path)
+            #expect(bytes == original, "\(file) differs from the origin")
+            paths.insert("/" + file)
+        }
+        return paths
+    }
+}

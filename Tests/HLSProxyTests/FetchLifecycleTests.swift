@@ -1,0 +1,146 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import NIOCore
+import Testing
+
+/// Pause/resume, rm, lock against eviction, and expiry of items.
+@Suite(.serialized) struct FetchLifecycleTests {
+    private func start() async throws -> (TestOrigin, URL) {
+        let dir = try await Streams.stream("fmp4", { try FFmpeg.makeFMP4(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        return (origin, dir)
+    }
+
+    @Test func pauseStopsTheDownloadAndResumeFinishesWithoutRefetching() async throws {
+        let (origin, _) = try await start()
+        for index in 0..<3 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg00\(index).m4s") }
+        let fetch = try DownloaderHarness(origin: origin) { $0.resourcesPerItem = 1 }
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(DownloadItem(id: "p", url: fetch.url("/index.m3u8")))
+        let run = Task { try await fetch.downloader.run("p") }
+        // Wait until at least one segment is stored, then pause.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while (try fetch.items.item("p"))?.segmentsDone ?? 0 < 1 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try fetch.downloader.pause("p")
+        let paused = try await run.value
+        #expect(paused.state == .paused)
+        #expect(paused.segmentsDone < 3)
+        let doneBefore = try fetch.items.resources("p").filter { $0.done && $0.kind == "segment" }.map(\.url)
+        #expect(!doneBefore.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty,
+                "the interrupted write left nothing behind")
+
+        origin.clearLog()
+        for index in 0..<3 { origin.setFault(nil, for: "/seg00\(index).m4s") }
+        #expect(try fetch.downloader.pause("p").state == .paused, "pausing twice is harmless")
+        try fetch.downloader.resume("p")
+        let finished = try await fetch.downloader.run("p")
+        #expect(finished.state == .cached)
+        let refetched = origin.requests.map(\.path)
+        for url in doneBefore { #expect(!refetched.contains { url.hasSuffix($0) }, "\(url) was complete and not fetched again") }
+        #expect(!refetched.contains("/index.m3u8"), "the stored playlist is reused")
+        let states = fetch.events.compactMap { event -> ItemState? in
+            if case .stateChanged(_, let state, _) = event { return state }
+            return nil
+        }
+        #expect(states == [.downloading, .paused, .paused, .queued, .downloading, .cached])
+        #expect(throws: DownloadError.invalidState) { try fetch.downloader.pause("p") }
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func rmEvictsTheItemsObjectsAndForgetsIt() async throws {
+        let (origin, _) = try await start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        try await fetch.fetch("/index.m3u8", id: "r1")
+        #expect(try fetch.stored("/seg000.m4s") != nil)
+        try fetch.downloader.remove("r1", keepMetadata: true)
+        #expect(try fetch.items.item("r1")?.state == .deleted)
+        #expect(try fetch.stored("/seg000.m4s") == nil && fetch.stored("/index.m3u8") == nil && fetch.stored("/init.mp4") == nil)
+        #expect(try fetch.store.usage().count == 0)
+        try fetch.downloader.remove("r1", keepMetadata: false)
+        #expect(try fetch.items.item("r1") == nil)
+        #expect(throws: DownloadError.unknownItem) { try fetch.downloader.remove("r1", keepMetadata: false) }
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func lockedItemsSurviveEvictionUnlockedOnesDoNot() async throws {
+        let (origin, dir) = try await start()
+        let total = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { !$0.hasPrefix(".") }
+            .reduce(Int64(0)) { $0 + Int64((try? Data(contentsOf: dir.appendingPathComponent($1)).count) ?? 0) }
+        // Room for the stream and a little more.
+        let fetch = try DownloaderHarness(origin: origin, maxBytes: total + 4096)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8", id: "locked")
+        #expect(item.state == .cached)
+        try fetch.downloader.setLocked("locked", true)
+        #expect(fetch.store.lookup(try fetch.key("/seg000.m4s"))?.locked == true)
+
+        // Filling the cache evicts everything unlocked, never the item's objects.
+        for index in 0..<4 {
+            let writer = try? fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/\(index)"), expectedLength: 2048)
+            try? writer?.write([UInt8](repeating: 1, count: 2048))
+            _ = try? writer?.finish(contentType: nil, kind: .segment)
+        }
+        #expect(try fetch.stored("/seg000.m4s") != nil && fetch.stored("/seg002.m4s") != nil && fetch.stored("/index.m3u8") != nil)
+
+        try fetch.downloader.setLocked("locked", false)
+        #expect(fetch.store.lookup(try fetch.key("/seg000.m4s"))?.locked == false)
+        let big = try fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/big"), expectedLength: total)
+        try big.write([UInt8](repeating: 2, count: Int(total)))
+        _ = try big.finish(contentType: nil, kind: .segment)
+        #expect(try fetch.stored("/seg000.m4s") == nil, "unlocked objects are evicted again")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func expiredItemsAreEvicted() async throws {
+        let (origin, _) = try await start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8", id: "exp", expiresAt: Date().addingTimeInterval(2))
+        #expect(item.state == .cached)
+        #expect(try fetch.downloader.expireDue().isEmpty)
+        try await Task.sleep(for: .milliseconds(2100))
+        #expect(try fetch.downloader.expireDue() == ["exp"])
+        let expired = try #require(try fetch.items.item("exp"))
+        #expect(expired.state == .expired && expired.errorCode == "expired")
+        #expect(try fetch.stored("/seg000.m4s") == nil && fetch.stored("/index.m3u8") == nil)
+        #expect(throws: DownloadError.invalidState) { try fetch.downloader.resume("exp") }
+        // An item whose expiry passed before it ran expires instead of downloading.
+        try fetch.items.insert(DownloadItem(id: "late", url: fetch.url("/index.m3u8"), expiresAt: Date().addingTimeInterval(-1)))
+        origin.clearLog()
+        #expect(try await fetch.downloader.run("late").state == .expired)
+        #expect(origin.requests.isEmpty)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    @Test func schedulerRunsQueuedItemsTwoAtATime() async throws {
+        let (origin, _) = try await start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        for id in ["q1", "q2", "q3"] { try fetch.items.insert(DownloadItem(id: id, url: fetch.url("/index.m3u8"))) }
+        let scheduler = DownloadScheduler(downloader: fetch.downloader, pollInterval: .milliseconds(50))
+        let task = Task { await scheduler.run() }
+        let deadline = ContinuousClock.now + .seconds(20)
+        var maxActive = 0
+        while try fetch.items.items().contains(where: { $0.state != .cached }) && ContinuousClock.now < deadline {
+            maxActive = max(maxActive, await scheduler.active.count)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        task.cancel()
+        await task.value
+        #expect(try fetch.items.items().allSatisfy { $0.state == .cached })
+        #expect(maxActive <= 2)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+}
