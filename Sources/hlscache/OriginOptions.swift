@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import HLSOrigin
 
 /// Options for talking to origins, shared by every command that fetches.
@@ -10,8 +11,28 @@ struct OriginOptions: ParsableArguments {
             valueName: "HOST=HEADER"))
     var originHeader: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Only proxy these origin hosts (repeatable; default: any host). Link-local and metadata addresses are refused either way.",
+            valueName: "HOST"))
+    var allowHost: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Reach origins through this HTTP proxy.", valueName: "HOST:PORT"))
+    var upstreamProxy: String?
+
     func originConfiguration() throws -> OriginConfiguration {
         var configuration = OriginConfiguration()
+        if !allowHost.isEmpty {
+            configuration.destinationPolicy.allowedHosts = allowHost.map { $0.lowercased() }
+        }
+        if let upstreamProxy {
+            guard let colon = upstreamProxy.lastIndex(of: ":"), let port = Int(upstreamProxy[upstreamProxy.index(after: colon)...]),
+                (1...65535).contains(port), colon > upstreamProxy.startIndex
+            else {
+                throw ValidationError("--upstream-proxy \(upstreamProxy): expected HOST:PORT")
+            }
+            configuration.proxy = .server(host: String(upstreamProxy[..<colon]), port: port)
+        }
         for spec in originHeader {
             guard let (host, name, value) = OriginOptions.parse(spec) else {
                 throw ValidationError("--origin-header \(spec.split(separator: ":").first ?? ""): expected HOST=NAME: VALUE")

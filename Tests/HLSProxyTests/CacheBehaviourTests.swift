@@ -178,3 +178,18 @@ enum HTTPClientRequestFactory {
 }
 
 import AsyncHTTPClient
+
+@Suite struct DestinationPolicyThroughProxyTests {
+    @Test func hostsOutsideTheAllowListAndMetadataAddressesAreRefused() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configureOrigin: {
+            $0.destinationPolicy.allowedHosts = ["cdn.allowed.example"]
+        })
+        defer { Task { await harness.shutdown() } }
+        let refused = try await harness.get(harness.url("/x.ts"))
+        #expect(refused.status == 403)
+        #expect(refused.text.contains("forbiddenDestination"))
+        #expect(harness.origin.requests.isEmpty)
+        let metadata = try await harness.get("\(harness.base)/http/169.254.169.254/latest/meta-data/")
+        #expect(metadata.status == 403)
+    }
+}
