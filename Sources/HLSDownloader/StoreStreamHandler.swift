@@ -14,6 +14,8 @@ final class StoreStreamHandler: OriginStreamHandler {
         var writer: CacheWriter?
         var head: OriginResponseHead?
         var failure: (any Error)?
+        /// The last chunk's write, which may still run on the thread pool when the request dies.
+        var pendingBody: EventLoopFuture<Void>?
     }
 
     private let store: CacheStore
@@ -54,7 +56,7 @@ final class StoreStreamHandler: OriginStreamHandler {
             // An error status: its body is not the resource; didFinish reports the status.
             return eventLoop.makeSucceededVoidFuture()
         }
-        return eventLoop.makeFutureWithTask { [self] in
+        let future = eventLoop.makeFutureWithTask { [self] in
             if let limiter { try await limiter.acquire(buffer.readableBytes) }
             try await threadPool.runIfActive { [self] in
                 let writer = try writerForHead(head)
@@ -65,9 +67,18 @@ final class StoreStreamHandler: OriginStreamHandler {
             state.withLockedValue { $0.failure = $0.failure ?? error }
             throw error
         }
+        state.withLockedValue { $0.pendingBody = future }
+        return future
     }
 
     func didFinish(_ result: Result<Void, OriginError>) {
+        // didFinish can arrive while a chunk is still being written: settle only after that write, so a
+        // failed transfer never leaves a temp file behind once the caller has its answer.
+        let pending = state.withLockedValue { $0.pendingBody } ?? promise.futureResult.eventLoop.makeSucceededVoidFuture()
+        pending.whenComplete { [self] _ in settle(result) }
+    }
+
+    private func settle(_ result: Result<Void, OriginError>) {
         let (head, failure) = state.withLockedValue { ($0.head, $0.failure) }
         if let failure {
             abort()

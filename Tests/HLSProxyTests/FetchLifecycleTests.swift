@@ -75,27 +75,33 @@ import Testing
         let (origin, dir) = try await start()
         let total = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { !$0.hasPrefix(".") }
             .reduce(Int64(0)) { $0 + Int64((try? Data(contentsOf: dir.appendingPathComponent($1)).count) ?? 0) }
-        // Room for the stream and a little more.
-        let fetch = try DownloaderHarness(origin: origin, maxBytes: total + 4096)
+        // Room for the stream twice.
+        let fetch = try DownloaderHarness(origin: origin, maxBytes: total * 2)
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8", id: "locked")
         #expect(item.state == .cached)
+        let usage = try fetch.store.usage()
+        #expect(fetch.store.lookup(try fetch.key("/seg000.m4s")) != nil, "stored: \(usage) of \(total * 2)")
         try fetch.downloader.setLocked("locked", true)
         #expect(fetch.store.lookup(try fetch.key("/seg000.m4s"))?.locked == true)
 
         // Filling the cache evicts everything unlocked, never the item's objects.
-        for index in 0..<4 {
-            let writer = try? fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/\(index)"), expectedLength: 2048)
-            try? writer?.write([UInt8](repeating: 1, count: 2048))
+        let chunk = Int(total / 2)
+        for index in 0..<6 {
+            let writer = try? fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/\(index)"), expectedLength: Int64(chunk))
+            try? writer?.write([UInt8](repeating: 1, count: chunk))
             _ = try? writer?.finish(contentType: nil, kind: .segment)
         }
+        #expect(fetch.store.lookup(CacheKey(storedValue: "http://other/0")) == nil, "older unlocked objects were evicted")
         #expect(try fetch.stored("/seg000.m4s") != nil && fetch.stored("/seg002.m4s") != nil && fetch.stored("/index.m3u8") != nil)
 
         try fetch.downloader.setLocked("locked", false)
         #expect(fetch.store.lookup(try fetch.key("/seg000.m4s"))?.locked == false)
-        let big = try fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/big"), expectedLength: total)
-        try big.write([UInt8](repeating: 2, count: Int(total)))
-        _ = try big.finish(contentType: nil, kind: .segment)
+        for index in 0..<2 {
+            let big = try fetch.store.makeWriter(for: CacheKey(storedValue: "http://other/big\(index)"), expectedLength: total)
+            try big.write([UInt8](repeating: 2, count: Int(total)))
+            _ = try big.finish(contentType: nil, kind: .segment)
+        }
         #expect(try fetch.stored("/seg000.m4s") == nil, "unlocked objects are evicted again")
         await fetch.shutdown()
         await origin.stop()
