@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
+import HLSCacheCore
 import NIOHTTP1
 
 /// How long a fetched key may be served (DESIGN.md §7): the earliest of the item's expiry, the origin's
@@ -35,26 +36,8 @@ public enum KeyExpiry {
         dates.compactMap { $0 }.min()
     }
 
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-
-    /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only form a sender may produce
-    /// (RFC 9110 §5.6.7); obsolete forms give `nil`.
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) as a date; obsolete forms give `nil`.
     static func parseHTTPDate(_ text: String) -> Date? {
-        let fields = text.split(separator: " ")
-        guard fields.count == 6, fields[5] == "GMT", let day = Int32(fields[1]), let month = months.firstIndex(of: String(fields[2])),
-            let year = Int32(fields[3])
-        else { return nil }
-        let clock = fields[4].split(separator: ":")
-        guard clock.count == 3, let hour = Int32(clock[0]), let minute = Int32(clock[1]), let second = Int32(clock[2]),
-            (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second), year >= 1970
-        else { return nil }
-        var parts = tm()
-        parts.tm_year = year - 1900
-        parts.tm_mon = Int32(month)
-        parts.tm_mday = day
-        parts.tm_hour = hour
-        parts.tm_min = minute
-        parts.tm_sec = second
-        return Date(timeIntervalSince1970: Double(timegm(&parts)))
+        HTTPDate.parse(text).map { Date(timeIntervalSince1970: Double($0)) }
     }
 }

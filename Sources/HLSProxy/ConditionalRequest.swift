@@ -1,3 +1,5 @@
+import HLSCacheCore
+
 /// Evaluates `If-None-Match` / `If-Modified-Since` (RFC 9110 §13) for GET and HEAD against a cached object.
 public enum ConditionalRequest {
     /// Whether the client's copy is current, so the answer is `304 Not Modified`.

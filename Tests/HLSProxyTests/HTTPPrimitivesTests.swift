@@ -1,3 +1,4 @@
+import HLSCacheCore
 import Testing
 
 @testable import HLSProxy

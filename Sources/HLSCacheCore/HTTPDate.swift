@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -24,14 +24,14 @@ public enum HTTPDate {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 
-    private static let recent = NIOLockedValueBox<[Int64: String]>([:])
+    private static let recent = Mutex<[Int64: String]>([:])
 
     /// ``format(_:)`` memoised: every cache hit sends its object's Last-Modified, and a stream's objects share
     /// a handful of timestamps.
     public static func cachedFormat(_ epochSeconds: Int64) -> String {
-        if let known = recent.withLockedValue({ $0[epochSeconds] }) { return known }
+        if let known = recent.withLock({ $0[epochSeconds] }) { return known }
         let text = format(epochSeconds)
-        recent.withLockedValue { cache in
+        recent.withLock { cache in
             if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
             cache[epochSeconds] = text
         }
