@@ -81,7 +81,7 @@ let package = Package(
         .target(
             name: "HLSDownloader",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin",
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "HLSKeys",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 
 extension Downloader {
@@ -10,6 +11,17 @@ extension Downloader {
     /// function's body.
     /// - Throws: ``DownloadError/keyUnavailable`` when the key cannot be fetched or is not 16 bytes.
     func storeKey(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64 {
+        if let keys {
+            // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
+            // the master key and keeps it until the item's expiry; the proxy serves it from /keys/{id}.
+            do {
+                let id = try keys.register(resource.url, expiresAt: item.expiresAt)
+                _ = try await keys.key(id)
+                return 16
+            } catch {
+                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)")
+            }
+        }
         let headers = item.headers.map { ($0.name, $0.value) }
         let bytes: [UInt8]
         do {

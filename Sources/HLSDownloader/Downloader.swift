@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSKeys
 import HLSOrigin
 import HLSPlaylist
 import Logging
@@ -28,6 +29,8 @@ public final class Downloader: Sendable {
     let threadPool: NIOThreadPool
     let limiter: RateLimiter?
     let logger: Logger
+    /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
+    let keys: KeyService?
     private let onEvent: @Sendable (DownloadEvent) -> Void
 
     /// - Parameters:
@@ -37,8 +40,9 @@ public final class Downloader: Sendable {
     public init(
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
         threadPool: NIOThreadPool = .singleton, configuration: DownloaderConfiguration = DownloaderConfiguration(),
-        logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        keys: KeyService? = nil, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) {
+        self.keys = keys
         self.store = store
         self.items = items
         self.origin = origin
@@ -174,7 +178,7 @@ public final class Downloader: Sendable {
                 try Task.checkCancellation()
                 group.addTask {
                     let size: Int64
-                    if let cached = self.store.lookup(resource.key) {
+                    if resource.kind != .key || self.keys == nil, let cached = self.store.lookup(resource.key) {
                         size = cached.size
                     } else if resource.kind == .key {
                         size = try await self.storeKey(resource, for: item)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HLSCacheStore
 import HLSDownloader
+import HLSKeys
 import HLSOrigin
 import Logging
 import NIOCore
@@ -34,9 +35,23 @@ struct ItemContext {
         configuration.bytesPerSecond = rate
         configuration.volatileQueryParameters = proxy.volatileQueryParameters
         configuration.maxPlaylistBytes = proxy.maxPlaylistBytes
+        // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
+        let keys: KeyService
+        do throws(KeyError) {
+            let masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+            var keyConfiguration = KeyConfiguration()
+            keyConfiguration.volatileQueryParameters = proxy.volatileQueryParameters
+            keys = try KeyService(
+                directory: proxy.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
+        } catch {
+            // The caller never got the client: shut it down in the background so it is not leaked.
+            Task { try? await origin.shutdown() }
+            store.close()
+            throw ValidationError("cannot open the key store in \(proxy.cacheDirectory): \(error.message)")
+        }
         let downloader = Downloader(
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            configuration: configuration, logger: logger, onEvent: onEvent)
+            configuration: configuration, keys: keys, logger: logger, onEvent: onEvent)
         return ItemContext(store: store, items: items, origin: origin, downloader: downloader)
     }
 

@@ -101,7 +101,7 @@ struct ServeCommand: AsyncParsableCommand {
         downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
-            logger: logger)
+            keys: keys, logger: logger)
         let scheduler = DownloadScheduler(downloader: downloader)
         let schedulerTask = Task { await scheduler.run() }
         let services = ServiceGroup(

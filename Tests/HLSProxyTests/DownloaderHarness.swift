@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSKeys
 import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
@@ -16,9 +17,13 @@ final class DownloaderHarness: Sendable {
     let items: ItemStore
     let originClient: OriginClient
     let downloader: Downloader
+    let keys: KeyService?
     private let eventLog = NIOLockedValueBox<[DownloadEvent]>([])
 
-    init(origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, configure: (inout DownloaderConfiguration) -> Void = { _ in }) throws {
+    init(
+        origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
+        configure: (inout DownloaderConfiguration) -> Void = { _ in }
+    ) throws {
         self.origin = origin
         self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
         store = try CacheStore.open(directory: self.cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
@@ -35,9 +40,16 @@ final class DownloaderHarness: Sendable {
         configuration.statePollInterval = .milliseconds(50)
         configure(&configuration)
         let log = eventLog
+        let keys =
+            withKeyStore
+            ? try KeyService(
+                directory: self.cacheDirectory.path, configuration: KeyConfiguration(),
+                masterKey: try MasterKey.load(directory: self.cacheDirectory.path, environment: [:]), fetcher: originClient, logger: logger)
+            : nil
+        self.keys = keys
         downloader = Downloader(
             store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            configuration: configuration, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
+            configuration: configuration, keys: keys, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
     }
 
     var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }

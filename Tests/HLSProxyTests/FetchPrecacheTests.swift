@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSKeys
 import Testing
 
 /// `hlscache fetch --seconds N` against ffmpeg streams on a real origin: exactly the first N seconds of every
@@ -85,6 +86,26 @@ import Testing
         await proxy.shutdown()
         await origin.stop()
         try? FileManager.default.removeItem(at: fetch.cacheDirectory)
+    }
+
+    /// With the key store (as `hlscache fetch` and `serve` run), prewarmed keys are sealed in keys.sqlite:
+    /// never a plain object, never 16 plaintext bytes anywhere under the cache dir.
+    @Test func prewarmedKeysGoToTheSealedKeyStore() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8", seconds: 4)
+        #expect(item.state == .partiallyCached)
+        let keys = try #require(fetch.keys)
+        let id = keys.id(for: try OriginURL(fetch.url("/keys/key0.key")))
+        #expect(try keys.record(id)?.isStored == true)
+        #expect(try fetch.stored("/keys/key0.key") == nil, "no plain key object")
+        let plain = [UInt8](try Data(contentsOf: aes.appendingPathComponent("keys/key0.key")))
+        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: plain))
+        await fetch.shutdown()
+        await origin.stop()
     }
 
     @Test func mapsAndKeysOfTheSelectedSegmentsAreStored() async throws {
