@@ -55,7 +55,14 @@ import Testing
         #expect(item.state == .failed)
         #expect(item.errorCode == "network")
         #expect(try fetch.stored("/seg000.m4s") == nil)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty)
+        // Resources still in flight when the item failed are cancelled and their temp files removed as they wind
+        // down (temp files are never served); wait for that, bounded, rather than racing it.
+        let tmp = fetch.cacheDirectory.appendingPathComponent("tmp").path
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty, "a temp file outlived the failed item")
         await fetch.shutdown()
         await origin.stop()
     }
