@@ -114,16 +114,6 @@ struct ProxyConnectionStateMachine {
         }
     }
 
-    mutating func idleTimeoutFired() -> Action {
-        switch state {
-        case .idle:
-            state = .closed
-            return .close
-        default:
-            return .none
-        }
-    }
-
     mutating func channelClosed() {
         state = .closed
     }

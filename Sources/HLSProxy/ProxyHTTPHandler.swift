@@ -54,14 +54,6 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            run(state.idleTimeoutFired(), context: context, head: nil)
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Decoder errors (malformed request line, oversized headers) are answered by the
         // HTTPServerProtocolErrorHandler in front of us; anything else ends the connection.

@@ -49,8 +49,8 @@ public final class ProxyServer: Sendable {
                 channel.closeFuture.whenComplete { _ in limiter.release() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(IdleStateHandler(readTimeout: configuration.idleTimeout))
-                    try sync.addHandler(RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout))
+                    try sync.addHandler(
+                        RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout))
                     // Every header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
                     // possible), and the CORS value is checked at startup: NIO's per-response re-validation of every
                     // byte (about a tenth of a cache hit's CPU) buys nothing here.

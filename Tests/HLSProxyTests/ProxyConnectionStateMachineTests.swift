@@ -75,15 +75,6 @@ import Testing
         }
     }
 
-    @Test func idleTimeoutOnlyClosesAnIdleConnection() {
-        var machine = ProxyConnectionStateMachine()
-        _ = machine.receivedHead(head())
-        _ = machine.receivedEnd()
-        #expect(machine.idleTimeoutFired() == .none, "a response in progress is not idle")
-        _ = machine.responseCompleted(success: true)
-        #expect(machine.idleTimeoutFired() == .close)
-    }
-
     @Test func eventsAfterCloseDoNothing() {
         var machine = ProxyConnectionStateMachine()
         machine.channelClosed()
