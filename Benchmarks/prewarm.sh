@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Time to prewarm a 60-second, 3-variant HLS stream from a local origin: hlscache fetch vs ffmpeg -c copy vs
+# streamlink, in the same run, plus the origin's own loopback throughput (all files with curl, 4 in parallel).
+#
+#   Benchmarks/prewarm.sh [runs]      (default 3; the median is printed)
+#
+# nginx serves the stream on 127.0.0.1. ffmpeg and streamlink write to a file (what they are used for); hlscache
+# writes into a fresh cache (files fsynced, index rows committed). Loopback only, bounded by the stream's size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+./scripts/install-deps.sh nginx-light ffmpeg streamlink curl >/dev/null
+swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
+bin=$PWD/.build/release/hlscache
+
+work=$(mktemp -d /tmp/hlscache-prewarm.XXXXXX)
+chmod 755 "$work"
+cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$work/www/vod" "$work/tmp"
+
+ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration=60 -f lavfi -i sine=duration=60 \
+  -map 0:v -map 0:v -map 0:v -map 1:a -map 1:a -map 1:a -filter:v:1 scale=320:180 -filter:v:2 scale=160:90 \
+  -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
+  -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
+  -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
+bytes=$(du -sb "$work/www/vod" | cut -f1)
+segments=$(find "$work/www/vod" -name '*.ts' | wc -l)
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+cat > "$work/nginx.conf" <<CONF
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp; server { listen 127.0.0.1:$port; root $work/www; } }
+CONF
+nginx -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log"
+url="http://127.0.0.1:$port/vod/master.m3u8"
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+time_it() {  # name, command... → prints seconds
+  local start end
+  start=$(now)
+  if ! "$@" >"$work/last.log" 2>&1; then echo "FAILED: $* ($(tail -1 "$work/last.log"))" >&2; exit 1; fi
+  end=$(now)
+  python3 -c "print(f'{$end-$start:.3f}')"
+}
+
+declare -A results
+for run in $(seq 1 "$runs"); do
+  rm -rf "$work/cache" "$work/out"; mkdir -p "$work/out"
+  results[origin]+="$(time_it bash -c "cd '$work/www' && find vod -type f | sed 's|^|http://127.0.0.1:$port/|' | xargs -P4 -n8 curl -fsS -o /dev/null") "
+  results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache") "
+  rm -rf "$work/cache"
+  results[hlscache_best]+="$(time_it "$bin" fetch "$url" --variants best --cache-dir "$work/cache") "
+  results[ffmpeg_all]+="$(time_it ffmpeg -hide_banner -loglevel error -nostdin -y -i "$url" -map 0 -c copy -f mpegts "$work/out/all.ts") "
+  results[streamlink_best]+="$(time_it streamlink --loglevel error --force -o "$work/out/best.ts" "$url" best) "
+done
+
+echo "stream: 60 s, 3 variants (1.5 Mbit/s, 600 kbit/s, 200 kbit/s, each with its own AAC track), 2 s segments: $segments files, $bytes bytes"
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); runs: $runs (median shown)"
+echo
+echo "| what | downloads | seconds (median) | MB/s |"
+echo "|---|---|---|---|"
+row() {
+  local t; t=$(echo "${results[$1]}" | tr ' ' '\n' | grep -v '^$' | median)
+  echo "| $2 | $3 | $t | $(python3 -c "print(f'{$4/1e6/$t:.1f}')") |"
+}
+best_bytes=$(du -sb "$work/www/vod/v0" | cut -f1)
+row origin "origin: curl of every file, 4 in parallel" "all variants" "$bytes"
+row hlscache_all "hlscache fetch URL" "all variants" "$bytes"
+row ffmpeg_all "ffmpeg -i URL -map 0 -c copy" "all variants" "$bytes"
+row hlscache_best "hlscache fetch URL --variants best" "best variant" "$best_bytes"
+row streamlink_best "streamlink URL best" "best variant" "$best_bytes"
