@@ -77,6 +77,12 @@ public struct DownloadPlan: Sendable {
                 }
                 if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
                 try add(segment.url, .segment, range: segment.byteRange)
+                if segment.byteRange == nil, let key = segment.key, key.method == .aes128, let keyURL = key.url.flatMap({ try? OriginURL($0) }),
+                    let iv = segment.aes128IV, let segmentURL = try? OriginURL(segment.url),
+                    let index = indexByKey[CacheKey(segmentURL, volatileParameters: volatileParameters)]
+                {
+                    media[index].encryption = PlannedResource.Encryption(keyURL: keyURL, iv: iv)
+                }
                 if let range = segment.byteRange { rangeBytes += Int64(range.length) } else { allRanges = false }
             }
             let estimate: Int64?

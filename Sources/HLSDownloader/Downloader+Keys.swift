@@ -51,4 +51,38 @@ extension Downloader {
         }
         return 16
     }
+
+    /// Decrypts the last block of a stored AES-128 segment and checks its PKCS#7 padding: a wrong key or IV, or a
+    /// damaged body, becomes `corrupted` now instead of a decoding error at playback. The segment is removed.
+    /// Runs only with the key store (the key is needed in plaintext, in memory).
+    func verify(_ resource: PlannedResource, _ encryption: PlannedResource.Encryption) async throws {
+        guard let keys, let object = store.lookup(resource.key) else { return }
+        let tail: [UInt8]
+        do {
+            guard object.size >= 16, object.size % 16 == 0 else {
+                throw DownloadError.corrupted.with("segment \(resource.url) is \(object.size) bytes, not whole AES blocks")
+            }
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: object.path))
+            defer { try? handle.close() }
+            let count = min(32, Int(object.size))
+            try handle.seek(toOffset: UInt64(object.size) - UInt64(count))
+            tail = [UInt8](try handle.read(upToCount: count) ?? Data())
+            guard tail.count == count else { throw DownloadError.corrupted.with("segment \(resource.url) is shorter than indexed") }
+        } catch let error as DownloadError {
+            _ = try? store.remove(resource.key)
+            throw error
+        }
+        let key: [UInt8]
+        do {
+            key = try await keys.key(try keys.register(encryption.keyURL))
+        } catch {
+            throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+        }
+        do {
+            try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
+        } catch {
+            _ = try? store.remove(resource.key)
+            throw DownloadError.corrupted.with("segment \(resource.url): \(error.message)")
+        }
+    }
 }

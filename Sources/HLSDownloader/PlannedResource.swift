@@ -12,6 +12,14 @@ public struct PlannedResource: Sendable, Hashable {
     public var kind: CacheObjectKind
     /// Bytes the playlist already tells (sum of byte ranges), if any.
     public var knownLength: Int64?
+    /// For a whole-file AES-128 segment: its key's URL and IV, so the download can be checked by decrypting its
+    /// last block (a wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
+    public var encryption: Encryption?
+
+    public struct Encryption: Sendable, Hashable {
+        public var keyURL: OriginURL
+        public var iv: [UInt8]
+    }
 
     /// A resource.
     public init(url: OriginURL, key: CacheKey, kind: CacheObjectKind, knownLength: Int64? = nil) {

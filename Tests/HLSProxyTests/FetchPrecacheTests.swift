@@ -108,6 +108,26 @@ import Testing
         await origin.stop()
     }
 
+    /// Every downloaded AES-128 segment is checked by decrypting its last block: a damaged one fails the item
+    /// with `corrupted` and is not kept; intact ones pass.
+    @Test func damagedAES128SegmentIsCaughtAtDownloadTime() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        var damaged = [UInt8](try Data(contentsOf: aes.appendingPathComponent("p0/seg001.ts")))
+        damaged[damaged.count - 1] ^= 0x5A
+        origin.setBody(damaged, contentType: "video/mp2t", for: "/p0/seg001.ts")
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8", seconds: 4)
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "corrupted")
+        #expect(try fetch.stored("/p0/seg001.ts") == nil, "the damaged segment was kept")
+        #expect(try fetch.stored("/p0/seg000.ts") != nil, "the intact segment passed the check")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
     @Test func mapsAndKeysOfTheSelectedSegmentsAreStored() async throws {
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
         let origin = TestOrigin(root: aes)
