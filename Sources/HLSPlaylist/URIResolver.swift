@@ -93,11 +93,6 @@ public struct URIResolver: Sendable {
         return true
     }
 
-    static func isURLSafe(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
-        for c in u where !isURLSafe(c) { return false }
-        return true
-    }
-
     // RFC 3986 pchar plus "/", "?" and "%" as two 64-bit masks: one shift and test per byte. (A static table
     // would pay a lazy-initialiser check per byte; a switch compiles to a chain of compares.)
     @inline(__always)

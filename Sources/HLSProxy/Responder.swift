@@ -30,12 +30,6 @@ final class Responder: @unchecked Sendable {
         self.corsAllowOrigin = corsAllowOrigin
     }
 
-    /// Whether the client is still waiting for this response.
-    var isActive: Bool {
-        eventLoop.preconditionInEventLoop()
-        return handler != nil && !(answered && !streaming)
-    }
-
     func whenCancelled(_ callback: @escaping () -> Void) {
         eventLoop.preconditionInEventLoop()
         onCancel = callback

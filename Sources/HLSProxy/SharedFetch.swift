@@ -44,6 +44,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     private struct State {
         var head: Head?
         var chunks: [ByteBuffer] = []
+        /// Byte offset of each chunk, so a subscriber's position is an index lookup, not a sum under the lock.
+        var chunkOffsets: [Int64] = []
         var received: Int64 = 0
         var outcome: Outcome?
         var writer: CacheWriter?
@@ -121,9 +123,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     func snapshot(from chunkIndex: Int) -> Snapshot {
         state.withLockedValue { state in
             let start = min(chunkIndex, state.chunks.count)
-            var offset: Int64 = 0
-            // Chunk offsets are only needed for ranged subscribers; they are cheap to recompute.
-            for chunk in state.chunks[..<start] { offset += Int64(chunk.readableBytes) }
+            let offset = start < state.chunkOffsets.count ? state.chunkOffsets[start] : state.received
             return Snapshot(head: state.head, chunks: state.chunks[start...], offset: offset, outcome: state.outcome)
         }
     }
@@ -192,6 +192,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let eventLoop = state.withLockedValue { $0.task?.eventLoop }
         let (writer, tooLarge, pause) = state.withLockedValue { state -> (CacheWriter?, Bool, EventLoopPromise<Void>?) in
+            state.chunkOffsets.append(state.received)
             state.chunks.append(buffer)
             state.received += Int64(buffer.readableBytes)
             let tooLarge = state.head?.isPlaylist == true && state.received > Int64(services.configuration.maxPlaylistBytes)
