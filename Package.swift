@@ -26,6 +26,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(
+            url: "https://github.com/apple/swift-configuration", from: "1.4.0",
+            traits: [.defaults, "YAML", "CommandLineArguments"]),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // Pure playlist engine: no I/O, no NIO, no Foundation networking.
@@ -87,10 +91,22 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        // Settings: Config/hlscache.yaml, HLSCACHE_* environment variables and flags, layered over the defaults.
+        .target(
+            name: "HLSConfig",
+            dependencies: [
+                "HLSCacheCore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,8 +149,13 @@ let package = Package(
             name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore"],
             swiftSettings: swiftSettings),
         .testTarget(
+            name: "HLSConfigTests",
+            dependencies: ["HLSConfig", "HLSCacheCore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CLITests",
-            dependencies: ["hlscache", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HLSCacheStore
+import HLSConfig
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
@@ -19,7 +20,8 @@ struct ItemContext {
     static func open(
         _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws -> ItemContext {
-        let proxy = try cache.proxyConfiguration()
+        let settings = try cache.load().settings
+        let proxy = settings.proxyConfiguration(environment: ProcessInfo.processInfo.environment)
         let store: CacheStore
         do {
             store = try CacheStore.open(
@@ -30,17 +32,16 @@ struct ItemContext {
         let items = try ItemStore(directory: proxy.cacheDirectory)
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
-        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: Self.originConfiguration(), logger: logger)
-        var configuration = DownloaderConfiguration()
-        configuration.bytesPerSecond = rate
-        configuration.volatileQueryParameters = proxy.volatileQueryParameters
-        configuration.maxPlaylistBytes = proxy.maxPlaylistBytes
+        // The configured origin settings; the downloader retries each resource itself, so the client does not.
+        let origin = OriginClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(retries: 0), logger: logger)
+        var configuration = settings.downloaderConfiguration()
+        if let rate { configuration.bytesPerSecond = rate }
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
             let masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
-            var keyConfiguration = KeyConfiguration()
-            keyConfiguration.volatileQueryParameters = proxy.volatileQueryParameters
+            let keyConfiguration = settings.keyConfiguration()
             keys = try KeyService(
                 directory: proxy.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
         } catch {
@@ -53,13 +54,6 @@ struct ItemContext {
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: configuration, keys: keys, logger: logger, onEvent: onEvent)
         return ItemContext(store: store, items: items, origin: origin, downloader: downloader)
-    }
-
-    /// The downloader retries each resource itself (3 attempts with backoff), so the client does not.
-    static func originConfiguration() -> OriginConfiguration {
-        var configuration = OriginConfiguration()
-        configuration.retry.maxRetries = 0
-        return configuration
     }
 
     func close() async {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HLSCacheCore
+import HLSConfig
 import HLSKeys
 import HLSOrigin
 import Logging
@@ -17,13 +18,22 @@ struct KeysCommand: AsyncParsableCommand {
 
 /// Where the cache is, for the `keys` commands.
 struct KeyStoreOptions: ParsableArguments {
-    @Option(name: .long, help: "Cache directory. Default: $HLSCACHE_CACHE_DIR, $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache.")
+    @Option(name: .long, help: SettingsOptions.configHelp)
+    var config: String?
+
+    @Option(name: .long, help: "Cache directory (cache.dir). Default: $HLSCACHE_CACHE_DIR, $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache.")
     var cacheDir: String?
 
-    var directory: String { cacheDir ?? DefaultCacheDirectory.resolve(environment: ProcessInfo.processInfo.environment) }
+    /// The layered settings with `--cache-dir` and `more`.
+    func load(_ more: CommandLineSettings = CommandLineSettings()) throws -> LoadedSettings {
+        var commandLine = more
+        commandLine.set("cache.dir", cacheDir)
+        return try SettingsOptions.load(configFile: config, commandLine: commandLine)
+    }
 
     /// Opens the key service; `nil` when the cache has no key store yet.
-    func open(configuration: KeyConfiguration, fetcher: any KeyFetcher, logger: Logger) throws -> KeyService? {
+    func open(settings: HLSCacheSettings, configuration: KeyConfiguration, fetcher: any KeyFetcher, logger: Logger) throws -> KeyService? {
+        let directory = settings.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment)
         guard FileManager.default.fileExists(atPath: directory + "/keys.sqlite") else { return nil }
         do throws(KeyError) {
             let masterKey = try MasterKey.load(directory: directory, environment: ProcessInfo.processInfo.environment)
@@ -55,10 +65,11 @@ struct KeysListCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let settings = try store.load().settings
         // Listing never fetches; the service still wants a fetcher.
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache"))
         let opened = Result { () throws -> (KeyService?, [KeyRecord]) in
-            let keys = try store.open(configuration: KeyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
+            let keys = try store.open(settings: settings, configuration: settings.keyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
             do {
                 return (keys, try keys?.list() ?? [])
             } catch {
@@ -101,19 +112,23 @@ struct KeysRenewCommand: AsyncParsableCommand {
     @OptionGroup var store: KeyStoreOptions
     @OptionGroup var origins: OriginOptions
 
-    @Option(name: .customLong("key-ttl"), help: "The TTL to apply, as for serve (e.g. 24h; 'none').")
-    var keyTTL: String = "24h"
+    @Option(name: .customLong("key-ttl"), help: "The TTL to apply, as for serve (e.g. 24h; 'none'). Default 24h (keys.ttl).")
+    var keyTTL: String?
 
     func run() async throws {
         guard let keyID = KeyID(id) else { throw ValidationError("\(id): a key id is 32 hexadecimal digits") }
-        let configuration = try KeyOptions.configuration(keyTTL: keyTTL, keysAllow: [], keyAutoRenew: nil)
+        var commandLine = CommandLineSettings()
+        commandLine.set("keys.ttl", keyTTL)
+        try origins.add(to: &commandLine)
+        let settings = try store.load(commandLine).settings
+        let configuration = settings.keyConfiguration()
         let logger = Logger(label: "hlscache")
-        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: try origins.originConfiguration(), logger: logger)
+        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(), logger: logger)
         let result: Result<KeyRecord, KeyError>
         do {
-            guard let keys = try store.open(configuration: configuration, fetcher: origin, logger: logger) else {
+            guard let keys = try store.open(settings: settings, configuration: configuration, fetcher: origin, logger: logger) else {
                 try? await origin.shutdown()
-                throw ValidationError("no key store in \(store.directory)")
+                throw ValidationError("no key store in \(settings.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment))")
             }
             do throws(KeyError) {
                 result = .success(try await keys.renew(keyID))

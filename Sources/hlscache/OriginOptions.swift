@@ -1,5 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
+import HLSConfig
 import HLSOrigin
 
 /// Options for talking to origins, shared by every command that fetches.
@@ -13,33 +14,23 @@ struct OriginOptions: ParsableArguments {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Only proxy these origin hosts (repeatable; default: any host). Link-local and metadata addresses are refused either way.",
+        help: ArgumentHelp("Only proxy these origin hosts (repeatable; default: any host; origin.allowedHosts). Link-local and metadata addresses are refused either way.",
             valueName: "HOST"))
     var allowHost: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Reach origins through this HTTP proxy.", valueName: "HOST:PORT"))
+    @Option(name: .long, help: ArgumentHelp("Reach origins through this HTTP proxy (origin.proxy).", valueName: "HOST:PORT"))
     var upstreamProxy: String?
 
-    func originConfiguration() throws -> OriginConfiguration {
-        var configuration = OriginConfiguration()
-        if !allowHost.isEmpty {
-            configuration.destinationPolicy.allowedHosts = allowHost.map { $0.lowercased() }
-        }
-        if let upstreamProxy {
-            guard let colon = upstreamProxy.lastIndex(of: ":"), let port = Int(upstreamProxy[upstreamProxy.index(after: colon)...]),
-                (1...65535).contains(port), colon > upstreamProxy.startIndex
-            else {
-                throw ValidationError("--upstream-proxy \(upstreamProxy): expected HOST:PORT")
-            }
-            configuration.proxy = .server(host: String(upstreamProxy[..<colon]), port: port)
-        }
+    /// The flags given, as settings (`origin.allowedHosts`, `origin.proxy`, per-origin headers).
+    func add(to settings: inout CommandLineSettings) throws {
+        settings.set("origin.allowedHosts", allowHost.map { $0.lowercased() })
+        settings.set("origin.proxy", upstreamProxy)
         for spec in originHeader {
             guard let (host, name, value) = OriginOptions.parse(spec) else {
                 throw ValidationError("--origin-header \(spec.split(separator: ":").first ?? ""): expected HOST=NAME: VALUE")
             }
-            configuration.originHeaders[host, default: []].append((name, value))
+            settings.originHeaders.append((host, HLSCacheSettings.Field(name: name, value: value)))
         }
-        return configuration
     }
 
     /// `host=Name: value` → (lowercased host, name, value).

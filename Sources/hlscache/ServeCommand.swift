@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSConfig
 import HLSKeys
 import HLSDownloader
 import HLSOrigin
@@ -23,40 +24,43 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var origins: OriginOptions
     @OptionGroup var keyOptions: KeyOptions
 
-    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080.")
-    var listen: String = "127.0.0.1:8080"
+    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080 (listen).")
+    var listen: String?
 
-    @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers.")
-    var corsOrigin: String = "*"
+    @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers. Default * (cors.allowOrigin).")
+    var corsOrigin: String?
 
-    @Option(name: .long, help: "Segments fetched ahead of a player in the rendition it plays (0 disables).")
-    var prefetchSegments: Int = 3
+    @Option(name: .long, help: "Segments fetched ahead of a player in the rendition it plays (0 disables). Default 3 (prefetch.segments).")
+    var prefetchSegments: String?
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "info"
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical. Default info (log.level).")
+    var logLevel: String?
+
+    @Flag(name: .long, help: "Print the effective configuration and where each value came from, then exit.")
+    var printConfig = false
 
     func run() async throws {
-        guard let address = ListenAddress(listen) else {
-            throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
+        var commandLine = cache.commandLine
+        try origins.add(to: &commandLine)
+        try keyOptions.add(to: &commandLine)
+        commandLine.set("listen", listen)
+        commandLine.set("cors.allowOrigin", corsOrigin)
+        commandLine.set("prefetch.segments", prefetchSegments)
+        commandLine.set("log.level", logLevel)
+        let loaded = try cache.load(commandLine)
+        let settings = loaded.settings
+        let environment = ProcessInfo.processInfo.environment
+        if printConfig {
+            print(loaded.printableConfiguration(environment: environment), terminator: "")
+            return
         }
-        guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("--log-level \(logLevel): expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
+        let address = settings.listen
         var logger = Logger(label: "hlscache")
-        logger.logLevel = level
+        logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
 
-        var configuration = try cache.proxyConfiguration()
-        configuration.host = address.host
-        configuration.port = address.port
-        guard !corsOrigin.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-            throw ValidationError("--cors-origin must be a single header value")
-        }
-        configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
-        guard (0...64).contains(prefetchSegments) else { throw ValidationError("--prefetch-segments must be between 0 and 64") }
-        configuration.prefetchSegments = prefetchSegments
-        let originConfiguration = try origins.originConfiguration()
-        var keyConfiguration = try keyOptions.keyConfiguration()
-        keyConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
+        let configuration = settings.proxyConfiguration(environment: environment)
+        let originConfiguration = settings.originConfiguration()
+        let keyConfiguration = settings.keyConfiguration()
 
         let store: CacheStore
         do {
@@ -94,11 +98,10 @@ struct ServeCommand: AsyncParsableCommand {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
         // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
-        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
+        // Same origin settings as the proxy's client; the downloader retries each resource itself.
+        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: settings.originConfiguration(retries: 0), logger: logger)
         let items = try ItemStore(directory: configuration.cacheDirectory)
-        var downloaderConfiguration = DownloaderConfiguration()
-        downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
-        downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
+        let downloaderConfiguration = settings.downloaderConfiguration()
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
             keys: keys, logger: logger)
@@ -115,27 +118,36 @@ struct ServeCommand: AsyncParsableCommand {
     }
 }
 
-/// Options shared by every command that touches the cache.
+/// Options shared by every command that touches the cache: the same `--config` and `--cache-dir` as `serve`,
+/// so `fetch` and a running `serve` share one cache and one configuration.
 struct CacheOptions: ParsableArguments {
-    @Option(name: .long, help: "Cache directory. Default: $HLSCACHE_CACHE_DIR, $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache.")
+    @Option(name: .long, help: SettingsOptions.configHelp)
+    var config: String?
+
+    @Option(name: .long, help: "Cache directory (cache.dir). Default: $HLSCACHE_CACHE_DIR, $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache.")
     var cacheDir: String?
 
-    @Option(name: .long, help: "Size cap of the cache, e.g. 10GiB or 500MB.")
-    var maxCacheSize: String = "10GiB"
+    @Option(name: .long, help: "Size cap of the cache, e.g. 10GiB or 500MB. Default 10GiB (cache.maxSize).")
+    var maxCacheSize: String?
 
-    @Option(name: .long, help: "Free disk space to leave on the cache's file system.")
-    var freeDiskCushion: String = "100MiB"
+    @Option(name: .long, help: "Free disk space to leave on the cache's file system. Default 100MiB (cache.freeDiskCushion).")
+    var freeDiskCushion: String?
+
+    /// The flags given, as settings.
+    var commandLine: CommandLineSettings {
+        var settings = CommandLineSettings()
+        settings.set("cache.dir", cacheDir)
+        settings.set("cache.maxSize", maxCacheSize)
+        settings.set("cache.freeDiskCushion", freeDiskCushion)
+        return settings
+    }
+
+    /// The layered settings with these flags and `more` (other flags of the command).
+    func load(_ more: CommandLineSettings? = nil) throws -> LoadedSettings {
+        try SettingsOptions.load(configFile: config, commandLine: more ?? commandLine)
+    }
 
     func proxyConfiguration() throws -> ProxyConfiguration {
-        let directory = cacheDir ?? DefaultCacheDirectory.resolve(environment: ProcessInfo.processInfo.environment)
-        var configuration = ProxyConfiguration(cacheDirectory: directory)
-        guard let cap = ByteSize(maxCacheSize) else { throw ValidationError("--max-cache-size \(maxCacheSize): not a size (try 10GiB)") }
-        guard let cushion = ByteSize(freeDiskCushion) else {
-            throw ValidationError("--free-disk-cushion \(freeDiskCushion): not a size (try 100MiB)")
-        }
-        configuration.maxCacheBytes = cap.bytes
-        configuration.freeDiskCushion = cushion.bytes
-        return configuration
+        try load().settings.proxyConfiguration(environment: ProcessInfo.processInfo.environment)
     }
 }
-

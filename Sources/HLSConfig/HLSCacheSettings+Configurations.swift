@@ -1,0 +1,100 @@
+import AsyncHTTPClient
+import HLSCacheCore
+import HLSDownloader
+import HLSKeys
+import HLSOrigin
+import HLSProxy
+import NIOCore
+
+/// The module configurations the settings turn into, so `serve`, `fetch` and the other commands hand the same
+/// values to the proxy, the origin client, the key service and the downloader.
+extension HLSCacheSettings {
+    /// The cache directory: `cache.dir`, else `$XDG_CACHE_HOME/hlscache`, else `~/.cache/hlscache`.
+    public func resolvedCacheDirectory(environment: [String: String]) -> String {
+        cacheDirectory ?? DefaultCacheDirectory.resolve(environment: environment)
+    }
+
+    public func proxyConfiguration(environment: [String: String]) -> ProxyConfiguration {
+        var configuration = ProxyConfiguration(cacheDirectory: resolvedCacheDirectory(environment: environment))
+        configuration.host = listen.host
+        configuration.port = listen.port
+        configuration.maxCacheBytes = maxCacheBytes
+        configuration.freeDiskCushion = freeDiskCushion
+        configuration.volatileQueryParameters = volatileQueryParameters
+        configuration.corsAllowOrigin = corsAllowOrigin
+        configuration.maxPlaylistBytes = maxPlaylistBytes
+        configuration.liveTTLFactor = liveTTLFactor
+        configuration.prefetchSegments = prefetchSegments
+        configuration.maxConnections = maxConnections
+        configuration.idleTimeout = Self.timeAmount(idleTimeout)
+        configuration.requestHeadTimeout = Self.timeAmount(requestHeadTimeout)
+        configuration.maxHeaderCount = maxHeaderCount
+        configuration.maxInFlightBufferBytes = inFlightBufferBytes
+        return configuration
+    }
+
+    /// The origin client's settings. `serve`'s proxy client uses them as they are; download clients pass
+    /// `retries: 0` because the downloader retries each resource itself (`downloads.attempts`).
+    public func originConfiguration(retries: Int? = nil) -> OriginConfiguration {
+        var configuration = OriginConfiguration()
+        configuration.connectTimeout = Self.timeAmount(originConnectTimeout)
+        configuration.readTimeout = Self.timeAmount(originReadTimeout)
+        configuration.maxRedirects = originMaxRedirects
+        configuration.retry = OriginRetryPolicy(
+            maxRetries: retries ?? originRetries, baseDelay: Self.timeAmount(originRetryBaseDelay),
+            maxDelay: Self.timeAmount(originRetryMaxDelay))
+        if !originAllowedHosts.isEmpty {
+            configuration.destinationPolicy.allowedHosts = originAllowedHosts.map { $0.lowercased() }
+        }
+        configuration.destinationPolicy.allowLoopback = originAllowLoopback
+        configuration.destinationPolicy.allowPrivateNetworks = originAllowPrivateNetworks
+        configuration.destinationPolicy.allowLinkLocal = originAllowLinkLocal
+        configuration.destinationPolicy.allowCloudMetadata = originAllowCloudMetadata
+        if let originProxy, let (host, port) = Self.hostPort(originProxy) {
+            configuration.proxy = .server(host: host, port: port)
+        }
+        if let originUserAgent { configuration.userAgent = originUserAgent }
+        for (host, origin) in origins {
+            if !origin.headers.isEmpty { configuration.originHeaders[host] = origin.headers.map { ($0.name, $0.value) } }
+            if !origin.cookies.isEmpty { configuration.originCookies[host] = origin.cookies.map { ($0.name, $0.value) } }
+        }
+        return configuration
+    }
+
+    public func keyConfiguration() -> KeyConfiguration {
+        var configuration = KeyConfiguration()
+        configuration.ttl = keyTTL
+        configuration.access = KeyAccessPolicy(allowedNetworks: keysAllow.compactMap(IPNetwork.init))
+        configuration.autoRenewBefore = keyAutoRenewBefore
+        configuration.volatileQueryParameters = volatileQueryParameters
+        return configuration
+    }
+
+    public func downloaderConfiguration() -> DownloaderConfiguration {
+        var configuration = DownloaderConfiguration()
+        configuration.resourcesPerItem = downloadResourcesPerItem
+        configuration.concurrentItems = downloadConcurrentItems
+        configuration.attempts = downloadAttempts
+        configuration.retryBaseDelay = downloadRetryBaseDelay
+        configuration.retryMaxDelay = downloadRetryMaxDelay
+        configuration.bytesPerSecond = downloadRateLimit
+        configuration.maxPlaylistBytes = maxPlaylistBytes
+        configuration.volatileQueryParameters = volatileQueryParameters
+        return configuration
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// `host:port` (`[v6]:port` too) → its parts; nil when malformed.
+    static func hostPort(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+}

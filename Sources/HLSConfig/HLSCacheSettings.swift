@@ -1,0 +1,133 @@
+import HLSCacheCore
+import HLSDownloader
+import HLSKeys
+import HLSOrigin
+import HLSProxy
+
+/// Every setting of hlscache as a typed value: what Config/hlscache.yaml, the `HLSCACHE_*` environment variables
+/// and the command-line flags resolve to (see ``SettingsLoader``). The defaults are the built-in ones, read from
+/// the configuration structs of each module so the two cannot drift apart.
+public struct HLSCacheSettings: Sendable, Equatable {
+    /// A header or cookie sent to one origin.
+    public struct Field: Sendable, Equatable {
+        public var name: String
+        public var value: String
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// Headers and cookies sent to one origin host (`origins.<host>.headers`, `origins.<host>.cookies`).
+    public struct OriginSettings: Sendable, Equatable {
+        public var headers: [Field] = []
+        public var cookies: [Field] = []
+        public init(headers: [Field] = [], cookies: [Field] = []) {
+            self.headers = headers
+            self.cookies = cookies
+        }
+    }
+
+    /// `log.format`.
+    public enum LogFormat: String, Sendable, Equatable, CaseIterable {
+        case text, json
+    }
+
+    // Server
+    public var listen: ListenAddress
+    /// `nil`: `$XDG_CACHE_HOME/hlscache` or `~/.cache/hlscache` (see ``DefaultCacheDirectory``).
+    public var cacheDirectory: String?
+    public var maxCacheBytes: Int64
+    public var freeDiskCushion: Int64
+    public var volatileQueryParameters: [String]
+    public var corsAllowOrigin: String?
+    public var logLevel: String
+    public var logFormat: LogFormat = .text
+    public var maxPlaylistBytes: Int
+    public var liveTTLFactor: Double
+    public var prefetchSegments: Int
+    public var maxConnections: Int
+    public var idleTimeout: Duration
+    public var requestHeadTimeout: Duration
+    public var maxHeaderCount: Int
+    public var inFlightBufferBytes: Int
+    public var shutdownGrace: Duration = .seconds(10)
+    public var metricsEnabled: Bool = true
+    public var apiToken: String?
+    public var apiAllow: [String] = []
+
+    // Origin client
+    public var originConnectTimeout: Duration
+    public var originReadTimeout: Duration
+    public var originMaxRedirects: Int
+    public var originRetries: Int
+    public var originRetryBaseDelay: Duration
+    public var originRetryMaxDelay: Duration
+    public var originAllowedHosts: [String] = []
+    public var originAllowLoopback: Bool
+    public var originAllowPrivateNetworks: Bool
+    public var originAllowLinkLocal: Bool
+    public var originAllowCloudMetadata: Bool
+    /// `host:port` of an upstream HTTP proxy.
+    public var originProxy: String?
+    /// `nil`: `hlscache/VERSION`.
+    public var originUserAgent: String?
+    /// Per-origin headers and cookies, keyed by lowercased `host` or `host:port`.
+    public var origins: [String: OriginSettings] = [:]
+
+    // Keys
+    public var keyTTL: Duration?
+    public var keysAllow: [String] = []
+    public var keyAutoRenewBefore: Duration?
+
+    // Downloads (`fetch`, and the items `serve` downloads in the background)
+    public var downloadResourcesPerItem: Int
+    public var downloadConcurrentItems: Int
+    public var downloadAttempts: Int
+    public var downloadRetryBaseDelay: Duration
+    public var downloadRetryMaxDelay: Duration
+    public var downloadRateLimit: Int64?
+
+    /// The built-in defaults.
+    public init() {
+        let proxy = ProxyConfiguration(cacheDirectory: "")
+        listen = ListenAddress(host: proxy.host, port: proxy.port)
+        maxCacheBytes = proxy.maxCacheBytes
+        freeDiskCushion = proxy.freeDiskCushion
+        volatileQueryParameters = proxy.volatileQueryParameters
+        corsAllowOrigin = proxy.corsAllowOrigin
+        logLevel = "info"
+        maxPlaylistBytes = proxy.maxPlaylistBytes
+        liveTTLFactor = proxy.liveTTLFactor
+        prefetchSegments = proxy.prefetchSegments
+        maxConnections = proxy.maxConnections
+        idleTimeout = .nanoseconds(proxy.idleTimeout.nanoseconds)
+        requestHeadTimeout = .nanoseconds(proxy.requestHeadTimeout.nanoseconds)
+        maxHeaderCount = proxy.maxHeaderCount
+        inFlightBufferBytes = proxy.maxInFlightBufferBytes
+
+        let origin = OriginConfiguration()
+        originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)
+        originReadTimeout = .nanoseconds(origin.readTimeout.nanoseconds)
+        originMaxRedirects = origin.maxRedirects
+        originRetries = origin.retry.maxRetries
+        originRetryBaseDelay = .nanoseconds(origin.retry.baseDelay.nanoseconds)
+        originRetryMaxDelay = .nanoseconds(origin.retry.maxDelay.nanoseconds)
+        originAllowLoopback = origin.destinationPolicy.allowLoopback
+        originAllowPrivateNetworks = origin.destinationPolicy.allowPrivateNetworks
+        originAllowLinkLocal = origin.destinationPolicy.allowLinkLocal
+        originAllowCloudMetadata = origin.destinationPolicy.allowCloudMetadata
+
+        let keys = KeyConfiguration()
+        keyTTL = keys.ttl
+        keyAutoRenewBefore = keys.autoRenewBefore
+
+        let downloads = DownloaderConfiguration()
+        downloadResourcesPerItem = downloads.resourcesPerItem
+        downloadConcurrentItems = downloads.concurrentItems
+        downloadAttempts = downloads.attempts
+        downloadRetryBaseDelay = downloads.retryBaseDelay
+        downloadRetryMaxDelay = downloads.retryMaxDelay
+        downloadRateLimit = downloads.bytesPerSecond
+    }
+}

@@ -1,0 +1,133 @@
+import HLSCacheCore
+import HLSKeys
+
+/// Every setting hlscache knows, in the order of Config/hlscache.yaml and docs/configuration.md. `origins`
+/// (per-origin headers and cookies) is a mapping read by ``OriginsSection`` and is not listed here.
+public enum SettingCatalog {
+    /// The top-level key of the per-origin section.
+    public static let originsKey = "origins"
+
+    public static var all: [SettingKey] {
+        [
+            .single(
+                "listen", flag: "--listen", "address the server listens on (host:port; [::1]:8080 for IPv6)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    guard let address = ListenAddress(text) else { throw SettingProblem("expected host:port, e.g. 127.0.0.1:8080") }
+                    settings.listen = address
+                }, render: { $0.listen.description }),
+            .single(
+                "cache.dir", flag: "--cache-dir",
+                "cache directory, shared by serve and fetch (~: $XDG_CACHE_HOME/hlscache or ~/.cache/hlscache)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    guard !text.isEmpty, !text.contains("\0") else { throw SettingProblem("expected a directory path") }
+                    settings.cacheDirectory = text
+                }, render: { $0.cacheDirectory }),
+            .size("cache.maxSize", \.maxCacheBytes, flag: "--max-cache-size", "size cap of the cache; LRU eviction past it"),
+            .size(
+                "cache.freeDiskCushion", \.freeDiskCushion, flag: "--free-disk-cushion",
+                "free space left on the cache's file system; writes that would eat into it evict first or fail"),
+            .list(
+                "cache.volatileQueryParameters", \.volatileQueryParameters,
+                "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),
+            .single(
+                "cors.allowOrigin", flag: "--cors-origin", "Access-Control-Allow-Origin value; none disables CORS headers",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    settings.corsAllowOrigin = text.lowercased() == "none" || text.isEmpty ? nil : text
+                }, render: { $0.corsAllowOrigin ?? "none" }),
+            .single(
+                "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+                    guard levels.contains(text.lowercased()) else { throw SettingProblem("expected one of \(levels.joined(separator: ", "))") }
+                    settings.logLevel = text.lowercased()
+                }, render: { $0.logLevel }),
+            .single(
+                "log.format", "text (one line per event) or json (one JSON object per line)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    guard let format = Settings.LogFormat(rawValue: text.lowercased()) else { throw SettingProblem("expected text or json") }
+                    settings.logFormat = format
+                }, render: { $0.logFormat.rawValue }),
+            .size("playlists.maxSize", \.maxPlaylistBytes, minimum: 1024, "larger playlists are refused (502 corrupted)"),
+            .double(
+                "playlists.liveTTLFactor", \.liveTTLFactor, range: 0...0.5,
+                "a live playlist is cached targetDuration × factor seconds (at most 0.5)"),
+            .int(
+                "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
+                "segments fetched ahead of a player in the rendition it plays (0 disables)"),
+            .int("limits.maxConnections", \.maxConnections, range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
+            .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
+            .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
+            .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),
+            .size(
+                "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,
+                "origin bytes kept in memory per in-flight download for clients that join late"),
+            .duration("shutdown.grace", \.shutdownGrace, allowZero: true, "how long SIGTERM/SIGINT waits for requests in progress"),
+            .bool("metrics.enabled", \.metricsEnabled, "serve Prometheus metrics on /metrics"),
+            .single(
+                "api.token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    settings.apiToken = text.isEmpty ? nil : text
+                }, render: { $0.apiToken }),
+            .list("api.allow", \.apiAllow, validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),
+            .duration("origin.connectTimeout", \.originConnectTimeout, "connecting to an origin (TCP and TLS); past it 502 network"),
+            .duration("origin.readTimeout", \.originReadTimeout, "longest silence between two reads from an origin; past it 504 timeout"),
+            .int("origin.maxRedirects", \.originMaxRedirects, range: 0...20, "redirects followed per request, each re-checked against the policy"),
+            .int(
+                "origin.retries", \.originRetries, range: 0...10,
+                "retries before the first byte (GET/HEAD; connect errors, resets, 502/503/504)"),
+            .duration("origin.retryBaseDelay", \.originRetryBaseDelay, "delay before the first retry; doubled each time, with jitter"),
+            .duration("origin.retryMaxDelay", \.originRetryMaxDelay, "the longest delay between retries"),
+            .list(
+                "origin.allowedHosts", \.originAllowedHosts, flag: "--allow-host",
+                "only these origin hosts are proxied ([]: any host)"),
+            .bool("origin.allowLoopback", \.originAllowLoopback, "origins on 127.0.0.0/8 and ::1 may be contacted"),
+            .bool("origin.allowPrivateNetworks", \.originAllowPrivateNetworks, "origins on 10/8, 172.16/12, 192.168/16, fc00::/7 may be contacted"),
+            .bool("origin.allowLinkLocal", \.originAllowLinkLocal, "origins on 169.254/16 and fe80::/10 may be contacted"),
+            .bool("origin.allowCloudMetadata", \.originAllowCloudMetadata, "169.254.169.254 and fd00:ec2::254 may be contacted"),
+            .single(
+                "origin.proxy", flag: "--upstream-proxy", "upstream HTTP proxy as host:port (~: none)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text.lowercased() == "none" {
+                        settings.originProxy = nil
+                        return
+                    }
+                    guard Settings.hostPort(text) != nil else { throw SettingProblem("expected HOST:PORT") }
+                    settings.originProxy = text
+                }, render: { $0.originProxy }),
+            .single(
+                "origin.userAgent", "User-Agent sent to origins unless a request or an origin's headers set one (~: hlscache/VERSION)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    settings.originUserAgent = text.isEmpty ? nil : text
+                }, render: { $0.originUserAgent }),
+            .optionalDuration(
+                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched AES-128 key is served before it is fetched again; none: no limit"),
+            .list("keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback whose clients may receive keys"),
+            .optionalDuration(
+                "keys.autoRenewBefore", \.keyAutoRenewBefore, flag: "--key-auto-renew",
+                "renew stored keys this long before they expire, while the origin answers; none: off"),
+            .int("downloads.resourcesPerItem", \.downloadResourcesPerItem, range: 1...64, "resources in flight per downloading item"),
+            .int("downloads.concurrentItems", \.downloadConcurrentItems, range: 1...64, "items serve downloads at once in the background"),
+            .int("downloads.attempts", \.downloadAttempts, range: 1...20, "attempts per resource before the item fails"),
+            .duration("downloads.retryBaseDelay", \.downloadRetryBaseDelay, "delay before the second attempt; doubled each time, with jitter"),
+            .duration("downloads.retryMaxDelay", \.downloadRetryMaxDelay, "the longest delay between attempts"),
+            .single(
+                "downloads.rateLimit", flag: "--rate", "bandwidth cap per process over all items, bytes per second (~: none)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text.lowercased() == "none" {
+                        settings.downloadRateLimit = nil
+                        return
+                    }
+                    guard let bytes = SettingText.size(text), bytes > 0 else { throw SettingProblem("not a rate (try 2MiB or 500KB)") }
+                    settings.downloadRateLimit = bytes
+                }, render: { $0.downloadRateLimit.map { SettingText.format(bytes: $0) } }),
+        ]
+    }
+
+    /// The setting named `name`.
+    public static func key(_ name: String) -> SettingKey? {
+        all.first { $0.name == name }
+    }
+}

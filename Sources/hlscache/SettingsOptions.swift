@@ -1,0 +1,20 @@
+import ArgumentParser
+import Foundation
+import HLSConfig
+
+/// Loads the layered settings (flag > `HLSCACHE_*` > config file > default) for any command. A bad value
+/// is one line on stderr, `hlscache: config error: KEY = VALUE in SOURCE: PROBLEM`, and exit status 78
+/// (EX_CONFIG).
+enum SettingsOptions {
+    static let configHelp = ArgumentHelp(
+        "YAML config file (see Config/hlscache.yaml). Default: $HLSCACHE_CONFIG, else none.", valueName: "FILE")
+
+    static func load(configFile: String?, commandLine: CommandLineSettings) throws -> LoadedSettings {
+        do {
+            return try SettingsLoader.load(configFile: configFile, environment: ProcessInfo.processInfo.environment, commandLine: commandLine)
+        } catch {
+            FileHandle.standardError.write(Data("hlscache: config error: \(error.message)\n".utf8))
+            throw ExitCode(78)
+        }
+    }
+}

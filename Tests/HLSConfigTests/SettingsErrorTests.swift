@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+
+@testable import HLSConfig
+
+/// Every kind of bad configuration is one line naming the key (or the line) and the source.
+@Suite struct SettingsErrorTests {
+    private func error(file yaml: String? = nil, environment: [String: String] = [:], flags: CommandLineSettings = CommandLineSettings())
+        throws -> (message: String, file: String?)
+    {
+        let fixture = try ConfigFixture()
+        let file = try yaml.map { try fixture.write($0) }
+        do {
+            _ = try SettingsLoader.load(configFile: file, environment: environment, commandLine: flags)
+        } catch {
+            #expect(!error.message.contains("\n"), "not one line: \(error.message)")
+            return (error.message, file)
+        }
+        Issue.record("no error")
+        return ("", file)
+    }
+
+    @Test func badSizeNamesKeyValueAndFile() throws {
+        let (message, file) = try error(file: "cache:\n  maxSize: ten\n")
+        #expect(message == "cache.maxSize = \"ten\" in \(file!): not a size (try 10GiB, 500MiB or 4096)")
+    }
+
+    @Test func badDurationFromTheEnvironmentNamesTheVariable() throws {
+        let (message, _) = try error(environment: ["HLSCACHE_LIMITS_IDLE_TIMEOUT": "soon"])
+        #expect(message == "limits.idleTimeout = \"soon\" in env HLSCACHE_LIMITS_IDLE_TIMEOUT: not a duration (try 500ms, 10s, 5m, 24h or 7d)")
+    }
+
+    @Test func badFlagNamesTheFlag() throws {
+        var flags = CommandLineSettings()
+        flags.set("listen", "nonsense")
+        let (message, _) = try error(flags: flags)
+        #expect(message == "listen = \"nonsense\" in --listen: expected host:port, e.g. 127.0.0.1:8080")
+    }
+
+    @Test func unknownKeysAreRefusedWithASuggestion() throws {
+        let (typo, file) = try error(file: "cache:\n  maxsize: 10GiB\n")
+        #expect(typo == "cache.maxsize in \(file!) (line 2): unknown key (did you mean cache.maxSize?)")
+        let (top, _) = try error(file: "listen: 127.0.0.1:8080\nbogus: 1\n")
+        #expect(top.hasPrefix("bogus in ") && top.contains("unknown key"))
+        let (origin, _) = try error(file: "origins:\n  cdn.example.com:\n    header:\n      A: b\n")
+        #expect(origin.hasPrefix("origins.cdn.example.com.header in ") && origin.contains("expected headers or cookies"))
+    }
+
+    @Test func wrongShapes() throws {
+        let (list, _) = try error(file: "listen: [a, b]\n")
+        #expect(list.hasPrefix("listen in ") && list.contains("expected a single value"))
+        let (section, _) = try error(file: "cache: 10GiB\n")
+        #expect(section.hasPrefix("cache in ") && section.contains("expected keys under it"))
+        let (mapping, _) = try error(file: "log:\n  level:\n    a: b\n")
+        #expect(mapping.hasPrefix("log.level in ") && mapping.contains("expected a value, not a mapping"))
+        let (cidr, _) = try error(file: "keys:\n  allow: [10.0.0.0/8, nonsense]\n")
+        #expect(cidr.hasPrefix("keys.allow in ") && cidr.contains("\"nonsense\": not a network"))
+        let (range, _) = try error(file: "prefetch:\n  segments: 1000\n")
+        #expect(range.contains("must be between 0 and 64"))
+        let (header, _) = try error(file: "origins:\n  cdn.example.com:\n    headers:\n      \"Bad Name\": x\n")
+        #expect(header.contains("not a valid header name"))
+    }
+
+    @Test func unreadableFiles() throws {
+        let fixture = try ConfigFixture()
+        let missing = fixture.directory.appendingPathComponent("missing.yaml").path
+        #expect(throws: SettingsError.self) { try SettingsLoader.load(configFile: missing, environment: [:]) }
+        do {
+            _ = try SettingsLoader.load(configFile: missing, environment: [:])
+        } catch {
+            #expect(error.message == "cannot read \(missing): no such file")
+        }
+        do {
+            _ = try SettingsLoader.load(configFile: fixture.directory.path, environment: [:])
+            Issue.record("a directory was read as a config file")
+        } catch {
+            #expect(error.message == "cannot read \(fixture.directory.path): it is a directory")
+        }
+        // Through HLSCACHE_CONFIG too.
+        do {
+            _ = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CONFIG": missing])
+            Issue.record("a missing HLSCACHE_CONFIG file was ignored")
+        } catch {
+            #expect(error.message.contains(missing))
+        }
+    }
+
+    @Test func yamlSyntaxErrorsNameTheLine() throws {
+        let (message, file) = try error(file: "listen: 127.0.0.1:8080\ncache:\n  maxSize: 10GiB\n    dir: x\n")
+        #expect(message.hasPrefix("\(file!): not valid YAML: line 4"), "\(message)")
+        let (unclosed, _) = try error(file: "cache: [a, b\n")
+        #expect(unclosed.contains("not valid YAML: line "))
+        let (scalar, _) = try error(file: "just a string\n")
+        #expect(scalar.contains("expected keys such as `listen:` at the top level"))
+    }
+
+    @Test func anEmptyFileMeansDefaults() throws {
+        let fixture = try ConfigFixture()
+        let empty = try SettingsLoader.load(configFile: try fixture.write(""), environment: [:])
+        #expect(empty.settings == HLSCacheSettings())
+        let comments = try SettingsLoader.load(configFile: try fixture.write("# nothing here\n"), environment: [:])
+        #expect(comments.settings == HLSCacheSettings())
+    }
+}
