@@ -134,7 +134,10 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "CLITests",
-            dependencies: ["hlscache", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "hlscache", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
@@ -15,7 +16,8 @@ extension Downloader {
             // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
             // the master key and keeps it until the item's expiry; the proxy serves it from /keys/{id}.
             do {
-                let id = try keys.register(resource.url, expiresAt: item.expiresAt)
+                // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
+                let id = try keys.register(resource.url, expiresAt: item.expiresAt, headers: item.headers.map { ($0.name, $0.value) })
                 _ = try await keys.key(id)
                 return 16
             } catch {
@@ -50,6 +52,37 @@ extension Downloader {
             }
         }
         return 16
+    }
+
+    /// The AES-128 keys of an item with where each stands (valid until when, expired, pending), for `show` and
+    /// the API; empty without the key store.
+    public func keyStatus(of id: String) throws(DownloadError) -> [ItemKeyStatus] {
+        guard let keys else { return [] }
+        var statuses: [ItemKeyStatus] = []
+        for resource in try items.resources(id) where resource.kind == CacheObjectKind.key.rawValue {
+            guard let url = try? OriginURL(resource.url) else { continue }
+            let keyID = keys.id(for: url)
+            let record: KeyRecord?
+            do throws(KeyError) {
+                record = try keys.record(keyID)
+            } catch {
+                throw DownloadError.keyUnavailable.with("key store: \(error.message)")
+            }
+            statuses.append(
+                ItemKeyStatus(
+                    id: keyID.value, host: url.host, state: record.map { keys.state(of: $0) } ?? .pending, expiresAt: record?.expiresAt))
+        }
+        return statuses
+    }
+
+    /// Drops the stored copy of an item's key when the item goes (deleted, expired).
+    func forgetKey(_ resource: ItemResource) {
+        guard let keys, let url = try? OriginURL(resource.url) else { return }
+        do throws(KeyError) {
+            try keys.forget(keys.id(for: url))
+        } catch {
+            logger.warning("could not purge key of \(resource.url): \(error.message)")
+        }
     }
 
     /// Decrypts the last block of a stored AES-128 segment and checks its PKCS#7 padding: a wrong key or IV, or a

@@ -65,6 +65,7 @@ extension Downloader {
     func evictObjects(of id: String) throws(DownloadError) {
         for resource in try items.resources(id) {
             if try items.isShared(resource.key, except: id) { continue }
+            if resource.kind == CacheObjectKind.key.rawValue { forgetKey(resource) }
             var keys = [resource.key]
             if resource.kind == CacheObjectKind.playlist.rawValue {
                 // The proxy keeps rewritten (and gzipped) copies of a playlist beside the raw one.

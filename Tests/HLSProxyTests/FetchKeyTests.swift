@@ -1,0 +1,88 @@
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+import HLSKeys
+import HLSOrigin
+import Testing
+
+/// Keys of prewarmed items: fetched with the item's headers, reported by `keyStatus(of:)`, purged with the item.
+@Suite struct FetchKeyTests {
+    /// The key server wants a header only the item knows (`hlscache fetch --header`): the key is fetched with it,
+    /// and the header value is not stored in the clear in the key store.
+    @Test func theItemsHeadersGoWithItsKeyFetches() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        origin.setFault(.requireHeader("X-Key-Token", "only-the-item-knows"), for: "/keys/key0.key")
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(
+            DownloadItem(
+                id: "with-header", url: fetch.url("/index.m3u8"), selection: RenditionSelection(), precacheSeconds: 4,
+                headers: [HeaderField(name: "X-Key-Token", value: "only-the-item-knows")]))
+        let item = try await fetch.downloader.run("with-header")
+        #expect(item.state == .partiallyCached, "\(item.errorCode ?? "") \(item.errorMessage ?? "")")
+        let statuses = try fetch.downloader.keyStatus(of: "with-header")
+        #expect(statuses.count == 1)
+        #expect(statuses.first?.state == .valid)
+        #expect(statuses.first?.host == "127.0.0.1")
+        // A renewal (serve --key-auto-renew, hlscache keys renew) sends the header again.
+        let keys = try #require(fetch.keys)
+        let idText = try #require(statuses.first?.id)
+        let id = try #require(KeyID(idText))
+        let renewed = try await keys.renew(id)
+        #expect(renewed.lastError == nil)
+        #expect(origin.requests(matching: "/keys/key0.key").allSatisfy { request in
+            request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
+        })
+        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// An item that expires (or is removed) takes its keys' stored copies with it; `keyStatus` then says `pending`.
+    @Test func expiryAndRemovalPurgeTheItemsKeys() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+
+        let expiring = try await fetch.fetch("/index.m3u8", id: "expiring", seconds: 4, expiresAt: Date().addingTimeInterval(3600))
+        #expect(expiring.state == .partiallyCached)
+        let before = try fetch.downloader.keyStatus(of: "expiring")
+        #expect(before.map(\.state) == [.valid])
+        #expect(before.first?.expiresAt != nil, "the item's expiry bounds its key")
+        let id = try #require(KeyID(before[0].id))
+        #expect(try fetch.downloader.expireDue(now: Date().addingTimeInterval(7200)) == ["expiring"])
+        #expect(try keys.record(id)?.isStored == false)
+        #expect(try fetch.downloader.keyStatus(of: "expiring").map(\.state) == [.pending])
+
+        let removed = try await fetch.fetch("/index.m3u8", id: "removed", seconds: 4)
+        #expect(removed.state == .partiallyCached)
+        #expect(try keys.record(id)?.isStored == true)
+        try fetch.downloader.remove("removed", keepMetadata: true)
+        #expect(try keys.record(id)?.isStored == false)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// A key two live items share stays stored while one of them remains.
+    @Test func aKeySharedWithALiveItemIsKept() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        _ = try await fetch.fetch("/index.m3u8", id: "first", seconds: 4)
+        _ = try await fetch.fetch("/index.m3u8", id: "second", seconds: 4)
+        let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "first")[0].id))
+        try fetch.downloader.remove("first", keepMetadata: false)
+        #expect(try keys.record(id)?.isStored == true)
+        #expect(try fetch.downloader.keyStatus(of: "second").map(\.state) == [.valid])
+        await fetch.shutdown()
+        await origin.stop()
+    }
+}
