@@ -140,7 +140,11 @@ public final class Downloader: Sendable {
         if current.state != .expired {
             _ = try? items.apply(.expire, to: id)
         }
-        try evictObjects(of: id)
+        if configuration.keepFilesOnExpiry {
+            try releaseObjects(of: id)
+        } else {
+            try evictObjects(of: id)
+        }
         let item = try items.require(id)
         emitState(item)
         return item

@@ -68,6 +68,29 @@ import Testing
         await origin.stop()
     }
 
+    /// With `keepFilesOnExpiry` an expired item's segments stay as ordinary (unlocked) cache objects; its keys
+    /// are purged all the same.
+    @Test func keepingFilesOnExpiryUnlocksThemAndStillPurgesKeys() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true) { $0.keepFilesOnExpiry = true }
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        let item = try await fetch.fetch("/index.m3u8", id: "kept", seconds: 4, locked: true, expiresAt: Date().addingTimeInterval(3600))
+        #expect(item.state == .partiallyCached)
+        #expect(fetch.store.lookup(try fetch.key("/p0/seg000.ts"))?.locked == true)
+        let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "kept")[0].id))
+        #expect(try fetch.downloader.expireDue(now: Date().addingTimeInterval(7200)) == ["kept"])
+        #expect(try fetch.items.require("kept").state == .expired)
+        let segment = try #require(fetch.store.lookup(try fetch.key("/p0/seg000.ts")))
+        #expect(!segment.locked, "an expired item's objects are ordinary LRU objects")
+        #expect(try fetch.stored("/index.m3u8") != nil)
+        #expect(try keys.record(id)?.isStored == false)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
     /// A key two live items share stays stored while one of them remains.
     @Test func aKeySharedWithALiveItemIsKept() async throws {
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
