@@ -70,6 +70,10 @@ public final class ItemStore: Sendable {
             }
             try db.create(index: "item_resources_key", on: "item_resources", columns: ["key"])
         }
+        migrator.registerMigration("v2-owner-token") { db in
+            // The owner's boot id and start time next to its PID (see ProcessIdentity).
+            try db.alter(table: "items") { t in t.add(column: "owner_token", .text) }
+        }
         return migrator
     }
 
@@ -128,20 +132,25 @@ public final class ItemStore: Sendable {
             switch event {
             case .start:
                 item.ownerPID = getpid()
+                item.ownerToken = ProcessIdentity.current
                 item.errorCode = nil
                 item.errorMessage = nil
             case .fail(let code):
                 item.errorCode = code
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .expire:
                 item.errorCode = DownloadError.expired.code
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .resume:
                 item.errorCode = nil
                 item.errorMessage = nil
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .pause, .interrupt, .finish, .delete:
                 item.ownerPID = nil
+                item.ownerToken = nil
             }
             change(&item)
             item.updatedAt = Date()
@@ -156,13 +165,14 @@ public final class ItemStore: Sendable {
     public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
         try write { db in
             guard var item = try Self.fetch(db, id: id) else { return nil }
-            if item.state == .downloading, let owner = item.ownerPID, !Self.isAlive(owner) {
+            if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
                 item.state = .idle
             }
             var machine = ItemStateMachine(state: item.state)
             guard item.state.isRunnable, (try? machine.handle(.start)) != nil else { return nil }
             item.state = machine.state
             item.ownerPID = getpid()
+            item.ownerToken = ProcessIdentity.current
             item.errorCode = nil
             item.errorMessage = nil
             item.updatedAt = Date()
@@ -195,9 +205,10 @@ public final class ItemStore: Sendable {
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ?", arguments: [ItemState.downloading.rawValue])
             for row in rows {
                 var item = try Self.decode(row)
-                if let owner = item.ownerPID, Self.isAlive(owner) { continue }
+                if let owner = item.ownerPID, ProcessIdentity.isAlive(owner, token: item.ownerToken) { continue }
                 item.state = .idle
                 item.ownerPID = nil
+                item.ownerToken = nil
                 item.updatedAt = Date()
                 try Self.save(db, item)
                 changed.append(item.id)
@@ -293,11 +304,6 @@ public final class ItemStore: Sendable {
         }
     }
 
-    static func isAlive(_ pid: Int32) -> Bool {
-        if pid == getpid() { return true }
-        return kill(pid, 0) == 0 || errno == EPERM
-    }
-
     private static func fetch(_ db: Database, id: String) throws -> DownloadItem? {
         try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode)
     }
@@ -333,6 +339,7 @@ public final class ItemStore: Sendable {
         item.segmentsTotal = row["segments_total"]
         item.updatedAt = Date(timeIntervalSince1970: row["updated_at"])
         item.ownerPID = (row["owner_pid"] as Int64?).map { Int32(truncatingIfNeeded: $0) }
+        item.ownerToken = row["owner_token"]
         return item
     }
 
@@ -340,14 +347,16 @@ public final class ItemStore: Sendable {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
-                  error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
+                  owner_token)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try json(item.selection), try json(item.renditions), item.precacheSeconds,
                 item.expiresAt?.timeIntervalSince1970, item.locked, try json(item.headers), item.state.rawValue,
                 item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
+                item.ownerToken,
             ])
     }
 }

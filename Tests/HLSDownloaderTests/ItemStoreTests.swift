@@ -1,5 +1,5 @@
 import Foundation
-import HLSDownloader
+@testable import HLSDownloader
 import Testing
 
 @Suite struct ItemStoreTests {
@@ -47,6 +47,40 @@ import Testing
         try store.update("c") { $0.ownerPID = Int32.max - 1 }
         #expect(try store.recoverInterrupted() == ["c"])
         #expect(try store.item("c")?.state == .idle)
+    }
+
+    /// PIDs are reused (and `serve` is PID 1 in every container start): an item claimed by an earlier process
+    /// with the same PID is recovered, because the owner's start time differs; a live owner keeps its item.
+    @Test func aReusedPIDIsNotTakenForTheOwner() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "reused", url: "https://x/m.m3u8"))
+        let claimed = try #require(try store.claim("reused"))
+        let token = try #require(claimed.ownerToken, "this process has a /proc identity")
+        #expect(try store.recoverInterrupted().isEmpty, "the owner (this process) is alive")
+        // The same PID, but an earlier process run (another start time).
+        try store.update("reused") { $0.ownerToken = String(token.split(separator: ":")[0]) + ":1" }
+        #expect(try store.recoverInterrupted() == ["reused"])
+        #expect(try store.item("reused")?.state == .idle)
+
+        // Another live process owns an item: kept while it runs, recovered once it has exited.
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        let pid = sleeper.processIdentifier
+        let other = try #require(ProcessIdentity.token(of: pid))
+        try store.insert(DownloadItem(id: "other", url: "https://x/m.m3u8"))
+        _ = try store.claim("other")
+        try store.update("other") {
+            $0.ownerPID = pid
+            $0.ownerToken = other
+        }
+        #expect(try store.recoverInterrupted().isEmpty)
+        #expect(try store.claim("other") == nil, "a live owner keeps it")
+        sleeper.terminate()
+        while sleeper.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try store.recoverInterrupted() == ["other"])
     }
 
     @Test func resourcesTrackProgressAndSharing() throws {
