@@ -27,7 +27,15 @@ struct ItemContext {
         } catch {
             throw ValidationError("cannot open the cache in \(proxy.cacheDirectory): \(error)")
         }
-        let items = try ItemStore(directory: proxy.cacheDirectory)
+        let masterKey: MasterKey
+        do throws(KeyError) {
+            masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            store.close()
+            throw ValidationError("cannot open the key store in \(proxy.cacheDirectory): \(error.message)")
+        }
+        // Item headers (cookies, tokens) are sealed under the same master key as the keys.
+        let items = try ItemStore(directory: proxy.cacheDirectory, masterKey: masterKey)
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: Self.originConfiguration(), logger: logger)
@@ -38,7 +46,6 @@ struct ItemContext {
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
-            let masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             var keyConfiguration = KeyConfiguration()
             keyConfiguration.volatileQueryParameters = proxy.volatileQueryParameters
             keys = try KeyService(

@@ -68,8 +68,9 @@ struct ServeCommand: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         let keys: KeyService
+        let masterKey: MasterKey
         do throws(KeyError) {
-            let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+            masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             keys = try KeyService(
                 directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
         } catch {
@@ -95,7 +96,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
         let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
-        let items = try ItemStore(directory: configuration.cacheDirectory)
+        let items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
         var downloaderConfiguration = DownloaderConfiguration()
         downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
         downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes

@@ -1,5 +1,6 @@
 import Foundation
 @testable import HLSDownloader
+import HLSKeys
 import Testing
 
 @Suite struct ItemStoreTests {
@@ -81,6 +82,29 @@ import Testing
         sleeper.terminate()
         while sleeper.isRunning { try await Task.sleep(for: .milliseconds(10)) }
         #expect(try store.recoverInterrupted() == ["other"])
+    }
+
+    /// With a master key, item headers (cookies, tokens) are sealed in items.sqlite; another master key reads none;
+    /// rows written in the clear before still read.
+    @Test func headersAreSealedAtRestUnderTheMasterKey() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let plain = try ItemStore(directory: dir.path)
+        try plain.insert(DownloadItem(id: "old", url: "https://x/m.m3u8", headers: [HeaderField(name: "X-Old", value: "legacy-value")]))
+        let key = try MasterKey(bytes: Array(repeating: 1, count: 32))
+        let store = try ItemStore(directory: dir.path, masterKey: key)
+        let headers = [HeaderField(name: "Cookie", value: "session=sealed-secret"), HeaderField(name: "Authorization", value: "Bearer t0k3n")]
+        try store.insert(DownloadItem(id: "new", url: "https://x/m.m3u8", headers: headers))
+        #expect(try store.item("new")?.headers == headers)
+        #expect(try store.item("old")?.headers == [HeaderField(name: "X-Old", value: "legacy-value")])
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir.path) {
+            let bytes = try Data(contentsOf: dir.appendingPathComponent(name))
+            #expect(bytes.range(of: Data("sealed-secret".utf8)) == nil, "\(name) holds a header value in the clear")
+            #expect(bytes.range(of: Data("t0k3n".utf8)) == nil)
+        }
+        let other = try ItemStore(directory: dir.path, masterKey: try MasterKey(bytes: Array(repeating: 2, count: 32)))
+        #expect(try other.item("new")?.headers == [])
+        #expect(try ItemStore(directory: dir.path).item("new")?.headers == [])
     }
 
     @Test func resourcesTrackProgressAndSharing() throws {
