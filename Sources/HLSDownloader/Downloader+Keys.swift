@@ -85,37 +85,54 @@ extension Downloader {
         }
     }
 
-    /// Decrypts the last block of a stored AES-128 segment and checks its PKCS#7 padding: a wrong key or IV, or a
-    /// damaged body, becomes `corrupted` now instead of a decoding error at playback. The segment is removed.
-    /// Runs only with the key store (the key is needed in plaintext, in memory).
-    func verify(_ resource: PlannedResource, _ encryption: PlannedResource.Encryption) async throws {
+    /// Decrypts the last block of each AES-128 segment in a stored file — the whole file, or each byte range of
+    /// it — and checks its PKCS#7 padding: a wrong key or IV, or a damaged body, becomes `corrupted` now instead
+    /// of a decoding error at playback. The file is removed then. Runs only with the key store (the key is needed
+    /// in plaintext, in memory).
+    func verify(_ resource: PlannedResource) async throws {
         guard let keys, let object = store.lookup(resource.key) else { return }
-        let tail: [UInt8]
+        var plainKeys: [OriginURL: [UInt8]] = [:]
+        let handle: FileHandle
         do {
-            guard object.size >= 16, object.size % 16 == 0 else {
-                throw DownloadError.corrupted.with("segment \(resource.url) is \(object.size) bytes, not whole AES blocks")
+            handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: object.path))
+        } catch {
+            throw DownloadError.corrupted.with("segment \(resource.url) cannot be read back: \(error)")
+        }
+        defer { try? handle.close() }
+        for encryption in resource.encryptions {
+            let (offset, length) = encryption.range ?? (0, object.size)
+            let what = encryption.range.map { "segment \(resource.url) bytes \($0.offset)-\($0.offset + $0.length - 1)" } ?? "segment \(resource.url)"
+            let tail: [UInt8]
+            do {
+                guard length >= 16, length % 16 == 0 else {
+                    throw DownloadError.corrupted.with("\(what) is \(length) bytes, not whole AES blocks")
+                }
+                guard offset + length <= object.size else { throw DownloadError.corrupted.with("\(what) is past the end of the \(object.size)-byte file") }
+                let count = min(32, length)
+                try handle.seek(toOffset: UInt64(offset + length - count))
+                tail = [UInt8](try handle.read(upToCount: Int(count)) ?? Data())
+                guard tail.count == Int(count) else { throw DownloadError.corrupted.with("\(what) is shorter than indexed") }
+            } catch let error as DownloadError {
+                _ = try? store.remove(resource.key)
+                throw error
             }
-            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: object.path))
-            defer { try? handle.close() }
-            let count = min(32, Int(object.size))
-            try handle.seek(toOffset: UInt64(object.size) - UInt64(count))
-            tail = [UInt8](try handle.read(upToCount: count) ?? Data())
-            guard tail.count == count else { throw DownloadError.corrupted.with("segment \(resource.url) is shorter than indexed") }
-        } catch let error as DownloadError {
-            _ = try? store.remove(resource.key)
-            throw error
-        }
-        let key: [UInt8]
-        do {
-            key = try await keys.key(try keys.register(encryption.keyURL))
-        } catch {
-            throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
-        }
-        do {
-            try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
-        } catch {
-            _ = try? store.remove(resource.key)
-            throw DownloadError.corrupted.with("segment \(resource.url): \(error.message)")
+            let key: [UInt8]
+            if let known = plainKeys[encryption.keyURL] {
+                key = known
+            } else {
+                do {
+                    key = try await keys.key(try keys.register(encryption.keyURL))
+                } catch {
+                    throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+                }
+                plainKeys[encryption.keyURL] = key
+            }
+            do {
+                try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
+            } catch {
+                _ = try? store.remove(resource.key)
+                throw DownloadError.corrupted.with("\(what): \(error.message)")
+            }
         }
     }
 }

@@ -91,6 +91,42 @@ import Testing
         await origin.stop()
     }
 
+    /// One AES-128 file addressed by byte ranges: every range is checked on its own (each has its own padding);
+    /// a damaged range makes the item `corrupted` and the file is not kept; intact, the item completes.
+    @Test func everyByteRangeOfAnAES128FileIsVerified() async throws {
+        let dir = try await Streams.stream("aes128-byterange", { try FFmpeg.makeAES128ByteRange(in: $0) })
+        let playlist = try String(contentsOf: dir.appendingPathComponent("index.m3u8"), encoding: .utf8)
+        let ranges = playlist.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-BYTERANGE:") }.map { line -> (Int, Int) in
+            let spec = line.dropFirst("#EXT-X-BYTERANGE:".count).split(separator: "@")
+            return (Int(spec[0])!, Int(spec[1])!)
+        }
+        #expect(ranges.count >= 3)
+        #expect(playlist.contains("METHOD=AES-128"))
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let good = try await fetch.fetch("/index.m3u8", id: "intact")
+        #expect(good.state == .cached, "\(good.errorCode ?? "") \(good.errorMessage ?? "")")
+        #expect(try fetch.stored("/index.ts") != nil)
+        await fetch.shutdown()
+
+        // Damage the second range, not the file's end: flipping bits in its next-to-last ciphertext block flips
+        // the same bits of its last plaintext byte (CBC), so the pad byte (1…16) becomes ≥ 0x4A: never valid.
+        var body = [UInt8](try Data(contentsOf: dir.appendingPathComponent("index.ts")))
+        let (length, offset) = ranges[1]
+        body[offset + length - 17] ^= 0x5A
+        origin.setBody(body, contentType: "video/mp2t", for: "/index.ts")
+        let damaged = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let item = try await damaged.fetch("/index.m3u8", id: "damaged")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "corrupted")
+        #expect(item.errorMessage?.contains("bytes \(offset)-\(offset + length - 1)") == true, "\(item.errorMessage ?? "")")
+        #expect(try damaged.stored("/index.ts") == nil, "the damaged file was kept")
+        await damaged.shutdown()
+        await origin.stop()
+    }
+
     /// A key two live items share stays stored while one of them remains.
     @Test func aKeySharedWithALiveItemIsKept() async throws {
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
