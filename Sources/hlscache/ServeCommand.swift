@@ -23,8 +23,11 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var origins: OriginOptions
     @OptionGroup var keyOptions: KeyOptions
 
-    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080.")
-    var listen: String = "127.0.0.1:8080"
+    @Option(name: .customLong("listen"), help: "Address to listen on (host:port). Default: $HLSCACHE_LISTEN or 127.0.0.1:8080.")
+    var listenOption: String?
+
+    /// `--listen`, else `$HLSCACHE_LISTEN` (set to 0.0.0.0:8080 in the Docker image), else loopback.
+    var listen: String { listenOption ?? ProcessInfo.processInfo.environment["HLSCACHE_LISTEN"] ?? "127.0.0.1:8080" }
 
     @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers.")
     var corsOrigin: String = "*"
