@@ -155,7 +155,7 @@ grep -q '"/var/cache/hlscache"' <<<"$config" && ok "VOLUME /var/cache/hlscache" 
 grep -q '"8080/tcp"' <<<"$config" && ok "EXPOSE 8080" || fail "image lacks EXPOSE 8080"
 grep -q '"Entrypoint":\["hlscache"\]' <<<"$config" && grep -q '"Cmd":\["serve"\]' <<<"$config" \
     && ok 'ENTRYPOINT ["hlscache"] CMD ["serve"]' || fail "ENTRYPOINT/CMD are not hlscache/serve: $config"
-"${PODMAN[@]}" image inspect --format '{{json .Healthcheck}}' "$IMAGE" | grep -q healthz \
+"${PODMAN[@]}" image inspect "$IMAGE" | grep -q '"Healthcheck"' && "${PODMAN[@]}" image inspect "$IMAGE" | grep -q 'GET /healthz' \
     && ok "HEALTHCHECK on /healthz" || fail "image has no HEALTHCHECK on /healthz"
 # Nothing besides the four runtime packages (and what minbase already had) was installed: no compiler, no curl.
 for absent in gcc swift curl; do
