@@ -40,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let address = ListenAddress(listen) else {
-            throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
+            throw ValidationError("\(listenOption == nil ? "HLSCACHE_LISTEN" : "--listen") \(listen): expected host:port, e.g. 127.0.0.1:8080")
         }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level \(logLevel): expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
