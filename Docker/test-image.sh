@@ -96,12 +96,16 @@ make_runtime_base() {
 make_swift_base() {
     local dir="$WORK/rootfs-swift"
     [ -x "$SWIFT_TOOLCHAIN/usr/bin/swift" ] || die "no Swift toolchain at $SWIFT_TOOLCHAIN"
-    rm -rf "$dir"
-    log "debootstrap minbase bookworm + build packages -> $dir"
-    debootstrap --variant=minbase \
-        --include=binutils,ca-certificates,git,gcc,libc6-dev,libgcc-12-dev,libstdc++-12-dev,libcurl4,libxml2,libedit2,libncurses6,libsqlite3-0,libpython3.11,tzdata,gnupg2 \
-        bookworm "$dir" "$DEBIAN_MIRROR" >"$WORK/debootstrap-swift.log" 2>&1 \
-        || die "debootstrap swift base (see $WORK/debootstrap-swift.log)"
+    # A finished debootstrap is kept until the import succeeds, so a failure after it does not repeat it.
+    if [ ! -e "$dir/.debootstrap-done" ]; then
+        rm -rf "$dir"
+        log "debootstrap minbase bookworm + build packages -> $dir"
+        debootstrap --variant=minbase \
+            --include=binutils,ca-certificates,git,gcc,libc6-dev,libgcc-12-dev,libstdc++-12-dev,libcurl4,libxml2,libedit2,libncurses6,libsqlite3-0,libpython3.11,tzdata,gnupg2 \
+            bookworm "$dir" "$DEBIAN_MIRROR" >"$WORK/debootstrap-swift.log" 2>&1 \
+            || die "debootstrap swift base (see $WORK/debootstrap-swift.log)"
+        touch "$dir/.debootstrap-done"
+    fi
     log "copying the Swift toolchain from $SWIFT_TOOLCHAIN"
     tar -C "$SWIFT_TOOLCHAIN" -c \
         --exclude='usr/bin/lldb*' --exclude='usr/bin/sourcekit-lsp' --exclude='usr/bin/clangd' --exclude='usr/bin/docc' \
@@ -121,7 +125,13 @@ make_swift_base() {
 	directory = *
 EOF
     fi
-    chroot "$dir" /usr/bin/swift --version >/dev/null 2>&1 || die "swift does not run in the build base (missing libraries?)"
+    # The toolchain finds its libraries through $ORIGIN, which the loader resolves with /proc/self/exe.
+    mount -t proc proc "$dir/proc" || die "mount proc in $dir"
+    local version
+    version=$(chroot "$dir" /usr/bin/swift --version 2>&1) || { umount "$dir/proc"; die "swift does not run in the build base: $version"; }
+    umount "$dir/proc"
+    log "build base: ${version%%$'\n'*}"
+    rm -f "$dir/.debootstrap-done"
     rm -rf "$dir"/usr/share/doc/* "$dir"/usr/share/man/* "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/*.bin \
         "$dir"/var/cache/apt/archives/*.deb
     tar -C "$dir" -c . | "${PODMAN[@]}" import --change 'CMD ["bash"]' - "$SWIFT_BASE" >/dev/null \
