@@ -167,6 +167,9 @@ grep -q '"Entrypoint":\["hlscache"\]' <<<"$config" && grep -q '"Cmd":\["serve"\]
     && ok 'ENTRYPOINT ["hlscache"] CMD ["serve"]' || fail "ENTRYPOINT/CMD are not hlscache/serve: $config"
 "${PODMAN[@]}" image inspect "$IMAGE" | grep -q '"Healthcheck"' && "${PODMAN[@]}" image inspect "$IMAGE" | grep -q 'GET /healthz' \
     && ok "HEALTHCHECK on /healthz" || fail "image has no HEALTHCHECK on /healthz"
+grep -q 'SWIFT_BACKTRACE=enable=yes' <<<"$config" \
+    && "${PODMAN[@]}" run --rm --entrypoint bash "$IMAGE" -c 'test -x "${SWIFT_BACKTRACE##*swift-backtrace=}"' \
+    && ok "crash backtracer installed and enabled" || fail "SWIFT_BACKTRACE or its swift-backtrace-static missing"
 # Nothing besides the four runtime packages (and what minbase already had) was installed: no compiler, no curl.
 for absent in gcc swift curl; do
     if "${PODMAN[@]}" run --rm --entrypoint bash "$IMAGE" -c "command -v $absent" >/dev/null 2>&1; then
