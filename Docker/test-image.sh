@@ -16,6 +16,7 @@
 # the image (30+ minutes on 2 busy cores); later runs reuse the base images and the podman layer cache.
 #
 # Environment knobs:
+#   HLSCACHE_SOURCE        repository to build (the one this script is in)
 #   HLSCACHE_PODMAN_WORK   scratch directory for root filesystems and the test stream (/var/tmp/hlscache-podman)
 #   SWIFT_TOOLCHAIN        Swift toolchain directory with usr/bin/swift (/opt/swift)
 #   SWIFT_PACKAGE_MIRRORS  git mirrors of github.com used instead of the network (/opt/swift-packages)
@@ -26,7 +27,7 @@
 #   REBUILD_BASES=1        remake the base images even if present
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="${HLSCACHE_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 WORK="${HLSCACHE_PODMAN_WORK:-/var/tmp/hlscache-podman}"
 SWIFT_TOOLCHAIN="${SWIFT_TOOLCHAIN:-/opt/swift}"
 SWIFT_PACKAGE_MIRRORS="${SWIFT_PACKAGE_MIRRORS:-/opt/swift-packages}"
