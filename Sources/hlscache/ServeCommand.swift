@@ -23,8 +23,11 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var origins: OriginOptions
     @OptionGroup var keyOptions: KeyOptions
 
-    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080.")
-    var listen: String = "127.0.0.1:8080"
+    @Option(name: .customLong("listen"), help: "Address to listen on (host:port). Default: $HLSCACHE_LISTEN or 127.0.0.1:8080.")
+    var listenOption: String?
+
+    /// `--listen`, else `$HLSCACHE_LISTEN` (set to 0.0.0.0:8080 in the Docker image), else loopback.
+    var listen: String { listenOption ?? ProcessInfo.processInfo.environment["HLSCACHE_LISTEN"] ?? "127.0.0.1:8080" }
 
     @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers.")
     var corsOrigin: String = "*"
@@ -37,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let address = ListenAddress(listen) else {
-            throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
+            throw ValidationError("\(listenOption == nil ? "HLSCACHE_LISTEN" : "--listen") \(listen): expected host:port, e.g. 127.0.0.1:8080")
         }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level \(logLevel): expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
