@@ -146,7 +146,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore"],
+            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore", "HLSKeys"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSConfigTests",
@@ -155,7 +155,10 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -315,4 +315,9 @@ public final class CacheStore: Sendable {
     public func usage() throws -> (bytes: Int64, count: Int) {
         try index.read(IndexDatabase.usage)
     }
+
+    /// Bytes held by locked objects: eviction cannot free them.
+    public func lockedBytes() throws -> Int64 {
+        try index.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM objects WHERE locked = 1") ?? 0 }
+    }
 }

@@ -79,14 +79,6 @@ enum FileSystem {
         }
     }
 
-    /// Fsyncs a directory so a rename into it survives a crash; best effort (some file systems refuse).
-    static func syncDirectory(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        _ = close(fd)
-    }
-
     static func closeFile(_ fd: Int32) {
         // close(2) must not be retried on EINTR on Linux: the descriptor is already released.
         _ = close(fd)

@@ -39,6 +39,8 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var updatedAt: Date
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
+    /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.
+    public internal(set) var ownerToken: String?
 
     /// The longest precache accepted (the seeds' range).
     public static let maxPrecacheSeconds = 32767

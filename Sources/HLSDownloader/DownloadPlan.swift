@@ -77,11 +77,12 @@ public struct DownloadPlan: Sendable {
                 }
                 if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
                 try add(segment.url, .segment, range: segment.byteRange)
-                if segment.byteRange == nil, let key = segment.key, key.method == .aes128, let keyURL = key.url.flatMap({ try? OriginURL($0) }),
+                if let key = segment.key, key.method == .aes128, let keyURL = key.url.flatMap({ try? OriginURL($0) }),
                     let iv = segment.aes128IV, let segmentURL = try? OriginURL(segment.url),
                     let index = indexByKey[CacheKey(segmentURL, volatileParameters: volatileParameters)]
                 {
-                    media[index].encryption = PlannedResource.Encryption(keyURL: keyURL, iv: iv)
+                    let range = segment.byteRange.map { (offset: Int64($0.offset), length: Int64($0.length)) }
+                    media[index].encryptions.append(PlannedResource.Encryption(keyURL: keyURL, iv: iv, range: range))
                 }
                 if let range = segment.byteRange { rangeBytes += Int64(range.length) } else { allRanges = false }
             }

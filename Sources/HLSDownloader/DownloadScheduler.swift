@@ -32,6 +32,8 @@ public actor DownloadScheduler {
         do {
             try downloader.items.recoverInterrupted()
             try downloader.expireDue()
+            // Expired key copies are never served again: drop their sealed bytes.
+            _ = try? downloader.keys?.purgeExpired()
             let capacity = downloader.configuration.concurrentItems - running.count
             guard capacity > 0 else { return }
             let runnable = try downloader.items.items().filter { $0.state.isRunnable && running[$0.id] == nil }

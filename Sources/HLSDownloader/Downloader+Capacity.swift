@@ -2,8 +2,9 @@ import Foundation
 import HLSCacheStore
 
 extension Downloader {
-    /// Refuses a plan whose estimate cannot fit: more than the size cap, or more than the free disk space
-    /// (plus what eviction could free) minus the cushion. Objects already stored do not count.
+    /// Refuses a plan whose estimate cannot fit: more than the size cap less what locked objects hold, or more
+    /// than the free disk space (plus what eviction could free: the unlocked objects) minus the cushion. Objects
+    /// already stored do not count.
     /// - Throws: ``DownloadError/cacheFull``.
     public func checkFits(_ plan: DownloadPlan) throws(DownloadError) {
         guard let estimate = plan.estimatedBytes, estimate > 0 else { return }
@@ -14,9 +15,15 @@ extension Downloader {
             throw DownloadError.cacheFull.with(
                 "the estimate (\(Self.format(needed))) is more than the cache size cap (\(Self.format(store.maxBytes)))")
         }
+        // Locked objects (of locked items) stay whatever happens; only the rest can be evicted to make room.
+        let locked = (try? store.lockedBytes()) ?? 0
+        if needed > store.maxBytes - locked {
+            throw DownloadError.cacheFull.with(
+                "the estimate (\(Self.format(needed))) is more than the cache size cap (\(Self.format(store.maxBytes))) less the \(Self.format(locked)) locked items hold; unlock or remove some")
+        }
         let used = (try? store.usage().bytes) ?? 0
         if let free = (try? FileManager.default.attributesOfFileSystem(forPath: store.directory))?[.systemFreeSize] as? NSNumber {
-            let room = free.int64Value + used - store.freeDiskCushion
+            let room = free.int64Value + (used - locked) - store.freeDiskCushion
             if needed > room {
                 throw DownloadError.cacheFull.with(
                     "the estimate (\(Self.format(needed))) is more than the disk can hold above the free-disk cushion")

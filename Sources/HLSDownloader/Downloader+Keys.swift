@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
@@ -15,7 +16,8 @@ extension Downloader {
             // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
             // the master key and keeps it until the item's expiry; the proxy serves it from /keys/{id}.
             do {
-                let id = try keys.register(resource.url, expiresAt: item.expiresAt)
+                // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
+                let id = try keys.register(resource.url, expiresAt: item.expiresAt, headers: item.headers.map { ($0.name, $0.value) })
                 _ = try await keys.key(id)
                 return 16
             } catch {
@@ -52,37 +54,85 @@ extension Downloader {
         return 16
     }
 
-    /// Decrypts the last block of a stored AES-128 segment and checks its PKCS#7 padding: a wrong key or IV, or a
-    /// damaged body, becomes `corrupted` now instead of a decoding error at playback. The segment is removed.
-    /// Runs only with the key store (the key is needed in plaintext, in memory).
-    func verify(_ resource: PlannedResource, _ encryption: PlannedResource.Encryption) async throws {
-        guard let keys, let object = store.lookup(resource.key) else { return }
-        let tail: [UInt8]
-        do {
-            guard object.size >= 16, object.size % 16 == 0 else {
-                throw DownloadError.corrupted.with("segment \(resource.url) is \(object.size) bytes, not whole AES blocks")
+    /// The AES-128 keys of an item with where each stands (valid until when, expired, pending), for `show` and
+    /// the API; empty without the key store.
+    public func keyStatus(of id: String) throws(DownloadError) -> [ItemKeyStatus] {
+        guard let keys else { return [] }
+        var statuses: [ItemKeyStatus] = []
+        for resource in try items.resources(id) where resource.kind == CacheObjectKind.key.rawValue {
+            guard let url = try? OriginURL(resource.url) else { continue }
+            let keyID = keys.id(for: url)
+            let record: KeyRecord?
+            do throws(KeyError) {
+                record = try keys.record(keyID)
+            } catch {
+                throw DownloadError.keyUnavailable.with("key store: \(error.message)")
             }
-            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: object.path))
-            defer { try? handle.close() }
-            let count = min(32, Int(object.size))
-            try handle.seek(toOffset: UInt64(object.size) - UInt64(count))
-            tail = [UInt8](try handle.read(upToCount: count) ?? Data())
-            guard tail.count == count else { throw DownloadError.corrupted.with("segment \(resource.url) is shorter than indexed") }
-        } catch let error as DownloadError {
-            _ = try? store.remove(resource.key)
-            throw error
+            statuses.append(
+                ItemKeyStatus(
+                    id: keyID.value, host: url.host, state: record.map { keys.state(of: $0) } ?? .pending, expiresAt: record?.expiresAt))
         }
-        let key: [UInt8]
-        do {
-            key = try await keys.key(try keys.register(encryption.keyURL))
+        return statuses
+    }
+
+    /// Drops the stored copy of an item's key when the item goes (deleted, expired).
+    func forgetKey(_ resource: ItemResource) {
+        guard let keys, let url = try? OriginURL(resource.url) else { return }
+        do throws(KeyError) {
+            try keys.forget(keys.id(for: url))
         } catch {
-            throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+            logger.warning("could not purge key of \(resource.url): \(error.message)")
         }
+    }
+
+    /// Decrypts the last block of each AES-128 segment in a stored file — the whole file, or each byte range of
+    /// it — and checks its PKCS#7 padding: a wrong key or IV, or a damaged body, becomes `corrupted` now instead
+    /// of a decoding error at playback. The file is removed then. Runs only with the key store (the key is needed
+    /// in plaintext, in memory).
+    func verify(_ resource: PlannedResource) async throws {
+        guard let keys, let object = store.lookup(resource.key) else { return }
+        var plainKeys: [OriginURL: [UInt8]] = [:]
+        let handle: FileHandle
         do {
-            try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
+            handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: object.path))
         } catch {
-            _ = try? store.remove(resource.key)
-            throw DownloadError.corrupted.with("segment \(resource.url): \(error.message)")
+            throw DownloadError.corrupted.with("segment \(resource.url) cannot be read back: \(error)")
+        }
+        defer { try? handle.close() }
+        for encryption in resource.encryptions {
+            let (offset, length) = encryption.range ?? (0, object.size)
+            let what = encryption.range.map { "segment \(resource.url) bytes \($0.offset)-\($0.offset + $0.length - 1)" } ?? "segment \(resource.url)"
+            let tail: [UInt8]
+            do {
+                guard length >= 16, length % 16 == 0 else {
+                    throw DownloadError.corrupted.with("\(what) is \(length) bytes, not whole AES blocks")
+                }
+                guard offset + length <= object.size else { throw DownloadError.corrupted.with("\(what) is past the end of the \(object.size)-byte file") }
+                let count = min(32, length)
+                try handle.seek(toOffset: UInt64(offset + length - count))
+                tail = [UInt8](try handle.read(upToCount: Int(count)) ?? Data())
+                guard tail.count == Int(count) else { throw DownloadError.corrupted.with("\(what) is shorter than indexed") }
+            } catch let error as DownloadError {
+                _ = try? store.remove(resource.key)
+                throw error
+            }
+            let key: [UInt8]
+            if let known = plainKeys[encryption.keyURL] {
+                key = known
+            } else {
+                do {
+                    key = try await keys.key(try keys.register(encryption.keyURL))
+                } catch {
+                    throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+                }
+                plainKeys[encryption.keyURL] = key
+            }
+            do {
+                try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
+            } catch {
+                _ = try? store.remove(resource.key)
+                throw DownloadError.corrupted.with("\(what): \(error.message)")
+            }
         }
     }
 }

@@ -53,7 +53,11 @@ extension Downloader {
             guard let expiry = item.expiresAt, expiry <= now else { continue }
             // A download of this item in another process notices within its poll interval and stops.
             guard (try? items.apply(.expire, to: item.id)) != nil else { continue }
-            try evictObjects(of: item.id)
+            if configuration.keepFilesOnExpiry {
+                try releaseObjects(of: item.id)
+            } else {
+                try evictObjects(of: item.id)
+            }
             if let current = try items.item(item.id) { emitState(current) }
             expired.append(item.id)
         }
@@ -65,6 +69,7 @@ extension Downloader {
     func evictObjects(of id: String) throws(DownloadError) {
         for resource in try items.resources(id) {
             if try items.isShared(resource.key, except: id) { continue }
+            if resource.kind == CacheObjectKind.key.rawValue { forgetKey(resource) }
             var keys = [resource.key]
             if resource.kind == CacheObjectKind.playlist.rawValue {
                 // The proxy keeps rewritten (and gzipped) copies of a playlist beside the raw one.
@@ -81,6 +86,24 @@ extension Downloader {
         _ = try? items.update(id) { item in
             item.bytesDone = 0
             item.segmentsDone = 0
+        }
+    }
+
+    /// At expiry with ``DownloaderConfiguration/keepFilesOnExpiry``: the item's keys are purged (unless another
+    /// live item lists them) and its objects unlocked (unless another locked item lists them); the files stay as
+    /// ordinary cache objects.
+    func releaseObjects(of id: String) throws(DownloadError) {
+        var unlock: [CacheKey] = []
+        for resource in try items.resources(id) {
+            if resource.kind == CacheObjectKind.key.rawValue, try !items.isShared(resource.key, except: id) {
+                forgetKey(resource)
+            }
+            if try !items.isShared(resource.key, except: id, lockedOnly: true) { unlock.append(CacheKey(storedValue: resource.key)) }
+        }
+        do {
+            try store.setLocked(unlock, false)
+        } catch {
+            throw DownloadError.from(error)
         }
     }
 

@@ -140,7 +140,11 @@ public final class Downloader: Sendable {
         if current.state != .expired {
             _ = try? items.apply(.expire, to: id)
         }
-        try evictObjects(of: id)
+        if configuration.keepFilesOnExpiry {
+            try releaseObjects(of: id)
+        } else {
+            try evictObjects(of: id)
+        }
         let item = try items.require(id)
         emitState(item)
         return item
@@ -184,7 +188,7 @@ public final class Downloader: Sendable {
                         size = try await self.storeKey(resource, for: item)
                     } else {
                         size = try await self.fetchResource(resource, for: item, counter: counter)
-                        if let encryption = resource.encryption { try await self.verify(resource, encryption) }
+                        if !resource.encryptions.isEmpty { try await self.verify(resource) }
                     }
                     try self.markDone(item.id, key: resource.key, size: size, counter: counter, estimator: estimator)
                 }

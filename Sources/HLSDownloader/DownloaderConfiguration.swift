@@ -18,6 +18,9 @@ public struct DownloaderConfiguration: Sendable {
     public var statePollInterval: Duration = .milliseconds(250)
     /// Playlists larger than this are refused (`corrupted`).
     public var maxPlaylistBytes: Int = 16 << 20
+    /// At expiry, keep the item's segments and playlists as ordinary cache objects (unlocked, evicted by LRU like
+    /// anything the proxy cached) instead of evicting them; its keys are purged either way.
+    public var keepFilesOnExpiry: Bool = false
     /// Query parameters left out of cache keys (must match the proxy's).
     public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
 

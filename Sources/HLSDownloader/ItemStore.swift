@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSKeys
 
 #if canImport(Glibc)
 import Glibc
@@ -18,9 +19,15 @@ public final class ItemStore: Sendable {
     public let path: String
     private let pool: DatabasePool
 
+    /// How the `headers` column is written: sealed under the master key when there is one.
+    private let headerCoding: ItemHeaderCoding
+
     /// Opens (creating if needed) `items.sqlite` in `directory`.
+    /// - Parameter masterKey: seals the items' request headers (`fetch --header`: cookies, tokens) at rest, as the
+    ///   key store seals keys; without it they are stored as plain JSON.
     /// - Throws: ``DownloadError/corrupted`` when the file is not a usable database.
-    public init(directory: String) throws(DownloadError) {
+    public init(directory: String, masterKey: MasterKey? = nil) throws(DownloadError) {
+        headerCoding = ItemHeaderCoding(masterKey: masterKey)
         path = directory + "/items.sqlite"
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -70,6 +77,10 @@ public final class ItemStore: Sendable {
             }
             try db.create(index: "item_resources_key", on: "item_resources", columns: ["key"])
         }
+        migrator.registerMigration("v2-owner-token") { db in
+            // The owner's boot id and start time next to its PID (see ProcessIdentity).
+            try db.alter(table: "items") { t in t.add(column: "owner_token", .text) }
+        }
         return migrator
     }
 
@@ -79,16 +90,16 @@ public final class ItemStore: Sendable {
     /// - Throws: ``DownloadError/invalidState`` when the id is taken.
     public func insert(_ item: DownloadItem) throws(DownloadError) {
         try write { db in
-            if try Self.fetch(db, id: item.id) != nil {
+            if try self.fetch(db, id: item.id) != nil {
                 throw DownloadError.invalidState.with("an item with id \(item.id) already exists")
             }
-            try Self.save(db, item)
+            try self.save(db, item)
         }
     }
 
     /// The item with `id`, or `nil`.
     public func item(_ id: String) throws(DownloadError) -> DownloadItem? {
-        try read { db in try Self.fetch(db, id: id) }
+        try read { db in try self.fetch(db, id: id) }
     }
 
     /// The item with `id`.
@@ -107,7 +118,7 @@ public final class ItemStore: Sendable {
             } else {
                 rows = try Row.fetchAll(db, sql: "SELECT * FROM items ORDER BY created_at, id")
             }
-            return try rows.map(Self.decode)
+            return try rows.map(self.decode)
         }
     }
 
@@ -121,31 +132,36 @@ public final class ItemStore: Sendable {
         _ event: ItemStateMachine.Event, to id: String, change: @Sendable (inout DownloadItem) -> Void = { _ in }
     ) throws(DownloadError) -> (item: DownloadItem, action: ItemStateMachine.Action) {
         try write { db in
-            guard var item = try Self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
+            guard var item = try self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
             var machine = ItemStateMachine(state: item.state)
             let action = try machine.handle(event)
             item.state = machine.state
             switch event {
             case .start:
                 item.ownerPID = getpid()
+                item.ownerToken = ProcessIdentity.current
                 item.errorCode = nil
                 item.errorMessage = nil
             case .fail(let code):
                 item.errorCode = code
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .expire:
                 item.errorCode = DownloadError.expired.code
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .resume:
                 item.errorCode = nil
                 item.errorMessage = nil
                 item.ownerPID = nil
+                item.ownerToken = nil
             case .pause, .interrupt, .finish, .delete:
                 item.ownerPID = nil
+                item.ownerToken = nil
             }
             change(&item)
             item.updatedAt = Date()
-            try Self.save(db, item)
+            try self.save(db, item)
             return (item, action)
         }
     }
@@ -155,18 +171,19 @@ public final class ItemStore: Sendable {
     ///   it is paused, settled or gone).
     public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
         try write { db in
-            guard var item = try Self.fetch(db, id: id) else { return nil }
-            if item.state == .downloading, let owner = item.ownerPID, !Self.isAlive(owner) {
+            guard var item = try self.fetch(db, id: id) else { return nil }
+            if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
                 item.state = .idle
             }
             var machine = ItemStateMachine(state: item.state)
             guard item.state.isRunnable, (try? machine.handle(.start)) != nil else { return nil }
             item.state = machine.state
             item.ownerPID = getpid()
+            item.ownerToken = ProcessIdentity.current
             item.errorCode = nil
             item.errorMessage = nil
             item.updatedAt = Date()
-            try Self.save(db, item)
+            try self.save(db, item)
             return item
         }
     }
@@ -175,12 +192,12 @@ public final class ItemStore: Sendable {
     @discardableResult
     public func update(_ id: String, _ change: @Sendable (inout DownloadItem) -> Void) throws(DownloadError) -> DownloadItem {
         try write { db in
-            guard var item = try Self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
+            guard var item = try self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
             let state = item.state
             change(&item)
             item.state = state
             item.updatedAt = Date()
-            try Self.save(db, item)
+            try self.save(db, item)
             return item
         }
     }
@@ -194,12 +211,13 @@ public final class ItemStore: Sendable {
             var changed: [String] = []
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ?", arguments: [ItemState.downloading.rawValue])
             for row in rows {
-                var item = try Self.decode(row)
-                if let owner = item.ownerPID, Self.isAlive(owner) { continue }
+                var item = try self.decode(row)
+                if let owner = item.ownerPID, ProcessIdentity.isAlive(owner, token: item.ownerToken) { continue }
                 item.state = .idle
                 item.ownerPID = nil
+                item.ownerToken = nil
                 item.updatedAt = Date()
-                try Self.save(db, item)
+                try self.save(db, item)
                 changed.append(item.id)
             }
             return changed
@@ -248,14 +266,14 @@ public final class ItemStore: Sendable {
         try write { db in
             try db.execute(
                 sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?", arguments: [size, id, key])
-            guard var item = try Self.fetch(db, id: id) else { return nil }
+            guard var item = try self.fetch(db, id: id) else { return nil }
             let resources = try Self.fetchResources(db, id: id)
             item.bytesDone = resources.filter(\.done).reduce(0) { $0 + ($1.size ?? 0) }
             item.segmentsDone = resources.count { $0.done && $0.kind == "segment" }
             item.segmentsTotal = resources.count { $0.kind == "segment" }
             item.bytesTotal = max(item.bytesDone, estimatedTotal(resources))
             item.updatedAt = Date()
-            try Self.save(db, item)
+            try self.save(db, item)
             return item
         }
     }
@@ -293,13 +311,8 @@ public final class ItemStore: Sendable {
         }
     }
 
-    static func isAlive(_ pid: Int32) -> Bool {
-        if pid == getpid() { return true }
-        return kill(pid, 0) == 0 || errno == EPERM
-    }
-
-    private static func fetch(_ db: Database, id: String) throws -> DownloadItem? {
-        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode)
+    private func fetch(_ db: Database, id: String) throws -> DownloadItem? {
+        try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(self.decode)
     }
 
     private static func fetchResources(_ db: Database, id: String) throws -> [ItemResource] {
@@ -314,16 +327,16 @@ public final class ItemStore: Sendable {
         String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    private static func decode(_ row: Row) throws -> DownloadItem {
+    private func decode(_ row: Row) throws -> DownloadItem {
         var item = DownloadItem(
             id: row["id"], url: row["url"],
-            selection: try decoder.decode(RenditionSelection.self, from: Data((row["selection"] as String).utf8)),
+            selection: try Self.decoder.decode(RenditionSelection.self, from: Data((row["selection"] as String).utf8)),
             precacheSeconds: row["precache_seconds"],
             expiresAt: (row["expires_at"] as Double?).map { Date(timeIntervalSince1970: $0) },
             locked: row["locked"],
-            headers: try decoder.decode([HeaderField].self, from: Data((row["headers"] as String).utf8)),
+            headers: try headerCoding.decode(row["headers"], itemID: row["id"]),
             now: Date(timeIntervalSince1970: row["created_at"]))
-        item.renditions = try decoder.decode([String].self, from: Data((row["renditions"] as String).utf8))
+        item.renditions = try Self.decoder.decode([String].self, from: Data((row["renditions"] as String).utf8))
         item.state = ItemState(rawValue: row["state"]) ?? .failed
         item.errorCode = row["error_code"]
         item.errorMessage = row["error_message"]
@@ -333,21 +346,24 @@ public final class ItemStore: Sendable {
         item.segmentsTotal = row["segments_total"]
         item.updatedAt = Date(timeIntervalSince1970: row["updated_at"])
         item.ownerPID = (row["owner_pid"] as Int64?).map { Int32(truncatingIfNeeded: $0) }
+        item.ownerToken = row["owner_token"]
         return item
     }
 
-    private static func save(_ db: Database, _ item: DownloadItem) throws {
+    private func save(_ db: Database, _ item: DownloadItem) throws {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
-                  error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
+                  owner_token)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
-                item.id, item.url, try json(item.selection), try json(item.renditions), item.precacheSeconds,
-                item.expiresAt?.timeIntervalSince1970, item.locked, try json(item.headers), item.state.rawValue,
+                item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
+                item.expiresAt?.timeIntervalSince1970, item.locked, try headerCoding.encode(item.headers, itemID: item.id), item.state.rawValue,
                 item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
+                item.ownerToken,
             ])
     }
 }

@@ -12,13 +12,31 @@ public struct PlannedResource: Sendable, Hashable {
     public var kind: CacheObjectKind
     /// Bytes the playlist already tells (sum of byte ranges), if any.
     public var knownLength: Int64?
-    /// For a whole-file AES-128 segment: its key's URL and IV, so the download can be checked by decrypting its
-    /// last block (a wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
-    public var encryption: Encryption?
+    /// For an AES-128 segment file: each encrypted segment in it (the whole file, or each `EXT-X-BYTERANGE` of
+    /// it) with its key's URL and IV, so the download can be checked by decrypting the last block of each (a
+    /// wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
+    public var encryptions: [Encryption] = []
 
+    /// One AES-128 segment: the whole file (`range` nil) or a byte range of it, each with its own PKCS#7 padding.
     public struct Encryption: Sendable, Hashable {
         public var keyURL: OriginURL
         public var iv: [UInt8]
+        /// Offset and length of the segment in the file; `nil` for the whole file.
+        public var range: (offset: Int64, length: Int64)? {
+            get { rangeOffset.map { ($0, rangeLength ?? 0) } }
+            set {
+                rangeOffset = newValue?.offset
+                rangeLength = newValue?.length
+            }
+        }
+        private var rangeOffset: Int64?
+        private var rangeLength: Int64?
+
+        public init(keyURL: OriginURL, iv: [UInt8], range: (offset: Int64, length: Int64)? = nil) {
+            self.keyURL = keyURL
+            self.iv = iv
+            self.range = range
+        }
     }
 
     /// A resource.

@@ -6,7 +6,8 @@ import GRDB
 /// `hlscache keys`. Only sealed bytes are ever written here.
 struct KeyDatabase: Sendable {
     static let fileName = "keys.sqlite"
-    private static let columns = "id, url, host, registered_at, fetched_at, expires_at, item_expires_at, sealed, master_id, last_error"
+    private static let columns =
+        "id, url, host, registered_at, fetched_at, expires_at, item_expires_at, sealed, master_id, last_error, headers_sealed"
 
     let pool: DatabasePool
 
@@ -39,19 +40,57 @@ struct KeyDatabase: Sendable {
                 t.column("last_error", .text)
             }
         }
+        migrator.registerMigration("v2-key-headers") { db in
+            // The headers of the item that registered the key (`hlscache fetch --header`), sealed like keys.
+            try db.alter(table: "keys") { t in t.add(column: "headers_sealed", .blob) }
+        }
         return migrator
     }
 
-    /// Adds a key, or updates its URL (a fresh token) and, when given, its item expiry.
-    func register(id: KeyID, url: String, host: String, itemExpiresAt: Date?, now: Date) throws(KeyError) {
+    /// Adds a key, or updates its URL (a fresh token) and, when given, its item expiry and sealed headers.
+    func register(id: KeyID, url: String, host: String, itemExpiresAt: Date?, sealedHeaders: [UInt8]?, now: Date) throws(KeyError) {
         try write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO keys (id, url, host, registered_at, item_expires_at) VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO keys (id, url, host, registered_at, item_expires_at, headers_sealed) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET url = excluded.url, host = excluded.host,
-                        item_expires_at = COALESCE(excluded.item_expires_at, keys.item_expires_at)
+                        item_expires_at = COALESCE(excluded.item_expires_at, keys.item_expires_at),
+                        headers_sealed = COALESCE(excluded.headers_sealed, keys.headers_sealed)
                     """,
-                arguments: [id.value, url, host, now.timeIntervalSince1970, itemExpiresAt?.timeIntervalSince1970])
+                arguments: [
+                    id.value, url, host, now.timeIntervalSince1970, itemExpiresAt?.timeIntervalSince1970, sealedHeaders.map { Data($0) },
+                ])
+        }
+    }
+
+    /// Drops the sealed bytes, the item's headers and expiries: the key is `pending` again (its item was
+    /// deleted or expired). The row stays, so `/keys/{id}` still answers by fetching from the origin.
+    func forget(_ id: KeyID) throws(KeyError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE keys SET sealed = NULL, master_id = NULL, headers_sealed = NULL, item_expires_at = NULL,
+                        fetched_at = NULL, expires_at = NULL WHERE id = ?
+                    """,
+                arguments: [id.value])
+        }
+    }
+
+    /// Drops the sealed bytes of every key past its expiry (they can no longer be served), keeping the expiry so
+    /// the key still reports `expired`; keys past their item's expiry also lose the item's headers.
+    /// - Returns: the number of keys purged.
+    func purgeExpired(now: Date) throws(KeyError) -> Int {
+        try write { db in
+            let now = now.timeIntervalSince1970
+            try db.execute(
+                sql: "UPDATE keys SET headers_sealed = NULL WHERE headers_sealed IS NOT NULL AND item_expires_at <= ?", arguments: [now])
+            try db.execute(
+                sql: """
+                    UPDATE keys SET sealed = NULL WHERE sealed IS NOT NULL
+                        AND (expires_at <= ? OR item_expires_at <= ?)
+                    """,
+                arguments: [now, now])
+            return db.changesCount
         }
     }
 
@@ -93,7 +132,8 @@ struct KeyDatabase: Sendable {
             id: id, url: row["url"], host: row["host"],
             registeredAt: date("registered_at") ?? Date(timeIntervalSince1970: 0),
             fetchedAt: date("fetched_at"), fetchedExpiresAt: date("expires_at"), itemExpiresAt: date("item_expires_at"),
-            sealed: (row["sealed"] as Data?).map { [UInt8]($0) }, masterKeyID: row["master_id"], lastError: row["last_error"])
+            sealed: (row["sealed"] as Data?).map { [UInt8]($0) }, masterKeyID: row["master_id"], lastError: row["last_error"],
+            sealedHeaders: (row["headers_sealed"] as Data?).map { [UInt8]($0) })
     }
 
     private func write<T>(_ body: (Database) throws -> T) throws(KeyError) -> T {

@@ -24,6 +24,8 @@ public struct KeyRecord: Sendable {
     public var masterKeyID: String?
     /// Why the last fetch failed, cleared by a successful one.
     public var lastError: String?
+    /// The request headers of the item that registered the key (`hlscache fetch --header`), sealed like the key.
+    var sealedHeaders: [UInt8]?
 
     /// The moment the stored copy stops being served: the earlier of ``fetchedExpiresAt`` and ``itemExpiresAt``.
     public var expiresAt: Date? {
@@ -40,7 +42,11 @@ public struct KeyRecord: Sendable {
 
     /// The state at `now` for a process holding the master key `masterKeyID`.
     public func state(masterKeyID current: String, now: Date) -> KeyState {
-        guard sealed != nil else { return .pending }
+        guard sealed != nil else {
+            // An expired copy's bytes are purged; its expiry stays so the key still reads as expired.
+            if let expiresAt, expiresAt <= now { return .expired }
+            return .pending
+        }
         guard masterKeyID == current else { return .unreadable }
         if let expiresAt, expiresAt <= now { return .expired }
         return .valid

@@ -64,16 +64,48 @@ public final class KeyService: Sendable {
     ///
     /// Writes only when the key is new to this process or its URL changed (a fresh signing token, which later
     /// fetches use).
-    /// - Parameter expiresAt: the item's expiry (`hlscache fetch --expires`): the key is never served past it.
+    /// - Parameters:
+    ///   - expiresAt: the item's expiry (`hlscache fetch --expires`): the key is never served past it.
+    ///   - headers: the item's request headers (`hlscache fetch --header`, e.g. a cookie the key server wants),
+    ///     sealed under the master key and sent with every later fetch of this key, renewals included, on top of
+    ///     the origin's configured headers. Empty keeps the headers already recorded.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func register(_ url: OriginURL, expiresAt: Date? = nil) throws(KeyError) -> KeyID {
+    public func register(_ url: OriginURL, expiresAt: Date? = nil, headers: [(String, String)] = []) throws(KeyError) -> KeyID {
         let id = id(for: url)
         let known = registered.withLockedValue { $0[id] == url.string }
-        if known && expiresAt == nil { return id }
-        try database.register(id: id, url: url.string, host: url.host, itemExpiresAt: expiresAt, now: clock())
+        if known && expiresAt == nil && headers.isEmpty { return id }
+        var sealedHeaders: [UInt8]?
+        if !headers.isEmpty {
+            do {
+                let plain = try JSONEncoder().encode(headers.map { [$0.0, $0.1] })
+                sealedHeaders = try AES256GCM.seal(Array(plain), key: masterKey.bytes, aad: KeyService.headersAAD(id))
+            } catch {
+                throw KeyError.storage.with("cannot seal the headers of key \(id): \(error)")
+            }
+        }
+        try database.register(id: id, url: url.string, host: url.host, itemExpiresAt: expiresAt, sealedHeaders: sealedHeaders, now: clock())
         registered.withLockedValue { $0[id] = url.string }
         return id
+    }
+
+    /// Drops the stored copy of a key and the headers its item gave (the item was deleted or expired): the key is
+    /// `pending` again and is fetched from the origin if a player asks for it.
+    /// - Throws: ``KeyError/storage``.
+    public func forget(_ id: KeyID) throws(KeyError) {
+        try database.forget(id)
+        logger.debug("key \(id) forgotten")
+    }
+
+    /// Drops the sealed bytes of every key past its expiry: an expired copy is never served, so it is not kept.
+    /// The key still reads `expired` (and is refetched on the next request while the origin answers).
+    /// - Returns: how many keys were purged.
+    /// - Throws: ``KeyError/storage``.
+    @discardableResult
+    public func purgeExpired() throws(KeyError) -> Int {
+        let count = try database.purgeExpired(now: clock())
+        if count > 0 { logger.info("purged \(count) expired key(s) from the key store") }
+        return count
     }
 
     /// The key's 16 bytes: the stored copy while it is valid, otherwise fetched from the origin (and stored).
@@ -101,7 +133,7 @@ public final class KeyService: Sendable {
                 throw KeyError.keyUnavailable.withStatus(403).with(
                     "the stored copy of \(id) cannot be decrypted with this master key and the origin did not provide it (\(error.message))")
             }
-            if record.isStored {
+            if record.isStored || record.state(masterKeyID: masterKey.id, now: clock()) == .expired {
                 let when = record.expiresAt.map { " at \(ISO8601DateFormatter().string(from: $0))" } ?? ""
                 throw KeyError.expired.with("key \(id) expired\(when) and was not renewed (\(error.message))")
             }
@@ -146,7 +178,8 @@ public final class KeyService: Sendable {
         let horizon = now.addingTimeInterval(window.seconds)
         var renewed = 0
         var failed = 0
-        for record in records where record.isStored {
+        // Purged expired copies (fetched once, bytes dropped) are renewed like stored ones.
+        for record in records where record.isStored || record.fetchedAt != nil {
             if let item = record.itemExpiresAt, item <= horizon, record.fetchedExpiresAt.map({ item <= $0 }) ?? true { continue }
             let state = record.state(masterKeyID: masterKey.id, now: now)
             guard state == .unreadable || (record.expiresAt.map { $0 <= horizon } ?? false) else { continue }
@@ -209,7 +242,7 @@ public final class KeyService: Sendable {
             }
             let response: OriginResponse
             do throws(OriginError) {
-                response = try await fetcher.fetch(url, headers: [], maxBytes: configuration.maxResponseBytes)
+                response = try await fetcher.fetch(url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
                 throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)")
             }
@@ -259,8 +292,19 @@ public final class KeyService: Sendable {
         return nil
     }
 
+    /// The item's headers recorded with the key; none when there are none or they cannot be opened (another
+    /// master key: the fetch then goes out with the origin's configured headers only).
+    private func itemHeaders(_ record: KeyRecord) -> [(String, String)] {
+        guard let sealed = record.sealedHeaders,
+            let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.headersAAD(record.id)),
+            let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
+        else { return [] }
+        return pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
+    }
+
     /// The id is bound to the sealed box, so a box copied onto another row does not open.
     private static func aad(_ id: KeyID) -> [UInt8] { Array(("hlscache-key:" + id.value).utf8) }
+    private static func headersAAD(_ id: KeyID) -> [UInt8] { Array(("hlscache-key-headers:" + id.value).utf8) }
 }
 
 extension Duration {

@@ -29,7 +29,15 @@ struct ItemContext {
         } catch {
             throw ValidationError("cannot open the cache in \(proxy.cacheDirectory): \(error)")
         }
-        let items = try ItemStore(directory: proxy.cacheDirectory)
+        let masterKey: MasterKey
+        do throws(KeyError) {
+            masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            store.close()
+            throw ValidationError("cannot open the key store in \(proxy.cacheDirectory): \(error.message)")
+        }
+        // Item headers (cookies, tokens) are sealed under the same master key as the keys.
+        let items = try ItemStore(directory: proxy.cacheDirectory, masterKey: masterKey)
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
         // The configured origin settings; the downloader retries each resource itself, so the client does not.
@@ -40,7 +48,6 @@ struct ItemContext {
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
-            let masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             let keyConfiguration = settings.keyConfiguration()
             keys = try KeyService(
                 directory: proxy.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSDownloader
+import HLSKeys
 
 /// How items and progress are printed: one-line tables, JSON objects, the terminal progress line.
 enum ItemFormatter {
@@ -27,6 +28,20 @@ enum ItemFormatter {
         if let message = item.errorMessage { object["message"] = message }
         if let base = proxyBase, let url = try? OriginURL(item.url) { object["proxyURL"] = url.proxyURL(base: base) }
         return object
+    }
+
+    /// An item's key as JSON: id, host, state, expiresAt.
+    static func dictionary(_ key: ItemKeyStatus) -> [String: Any] {
+        var object: [String: Any] = ["id": key.id, "host": key.host, "state": key.state.rawValue]
+        if let expires = iso(key.expiresAt) { object["expiresAt"] = expires }
+        return object
+    }
+
+    /// `3f2a…  cdn.example.com  valid until 2026-11-29T10:00:00Z`.
+    static func line(_ key: ItemKeyStatus) -> String {
+        var line = "\(key.id)  \(key.host)  \(key.state.rawValue)"
+        if let expires = iso(key.expiresAt) { line += key.state == .expired ? " since \(expires)" : " until \(expires)" }
+        return line
     }
 
     static func json(_ object: [String: Any]) -> String {

@@ -24,7 +24,7 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var origins: OriginOptions
     @OptionGroup var keyOptions: KeyOptions
 
-    @Option(name: .long, help: "Address to listen on (host:port). Default 127.0.0.1:8080 (listen).")
+    @Option(name: .long, help: "Address to listen on (host:port). Default: $HLSCACHE_LISTEN or 127.0.0.1:8080 (listen).")
     var listen: String?
 
     @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers. Default * (cors.allowOrigin).")
@@ -72,8 +72,9 @@ struct ServeCommand: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         let keys: KeyService
+        let masterKey: MasterKey
         do throws(KeyError) {
-            let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+            masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             keys = try KeyService(
                 directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
         } catch {
@@ -91,8 +92,8 @@ struct ServeCommand: AsyncParsableCommand {
             try? await origin.shutdown()
             throw ValidationError("cannot listen on \(address): \(error)")
         }
-        print("hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
-        fflush(nil)
+        let banner = ServeBanner(
+            line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
         var running: [any Service] = [ProxyService(server: server)]
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
@@ -100,7 +101,7 @@ struct ServeCommand: AsyncParsableCommand {
         // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
         // Same origin settings as the proxy's client; the downloader retries each resource itself.
         let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: settings.originConfiguration(retries: 0), logger: logger)
-        let items = try ItemStore(directory: configuration.cacheDirectory)
+        let items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
         let downloaderConfiguration = settings.downloaderConfiguration()
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
@@ -108,7 +109,7 @@ struct ServeCommand: AsyncParsableCommand {
         let scheduler = DownloadScheduler(downloader: downloader)
         let schedulerTask = Task { await scheduler.run() }
         let services = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: running, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: ServiceGroupConfiguration(services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
         schedulerTask.cancel()
         await schedulerTask.value

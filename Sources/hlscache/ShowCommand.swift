@@ -26,10 +26,14 @@ struct ShowCommand: AsyncParsableCommand {
             var object = ItemFormatter.dictionary(item, proxyBase: proxy)
             object["resources"] = resources.count
             object["resourcesDone"] = resources.count { $0.done }
+            let keys = try context.downloader.keyStatus(of: id)
             if json {
+                if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.dictionary) }
                 print(ItemFormatter.json(object))
                 return
             }
+            // `keys:` one line per AES-128 key: id, host, state and until when it is served.
+            if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.line) }
             for key in object.keys.sorted() {
                 let value = object[key]!
                 if let list = value as? [String] {

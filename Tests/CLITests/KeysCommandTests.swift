@@ -1,14 +1,24 @@
 import Foundation
 import HLSCacheCore
+import HLSDownloader
 import HLSKeys
 import HLSOrigin
 import Logging
+import NIOCore
+import NIOHTTP1
 import Testing
 
 /// A key fetcher that must not be used: the CLI lists and renews keys itself.
 private struct UnusedFetcher: KeyFetcher {
     func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int) async throws(OriginError) -> OriginResponse {
         throw OriginError.network
+    }
+}
+
+/// A key origin that always answers 16 bytes.
+private struct SixteenBytes: KeyFetcher {
+    func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int) async throws(OriginError) -> OriginResponse {
+        OriginResponse(head: OriginResponseHead(status: 200, headers: HTTPHeaders(), url: url), body: ByteBuffer(bytes: Array(repeating: 0x42, count: 16)))
     }
 }
 
@@ -45,6 +55,38 @@ private struct UnusedFetcher: KeyFetcher {
         let unknown = try CLI.run(["keys", "renew", "0123456789abcdef0123456789abcdef", "--cache-dir", cache.path])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no such key"))
+    }
+
+    /// `hlscache show ID` lists the item's keys with their state and expiry: a stored key reads `valid until …`,
+    /// one past its expiry `expired since …`.
+    @Test func showListsTheItemsKeysWithStateAndExpiry() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-showkeys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let keyURL = "http://127.0.0.1:1/keys/k.key"
+        let items = try ItemStore(directory: cache.path)
+        try items.insert(DownloadItem(id: "protected", url: "http://127.0.0.1:1/index.m3u8"))
+        try items.setResources(
+            "protected",
+            [ItemResource(key: CacheKey(try OriginURL(keyURL)).value, url: keyURL, kind: "key", size: 16, done: true)])
+        let expiry = Date().addingTimeInterval(3600)
+        let keys = try KeyService(
+            directory: cache.path, configuration: KeyConfiguration(), masterKey: MasterKey.load(directory: cache.path, environment: [:]),
+            fetcher: SixteenBytes(), logger: Logger(label: "test"))
+        let id = try keys.register(OriginURL(keyURL), expiresAt: expiry)
+        let pending = try CLI.run(["show", "protected", "--cache-dir", cache.path])
+        #expect(pending.status == 0)
+        #expect(pending.stdout.contains("\(id.value)  127.0.0.1  pending"), "\(pending.stdout)")
+        _ = try await keys.key(id)
+
+        let json = try CLI.run(["show", "protected", "--json", "--cache-dir", cache.path])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let listed = try #require(object["keys"] as? [[String: Any]])
+        #expect(listed.count == 1)
+        #expect(listed.first?["id"] as? String == id.value)
+        #expect(listed.first?["state"] as? String == "valid")
+        #expect(listed.first?["expiresAt"] as? String == ISO8601DateFormatter().string(from: expiry))
+        let text = try CLI.run(["show", "protected", "--cache-dir", cache.path])
+        #expect(text.stdout.contains("valid until \(ISO8601DateFormatter().string(from: expiry))"), "\(text.stdout)")
     }
 
     @Test func badKeyAndOriginOptionsAreClearErrors() throws {

@@ -1,5 +1,6 @@
 import Foundation
-import HLSDownloader
+@testable import HLSDownloader
+import HLSKeys
 import Testing
 
 @Suite struct ItemStoreTests {
@@ -47,6 +48,63 @@ import Testing
         try store.update("c") { $0.ownerPID = Int32.max - 1 }
         #expect(try store.recoverInterrupted() == ["c"])
         #expect(try store.item("c")?.state == .idle)
+    }
+
+    /// PIDs are reused (and `serve` is PID 1 in every container start): an item claimed by an earlier process
+    /// with the same PID is recovered, because the owner's start time differs; a live owner keeps its item.
+    @Test func aReusedPIDIsNotTakenForTheOwner() async throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "reused", url: "https://x/m.m3u8"))
+        let claimed = try #require(try store.claim("reused"))
+        let token = try #require(claimed.ownerToken, "this process has a /proc identity")
+        #expect(try store.recoverInterrupted().isEmpty, "the owner (this process) is alive")
+        // The same PID, but an earlier process run (another start time).
+        try store.update("reused") { $0.ownerToken = String(token.split(separator: ":")[0]) + ":1" }
+        #expect(try store.recoverInterrupted() == ["reused"])
+        #expect(try store.item("reused")?.state == .idle)
+
+        // Another live process owns an item: kept while it runs, recovered once it has exited.
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        let pid = sleeper.processIdentifier
+        let other = try #require(ProcessIdentity.token(of: pid))
+        try store.insert(DownloadItem(id: "other", url: "https://x/m.m3u8"))
+        _ = try store.claim("other")
+        try store.update("other") {
+            $0.ownerPID = pid
+            $0.ownerToken = other
+        }
+        #expect(try store.recoverInterrupted().isEmpty)
+        #expect(try store.claim("other") == nil, "a live owner keeps it")
+        sleeper.terminate()
+        while sleeper.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try store.recoverInterrupted() == ["other"])
+    }
+
+    /// With a master key, item headers (cookies, tokens) are sealed in items.sqlite; another master key reads none;
+    /// rows written in the clear before still read.
+    @Test func headersAreSealedAtRestUnderTheMasterKey() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let plain = try ItemStore(directory: dir.path)
+        try plain.insert(DownloadItem(id: "old", url: "https://x/m.m3u8", headers: [HeaderField(name: "X-Old", value: "legacy-value")]))
+        let key = try MasterKey(bytes: Array(repeating: 1, count: 32))
+        let store = try ItemStore(directory: dir.path, masterKey: key)
+        let headers = [HeaderField(name: "Cookie", value: "session=sealed-secret"), HeaderField(name: "Authorization", value: "Bearer t0k3n")]
+        try store.insert(DownloadItem(id: "new", url: "https://x/m.m3u8", headers: headers))
+        #expect(try store.item("new")?.headers == headers)
+        #expect(try store.item("old")?.headers == [HeaderField(name: "X-Old", value: "legacy-value")])
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir.path) {
+            let bytes = try Data(contentsOf: dir.appendingPathComponent(name))
+            #expect(bytes.range(of: Data("sealed-secret".utf8)) == nil, "\(name) holds a header value in the clear")
+            #expect(bytes.range(of: Data("t0k3n".utf8)) == nil)
+        }
+        let other = try ItemStore(directory: dir.path, masterKey: try MasterKey(bytes: Array(repeating: 2, count: 32)))
+        #expect(try other.item("new")?.headers == [])
+        #expect(try ItemStore(directory: dir.path).item("new")?.headers == [])
     }
 
     @Test func resourcesTrackProgressAndSharing() throws {

@@ -15,13 +15,15 @@ final class FakeKeyOrigin: KeyFetcher {
         var delay: Duration = .zero
     }
 
-    private let state: NIOLockedValueBox<(answer: Answer, count: Int)>
+    private let state: NIOLockedValueBox<(answer: Answer, count: Int, lastHeaders: [(String, String)])>
 
     init(body: [UInt8]) {
-        state = NIOLockedValueBox((Answer(body: body), 0))
+        state = NIOLockedValueBox((Answer(body: body), 0, []))
     }
 
     var count: Int { state.withLockedValue { $0.count } }
+    /// The request headers of the last fetch.
+    var lastHeaders: [(String, String)] { state.withLockedValue { $0.lastHeaders } }
 
     func set(_ change: (inout Answer) -> Void) {
         state.withLockedValue { change(&$0.answer) }
@@ -30,6 +32,7 @@ final class FakeKeyOrigin: KeyFetcher {
     func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int) async throws(OriginError) -> OriginResponse {
         let answer = state.withLockedValue { state -> Answer in
             state.count += 1
+            state.lastHeaders = headers
             return state.answer
         }
         if answer.delay > .zero { try? await Task.sleep(for: answer.delay) }

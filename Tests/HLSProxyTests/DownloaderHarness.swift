@@ -27,7 +27,8 @@ final class DownloaderHarness: Sendable {
         self.origin = origin
         self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
         store = try CacheStore.open(directory: self.cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
-        items = try ItemStore(directory: self.cacheDirectory.path)
+        items = try ItemStore(
+            directory: self.cacheDirectory.path, masterKey: withKeyStore ? try MasterKey.load(directory: self.cacheDirectory.path, environment: [:]) : nil)
         var logger = Logger(label: "hlscache-fetch-test")
         logger.logLevel = .error
         var originConfiguration = OriginConfiguration()

@@ -156,6 +156,26 @@ enum FFmpeg {
     }
 }
 
+extension FFmpeg {
+    /// AES-128 TS in one file addressed by `EXT-X-BYTERANGE`s (`index.m3u8`, `index.ts`, key `k.key`): each
+    /// range is a separately padded AES-128 segment.
+    static func makeAES128ByteRange(in dir: URL, seconds: Int = 6) throws {
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let keyFile = dir.appendingPathComponent("k.key")
+        try Data((0..<16).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
+        let info = dir.appendingPathComponent("keyinfo.txt")
+        try "k.key\n\(keyFile.path)\n".write(to: info, atomically: true, encoding: .utf8)
+        try run(
+            ffmpeg,
+            base + video(seconds) + h264 + [
+                "-f", "hls", "-hls_time", "2", "-hls_playlist_type", "vod", "-hls_flags", "single_file", "-hls_key_info_file", info.path,
+                dir.path + "/index.m3u8",
+            ])
+        // ffmpeg leaves a scratch copy behind in this mode.
+        try? FileManager.default.removeItem(at: dir.appendingPathComponent("index.ts.tmp"))
+    }
+}
+
 /// A mutable box for handing a value out of a thread.
 final class NIOSafeBox<T>: @unchecked Sendable {
     var value: T?

@@ -147,4 +147,32 @@ import Testing
         await fetch.shutdown()
         await origin2.stop()
     }
+
+    /// Locked objects cannot be evicted, so they do not count as room: an item that fits the cap only if a locked
+    /// item's files went is refused; the same bytes unlocked would be evicted and the item fits.
+    @Test func lockedBytesDoNotCountAsRoom() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let probe = try DownloaderHarness(origin: origin)
+        let estimate = try #require(try await probe.downloader.makePlan(for: DownloadItem(id: "p", url: probe.url("/master.m3u8")), storing: false).estimatedBytes)
+        await probe.shutdown()
+
+        for locked in [true, false] {
+            let fetch = try DownloaderHarness(origin: origin, maxBytes: estimate * 3 / 2)
+            let filler = try fetch.store.makeWriter(for: CacheKey(try OriginURL("http://127.0.0.1:1/filler.bin")), expectedLength: estimate)
+            try filler.write([UInt8](repeating: 7, count: Int(estimate)))
+            _ = try filler.finish(contentType: "application/octet-stream", kind: .segment, locked: locked)
+            let item = try await fetch.fetch("/master.m3u8", id: "after-\(locked)")
+            if locked {
+                #expect(item.state == .failed)
+                #expect(item.errorCode == "cacheFull")
+                #expect(item.errorMessage?.contains("locked") == true, "\(item.errorMessage ?? "")")
+            } else {
+                #expect(item.state == .cached, "\(item.errorCode ?? "") \(item.errorMessage ?? "")")
+            }
+            await fetch.shutdown()
+        }
+        await origin.stop()
+    }
 }

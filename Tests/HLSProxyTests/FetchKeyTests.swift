@@ -1,0 +1,147 @@
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+import HLSKeys
+import HLSOrigin
+import Testing
+
+/// Keys of prewarmed items: fetched with the item's headers, reported by `keyStatus(of:)`, purged with the item.
+@Suite struct FetchKeyTests {
+    /// The key server wants a header only the item knows (`hlscache fetch --header`): the key is fetched with it,
+    /// and the header value is not stored in the clear in the key store.
+    @Test func theItemsHeadersGoWithItsKeyFetches() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        origin.setFault(.requireHeader("X-Key-Token", "only-the-item-knows"), for: "/keys/key0.key")
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(
+            DownloadItem(
+                id: "with-header", url: fetch.url("/index.m3u8"), selection: RenditionSelection(), precacheSeconds: 4,
+                headers: [HeaderField(name: "X-Key-Token", value: "only-the-item-knows")]))
+        let item = try await fetch.downloader.run("with-header")
+        #expect(item.state == .partiallyCached, "\(item.errorCode ?? "") \(item.errorMessage ?? "")")
+        let statuses = try fetch.downloader.keyStatus(of: "with-header")
+        #expect(statuses.count == 1)
+        #expect(statuses.first?.state == .valid)
+        #expect(statuses.first?.host == "127.0.0.1")
+        // A renewal (serve --key-auto-renew, hlscache keys renew) sends the header again.
+        let keys = try #require(fetch.keys)
+        let idText = try #require(statuses.first?.id)
+        let id = try #require(KeyID(idText))
+        let renewed = try await keys.renew(id)
+        #expect(renewed.lastError == nil)
+        #expect(origin.requests(matching: "/keys/key0.key").allSatisfy { request in
+            request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
+        })
+        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// An item that expires (or is removed) takes its keys' stored copies with it; `keyStatus` then says `pending`.
+    @Test func expiryAndRemovalPurgeTheItemsKeys() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+
+        let expiring = try await fetch.fetch("/index.m3u8", id: "expiring", seconds: 4, expiresAt: Date().addingTimeInterval(3600))
+        #expect(expiring.state == .partiallyCached)
+        let before = try fetch.downloader.keyStatus(of: "expiring")
+        #expect(before.map(\.state) == [.valid])
+        #expect(before.first?.expiresAt != nil, "the item's expiry bounds its key")
+        let id = try #require(KeyID(before[0].id))
+        #expect(try fetch.downloader.expireDue(now: Date().addingTimeInterval(7200)) == ["expiring"])
+        #expect(try keys.record(id)?.isStored == false)
+        #expect(try fetch.downloader.keyStatus(of: "expiring").map(\.state) == [.pending])
+
+        let removed = try await fetch.fetch("/index.m3u8", id: "removed", seconds: 4)
+        #expect(removed.state == .partiallyCached)
+        #expect(try keys.record(id)?.isStored == true)
+        try fetch.downloader.remove("removed", keepMetadata: true)
+        #expect(try keys.record(id)?.isStored == false)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// With `keepFilesOnExpiry` an expired item's segments stay as ordinary (unlocked) cache objects; its keys
+    /// are purged all the same.
+    @Test func keepingFilesOnExpiryUnlocksThemAndStillPurgesKeys() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true) { $0.keepFilesOnExpiry = true }
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        let item = try await fetch.fetch("/index.m3u8", id: "kept", seconds: 4, locked: true, expiresAt: Date().addingTimeInterval(3600))
+        #expect(item.state == .partiallyCached)
+        #expect(fetch.store.lookup(try fetch.key("/p0/seg000.ts"))?.locked == true)
+        let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "kept")[0].id))
+        #expect(try fetch.downloader.expireDue(now: Date().addingTimeInterval(7200)) == ["kept"])
+        #expect(try fetch.items.require("kept").state == .expired)
+        let segment = try #require(fetch.store.lookup(try fetch.key("/p0/seg000.ts")))
+        #expect(!segment.locked, "an expired item's objects are ordinary LRU objects")
+        #expect(try fetch.stored("/index.m3u8") != nil)
+        #expect(try keys.record(id)?.isStored == false)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// One AES-128 file addressed by byte ranges: every range is checked on its own (each has its own padding);
+    /// a damaged range makes the item `corrupted` and the file is not kept; intact, the item completes.
+    @Test func everyByteRangeOfAnAES128FileIsVerified() async throws {
+        let dir = try await Streams.stream("aes128-byterange", { try FFmpeg.makeAES128ByteRange(in: $0) })
+        let playlist = try String(contentsOf: dir.appendingPathComponent("index.m3u8"), encoding: .utf8)
+        let ranges = playlist.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-BYTERANGE:") }.map { line -> (Int, Int) in
+            let spec = line.dropFirst("#EXT-X-BYTERANGE:".count).split(separator: "@")
+            return (Int(spec[0])!, Int(spec[1])!)
+        }
+        #expect(ranges.count >= 3)
+        #expect(playlist.contains("METHOD=AES-128"))
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let good = try await fetch.fetch("/index.m3u8", id: "intact")
+        #expect(good.state == .cached, "\(good.errorCode ?? "") \(good.errorMessage ?? "")")
+        #expect(try fetch.stored("/index.ts") != nil)
+        await fetch.shutdown()
+
+        // Damage the second range, not the file's end: flipping bits in its next-to-last ciphertext block flips
+        // the same bits of its last plaintext byte (CBC), so the pad byte (1…16) becomes ≥ 0x4A: never valid.
+        var body = [UInt8](try Data(contentsOf: dir.appendingPathComponent("index.ts")))
+        let (length, offset) = ranges[1]
+        body[offset + length - 17] ^= 0x5A
+        origin.setBody(body, contentType: "video/mp2t", for: "/index.ts")
+        let damaged = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let item = try await damaged.fetch("/index.m3u8", id: "damaged")
+        #expect(item.state == .failed)
+        #expect(item.errorCode == "corrupted")
+        #expect(item.errorMessage?.contains("bytes \(offset)-\(offset + length - 1)") == true, "\(item.errorMessage ?? "")")
+        #expect(try damaged.stored("/index.ts") == nil, "the damaged file was kept")
+        await damaged.shutdown()
+        await origin.stop()
+    }
+
+    /// A key two live items share stays stored while one of them remains.
+    @Test func aKeySharedWithALiveItemIsKept() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        _ = try await fetch.fetch("/index.m3u8", id: "first", seconds: 4)
+        _ = try await fetch.fetch("/index.m3u8", id: "second", seconds: 4)
+        let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "first")[0].id))
+        try fetch.downloader.remove("first", keepMetadata: false)
+        #expect(try keys.record(id)?.isStored == true)
+        #expect(try fetch.downloader.keyStatus(of: "second").map(\.state) == [.valid])
+        await fetch.shutdown()
+        await origin.stop()
+    }
+}
