@@ -125,6 +125,22 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("items.sqlite").path))
     }
 
+    /// `fetch` uses the origin settings of the config file: with `origin.allowedHosts` the origin host is refused
+    /// by the destination policy before any connection; without the file it is tried (and refused by the OS).
+    @Test func fetchUsesTheOriginSettingsOfTheConfigFile() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("hlscache.yaml").path
+        try Data("origin:\n  allowedHosts: [only.example]\n".utf8).write(to: URL(fileURLWithPath: file))
+        let url = "http://127.0.0.1:1/a.m3u8"
+        let configured = try Self.run(["fetch", url, "--config", file, "--cache-dir", directory.appendingPathComponent("a").path])
+        #expect(configured.status != 0)
+        #expect(configured.stderr.contains("not in the allowed hosts"), "\(configured.stderr)")
+        let plain = try Self.run(["fetch", url, "--cache-dir", directory.appendingPathComponent("b").path])
+        #expect(plain.status != 0)
+        #expect(!plain.stderr.contains("not in the allowed hosts"), "\(plain.stderr)")
+    }
+
     /// `listen` and `cors.allowOrigin` from the file take effect in the running server.
     @Test func fileSettingsTakeEffectInARunningServer() async throws {
         let directory = try Self.temporaryDirectory()
