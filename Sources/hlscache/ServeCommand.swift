@@ -40,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
     var printConfig = false
 
     func run() async throws {
-        var commandLine = cache.commandLine
+        var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
         try keyOptions.add(to: &commandLine)
         commandLine.set("listen", listen)
@@ -144,11 +144,10 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// The layered settings with these flags and `more` (other flags of the command).
-    func load(_ more: CommandLineSettings? = nil) throws -> LoadedSettings {
-        try SettingsOptions.load(configFile: config, commandLine: more ?? commandLine)
-    }
-
-    func proxyConfiguration() throws -> ProxyConfiguration {
-        try load().settings.proxyConfiguration(environment: ProcessInfo.processInfo.environment)
+    func load(_ more: CommandLineSettings = CommandLineSettings()) throws -> LoadedSettings {
+        var flags = commandLine
+        flags.values.merge(more.values) { $1 }
+        flags.originHeaders += more.originHeaders
+        return try SettingsOptions.load(configFile: config, commandLine: flags)
     }
 }
