@@ -35,12 +35,33 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(name: .long, help: "Log format on standard error: text, or json (one JSON object per line).")
+    var logFormat: String = "text"
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "One access-log line per request (logger hlscache.access, level info).")
+    var accessLog: Bool = true
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "Serve Prometheus metrics on /metrics.")
+    var metrics: Bool = true
+
+    @Option(name: .long, help: "On SIGTERM/SIGINT, how long responses in flight may take to finish, e.g. 10s.")
+    var shutdownGrace: String = "10s"
+
     func run() async throws {
         guard let address = ListenAddress(listen) else {
             throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
         }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level \(logLevel): expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard logFormat == "text" || logFormat == "json" else {
+            throw ValidationError("--log-format \(logFormat): expected text or json")
+        }
+        guard let grace = DurationText.parse(shutdownGrace) else {
+            throw ValidationError("--shutdown-grace \(shutdownGrace): not a duration (try 10s)")
+        }
+        if logFormat == "json" {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         }
         var logger = Logger(label: "hlscache")
         logger.logLevel = level
@@ -54,6 +75,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
         guard (0...64).contains(prefetchSegments) else { throw ValidationError("--prefetch-segments must be between 0 and 64") }
         configuration.prefetchSegments = prefetchSegments
+        configuration.accessLog = accessLog
+        configuration.metricsEnabled = metrics
+        configuration.shutdownGrace = grace
         let originConfiguration = try origins.originConfiguration()
         var keyConfiguration = try keyOptions.keyConfiguration()
         keyConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
@@ -89,7 +113,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         print("hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
         fflush(nil)
-        var running: [any Service] = [ProxyService(server: server)]
+        // On a signal the group stops its services in reverse order: the proxy first (stop accepting, drain for
+        // up to the grace period), then the downloads (items become idle, resumable), then key renewal.
+        var running: [any Service] = []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
@@ -103,12 +129,13 @@ struct ServeCommand: AsyncParsableCommand {
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
             keys: keys, logger: logger)
         let scheduler = DownloadScheduler(downloader: downloader)
-        let schedulerTask = Task { await scheduler.run() }
+        server.setDownloadStateProvider { try items.countsByState() }
+        running.append(DownloadSchedulerService(scheduler: scheduler))
+        running.append(ProxyService(server: server, gracePeriod: grace))
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: running, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
-        schedulerTask.cancel()
-        await schedulerTask.value
+        logger.info("hlscache stopped: connections drained, downloads paused, closing the cache")
         try? await downloadOrigin.shutdown()
         try? await origin.shutdown()
         store.close()
