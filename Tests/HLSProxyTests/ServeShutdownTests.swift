@@ -10,7 +10,8 @@ import Testing
     static var binary: URL { FetchKillResumeTests.binary }
 
     /// Runs a short-lived command of the binary off the cooperative pool.
-    static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String) {
+    /// - Parameter stderr: return standard error instead of standard output.
+    static func run(_ arguments: [String], stderr: Bool = false) async throws -> (status: Int32, stdout: String) {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
@@ -19,14 +20,27 @@ import Testing
                         process.executableURL = binary
                         process.arguments = arguments
                         let out = Pipe()
-                        process.standardOutput = out
-                        process.standardError = FileHandle.nullDevice
+                        if stderr {
+                            process.standardOutput = FileHandle.nullDevice
+                            process.standardError = out
+                        } else {
+                            process.standardOutput = out
+                            process.standardError = FileHandle.nullDevice
+                        }
                         try process.run()
                         let data = out.fileHandleForReading.readDataToEndOfFile()
                         process.waitUntilExit()
                         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
                     })
             }
+        }
+    }
+
+    @Test func badOperationsOptionsAreClearErrors() async throws {
+        for (arguments, flag) in [(["--log-format", "xml"], "--log-format"), (["--shutdown-grace", "soon"], "--shutdown-grace")] {
+            let result = try await Self.run(["serve", "--listen", "127.0.0.1:0"] + arguments, stderr: true)
+            #expect(result.status != 0)
+            #expect(result.stdout.contains(flag), "\(result.stdout)")
         }
     }
 
