@@ -30,6 +30,8 @@ let package = Package(
             url: "https://github.com/apple/swift-configuration", from: "1.4.0",
             traits: [.defaults, "YAML", "CommandLineArguments"]),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // Pure playlist engine: no I/O, no NIO, no Foundation networking.
@@ -78,6 +80,8 @@ let package = Package(
                 "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "HLSKeys", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ] + nio,
             swiftSettings: swiftSettings
         ),

@@ -107,8 +107,12 @@ public final class CacheStore: Sendable {
         FileSystem.closeFile(lockFileDescriptor)
     }
 
+    /// Set by ``close()``; the readiness check reports a closed store.
+    let closed = Mutex(false)
+
     /// Writes pending access times and stops using the directory's lock. Open writers can still finish.
     public func close() {
+        closed.withLock { $0 = true }
         flushAccessTimes()
         // The descriptor closes in deinit; unlock now so a restarted server (or a test) can reopen the
         // directory exclusively while this object is still referenced.

@@ -30,6 +30,9 @@ extension HLSCacheSettings {
         configuration.requestHeadTimeout = Self.timeAmount(requestHeadTimeout)
         configuration.maxHeaderCount = maxHeaderCount
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
+        configuration.accessLog = accessLog
+        configuration.metricsEnabled = metricsEnabled
+        configuration.shutdownGrace = shutdownGrace
         return configuration
     }
 
@@ -78,6 +81,7 @@ extension HLSCacheSettings {
         configuration.retryBaseDelay = downloadRetryBaseDelay
         configuration.retryMaxDelay = downloadRetryMaxDelay
         configuration.bytesPerSecond = downloadRateLimit
+        configuration.keepFilesOnExpiry = keepFilesOnExpiry
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.volatileQueryParameters = volatileQueryParameters
         return configuration

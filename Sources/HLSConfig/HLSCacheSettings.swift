@@ -53,6 +53,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var inFlightBufferBytes: Int
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
+    public var accessLog: Bool = true
     public var apiToken: String?
     public var apiAllow: [String] = []
 
@@ -87,6 +88,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var downloadRetryBaseDelay: Duration
     public var downloadRetryMaxDelay: Duration
     public var downloadRateLimit: Int64?
+    public var keepFilesOnExpiry: Bool
 
     /// The built-in defaults.
     public init() {
@@ -129,5 +131,9 @@ public struct HLSCacheSettings: Sendable, Equatable {
         downloadRetryBaseDelay = downloads.retryBaseDelay
         downloadRetryMaxDelay = downloads.retryMaxDelay
         downloadRateLimit = downloads.bytesPerSecond
+        keepFilesOnExpiry = downloads.keepFilesOnExpiry
+        shutdownGrace = proxy.shutdownGrace
+        metricsEnabled = proxy.metricsEnabled
+        accessLog = proxy.accessLog
     }
 }

@@ -43,11 +43,12 @@ public enum SettingCatalog {
                     settings.logLevel = text.lowercased()
                 }, render: { $0.logLevel }),
             .single(
-                "log.format", "text (one line per event) or json (one JSON object per line)",
+                "log.format", flag: "--log-format", "text (one line per event) or json (one JSON object per line)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     guard let format = Settings.LogFormat(rawValue: text.lowercased()) else { throw SettingProblem("expected text or json") }
                     settings.logFormat = format
                 }, render: { $0.logFormat.rawValue }),
+            .bool("log.access", \.accessLog, flag: "--[no-]access-log", "one access-log line per request (logger hlscache.access, level info)"),
             .size("playlists.maxSize", \.maxPlaylistBytes, minimum: 1024, "larger playlists are refused (502 corrupted)"),
             .double(
                 "playlists.liveTTLFactor", \.liveTTLFactor, range: 0...0.5,
@@ -62,8 +63,10 @@ public enum SettingCatalog {
             .size(
                 "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,
                 "origin bytes kept in memory per in-flight download for clients that join late"),
-            .duration("shutdown.grace", \.shutdownGrace, allowZero: true, "how long SIGTERM/SIGINT waits for requests in progress"),
-            .bool("metrics.enabled", \.metricsEnabled, "serve Prometheus metrics on /metrics"),
+            .duration(
+                "shutdown.grace", \.shutdownGrace, flag: "--shutdown-grace", allowZero: true,
+                "how long SIGTERM/SIGINT waits for requests in progress"),
+            .bool("metrics.enabled", \.metricsEnabled, flag: "--[no-]metrics", "serve Prometheus metrics on /metrics"),
             .single(
                 "api.token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
@@ -123,6 +126,9 @@ public enum SettingCatalog {
                     guard let bytes = SettingText.size(text), bytes > 0 else { throw SettingProblem("not a rate (try 2MiB or 500KB)") }
                     settings.downloadRateLimit = bytes
                 }, render: { $0.downloadRateLimit.map { SettingText.format(bytes: $0) } }),
+            .bool(
+                "downloads.keepFilesOnExpiry", \.keepFilesOnExpiry,
+                "at an item's expiry keep its files as ordinary (unlocked, LRU) cache objects instead of evicting them; keys are purged either way"),
         ]
     }
 

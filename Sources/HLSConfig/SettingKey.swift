@@ -139,9 +139,9 @@ extension SettingKey {
             }, render: { String($0[keyPath: keyPath]) })
     }
 
-    static func bool(_ name: String, _ keyPath: WritableKeyPath<Settings, Bool>, _ summary: String) -> SettingKey {
+    static func bool(_ name: String, _ keyPath: WritableKeyPath<Settings, Bool>, flag: String? = nil, _ summary: String) -> SettingKey {
         single(
-            name, summary,
+            name, flag: flag, summary,
             apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                 guard let value = SettingText.bool(text) else { throw SettingProblem("not true or false") }
                 settings[keyPath: keyPath] = value

@@ -24,6 +24,10 @@ public final class KeyService: Sendable {
     private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
     /// Ids already reported as unreadable, so the log says it once.
     private let reportedUnreadable = NIOLockedValueBox<Set<KeyID>>([])
+    private let counters = NIOLockedValueBox(KeyStatistics())
+
+    /// What this service did since it started (origin fetches, expiries), for `/metrics`.
+    public var statistics: KeyStatistics { counters.withLockedValue { $0 } }
 
     /// Opens (creating if needed) `directory/keys.sqlite`.
     /// - Parameters:
@@ -121,7 +125,9 @@ public final class KeyService: Sendable {
         var unreadable = false
         if record.isStored {
             if let plain = open(record) {
-                if record.state(masterKeyID: masterKey.id, now: clock()) == .valid { return plain }
+                let state = record.state(masterKeyID: masterKey.id, now: clock())
+                if state == .valid { return plain }
+                if state == .expired { counters.withLockedValue { $0.expiries += 1 } }
             } else {
                 unreadable = true
             }
@@ -267,8 +273,10 @@ public final class KeyService: Sendable {
             try database.store(id: id, sealed: sealed, masterKeyID: masterKey.id, fetchedAt: now, expiresAt: expiresAt)
             reportedUnreadable.withLockedValue { _ = $0.remove(id) }
             logger.debug("key \(id) from \(url.host) stored, expires \(expiresAt.map { "\($0)" } ?? "never")")
+            counters.withLockedValue { $0.fetches += 1 }
             return body
         } catch {
+            counters.withLockedValue { $0.fetchFailures += 1 }
             try? database.recordFailure(id: id, message: error.message)
             throw error
         }

@@ -47,6 +47,7 @@ final class FetchSubscription: @unchecked Sendable {
         }
         guard let head = snapshot.head else { return }
         if head.isPlaylist {
+            responder.route = .playlist
             guard case .playlist(let playlist) = snapshot.outcome else { return }
             playlists.respond(with: playlist, to: responder, cache: "MISS")
             finish()

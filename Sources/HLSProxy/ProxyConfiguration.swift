@@ -31,6 +31,13 @@ public struct ProxyConfiguration: Sendable {
     public var maxInFlightBufferBytes: Int = 64 << 20
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
+    /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).
+    public var accessLog: Bool = true
+    /// Whether `/metrics` answers (`metrics.enabled`); counting goes on either way, it costs next to nothing.
+    public var metricsEnabled: Bool = true
+    /// On SIGTERM/SIGINT, responses in flight get this long to finish before their connections are closed
+    /// (`shutdown.grace`).
+    public var shutdownGrace: Duration = .seconds(10)
 
     public init(cacheDirectory: String) {
         self.cacheDirectory = cacheDirectory

@@ -19,9 +19,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var responder: Responder?
     private let router: ProxyRouter
     private let corsAllowOrigin: String?
+    private let observer: ExchangeObserver?
+    /// The server is shutting down: no keep-alive, close when idle.
+    private var draining = false
 
-    init(router: ProxyRouter, configuration: ProxyConfiguration) {
+    init(router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil) {
         self.router = router
+        self.observer = observer
         self.corsAllowOrigin = configuration.corsAllowOrigin
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
@@ -54,6 +58,15 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ServerDrainEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        draining = true
+        if state.isIdle { context.close(promise: nil) }
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // Decoder errors (malformed request line, oversized headers) are answered by the
         // HTTPServerProtocolErrorHandler in front of us; anything else ends the connection.
@@ -66,14 +79,18 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             break
         case .dispatch(let head, _):
             let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress)
-            let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin)
+            let responder = Responder(
+                eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
             self.responder = responder
             router.route(request, responder: responder)
         case .reject(let error):
             let request = ProxyRequest(head: head ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: nil)
-            let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin)
+            let responder = Responder(
+                eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
             self.responder = responder
             responder.send(error: error, extraHeaders: ["Connection": "close"])
+        case .awaitNextRequest where draining:
+            context.close(promise: nil)
         case .awaitNextRequest:
             context.triggerUserOutboundEvent(RequestProgressEvent.responseCompleted, promise: nil)
         case .close:
@@ -85,7 +102,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponseHead {
         var headers = headers
-        if !state.responseKeepsAlive {
+        if !state.responseKeepsAlive || draining {
             headers.replaceOrAdd(name: "Connection", value: "close")
         }
         return HTTPResponseHead(version: .http1_1, status: status, headers: headers)
@@ -156,6 +173,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func responseWritten(success: Bool, context: ChannelHandlerContext) {
         guard self.context != nil else { return }
+        responder?.completed(success: success)
         responder = nil
         run(state.responseCompleted(success: success), context: context, head: nil)
     }

@@ -8,6 +8,7 @@ import NIOHTTP1
 final class ProxyRouter: Sendable {
     private let resources: ResourceService
     private let keys: KeyEndpoint
+    private let operations: OperationsEndpoint
     private let services: ProxyServices
     private let recentTargets = NIOLockedValueBox<[String: OriginURL]>([:])
 
@@ -15,6 +16,7 @@ final class ProxyRouter: Sendable {
         self.services = services
         self.resources = ResourceService(services: services)
         self.keys = KeyEndpoint(services: services)
+        self.operations = OperationsEndpoint(services: services)
     }
 
     func route(_ request: ProxyRequest, responder: Responder) {
@@ -28,6 +30,7 @@ final class ProxyRouter: Sendable {
             return
         }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        responder.route = RequestRoute.classify(path: path)
         if request.method == .OPTIONS {
             preflight(responder)
             return
@@ -67,6 +70,10 @@ final class ProxyRouter: Sendable {
         switch path {
         case "/healthz":
             sendJSON("{\"status\":\"ok\"}\n", to: responder)
+        case "/readyz":
+            operations.ready(responder)
+        case "/metrics":
+            operations.metrics(responder)
         case "/":
             sendStatusPage(to: responder)
         default:

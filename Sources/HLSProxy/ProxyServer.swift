@@ -20,13 +20,18 @@ public final class ProxyServer: Sendable {
     ///   - origin: the origin client, on `group`.
     ///   - keys: the key service that AES-128 key URIs are rewritten to (`/keys/{keyid}`); without one, key
     ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
+    ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
+    ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.
     public init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger
+        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil
     ) {
         self.configuration = configuration
+        var accessLog = accessLogger ?? Logger(label: "hlscache.access")
+        if accessLogger == nil { accessLog.logLevel = logger.logLevel }
         self.services = ProxyServices(
-            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger)
+            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger,
+            metrics: metrics, accessLog: accessLog)
         self.router = ProxyRouter(services: services)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
     }
@@ -37,6 +42,8 @@ public final class ProxyServer: Sendable {
         let router = self.router
         let configuration = self.configuration
         let limiter = self.limiter
+        let connections = services.connections
+        let observer = services.observer
         let bootstrap = ServerBootstrap(group: services.group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -47,6 +54,8 @@ public final class ProxyServer: Sendable {
                     return channel.close()
                 }
                 channel.closeFuture.whenComplete { _ in limiter.release() }
+                // Accepted after a shutdown began: close at once.
+                guard connections.add(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(
@@ -56,7 +65,7 @@ public final class ProxyServer: Sendable {
                     // byte (about a tenth of a cache hit's CPU) buys nothing here.
                     try sync.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
-                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration))
+                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer))
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -64,6 +73,9 @@ public final class ProxyServer: Sendable {
         services.logger.info("hlscache listening on \(channel.localAddress?.description ?? "?")")
         return channel.localAddress!
     }
+
+    /// The listening channel, once started.
+    var listener: (any Channel)? { channel.withLockedValue { $0 } }
 
     /// The bound address, once started.
     public var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }

@@ -3,7 +3,8 @@ import NIOCore
 import ServiceLifecycle
 
 /// Runs a ``ProxyServer`` inside a swift-service-lifecycle `ServiceGroup`: on SIGTERM/SIGINT it stops
-/// accepting, lets responses in flight finish for up to `gracePeriod`, then returns.
+/// accepting, closes idle keep-alive connections, lets responses in flight finish for up to `gracePeriod`,
+/// closes what is left, then returns.
 public struct ProxyService: Service {
     let server: ProxyServer
     let gracePeriod: Duration
@@ -18,12 +19,8 @@ public struct ProxyService: Service {
         try await withGracefulShutdownHandler {
             try await server.waitUntilClosed()
         } onGracefulShutdown: {
-            Task { try? await server.stop() }
+            server.beginShutdown()
         }
-        // The listener is closed; give open exchanges time to complete.
-        let deadline = ContinuousClock.now + gracePeriod
-        while server.openConnections > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+        await server.shutdown(gracePeriod: gracePeriod)
     }
 }

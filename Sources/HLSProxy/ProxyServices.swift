@@ -19,10 +19,16 @@ final class ProxyServices: Sendable {
     /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
     let keys: KeyService?
+    /// Metrics, the access log, open connections and the shutdown flag (Operations/).
+    let metrics: ProxyMetrics
+    let observer: ExchangeObserver
+    let connections = ConnectionRegistry()
+    /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
+    let downloadStates = NIOLockedValueBox<(@Sendable () throws -> [String: Int])?>(nil)
 
     init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger
+        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLog: Logger? = nil
     ) {
         self.configuration = configuration
         self.store = store
@@ -32,7 +38,11 @@ final class ProxyServices: Sendable {
         self.logger = logger
         self.keys = keys
         self.playlists = PlaylistService(configuration: configuration, store: store, keys: keys, logger: logger)
+        self.metrics = metrics
+        self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)
     }
+
+    var isDraining: Bool { connections.isDraining }
 
     var anyEventLoop: any EventLoop { group.any() }
 

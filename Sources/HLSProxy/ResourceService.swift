@@ -34,11 +34,15 @@ final class ResourceService: Sendable {
         defer { if !blocking { readAhead(after: key) } }
         if !blocking {
             if let live = services.playlists.livePlaylist(key) {
+                responder.route = .playlist
+                responder.cacheResult = .live
                 services.playlists.respond(with: live, to: responder, cache: "HIT")
                 return
             }
             if let (object, pin) = services.store.lookupAndPin(key) {
                 if object.kind == .playlist {
+                    responder.route = .playlist
+                    responder.cacheResult = .hit
                     servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
                     return
                 }
@@ -92,6 +96,7 @@ final class ResourceService: Sendable {
         headers.add(name: "Last-Modified", value: HTTPDate.cachedFormat(lastModified))
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "X-Cache", value: "HIT")
+        responder.cacheResult = .hit
         if ConditionalRequest.isNotModified(
             ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
             lastModified: lastModified)
@@ -171,6 +176,7 @@ final class ResourceService: Sendable {
                 if let head = info.head, !head.isPlaylist, !info.failed, let total = head.contentLength {
                     switch RangeRequest(header: rangeHeader, size: total) {
                     case .partial(let first, let last) where info.received >= first:
+                        responder.cacheResult = .coalesced
                         subscribe(responder, to: existing, range: (first, last), fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
                         return
                     case .unsatisfiable:
@@ -185,6 +191,7 @@ final class ResourceService: Sendable {
                 }
                 if created { fetch.start() }
             }
+            responder.cacheResult = .passthrough
             PassthroughRelay.start(request: request, url: url, range: rangeHeader, responder: responder, services: services) {
                 // The origin says it is a playlist after all: answer with the whole rewritten playlist.
                 self.miss(request.withoutRange, key: key, url: url, cacheable: cacheable, responder: responder)
@@ -195,6 +202,7 @@ final class ResourceService: Sendable {
             SharedFetch(key: key, url: url, cacheable: cacheable, services: services)
         }
         if created { fetch.start() }
+        responder.cacheResult = !cacheable ? .passthrough : created ? .miss : .coalesced
         subscribe(responder, to: fetch, range: nil, fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
     }
 
@@ -219,12 +227,15 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private let responder: Responder
     private let url: OriginURL
     private let onPlaylist: () -> Void
+    private let metrics: ProxyMetrics
+    private let startedAt = ContinuousClock.now
     private var headSent = false
     private var handedOver = false
 
-    private init(responder: Responder, url: OriginURL, onPlaylist: @escaping () -> Void) {
+    private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, onPlaylist: @escaping () -> Void) {
         self.responder = responder
         self.url = url
+        self.metrics = metrics
         self.onPlaylist = onPlaylist
     }
 
@@ -233,7 +244,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices,
         onPlaylist: @escaping () -> Void
     ) {
-        let relay = PassthroughRelay(responder: responder, url: url, onPlaylist: onPlaylist)
+        let relay = PassthroughRelay(responder: responder, url: url, metrics: services.metrics, onPlaylist: onPlaylist)
         var headers: [(String, String)] = [("Range", range)]
         if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
         let task = services.origin.stream(url, headers: headers, on: responder.eventLoop, handler: relay)
@@ -241,13 +252,16 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     }
 
     func didReceiveHead(_ head: OriginResponseHead) {
+        metrics.originResponded(after: ContinuousClock.now - startedAt)
         if MediaTypes.isPlaylist(contentType: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension) {
             handedOver = true
             onPlaylist()
             return
         }
         guard head.status == 200 || head.status == 206 || head.status == 416 else {
-            responder.send(error: ProxyError.originStatus(head.status, host: url.host))
+            let error = ProxyError.originStatus(head.status, host: url.host)
+            metrics.originFailed(code: error.code)
+            responder.send(error: error)
             return
         }
         var headers = HTTPHeaders()
@@ -276,6 +290,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         case .success:
             if headSent { responder.end() }
         case .failure(let error):
+            metrics.originFailed(code: error.code)
             if headSent { responder.abort() } else { responder.send(error: error) }
         }
     }

@@ -22,12 +22,23 @@ final class Responder: @unchecked Sendable {
     /// Called (on the event loop) if the connection closes before the response is complete.
     private var onCancel: (() -> Void)?
     let corsAllowOrigin: String?
+    /// What the exchange was, for metrics and the access log; the router and the services refine them.
+    var route = RequestRoute.other
+    var cacheResult = CacheResult.none
+    private var status = 0
+    private var bodyBytes: Int64 = 0
+    private let startedAt = NIODeadline.now()
+    private var recorded = false
+    private let observer: ExchangeObserver?
 
-    init(eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?) {
+    init(
+        eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?, observer: ExchangeObserver? = nil
+    ) {
         self.eventLoop = eventLoop
         self.request = request
         self.handler = handler
         self.corsAllowOrigin = corsAllowOrigin
+        self.observer = observer
     }
 
     func whenCancelled(_ callback: @escaping () -> Void) {
@@ -46,6 +57,14 @@ final class Responder: @unchecked Sendable {
             return
         }
         answered = true
+        self.status = Int(status.code)
+        if !request.isHead {
+            switch body {
+            case .empty: break
+            case .bytes(let buffer): bodyBytes = Int64(buffer.readableBytes)
+            case .file(_, _, let length, _): bodyBytes = length
+            }
+        }
         var headers = headers
         decorate(&headers)
         handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
@@ -72,6 +91,7 @@ final class Responder: @unchecked Sendable {
         guard !answered, let handler else { return }
         answered = true
         streaming = true
+        self.status = Int(status.code)
         var headers = headers
         decorate(&headers)
         handler.writeStreamHead(status: status, headers: headers, headOnly: request.isHead)
@@ -82,6 +102,7 @@ final class Responder: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         guard streaming, let handler else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
         if request.isHead { return eventLoop.makeSucceededVoidFuture() }
+        bodyBytes += Int64(buffer.readableBytes)
         return handler.writeStreamBody(buffer, flush: flush, eventLoop: eventLoop)
     }
 
@@ -97,12 +118,23 @@ final class Responder: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         streaming = false
         answered = true
+        completed(success: false)
         handler?.abortConnection()
+    }
+
+    /// The handler reports that the response was written out (or failed to be): counted and logged once.
+    func completed(success: Bool) {
+        guard !recorded else { return }
+        recorded = true
+        observer?.exchangeCompleted(
+            request: request, route: route, status: answered ? status : 499, cache: cacheResult, bytes: bodyBytes, startedAt: startedAt,
+            complete: success)
     }
 
     /// The handler reports that the connection is gone.
     func connectionClosed() {
         eventLoop.preconditionInEventLoop()
+        completed(success: false)
         handler = nil
         streaming = false
         let callback = onCancel

@@ -64,6 +64,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     let isReadAhead: Bool
     private let services: ProxyServices
     private let state = NIOLockedValueBox(State())
+    private let startedAt = ContinuousClock.now
 
     init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, services: ProxyServices) {
         self.key = key
@@ -153,11 +154,13 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     // MARK: - OriginStreamHandler
 
     func didReceiveHead(_ head: OriginResponseHead) {
+        services.metrics.originResponded(after: ContinuousClock.now - startedAt)
         guard head.status == 200 else {
             let error: any HTTPMappableError =
                 (head.status == 206 || head.status == 304)
                 ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
                 : ProxyError.originStatus(head.status, host: url.host)
+            services.metrics.originFailed(code: error.code)
             fail(error)
             return
         }
@@ -226,6 +229,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     func didFinish(_ result: Result<Void, OriginError>) {
         switch result {
         case .failure(let error):
+            if state.withLockedValue({ $0.outcome == nil }) { services.metrics.originFailed(code: error.code) }
             fail(error)
         case .success:
             let (head, writer, body) = state.withLockedValue { state -> (Head?, CacheWriter?, [ByteBuffer]) in

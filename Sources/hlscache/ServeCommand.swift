@@ -39,6 +39,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print the effective configuration and where each value came from, then exit.")
     var printConfig = false
 
+    @Option(name: .long, help: "Log format on standard error: text, or json (one JSON object per line). Default text (log.format).")
+    var logFormat: String?
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "One access-log line per request (logger hlscache.access, level info). Default on (log.access).")
+    var accessLog: Bool?
+
+    @Flag(name: .long, inversion: .prefixedNo, help: "Serve Prometheus metrics on /metrics. Default on (metrics.enabled).")
+    var metrics: Bool?
+
+    @Option(name: .long, help: "On SIGTERM/SIGINT, how long responses in flight may take to finish, e.g. 10s. Default 10s (shutdown.grace).")
+    var shutdownGrace: String?
+
     func run() async throws {
         var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
@@ -47,6 +59,10 @@ struct ServeCommand: AsyncParsableCommand {
         commandLine.set("cors.allowOrigin", corsOrigin)
         commandLine.set("prefetch.segments", prefetchSegments)
         commandLine.set("log.level", logLevel)
+        commandLine.set("log.format", logFormat)
+        commandLine.set("log.access", accessLog.map { String($0) })
+        commandLine.set("metrics.enabled", metrics.map { String($0) })
+        commandLine.set("shutdown.grace", shutdownGrace)
         let loaded = try cache.load(commandLine)
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment
@@ -55,6 +71,9 @@ struct ServeCommand: AsyncParsableCommand {
             return
         }
         let address = settings.listen
+        if settings.logFormat == .json {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        }
         var logger = Logger(label: "hlscache")
         logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
 
@@ -94,7 +113,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let banner = ServeBanner(
             line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
-        var running: [any Service] = [ProxyService(server: server)]
+        // On a signal the group stops its services in reverse order: the banner, the proxy (stop accepting, drain
+        // for up to the grace period), then the downloads (items become idle, resumable), then key renewal.
+        var running: [any Service] = []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
@@ -107,12 +128,13 @@ struct ServeCommand: AsyncParsableCommand {
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
             keys: keys, logger: logger)
         let scheduler = DownloadScheduler(downloader: downloader)
-        let schedulerTask = Task { await scheduler.run() }
+        server.setDownloadStateProvider { try items.countsByState() }
+        running.append(DownloadSchedulerService(scheduler: scheduler))
+        running.append(ProxyService(server: server, gracePeriod: settings.shutdownGrace))
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
-        schedulerTask.cancel()
-        await schedulerTask.value
+        logger.info("hlscache stopped: connections drained, downloads paused, closing the cache")
         try? await downloadOrigin.shutdown()
         try? await origin.shutdown()
         store.close()

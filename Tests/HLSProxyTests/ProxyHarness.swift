@@ -25,18 +25,21 @@ final class ProxyHarness: Sendable {
         serving root: URL,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
-        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        accessLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
-        return try await start(origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys)
+        return try await start(
+            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, accessLogger: accessLogger)
     }
 
     static func start(
         origin: TestOrigin,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
-        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        accessLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -59,7 +62,7 @@ final class ProxyHarness: Sendable {
             directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient, logger: logger)
         let server = ProxyServer(
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger)
+            logger: logger, accessLogger: accessLogger)
         try await server.start()
         let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
         return ProxyHarness(

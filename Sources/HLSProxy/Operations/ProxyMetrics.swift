@@ -1,0 +1,177 @@
+import HLSKeys
+import NIOConcurrencyHelpers
+import Prometheus
+
+/// The server's metrics, in a registry of its own (never the process-wide `MetricsSystem`, so that many
+/// servers can run in one process), exposed on `/metrics` in the Prometheus text format.
+///
+/// Counters on the request path are made once, for every value of their bounded labels, and picked by index:
+/// counting a request is a few atomic adds, with no string built and no dictionary looked up. Gauges (cache
+/// size, connections, downloads by state) are computed when `/metrics` is scraped. See docs/operations.md.
+public final class ProxyMetrics: Sendable {
+    /// The registry `/metrics` emits. Callers may add their own metrics to it.
+    public let registry: PrometheusCollectorRegistry
+
+    /// Statuses that get their own `status` label; any other is counted under `status="other"`.
+    static let statuses: [Int] = [200, 204, 206, 304, 307, 400, 403, 404, 405, 416, 431, 500, 502, 503, 504]
+    static let originErrorCodes: [String] = [
+        "network", "timeout", "notFound", "http", "tooManyRedirects", "forbiddenDestination", "tooLarge", "truncated", "tls", "cancelled",
+        "corrupted", "other",
+    ]
+    /// Origin latency buckets (time to the response head).
+    static let latencyBuckets: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+    ]
+
+    /// `route × (statuses + other)`.
+    private let requests: [Counter]
+    private let cacheResults: [Counter?]
+    private let servedBytes: [Counter]
+    private let originLatency: DurationHistogram
+    private let originErrors: [String: Counter]
+    private let activeConnections: Gauge
+    private let originFetchesInFlight: Gauge
+    private let cacheBytesUsed: Gauge
+    private let cacheBytesCap: Gauge
+    private let cacheObjects: Gauge
+    private let keyFetches: Counter
+    private let keyFetchFailures: Counter
+    private let keyExpiries: Counter
+    private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
+    private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "hlscache", metricName: metric, unitName: unit, helpText: help)
+        }
+        let requestName = name("http_requests", "total", "Requests answered, by route and status.")
+        var requests: [Counter] = []
+        for route in RequestRoute.allCases {
+            for status in Self.statuses.map(String.init) + ["other"] {
+                requests.append(registry.makeCounter(descriptor: requestName, labels: [("route", route.label), ("status", status)]))
+            }
+        }
+        self.requests = requests
+        let cacheName = name("cache_requests", "total", "Proxied resources answered, by where the answer came from.")
+        self.cacheResults = CacheResult.allCases.map { result in
+            result == .none ? nil : registry.makeCounter(descriptor: cacheName, labels: [("result", result.label)])
+        }
+        let bytesName = name("served_bytes", "total", "Body bytes of proxied resources sent to clients, by source.")
+        self.servedBytes = ByteSource.allCases.map { registry.makeCounter(descriptor: bytesName, labels: [("source", $0.label)]) }
+        self.originLatency = registry.makeDurationHistogram(
+            descriptor: name("origin_response", "seconds", "Time from an origin request to its response head (proxy fetches)."),
+            labels: [], buckets: Self.latencyBuckets)
+        let errorName = name("origin_errors", "total", "Origin fetches of the proxy that failed, by error code.")
+        var errors: [String: Counter] = [:]
+        for code in Self.originErrorCodes { errors[code] = registry.makeCounter(descriptor: errorName, labels: [("code", code)]) }
+        self.originErrors = errors
+        self.activeConnections = registry.makeGauge(
+            descriptor: name("active_connections", "", "Open client connections."), labels: [])
+        self.originFetchesInFlight = registry.makeGauge(
+            descriptor: name("origin_fetches_in_flight", "", "Origin downloads of the proxy in progress (shared by coalesced clients)."),
+            labels: [])
+        self.cacheBytesUsed = registry.makeGauge(descriptor: name("cache_used", "bytes", "Bytes of complete objects in the cache."), labels: [])
+        self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
+        self.cacheObjects = registry.makeGauge(descriptor: name("cache_objects", "", "Complete objects in the cache."), labels: [])
+        self.keyFetches = registry.makeCounter(
+            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "ok")])
+        self.keyFetchFailures = registry.makeCounter(
+            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "error")])
+        self.keyExpiries = registry.makeCounter(
+            descriptor: name("key_expiries", "total", "Stored keys found past their expiry when asked for (then refetched or refused)."),
+            labels: [])
+    }
+
+    // MARK: - Request path
+
+    /// Counts one answered request. `bytes` is the body sent (0 for HEAD and 304).
+    func record(route: RequestRoute, status: Int, cache: CacheResult, bytes: Int64) {
+        requests[route.rawValue * (Self.statuses.count + 1) + Self.statusIndex(status)].increment()
+        guard let source = cache.source else { return }
+        cacheResults[cache.rawValue]?.increment()
+        // Error bodies (JSON written by the proxy) are not content served from anywhere.
+        if bytes > 0 && status < 400 { servedBytes[source.rawValue].increment(by: bytes) }
+    }
+
+    static func statusIndex(_ status: Int) -> Int {
+        switch status {
+        case 200: 0
+        case 204: 1
+        case 206: 2
+        case 304: 3
+        case 307: 4
+        case 400: 5
+        case 403: 6
+        case 404: 7
+        case 405: 8
+        case 416: 9
+        case 431: 10
+        case 500: 11
+        case 502: 12
+        case 503: 13
+        case 504: 14
+        default: 15
+        }
+    }
+
+    // MARK: - Origin
+
+    /// An origin response head arrived `elapsed` after the request started.
+    func originResponded(after elapsed: Duration) {
+        originLatency.record(elapsed)
+    }
+
+    /// An origin fetch failed with this error code (``HTTPMappableError/code``).
+    func originFailed(code: String) {
+        (originErrors[code] ?? originErrors["other"])?.increment()
+    }
+
+    // MARK: - Scrape time
+
+    /// Values computed when `/metrics` is scraped.
+    struct Snapshot {
+        var activeConnections: Int
+        var originFetchesInFlight: Int
+        var cacheBytes: Int64?
+        var cacheObjects: Int?
+        var cacheCapacity: Int64
+        var keys: KeyStatistics?
+        var downloadStates: [String: Int]?
+    }
+
+    func update(_ snapshot: Snapshot) {
+        activeConnections.set(Int64(snapshot.activeConnections))
+        originFetchesInFlight.set(Int64(snapshot.originFetchesInFlight))
+        if let bytes = snapshot.cacheBytes { cacheBytesUsed.set(bytes) }
+        if let count = snapshot.cacheObjects { cacheObjects.set(Int64(count)) }
+        cacheBytesCap.set(snapshot.cacheCapacity)
+        if let keys = snapshot.keys {
+            let previous = lastKeyStatistics.withLockedValue { last in
+                defer { last = keys }
+                return last
+            }
+            keyFetches.increment(by: max(0, keys.fetches - previous.fetches))
+            keyFetchFailures.increment(by: max(0, keys.fetchFailures - previous.fetchFailures))
+            keyExpiries.increment(by: max(0, keys.expiries - previous.expiries))
+        }
+        if let states = snapshot.downloadStates {
+            let descriptor = MetricNameDescriptor(
+                namespace: "hlscache", metricName: "downloads", unitName: "", helpText: "Prewarm items (hlscache fetch) by state.")
+            downloadStates.withLockedValue { gauges in
+                for (state, count) in states {
+                    let gauge = gauges[state] ?? registry.makeGauge(descriptor: descriptor, labels: [("state", state)])
+                    gauges[state] = gauge
+                    gauge.set(Int64(count))
+                }
+                for (state, gauge) in gauges where states[state] == nil { gauge.set(Int64(0)) }
+            }
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    func emit() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+}

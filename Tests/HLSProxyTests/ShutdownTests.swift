@@ -1,0 +1,60 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import HLSProxy
+
+/// The in-process drain: `ProxyServer.shutdown(gracePeriod:)`.
+@Suite struct ShutdownTests {
+    @Test func drainFinishesResponsesClosesIdleConnectionsAndRefusesNewOnes() async throws {
+        let dir = try MetricsTests.originDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let harness = try await ProxyHarness.start(serving: dir, configure: { $0.prefetchSegments = 0 })
+        // About a second of body: 70,000 bytes in 8 KiB pieces, 100 ms apart.
+        harness.origin.setFault(.slow(chunk: 8192, delay: .milliseconds(100)), for: "/seg0.ts")
+        let port = harness.port
+
+        // An idle keep-alive connection: its request is answered, then it waits for the next one.
+        let idle = Task {
+            try await RawHTTP.exchange(port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 20)
+        }
+        let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while harness.origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+
+        let forced = await harness.server.shutdown(gracePeriod: .seconds(60))
+        #expect(forced == 0, "every response finished within the grace period")
+        let response = try await streaming.value
+        #expect(response.status == 200)
+        #expect(response.body == [UInt8](try Data(contentsOf: dir.appendingPathComponent("seg0.ts"))))
+        let (idleResponse, closedByPeer) = try await idle.value
+        #expect(idleResponse.hasPrefix("HTTP/1.1 200"))
+        #expect(closedByPeer, "the idle keep-alive connection was closed by the shutdown, not by its timeout")
+        await #expect(throws: (any Error).self) {
+            _ = try await RawHTTP.exchange(port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 2)
+        }
+        await harness.shutdown()
+    }
+
+    @Test func responsesStillRunningAtTheDeadlineAreCutOff() async throws {
+        let dir = try MetricsTests.originDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let harness = try await ProxyHarness.start(serving: dir, configure: { $0.prefetchSegments = 0 })
+        // About 20 seconds of body.
+        harness.origin.setFault(.slow(chunk: 1024, delay: .milliseconds(300)), for: "/seg0.ts")
+        let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while harness.origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let forced = await harness.server.shutdown(gracePeriod: .milliseconds(300))
+        #expect(forced == 1)
+        await #expect(throws: (any Error).self, "the client sees an incomplete body") { _ = try await streaming.value }
+        #expect(harness.server.openConnections == 0)
+        await harness.shutdown()
+    }
+}
