@@ -30,7 +30,36 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.do_GET(head=True)
 
+    def live(self, head):
+        """/live/index.m3u8: a sliding 6-segment window advancing every 2 s; /live/segN.ts maps onto the
+        VOD segments of v0 (so a player's bytes can be checked)."""
+        path = urlsplit(self.path).path
+        if path == "/live/index.m3u8":
+            now = int(time.time() / 2)
+            lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", f"#EXT-X-MEDIA-SEQUENCE:{now - 5}"]
+            for n in range(now - 5, now + 1):
+                lines += ["#EXTINF:2.000,", f"seg{n}.ts"]
+            return ("\n".join(lines) + "\n").encode(), "application/vnd.apple.mpegurl"
+        m = re.match(r"/live/seg(\d+)\.ts$", path)
+        if m:
+            segments = sorted(os.listdir(os.path.join(args.dir, "v0")))
+            segments = [x for x in segments if x.endswith(".ts")]
+            with open(os.path.join(args.dir, "v0", segments[int(m.group(1)) % len(segments)]), "rb") as f:
+                return f.read(), "video/mp2t"
+        return None
+
     def do_GET(self, head=False):
+        if self.path.startswith("/live/"):
+            generated = self.live(head)
+            if generated is not None:
+                body, ctype = generated
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+                return
         full = self._file()
         if full is None:
             body = b"not found\n"
