@@ -38,7 +38,8 @@ echo "seed $SEED, origin $BASE, ${#SEGMENTS[@]} segments, $CYCLES cycles, binary
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
-served_ok=0 served_cut=0 served_wrong=0 kills_serve=0 kills_fetch=0 fetch_finished=0 checks=0 start=$(date +%s)
+EXPECTED=$(cd "$ORIGIN_DIR" && find . -name '*.ts' -o -name '*.m3u8' | wc -l)
+resets=0 served_ok=0 served_cut=0 served_wrong=0 kills_serve=0 kills_fetch=0 fetch_finished=0 checks=0 start=$(date +%s)
 
 # One player request through the proxy: a completed response must be exactly the origin's file.
 player() {
@@ -103,13 +104,23 @@ for cycle in $(seq 1 "$CYCLES"); do
         rm -f "$WORK"/dl/"$cycle"-*
     fi
     # Restart alone on the cache (exclusive recovery), then check files against the index and the origin.
-    "$BIN" ls --cache-dir "$CACHE" --free-disk-cushion 0 >/dev/null 2>>"$WORK/ls.log" || { echo "cycle $cycle: ls failed" >&2; exit 1; }
+    if ! "$BIN" ls --cache-dir "$CACHE" --free-disk-cushion 0 >/dev/null 2>"$WORK/ls.log"; then
+        echo "cycle $cycle (mode $mode): ls failed: $(tail -3 "$WORK/ls.log")" >&2
+        KEEP=1; exit 1
+    fi
     if ! result=$(python3 "$LIB/check-cache.py" "$CACHE" "$ORIGIN_DIR" "$BASE" --no-orphans); then
         echo "cycle $cycle (mode $mode): $result" >&2
-        exit 1
+        KEEP=1; exit 1
     fi
     checks=$((checks + 1))
     [ $((cycle % 10)) -eq 0 ] && echo "cycle $cycle: $result"
+    # Once everything is stored, start over (rm evicts the item's objects) so every cycle kills real downloads;
+    # the last cycles keep their partial item for the final resume.
+    verified=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["verified"])' "$result")
+    if [ "$verified" -ge "$EXPECTED" ] && [ "$cycle" -lt "$CYCLES" ]; then
+        "$BIN" rm crash --cache-dir "$CACHE" --free-disk-cushion 0 >/dev/null 2>&1 || true
+        resets=$((resets + 1))
+    fi
 done
 
 [ "$served_wrong" -eq 0 ] || { echo "FAIL: $served_wrong completed responses had wrong bytes" >&2; exit 1; }
@@ -119,10 +130,10 @@ done
     echo "FAIL: the final fetch did not complete" >&2; tail -5 "$WORK/fetch.log" >&2; exit 1; }
 "$BIN" ls --cache-dir "$CACHE" --free-disk-cushion 0 >/dev/null
 final=$(python3 "$LIB/check-cache.py" "$CACHE" "$ORIGIN_DIR" "$BASE" --no-orphans) || { echo "FAIL: final check: $final" >&2; exit 1; }
-expected=$(cd "$ORIGIN_DIR" && find . -name '*.ts' -o -name '*.m3u8' | wc -l)
+expected=$EXPECTED
 verified=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["verified"])' "$final")
 [ "$verified" -ge "$expected" ] || { echo "FAIL: only $verified of $expected origin files stored after the resume" >&2; exit 1; }
 echo "final: $final"
 echo "PASS: $CYCLES cycles in $(( $(date +%s) - start )) s; SIGKILLs: fetch $kills_fetch, serve $kills_serve" \
      "(fetch finished before its kill: $fetch_finished); player responses: $served_ok complete and exact," \
-     "$served_cut cut off (honest), $served_wrong wrong; $checks cache checks clean; resumed item complete ($verified/$expected files)"
+     "$served_cut cut off (honest), $served_wrong wrong; $checks cache checks clean; $resets complete downloads removed to start over; resumed item complete ($verified/$expected files)"

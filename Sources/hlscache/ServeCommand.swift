@@ -35,6 +35,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(name: .long, help: "Client connections held at once; more are closed on accept (raise `ulimit -n` to match).")
+    var maxConnections: Int = ProxyConfiguration(cacheDirectory: "").maxConnections
+
     func run() async throws {
         guard let address = ListenAddress(listen) else {
             throw ValidationError("--listen \(listen): expected host:port, e.g. 127.0.0.1:8080")
@@ -54,6 +57,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.corsAllowOrigin = corsOrigin == "none" ? nil : corsOrigin
         guard (0...64).contains(prefetchSegments) else { throw ValidationError("--prefetch-segments must be between 0 and 64") }
         configuration.prefetchSegments = prefetchSegments
+        guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 1000000") }
+        configuration.maxConnections = maxConnections
         let originConfiguration = try origins.originConfiguration()
         var keyConfiguration = try keyOptions.keyConfiguration()
         keyConfiguration.volatileQueryParameters = configuration.volatileQueryParameters

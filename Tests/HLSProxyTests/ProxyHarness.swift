@@ -25,18 +25,21 @@ final class ProxyHarness: Sendable {
         serving root: URL,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
-        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
-        return try await start(origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys)
+        return try await start(
+            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, logger: explicitLogger)
     }
 
     static func start(
         origin: TestOrigin,
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
-        configureKeys: (inout KeyConfiguration) -> Void = { _ in }
+        configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -48,6 +51,7 @@ final class ProxyHarness: Sendable {
         configureOrigin(&originConfiguration)
         var logger = Logger(label: "hlscache-test")
         logger.logLevel = ProcessInfo.processInfo.environment["HLSCACHE_TEST_LOG"] == "debug" ? .debug : .error
+        if let explicitLogger { logger = explicitLogger }
         let store = try CacheStore.open(
             directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
         let group = MultiThreadedEventLoopGroup.singleton
