@@ -10,7 +10,7 @@ import Testing
 /// No plaintext AES-128 key anywhere it could be read later (docs/threat-model.md, "Keys"): not in any file
 /// under the cache directory (object files, `keys.sqlite` and `index.sqlite` with their WAL and SHM files,
 /// temp files) in raw, hex or base64 form, and not in the log at trace level, after the proxy fetched and served
-/// the key and after `fetch` prewarmed it.
+/// the key and after `fetch` prewarmed it. Origin credentials stay out of the log too.
 @Suite(.serialized) struct KeyLeakTests {
     static let key: [UInt8] = [0x3C, 0x91, 0x07, 0xE2, 0x5A, 0xB8, 0x44, 0x19, 0xF0, 0x6D, 0x2B, 0x83, 0xC7, 0x11, 0x9E, 0x55]
 
@@ -59,9 +59,12 @@ import Testing
         return found
     }
 
+    /// The log lines that contain the key in some form, with the form.
     static func leaks(inLog lines: [String]) -> [String] {
-        let text = Array(lines.joined(separator: "\n").utf8)
-        return needles.filter { text.containsSubsequence($0.1) }.map(\.0)
+        lines.flatMap { line in
+            let bytes = Array(line.utf8)
+            return needles.filter { bytes.containsSubsequence($0.1) }.map { "\($0.0): \(line.prefix(300))" }
+        }
     }
 
     @Test func proxyKeepsNoPlaintextKeyOnDiskOrInTraceLogs() async throws {
@@ -70,7 +73,8 @@ import Testing
         let capture = LogCapture()
         var logger = Logger(label: "hlscache-keyleak") { _ in capture }
         logger.logLevel = .trace
-        let harness = try await ProxyHarness.start(serving: dir, logger: logger)
+        let harness = try await ProxyHarness.start(
+            serving: dir, configureOrigin: { $0.originHeaders["127.0.0.1"] = [("X-Token", "s3cr3t-origin-token")] }, logger: logger)
         let playlist = try await harness.get(harness.url("/enc.m3u8"))
         let path = try #require(KeyServingTests.keyPaths(playlist.text).first)
         for _ in 0..<3 {
@@ -86,6 +90,8 @@ import Testing
 
         #expect(capture.lines.count > 5, "the capture saw the trace log")
         #expect(Self.leaks(inLog: capture.lines).isEmpty, "key in the log: \(Self.leaks(inLog: capture.lines))")
+        #expect(harness.origin.requests(matching: "/secret.key").allSatisfy { $0.headers.contains { $0 == ("X-Token", "s3cr3t-origin-token") } })
+        #expect(!capture.lines.contains { $0.contains("s3cr3t-origin-token") }, "an origin credential is in the log")
         // While the databases are open, so their WAL and SHM files are scanned too.
         let walFiles = try FileManager.default.contentsOfDirectory(atPath: harness.cacheDirectory.path).filter { $0.hasSuffix("-wal") }
         #expect(!walFiles.isEmpty, "the scan includes the WAL files")

@@ -40,7 +40,7 @@ import Testing
             case .reset: .reset
             case .status503: .status(503)
             case .truncated: .truncate(bytes: size / 2)
-            case .stallBeforeHead: .stall(delay: .seconds(4))
+            case .stallBeforeHead: .stall(delay: .seconds(10))
             case .stallMidBody: .stallAfter(bytes: size / 2)
             case .slowBody: .slow(chunk: max(fullSize / 8, 1), delay: .milliseconds(5))
             case .longerContentLength: .wrongLength(declared: fullSize + 1000)
@@ -126,7 +126,7 @@ import Testing
         let harness = try await ProxyHarness.start(
             serving: dir,
             configureOrigin: {
-                $0.readTimeout = .seconds(1)
+                $0.readTimeout = .seconds(3)
                 $0.retry.maxRetries = 1
             })
         let segmentURL = harness.url("/seg.ts")
@@ -217,7 +217,7 @@ import Testing
     private func prewarm(dir: URL, segment: [UInt8], fault: Fault) async throws {
         let origin = TestOrigin(root: dir)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, configureOrigin: { $0.readTimeout = .seconds(1) })
+        let fetch = try DownloaderHarness(origin: origin, configureOrigin: { $0.readTimeout = .seconds(3) })
         origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
         let item = try await fetch.fetch("/one.m3u8", id: "faulty")
         if fault.canSucceed {
