@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Soak test of `hlscache serve` on loopback (bounded; every process it starts stops with it):
-#   1. PLAYERS simulated players (default 500; 20% live) for SECONDS (default 300): playlist loads and reloads,
+#   1. PLAYERS simulated players (default 500; 20% live) for DURATION seconds (default 300): playlist loads and reloads,
 #      segments at real pace (4 s), a mix of misses and hits; every body checked against the origin (SHA-256).
 #      Must end with zero errors; reports requests/s, p50/p90/p99 latency and the server's RSS over time.
 #   2. IDLE keep-alive connections (default 10000) opened, held for HOLD seconds (default 30, under the 60 s idle
 #      timeout) and used again: every one must still answer.
-# usage: Benchmarks/soak.sh        env: PLAYERS, SECONDS, IDLE, HOLD, HLSCACHE_BIN (default: release build if
+# usage: Benchmarks/soak.sh        env: PLAYERS, DURATION (seconds), IDLE, HOLD, HLSCACHE_BIN (default: release build if
 #        present, else debug), KEEP=1 keeps the work directory. Prints JSON lines; exits 1 on any error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PLAYERS=${PLAYERS:-500} SECONDS_=${SECONDS:-300} IDLE=${IDLE:-10000} HOLD=${HOLD:-30}
+PLAYERS=${PLAYERS:-500} SECONDS_=${DURATION:-300} IDLE=${IDLE:-10000} HOLD=${HOLD:-30}
 BIN=${HLSCACHE_BIN:-$ROOT/.build/release/hlscache}
 [ -x "$BIN" ] || BIN=$ROOT/.build/debug/hlscache
 [ -x "$BIN" ] || { echo "no hlscache binary (swift build -c release)" >&2; exit 2; }
