@@ -43,11 +43,18 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         var j = authorityStart
         while j < u.count, u[j] != UInt8(ascii: "/"), u[j] != UInt8(ascii: "?"), u[j] != UInt8(ascii: "#") { j += 1 }
         let authority = String(decoding: u[authorityStart..<j], as: UTF8.self)
-        let rest = URIReference(parsing: String(decoding: u[j...], as: UTF8.self))
-        guard !OriginURL.hasDotSegment(rest.path) else {
+        // Split path, query and fragment by hand: parsed as a URI reference, a path starting with "//" (an origin
+        // URL like https://cdn//vod/seg.ts) would be taken for an authority and a segment silently dropped.
+        var end = j
+        while end < u.count, u[end] != UInt8(ascii: "#") { end += 1 }
+        var queryStart = j
+        while queryStart < end, u[queryStart] != UInt8(ascii: "?") { queryStart += 1 }
+        let path = String(decoding: u[j..<queryStart], as: UTF8.self)
+        let query = queryStart < end ? String(decoding: u[(queryStart + 1)..<end], as: UTF8.self) : nil
+        guard !OriginURL.hasDotSegment(path) else {
             throw OriginURLError.pathTraversal.with("dot segments are not allowed in proxied paths")
         }
-        try self.init(scheme: scheme, authority: authority, path: rest.path, query: rest.query)
+        try self.init(scheme: scheme, authority: authority, path: path, query: query)
     }
 
     private init(scheme: String, authority: String, path: String, query: String?) throws {

@@ -56,7 +56,7 @@ public enum SettingCatalog {
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),
-            .int("limits.maxConnections", \.maxConnections, range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
+            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
             .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
             .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
             .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),

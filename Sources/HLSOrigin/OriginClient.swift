@@ -20,6 +20,10 @@ public final class OriginClient: Sendable {
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
+        // AsyncHTTPClient logs every request and response part at trace level, bodies in hex and headers in full:
+        // AES-128 keys and origin credentials would end up in the log. Its logs stop at debug.
+        var logger = logger
+        if logger.logLevel < .debug { logger.logLevel = .debug }
         self.logger = logger
         var http = HTTPClient.Configuration(
             redirectConfiguration: .disallow,

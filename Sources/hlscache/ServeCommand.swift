@@ -51,6 +51,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "On SIGTERM/SIGINT, how long responses in flight may take to finish, e.g. 10s. Default 10s (shutdown.grace).")
     var shutdownGrace: String?
 
+    @Option(name: .long, help: "Client connections held at once; more are closed on accept (raise `ulimit -n` to match). Default 4096 (limits.maxConnections).")
+    var maxConnections: String?
+
     func run() async throws {
         var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
@@ -63,6 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
         commandLine.set("log.access", accessLog.map { String($0) })
         commandLine.set("metrics.enabled", metrics.map { String($0) })
         commandLine.set("shutdown.grace", shutdownGrace)
+        commandLine.set("limits.maxConnections", maxConnections)
         let loaded = try cache.load(commandLine)
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment

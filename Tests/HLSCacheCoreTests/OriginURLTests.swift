@@ -23,6 +23,19 @@ import Testing
         #expect(url.string == "https://cdn.example.com/My%20Video/%C3%A9.m3u8")
     }
 
+    /// Found by Fuzz/run-request.sh: a path starting with "//" was parsed as an authority, so
+    /// /https/cdn//vod/seg.ts became https://cdn/seg.ts.
+    @Test func doubleSlashPathsRoundTrip() throws {
+        let url = try OriginURL("https://cdn.example.com//vod//seg.ts?a=1")
+        #expect(url.path == "//vod//seg.ts")
+        #expect(url.proxyPath == "/https/cdn.example.com//vod//seg.ts?a=1")
+        #expect(try OriginURL(proxyTarget: url.proxyPath) == url)
+        let fuzzed = try OriginURL(proxyTarget: "/https/h//1//1#x?y")
+        #expect(fuzzed.string == "https://h//1//1")
+        #expect(try OriginURL(proxyTarget: "/https/h/a?b?c#d").query == "b?c")
+        #expect(try OriginURL(proxyTarget: "/https/h").path == "/")
+    }
+
     @Test func ipv6Authority() throws {
         let url = try OriginURL("http://[::1]:9000/x.m3u8")
         #expect(url.host == "[::1]")

@@ -22,7 +22,9 @@ final class DownloaderHarness: Sendable {
 
     init(
         origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
-        configure: (inout DownloaderConfiguration) -> Void = { _ in }
+        configure: (inout DownloaderConfiguration) -> Void = { _ in },
+        configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
+        logger explicitLogger: Logger? = nil
     ) throws {
         self.origin = origin
         self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
@@ -31,10 +33,12 @@ final class DownloaderHarness: Sendable {
             directory: self.cacheDirectory.path, masterKey: withKeyStore ? try MasterKey.load(directory: self.cacheDirectory.path, environment: [:]) : nil)
         var logger = Logger(label: "hlscache-fetch-test")
         logger.logLevel = .error
+        if let explicitLogger { logger = explicitLogger }
         var originConfiguration = OriginConfiguration()
         originConfiguration.retry.maxRetries = 0
         originConfiguration.readTimeout = .seconds(5)
         originConfiguration.connectTimeout = .seconds(2)
+        configureOrigin(&originConfiguration)
         originClient = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
         var configuration = DownloaderConfiguration()
         configuration.retryBaseDelay = .milliseconds(20)

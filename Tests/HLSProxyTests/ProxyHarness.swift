@@ -26,12 +26,14 @@ final class ProxyHarness: Sendable {
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
-        accessLogger: Logger? = nil
+        accessLogger: Logger? = nil,
+        logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
         return try await start(
-            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, accessLogger: accessLogger)
+            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, accessLogger: accessLogger,
+            logger: explicitLogger)
     }
 
     static func start(
@@ -39,7 +41,8 @@ final class ProxyHarness: Sendable {
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
-        accessLogger: Logger? = nil
+        accessLogger: Logger? = nil,
+        logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -51,6 +54,7 @@ final class ProxyHarness: Sendable {
         configureOrigin(&originConfiguration)
         var logger = Logger(label: "hlscache-test")
         logger.logLevel = ProcessInfo.processInfo.environment["HLSCACHE_TEST_LOG"] == "debug" ? .debug : .error
+        if let explicitLogger { logger = explicitLogger }
         let store = try CacheStore.open(
             directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
         let group = MultiThreadedEventLoopGroup.singleton

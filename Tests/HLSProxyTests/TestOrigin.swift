@@ -22,6 +22,12 @@ final class TestOrigin: Sendable {
         case stall(delay: TimeAmount)
         /// Require this header (name, value) or answer 403.
         case requireHeader(String, String)
+        /// Declare this Content-Length but send the whole body, then close (a lying origin: longer or shorter).
+        case wrongLength(declared: Int)
+        /// Send the head and `bytes` bytes of the body, then go silent (the connection stays open).
+        case stallAfter(bytes: Int)
+        /// Answer `302 Found` with this Location (relative or absolute).
+        case redirect(to: String)
     }
 
     struct LoggedRequest: Sendable {
@@ -162,6 +168,13 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: delay) { self.serve(context: bound.value, head: head, path: path, fault: nil) }
             return
+        case .redirect(let location):
+            var headers = HTTPHeaders()
+            headers.add(name: "Location", value: location)
+            headers.add(name: "Content-Length", value: "0")
+            context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
         case .requireHeader(let name, let value):
             if head.headers.first(name: name) != value {
                 send(context, status: 403, body: Array("missing header\n".utf8), type: "text/plain", head: head)
@@ -193,7 +206,11 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             }
         }
         headers.add(name: "Content-Type", value: type)
-        headers.add(name: "Content-Length", value: String(slice.count))
+        if case .wrongLength(let declared) = fault {
+            headers.add(name: "Content-Length", value: String(declared))
+        } else {
+            headers.add(name: "Content-Length", value: String(slice.count))
+        }
         context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
         if head.method == .HEAD {
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
@@ -204,6 +221,13 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             let part = ByteBuffer(bytes: slice.prefix(bytes))
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(part)))).whenComplete { _ in bound.value.close(promise: nil) }
+        case .wrongLength:
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice))))).whenComplete { _ in
+                bound.value.close(promise: nil)
+            }
+        case .stallAfter(let bytes):
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice.prefix(bytes))))), promise: nil)
         case .slow(let chunk, let delay):
             sendSlowly(context, bytes: Array(slice), chunk: chunk, delay: delay)
         default:

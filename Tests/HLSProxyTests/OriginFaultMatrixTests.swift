@@ -1,0 +1,266 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import HLSKeys
+import NIOCore
+import Testing
+
+@testable import HLSProxy
+
+/// Every origin fault against every kind of request (docs/reliability.md, "Origin faults"): the client gets
+/// either the right bytes or an honest error (an error status, or a connection closed before the declared
+/// length), and afterwards the cache holds either nothing or exactly the origin's bytes — never a partial or
+/// different file, never a temp file. Once the fault is gone the same request is served correctly.
+@Suite struct OriginFaultMatrixTests {
+    enum Kind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// One client, segment not cached.
+        case segmentMiss
+        /// Three clients at once for the same uncached segment (one shared origin fetch).
+        case coalescedMiss
+        /// `Range: bytes=1000-1999` on an uncached segment (pass-through range plus background fill).
+        case rangeMiss
+        /// A VOD media playlist, fetched and rewritten.
+        case playlist
+        /// An AES-128 key through `/keys/{id}`.
+        case key
+        /// `hlscache fetch` (the downloader) of a playlist whose segment is faulty.
+        case prewarm
+        var testDescription: String { rawValue }
+    }
+
+    enum Fault: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case reset, status503, truncated, stallBeforeHead, stallMidBody, slowBody, longerContentLength, redirectLoop, redirectToMetadata
+        var testDescription: String { rawValue }
+
+        /// The origin fault for a response of `size` bytes (`fullSize` for the whole resource) at `path`.
+        func origin(size: Int, fullSize: Int? = nil, path: String) -> TestOrigin.Fault {
+            let fullSize = fullSize ?? size
+            return switch self {
+            case .reset: .reset
+            case .status503: .status(503)
+            case .truncated: .truncate(bytes: size / 2)
+            case .stallBeforeHead: .stall(delay: .seconds(10))
+            case .stallMidBody: .stallAfter(bytes: size / 2)
+            case .slowBody: .slow(chunk: max(fullSize / 8, 1), delay: .milliseconds(5))
+            case .longerContentLength: .wrongLength(declared: fullSize + 1000)
+            case .redirectLoop: .redirect(to: path)
+            case .redirectToMetadata: .redirect(to: "http://169.254.169.254/latest/meta-data/")
+            }
+        }
+
+        /// Only a slow origin still delivers the whole, correct body.
+        var canSucceed: Bool { self == .slowBody }
+    }
+
+    static let keyBytes: [UInt8] = (0..<16).map { UInt8(0xA0 + $0) }
+
+    /// A segment of random bytes, a VOD media playlist (twice, under two names, so the faulty one can be compared
+    /// with a clean rewrite), and an AES-128 playlist with its key.
+    static func fixture() throws -> (URL, [UInt8]) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-faults-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let segment = (0..<(256 << 10)).map { _ in UInt8.random(in: 0...255) }
+        try Data(segment).write(to: dir.appendingPathComponent("seg.ts"))
+        let media = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:0\n"
+            + (0..<20).map { "#EXTINF:4.0,\nseg.ts?n=\($0)\n" }.joined() + "#EXT-X-ENDLIST\n"
+        try Data(media.utf8).write(to: dir.appendingPathComponent("list.m3u8"))
+        try Data(media.utf8).write(to: dir.appendingPathComponent("reference.m3u8"))
+        let prewarm = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4.0,\nseg.ts\n#EXT-X-ENDLIST\n"
+        try Data(prewarm.utf8).write(to: dir.appendingPathComponent("one.m3u8"))
+        let encrypted = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\",IV=0x0\n#EXTINF:4.0,\nseg.ts\n#EXT-X-ENDLIST\n"
+        try Data(encrypted.utf8).write(to: dir.appendingPathComponent("enc.m3u8"))
+        try Data(keyBytes).write(to: dir.appendingPathComponent("k.bin"))
+        return (dir, segment)
+    }
+
+    /// What a client saw.
+    enum Outcome: Equatable {
+        case correct
+        case honestError(String)
+        case wrong(String)
+    }
+
+    static func classify(_ result: Result<ProxyHarness.Response, any Error>, expected: [UInt8], status: Int = 200) -> Outcome {
+        switch result {
+        case .failure(let error):
+            // The connection closed before the declared length (or the end chunk): the client knows it is incomplete.
+            return .honestError("\(error)")
+        case .success(let response):
+            if response.status == status && response.body == expected { return .correct }
+            if response.status >= 400 { return .honestError("status \(response.status)") }
+            return .wrong("status \(response.status), \(response.body.count) bytes (expected \(expected.count))")
+        }
+    }
+
+    static func attempt(_ harness: ProxyHarness, _ url: String, headers: [(String, String)] = []) async -> Result<ProxyHarness.Response, any Error> {
+        do { return .success(try await harness.get(url, headers: headers)) } catch { return .failure(error) }
+    }
+
+    /// Stored copy of `path`: nil, or its bytes.
+    static func stored(_ store: CacheStore, _ url: String) throws -> [UInt8]? {
+        guard let object = store.lookup(CacheKey(try OriginURL(url))) else { return nil }
+        return FileManager.default.contents(atPath: object.path).map { [UInt8]($0) }
+    }
+
+    /// Temp files are removed as aborted writers wind down; wait for that, bounded.
+    static func tempFiles(_ cache: URL) async throws -> [String] {
+        let tmp = cache.appendingPathComponent("tmp").path
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []
+            if left.isEmpty { return [] }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []
+    }
+
+    @Test(arguments: Kind.allCases, Fault.allCases)
+    func faultyOriginNeverYieldsWrongBytesOrAWrongCacheEntry(kind: Kind, fault: Fault) async throws {
+        let (dir, segment) = try Self.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        if kind == .prewarm {
+            try await prewarm(dir: dir, segment: segment, fault: fault)
+            return
+        }
+        let harness = try await ProxyHarness.start(
+            serving: dir,
+            configureOrigin: {
+                $0.readTimeout = .seconds(3)
+                $0.retry.maxRetries = 1
+            })
+        let segmentURL = harness.url("/seg.ts")
+        var outcomes: [Outcome] = []
+        switch kind {
+        case .segmentMiss:
+            harness.origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
+            outcomes.append(Self.classify(await Self.attempt(harness, segmentURL), expected: segment))
+        case .coalescedMiss:
+            harness.origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
+            outcomes = await withTaskGroup(of: Outcome.self) { group in
+                for _ in 0..<3 { group.addTask { Self.classify(await Self.attempt(harness, segmentURL), expected: segment) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+        case .rangeMiss:
+            harness.origin.setFault(fault.origin(size: 1000, fullSize: segment.count, path: "/seg.ts"), for: "/seg.ts")
+            let result = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
+            outcomes.append(Self.classify(result, expected: Array(segment[1000...1999]), status: 206))
+        case .playlist:
+            let reference = try await harness.get(harness.url("/reference.m3u8"))
+            #expect(reference.status == 200)
+            let size = try Data(contentsOf: dir.appendingPathComponent("list.m3u8")).count
+            harness.origin.setFault(fault.origin(size: size, path: "/list.m3u8"), for: "/list.m3u8")
+            outcomes.append(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body))
+        case .key:
+            let playlist = try await harness.get(harness.url("/enc.m3u8"))
+            let path = try #require(KeyServingTests.keyPaths(playlist.text).first)
+            harness.origin.setFault(fault.origin(size: 16, path: "/k.bin"), for: "/k.bin")
+            outcomes.append(Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes))
+            // A key is kept only sealed, and only if it is the origin's 16 bytes.
+            let id = try #require(KeyID(path.dropFirst("/keys/".count)))
+            let kept = try harness.keys.storedKey(id)
+            #expect(kept == nil || kept == Self.keyBytes, "a wrong key was stored")
+            #expect(try Self.stored(harness.store, harness.originURL("/k.bin")) == nil, "the key went into the plain cache")
+        case .prewarm:
+            return
+        }
+
+        for outcome in outcomes {
+            if case .wrong(let what) = outcome { Issue.record("\(kind) × \(fault): wrong response served as right: \(what)") }
+            if fault.canSucceed {
+                #expect(outcome == .correct, "\(kind) × \(fault): \(outcome)")
+            } else if case .correct = outcome {
+                Issue.record("\(kind) × \(fault): a faulty origin cannot have produced the complete body")
+            }
+        }
+
+        // The store: nothing, or exactly the origin's bytes; no temp files.
+        try await harness.waitForIdle(timeout: .seconds(15))
+        switch kind {
+        case .segmentMiss, .coalescedMiss, .rangeMiss:
+            let kept = try Self.stored(harness.store, harness.originURL("/seg.ts"))
+            #expect(kept == nil || kept == segment, "\(kind) × \(fault): the cache holds \(kept?.count ?? 0) bytes that are not the origin's")
+        case .playlist:
+            let raw = [UInt8](try Data(contentsOf: dir.appendingPathComponent("list.m3u8")))
+            let kept = try Self.stored(harness.store, harness.originURL("/list.m3u8"))
+            #expect(kept == nil || kept == raw, "\(kind) × \(fault): the cached playlist is not the origin's")
+        case .key, .prewarm:
+            break
+        }
+        #expect(try await Self.tempFiles(harness.cacheDirectory).isEmpty, "\(kind) × \(fault): temp files left")
+
+        // The fault goes away: the same request is served correctly (from the origin or a correct cache entry).
+        harness.origin.setFault(nil, for: "/seg.ts")
+        harness.origin.setFault(nil, for: "/list.m3u8")
+        harness.origin.setFault(nil, for: "/k.bin")
+        switch kind {
+        case .segmentMiss, .coalescedMiss:
+            #expect(Self.classify(await Self.attempt(harness, segmentURL), expected: segment) == .correct)
+        case .rangeMiss:
+            let again = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
+            #expect(Self.classify(again, expected: Array(segment[1000...1999]), status: 206) == .correct)
+        case .playlist:
+            let reference = try await harness.get(harness.url("/reference.m3u8"))
+            #expect(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body) == .correct)
+        case .key:
+            let playlist = try await harness.get(harness.url("/enc.m3u8"))
+            let path = try #require(KeyServingTests.keyPaths(playlist.text).first)
+            #expect(Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes) == .correct)
+        case .prewarm:
+            break
+        }
+        await harness.shutdown()
+    }
+
+    /// The downloader: the item fails with an error code (or completes, for a slow origin); the segment is stored
+    /// exactly or not at all; resuming after the fault completes it.
+    private func prewarm(dir: URL, segment: [UInt8], fault: Fault) async throws {
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, configureOrigin: { $0.readTimeout = .seconds(3) })
+        origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
+        let item = try await fetch.fetch("/one.m3u8", id: "faulty")
+        if fault.canSucceed {
+            #expect(item.state == .cached)
+        } else {
+            #expect(item.state == .failed, "prewarm × \(fault): \(item.state)")
+            #expect(item.errorCode != nil)
+        }
+        let kept = try fetch.stored("/seg.ts")
+        #expect(kept == nil || kept == segment, "prewarm × \(fault): stored \(kept?.count ?? 0) bytes that are not the origin's")
+        #expect(try await Self.tempFiles(fetch.cacheDirectory).isEmpty, "prewarm × \(fault): temp files left")
+
+        origin.setFault(nil, for: "/seg.ts")
+        if item.state != .cached {
+            try fetch.downloader.resume("faulty")
+            let again = try await fetch.downloader.run("faulty")
+            #expect(again.state == .cached, "prewarm × \(fault): resume after the fault: \(again.state)")
+        }
+        #expect(try fetch.stored("/seg.ts") == segment)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// An origin that declares a shorter Content-Length than it sends: the client and the cache get the declared
+    /// body, and the surplus bytes never leak into the next response on a pooled origin connection.
+    @Test func surplusBytesAfterTheDeclaredLengthDoNotCorruptTheNextResponse() async throws {
+        let (dir, segment) = try Self.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(segment.reversed()).write(to: dir.appendingPathComponent("next.ts"))
+        let harness = try await ProxyHarness.start(serving: dir)
+        harness.origin.setFault(.wrongLength(declared: 1000), for: "/seg.ts")
+        let first = await Self.attempt(harness, harness.url("/seg.ts"))
+        switch Self.classify(first, expected: Array(segment.prefix(1000))) {
+        case .correct, .honestError: break
+        case .wrong(let what): Issue.record("short Content-Length: \(what)")
+        }
+        try await harness.waitForIdle()
+        let kept = try Self.stored(harness.store, harness.originURL("/seg.ts"))
+        #expect(kept == nil || kept == Array(segment.prefix(1000)), "the cache holds bytes past the declared length")
+        for _ in 0..<3 {
+            let next = await Self.attempt(harness, harness.url("/next.ts"))
+            #expect(Self.classify(next, expected: Array(segment.reversed())) == .correct)
+        }
+        await harness.shutdown()
+    }
+}
