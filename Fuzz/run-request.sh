@@ -22,6 +22,6 @@ printf 'cdn.example.com/a/%%2e%%2e/b.ts' > Fuzz/corpus-request/seed-traversal
 printf '[::1]:443/x' > Fuzz/corpus-request/seed-ipv6
 printf 'bytes=0-1023' > Fuzz/corpus-request/seed-range
 printf -- '-500' > Fuzz/corpus-request/seed-suffix
-"$out/request-fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+SWIFT_BACKTRACE=enable=no "$out/request-fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix=Fuzz/artifacts/request- Fuzz/corpus-request 2>&1 \
   | grep -E "^#[0-9]+.*(DONE|pulse)|^Done|ERROR|SUMMARY|Test unit written|Fatal error" | tail -n 15

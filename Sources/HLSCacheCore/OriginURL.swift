@@ -138,9 +138,28 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether a path has a `.` or `..` segment, also when written as `%2e`.
     static func hasDotSegment(_ path: String) -> Bool {
-        for segment in path.split(separator: "/", omittingEmptySubsequences: false) {
-            let decoded = segment.replacingPercentDots()
-            if decoded == "." || decoded == ".." { return true }
+        // Split on the byte '/', not on Characters: a combining mark after '/' forms one grapheme with it, and
+        // "/../\u{0711}x" would otherwise hide its ".." segment (found by Fuzz/run-request.sh).
+        for segment in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            var dots = 0
+            var i = segment.startIndex
+            var isDots = true
+            while i < segment.endIndex {
+                if segment[i] == UInt8(ascii: ".") {
+                    dots += 1
+                    i = segment.index(after: i)
+                } else if segment[i] == UInt8(ascii: "%"), segment.distance(from: i, to: segment.endIndex) >= 3,
+                    segment[segment.index(i, offsetBy: 1)] == UInt8(ascii: "2"),
+                    segment[segment.index(i, offsetBy: 2)] | 0x20 == UInt8(ascii: "e")
+                {
+                    dots += 1
+                    i = segment.index(i, offsetBy: 3)
+                } else {
+                    isDots = false
+                    break
+                }
+            }
+            if isDots && (dots == 1 || dots == 2) { return true }
         }
         return false
     }
@@ -173,26 +192,6 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
             }
         }
         return String(decoding: out, as: UTF8.self)
-    }
-}
-
-extension Substring {
-    /// The segment with `%2e`/`%2E` turned into `.`, for dot-segment checks only.
-    fileprivate func replacingPercentDots() -> String {
-        var out = ""
-        var i = startIndex
-        while i < endIndex {
-            if self[i] == "%", let a = index(i, offsetBy: 1, limitedBy: endIndex), a < endIndex,
-                let b = index(i, offsetBy: 2, limitedBy: endIndex), b < endIndex, self[a] == "2", self[b] == "e" || self[b] == "E"
-            {
-                out.append(".")
-                i = index(after: b)
-            } else {
-                out.append(self[i])
-                i = index(after: i)
-            }
-        }
-        return out
     }
 }
 
