@@ -87,10 +87,21 @@ let package = Package(
             ] + nio,
             swiftSettings: swiftSettings
         ),
+        // The admin API (/api/v1), Server-Sent Events, playback records and the status page: above the proxy and the
+        // downloader, plugged into the proxy as its route extension.
+        .target(
+            name: "HLSAdmin",
+            dependencies: [
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSAdmin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -132,6 +143,15 @@ let package = Package(
         .testTarget(
             name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore"],
             swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSAdminTests",
+            dependencies: [
+                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CLITests",
             dependencies: ["hlscache", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log")],

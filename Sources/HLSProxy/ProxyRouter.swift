@@ -28,6 +28,14 @@ final class ProxyRouter: Sendable {
             return
         }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        if let routeExtension = services.routeExtension {
+            if path == "/" || path == "/api" || path.hasPrefix("/api/") {
+                responder.omitsCORS = true
+                routeExtension.handle(request, responder: ProxyResponder(responder))
+                return
+            }
+            responder.observer = routeExtension
+        }
         if request.method == .OPTIONS {
             preflight(responder)
             return

@@ -20,13 +20,15 @@ public final class ProxyServer: Sendable {
     ///   - origin: the origin client, on `group`.
     ///   - keys: the key service that AES-128 key URIs are rewritten to (`/keys/{keyid}`); without one, key
     ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
+    ///   - routeExtension: answers `/api/…` and `/` and observes proxied responses (the admin API, `HLSAdmin`).
     public init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger
+        threadPool: NIOThreadPool, logger: Logger, routeExtension: (any ProxyRouteExtension)? = nil
     ) {
         self.configuration = configuration
         self.services = ProxyServices(
-            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger)
+            configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger,
+            routeExtension: routeExtension)
         self.router = ProxyRouter(services: services)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
     }

@@ -19,11 +19,14 @@ final class ProxyServices: Sendable {
     /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
     let keys: KeyService?
+    /// Answers `/api/…` and `/` and observes proxied responses (the admin layer); `nil` keeps the built-in pages.
+    let routeExtension: (any ProxyRouteExtension)?
 
     init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger
+        threadPool: NIOThreadPool, logger: Logger, routeExtension: (any ProxyRouteExtension)? = nil
     ) {
+        self.routeExtension = routeExtension
         self.configuration = configuration
         self.store = store
         self.origin = origin

@@ -22,6 +22,10 @@ final class Responder: @unchecked Sendable {
     /// Called (on the event loop) if the connection closes before the response is complete.
     private var onCancel: (() -> Void)?
     let corsAllowOrigin: String?
+    /// Told about the response head of a proxied resource (the admin layer records playback and hit ratio).
+    var observer: (any ProxyRouteExtension)?
+    /// Route extensions answering for themselves (the admin API) send no CORS headers.
+    var omitsCORS = false
 
     init(eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?) {
         self.eventLoop = eventLoop
@@ -48,6 +52,7 @@ final class Responder: @unchecked Sendable {
         answered = true
         var headers = headers
         decorate(&headers)
+        observer?.didRespond(to: request, status: status, headers: headers)
         handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
     }
 
@@ -74,6 +79,7 @@ final class Responder: @unchecked Sendable {
         streaming = true
         var headers = headers
         decorate(&headers)
+        observer?.didRespond(to: request, status: status, headers: headers)
         handler.writeStreamHead(status: status, headers: headers, headOnly: request.isHead)
     }
 
@@ -111,7 +117,7 @@ final class Responder: @unchecked Sendable {
     }
 
     private func decorate(_ headers: inout HTTPHeaders) {
-        if let corsAllowOrigin {
+        if let corsAllowOrigin, !omitsCORS {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: corsAllowOrigin)
             headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, ETag, X-Cache")
         }

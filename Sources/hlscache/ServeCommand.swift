@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HLSAdmin
 import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
@@ -34,6 +35,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
+
+    @Option(name: .long, help: "Bearer token the admin API (/api/v1) requires, from loopback too (YAML api.token).")
+    var apiToken: String?
+
+    @Option(name: .long, help: "Network (CIDR) allowed to use the admin API besides loopback (repeatable; YAML api.allow).")
+    var apiAllow: [String] = []
 
     func run() async throws {
         guard let address = ListenAddress(listen) else {
@@ -77,13 +84,37 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw ValidationError("cannot open the key store in \(configuration.cacheDirectory): \(error.message)")
         }
+        var adminConfiguration = AdminConfiguration(token: apiToken)
+        for text in apiAllow {
+            guard let network = IPNetwork(text) else { throw ValidationError("--api-allow \(text): expected a CIDR such as 192.168.1.0/24") }
+            adminConfiguration.allowedNetworks.append(network)
+        }
+        if let apiToken, apiToken.count < 16 || apiToken.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
+            throw ValidationError("--api-token: expected at least 16 characters without spaces")
+        }
+        // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
+        // the background; the admin API reports their events.
+        let hub = EventHub(progressInterval: adminConfiguration.progressInterval)
+        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
+        let items = try ItemStore(directory: configuration.cacheDirectory)
+        var downloaderConfiguration = DownloaderConfiguration()
+        downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
+        downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
+        let downloader = Downloader(
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
+            keys: keys, logger: logger, onEvent: { hub.publish($0) })
+        let scheduler = DownloadScheduler(downloader: downloader)
+        let admin = AdminAPI(
+            configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
+            volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger)
+            logger: logger, routeExtension: admin)
         let bound: SocketAddress
         do {
             bound = try await server.start()
         } catch {
+            try? await downloadOrigin.shutdown()
             try? await origin.shutdown()
             throw ValidationError("cannot listen on \(address): \(error)")
         }
@@ -93,17 +124,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
-        // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
-        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: ItemContext.originConfiguration(), logger: logger)
-        let items = try ItemStore(directory: configuration.cacheDirectory)
-        var downloaderConfiguration = DownloaderConfiguration()
-        downloaderConfiguration.volatileQueryParameters = configuration.volatileQueryParameters
-        downloaderConfiguration.maxPlaylistBytes = configuration.maxPlaylistBytes
-        let downloader = Downloader(
-            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
-            keys: keys, logger: logger)
-        let scheduler = DownloadScheduler(downloader: downloader)
         let schedulerTask = Task { await scheduler.run() }
+        // Last in the group, so first to stop: its event streams close before the proxy waits for open connections.
+        running.append(admin)
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: running, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
