@@ -120,7 +120,15 @@ final class AdminHarness: Sendable {
         }
     }
 
+    private let stopped = NIOLockedValueBox(false)
+
+    /// For `defer`: shuts down in a task if the test ended early (a thrown error), so nothing is left running.
+    func shutdownLater() {
+        Task { await self.shutdown() }
+    }
+
     func shutdown() async {
+        guard stopped.withLockedValue({ was in defer { was = true }; return !was }) else { return }
         for task in tasks.withLockedValue({ $0 }) { task.cancel() }
         for task in tasks.withLockedValue({ $0 }) { await task.value }
         try? await client.shutdown()

@@ -14,6 +14,7 @@ struct AdminItemsTests {
     func itemLifecycle() async throws {
         let root = try await Self.tsStream()
         let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
         let openAPI = OpenAPIRecords()
         let events = EventRecorder(client: h.client, url: h.api("/events"))
         _ = try await h.eventually("the subscriber") { h.hub.subscriberCount == 1 ? true : nil }
@@ -102,6 +103,7 @@ struct AdminItemsTests {
     func pauseResumeAndOtherProcess() async throws {
         let root = try await Self.tsStream()
         let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
         let events = EventRecorder(client: h.client, url: h.api("/events"))
         _ = try await h.eventually("the subscriber") { h.hub.subscriberCount == 1 ? true : nil }
         // One segment hangs: the item stays downloading until paused.
@@ -112,7 +114,7 @@ struct AdminItemsTests {
         let paused = try await h.request(.POST, h.api("/items/slow/pause"))
         #expect(paused.status == 200 && paused.json["state"] as? String == "paused")
         #expect(try h.items.require("slow").state == .paused)
-        #expect(events.states(of: "slow").last == "paused")
+        _ = try await h.eventually("the paused event") { events.states(of: "slow").last == "paused" ? true : nil }
 
         h.origin.setFault(nil, for: "/v1/seg002.ts")
         let resumed = try await h.request(.POST, h.api("/items/slow/resume"))
@@ -140,17 +142,19 @@ struct AdminItemsTests {
     func keysWithoutBytes() async throws {
         let root = try await Streams.stream("aes128-rotation") { try FFmpeg.makeAES128(in: $0) }
         let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
         let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/index.m3u8"))","id":"aes"}"#)
         #expect(created.status == 201)
         _ = try await h.eventually("cached") { try h.items.item("aes")?.state == .cached ? true : nil }
         let response = try await h.request(.GET, h.api("/keys"))
         #expect(response.status == 200)
         let keys = try #require(response.json["keys"] as? [[String: Any]])
-        let keyFiles = try FileManager.default.contentsOfDirectory(atPath: root.path).filter { $0.hasSuffix(".key") }
+        let keyDirectory = root.appendingPathComponent("keys")
+        let keyFiles = try FileManager.default.contentsOfDirectory(atPath: keyDirectory.path).filter { $0.hasSuffix(".key") }
         #expect(keys.count == keyFiles.count)
         #expect(keys.allSatisfy { $0["state"] as? String == "valid" && ($0["id"] as? String)?.count == 32 && $0["host"] as? String == "127.0.0.1" })
         for file in keyFiles {
-            let bytes = try Data(contentsOf: root.appendingPathComponent(file))
+            let bytes = try Data(contentsOf: keyDirectory.appendingPathComponent(file))
             let hex = bytes.map { String(format: "%02x", $0) }.joined()
             #expect(!response.text.lowercased().contains(hex))
             #expect(!response.text.contains(bytes.base64EncodedString()))

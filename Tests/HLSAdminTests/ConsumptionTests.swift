@@ -9,6 +9,7 @@ struct ConsumptionTests {
     func consumptionRecorded() async throws {
         let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
         let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
         let events = EventRecorder(client: h.client, url: h.api("/events"))
         _ = try await h.eventually("the subscriber") { h.hub.subscriberCount == 1 ? true : nil }
         let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"watched"}"#)

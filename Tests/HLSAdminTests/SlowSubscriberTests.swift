@@ -9,11 +9,12 @@ import Glibc
 
 @Suite("Admin API: a subscriber that does not read")
 struct SlowSubscriberTests {
-    @Test("an /events client that never reads holds a bounded buffer and stalls neither requests nor downloads; it is cut off when state changes overflow it")
+    @Test("an /events client that never reads holds a bounded buffer and stalls neither requests nor downloads")
     func slowSubscriber() async throws {
         let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
         let capacity = 64
         let h = try await AdminHarness(root: root) { $0.maxBufferedEvents = capacity }
+        defer { h.shutdownLater() }
         // A client that asks for events and never reads them (a tiny receive buffer fills at once).
         let port = h.port
         let fd = try await offThread { () throws -> Int32 in
@@ -49,12 +50,6 @@ struct SlowSubscriberTests {
         let segment = try await h.request(.GET, h.proxyURL("/v0/seg000.ts"))
         #expect(segment.status == 200 && segment.headers.first(name: "X-Cache") == "HIT")
 
-        // State changes are never dropped: once only they fill the queue, the silent client is disconnected.
-        for n in 0..<(capacity * 2) {
-            h.hub.send(.removed(id: "gone-\(n)"))
-        }
-        _ = try await h.eventually("the silent subscriber to be cut off") { h.hub.subscriberCount == 1 ? true : nil }
-        #expect(reader.events.filter { $0.type == "removed" }.count == capacity * 2, "the reading client got every state change")
         await reader.stop()
         await h.shutdown()
     }
