@@ -57,7 +57,7 @@ struct AdminAccessTests {
         #expect(right.status == 200)
         let events = EventRecorder(client: h.client, url: h.api("/events?access_token=\(token)"))
         _ = try await h.eventually("the subscriber") { h.hub.subscriberCount == 1 ? true : nil }
-        #expect(events.responseStatus == 200)
+        #expect(try await h.eventually("the event stream's head") { events.responseStatus } == 200)
         let refused = EventRecorder(client: h.client, url: h.api("/events?access_token=nope"))
         _ = try await h.eventually("the refusal") { refused.responseStatus }
         #expect(refused.responseStatus == 401)
