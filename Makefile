@@ -4,13 +4,18 @@
 
 SWIFT ?= swift
 DEB_PACKAGES := libssl-dev zlib1g-dev libsqlite3-dev pkg-config ffmpeg
+# Only for the test run: the status page test loads it in headless Chromium; the OpenAPI test validates with Python.
+TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema
 LISTEN ?= 127.0.0.1:8080
 CACHE_DIR ?=
 
-.PHONY: deps build release run test bench fuzz clean
+.PHONY: deps test-deps build release run test bench fuzz clean
 
 deps:
 	@./scripts/install-deps.sh $(DEB_PACKAGES)
+
+test-deps:
+	@./scripts/install-deps.sh $(TEST_DEB_PACKAGES)
 
 build: deps
 	$(SWIFT) build
@@ -21,7 +26,7 @@ release: deps
 run: build
 	$(SWIFT) run hlscache serve --listen $(LISTEN) $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR))
 
-test: deps
+test: deps test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel --num-workers 2
 

@@ -107,10 +107,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The admin API (/api/v1), Server-Sent Events, playback records and the status page: above the proxy and the
+        // downloader, plugged into the proxy as its route extension.
+        .target(
+            name: "HLSAdmin",
+            dependencies: [
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ] + nio,
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "hlscache",
             dependencies: [
-                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSConfig",
+                "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSConfig", "HLSAdmin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -155,6 +166,15 @@ let package = Package(
         .testTarget(
             name: "HLSConfigTests",
             dependencies: ["HLSConfig", "HLSCacheCore", "HLSOrigin", "HLSKeys", "HLSProxy", "HLSDownloader"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HLSAdminTests",
+            dependencies: [
+                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             swiftSettings: swiftSettings
         ),
         .testTarget(

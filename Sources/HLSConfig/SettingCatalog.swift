@@ -68,12 +68,12 @@ public enum SettingCatalog {
                 "how long SIGTERM/SIGINT waits for requests in progress"),
             .bool("metrics.enabled", \.metricsEnabled, flag: "--[no-]metrics", "serve Prometheus metrics on /metrics"),
             .single(
-                "api.token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
+                "api.token", flag: "--api-token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
                     settings.apiToken = text.isEmpty ? nil : text
                 }, render: { $0.apiToken }),
-            .list("api.allow", \.apiAllow, validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),
+            .list("api.allow", \.apiAllow, flag: "--api-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),
             .duration("origin.connectTimeout", \.originConnectTimeout, "connecting to an origin (TCP and TLS); past it 502 network"),
             .duration("origin.readTimeout", \.originReadTimeout, "longest silence between two reads from an origin; past it 504 timeout"),
             .int("origin.maxRedirects", \.originMaxRedirects, range: 0...20, "redirects followed per request, each re-checked against the policy"),

@@ -89,7 +89,13 @@ public final class Downloader: Sendable {
             // Another process (or command) changed the state: stop at once.
             while !Task.isCancelled {
                 try? await Task.sleep(for: configuration.statePollInterval)
-                guard let current = try? items.item(id) else { continue }
+                let found: DownloadItem?
+                do { found = try items.item(id) } catch { continue }
+                // Gone (`rm` without --keep-metadata) or changed: stop.
+                guard let current = found else {
+                    work.cancel()
+                    return
+                }
                 if current.state != .downloading || current.ownerPID != getpid() || (current.expiresAt.map { $0 <= Date() } ?? false) {
                     work.cancel()
                     return

@@ -81,6 +81,14 @@ public final class ItemStore: Sendable {
             // The owner's boot id and start time next to its PID (see ProcessIdentity).
             try db.alter(table: "items") { t in t.add(column: "owner_token", .text) }
         }
+        migrator.registerMigration("v3-consumption") { db in
+            // Playback through the proxy (ItemStore+Consumption.swift); removed with the item.
+            try db.create(table: "item_consumption") { t in
+                t.column("item_id", .text).notNull().primaryKey()
+                t.column("last_played_at", .double).notNull()
+                t.column("served", .text).notNull()
+            }
+        }
         return migrator
     }
 
@@ -228,6 +236,7 @@ public final class ItemStore: Sendable {
     public func purge(_ id: String) throws(DownloadError) {
         try write { db in
             try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
         }
     }
@@ -291,7 +300,7 @@ public final class ItemStore: Sendable {
 
     // MARK: - Rows
 
-    private func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+    func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
         do {
             return try pool.write(body)
         } catch let error as DownloadError {
@@ -301,7 +310,7 @@ public final class ItemStore: Sendable {
         }
     }
 
-    private func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+    func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
         do {
             return try pool.read(body)
         } catch let error as DownloadError {

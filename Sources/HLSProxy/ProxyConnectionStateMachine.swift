@@ -7,7 +7,7 @@ struct ProxyConnectionStateMachine {
     private enum State {
         /// Waiting for a request head.
         case idle
-        /// Head received; its body (ignored for GET/HEAD) is being read.
+        /// Head received; its body (bounded; only route extensions such as the admin API read it) is being read.
         case receivingRequest(HTTPRequestHead, bodyBytes: Int)
         /// The request is being answered.
         case responding(keepAlive: Bool)
@@ -67,6 +67,10 @@ struct ProxyConnectionStateMachine {
                 state = .rejecting
                 return .reject(.badRequest("conflicting Content-Length headers"))
             }
+            if let declared = lengths.first.flatMap({ Int($0) }), declared > maxRequestBodyBytes {
+                state = .rejecting
+                return .reject(.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
+            }
             state = .receivingRequest(head, bodyBytes: 0)
             return .none
         case .rejecting, .closed:
@@ -82,7 +86,7 @@ struct ProxyConnectionStateMachine {
         guard case .receivingRequest(let head, let bytes) = state else { return .none }
         if bytes + count > maxRequestBodyBytes {
             state = .rejecting
-            return .reject(ProxyError.badRequest("request body too large"))
+            return .reject(ProxyError.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
         }
         state = .receivingRequest(head, bodyBytes: bytes + count)
         return .none

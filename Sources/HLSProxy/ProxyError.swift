@@ -3,7 +3,7 @@ import HLSCacheCore
 /// Errors the proxy itself answers with. Each maps to a status and a JSON body (`ErrorBody`).
 public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
-        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable
+        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable, payloadTooLarge
     }
     private var codeValue: Code
     public private(set) var httpStatus: Int
@@ -34,6 +34,8 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     }
     /// The origin sent something that is not what it claims (a broken playlist).
     public static func corrupted(_ message: String) -> ProxyError { ProxyError(.corrupted, 502, message) }
+    /// A request body larger than the server accepts (413).
+    public static func payloadTooLarge(_ message: String) -> ProxyError { ProxyError(.payloadTooLarge, 413, message) }
     public static func forbidden(_ message: String) -> ProxyError { ProxyError(.forbidden, 403, message) }
     public static func unavailable(_ message: String) -> ProxyError { ProxyError(.unavailable, 503, message) }
     /// A Range outside the representation (416).

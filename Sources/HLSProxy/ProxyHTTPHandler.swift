@@ -17,6 +17,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var state: ProxyConnectionStateMachine
     private var context: ChannelHandlerContext?
     private var responder: Responder?
+    /// The body of the request being received (bounded by the state machine's limit).
+    private var requestBody: ByteBuffer?
     private let router: ProxyRouter
     private let corsAllowOrigin: String?
     private let observer: ExchangeObserver?
@@ -42,9 +44,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             context.triggerUserOutboundEvent(RequestProgressEvent.headReceived, promise: nil)
+            requestBody = nil
             run(state.receivedHead(head), context: context, head: head)
-        case .body(let buffer):
-            run(state.receivedBody(count: buffer.readableBytes), context: context, head: nil)
+        case .body(var buffer):
+            let action = state.receivedBody(count: buffer.readableBytes)
+            if action == .none { _ = requestBody.setOrWriteBuffer(&buffer) }
+            run(action, context: context, head: nil)
         case .end:
             run(state.receivedEnd(), context: context, head: nil)
         }
@@ -78,7 +83,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .none:
             break
         case .dispatch(let head, _):
-            let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress)
+            let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
+            requestBody = nil
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
             self.responder = responder

@@ -5,6 +5,8 @@ import NIOHTTP1
 public struct ProxyRequest: Sendable {
     public var head: HTTPRequestHead
     public var remoteAddress: SocketAddress?
+    /// The request body, at most `maxRequestBodyBytes` (64 KiB); `nil` when the request had none.
+    public var body: ByteBuffer? = nil
 
     public var method: HTTPMethod { head.method }
     public var isHead: Bool { head.method == .HEAD }

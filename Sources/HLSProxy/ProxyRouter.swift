@@ -31,6 +31,14 @@ final class ProxyRouter: Sendable {
         }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
         responder.route = RequestRoute.classify(path: path)
+        if let routeExtension = services.routeExtension {
+            if path == "/" || path == "/api" || path.hasPrefix("/api/") {
+                responder.omitsCORS = true
+                routeExtension.handle(request, responder: ProxyResponder(responder))
+                return
+            }
+            responder.routeObserver = routeExtension
+        }
         if request.method == .OPTIONS {
             preflight(responder)
             return

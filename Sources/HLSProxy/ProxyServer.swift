@@ -22,16 +22,18 @@ public final class ProxyServer: Sendable {
     ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
     ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
     ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.
+    ///   - routeExtension: answers `/api/…` and `/` and observes proxied responses (the admin API, `HLSAdmin`).
     public init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil
+        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil,
+        routeExtension: (any ProxyRouteExtension)? = nil
     ) {
         self.configuration = configuration
         var accessLog = accessLogger ?? Logger(label: "hlscache.access")
         if accessLogger == nil { accessLog.logLevel = logger.logLevel }
         self.services = ProxyServices(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger,
-            metrics: metrics, accessLog: accessLog)
+            metrics: metrics, accessLog: accessLog, routeExtension: routeExtension)
         self.router = ProxyRouter(services: services)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
     }

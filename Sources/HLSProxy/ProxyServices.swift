@@ -26,10 +26,15 @@ final class ProxyServices: Sendable {
     /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
     let downloadStates = NIOLockedValueBox<(@Sendable () throws -> [String: Int])?>(nil)
 
+    /// Answers `/api/…` and `/` and observes proxied responses (the admin layer); `nil` keeps the built-in pages.
+    let routeExtension: (any ProxyRouteExtension)?
+
     init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
-        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLog: Logger? = nil
+        threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLog: Logger? = nil,
+        routeExtension: (any ProxyRouteExtension)? = nil
     ) {
+        self.routeExtension = routeExtension
         self.configuration = configuration
         self.store = store
         self.origin = origin

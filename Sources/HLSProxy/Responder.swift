@@ -30,6 +30,10 @@ final class Responder: @unchecked Sendable {
     private let startedAt = NIODeadline.now()
     private var recorded = false
     private let observer: ExchangeObserver?
+    /// Told about the response head of a proxied resource (the admin layer records playback and hit ratio).
+    var routeObserver: (any ProxyRouteExtension)?
+    /// Route extensions answering for themselves (the admin API) send no CORS headers.
+    var omitsCORS = false
 
     init(
         eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?, observer: ExchangeObserver? = nil
@@ -67,6 +71,7 @@ final class Responder: @unchecked Sendable {
         }
         var headers = headers
         decorate(&headers)
+        routeObserver?.didRespond(to: request, status: status, headers: headers)
         handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
     }
 
@@ -94,6 +99,7 @@ final class Responder: @unchecked Sendable {
         self.status = Int(status.code)
         var headers = headers
         decorate(&headers)
+        routeObserver?.didRespond(to: request, status: status, headers: headers)
         handler.writeStreamHead(status: status, headers: headers, headOnly: request.isHead)
     }
 
@@ -143,7 +149,7 @@ final class Responder: @unchecked Sendable {
     }
 
     private func decorate(_ headers: inout HTTPHeaders) {
-        if let corsAllowOrigin {
+        if let corsAllowOrigin, !omitsCORS {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: corsAllowOrigin)
             headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, ETag, X-Cache")
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HLSAdmin
 import HLSCacheCore
 import HLSCacheStore
 import HLSConfig
@@ -54,6 +55,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Client connections held at once; more are closed on accept (raise `ulimit -n` to match). Default 4096 (limits.maxConnections).")
     var maxConnections: String?
 
+    @Option(name: .long, help: "Bearer token the admin API (/api/v1) requires, from loopback too (YAML api.token).")
+    var apiToken: String?
+
+    @Option(name: .long, help: "Network (CIDR) allowed to use the admin API besides loopback (repeatable; YAML api.allow).")
+    var apiAllow: [String] = []
+
     func run() async throws {
         var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
@@ -67,6 +74,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandLine.set("metrics.enabled", metrics.map { String($0) })
         commandLine.set("shutdown.grace", shutdownGrace)
         commandLine.set("limits.maxConnections", maxConnections)
+        commandLine.set("api.token", apiToken)
+        commandLine.set("api.allow", apiAllow)
         let loaded = try cache.load(commandLine)
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment
@@ -105,36 +114,48 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw ValidationError("cannot open the key store in \(configuration.cacheDirectory): \(error.message)")
         }
+        var adminConfiguration = AdminConfiguration(token: settings.apiToken)
+        adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
+        if let token = settings.apiToken, token.count < 16 || token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
+            throw ValidationError("api.token (--api-token): expected at least 16 characters without spaces")
+        }
+        // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
+        // the background with the same origin settings as the proxy's client (the downloader retries each resource
+        // itself); the admin API reports their events.
+        let hub = EventHub(progressInterval: adminConfiguration.progressInterval)
+        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: settings.originConfiguration(retries: 0), logger: logger)
+        let items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
+        let downloader = Downloader(
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
+            keys: keys, logger: logger, onEvent: { hub.publish($0) })
+        let scheduler = DownloadScheduler(downloader: downloader)
+        let admin = AdminAPI(
+            configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
+            volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger)
+            logger: logger, routeExtension: admin)
         let bound: SocketAddress
         do {
             bound = try await server.start()
         } catch {
+            try? await downloadOrigin.shutdown()
             try? await origin.shutdown()
             throw ValidationError("cannot listen on \(address): \(error)")
         }
         let banner = ServeBanner(
             line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
-        // On a signal the group stops its services in reverse order: the banner, the proxy (stop accepting, drain
-        // for up to the grace period), then the downloads (items become idle, resumable), then key renewal.
+        // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
+        // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
+        // become idle, resumable), then key renewal.
         var running: [any Service] = []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }
-        // Items queued by `hlscache fetch --detach` (and interrupted ones) are downloaded in the background.
-        // Same origin settings as the proxy's client; the downloader retries each resource itself.
-        let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: settings.originConfiguration(retries: 0), logger: logger)
-        let items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
-        let downloaderConfiguration = settings.downloaderConfiguration()
-        let downloader = Downloader(
-            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration,
-            keys: keys, logger: logger)
-        let scheduler = DownloadScheduler(downloader: downloader)
         server.setDownloadStateProvider { try items.countsByState() }
         running.append(DownloadSchedulerService(scheduler: scheduler))
         running.append(ProxyService(server: server, gracePeriod: settings.shutdownGrace))
+        running.append(admin)
         let services = ServiceGroup(
             configuration: ServiceGroupConfiguration(services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()

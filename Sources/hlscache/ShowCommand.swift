@@ -26,6 +26,12 @@ struct ShowCommand: AsyncParsableCommand {
             var object = ItemFormatter.dictionary(item, proxyBase: proxy)
             object["resources"] = resources.count
             object["resourcesDone"] = resources.count { $0.done }
+            // Playback through `serve` (the SDKs' "record consumption").
+            if let played = try context.items.consumption(id) {
+                object["lastPlayedAt"] = ItemFormatter.iso(played.lastPlayedAt) ?? ""
+                object["servedSeconds"] = (played.servedSeconds * 1000).rounded() / 1000
+                object["served"] = played.served.map { String(format: "%.3f-%.3f", $0[0], $0[1]) }
+            }
             let keys = try context.downloader.keyStatus(of: id)
             if json {
                 if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.dictionary) }

@@ -1,0 +1,112 @@
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+import HLSKeys
+
+/// The endpoints' work, on the thread pool (SQLite, the cache index).
+extension AdminAPI {
+    func listItems(state: String?) throws -> Reply {
+        var filter: ItemState?
+        if let state {
+            guard let parsed = ItemState(rawValue: state) else {
+                throw AdminError.badRequest("state \(state): expected one of \(ItemState.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            filter = parsed
+        }
+        let list = try items.items(state: filter)
+        let consumptions = try items.consumptions()
+        return Reply(status: .ok, json: AdminJSON.string(["items": list.map { AdminJSON.item($0, consumption: consumptions[$0.id]) }]))
+    }
+
+    func showItem(_ id: String) throws -> Reply {
+        try items.recoverInterrupted()
+        let item = try items.require(id)
+        var object = AdminJSON.item(item, consumption: try items.consumption(id))
+        let resources = try items.resources(id)
+        object["resources"] = resources.count
+        object["resourcesDone"] = resources.count { $0.done }
+        return Reply(status: .ok, json: AdminJSON.string(object))
+    }
+
+    func createItem(_ body: [UInt8]) throws -> Reply {
+        let request = try ItemRequest.parse(body)
+        let item = request.item
+        // A new item only: resuming an existing one is POST /items/{id}/resume (409 tells the client it exists).
+        if try items.item(item.id) != nil { throw AdminError.conflict("an item with id \(item.id) already exists") }
+        // Announced before the insert: the scheduler may claim the item the moment it is stored, and subscribers
+        // must see `queued` before `downloading`.
+        hub.itemChanged(item)
+        do {
+            try items.insert(item)
+        } catch {
+            hub.itemRemoved(item.id)
+            throw error
+        }
+        wake()
+        return Reply(
+            status: .created, json: AdminJSON.string(AdminJSON.item(item, consumption: nil)),
+            headers: [("Location", "/api/v1/items/\(item.id)")])
+    }
+
+    func removeItem(_ id: String, keepMetadata: Bool) throws -> Reply {
+        try downloader.remove(id, keepMetadata: keepMetadata)
+        if keepMetadata {
+            let item = try items.require(id)
+            return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+        }
+        hub.itemRemoved(id)
+        return Reply(status: .noContent, json: "")
+    }
+
+    func act(_ action: String, on id: String) throws -> Reply {
+        let item: DownloadItem
+        switch action {
+        case "pause":
+            item = try downloader.pause(id)
+        case "resume":
+            item = try downloader.resume(id)
+            wake()
+        case "lock":
+            item = try downloader.setLocked(id, true)
+        default:
+            item = try downloader.setLocked(id, false)
+        }
+        hub.itemChanged(item)
+        return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+    }
+
+    func listKeys() throws -> Reply {
+        guard let keys else { return Reply(status: .ok, json: AdminJSON.string(["keys": [Any]()])) }
+        let records = try keys.list()
+        let list = records.map { record -> [String: Any] in
+            var object: [String: Any] = [
+                "id": record.id.value, "host": record.host, "state": keys.state(of: record).rawValue,
+                "registeredAt": AdminJSON.iso(record.registeredAt),
+            ]
+            if let expires = record.expiresAt { object["expiresAt"] = AdminJSON.iso(expires) }
+            if let fetched = record.fetchedAt { object["fetchedAt"] = AdminJSON.iso(fetched) }
+            if let error = record.lastError { object["lastError"] = error }
+            return object
+        }
+        return Reply(status: .ok, json: AdminJSON.string(["keys": list]))
+    }
+
+    func status() throws -> Reply {
+        let usage = try store.usage()
+        let (hits, misses) = recorder.hitsAndMisses
+        var byState: [String: Int] = [:]
+        for item in try items.items() { byState[item.state.rawValue, default: 0] += 1 }
+        let object: [String: Any] = [
+            "version": HLSCacheVersion.current,
+            "startedAt": AdminJSON.iso(startedAt),
+            "cache": ["bytes": usage.bytes, "objects": usage.count, "maxBytes": store.maxBytes] as [String: Any],
+            "requests": [
+                "hits": hits, "misses": misses,
+                "hitRatio": hits + misses > 0 ? (Double(hits) / Double(hits + misses) * 1000).rounded() / 1000 : 0,
+            ] as [String: Any],
+            "items": byState,
+            "eventSubscribers": hub.subscriberCount,
+        ]
+        return Reply(status: .ok, json: AdminJSON.string(object))
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSDownloader
+import HLSKeys
+import HLSProxy
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ServiceLifecycle
+
+/// The admin API (`/api/v1`, docs/api.md) and the status page (`/`), plugged into the proxy as its
+/// ``ProxyRouteExtension``: items (the `hlscache fetch`/`pause`/`resume`/`lock`/`rm` of the SDKs, over HTTP), keys
+/// without their bytes, Server-Sent Events, playback records and cache statistics.
+///
+/// Requests are answered on the event loop only for routing and access checks; SQLite work runs on the thread pool.
+/// Call ``run()`` in a task for the life of the server: it polls `items.sqlite` for changes made by other
+/// processes, writes playback records and sends heartbeats.
+public final class AdminAPI: ProxyRouteExtension, Service {
+    let configuration: AdminConfiguration
+    let access: AdminAccess
+    let downloader: Downloader
+    let keys: KeyService?
+    let hub: EventHub
+    let recorder: ConsumptionRecorder
+    let threadPool: NIOThreadPool
+    let logger: Logger
+    let wake: @Sendable () -> Void
+    let startedAt = Date()
+
+    var items: ItemStore { downloader.items }
+    var store: CacheStore { downloader.store }
+
+    /// - Parameters:
+    ///   - downloader: the server's downloader (its `onEvent` should feed `hub`).
+    ///   - hub: the event hub; create it first and pass `hub.publish` as the downloader's `onEvent`.
+    ///   - volatileQueryParameters: the proxy's, so served URLs map to the items' cache keys.
+    ///   - wake: asks the download scheduler to look at the items now (a created or resumed item starts at once).
+    public init(
+        configuration: AdminConfiguration, downloader: Downloader, keys: KeyService?, hub: EventHub, volatileQueryParameters: [String],
+        threadPool: NIOThreadPool = .singleton, logger: Logger, wake: @escaping @Sendable () -> Void = {}
+    ) {
+        self.configuration = configuration
+        self.access = AdminAccess(configuration: configuration)
+        self.downloader = downloader
+        self.keys = keys
+        self.hub = hub
+        self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters)
+        self.threadPool = threadPool
+        self.logger = logger
+        self.wake = wake
+    }
+
+    // MARK: - ProxyRouteExtension
+
+    public func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
+        recorder.observe(request, status: status, headers: headers)
+    }
+
+    public func handle(_ request: ProxyRequest, responder: ProxyResponder) {
+        let target = request.head.uri
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = parts[0]
+        let query = parts.count > 1 ? Self.parseQuery(parts[1]) : [:]
+        if path == "/" {
+            if let denied = access.check(request, queryToken: nil, needsToken: false) {
+                return responder.send(error: denied)
+            }
+            guard request.method == .GET || request.method == .HEAD else {
+                return responder.send(error: AdminError.methodNotAllowed("the status page answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
+            }
+            return StatusPage.send(to: responder, headOnly: request.method == .HEAD)
+        }
+        guard path.hasPrefix("/api/v1/") else {
+            return responder.send(error: AdminError.notFound("the admin API lives under /api/v1/ (docs/api.md)"))
+        }
+        let segments = path.dropFirst("/api/v1/".count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if let denied = access.check(request, queryToken: segments == ["events"] ? query["access_token"] : nil) {
+            var extra: HTTPHeaders = [:]
+            if denied.httpStatus == 401 { extra.add(name: "WWW-Authenticate", value: "Bearer realm=\"hlscache\"") }
+            return responder.send(error: denied, extraHeaders: extra)
+        }
+        route(request, route: segments, query: query, responder: responder)
+    }
+
+    // MARK: - Routing
+
+    private func route(_ request: ProxyRequest, route: [String], query: [String: String], responder: ProxyResponder) {
+        let method = request.method
+        let isRead = method == .GET || method == .HEAD
+        let actions: Set<String> = ["pause", "resume", "lock", "unlock"]
+        switch route.count {
+        case 1 where route[0] == "items" && isRead:
+            return blocking(responder) { try self.listItems(state: query["state"]) }
+        case 1 where route[0] == "items" && method == .POST:
+            guard Self.isJSON(request) else {
+                return responder.send(error: AdminError.unsupportedMediaType("send the item as Content-Type: application/json"))
+            }
+            let body = request.body.map { Array($0.readableBytesView) } ?? []
+            return blocking(responder) { try self.createItem(body) }
+        case 2 where route[0] == "items" && isRead:
+            let id = route[1]
+            return blocking(responder) { try self.showItem(id) }
+        case 2 where route[0] == "items" && method == .DELETE:
+            let id = route[1]
+            let keep = query["keepMetadata"].map { $0 == "true" || $0 == "1" } ?? false
+            return blocking(responder) { try self.removeItem(id, keepMetadata: keep) }
+        case 3 where route[0] == "items" && actions.contains(route[2]) && method == .POST:
+            let (id, action) = (route[1], route[2])
+            return blocking(responder) { try self.act(action, on: id) }
+        case 1 where route[0] == "keys" && isRead:
+            return blocking(responder) { try self.listKeys() }
+        case 1 where route[0] == "status" && isRead:
+            return blocking(responder) { try self.status() }
+        case 1 where route[0] == "events" && method == .GET:
+            return subscribe(responder)
+        default:
+            if let allowed = Self.allowedMethods(route) {
+                responder.send(error: AdminError.methodNotAllowed("\(method.rawValue) is not supported here"), extraHeaders: ["Allow": allowed])
+            } else {
+                responder.send(error: AdminError.notFound("no such endpoint (docs/api.md)"))
+            }
+        }
+    }
+
+    private static func allowedMethods(_ route: [String]) -> String? {
+        if route == ["items"] { return "GET, HEAD, POST" }
+        if route.count == 2 && route[0] == "items" { return "GET, HEAD, DELETE" }
+        if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock"].contains(route[2]) { return "POST" }
+        if route == ["keys"] || route == ["status"] { return "GET, HEAD" }
+        if route == ["events"] { return "GET" }
+        return nil
+    }
+
+    static func isJSON(_ request: ProxyRequest) -> Bool {
+        guard let type = request.header("content-type") else { return false }
+        return type.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+    }
+
+    static func parseQuery(_ query: Substring) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+            let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
+            result[name] = value
+        }
+        return result
+    }
+
+    /// A JSON answer computed on the thread pool.
+    struct Reply: Sendable {
+        var status: HTTPResponseStatus
+        var json: String
+        var headers: [(String, String)] = []
+    }
+
+    private func blocking(_ responder: ProxyResponder, _ body: @escaping @Sendable () throws -> Reply) {
+        threadPool.runIfActive(eventLoop: responder.eventLoop, body).whenComplete { result in
+            switch result {
+            case .success(let reply):
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Type", value: "application/json")
+                headers.add(name: "Cache-Control", value: "no-store")
+                for (name, value) in reply.headers { headers.add(name: name, value: value) }
+                var buffer = ByteBuffer()
+                if reply.status != .noContent { buffer.writeString(reply.json + "\n") }
+                responder.send(status: reply.status, headers: headers, body: buffer)
+            case .failure(let error as AdminError):
+                responder.send(error: error)
+            case .failure(let error as DownloadError):
+                responder.send(error: Self.map(error))
+            case .failure(let error as KeyError):
+                responder.send(error: AdminError.internalError("key store: \(error.message)"))
+            case .failure(let error):
+                responder.send(error: AdminError.internalError("\(error)"))
+            }
+        }
+    }
+
+    /// Download errors keep their codes; the ones a request can cause get the API's statuses.
+    static func map(_ error: DownloadError) -> any HTTPMappableError {
+        if error == .unknownItem { return AdminError.notFound(error.message) }
+        if error == .invalidState { return AdminError.conflict(error.message) }
+        if error == .corrupted { return AdminError.internalError(error.message) }
+        return error
+    }
+
+    // MARK: - Events
+
+    private func subscribe(_ responder: ProxyResponder) {
+        let hub = self.hub
+        let stream = EventStream(responder: responder, capacity: configuration.maxBufferedEvents) { stream in
+            hub.unsubscribe(stream)
+        }
+        hub.subscribe(stream)
+        stream.start()
+    }
+
+    // MARK: - Background work
+
+    /// Polls for changes by other processes, records playback and sends heartbeats until the task is cancelled or
+    /// the service group shuts down gracefully; then closes every event stream (so the proxy's drain does not wait
+    /// for them).
+    public func run() async throws {
+        await cancelWhenGracefulShutdown { await self.loop() }
+        hub.closeAll()
+    }
+
+    private func loop() async {
+        var lastHeartbeat = ContinuousClock.now
+        while !Task.isCancelled {
+            await pollOnce()
+            if ContinuousClock.now - lastHeartbeat >= configuration.heartbeatInterval {
+                lastHeartbeat = .now
+                hub.ping()
+            }
+            try? await Task.sleep(for: configuration.pollInterval)
+        }
+    }
+
+    /// One round of ``run()``: read the items, announce changes, record playback.
+    public func pollOnce() async {
+        let hub = self.hub
+        let recorder = self.recorder
+        let items = self.items
+        let logger = self.logger
+        try? await threadPool.runIfActive {
+            do {
+                let current = try items.items()
+                hub.poll(current)
+                for (id, record) in recorder.flush(items: current) {
+                    hub.send(.played(id: id, lastPlayedAt: record.lastPlayedAt, servedSeconds: record.servedSeconds))
+                }
+            } catch {
+                logger.warning("admin: cannot read the items: \(error)")
+            }
+        }
+    }
+}

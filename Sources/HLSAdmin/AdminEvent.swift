@@ -1,0 +1,66 @@
+import Foundation
+import HLSDownloader
+import NIOCore
+
+/// One Server-Sent Event of `GET /api/v1/events` (docs/api.md): item state changes, throttled progress, removals
+/// and playback. Encoded as `event: TYPE` + `data: JSON`.
+public enum AdminEvent: Sendable, Hashable {
+    /// The item is now in `state` (also sent when an item appears).
+    case state(id: String, state: ItemState, error: String?)
+    /// Counters of a downloading item.
+    case progress(id: String, bytes: Int64, bytesTotal: Int64, segments: Int, segmentsTotal: Int)
+    /// The item was removed without keeping its metadata.
+    case removed(id: String)
+    /// A player was served the item's segments through the proxy.
+    case played(id: String, lastPlayedAt: Date, servedSeconds: Double)
+
+    /// The item the event is about.
+    public var id: String {
+        switch self {
+        case .state(let id, _, _), .progress(let id, _, _, _, _), .removed(let id), .played(let id, _, _): id
+        }
+    }
+
+    /// Progress (and playback) events may be coalesced or dropped for a slow subscriber; state changes may not.
+    var isCoalescable: Bool {
+        switch self {
+        case .progress, .played: true
+        case .state, .removed: false
+        }
+    }
+
+    var type: String {
+        switch self {
+        case .state: "state"
+        case .progress: "progress"
+        case .removed: "removed"
+        case .played: "played"
+        }
+    }
+
+    /// The JSON object of the `data:` line.
+    var object: [String: Any] {
+        switch self {
+        case .state(let id, let state, let error):
+            var object: [String: Any] = ["type": "state", "id": id, "state": state.rawValue]
+            if let error { object["error"] = error }
+            return object
+        case .progress(let id, let bytes, let bytesTotal, let segments, let segmentsTotal):
+            return [
+                "type": "progress", "id": id, "bytes": bytes, "bytesTotal": bytesTotal, "segments": segments,
+                "segmentsTotal": segmentsTotal, "percent": AdminJSON.percent(bytes: bytes, bytesTotal: bytesTotal, segments: segments, segmentsTotal: segmentsTotal),
+            ]
+        case .removed(let id):
+            return ["type": "removed", "id": id]
+        case .played(let id, let at, let seconds):
+            return ["type": "played", "id": id, "lastPlayedAt": AdminJSON.iso(at), "servedSeconds": seconds]
+        }
+    }
+
+    /// The SSE frame.
+    func write(to buffer: inout ByteBuffer) {
+        buffer.writeString("event: \(type)\ndata: ")
+        buffer.writeString(AdminJSON.string(object))
+        buffer.writeString("\n\n")
+    }
+}

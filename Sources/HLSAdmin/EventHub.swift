@@ -1,0 +1,192 @@
+import Foundation
+import HLSDownloader
+import NIOConcurrencyHelpers
+
+/// Broadcasts item events to every `/events` subscriber (the offline SDKs' listener model).
+///
+/// Fed by the in-process ``Downloader`` (``publish(_:)`` as its `onEvent`), by the API's own changes, and by a poll
+/// of `items.sqlite` (``poll(_:)``, every ``AdminConfiguration/pollInterval``) that notices what other processes
+/// (`hlscache fetch`, `pause`, `rm`) changed. The hub remembers the last state and counters it announced per item,
+/// so the same change seen by both paths is sent once. Publishing never waits: each subscriber has its own bounded
+/// buffer (``EventStream``).
+public final class EventHub: Sendable {
+    private struct Known: Equatable {
+        var state: ItemState
+        var error: String?
+        var bytes: Int64
+        var bytesTotal: Int64
+        var segments: Int
+        var segmentsTotal: Int
+    }
+
+    private struct State {
+        var subscribers: [ObjectIdentifier: EventStream] = [:]
+        var known: [String: Known] = [:]
+        /// Last progress sent per item, and the newest one held back by the throttle.
+        var lastProgressAt: [String: ContinuousClock.Instant] = [:]
+        var heldProgress: [String: AdminEvent] = [:]
+        var polledOnce = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+    let progressInterval: Duration
+
+    public init(progressInterval: Duration = .milliseconds(250)) {
+        self.progressInterval = progressInterval
+    }
+
+    /// The number of connected subscribers.
+    public var subscriberCount: Int { state.withLockedValue { $0.subscribers.count } }
+
+    /// The largest number of events queued for one subscriber now (bounded by its capacity).
+    public var largestBacklog: Int {
+        let streams = state.withLockedValue { Array($0.subscribers.values) }
+        return streams.map(\.backlog).max() ?? 0
+    }
+
+    func subscribe(_ stream: EventStream) {
+        state.withLockedValue { $0.subscribers[ObjectIdentifier(stream)] = stream }
+    }
+
+    func unsubscribe(_ stream: EventStream) {
+        _ = state.withLockedValue { $0.subscribers.removeValue(forKey: ObjectIdentifier(stream)) }
+    }
+
+    /// A downloader event (pass this as the ``Downloader``'s `onEvent`).
+    public func publish(_ event: DownloadEvent) {
+        switch event {
+        case .stateChanged(let id, let itemState, let error):
+            announce(id: id, state: itemState, error: error)
+        case .planned(let id, _, let segments, let estimate):
+            let progress = state.withLockedValue { s -> AdminEvent? in
+                guard var known = s.known[id] else { return nil }
+                known.segmentsTotal = segments
+                if let estimate { known.bytesTotal = estimate }
+                s.known[id] = known
+                return .progress(id: id, bytes: known.bytes, bytesTotal: known.bytesTotal, segments: known.segments, segmentsTotal: segments)
+            }
+            if let progress { throttle(progress, force: false) }
+        case .progress(let id, let p):
+            state.withLockedValue { s in
+                if var known = s.known[id] {
+                    known.bytes = p.bytesDone
+                    known.bytesTotal = p.bytesTotal
+                    known.segments = p.segmentsDone
+                    known.segmentsTotal = p.segmentsTotal
+                    s.known[id] = known
+                }
+            }
+            let event = AdminEvent.progress(
+                id: id, bytes: p.bytesDone, bytesTotal: p.bytesTotal, segments: p.segmentsDone, segmentsTotal: p.segmentsTotal)
+            throttle(event, force: p.segmentsTotal > 0 && p.segmentsDone >= p.segmentsTotal)
+        }
+    }
+
+    /// An item changed by the API itself (created, resumed): announce its state now rather than at the next poll.
+    public func itemChanged(_ item: DownloadItem) {
+        announce(id: item.id, state: item.state, error: item.errorCode)
+    }
+
+    /// The item is gone (removed without metadata).
+    public func itemRemoved(_ id: String) {
+        let known = state.withLockedValue { s -> Bool in
+            s.heldProgress[id] = nil
+            s.lastProgressAt[id] = nil
+            return s.known.removeValue(forKey: id) != nil
+        }
+        if known { broadcast(.removed(id: id)) }
+    }
+
+    /// Sends an event that is not a state or progress change (playback).
+    public func send(_ event: AdminEvent) {
+        broadcast(event)
+    }
+
+    /// Compares the items table with what was announced and sends the differences; also releases progress held
+    /// back by the throttle. The first poll only learns the items (a new subscriber reads `/items` for the start).
+    public func poll(_ items: [DownloadItem]) {
+        var events: [AdminEvent] = []
+        state.withLockedValue { s in
+            let first = !s.polledOnce
+            s.polledOnce = true
+            var seen = Set<String>()
+            for item in items {
+                seen.insert(item.id)
+                let now = Known(
+                    state: item.state, error: item.errorCode, bytes: item.bytesDone, bytesTotal: item.bytesTotal,
+                    segments: item.segmentsDone, segmentsTotal: item.segmentsTotal)
+                let before = s.known[item.id]
+                s.known[item.id] = now
+                guard !first, before != now else { continue }
+                if before?.state != now.state || before?.error != now.error {
+                    events.append(.state(id: item.id, state: now.state, error: now.error))
+                }
+                if before.map({ ($0.bytes, $0.segments, $0.bytesTotal, $0.segmentsTotal) != (now.bytes, now.segments, now.bytesTotal, now.segmentsTotal) })
+                    ?? (now.bytes > 0 || now.segments > 0)
+                {
+                    s.heldProgress[item.id] = nil
+                    events.append(
+                        .progress(id: item.id, bytes: now.bytes, bytesTotal: now.bytesTotal, segments: now.segments, segmentsTotal: now.segmentsTotal))
+                }
+            }
+            for id in s.known.keys where !seen.contains(id) {
+                s.known[id] = nil
+                s.lastProgressAt[id] = nil
+                if !first { events.append(.removed(id: id)) }
+            }
+            for (id, held) in s.heldProgress {
+                events.append(held)
+                s.heldProgress[id] = nil
+                s.lastProgressAt[id] = .now
+            }
+        }
+        for event in events { broadcast(event) }
+    }
+
+    /// Sends a heartbeat comment to every subscriber.
+    func ping() {
+        let streams = state.withLockedValue { Array($0.subscribers.values) }
+        for stream in streams { stream.ping() }
+    }
+
+    private func announce(id: String, state itemState: ItemState, error: String?) {
+        let changed = state.withLockedValue { s -> Bool in
+            var known = s.known[id] ?? Known(state: itemState, error: error, bytes: 0, bytesTotal: 0, segments: 0, segmentsTotal: 0)
+            let isNew = s.known[id] == nil
+            guard isNew || known.state != itemState || known.error != error else { return false }
+            known.state = itemState
+            known.error = error
+            s.known[id] = known
+            return true
+        }
+        if changed { broadcast(.state(id: id, state: itemState, error: error)) }
+    }
+
+    private func throttle(_ event: AdminEvent, force: Bool) {
+        let send = state.withLockedValue { s -> Bool in
+            let now = ContinuousClock.now
+            if force || s.lastProgressAt[event.id].map({ now - $0 >= progressInterval }) ?? true {
+                s.lastProgressAt[event.id] = now
+                s.heldProgress[event.id] = nil
+                return true
+            }
+            s.heldProgress[event.id] = event
+            return false
+        }
+        if send { broadcast(event) }
+    }
+
+    private func broadcast(_ event: AdminEvent) {
+        let streams = state.withLockedValue { Array($0.subscribers.values) }
+        for stream in streams { stream.enqueue(event) }
+    }
+
+    /// Closes every subscription (server stopping).
+    func closeAll() {
+        let streams = state.withLockedValue { s -> [EventStream] in
+            defer { s.subscribers.removeAll() }
+            return Array(s.subscribers.values)
+        }
+        for stream in streams { stream.close(abort: true) }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import HLSCacheCore
+import HLSDownloader
+
+/// The body of `POST /api/v1/items`: the options of `hlscache fetch` as JSON (docs/api.md).
+struct ItemRequest {
+    var item: DownloadItem
+
+    static let knownFields: Set<String> = [
+        "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate",
+    ]
+
+    private struct Body: Decodable {
+        var url: String?
+        var seconds: Int?
+        var variants: String?
+        var audio: String?
+        var subtitles: String?
+        var iframes: Bool?
+        var expires: Expires?
+        var id: String?
+        var headers: Headers?
+        var lock: Bool?
+        var rate: Rate?
+    }
+
+    /// `"12h"` or a number of seconds.
+    private enum Expires: Decodable {
+        case text(String), seconds(Double)
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) { self = .text(text) } else { self = .seconds(try container.decode(Double.self)) }
+        }
+    }
+
+    /// `{"Name": "value"}` or `["Name: value"]`.
+    private enum Headers: Decodable {
+        case object([String: String]), lines([String])
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let object = try? container.decode([String: String].self) { self = .object(object) } else { self = .lines(try container.decode([String].self)) }
+        }
+    }
+
+    /// Accepted in the schema only to be refused with a clear message.
+    private struct Rate: Decodable {
+        init(from decoder: any Decoder) throws {}
+    }
+
+    /// Parses and validates; every problem is one `badRequest` naming the field.
+    static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemRequest {
+        let object: [String: Any]
+        do {
+            guard let parsed = try JSONSerialization.jsonObject(with: Data(body), options: []) as? [String: Any] else {
+                throw AdminError.badRequest("the body must be a JSON object")
+            }
+            object = parsed
+        } catch let error as AdminError {
+            throw error
+        } catch {
+            throw .badRequest("the body is not valid JSON")
+        }
+        if let unknown = object.keys.sorted().first(where: { !knownFields.contains($0) }) {
+            throw .badRequest("unknown field \"\(unknown)\"")
+        }
+        let fields: Body
+        do {
+            fields = try JSONDecoder().decode(Body.self, from: Data(body))
+        } catch let DecodingError.typeMismatch(type, context) {
+            throw .badRequest("\"\(context.codingPath.first?.stringValue ?? "?")\": expected \(Self.describe(type))")
+        } catch let DecodingError.dataCorrupted(context) {
+            throw .badRequest("\"\(context.codingPath.first?.stringValue ?? "?")\": \(context.debugDescription)")
+        } catch {
+            throw .badRequest("the body does not match the item schema: \(error)")
+        }
+        guard let url = fields.url else { throw .badRequest("\"url\" (a string) is required") }
+        do { _ = try OriginURL(url) } catch { throw .badRequest("\"url\": \(error)") }
+        let seconds = fields.seconds ?? 0
+        guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
+            throw .badRequest("\"seconds\": expected 0…\(DownloadItem.maxPrecacheSeconds)")
+        }
+        let selection: RenditionSelection
+        do {
+            selection = try RenditionSelection(
+                variants: fields.variants ?? "all", audio: fields.audio ?? "all", subtitles: fields.subtitles ?? "all",
+                iFrames: fields.iframes ?? false)
+        } catch {
+            throw .badRequest(error.message)
+        }
+        var expiresAt: Date?
+        if let expires = fields.expires {
+            let interval: TimeInterval?
+            switch expires {
+            case .text(let text): interval = duration(text)
+            case .seconds(let value): interval = value > 0 && value.isFinite ? value : nil
+            }
+            guard let interval else { throw .badRequest("\"expires\": expected seconds or e.g. \"45m\", \"12h\", \"7d\", \"2w\"") }
+            expiresAt = now.addingTimeInterval(interval)
+        }
+        let id = fields.id ?? DownloadItem.generateID()
+        guard DownloadItem.isValidID(id) else { throw .badRequest("\"id\": expected 1…64 of A-Z a-z 0-9 . _ -") }
+        var lines: [String] = []
+        switch fields.headers {
+        case .object(let object): lines = object.keys.sorted().map { "\($0): \(object[$0]!)" }
+        case .lines(let list): lines = list
+        case nil: break
+        }
+        var headers: [HeaderField] = []
+        for line in lines {
+            guard let field = HeaderField(parsing: line) else { throw .badRequest("\"headers\": \(line.prefix(80)) is not 'Name: value'") }
+            headers.append(field)
+        }
+        if fields.rate != nil {
+            // `fetch --rate` caps the bandwidth of its own process; the server's downloads share the server's.
+            throw .badRequest("\"rate\" is per process (`hlscache fetch --rate`); items downloaded by `serve` share its bandwidth")
+        }
+        let item = DownloadItem(
+            id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
+            headers: headers, now: now)
+        return ItemRequest(item: item)
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is Int.Type: "an integer"
+        case is Bool.Type: "true or false"
+        case is String.Type: "a string"
+        case is Double.Type: "a number or a duration such as \"12h\""
+        default: "a value of another type"
+        }
+    }
+
+    /// `7d`, `12h`, `30m`, `45s`, `2w`, or a bare number of seconds.
+    static func duration(_ text: String) -> TimeInterval? {
+        guard let last = text.last else { return nil }
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800]
+        if let unit = units[last], let number = Double(text.dropLast()), number > 0, number.isFinite { return number * unit }
+        if let number = Double(text), number > 0, number.isFinite { return number }
+        return nil
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import GRDB
+
+/// Playback records (table `item_consumption`, migration `v2-consumption`): the admin layer of `serve` writes them
+/// when the proxy serves an item's segments; `show` and the API read them. Removed with the item.
+extension ItemStore {
+    /// Records that `start..<end` seconds of item `id` were served at `at` (merging with what was served before).
+    /// Unknown items are ignored (an item removed while its segment was being served).
+    public func recordPlayback(_ id: String, start: Double, end: Double, at: Date = Date()) throws(DownloadError) {
+        try write { db in
+            guard try Row.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [id]) != nil else { return }
+            var record = try Self.fetchConsumption(db, id: id) ?? ItemConsumption(lastPlayedAt: at)
+            record.lastPlayedAt = max(record.lastPlayedAt, at)
+            record.add(start: start, end: end)
+            let served = String(decoding: try JSONEncoder().encode(record.served), as: UTF8.self)
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO item_consumption (item_id, last_played_at, served) VALUES (?, ?, ?)",
+                arguments: [id, record.lastPlayedAt.timeIntervalSince1970, served])
+        }
+    }
+
+    /// The playback record of item `id`, or `nil` when it was never played through the proxy.
+    public func consumption(_ id: String) throws(DownloadError) -> ItemConsumption? {
+        try read { db in try Self.fetchConsumption(db, id: id) }
+    }
+
+    /// Every playback record, by item id.
+    public func consumptions() throws(DownloadError) -> [String: ItemConsumption] {
+        try read { db in
+            var all: [String: ItemConsumption] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT item_id, last_played_at, served FROM item_consumption") {
+                all[row["item_id"]] = try Self.decodeConsumption(row)
+            }
+            return all
+        }
+    }
+
+    /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).
+    public func items(listing key: String) throws(DownloadError) -> [String] {
+        try read { db in
+            try String.fetchAll(db, sql: "SELECT item_id FROM item_resources WHERE key = ?", arguments: [key])
+        }
+    }
+
+    private static func fetchConsumption(_ db: Database, id: String) throws -> ItemConsumption? {
+        try Row.fetchOne(db, sql: "SELECT item_id, last_played_at, served FROM item_consumption WHERE item_id = ?", arguments: [id])
+            .map(decodeConsumption)
+    }
+
+    private static func decodeConsumption(_ row: Row) throws -> ItemConsumption {
+        let served = try JSONDecoder().decode([[Double]].self, from: Data((row["served"] as String).utf8))
+        return ItemConsumption(lastPlayedAt: Date(timeIntervalSince1970: row["last_played_at"]), served: served)
+    }
+}

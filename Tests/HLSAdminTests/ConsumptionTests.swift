@@ -1,0 +1,85 @@
+import Foundation
+import HLSAdmin
+import HLSDownloader
+import Testing
+
+@Suite("Playback records (consumption)")
+struct ConsumptionTests {
+    @Test("playing segments through the proxy records last played and the served seconds; the API, /events and `hlscache show` report them")
+    func consumptionRecorded() async throws {
+        let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
+        let events = EventRecorder(client: h.client, url: h.api("/events"))
+        _ = try await h.eventually("the subscriber") { h.hub.subscriberCount == 1 ? true : nil }
+        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"watched"}"#)
+        #expect(created.status == 201)
+        _ = try await h.eventually("cached") { try h.items.item("watched")?.state == .cached ? true : nil }
+        #expect(try h.items.consumption("watched") == nil)
+
+        // A player: the playlists, then the first two 2-second segments of the 400k variant and the fourth.
+        for path in ["/master.m3u8", "/v0/index.m3u8", "/v0/seg000.ts", "/v0/seg001.ts", "/v0/seg003.ts"] {
+            let response = try await h.request(.GET, h.proxyURL(path))
+            #expect(response.status == 200, "\(path)")
+            #expect(response.headers.first(name: "X-Cache") == "HIT", "\(path)")
+        }
+        let record = try await h.eventually("the playback record") { () -> ItemConsumption? in
+            guard let record = try h.items.consumption("watched"), record.served.count == 2 else { return nil }
+            return record
+        }
+        #expect(record.served.count == 2)
+        #expect(abs(record.served[0][0] - 0) < 0.01 && abs(record.served[0][1] - 4) < 0.05, "\(record.served)")
+        #expect(abs(record.served[1][0] - 6) < 0.05 && abs(record.served[1][1] - 8) < 0.1, "\(record.served)")
+        #expect(abs(record.lastPlayedAt.timeIntervalSinceNow) < 600)
+
+        let shown = try await h.request(.GET, h.api("/items/watched"))
+        let consumption = try #require(shown.json["consumption"] as? [String: Any])
+        #expect(consumption["lastPlayedAt"] is String)
+        #expect(abs((consumption["servedSeconds"] as? Double ?? 0) - 6) < 0.2)
+        _ = try await h.eventually("the played event") { events.events.contains { $0.type == "played" } ? true : nil }
+        let status = try await h.request(.GET, h.api("/status"))
+        let requests = try #require(status.json["requests"] as? [String: Any])
+        #expect((requests["hits"] as? Int ?? 0) >= 5)
+        #expect((requests["hitRatio"] as? Double ?? 0) > 0)
+
+        // `hlscache show` (the real binary) on the same cache directory.
+        let directory = h.cacheDirectory.path
+        let (exit, stdout, _) = try await offThread { try CLI.run(["show", "watched", "--cache-dir", directory, "--json"]) }
+        #expect(exit == 0)
+        let printed = try #require(try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any])
+        #expect(printed["lastPlayedAt"] is String)
+        #expect(abs((printed["servedSeconds"] as? Double ?? 0) - 6) < 0.2)
+        #expect((printed["served"] as? [String])?.count == 2)
+        let (_, text, _) = try await offThread { try CLI.run(["show", "watched", "--cache-dir", directory]) }
+        #expect(text.contains("lastPlayedAt: "))
+        #expect(text.contains("0.000-4.000"))
+        await events.stop()
+        await h.shutdown()
+    }
+}
+
+/// The real `hlscache` binary built next to the test bundle.
+enum CLI {
+    static var binary: URL {
+        let testBundle = URL(fileURLWithPath: CommandLine.arguments[0])
+        var dir = testBundle.deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: dir.appendingPathComponent("hlscache").path) {
+            dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
+        }
+        return dir.appendingPathComponent("hlscache")
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    }
+}

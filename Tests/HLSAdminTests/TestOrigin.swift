@@ -1,0 +1,237 @@
+// A copy of Tests/HLSProxyTests/TestOrigin.swift (test targets cannot share sources).
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A real HTTP origin on 127.0.0.1 (port chosen by the OS) serving files from a directory, with a request log
+/// and per-path fault injection, for the proxy's integration tests.
+final class TestOrigin: Sendable {
+    enum Fault: Sendable {
+        /// Answer with this status and a short body.
+        case status(Int)
+        /// Answer `status` for the first `times` requests, then normally.
+        case failFirst(times: Int, status: Int)
+        /// Close the connection without answering.
+        case reset
+        /// Send the head with the full Content-Length, then only `bytes` bytes, then close.
+        case truncate(bytes: Int)
+        /// Send the body in `chunk`-byte pieces with `delay` between them.
+        case slow(chunk: Int, delay: TimeAmount)
+        /// Wait `delay` before sending anything.
+        case stall(delay: TimeAmount)
+        /// Require this header (name, value) or answer 403.
+        case requireHeader(String, String)
+    }
+
+    struct LoggedRequest: Sendable {
+        var method: String
+        var path: String
+        var headers: [(String, String)]
+        var time: ContinuousClock.Instant
+    }
+
+    let root: URL
+    private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+    /// Accepted connections, closed by `stop()` so that a stopped origin is really gone (pooled keep-alive
+    /// connections would otherwise keep answering).
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+    private let boundPort = NIOLockedValueBox(0)
+    private let faults = NIOLockedValueBox<[String: Fault]>([:])
+    private let counters = NIOLockedValueBox<[String: Int]>([:])
+    private let log = NIOLockedValueBox<[LoggedRequest]>([])
+    /// Bytes to serve instead of a file, by path.
+    private let overrides = NIOLockedValueBox<[String: (body: [UInt8], contentType: String)]>([:])
+
+    init(root: URL) {
+        self.root = root
+    }
+
+    /// The bound port; still the same after `stop()`, so URLs made later name the dead origin.
+    var port: Int { boundPort.withLockedValue { $0 } }
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address).
+    func start(port: Int = 0) async throws {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                let id = ObjectIdentifier(channel)
+                self.connections.withLockedValue { $0[id] = channel }
+                channel.closeFuture.whenComplete { _ in _ = self.connections.withLockedValue { $0.removeValue(forKey: id) } }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(TestOriginHandler(origin: self))
+                }
+            }
+        let bound = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        channel.withLockedValue { $0 = bound }
+        boundPort.withLockedValue { $0 = bound.localAddress?.port ?? 0 }
+    }
+
+    /// Closes the listener and every open connection.
+    func stop() async {
+        let bound = channel.withLockedValue { $0 }
+        try? await bound?.close()
+        for connection in connections.withLockedValue({ Array($0.values) }) {
+            try? await connection.close()
+        }
+    }
+
+    func setFault(_ fault: Fault?, for path: String) {
+        faults.withLockedValue { $0[path] = fault }
+    }
+
+    func setBody(_ body: [UInt8]?, contentType: String = "application/vnd.apple.mpegurl", for path: String) {
+        overrides.withLockedValue { $0[path] = body.map { ($0, contentType) } }
+    }
+
+    var requests: [LoggedRequest] { log.withLockedValue { $0 } }
+    func requests(matching suffix: String) -> [LoggedRequest] { requests.filter { $0.path.hasSuffix(suffix) } }
+    func requests(containing text: String) -> [LoggedRequest] { requests.filter { $0.path.contains(text) } }
+    func clearLog() { log.withLockedValue { $0.removeAll() } }
+
+    fileprivate func record(_ head: HTTPRequestHead) {
+        log.withLockedValue {
+            $0.append(LoggedRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name, $0.value) }, time: .now))
+        }
+    }
+
+    fileprivate func fault(for path: String) -> Fault? {
+        guard let fault = faults.withLockedValue({ $0[path] }) else { return nil }
+        if case .failFirst(let times, _) = fault {
+            let seen = counters.withLockedValue { counters -> Int in
+                counters[path, default: 0] += 1
+                return counters[path]!
+            }
+            return seen <= times ? fault : nil
+        }
+        return fault
+    }
+
+    fileprivate func content(for path: String) -> (body: [UInt8], contentType: String)? {
+        if let override = overrides.withLockedValue({ $0[path] }) { return override }
+        let relative = path.split(separator: "?", maxSplits: 1)[0].removingPercentEncoding ?? ""
+        guard !relative.contains("..") else { return nil }
+        let file = root.appendingPathComponent(String(relative.dropFirst()))
+        guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        let type: String
+        switch file.pathExtension {
+        case "m3u8": type = "application/vnd.apple.mpegurl"
+        case "ts": type = "video/mp2t"
+        case "mp4", "m4s": type = "video/mp4"
+        case "key": type = "application/octet-stream"
+        default: type = "application/octet-stream"
+        }
+        return ([UInt8](data), type)
+    }
+}
+
+private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    let origin: TestOrigin
+    private var head: HTTPRequestHead?
+
+    init(origin: TestOrigin) {
+        self.origin = origin
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break
+        case .end:
+            guard let head else { return }
+            origin.record(head)
+            respond(context: context, head: head)
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        let path = String(head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
+        let fault = origin.fault(for: path)
+        switch fault {
+        case .status(let code), .failFirst(_, let code):
+            send(context, status: code, body: Array("fault \(code)\n".utf8), type: "text/plain", head: head)
+            return
+        case .reset:
+            context.close(promise: nil)
+            return
+        case .stall(let delay):
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: delay) { self.serve(context: bound.value, head: head, path: path, fault: nil) }
+            return
+        case .requireHeader(let name, let value):
+            if head.headers.first(name: name) != value {
+                send(context, status: 403, body: Array("missing header\n".utf8), type: "text/plain", head: head)
+                return
+            }
+        default: break
+        }
+        serve(context: context, head: head, path: path, fault: fault)
+    }
+
+    private func serve(context: ChannelHandlerContext, head: HTTPRequestHead, path: String, fault: TestOrigin.Fault?) {
+        guard let (body, type) = origin.content(for: head.uri) ?? origin.content(for: path) else {
+            send(context, status: 404, body: Array("not found\n".utf8), type: "text/plain", head: head)
+            return
+        }
+        var status = 200
+        var slice = body[...]
+        var headers = HTTPHeaders()
+        if let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
+            let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            if spec.count == 2, let first = Int(spec[0]), first < body.count {
+                let last = min(Int(spec[1]) ?? body.count - 1, body.count - 1)
+                slice = body[first...last]
+                status = 206
+                headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(body.count)")
+            } else {
+                send(context, status: 416, body: [], type: "text/plain", head: head)
+                return
+            }
+        }
+        headers.add(name: "Content-Type", value: type)
+        headers.add(name: "Content-Length", value: String(slice.count))
+        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+        if head.method == .HEAD {
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
+        }
+        switch fault {
+        case .truncate(let bytes):
+            let part = ByteBuffer(bytes: slice.prefix(bytes))
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(part)))).whenComplete { _ in bound.value.close(promise: nil) }
+        case .slow(let chunk, let delay):
+            sendSlowly(context, bytes: Array(slice), chunk: chunk, delay: delay)
+        default:
+            context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice)))), promise: nil)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+        }
+    }
+
+    private func sendSlowly(_ context: ChannelHandlerContext, bytes: [UInt8], chunk: Int, delay: TimeAmount) {
+        guard !bytes.isEmpty else {
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
+        }
+        let piece = ByteBuffer(bytes: bytes.prefix(chunk))
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(piece))), promise: nil)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: delay) {
+            self.sendSlowly(bound.value, bytes: Array(bytes.dropFirst(chunk)), chunk: chunk, delay: delay)
+        }
+    }
+
+    private func send(_ context: ChannelHandlerContext, status: Int, body: [UInt8], type: String, head: HTTPRequestHead) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: type)
+        headers.add(name: "Content-Length", value: String(body.count))
+        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+        if head.method != .HEAD { context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+    }
+}
