@@ -161,23 +161,37 @@ struct CLI {
 
         let process = Process()
         process.executableURL = CLI.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "critical"]
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "warning"]
+        let serveLog = cache.appendingPathComponent("serve.log")
+        FileManager.default.createFile(atPath: serveLog.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: serveLog)
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let deadline = Date().addingTimeInterval(20)
+        // A bound on the wait, not a speed requirement: alone this takes about a second.
+        let deadline = Date().addingTimeInterval(90)
         var state = ""
+        var last = ""
         while Date() < deadline {
-            let show = try CLI.run(["show", "later", "--json", "--cache-dir", cache.path])
+            let show = try await offThread { try CLI.run(["show", "later", "--json", "--cache-dir", cache.path]) }
+            last = "status \(show.status): \(show.stdout) \(show.stderr)"
             if show.stdout.contains("\"state\":\"failed\"") {
                 state = show.stdout
                 break
             }
             try await Task.sleep(for: .milliseconds(200))
         }
-        #expect(state.contains("\"error\":\"network\""), "serve ran the queued item: \(state)")
+        let log = (try? String(contentsOf: serveLog, encoding: .utf8)) ?? ""
+        #expect(state.contains("\"error\":\"network\""), "serve ran the queued item; last show: \(last); serve log: \(log)")
         process.terminate()
         process.waitUntilExit()
+    }
+}
+
+/// Runs blocking work (a child process and its pipes) on its own thread, never on one of the few threads of
+/// Swift's cooperative pool: with two cores, a few blocked tests would stall every other test.
+func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
