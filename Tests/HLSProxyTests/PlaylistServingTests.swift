@@ -16,10 +16,10 @@ import Testing
 
         """
 
-    static func live(sequence: Int) -> String {
+    static func live(sequence: Int, targetDuration: Int = 2) -> String {
         """
         #EXTM3U
-        #EXT-X-TARGETDURATION:2
+        #EXT-X-TARGETDURATION:\(targetDuration)
         #EXT-X-MEDIA-SEQUENCE:\(sequence)
         #EXTINF:2.0,
         seg\(sequence).ts
@@ -69,14 +69,15 @@ import Testing
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        harness.origin.setBody(Array(Self.live(sequence: 10).utf8), for: "/live/index.m3u8")
+        // Target duration 8 s: TTL 4 s, room for a loaded machine between the first two requests.
+        harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 8).utf8), for: "/live/index.m3u8")
         let first = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(first.text.contains("MEDIA-SEQUENCE:10"))
-        harness.origin.setBody(Array(Self.live(sequence: 11).utf8), for: "/live/index.m3u8")
+        harness.origin.setBody(Array(Self.live(sequence: 11, targetDuration: 8).utf8), for: "/live/index.m3u8")
         let cached = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(cached.text.contains("MEDIA-SEQUENCE:10"), "served from memory within TTL")
         #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
-        try await Task.sleep(for: .milliseconds(1100))  // TTL = 2 s × 0.5
+        try await Task.sleep(for: .milliseconds(4100))  // TTL = 8 s × 0.5
         let fresh = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(fresh.text.contains("MEDIA-SEQUENCE:11"), "never stale beyond half the target duration")
         #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 2)
