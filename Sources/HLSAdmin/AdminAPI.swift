@@ -70,7 +70,14 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             guard request.method == .GET || request.method == .HEAD else {
                 return responder.send(error: AdminError.methodNotAllowed("the status page answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
             }
-            return StatusPage.send(to: responder, headOnly: request.method == .HEAD)
+            // Without a token the page carries the items as they are now, so it shows them as soon as it loads
+            // (then follows /events); with a token it loads them with the token from its URL fragment.
+            guard configuration.token == nil else { return StatusPage.send(to: responder, headOnly: request.method == .HEAD) }
+            let headOnly = request.method == .HEAD
+            threadPool.runIfActive(eventLoop: responder.eventLoop) { try self.listItems(state: nil).json }.whenComplete { result in
+                StatusPage.send(to: responder, headOnly: headOnly, initialItems: try? result.get())
+            }
+            return
         }
         guard path.hasPrefix("/api/v1/") else {
             return responder.send(error: AdminError.notFound("the admin API lives under /api/v1/ (docs/api.md)"))

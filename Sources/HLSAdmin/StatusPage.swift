@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import HLSProxy
 import NIOCore
@@ -7,7 +8,8 @@ import NIOHTTP1
 /// expiry and last playback, and the cache usage and hit ratio. Its script reads `/api/v1/items` and
 /// `/api/v1/status`, then follows `/api/v1/events`. With `api.token` set, open it as `/#token=…`.
 enum StatusPage {
-    static func send(to responder: ProxyResponder, headOnly: Bool) {
+    /// - Parameter initialItems: the `GET /api/v1/items` body to render before any request (embedded as JSON).
+    static func send(to responder: ProxyResponder, headOnly: Bool, initialItems: String? = nil) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
         headers.add(name: "Cache-Control", value: "no-store")
@@ -16,7 +18,9 @@ enum StatusPage {
             name: "Content-Security-Policy",
             value: "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
         headers.add(name: "X-Frame-Options", value: "DENY")
-        responder.send(status: .ok, headers: headers, body: ByteBuffer(string: html))
+        // `<` is escaped so no item field can close the script element.
+        let snapshot = (initialItems ?? "null").replacingOccurrences(of: "<", with: "\\u003c")
+        responder.send(status: .ok, headers: headers, body: ByteBuffer(string: html.replacingOccurrences(of: "/*INITIAL*/null", with: snapshot)))
     }
 
     static let html = """
@@ -93,6 +97,8 @@ enum StatusPage {
           es.addEventListener("removed", e => { const d = JSON.parse(e.data); items.delete(d.id); const r = document.getElementById("item-" + d.id); if (r) r.remove(); });
           es.addEventListener("played", e => { const d = JSON.parse(e.data); loadItem(d.id); });
         }
+        const initial = /*INITIAL*/null;
+        if (initial) initial.items.forEach(i => { items.set(i.id, i); render(i); });
         loadItems().catch(e => { document.getElementById("conn").textContent = String(e); });
         loadStatus().catch(() => {});
         setInterval(() => loadStatus().catch(() => {}), 5000);
