@@ -8,7 +8,7 @@ struct DownloadSchedulerService: Service {
     let scheduler: DownloadScheduler
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await scheduler.run()
         }
     }

@@ -163,7 +163,7 @@ struct CLI {
         process.executableURL = CLI.binary
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "warning"]
         let serveLog = cache.appendingPathComponent("serve.log")
-        FileManager.default.createFile(atPath: serveLog.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: serveLog.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: serveLog)
         try process.run()

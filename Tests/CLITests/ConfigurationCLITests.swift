@@ -166,7 +166,7 @@ import Testing
         try process.run()
         defer { if process.isRunning { process.terminate() } }
 
-        let firstLine = try await Task.detached {
+        let firstLine = await Task.detached {
             var line = ""
             let handle = out.fileHandleForReading
             while !line.contains("\n") {
@@ -185,7 +185,7 @@ import Testing
         #expect(http.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == "https://player.example")
 
         process.terminate()
-        try await Task.detached { process.waitUntilExit() }.value
+        await Task.detached { process.waitUntilExit() }.value
         #expect(process.terminationStatus == 0)
     }
 }

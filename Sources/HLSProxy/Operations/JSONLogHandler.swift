@@ -33,10 +33,11 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String,
-        line: UInt
-    ) {
+    public func log(event: LogEvent) {
+        write(level: event.level, message: event.message, metadata: event.metadata, source: event.source)
+    }
+
+    private func write(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String) {
         var merged = self.metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let explicit { merged.merge(explicit) { _, new in new } }
