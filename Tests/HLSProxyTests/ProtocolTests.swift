@@ -87,9 +87,11 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.maxConnections = 2 }
         defer { Task { await harness.shutdown() } }
         // Two connections held open (partial heads, long head timeout) fill the server.
-        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 1.5)
-        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 1.5)
-        try await Task.sleep(for: .milliseconds(300))
+        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 5)
+        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 5)
+        // Wait (bounded) until the server holds both, however slowly a loaded machine schedules them.
+        for _ in 0..<200 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(harness.server.services.connections.count == 2)
         let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 1)
         #expect(third.isEmpty)
         #expect(closed)
