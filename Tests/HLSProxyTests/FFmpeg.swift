@@ -184,7 +184,11 @@ final class NIOSafeBox<T>: @unchecked Sendable {
 /// Streams generated once per test process, shared by the suites.
 enum Streams {
     static let root: URL = {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-streams-\(getpid())")
+        // One directory per test module: this file is compiled into several test targets (HLSAdminTests links it),
+        // all in one test process, each with its own lock — a shared directory would let one module remove a
+        // stream another is still making.
+        let module = #fileID.split(separator: "/").first.map(String.init) ?? "tests"
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-streams-\(getpid())-\(module)")
         try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir
     }()
