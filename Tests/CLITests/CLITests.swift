@@ -4,33 +4,6 @@ import FoundationNetworking
 #endif
 import Testing
 
-/// Runs the real `hlscache` binary built next to the test bundle.
-struct CLI {
-    static var binary: URL {
-        let testBundle = URL(fileURLWithPath: CommandLine.arguments[0])
-        var dir = testBundle.deletingLastPathComponent()
-        // On Linux the test runner is `.build/<triple>/debug/hlscachePackageTests.xctest`.
-        if !FileManager.default.fileExists(atPath: dir.appendingPathComponent("hlscache").path) {
-            dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
-        }
-        return dir.appendingPathComponent("hlscache")
-    }
-
-    static func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
-    }
-}
-
 @Suite struct CLITests {
     @Test func urlPrintsProxyURL() throws {
         let result = try CLI.run(["url", "https://cdn.example.com/vod/master.m3u8?t=1"])
