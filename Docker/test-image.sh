@@ -12,8 +12,10 @@
 #   6. check the HEALTHCHECK (podman healthcheck run) and /healthz, that the server runs as a non-root user, then
 #      remove the container.
 # Prints PASS or FAIL and exits 0 or 1. Needs root (rootful podman), podman buildah debootstrap runc ffmpeg curl
-# python3 (installed with apt-get when missing). Too slow for CI: the first run compiles a release build inside
-# the image (30+ minutes on 2 busy cores); later runs reuse the base images and the podman layer cache.
+# python3 (installed with apt-get when missing). Too slow for CI: every run compiles a release build inside the
+# image (20+ minutes on 2 cores); later runs reuse the base images. The build runs with --layers=false: with the
+# vfs storage driver every committed layer is a full copy of the build root (~3 GB each, over 50 GB for the
+# build stage's eight steps), so only the final image is committed (LAYERS=1 keeps podman's layer cache instead).
 #
 # Environment knobs:
 #   HLSCACHE_SOURCE        repository to build (the one this script is in)
@@ -24,6 +26,7 @@
 #   IMAGE                  tag of the built image (localhost/hlscache:test)
 #   PROXY_PORT ORIGIN_PORT loopback ports of the proxy and the test origin (18480, 18481)
 #   KEEP=1                 keep the container and scratch stream after the run (for debugging)
+#   LAYERS=1               commit and cache every build step (needs 50+ GB free with vfs)
 #   REBUILD_BASES=1        remake the base images even if present
 set -uo pipefail
 
@@ -150,7 +153,8 @@ T_BASES=$(( $(date +%s) - T_BASES ))
 T_BUILD=$(date +%s)
 log "building $IMAGE (log: $WORK/build.log)"
 # --format docker keeps HEALTHCHECK (the OCI image format has no field for it).
-"${PODMAN[@]}" build --isolation=chroot --format docker --pull=never \
+"${PODMAN[@]}" build --isolation=chroot --format docker --pull=never --force-rm \
+    --layers="$([ "${LAYERS:-0}" = 1 ] && echo true || echo false)" \
     --build-arg "SWIFT_IMAGE=$SWIFT_BASE" --build-arg "RUNTIME_IMAGE=$RUNTIME_BASE" \
     -f "$ROOT/Docker/Dockerfile" -t "$IMAGE" "$ROOT" >"$WORK/build.log" 2>&1 \
     || { tail -40 "$WORK/build.log"; die "podman build (see $WORK/build.log)"; }
