@@ -210,7 +210,7 @@ public final class Downloader: Sendable {
     }
 
     private func markDone(
-        _ id: String, key: CacheKey, size: Int64, counter: RunCounter, estimator: @escaping @Sendable ([ItemResource]) -> Int64
+        _ id: String, key: CacheKey, size: Int64, counter: RunCounter, estimator: @escaping @Sendable (ResourceTotals) -> Int64
     ) throws {
         guard let item = try items.markDone(id, key: key.value, size: size, estimatedTotal: estimator) else { return }
         emit(
@@ -223,19 +223,15 @@ public final class Downloader: Sendable {
 
     /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give,
     /// or the average stored segment size, or the BANDWIDTH estimate's share.
-    static func estimator(estimate: Int64?, segments: Int) -> @Sendable ([ItemResource]) -> Int64 {
-        { resources in
-            let doneSegments = resources.filter { $0.done && $0.kind == "segment" }
+    static func estimator(estimate: Int64?, segments: Int) -> @Sendable (ResourceTotals) -> Int64 {
+        { totals in
             let average: Int64
-            if !doneSegments.isEmpty {
-                average = doneSegments.reduce(0) { $0 + ($1.size ?? 0) } / Int64(doneSegments.count)
+            if totals.segmentsDone > 0 {
+                average = totals.doneSegmentBytes / Int64(totals.segmentsDone)
             } else {
                 average = segments > 0 ? (estimate ?? 0) / Int64(segments) : 0
             }
-            return resources.reduce(0) { total, resource in
-                if resource.done || resource.size != nil { return total + (resource.size ?? 0) }
-                return total + (resource.kind == "segment" ? average : 0)
-            }
+            return totals.knownBytes + Int64(totals.unknownSegments) * average
         }
     }
 

@@ -21,3 +21,35 @@ public struct ItemResource: Sendable, Hashable, Codable {
         self.done = done
     }
 }
+
+/// Sums over an item's resources: what its progress and its size estimate are computed from.
+public struct ResourceTotals: Sendable, Hashable {
+    /// Bytes of the resources stored so far.
+    public var bytesDone: Int64
+    public var segmentsDone: Int
+    public var segmentsTotal: Int
+    /// Bytes of the segments stored so far.
+    public var doneSegmentBytes: Int64
+    /// Bytes of every resource whose size is known: stored, or a byte range the playlist gives.
+    public var knownBytes: Int64
+    /// Segments neither stored nor of known size.
+    public var unknownSegments: Int
+
+    public init(bytesDone: Int64, segmentsDone: Int, segmentsTotal: Int, doneSegmentBytes: Int64, knownBytes: Int64, unknownSegments: Int) {
+        self.bytesDone = bytesDone
+        self.segmentsDone = segmentsDone
+        self.segmentsTotal = segmentsTotal
+        self.doneSegmentBytes = doneSegmentBytes
+        self.knownBytes = knownBytes
+        self.unknownSegments = unknownSegments
+    }
+}
+
+/// An item's progress counters as ``ItemStore/markDone(_:key:size:estimatedTotal:)`` leaves them.
+public struct ItemProgressCounts: Sendable, Hashable {
+    public var bytesDone: Int64
+    /// Estimated until every size is known; never below `bytesDone`.
+    public var bytesTotal: Int64
+    public var segmentsDone: Int
+    public var segmentsTotal: Int
+}

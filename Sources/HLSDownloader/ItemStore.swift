@@ -268,23 +268,52 @@ public final class ItemStore: Sendable {
     }
 
     /// Marks one resource stored and updates the item's progress counters in the same transaction.
+    ///
+    /// The counters come from SQL aggregates and only the progress columns are written: decoding and re-sealing
+    /// the whole item, and summing every resource in Swift, made this the largest cost of a prewarm
+    /// (`Benchmarks/prewarm.sh`). Returns nil when the item is gone.
     @discardableResult
-    public func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable ([ItemResource]) -> Int64)
-        throws(DownloadError) -> DownloadItem?
+    public func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable (ResourceTotals) -> Int64)
+        throws(DownloadError) -> ItemProgressCounts?
     {
         try write { db in
             try db.execute(
                 sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?", arguments: [size, id, key])
-            guard var item = try self.fetch(db, id: id) else { return nil }
-            let resources = try Self.fetchResources(db, id: id)
-            item.bytesDone = resources.filter(\.done).reduce(0) { $0 + ($1.size ?? 0) }
-            item.segmentsDone = resources.count { $0.done && $0.kind == "segment" }
-            item.segmentsTotal = resources.count { $0.kind == "segment" }
-            item.bytesTotal = max(item.bytesDone, estimatedTotal(resources))
-            item.updatedAt = Date()
-            try self.save(db, item)
-            return item
+            let totals = try Self.resourceTotals(db, id: id)
+            let counts = ItemProgressCounts(
+                bytesDone: totals.bytesDone, bytesTotal: max(totals.bytesDone, estimatedTotal(totals)), segmentsDone: totals.segmentsDone,
+                segmentsTotal: totals.segmentsTotal)
+            try db.execute(
+                sql: """
+                    UPDATE items SET bytes_done = ?, bytes_total = ?, segments_done = ?, segments_total = ?, updated_at = ?
+                    WHERE id = ?
+                    """,
+                arguments: [
+                    counts.bytesDone, counts.bytesTotal, counts.segmentsDone, counts.segmentsTotal, Date().timeIntervalSince1970, id,
+                ])
+            return db.changesCount > 0 ? counts : nil
         }
+    }
+
+    /// The sums ``markDone(_:key:size:estimatedTotal:)`` works from, in one pass over the item's resources.
+    static func resourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
+        let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT
+                  COALESCE(SUM(CASE WHEN done THEN COALESCE(size, 0) ELSE 0 END), 0) AS bytes_done,
+                  COALESCE(SUM(CASE WHEN done AND kind = 'segment' THEN 1 ELSE 0 END), 0) AS segments_done,
+                  COALESCE(SUM(CASE WHEN kind = 'segment' THEN 1 ELSE 0 END), 0) AS segments_total,
+                  COALESCE(SUM(CASE WHEN done AND kind = 'segment' THEN COALESCE(size, 0) ELSE 0 END), 0) AS done_segment_bytes,
+                  COALESCE(SUM(CASE WHEN done OR size IS NOT NULL THEN COALESCE(size, 0) ELSE 0 END), 0) AS known_bytes,
+                  COALESCE(SUM(CASE WHEN NOT done AND size IS NULL AND kind = 'segment' THEN 1 ELSE 0 END), 0) AS unknown_segments
+                FROM item_resources WHERE item_id = ?
+                """,
+            arguments: [id])
+        return ResourceTotals(
+            bytesDone: row?["bytes_done"] ?? 0, segmentsDone: row?["segments_done"] ?? 0, segmentsTotal: row?["segments_total"] ?? 0,
+            doneSegmentBytes: row?["done_segment_bytes"] ?? 0, knownBytes: row?["known_bytes"] ?? 0,
+            unknownSegments: row?["unknown_segments"] ?? 0)
     }
 
     /// Whether another item that is not expired or deleted (and, with `lockedOnly`, is locked) lists `key`.

@@ -19,8 +19,14 @@ public final class KeyService: Sendable {
     private let fetcher: any KeyFetcher
     private let logger: Logger
     private let clock: @Sendable () -> Date
-    /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing.
-    private let registered = NIOLockedValueBox<[KeyID: String]>([:])
+    /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing, and
+    /// the same ids by cache key, so that the proxy's check of every request it serves does not hash the URL.
+    private let registered = NIOLockedValueBox(Registry())
+
+    private struct Registry {
+        var urls: [KeyID: String] = [:]
+        var ids: [String: KeyID] = [:]
+    }
     private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
     /// Ids already reported as unreadable, so the log says it once.
     private let reportedUnreadable = NIOLockedValueBox<Set<KeyID>>([])
@@ -52,14 +58,19 @@ public final class KeyService: Sendable {
         self.clock = now
     }
 
-    /// The id of the key at `url`, without registering it.
     /// The id of `url` if a served playlist registered it as an AES-128 key in this process, else nil.
     /// The proxy uses it to keep key files off the generic (cached, plaintext) path.
     public func registeredID(for url: OriginURL) -> KeyID? {
-        let id = id(for: url)
-        return registered.withLockedValue { $0[id] } != nil ? id : nil
+        registeredID(for: CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
     }
 
+    /// Like ``registeredID(for:)-(OriginURL)`` for a cache key made with this service's volatile parameters: one
+    /// dictionary lookup, no hashing (the proxy asks for every request it serves).
+    public func registeredID(for key: CacheKey) -> KeyID? {
+        registered.withLockedValue { $0.ids[key.value] }
+    }
+
+    /// The id of the key at `url`, without registering it.
     public func id(for url: OriginURL) -> KeyID {
         KeyID(CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
     }
@@ -76,8 +87,9 @@ public final class KeyService: Sendable {
     /// - Throws: ``KeyError/storage``.
     @discardableResult
     public func register(_ url: OriginURL, expiresAt: Date? = nil, headers: [(String, String)] = []) throws(KeyError) -> KeyID {
-        let id = id(for: url)
-        let known = registered.withLockedValue { $0[id] == url.string }
+        let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
+        let id = KeyID(key)
+        let known = registered.withLockedValue { $0.urls[id] == url.string }
         if known && expiresAt == nil && headers.isEmpty { return id }
         var sealedHeaders: [UInt8]?
         if !headers.isEmpty {
@@ -89,7 +101,10 @@ public final class KeyService: Sendable {
             }
         }
         try database.register(id: id, url: url.string, host: url.host, itemExpiresAt: expiresAt, sealedHeaders: sealedHeaders, now: clock())
-        registered.withLockedValue { $0[id] = url.string }
+        registered.withLockedValue { registry in
+            registry.urls[id] = url.string
+            registry.ids[key.value] = id
+        }
         return id
     }
 

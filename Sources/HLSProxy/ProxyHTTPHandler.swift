@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -140,9 +143,27 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                     release()
                 }
                 context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: written)
+                // Corked, the head leaves in the same full-sized segments as the file's first bytes instead of a
+                // small packet of its own (nginx's `tcp_nopush`); uncorking once sendfile has the data pushes the
+                // tail out at once. About 15% more 2 MiB hits per second (docs/benchmarks.md).
+                Self.setCork(true, on: context.channel)
+                finishResponse(context: context)
+                Self.setCork(false, on: context.channel)
+                return
             }
         }
         finishResponse(context: context)
+    }
+
+    #if os(Linux)
+    private static let corkOption = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: CInt(TCP_CORK)))
+    #endif
+
+    /// Sets `TCP_CORK` (Linux only; a failure only costs the optimisation).
+    private static func setCork(_ on: Bool, on channel: any Channel) {
+        #if os(Linux)
+        try? channel.syncOptions?.setOption(corkOption, value: on ? 1 : 0)
+        #endif
     }
 
     func writeStreamHead(status: HTTPResponseStatus, headers: HTTPHeaders, headOnly: Bool) {

@@ -9,18 +9,22 @@ import NIOHTTP1
 /// from the origin through a ``SharedFetch`` that caches on the way.
 final class ResourceService: Sendable {
     private let services: ProxyServices
+    /// The key service makes cache keys like the proxy does, so a request's cache key finds a registered key.
+    private let keysShareCacheKeys: Bool
 
     init(services: ProxyServices) {
         self.services = services
+        self.keysShareCacheKeys = services.keys?.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
     }
 
     /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
     static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
 
     func handle(_ request: ProxyRequest, url: OriginURL, responder: Responder) {
+        let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
         // A registered AES-128 key asked for by its origin URL: send the client to /keys/{id}, where access is
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
-        if let keys = services.keys, let id = keys.registeredID(for: url) {
+        if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
             var headers = HTTPHeaders()
             headers.add(name: "Location", value: id.path)
             headers.add(name: "Content-Length", value: "0")
@@ -28,7 +32,6 @@ final class ResourceService: Sendable {
             responder.send(status: .temporaryRedirect, headers: headers, body: .empty)
             return
         }
-        let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
         let blocking = url.query.map(ResourceService.hasBlockingReloadParameters) ?? false
         // The player's own request goes first; read-ahead follows it.
         defer { if !blocking { readAhead(after: key) } }

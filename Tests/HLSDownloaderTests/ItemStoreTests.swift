@@ -79,8 +79,9 @@ import Testing
         }
         #expect(try store.recoverInterrupted().isEmpty)
         #expect(try store.claim("other") == nil, "a live owner keeps it")
-        sleeper.terminate()
-        while sleeper.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        // SIGKILL: a SIGTERM can be ignored when the test runner's disposition is inherited (seen: a 30 s wait).
+        kill(pid, SIGKILL)
+        sleeper.waitUntilExit()
         #expect(try store.recoverInterrupted() == ["other"])
     }
 
@@ -116,10 +117,42 @@ import Testing
         try store.setResources("e", [ItemResource(key: "k2", url: "u2", kind: "segment")])
         let item = try #require(try store.markDone("d", key: "k1", size: 100, estimatedTotal: { _ in 250 }))
         #expect(item.bytesDone == 100 && item.bytesTotal == 250 && item.segmentsDone == 1 && item.segmentsTotal == 2)
+        let stored = try #require(try store.item("d"))
+        #expect(stored.bytesDone == 100 && stored.bytesTotal == 250 && stored.segmentsDone == 1 && stored.segmentsTotal == 2)
+        #expect(try store.markDone("gone", key: "k1", size: 1, estimatedTotal: { _ in 1 }) == nil)
         #expect(try store.isShared("k2", except: "d"))
         #expect(!(try store.isShared("k1", except: "d")))
         #expect(!(try store.isShared("k2", except: "d", lockedOnly: true)))
         try store.purge("e")
         #expect(!(try store.isShared("k2", except: "d")))
+    }
+
+    /// The SQL sums behind progress, and the estimate made from them: stored sizes, known byte-range lengths, and
+    /// the average stored segment for segments of unknown size.
+    @Test func resourceTotalsAndTheEstimateFromThem() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "d", url: "https://x/m.m3u8"))
+        try store.setResources(
+            "d",
+            [
+                ItemResource(key: "p", url: "p", kind: "playlist"), ItemResource(key: "s1", url: "s1", kind: "segment"),
+                ItemResource(key: "s2", url: "s2", kind: "segment"), ItemResource(key: "s3", url: "s3", kind: "segment", size: 50),
+                ItemResource(key: "s4", url: "s4", kind: "segment"), ItemResource(key: "s5", url: "s5", kind: "segment"),
+                ItemResource(key: "k", url: "k", kind: "key"),
+            ])
+        let estimator = Downloader.estimator(estimate: 1000, segments: 5)
+        // Nothing stored yet: the BANDWIDTH estimate's share (200 per segment) for the four unknown segments.
+        let first = try #require(try store.markDone("d", key: "p", size: 10, estimatedTotal: estimator))
+        #expect(first == ItemProgressCounts(bytesDone: 10, bytesTotal: 10 + 50 + 4 * 200, segmentsDone: 0, segmentsTotal: 5))
+        try store.markDone("d", key: "s1", size: 100, estimatedTotal: estimator)
+        let counts = try #require(try store.markDone("d", key: "s2", size: 300, estimatedTotal: estimator))
+        let totals = try store.read { db in try ItemStore.resourceTotals(db, id: "d") }
+        #expect(
+            totals
+                == ResourceTotals(
+                    bytesDone: 410, segmentsDone: 2, segmentsTotal: 5, doneSegmentBytes: 400, knownBytes: 460, unknownSegments: 2))
+        // Two segments stored, 200 bytes on average: 460 known + 2 × 200.
+        #expect(counts == ItemProgressCounts(bytesDone: 410, bytesTotal: 860, segmentsDone: 2, segmentsTotal: 5))
     }
 }
