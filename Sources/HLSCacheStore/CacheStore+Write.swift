@@ -70,10 +70,16 @@ extension CacheStore {
             state.entries[hash] = nil
             state.pendingAccess[hash] = nil
         }
-        let wasLocked = try index.write { db -> Bool in
-            guard let old = try IndexDatabase.fetch(db, keyHash: hash) else { return false }
-            try IndexDatabase.delete(db, keyHashes: [hash])
-            return old.locked
+        // Usually there is no old version: a read (no lock, no sync in WAL mode) saves a write transaction. A
+        // version the other process commits after this read is replaced by the upsert below, as it would be
+        // if it came after the delete.
+        var wasLocked = false
+        if try index.read({ db in try IndexDatabase.fetch(db, keyHash: hash) }) != nil {
+            wasLocked = try index.write { db -> Bool in
+                guard let old = try IndexDatabase.fetch(db, keyHash: hash) else { return false }
+                try IndexDatabase.delete(db, keyHashes: [hash])
+                return old.locked
+            }
         }
 
         // The directory is not fsynced: the data already is, and a rename lost in a power cut leaves either a

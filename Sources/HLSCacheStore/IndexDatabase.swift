@@ -64,20 +64,24 @@ struct IndexDatabase: Sendable {
         try Row.fetchAll(db, sql: "SELECT \(ObjectRow.columns) FROM objects").map(ObjectRow.init(row:))
     }
 
+    // The statements every lookup and commit runs are prepared once per connection (`cachedStatement`): compiling
+    // them each time, with GRDB's authorizer called for every column, was a visible part of a prewarm.
+
     static func fetch(_ db: Database, keyHash: String) throws -> ObjectRow? {
-        try Row.fetchOne(db, sql: "SELECT \(ObjectRow.columns) FROM objects WHERE key_hash = ?", arguments: [keyHash])
-            .map(ObjectRow.init(row:))
+        let statement = try db.cachedStatement(sql: "SELECT \(ObjectRow.columns) FROM objects WHERE key_hash = ?")
+        return try Row.fetchOne(statement, arguments: [keyHash]).map(ObjectRow.init(row:))
     }
 
     static func upsert(_ db: Database, _ row: ObjectRow) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            arguments: row.arguments)
+        let statement = try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        try statement.execute(arguments: row.arguments)
     }
 
     static func delete(_ db: Database, keyHashes: [String]) throws {
+        let statement = try db.cachedStatement(sql: "DELETE FROM objects WHERE key_hash = ?")
         for hash in keyHashes {
-            try db.execute(sql: "DELETE FROM objects WHERE key_hash = ?", arguments: [hash])
+            try statement.execute(arguments: [hash])
         }
     }
 

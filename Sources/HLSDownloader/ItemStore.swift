@@ -277,17 +277,18 @@ public final class ItemStore: Sendable {
         throws(DownloadError) -> ItemProgressCounts?
     {
         try write { db in
-            try db.execute(
-                sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?", arguments: [size, id, key])
+            try db.cachedStatement(sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?")
+                .execute(arguments: [size, id, key])
             let totals = try Self.resourceTotals(db, id: id)
             let counts = ItemProgressCounts(
                 bytesDone: totals.bytesDone, bytesTotal: max(totals.bytesDone, estimatedTotal(totals)), segmentsDone: totals.segmentsDone,
                 segmentsTotal: totals.segmentsTotal)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE items SET bytes_done = ?, bytes_total = ?, segments_done = ?, segments_total = ?, updated_at = ?
                     WHERE id = ?
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     counts.bytesDone, counts.bytesTotal, counts.segmentsDone, counts.segmentsTotal, Date().timeIntervalSince1970, id,
                 ])
@@ -297,8 +298,7 @@ public final class ItemStore: Sendable {
 
     /// The sums ``markDone(_:key:size:estimatedTotal:)`` works from, in one pass over the item's resources.
     static func resourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
-        let row = try Row.fetchOne(
-            db,
+        let statement = try db.cachedStatement(
             sql: """
                 SELECT
                   COALESCE(SUM(CASE WHEN done THEN COALESCE(size, 0) ELSE 0 END), 0) AS bytes_done,
@@ -308,8 +308,8 @@ public final class ItemStore: Sendable {
                   COALESCE(SUM(CASE WHEN done OR size IS NOT NULL THEN COALESCE(size, 0) ELSE 0 END), 0) AS known_bytes,
                   COALESCE(SUM(CASE WHEN NOT done AND size IS NULL AND kind = 'segment' THEN 1 ELSE 0 END), 0) AS unknown_segments
                 FROM item_resources WHERE item_id = ?
-                """,
-            arguments: [id])
+                """)
+        let row = try Row.fetchOne(statement, arguments: [id])
         return ResourceTotals(
             bytesDone: row?["bytes_done"] ?? 0, segmentsDone: row?["segments_done"] ?? 0, segmentsTotal: row?["segments_total"] ?? 0,
             doneSegmentBytes: row?["done_segment_bytes"] ?? 0, knownBytes: row?["known_bytes"] ?? 0,

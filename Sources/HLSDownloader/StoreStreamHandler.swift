@@ -5,18 +5,26 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Streams one origin response into a ``CacheWriter``: chunks are written on the thread pool (after the rate
-/// limiter lets them through) before the next one is read, so memory stays at one chunk per resource. The
-/// object is committed only when the origin finished with exactly the announced length; anything else aborts
-/// the writer, leaving nothing behind.
+/// Streams one origin response into a ``CacheWriter``: chunks are gathered up to ``batchSize`` and each batch is
+/// written on the thread pool (after the rate limiter lets it through) before more is read, so memory stays at one
+/// batch per resource. The object is committed only when the origin finished with exactly the announced length;
+/// anything else aborts the writer, leaving nothing behind.
+///
+/// Batching and going straight to the thread pool (not through a Swift task, unless a rate limit has to be
+/// awaited) cut the thread hops of a prewarm from four per origin read (often 16 KiB) to two per batch.
 final class StoreStreamHandler: OriginStreamHandler {
     private struct State {
         var writer: CacheWriter?
         var head: OriginResponseHead?
         var failure: (any Error)?
-        /// The last chunk's write, which may still run on the thread pool when the request dies.
+        /// The last batch's write, which may still run on the thread pool when the request dies.
         var pendingBody: EventLoopFuture<Void>?
+        /// Bytes received and not yet handed to the thread pool (less than ``batchSize``).
+        var gathered: ByteBuffer?
     }
+
+    /// Bytes gathered before a write.
+    static let batchSize = 256 * 1024
 
     private let store: CacheStore
     private let key: CacheKey
@@ -56,14 +64,34 @@ final class StoreStreamHandler: OriginStreamHandler {
             // An error status: its body is not the resource; didFinish reports the status.
             return eventLoop.makeSucceededVoidFuture()
         }
-        let future = eventLoop.makeFutureWithTask { [self] in
-            if let limiter { try await limiter.acquire(buffer.readableBytes) }
-            try await threadPool.runIfActive { [self] in
-                let writer = try writerForHead(head)
-                try buffer.withUnsafeReadableBytes { try writer.write($0) }
+        let batch = state.withLockedValue { state -> ByteBuffer? in
+            var incoming = buffer
+            if state.gathered == nil, incoming.readableBytes >= Self.batchSize { return incoming }
+            state.gathered.setOrWriteBuffer(&incoming)
+            guard let gathered = state.gathered, gathered.readableBytes >= Self.batchSize else { return nil }
+            state.gathered = nil
+            return gathered
+        }
+        guard let batch else { return eventLoop.makeSucceededVoidFuture() }
+        return write(batch, head: head, on: eventLoop)
+    }
+
+    /// Writes one batch on the thread pool; its future is the pace of the origin reads.
+    private func write(_ batch: ByteBuffer, head: OriginResponseHead, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let store: @Sendable () throws -> Void = { [self] in
+            let writer = try writerForHead(head)
+            try batch.withUnsafeReadableBytes { try writer.write($0) }
+        }
+        let written: EventLoopFuture<Void>
+        if let limiter {
+            written = eventLoop.makeFutureWithTask { [threadPool] in
+                try await limiter.acquire(batch.readableBytes)
+                try await threadPool.runIfActive(store)
             }
-            onBytes(buffer.readableBytes)
-        }.flatMapErrorThrowing { [self] error in
+        } else {
+            written = threadPool.runIfActive(eventLoop: eventLoop, store)
+        }
+        let future = written.map { [onBytes] in onBytes(batch.readableBytes) }.flatMapErrorThrowing { [self] error in
             state.withLockedValue { $0.failure = $0.failure ?? error }
             throw error
         }
@@ -99,13 +127,21 @@ final class StoreStreamHandler: OriginStreamHandler {
                 return
             }
             let contentType = head.headers.first(name: "Content-Type")
-            promise.completeWithTask { [self] in
-                try await threadPool.runIfActive { [self] in
-                    // The body may have been empty: no chunk created the writer.
+            let eventLoop = promise.futureResult.eventLoop
+            let rest = state.withLockedValue { state in
+                defer { state.gathered = nil }
+                return state.gathered
+            }
+            let restWritten = rest.map { write($0, head: head, on: eventLoop) } ?? eventLoop.makeSucceededVoidFuture()
+            let finished = restWritten.flatMap { [self] in
+                threadPool.runIfActive(eventLoop: eventLoop) { [self] in
+                    // The body may have been empty: no batch created the writer.
                     let writer = try writerForHead(head)
                     return try writer.finish(contentType: contentType, kind: kind, locked: locked)
                 }
             }
+            finished.whenFailure { [self] _ in abort() }
+            promise.completeWith(finished)
         }
     }
 
