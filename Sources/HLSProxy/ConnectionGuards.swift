@@ -34,11 +34,11 @@ final class ConnectionLimiter: Sendable {
 ///
 /// One handler and one repeating task instead of NIO's IdleStateHandler plus a timer per request: both showed up
 /// on the cache-hit path, where every read and write crosses every handler.
-final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
+///
+/// ``ProxyHTTPHandler`` calls ``requestHeadReceived()`` and ``responseCompleted()`` on it directly.
+final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    typealias OutboundIn = Any
-    typealias OutboundOut = Any
 
     private enum State { case idle(since: NIODeadline), readingHead(since: NIODeadline), inRequest }
     private var state = State.idle(since: .now())
@@ -82,16 +82,14 @@ final class RequestHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         context.fireChannelRead(data)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        guard let progress = event as? RequestProgressEvent else {
-            context.triggerUserOutboundEvent(event, promise: promise)
-            return
-        }
-        switch progress {
-        case .headReceived: state = .inRequest
-        case .responseCompleted: state = .idle(since: .now())
-        }
-        promise?.succeed()
+    /// The request head is complete: no head timeout until the response is written.
+    func requestHeadReceived() {
+        state = .inRequest
+    }
+
+    /// The response is written: the connection is idle.
+    func responseCompleted() {
+        state = .idle(since: .now())
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -29,10 +29,10 @@ final class ProxyRouter: Sendable {
             }
             return
         }
-        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
         responder.route = RequestRoute.classify(path: path)
         if let routeExtension = services.routeExtension {
-            if path == "/" || path == "/api" || path.hasPrefix("/api/") {
+            if path == "/" || path == "/api" || path.utf8.hasPrefix("/api/") {
                 responder.omitsCORS = true
                 routeExtension.handle(request, responder: ProxyResponder(responder))
                 return
@@ -43,7 +43,7 @@ final class ProxyRouter: Sendable {
             preflight(responder)
             return
         }
-        if path.hasPrefix("/http/") || path.hasPrefix("/https/") || path == "/http" || path == "/https" {
+        if path.utf8.hasPrefix("/http/") || path.utf8.hasPrefix("/https/") || path == "/http" || path == "/https" {
             guard request.method == .GET || request.method == .HEAD else {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
@@ -67,7 +67,7 @@ final class ProxyRouter: Sendable {
             resources.handle(request, url: url, responder: responder)
             return
         }
-        if path.hasPrefix("/keys/") {
+        if path.utf8.hasPrefix("/keys/") {
             guard request.method == .GET || request.method == .HEAD else {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return

@@ -60,14 +60,14 @@ public final class ProxyServer: Sendable {
                 guard connections.add(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(
-                        RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout))
+                    let timeouts = RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout)
+                    try sync.addHandler(timeouts)
                     // Every header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
                     // possible), and the CORS value is checked at startup: NIO's per-response re-validation of every
                     // byte (about a tenth of a cache hit's CPU) buys nothing here.
                     try sync.configureHTTPServerPipeline(
                         withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
-                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer))
+                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer, timeouts: timeouts))
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()

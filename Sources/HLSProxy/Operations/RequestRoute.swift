@@ -21,14 +21,29 @@ public enum RequestRoute: Int, Sendable, CaseIterable {
     static func classify(path: Substring) -> RequestRoute {
         let utf8 = path.utf8
         guard utf8.count > 1 else { return .other }
-        if path.hasPrefix("/https/") || path.hasPrefix("/http/") {
-            return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u") ? .playlist : .segment
+        if utf8.hasPrefix("/https/") || utf8.hasPrefix("/http/") {
+            return utf8.hasSuffix(".m3u8") || utf8.hasSuffix(".m3u") ? .playlist : .segment
         }
-        if path.hasPrefix("/keys/") { return .key }
-        if path.hasPrefix("/api/") || path == "/api" { return .api }
+        if utf8.hasPrefix("/keys/") { return .key }
+        if utf8.hasPrefix("/api/") || path == "/api" { return .api }
         if path == "/metrics" { return .metrics }
         if path == "/healthz" || path == "/readyz" { return .health }
         return .other
+    }
+}
+
+// Byte-wise prefix and suffix tests for request paths: `Substring.hasPrefix` compares Characters (grapheme
+// breaking), a visible cost when every request is classified and routed.
+extension Substring.UTF8View {
+    func hasPrefix(_ prefix: StaticString) -> Bool {
+        let bytes = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        return starts(with: bytes)
+    }
+
+    func hasSuffix(_ suffix: StaticString) -> Bool {
+        let length = suffix.utf8CodeUnitCount
+        guard count >= length else { return false }
+        return self.suffix(length).elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: length))
     }
 }
 
