@@ -44,6 +44,9 @@ ORIGIN_PORT="${ORIGIN_PORT:-18481}"
 STREAM_SECONDS=10
 FETCH_SECONDS=12
 PODMAN=(podman --storage-driver=vfs --cgroup-manager=cgroupfs --runtime=runc)
+# runc cannot raise the default rlimits here ("error setting rlimit type 7: operation not permitted"): every
+# `podman run` names them.
+LIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 
 ORIGIN_PID=""
 FAILURES=0
@@ -160,7 +163,7 @@ log "building $IMAGE (log: $WORK/build.log)"
     || { tail -40 "$WORK/build.log"; die "podman build (see $WORK/build.log)"; }
 T_BUILD=$(( $(date +%s) - T_BUILD ))
 IMAGE_SIZE=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
-BINARY_SIZE=$("${PODMAN[@]}" run --rm --entrypoint stat "$IMAGE" -c %s /usr/local/bin/hlscache 2>/dev/null || echo "?")
+BINARY_SIZE=$("${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint stat "$IMAGE" -c %s /usr/local/bin/hlscache 2>/dev/null || echo "?")
 log "built in ${T_BUILD}s: image $((IMAGE_SIZE / 1000000)) MB, binary $BINARY_SIZE bytes"
 
 # Static checks of the image configuration.
@@ -173,15 +176,15 @@ grep -q '"Entrypoint":\["hlscache"\]' <<<"$config" && grep -q '"Cmd":\["serve"\]
 "${PODMAN[@]}" image inspect "$IMAGE" | grep -q '"Healthcheck"' && "${PODMAN[@]}" image inspect "$IMAGE" | grep -q 'GET /healthz' \
     && ok "HEALTHCHECK on /healthz" || fail "image has no HEALTHCHECK on /healthz"
 grep -q 'SWIFT_BACKTRACE=enable=yes' <<<"$config" \
-    && "${PODMAN[@]}" run --rm --entrypoint bash "$IMAGE" -c 'test -x "${SWIFT_BACKTRACE##*swift-backtrace=}"' \
+    && "${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$IMAGE" -c 'test -x "${SWIFT_BACKTRACE##*swift-backtrace=}"' \
     && ok "crash backtracer installed and enabled" || fail "SWIFT_BACKTRACE or its swift-backtrace-static missing"
 # Nothing besides the four runtime packages (and what minbase already had) was installed: no compiler, no curl.
 for absent in gcc swift curl; do
-    if "${PODMAN[@]}" run --rm --entrypoint bash "$IMAGE" -c "command -v $absent" >/dev/null 2>&1; then
+    if "${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$IMAGE" -c "command -v $absent" >/dev/null 2>&1; then
         fail "$absent is present in the runtime image"
     fi
 done
-"${PODMAN[@]}" run --rm --entrypoint bash "$IMAGE" -c 'ldd /usr/local/bin/hlscache' >"$WORK/ldd.txt" 2>&1
+"${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$IMAGE" -c 'ldd /usr/local/bin/hlscache' >"$WORK/ldd.txt" 2>&1
 if grep -q 'not found' "$WORK/ldd.txt"; then fail "unresolved libraries: $(grep 'not found' "$WORK/ldd.txt" | tr '\n' ' ')"; fi
 if grep -q 'libswift\|libFoundation' "$WORK/ldd.txt"; then fail "Swift runtime linked dynamically: $(tr '\n' ' ' <"$WORK/ldd.txt")"; fi
 ok "binary links: $(awk '{print $1}' "$WORK/ldd.txt" | tr '\n' ' ')"
@@ -216,8 +219,7 @@ ffmpeg -hide_banner -loglevel error -nostdin -i "$ORIGIN_URL" -map 0 -f framemd5
 # filesystem is read-only and every capability dropped, as docs/operations.md recommends.
 "${PODMAN[@]}" rm -f "$CONTAINER" >/dev/null 2>&1
 T_START=$(date +%s)
-"${PODMAN[@]}" run -d --name "$CONTAINER" --network host \
-    --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
+"${PODMAN[@]}" run -d --name "$CONTAINER" --network host "${LIMITS[@]}" \
     --read-only --cap-drop ALL --security-opt no-new-privileges \
     -e "HLSCACHE_LISTEN=127.0.0.1:$PROXY_PORT" -v "$CONTAINER-cache:/var/cache/hlscache" \
     "$IMAGE" >/dev/null || die "podman run"

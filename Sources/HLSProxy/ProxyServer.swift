@@ -49,7 +49,9 @@ public final class ProxyServer: Sendable {
         let bootstrap = ServerBootstrap(group: services.group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
+            // CAP_NET_ADMIN — every connection was reset in a container with `--cap-drop ALL`.
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
             .childChannelInitializer { channel in
                 guard limiter.acquire() else {

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Testing
 
 @testable import HLSProxy
@@ -97,6 +98,22 @@ import Testing
         #expect(third.isEmpty)
         #expect(closed)
         _ = try await (first, second)
+    }
+
+    /// Found by Docker/test-image.sh: the server asked for TCP_NODELAY at the socket level, which is SO_DEBUG — root
+    /// may set it, but without CAP_NET_ADMIN (a container with `--cap-drop ALL`) every accepted connection failed
+    /// its setup and was reset.
+    @Test func acceptedConnectionsGetNoDelayAndNotSODebug() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        async let held = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 3)
+        for _ in 0..<200 where harness.server.services.connections.count < 1 { try await Task.sleep(for: .milliseconds(20)) }
+        let channel = try #require(harness.server.services.connections.open.first)
+        let noDelay = try await channel.getOption(.tcpOption(.tcp_nodelay)).get()
+        let debug = try await channel.getOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_DEBUG))).get()
+        #expect(noDelay != 0)
+        #expect(debug == 0)
+        _ = try await held
     }
 
     @Test func unknownMethodsAre405() async throws {

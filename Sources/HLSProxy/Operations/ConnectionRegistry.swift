@@ -19,6 +19,8 @@ final class ConnectionRegistry: Sendable {
     }
 
     var count: Int { channels.withLockedValue { $0.count } }
+    /// The open connections, now.
+    var open: [any Channel] { channels.withLockedValue { Array($0.values) } }
     var isDraining: Bool { draining.withLockedValue { $0 } }
 
     /// Marks the server as draining and tells every open connection.
