@@ -184,7 +184,7 @@ for absent in gcc swift curl; do
         fail "$absent is present in the runtime image"
     fi
 done
-"${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$IMAGE" -c 'ldd /usr/local/bin/hlscache' >"$WORK/ldd.txt" 2>&1
+"${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$IMAGE" -c 'ldd /usr/local/bin/hlscache' >"$WORK/ldd.txt" 2>"$WORK/ldd.err"
 if grep -q 'not found' "$WORK/ldd.txt"; then fail "unresolved libraries: $(grep 'not found' "$WORK/ldd.txt" | tr '\n' ' ')"; fi
 if grep -q 'libswift\|libFoundation' "$WORK/ldd.txt"; then fail "Swift runtime linked dynamically: $(tr '\n' ' ' <"$WORK/ldd.txt")"; fi
 ok "binary links: $(awk '{print $1}' "$WORK/ldd.txt" | tr '\n' ' ')"
