@@ -5,7 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Streams one origin response into a ``CacheWriter``: chunks are gathered up to ``batchSize`` and each batch is
+/// Streams one origin response into a ``CacheWriter``: chunks are gathered up to 256 KiB and each batch is
 /// written on the thread pool (after the rate limiter lets it through) before more is read, so memory stays at one
 /// batch per resource. The object is committed only when the origin finished with exactly the announced length;
 /// anything else aborts the writer, leaving nothing behind.
@@ -19,12 +19,15 @@ final class StoreStreamHandler: OriginStreamHandler {
         var failure: (any Error)?
         /// The last batch's write, which may still run on the thread pool when the request dies.
         var pendingBody: EventLoopFuture<Void>?
-        /// Bytes received and not yet handed to the thread pool (less than ``batchSize``).
+        /// Bytes received and not yet handed to the thread pool (less than a batch).
         var gathered: ByteBuffer?
     }
 
     /// Bytes gathered before a write.
     static let batchSize = 256 * 1024
+    /// This handler's batch: ``batchSize``, or under a rate limit an eighth of a second of it (at least 16 KiB), so
+    /// that the pacing stays smooth.
+    private let batchLimit: Int
 
     private let store: CacheStore
     private let key: CacheKey
@@ -51,6 +54,7 @@ final class StoreStreamHandler: OriginStreamHandler {
         self.threadPool = threadPool
         self.limiter = limiter
         self.onBytes = onBytes
+        batchLimit = limiter.map { Int(min(Int64(Self.batchSize), max(16 * 1024, $0.bytesPerSecond / 8))) } ?? Self.batchSize
         promise = eventLoop.makePromise()
     }
 
@@ -66,9 +70,9 @@ final class StoreStreamHandler: OriginStreamHandler {
         }
         let batch = state.withLockedValue { state -> ByteBuffer? in
             var incoming = buffer
-            if state.gathered == nil, incoming.readableBytes >= Self.batchSize { return incoming }
+            if state.gathered == nil, incoming.readableBytes >= batchLimit { return incoming }
             state.gathered.setOrWriteBuffer(&incoming)
-            guard let gathered = state.gathered, gathered.readableBytes >= Self.batchSize else { return nil }
+            guard let gathered = state.gathered, gathered.readableBytes >= batchLimit else { return nil }
             state.gathered = nil
             return gathered
         }
