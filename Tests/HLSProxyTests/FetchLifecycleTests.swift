@@ -149,4 +149,30 @@ import Testing
         await fetch.shutdown()
         await origin.stop()
     }
+
+    /// `--rate` holds the whole download to the cap (a lower bound on the time, so a slow machine cannot fail it),
+    /// and the batches it is paced in still store exact bytes.
+    @Test func theRateCapPacesTheDownload() async throws {
+        let (origin, dir) = try await start()
+        let rate: Int64 = 400_000
+        let fetch = try DownloaderHarness(origin: origin) { $0.bytesPerSecond = rate }
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(DownloadItem(id: "r", url: fetch.url("/index.m3u8")))
+        let started = ContinuousClock.now
+        let item = try await fetch.downloader.run("r")
+        let elapsed = ContinuousClock.now - started
+        #expect(item.state == .cached)
+        let media = try fetch.items.resources("r").filter { $0.kind != "playlist" }
+        let bytes = media.reduce(Int64(0)) { $0 + ($1.size ?? 0) }
+        #expect(bytes > 4 * rate / 10, "the stream is big enough to need pacing")
+        // The bucket starts full (a quarter second of bytes); everything beyond it is paid for at the rate.
+        let floor = Double(bytes - rate / 4) / Double(rate) * 0.9
+        #expect(elapsed >= .seconds(floor), "\(bytes) bytes in \(elapsed) at \(rate) B/s")
+        for resource in media {
+            let path = try #require(URL(string: resource.url)?.path)
+            let original = try Data(contentsOf: dir.appendingPathComponent(path))
+            let stored = try #require(fetch.store.lookup(CacheKey(try OriginURL(resource.url))))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: stored.path)) == original, "\(path)")
+        }
+    }
 }
