@@ -27,6 +27,18 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// The base URL a player on this machine reaches a server listening here at: `http://host:port`, with a
+    /// wildcard address (`0.0.0.0`, `::`) given as the loopback address of its family.
+    public var localBaseURL: String {
+        let reachable =
+            switch host {
+            case "0.0.0.0", "": "127.0.0.1"
+            case "::", "[::]": "::1"
+            default: host
+            }
+        return "http://" + ListenAddress(host: reachable, port: port).description
+    }
 }
 
 /// Where the cache lives when `--cache-dir` is not given: `$HLSCACHE_CACHE_DIR` (set in the Docker image to

@@ -58,8 +58,7 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Record the item as queued and return; a running `hlscache serve` downloads it.")
     var detach = false
 
-    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
-    var proxy: String = "http://127.0.0.1:8080"
+    @OptionGroup var proxyBase: ProxyBaseOption
 
     func validate() throws {
         guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
@@ -80,8 +79,9 @@ struct FetchCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
-        let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
         try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+                let proxy = proxyBase.base(context)
+                let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
                 try context.items.recoverInterrupted()
                 try context.downloader.expireDue()
                 var item = DownloadItem(

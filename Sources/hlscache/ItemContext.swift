@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HLSCacheCore
 import HLSCacheStore
 import HLSConfig
 import HLSDownloader
@@ -14,6 +15,8 @@ struct ItemContext {
     let store: CacheStore
     let items: ItemStore
     let origin: OriginClient
+    /// `http://` + the configured listen address: the base of printed player URLs when `--proxy` is not given.
+    let listenBase: String
     let downloader: Downloader
 
     /// Opens the cache of `cache`; `onEvent` receives the downloader's events.
@@ -60,7 +63,9 @@ struct ItemContext {
         let downloader = Downloader(
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: configuration, keys: keys, logger: logger, onEvent: onEvent)
-        return ItemContext(store: store, items: items, origin: origin, downloader: downloader)
+        return ItemContext(
+            store: store, items: items, origin: origin, listenBase: ListenAddress(host: proxy.host, port: proxy.port).localBaseURL,
+            downloader: downloader)
     }
 
     func close() async {

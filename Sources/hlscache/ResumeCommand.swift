@@ -21,8 +21,7 @@ struct ResumeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Bandwidth cap for this process, bytes per second (e.g. 2MiB).")
     var rate: String?
 
-    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
-    var proxy: String = "http://127.0.0.1:8080"
+    @OptionGroup var proxyBase: ProxyBaseOption
 
     func run() async throws {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
@@ -36,7 +35,7 @@ struct ResumeCommand: AsyncParsableCommand {
                     printer.emit("\(id): queued")
                     return
                 }
-                try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxy)
+                try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxyBase.base(context))
         }
     }
 }

@@ -18,3 +18,14 @@ enum SettingsOptions {
         }
     }
 }
+
+/// `--proxy BASE`: where printed player URLs point. Default: the configured listen address (`listen`,
+/// `$HLSCACHE_LISTEN`, the config file), so `fetch` prints what a `serve` with the same configuration answers.
+struct ProxyBaseOption: ParsableArguments {
+    @Option(
+        name: .long,
+        help: "The proxy's base URL for printed player URLs. Default: http:// + the configured listen address (a wildcard address prints as loopback).")
+    var proxy: String?
+
+    func base(_ context: ItemContext) -> String { proxy ?? context.listenBase }
+}

@@ -14,8 +14,7 @@ struct ShowCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print a JSON object.")
     var json = false
 
-    @Option(name: .long, help: "The proxy's base URL, for the printed player URL.")
-    var proxy: String = "http://127.0.0.1:8080"
+    @OptionGroup var proxyBase: ProxyBaseOption
 
     func run() async throws {
         try await ItemContext.with(cache) { context in
@@ -23,7 +22,7 @@ struct ShowCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let item = try context.items.require(id)
             let resources = try context.items.resources(id)
-            var object = ItemFormatter.dictionary(item, proxyBase: proxy)
+            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase.base(context))
             object["resources"] = resources.count
             object["resourcesDone"] = resources.count { $0.done }
             // Playback through `serve` (the SDKs' "record consumption").

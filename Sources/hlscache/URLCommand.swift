@@ -1,5 +1,6 @@
 import ArgumentParser
 import HLSCacheCore
+import HLSConfig
 
 /// `hlscache url ORIGIN_URL`: prints the proxy URL to give a player.
 struct URLCommand: ParsableCommand {
@@ -12,12 +13,21 @@ struct URLCommand: ParsableCommand {
     @Argument(help: "The origin URL (http or https).")
     var originURL: String
 
-    @Option(name: .long, help: "The proxy's base URL.")
-    var proxy: String = "http://127.0.0.1:8080"
+    @OptionGroup var proxyBase: ProxyBaseOption
+
+    @Option(name: .long, help: SettingsOptions.configHelp)
+    var config: String?
 
     func run() throws {
+        let base: String
+        if let proxy = proxyBase.proxy {
+            base = proxy
+        } else {
+            let listen = try SettingsOptions.load(configFile: config, commandLine: CommandLineSettings()).settings.listen
+            base = listen.localBaseURL
+        }
         do {
-            print(try OriginURL(originURL).proxyURL(base: proxy))
+            print(try OriginURL(originURL).proxyURL(base: base))
         } catch let error as OriginURLError {
             throw ValidationError("cannot proxy \(originURL): \(error)")
         }

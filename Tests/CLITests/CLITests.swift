@@ -16,6 +16,30 @@ import Testing
         #expect(result.stdout == "http://10.0.0.2:9000/http/127.0.0.1:28080/a.m3u8\n")
     }
 
+    /// Without `--proxy`, printed player URLs use the configured listen address — what a `serve` with the same
+    /// configuration answers — with a wildcard address printed as loopback.
+    @Test func playerURLsFollowTheConfiguredListenAddress() throws {
+        let target = "https://cdn.example.com/a.m3u8"
+        #expect(try CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout == "http://127.0.0.1:9090/https/cdn.example.com/a.m3u8\n")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-listen-url-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("hlscache.yaml")
+        try "listen: \"[::]:9091\"\n".write(to: config, atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["url", "--config", config.path, target]).stdout == "http://[::1]:9091/https/cdn.example.com/a.m3u8\n")
+        #expect(
+            try CLI.run(["url", "--proxy", "http://10.0.0.2:9000", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout
+                == "http://10.0.0.2:9000/https/cdn.example.com/a.m3u8\n")
+        let fetch = try CLI.run(
+            ["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--cache-dir", dir.appendingPathComponent("cache").path],
+            environment: ["HLSCACHE_LISTEN": "127.0.0.1:9999"])
+        #expect(fetch.status == 0)
+        #expect(fetch.stdout.contains("play http://127.0.0.1:9999/http/127.0.0.1:1/a.m3u8"), "\(fetch.stdout)")
+        let bad = try CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "nowhere"])
+        #expect(bad.status == 78)
+        #expect(bad.stderr.contains("HLSCACHE_LISTEN"))
+    }
+
     @Test func urlRejectsNonHTTP() throws {
         let result = try CLI.run(["url", "ftp://example.com/a.m3u8"])
         #expect(result.status != 0)
