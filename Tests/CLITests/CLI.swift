@@ -12,12 +12,21 @@ struct CLI {
         return dir.appendingPathComponent("hlscache")
     }
 
-    /// Runs the binary to its end; `environment` is added to this process's environment.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+    /// Runs the binary to its end. `environment` is added to this process's environment, or with `isolated` to
+    /// PATH and HOME only (so no `HLSCACHE_*` variable of the test run leaks in).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], isolated: Bool = false
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        let inherited = ProcessInfo.processInfo.environment
+        if isolated {
+            let base = ["PATH": inherited["PATH"] ?? "/usr/bin:/bin", "HOME": inherited["HOME"] ?? "/tmp"]
+            process.environment = base.merging(environment) { $1 }
+        } else if !environment.isEmpty {
+            process.environment = inherited.merging(environment) { $1 }
+        }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -8,20 +8,7 @@ import Testing
 @Suite struct ConfigurationCLITests {
     /// Runs `hlscache` with exactly `environment` (plus PATH and HOME) and returns its status and output.
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = arguments
-        var base = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
-        base["HOME"] = ProcessInfo.processInfo.environment["HOME"] ?? "/tmp"
-        process.environment = base.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        try CLI.run(arguments, environment: environment, isolated: true)
     }
 
     static func temporaryDirectory() throws -> URL {
