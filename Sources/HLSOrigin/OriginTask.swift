@@ -7,19 +7,21 @@ import NIOCore
 public final class OriginTask: Sendable {
     /// The event loop all handler calls are made on.
     public let eventLoop: any EventLoop
-    private let handler: any OriginStreamHandler
     private let promise: EventLoopPromise<Void>
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
     private struct State {
         var finished = false
         var request: HTTPClient.Task<Void>?
         var driver: Task<Void, Never>?
+        /// Let go once `didFinish` is scheduled: handlers keep their task (to cancel it), and the pair would keep
+        /// each other — and every body chunk the handler holds — alive forever (the soak's memory growth).
+        var handler: (any OriginStreamHandler)?
     }
 
     init(eventLoop: any EventLoop, handler: any OriginStreamHandler) {
         self.eventLoop = eventLoop
-        self.handler = handler
+        self.state = NIOLockedValueBox(State(handler: handler))
         self.promise = eventLoop.makePromise()
     }
 
@@ -57,15 +59,20 @@ public final class OriginTask: Sendable {
         if finished { request.cancel() }
     }
 
+    /// The handler while the task runs; nil once finished.
+    private var activeHandler: (any OriginStreamHandler)? {
+        state.withLockedValue { $0.finished ? nil : $0.handler }
+    }
+
     func deliverHead(_ head: OriginResponseHead) {
         eventLoop.preconditionInEventLoop()
-        guard !isFinished else { return }
+        guard let handler = activeHandler else { return }
         handler.didReceiveHead(head)
     }
 
     func deliverBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         eventLoop.preconditionInEventLoop()
-        guard !isFinished else { return eventLoop.makeFailedFuture(OriginError.cancelled) }
+        guard let handler = activeHandler else { return eventLoop.makeFailedFuture(OriginError.cancelled) }
         return handler.didReceiveBody(buffer).flatMapErrorThrowing { error in
             throw HandlerAbort(error: error)
         }
@@ -79,12 +86,13 @@ public final class OriginTask: Sendable {
     /// Finishes exactly once. `didFinish` always runs as a new event-loop task, so it never re-enters a
     /// handler that called `cancel()` and always follows any body callback already running.
     func finish(_ result: Result<Void, OriginError>) {
-        let first = state.withLockedValue { state in
-            defer { state.finished = true; state.request = nil; state.driver = nil }
-            return !state.finished
+        let handler = state.withLockedValue { state -> (any OriginStreamHandler)? in
+            guard !state.finished else { return nil }
+            defer { state.finished = true; state.request = nil; state.driver = nil; state.handler = nil }
+            return state.handler
         }
-        guard first else { return }
-        eventLoop.execute { [handler, promise] in
+        guard let handler else { return }
+        eventLoop.execute { [promise] in
             handler.didFinish(result)
             promise.completeWith(result.mapError { $0 as any Error })
         }

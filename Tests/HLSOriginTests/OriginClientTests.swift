@@ -246,6 +246,27 @@ struct OriginClientTests {
         }
     }
 
+    /// Handlers keep their task to cancel it (the proxy's shared fetches do). A finished task lets go of its handler,
+    /// so the pair — and every body chunk the handler holds — is freed. Before, every cache miss of `serve` leaked
+    /// its whole body (the soak's memory growth).
+    @Test func aFinishedTaskReleasesAHandlerThatHoldsIt() async throws {
+        try await withOrigin { origin, client, group in
+            weak var released: HoldingHandler?
+            do {
+                let eventLoop = group.next()
+                let handler = HoldingHandler(eventLoop: eventLoop)
+                released = handler
+                let task = client.stream(origin.url("/chunked/50000"), on: eventLoop, handler: handler)
+                handler.task.withLockedValue { $0 = task }
+                try await task.futureResult.get()
+                #expect(handler.received.withLockedValue { $0 } == 50000)
+            }
+            // AsyncHTTPClient may drop its own references a moment after the last callback.
+            for _ in 0..<200 where released != nil { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(released == nil, "the handler and its task keep each other alive")
+        }
+    }
+
     @Test func cancelDuringRetryBackoffStopsRetrying() async throws {
         try await withOrigin { configuration in
             configuration.retry = OriginRetryPolicy(maxRetries: 5, baseDelay: .seconds(2), maxDelay: .seconds(2))
@@ -283,4 +304,24 @@ final class TaskBox: Sendable {
         get { box.withLockedValue { $0 } }
         set { box.withLockedValue { $0 = newValue } }
     }
+}
+
+/// Keeps its own task, as the proxy's shared fetches do, and the body's bytes.
+private final class HoldingHandler: OriginStreamHandler, Sendable {
+    let task = NIOLockedValueBox<OriginTask?>(nil)
+    let received = NIOLockedValueBox(0)
+    private let chunks = NIOLockedValueBox<[ByteBuffer]>([])
+    private let eventLoop: any EventLoop
+
+    init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func didReceiveHead(_ head: OriginResponseHead) {}
+
+    func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        received.withLockedValue { $0 += buffer.readableBytes }
+        chunks.withLockedValue { $0.append(buffer) }
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinish(_ result: Result<Void, OriginError>) {}
 }

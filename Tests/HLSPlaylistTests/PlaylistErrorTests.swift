@@ -178,6 +178,13 @@ import Testing
             do {
                 let playlist = try Playlist(bytes: bytes)
                 #expect(playlist.serialize() == bytes)
+                var previousEnd = 0
+                for slot in playlist.uriSlots {
+                    if slot.range.lowerBound < previousEnd || slot.range.upperBound > bytes.count {
+                        Issue.record("URI slot out of order or out of bounds: \(slot.range) prev \(previousEnd) count \(bytes.count) in \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+                    }
+                    previousEnd = slot.range.upperBound
+                }
                 _ = try? playlist.media(baseURL: "https://h/a/b.m3u8?token=1", imports: ["session": "s"])
                 _ = try? playlist.master(baseURL: "https://h/a/b.m3u8")
                 _ = try? playlist.rewrite(baseURL: "https://h/a/b.m3u8", imports: ["session": "s"]) { url, _ in "/p/\(url)" }
