@@ -17,7 +17,7 @@ struct CLI {
     static func run(
         _ arguments: [String], environment: [String: String] = [:], isolated: Bool = false
     ) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
         let inherited = ProcessInfo.processInfo.environment

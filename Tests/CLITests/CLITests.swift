@@ -82,7 +82,7 @@ import Testing
     @Test func servesHealthAndStopsCleanlyOnSIGTERM() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = CLI.binary
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
         let out = Pipe()
@@ -156,7 +156,7 @@ import Testing
         #expect(fetch.stdout.contains("http://127.0.0.1:8080/http/127.0.0.1:1/a.m3u8"))
         #expect(try CLI.run(["ls", "--state", "queued", "--cache-dir", cache.path]).stdout.contains("later"))
 
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = CLI.binary
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "warning"]
         let serveLog = cache.appendingPathComponent("serve.log")

@@ -144,7 +144,7 @@ import Testing
               level: error
             """.utf8
         ).write(to: URL(fileURLWithPath: file))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = CLI.binary
         process.arguments = ["serve", "--config", file]
         let out = Pipe()

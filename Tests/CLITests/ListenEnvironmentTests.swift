@@ -11,7 +11,7 @@ import Testing
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
-                        let process = Process()
+                        let process = ChildProcess()
                         process.executableURL = CLI.binary
                         process.arguments = ["serve"] + arguments + ["--log-level", "error"]
                         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -64,7 +64,7 @@ import Testing
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
-                        let process = Process()
+                        let process = ChildProcess()
                         process.executableURL = CLI.binary
                         process.arguments = ["serve", "--cache-dir", cache]
                         process.environment = ProcessInfo.processInfo.environment.merging(["HLSCACHE_LISTEN": "not-an-address"]) { $1 }

@@ -100,7 +100,7 @@ struct AdminItemsTests {
     }
 
     @Test("pause stops a running download, resume finishes it; an item queued by another process shows up on /events")
-    func pauseResumeAndOtherProcess() async throws {
+    func pauseResumeAndOtherChildProcess() async throws {
         let root = try await Self.tsStream()
         let h = try await AdminHarness(root: root)
         defer { h.shutdownLater() }

@@ -38,7 +38,7 @@ final class OpenAPIRecords: Sendable {
         defer { try? FileManager.default.removeItem(at: file) }
         let script = Self.testsDirectory.appendingPathComponent("openapi_validate.py").path
         return try await offThread {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["python3", script, Self.spec.path, file.path]
             let out = Pipe()

@@ -46,7 +46,7 @@ import Testing
         #expect(cache.lookup(key("big")) != nil)
     }
 
-    @Test func accessTimesReachTheIndexForTheOtherProcess() throws {
+    @Test func accessTimesReachTheIndexForTheOtherChildProcess() throws {
         let dir = try TemporaryDirectory()
         let server = try CacheStore.open(directory: dir.path, maxBytes: 200, freeDiskCushion: 0)
         try store(bytes(100), as: key("a"), in: server)

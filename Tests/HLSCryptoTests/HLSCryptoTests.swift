@@ -115,7 +115,7 @@ func hexBytes(_ hex: String) -> [UInt8] {
     }
 
     private func runOpenSSL(_ arguments: [String]) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["openssl"] + arguments
         try process.run()

@@ -65,7 +65,7 @@ import Testing
         #expect(try store.item("reused")?.state == .idle)
 
         // Another live process owns an item: kept while it runs, recovered once it has exited.
-        let sleeper = Process()
+        let sleeper = ChildProcess()
         sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
         sleeper.arguments = ["30"]
         try sleeper.run()

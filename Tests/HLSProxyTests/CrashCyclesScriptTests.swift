@@ -8,7 +8,7 @@ import Testing
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     @Test func tenCrashCyclesLeaveAConsistentCacheAndTheItemCompletes() async throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [Self.repository.appendingPathComponent("scripts/crash-cycles.sh").path, "10"]
         var environment = ProcessInfo.processInfo.environment

@@ -84,11 +84,3 @@ final class DownloaderHarness: Sendable {
     }
 }
 
-
-
-extension Process {
-    /// Waits for exit without blocking a cooperative thread.
-    func waitForExit() async {
-        while isRunning { try? await Task.sleep(for: .milliseconds(20)) }
-    }
-}

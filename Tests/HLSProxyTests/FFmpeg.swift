@@ -10,7 +10,7 @@ enum FFmpeg {
     /// Runs a program and returns stdout; throws with stderr when it fails.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> (stdout: Data, stderr: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         let out = Pipe(), err = Pipe()

@@ -15,8 +15,8 @@ import Testing
         return dir.appendingPathComponent("hlscache")
     }
 
-    private func launch(_ arguments: [String]) throws -> Process {
-        let process = Process()
+    private func launch(_ arguments: [String]) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice

@@ -16,7 +16,7 @@ import Testing
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
-                        let process = Process()
+                        let process = ChildProcess()
                         process.executableURL = binary
                         process.arguments = arguments
                         let out = Pipe()
@@ -51,8 +51,8 @@ import Testing
     }
 
     /// Starts `serve` on an OS-chosen port; returns the process and its base URL (from the first stdout line).
-    static func serve(cache: URL, extra: [String], stderr: URL) throws -> (Process, String) {
-        let process = Process()
+    static func serve(cache: URL, extra: [String], stderr: URL) throws -> (ChildProcess, String) {
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--free-disk-cushion", "0"] + extra
         let out = Pipe()

@@ -1,0 +1,1 @@
+../CLITests/ChildProcess.swift
