@@ -76,6 +76,8 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     /// The absolute URL.
     public var string: String { "\(scheme)://\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
     public var description: String { string }
+    /// The URL for logs: the query (signed URLs carry tokens in it) shown as `?…`.
+    public var redacted: String { "\(scheme)://\(authority)\(path)\(query == nil ? "" : "?…")" }
 
     /// The path and query on the proxy: `/https/host/path?query`.
     public var proxyPath: String { "/\(scheme)/\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }

@@ -75,7 +75,7 @@ public final class OriginClient: Sendable {
             do {
                 try await checkDestination(url)
             } catch {
-                logger.notice("origin destination refused", metadata: ["url": "\(url)", "reason": "\(error.detail)"])
+                logger.notice("origin destination refused", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
                 task.finish(.failure(error))
                 return
             }

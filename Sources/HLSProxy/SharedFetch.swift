@@ -276,7 +276,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             do {
                 _ = try writer.finish(contentType: head.contentType, kind: kind, etag: nil, lastModified: lastModified)
             } catch {
-                self.services.logger.warning("could not store \(self.url): \(error)")
+                self.services.logger.warning("could not store \(self.url.redacted): \(error)")
             }
         }.whenComplete { _ in
             self.state.withLockedValue { $0.writer = nil }

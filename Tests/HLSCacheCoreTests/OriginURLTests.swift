@@ -75,6 +75,11 @@ import Testing
         #expect(try OriginURL(proxyTarget: "/http/example.com").string == "http://example.com/")
         #expect(try OriginURL(proxyTarget: "/http/example.com?q=1").string == "http://example.com/?q=1")
     }
+
+    @Test func logsSeeTheURLWithoutItsQuery() throws {
+        #expect(try OriginURL("https://cdn.example.com:8443/vod/a.m3u8?token=secret").redacted == "https://cdn.example.com:8443/vod/a.m3u8?…")
+        #expect(try OriginURL("http://h/a.ts").redacted == "http://h/a.ts")
+    }
 }
 
 @Suite struct CacheKeyTests {
