@@ -100,21 +100,23 @@ final class ChildProcess: @unchecked Sendable {
         for handle in closeInParent { try? handle.close() }
     }
 
-    /// Reaps the child if it has exited; with `block`, waits for it.
+    /// Reaps the child if it has exited; with `block`, waits for it. The lock is never held while waiting, so
+    /// another thread can still signal the child.
     private func reap(block: Bool) -> Int32? {
-        lock.withLock {
-            if let status { return status }
-            guard pid > 0 else { return nil }
-            var raw: Int32 = 0
-            while true {
-                let reaped = waitpid(pid, &raw, block ? 0 : WNOHANG)
-                if reaped == pid {
+        let target: pid_t = lock.withLock { status == nil ? pid : 0 }
+        guard target > 0 else { return lock.withLock { status } }
+        var raw: Int32 = 0
+        while true {
+            let reaped = waitpid(target, &raw, block ? 0 : WNOHANG)
+            if reaped == target {
+                return lock.withLock {
                     status = raw
                     return raw
                 }
-                if reaped == -1 && errno == EINTR { continue }
-                return nil
             }
+            if reaped == -1 && errno == EINTR { continue }
+            // Still running (WNOHANG), or another thread reaped it and records its status.
+            return lock.withLock { status }
         }
     }
 
@@ -122,10 +124,8 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Blocks the calling thread until the child exits.
     func waitUntilExit() {
-        while reap(block: true) == nil {
-            guard lock.withLock({ pid > 0 }) else { return }
-            usleep(10_000)
-        }
+        guard lock.withLock({ pid > 0 }) else { return }
+        while reap(block: true) == nil { usleep(10_000) }
     }
 
     /// Waits for exit without blocking a cooperative thread.
