@@ -1,7 +1,7 @@
 import NIOHTTP1
 
-/// The life of one client connection: requests arrive one at a time (the pipelining handler in front queues
-/// the next one until our response ends), each is answered once, and the connection is kept or closed.
+/// The life of one client connection: requests arrive one at a time (``ProxyHTTPHandler`` queues pipelined
+/// requests until the response before them ends), each is answered once, and the connection is kept or closed.
 /// Pure: the handler feeds it events and runs the actions it returns; tests drive it without a channel.
 struct ProxyConnectionStateMachine {
     private enum State {
@@ -76,7 +76,7 @@ struct ProxyConnectionStateMachine {
         case .rejecting, .closed:
             return .none
         case .receivingRequest, .responding:
-            // The pipelining handler never delivers a second head early; if it did, the stream is broken.
+            // The handler never delivers a second head early; if it did, the stream is broken.
             state = .rejecting
             return .reject(.badRequest("unexpected request head"))
         }
@@ -116,6 +116,28 @@ struct ProxyConnectionStateMachine {
             state = .closed
             return .close
         }
+    }
+
+    /// The request decoder gave up on the bytes it was given (malformed, or a head over the size limit).
+    /// A request not yet answered gets `error` and the connection closes; a response already under way
+    /// finishes and then the connection closes.
+    mutating func parseFailed(_ error: ProxyError) -> Action {
+        switch state {
+        case .idle, .receivingRequest:
+            state = .rejecting
+            return .reject(error)
+        case .responding:
+            state = .responding(keepAlive: false)
+            return .none
+        case .rejecting, .closed:
+            return .none
+        }
+    }
+
+    /// The response being written cannot be followed by another on this connection (its body ends when the
+    /// connection closes).
+    mutating func closeAfterResponse() {
+        if case .responding = state { state = .responding(keepAlive: false) }
     }
 
     mutating func channelClosed() {

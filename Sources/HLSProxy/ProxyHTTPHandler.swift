@@ -5,11 +5,14 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// One per client connection. Holds only its state machine and the request being answered; every decision
-/// about the connection comes from ``ProxyConnectionStateMachine``.
-final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// One per client connection, right behind NIO's request decoder. Holds its state machine, the request being
+/// answered and the requests pipelined behind it; every decision about the connection comes from
+/// ``ProxyConnectionStateMachine``. It writes the response bytes itself (``ResponseEncoding``): NIO's
+/// pipelining and response-encoding handlers cost a cache hit more than everything they did for us.
+final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
 
     private var state: ProxyConnectionStateMachine
     private var context: ChannelHandlerContext?
@@ -24,6 +27,18 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The timeout handler in front of the HTTP decoder, told directly (same channel, same event loop) where a
     /// request stands: a user event through the pipeline twice per request was a visible cost of a cache hit.
     private let timeouts: RequestHeadTimeoutHandler?
+    /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order.
+    /// While any wait here, the socket is not read (`read(context:)`), so the queue holds at most one read's worth.
+    private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
+    /// A read the channel asked for while requests were queued; issued once the queue is empty.
+    private var readHeld = false
+    /// Set while queued parts are being handed on (a response completing inside that loop must not start
+    /// another one: every request of a long pipeline would nest a level deeper).
+    private var delivering = false
+    /// How the body of the streamed response being written is framed.
+    private var streamFraming = BodyFraming.none
+    /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
+    private var requestIsHTTP10 = false
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: RequestHeadTimeoutHandler? = nil
@@ -44,7 +59,26 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        queued.append(unwrapInboundIn(data))
+        deliverQueued(context: context)
+    }
+
+    /// Hands queued request parts on, in order, until one starts a response (or the queue is empty).
+    private func deliverQueued(context: ChannelHandlerContext) {
+        guard !delivering else { return }
+        delivering = true
+        defer { delivering = false }
+        while !state.isResponding, self.context != nil, let part = queued.popFirst() {
+            receive(part, context: context)
+        }
+        if queued.isEmpty && readHeld {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             timeouts?.requestHeadReceived()
             requestBody = nil
@@ -58,8 +92,17 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    func read(context: ChannelHandlerContext) {
+        if queued.isEmpty {
+            context.read()
+        } else {
+            readHeld = true
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         state.channelClosed()
+        queued.removeAll()
         let current = responder
         responder = nil
         current?.connectionClosed()
@@ -72,13 +115,22 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         draining = true
-        if state.isIdle { context.close(promise: nil) }
+        if state.isIdle && queued.isEmpty { context.close(promise: nil) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Decoder errors (malformed request line, oversized headers) are answered by the
-        // HTTPServerProtocolErrorHandler in front of us; anything else ends the connection.
-        context.close(promise: nil)
+        // The decoder refused the bytes (malformed request, head over the size limit): answer 4xx and close,
+        // or close after the response under way. Anything else ends the connection, unless a refusal is
+        // still being written (the decoder reports every later read as an error too).
+        if let parseError = error as? HTTPParserError {
+            queued.removeAll()
+            let refusal: ProxyError =
+                parseError == .headerOverflow
+                ? .headersTooLarge("request head too large") : .badRequest("malformed HTTP request (\(parseError))")
+            run(state.parseFailed(refusal), context: context, head: nil)
+        } else if !state.isResponding {
+            context.close(promise: nil)
+        }
     }
 
     private func run(_ action: ProxyConnectionStateMachine.Action, context: ChannelHandlerContext, head: HTTPRequestHead?) {
@@ -86,6 +138,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .none:
             break
         case .dispatch(let head, _):
+            requestIsHTTP10 = head.version.major == 1 && head.version.minor == 0
             let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
             requestBody = nil
             let responder = Responder(
@@ -93,6 +146,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.responder = responder
             router.route(request, responder: responder)
         case .reject(let error):
+            requestIsHTTP10 = false
             let request = ProxyRequest(head: head ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: nil)
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
@@ -102,6 +156,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
         case .awaitNextRequest:
             timeouts?.responseCompleted()
+            deliverQueued(context: context)
         case .close:
             context.close(promise: nil)
         }
@@ -109,12 +164,21 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: - Writing (called by the Responder, on the event loop)
 
-    private func responseHead(status: HTTPResponseStatus, headers: HTTPHeaders) -> HTTPResponseHead {
-        var headers = headers
-        if !state.responseKeepsAlive || draining {
-            headers.replaceOrAdd(name: "Connection", value: "close")
-        }
-        return HTTPResponseHead(version: .http1_1, status: status, headers: headers)
+    /// The `Connection` header of the response being written: `close` when the connection ends after it,
+    /// `keep-alive` for an HTTP/1.0 client that asked to keep it.
+    private var connectionHeader: String? {
+        if !state.responseKeepsAlive || draining { return "close" }
+        return requestIsHTTP10 ? "keep-alive" : nil
+    }
+
+    private func encodeHead(
+        status: HTTPResponseStatus, headers: HTTPHeaders, bodyLength: Int64?, headOnly: Bool, context: ChannelHandlerContext
+    ) -> (ByteBuffer, BodyFraming) {
+        var buffer = context.channel.allocator.buffer(capacity: 512)
+        let framing = ResponseEncoding.writeHead(
+            status: status, headers: headers, bodyLength: bodyLength, chunkedAllowed: !requestIsHTTP10, headOnly: headOnly,
+            connection: connectionHeader, into: &buffer)
+        return (buffer, framing)
     }
 
     func writeResponse(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody, headOnly: Bool) {
@@ -125,37 +189,48 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             return
         }
-        context.write(wrapOutboundOut(.head(responseHead(status: status, headers: headers))), promise: nil)
+        let done = context.eventLoop.makePromise(of: Void.self)
         switch body {
         case .empty:
-            break
+            let (head, _) = encodeHead(status: status, headers: headers, bodyLength: 0, headOnly: headOnly, context: context)
+            completeResponse(when: done.futureResult, context: context)
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
         case .bytes(let buffer):
-            if !headOnly { context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil) }
+            let (head, framing) = encodeHead(
+                status: status, headers: headers, bodyLength: Int64(buffer.readableBytes), headOnly: headOnly, context: context)
+            completeResponse(when: done.futureResult, context: context)
+            if framing == .none || buffer.readableBytes == 0 {
+                context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
+            } else {
+                context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer)), promise: done)
+            }
         case .file(let handle, let offset, let length, let release):
-            if headOnly || length == 0 {
+            let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: length, headOnly: headOnly, context: context)
+            if framing == .none || length == 0 {
                 try? handle.close()
                 release()
-            } else {
-                let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
-                let written = context.eventLoop.makePromise(of: Void.self)
-                written.futureResult.whenComplete { _ in
-                    try? handle.close()
-                    release()
-                }
-                context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: written)
-                // Corked, the head leaves in the same full-sized segments as the file's first bytes instead of a
-                // small packet of its own (nginx's `tcp_nopush`); uncorking once sendfile has the data pushes the
-                // tail out at once. About 10-15% more 2 MiB hits per second, but about 10% fewer 256 KiB ones, so
-                // only large bodies are corked (docs/benchmarks.md).
-                if length >= Self.corkThreshold {
-                    Self.setCork(true, on: context.channel)
-                    finishResponse(context: context)
-                    Self.setCork(false, on: context.channel)
-                    return
-                }
+                completeResponse(when: done.futureResult, context: context)
+                context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
+                return
             }
+            // The file is closed and unpinned before the next pipelined request is looked at.
+            done.futureResult.whenComplete { _ in
+                try? handle.close()
+                release()
+            }
+            completeResponse(when: done.futureResult, context: context)
+            context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+            let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
+            // Corked, the head leaves in the same full-sized segments as the file's first bytes instead of a
+            // small packet of its own (nginx's `tcp_nopush`); uncorking once sendfile has the data pushes the
+            // tail out at once. About 10-15% more 2 MiB hits per second, but about 10% fewer 256 KiB ones, so
+            // only large bodies are corked (docs/benchmarks.md).
+            let cork = length >= Self.corkThreshold
+            if cork { Self.setCork(true, on: context.channel) }
+            context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
+            if cork { Self.setCork(false, on: context.channel) }
         }
-        finishResponse(context: context)
     }
 
     /// Bodies at least this long are sent corked.
@@ -174,31 +249,53 @@ final class ProxyHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func writeStreamHead(status: HTTPResponseStatus, headers: HTTPHeaders, headOnly: Bool) {
         guard let context else { return }
-        context.writeAndFlush(wrapOutboundOut(.head(responseHead(status: status, headers: headers))), promise: nil)
+        if !headOnly && status.mayHaveResponseBody && requestIsHTTP10 && !headers.contains(name: "content-length") {
+            // No chunked encoding for HTTP/1.0: the body ends when the connection does.
+            state.closeAfterResponse()
+        }
+        let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: nil, headOnly: headOnly, context: context)
+        streamFraming = framing
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: nil)
     }
 
     func writeStreamBody(_ buffer: ByteBuffer, flush: Bool, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
-        if flush { return context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))) }
-        return context.write(wrapOutboundOut(.body(.byteBuffer(buffer))))
+        if streamFraming == .none { return eventLoop.makeSucceededVoidFuture() }
+        if streamFraming == .chunked {
+            // An empty chunk would end the body.
+            if buffer.readableBytes == 0 { return eventLoop.makeSucceededVoidFuture() }
+            var framed = context.channel.allocator.buffer(capacity: buffer.readableBytes + 12)
+            ResponseEncoding.writeChunkHeader(count: buffer.readableBytes, into: &framed)
+            var body = buffer
+            framed.writeBuffer(&body)
+            framed.writeStaticString(ResponseEncoding.chunkTrailer)
+            return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(framed))) : context.write(wrapOutboundOut(.byteBuffer(framed)))
+        }
+        if flush { return context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))) }
+        return context.write(wrapOutboundOut(.byteBuffer(buffer)))
     }
 
     func writeStreamEnd() {
         guard let context else { return }
-        finishResponse(context: context)
+        let done = context.eventLoop.makePromise(of: Void.self)
+        completeResponse(when: done.futureResult, context: context)
+        var end = context.channel.allocator.buffer(capacity: 8)
+        // An empty write keeps the promise in order behind the body's writes.
+        if streamFraming == .chunked { end.writeStaticString(ResponseEncoding.lastChunk) }
+        streamFraming = .none
+        context.writeAndFlush(wrapOutboundOut(.byteBuffer(end)), promise: done)
     }
 
     func abortConnection() {
         responder = nil
         state.channelClosed()
+        queued.removeAll()
         context?.close(promise: nil)
     }
 
-    private func finishResponse(context: ChannelHandlerContext) {
-        let done = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+    private func completeResponse(when written: EventLoopFuture<Void>, context: ChannelHandlerContext) {
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        done.futureResult.whenComplete { result in
+        written.whenComplete { result in
             let (handler, context) = bound.value
             handler.responseWritten(success: (try? result.get()) != nil, context: context)
         }

@@ -64,11 +64,11 @@ public final class ProxyServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     let timeouts = RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout)
                     try sync.addHandler(timeouts)
-                    // Every header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
-                    // possible), and the CORS value is checked at startup: NIO's per-response re-validation of every
-                    // byte (about a tenth of a cache hit's CPU) buys nothing here.
-                    try sync.configureHTTPServerPipeline(
-                        withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: false)
+                    // No HTTPServerPipelineHandler, HTTPResponseEncoder or error handler: ProxyHTTPHandler queues
+                    // pipelined requests, answers decoder errors and writes the response bytes itself. Every
+                    // header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
+                    // possible), and the CORS value is checked at startup.
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
                     try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer, timeouts: timeouts))
                 }
             }

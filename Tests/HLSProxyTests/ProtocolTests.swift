@@ -94,7 +94,7 @@ import Testing
         // Wait (bounded) until the server holds both, however slowly a loaded machine schedules them.
         for _ in 0..<200 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(harness.server.services.connections.count == 2)
-        let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 1)
+        let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 5)
         #expect(third.isEmpty)
         #expect(closed)
         _ = try await (first, second)

@@ -134,6 +134,14 @@ final class ProxyHarness: Sendable {
 enum RawHTTP {
     /// Sends `request`, then reads until the peer closes or `readTimeout` passes without data.
     static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0) async throws -> (response: String, closedByPeer: Bool) {
+        let (bytes, closed) = try await exchangeBytes(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter)
+        return (String(decoding: bytes, as: UTF8.self), closed)
+    }
+
+    /// ``exchange(port:_:readTimeout:pauseAfter:)`` with the response's bytes as they came.
+    static func exchangeBytes(
+        port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0
+    ) async throws -> (response: [UInt8], closedByPeer: Bool) {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Result { try blockingExchange(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter) })
@@ -143,7 +151,7 @@ enum RawHTTP {
 
     struct SocketError: Error {}
 
-    private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> (String, Bool) {
+    private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> ([UInt8], Bool) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError() }
         defer { close(fd) }
@@ -167,7 +175,7 @@ enum RawHTTP {
                 received.append(contentsOf: buffer[0..<n])
             } else {
                 // A reset (the server closed with our bytes unread) is a close too.
-                return (String(decoding: received, as: UTF8.self), n == 0 || errno == ECONNRESET)
+                return (received, n == 0 || errno == ECONNRESET)
             }
         }
     }

@@ -28,6 +28,8 @@ final class TestOrigin: Sendable {
         case stallAfter(bytes: Int)
         /// Answer `302 Found` with this Location (relative or absolute).
         case redirect(to: String)
+        /// Send no Content-Length: the body goes chunked, in pieces of `chunk` bytes.
+        case noLength(chunk: Int)
     }
 
     struct LoggedRequest: Sendable {
@@ -208,6 +210,8 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         headers.add(name: "Content-Type", value: type)
         if case .wrongLength(let declared) = fault {
             headers.add(name: "Content-Length", value: String(declared))
+        } else if case .noLength = fault {
+            // NIO's encoder chunks a body of unknown length.
         } else {
             headers.add(name: "Content-Length", value: String(slice.count))
         }
@@ -230,6 +234,13 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice.prefix(bytes))))), promise: nil)
         case .slow(let chunk, let delay):
             sendSlowly(context, bytes: Array(slice), chunk: chunk, delay: delay)
+        case .noLength(let chunk):
+            var rest = slice
+            while !rest.isEmpty {
+                context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: rest.prefix(chunk))))), promise: nil)
+                rest = rest.dropFirst(chunk)
+            }
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
         default:
             context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice)))), promise: nil)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
