@@ -170,13 +170,13 @@ public final class CacheStore: Sendable {
         let hash = cachedKeyHash(key)
         let now = Date().timeIntervalSince1970
         let found = state.withLock { state -> MemoryLookup in
-            guard var row = state.entries[hash] else { return .miss }
-            guard !row.isExpired(at: now) else { return .expired }
-            row.lastAccess = now
-            state.entries[hash] = row
+            // In place: one hash of the key, no copy of the row written back.
+            guard let index = state.entries.index(forKey: hash) else { return .miss }
+            guard !state.entries.values[index].isExpired(at: now) else { return .expired }
+            state.entries.values[index].lastAccess = now
             if pin { state.pins[hash, default: 0] += 1 }
             let (flushNow, schedule) = Self.recordAccess(&state, hash: hash, at: now)
-            return .hit(row, flushNow: flushNow, scheduleFlush: schedule)
+            return .hit(state.entries.values[index], flushNow: flushNow, scheduleFlush: schedule)
         }
         switch found {
         case .hit(let row, let flushNow, let schedule):
@@ -187,6 +187,26 @@ public final class CacheStore: Sendable {
         case .miss:
             return lookupInIndex(hash: hash, now: now, pin: pin)
         }
+    }
+
+    /// Pins `object` again if it is still what is stored under its key (same entity tag and size, not expired),
+    /// recording the access like a lookup. For callers that keep a ``CachedObject`` from an earlier lookup (the
+    /// proxy's replayed hits): no key hashing, no new ``CachedObject``. `nil` when the object changed or went
+    /// away from this process's map: look it up again.
+    public func pinIfUnchanged(_ object: CachedObject) -> CachePin? {
+        let hash = object.keyHash
+        let now = Date().timeIntervalSince1970
+        let flush = state.withLock { state -> (Bool, Bool)? in
+            guard let index = state.entries.index(forKey: hash) else { return nil }
+            let row = state.entries.values[index]
+            guard row.etag == object.etag, row.size == object.size, !row.isExpired(at: now) else { return nil }
+            state.entries.values[index].lastAccess = now
+            state.pins[hash, default: 0] += 1
+            return Self.recordAccess(&state, hash: hash, at: now)
+        }
+        guard let (flushNow, schedule) = flush else { return nil }
+        scheduleAccessFlush(now: flushNow, later: schedule)
+        return CachePin(store: self, keyHash: hash)
     }
 
     /// The slow path: another process may have stored the object since this one loaded its map.

@@ -181,23 +181,34 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return (buffer, framing)
     }
 
+    /// No `Connection` header goes with the response being written (see ``Responder/sendsPlainKeepAlive``).
+    var sendsPlainKeepAlive: Bool { connectionHeader == nil }
+
     func writeResponse(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody, headOnly: Bool) {
         guard let context else {
-            if case .file(let handle, _, _, let release) = body {
-                try? handle.close()
-                release()
-            }
+            body.release()
             return
         }
+        let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: body.length, headOnly: headOnly, context: context)
+        write(head: head, framing: framing, body: body, context: context)
+    }
+
+    /// Writes a 200 head rendered earlier (``HitReplay``) and its body.
+    func writePrepared(_ head: ByteBuffer, body: ResponseBody, headOnly: Bool) {
+        guard let context else {
+            body.release()
+            return
+        }
+        write(head: head, framing: headOnly ? .none : .length, body: body, context: context)
+    }
+
+    private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
         switch body {
         case .empty:
-            let (head, _) = encodeHead(status: status, headers: headers, bodyLength: 0, headOnly: headOnly, context: context)
             completeResponse(when: done.futureResult, context: context)
             context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
         case .bytes(let buffer):
-            let (head, framing) = encodeHead(
-                status: status, headers: headers, bodyLength: Int64(buffer.readableBytes), headOnly: headOnly, context: context)
             completeResponse(when: done.futureResult, context: context)
             if framing == .none || buffer.readableBytes == 0 {
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
@@ -205,20 +216,15 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer)), promise: done)
             }
-        case .file(let handle, let offset, let length, let release):
-            let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: length, headOnly: headOnly, context: context)
+        case .file(let handle, let offset, let length, _):
             if framing == .none || length == 0 {
-                try? handle.close()
-                release()
+                body.release()
                 completeResponse(when: done.futureResult, context: context)
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
                 return
             }
             // The file is closed and unpinned before the next pipelined request is looked at.
-            done.futureResult.whenComplete { _ in
-                try? handle.close()
-                release()
-            }
+            done.futureResult.whenComplete { _ in body.release() }
             completeResponse(when: done.futureResult, context: context)
             context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
             let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))

@@ -14,6 +14,20 @@ public struct ProxyRequest: Sendable {
 
     public func header(_ name: String) -> String? { head.headers.first(name: name) }
 
+    /// Whether the request asks for the whole current representation, unconditionally: no `Range`, `If-Range`,
+    /// `If-None-Match` or `If-Modified-Since` (the requests a replayed hit may answer).
+    public var isPlainFetch: Bool {
+        for (name, _) in head.headers {
+            guard let first = name.utf8.first, first | 0x20 == UInt8(ascii: "r") || first | 0x20 == UInt8(ascii: "i") else { continue }
+            if ResponseEncoding.equalsIgnoringCase(name, "range") || ResponseEncoding.equalsIgnoringCase(name, "if-range")
+                || ResponseEncoding.equalsIgnoringCase(name, "if-none-match") || ResponseEncoding.equalsIgnoringCase(name, "if-modified-since")
+            {
+                return false
+            }
+        }
+        return true
+    }
+
     /// The same request without `Range` / `If-Range` (for answering a whole representation instead).
     public var withoutRange: ProxyRequest {
         var copy = self

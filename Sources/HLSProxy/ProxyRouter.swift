@@ -10,7 +10,6 @@ final class ProxyRouter: Sendable {
     private let keys: KeyEndpoint
     private let operations: OperationsEndpoint
     private let services: ProxyServices
-    private let recentTargets = NIOLockedValueBox<[String: OriginURL]>([:])
 
     init(services: ProxyServices) {
         self.services = services
@@ -48,23 +47,7 @@ final class ProxyRouter: Sendable {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
             }
-            let url: OriginURL
-            if let known = recentTargets.withLockedValue({ $0[target] }) {
-                url = known
-            } else {
-                do {
-                    url = try OriginURL(proxyTarget: target)
-                } catch {
-                    responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
-                    return
-                }
-                recentTargets.withLockedValue { cache in
-                    // Players ask for the same targets again and again; parsing them is a few percent of a hit.
-                    if cache.count >= 16_384 { cache.removeAll(keepingCapacity: true) }
-                    cache[target] = url
-                }
-            }
-            resources.handle(request, url: url, responder: responder)
+            resources.handle(request, responder: responder)
             return
         }
         if path.utf8.hasPrefix("/keys/") {

@@ -53,6 +53,10 @@ public final class ProxyServer: Sendable {
             // CAP_NET_ADMIN — every connection was reset in a container with `--cap-drop ALL`.
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
+            // Nothing here paces on writability (streamed bodies wait for each write's future), and a cached
+            // segment handed to sendfile counts as pending bytes: with NIO's 64 KiB default every hit flipped the
+            // channel unwritable and back, two pipeline events per request.
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 << 20, high: 64 << 20))
             .childChannelInitializer { channel in
                 guard limiter.acquire() else {
                     return channel.close()

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSOrigin
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
@@ -11,6 +12,11 @@ final class ResourceService: Sendable {
     private let services: ProxyServices
     /// The key service makes cache keys like the proxy does, so a request's cache key finds a registered key.
     private let keysShareCacheKeys: Bool
+    /// What is known about recently requested targets: players ask for the same ones again and again, and
+    /// parsing the URL, making its cache key and rendering a hit's head were most of a hit's own work.
+    private let targets = NIOLockedValueBox<[String: TargetMemo]>([:])
+    /// Bound on ``targets`` (cleared when full).
+    static let maxRememberedTargets = 16_384
 
     init(services: ProxyServices) {
         self.services = services
@@ -20,8 +26,31 @@ final class ResourceService: Sendable {
     /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
     static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
 
-    func handle(_ request: ProxyRequest, url: OriginURL, responder: Responder) {
-        let key = CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters)
+    func handle(_ request: ProxyRequest, responder: Responder) {
+        let target = request.head.uri
+        let memo: TargetMemo
+        if let known = targets.withLockedValue({ $0[target] }) {
+            memo = known
+        } else {
+            do {
+                let url = try OriginURL(proxyTarget: target)
+                memo = TargetMemo(
+                    url: url, key: CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters),
+                    blocking: url.query.map(ResourceService.hasBlockingReloadParameters) ?? false)
+            } catch {
+                responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
+                return
+            }
+            targets.withLockedValue { targets in
+                if targets.count >= Self.maxRememberedTargets { targets.removeAll(keepingCapacity: true) }
+                targets[target] = memo
+            }
+        }
+        handle(request, target: target, memo: memo, responder: responder)
+    }
+
+    private func handle(_ request: ProxyRequest, target: String, memo: TargetMemo, responder: Responder) {
+        let (url, key) = (memo.url, memo.key)
         // A registered AES-128 key asked for by its origin URL: send the client to /keys/{id}, where access is
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
         if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
@@ -32,10 +61,11 @@ final class ResourceService: Sendable {
             responder.send(status: .temporaryRedirect, headers: headers, body: .empty)
             return
         }
-        let blocking = url.query.map(ResourceService.hasBlockingReloadParameters) ?? false
+        let blocking = memo.blocking
         // The player's own request goes first; read-ahead follows it.
         defer { if !blocking { readAhead(after: key) } }
         if !blocking {
+            if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let live = services.playlists.livePlaylist(key) {
                 responder.route = .playlist
                 responder.cacheResult = .live
@@ -49,10 +79,29 @@ final class ResourceService: Sendable {
                     servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
                     return
                 }
-                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder) { return }
+                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder, replay: (target, memo.replay)) {
+                    return
+                }
             }
         }
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
+    }
+
+    /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
+    /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
+    private func replayHit(_ replay: HitReplay, request: ProxyRequest, responder: Responder) -> Bool {
+        guard request.isPlainFetch, responder.sendsPlainKeepAlive, let pin = services.store.pinIfUnchanged(replay.object) else { return false }
+        guard let handle = try? NIOFileHandle(_deprecatedPath: replay.object.path) else {
+            pin.unpin()
+            return false
+        }
+        responder.cacheResult = .hit
+        responder.sendPrepared(replay.head, headers: replay.headers, body: .file(handle, offset: 0, length: replay.object.size, release: { pin.unpin() }))
+        return true
+    }
+
+    private func remember(_ replay: HitReplay, for target: String) {
+        targets.withLockedValue { $0[target]?.replay = replay }
     }
 
     /// Starts background fetches of the next segments of the playlist `key` belongs to, and cancels the
@@ -85,7 +134,12 @@ final class ResourceService: Sendable {
 
     /// Serves a cached file with sendfile, honouring conditional and Range requests.
     /// Returns false when the file is gone (evicted by the other process): the caller treats it as a miss.
-    private func serveFile(_ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder) -> Bool {
+    /// - Parameter replay: the target to remember a ``HitReplay`` under when the whole object is sent, and the
+    ///   one remembered now (not rendered again if it is for the same object).
+    private func serveFile(
+        _ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder,
+        replay: (target: String, current: HitReplay?)? = nil
+    ) -> Bool {
         let handle: NIOFileHandle
         do {
             handle = try NIOFileHandle(_deprecatedPath: object.path)
@@ -118,6 +172,9 @@ final class ResourceService: Sendable {
         switch range {
         case .full:
             headers.add(name: "Content-Length", value: String(object.size))
+            if let replay, replay.current?.object != object, request.isPlainFetch {
+                remember(HitReplay(object: object, headers: responder.decorated(headers)), for: replay.target)
+            }
             responder.send(status: .ok, headers: headers, body: .file(handle, offset: 0, length: object.size, release: release))
         case .partial(let first, let last):
             headers.add(name: "Content-Length", value: String(last - first + 1))
@@ -222,6 +279,36 @@ final class ResourceService: Sendable {
             let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, playlists: services.playlists)
             if !fresh.subscribe(retry) { responder.send(error: ProxyError.unavailable("origin \(url.host) is failing")) }
         }
+    }
+}
+
+/// What ``ResourceService`` remembers about a proxied request target.
+struct TargetMemo: Sendable {
+    let url: OriginURL
+    let key: CacheKey
+    /// Carries LL-HLS blocking-reload parameters: always fetched from the origin.
+    let blocking: Bool
+    /// The last whole-object hit served for it.
+    var replay: HitReplay?
+}
+
+/// The 200 response head of a cached object exactly as ``ProxyHTTPHandler`` writes it on a kept-alive
+/// HTTP/1.1 connection, rendered once: the next plain GET or HEAD of the same object sends these bytes and the
+/// file, without building headers again.
+struct HitReplay: Sendable {
+    let object: CachedObject
+    /// The headers, CORS included (what the route observer is shown).
+    let headers: HTTPHeaders
+    let head: ByteBuffer
+
+    init(object: CachedObject, headers: HTTPHeaders) {
+        self.object = object
+        self.headers = headers
+        var head = ByteBuffer()
+        head.reserveCapacity(512)
+        _ = ResponseEncoding.writeHead(
+            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, into: &head)
+        self.head = head
     }
 }
 

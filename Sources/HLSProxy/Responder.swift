@@ -9,6 +9,22 @@ enum ResponseBody {
     /// `length` bytes of an open file starting at `offset`, sent with sendfile; `release` runs when the write
     /// is done (closing the handle and unpinning the cache object is the caller's business).
     case file(NIOFileHandle, offset: Int64, length: Int64, release: @Sendable () -> Void)
+
+    /// The length of a complete body.
+    var length: Int64 {
+        switch self {
+        case .empty: return 0
+        case .bytes(let buffer): return Int64(buffer.readableBytes)
+        case .file(_, _, let length, _): return length
+        }
+    }
+
+    /// Closes a file body's handle and runs its `release` (a body that will not be sent, or was).
+    func release() {
+        guard case .file(let handle, _, _, let onRelease) = self else { return }
+        try? handle.close()
+        onRelease()
+    }
 }
 
 /// The one way the resource layer answers a request. Bound to the connection's event loop: every method must
@@ -54,25 +70,42 @@ final class Responder: @unchecked Sendable {
     func send(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody) {
         eventLoop.preconditionInEventLoop()
         guard !answered, let handler else {
-            if case .file(let handle, _, _, let release) = body {
-                try? handle.close()
-                release()
-            }
+            body.release()
             return
         }
         answered = true
         self.status = Int(status.code)
-        if !request.isHead {
-            switch body {
-            case .empty: break
-            case .bytes(let buffer): bodyBytes = Int64(buffer.readableBytes)
-            case .file(_, _, let length, _): bodyBytes = length
-            }
-        }
+        if !request.isHead { bodyBytes = body.length }
         var headers = headers
         decorate(&headers)
         routeObserver?.didRespond(to: request, status: status, headers: headers)
         handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
+    }
+
+    /// Sends a 200 whose head was rendered earlier for the same object (``HitReplay``): `head` is the exact bytes,
+    /// `headers` what they say (for the route observer). Only when ``sendsPlainKeepAlive``.
+    func sendPrepared(_ head: ByteBuffer, headers: HTTPHeaders, body: ResponseBody) {
+        eventLoop.preconditionInEventLoop()
+        guard !answered, let handler else {
+            body.release()
+            return
+        }
+        answered = true
+        status = 200
+        if !request.isHead { bodyBytes = body.length }
+        routeObserver?.didRespond(to: request, status: .ok, headers: headers)
+        handler.writePrepared(head, body: body, headOnly: request.isHead)
+    }
+
+    /// Whether a response on this connection goes out without a `Connection` header (HTTP/1.1, kept alive, not
+    /// draining): the case a replayed head was rendered for.
+    var sendsPlainKeepAlive: Bool { handler?.sendsPlainKeepAlive ?? false }
+
+    /// `headers` as ``send(status:headers:body:)`` sends them (CORS added).
+    func decorated(_ headers: HTTPHeaders) -> HTTPHeaders {
+        var headers = headers
+        decorate(&headers)
+        return headers
     }
 
     /// Sends an error as JSON with its status.
