@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Cache-hit throughput: hlscache vs nginx serving the same files, measured with wrk in the same run.
 #
-#   Benchmarks/proxy-vs-nginx.sh [seconds-per-run]      (default 10)
+#   Benchmarks/proxy-vs-nginx.sh [seconds-per-run] [rounds]      (defaults 10 and 3)
 #
 # nginx (Debian's, sendfile on, access log off, one worker per core) serves a directory of segments; the same
 # nginx is hlscache's origin, every file is requested once through hlscache to make it a cache hit, then wrk
-# measures both at 1, 8, 64 and 256 connections for 2 MiB and 256 KiB segments. Prints a Markdown table and
-# hlscache's peak RSS. Loopback only; every run is bounded by its duration.
+# measures both at 1, 8, 64 and 256 connections for 2 MiB and 256 KiB segments, several rounds each, the two
+# servers alternating (this machine is shared: single runs swing by 20 %). Prints a Markdown table of medians,
+# with each server's CPU time per request, and hlscache's peak RSS. Loopback only; every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10}
+rounds=${2:-3}
 ./scripts/install-deps.sh nginx-light wrk >/dev/null
 swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
 bin=.build/release/hlscache
@@ -67,26 +69,48 @@ for f in seg_2m.ts seg_256k.ts; do
   [ "$cache" = "HIT" ] || { echo "warm-up failed: $f is not a cache hit ($cache)"; exit 1; }
 done
 
-run_wrk() {  # url connections -> "requests/s MB/s"
-  local threads=$(( $2 < 2 ? 1 : 2 ))
-  wrk -t"$threads" -c"$2" -d"${duration}s" --latency "$1" 2>&1 | awk '
+# CPU time (user + system, clock ticks) of a set of processes.
+ticks() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
+tick_us=$((1000000 / $(getconf CLK_TCK)))
+nginx_workers=$(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')
+
+run_wrk() {  # url connections pids... -> "requests/s p99 cpu-µs-per-request"
+  local url=$1 conns=$2; shift 2
+  local threads=$(( conns < 2 ? 1 : 2 ))
+  local before after
+  before=$(ticks "$@")
+  wrk -t"$threads" -c"$conns" -d"${duration}s" --latency "$url" > "$work/wrk.out" 2>&1
+  after=$(ticks "$@")
+  awk -v cpu=$(( (after - before) * tick_us )) '
+    /requests in/ {n=$1}
     /Requests\/sec/ {rps=$2}
-    /Transfer\/sec/ {v=$2; if (v ~ /GB/) {sub(/GB/,"",v); v*=1024} else if (v ~ /MB/) {sub(/MB/,"",v)} else if (v ~ /KB/) {sub(/KB/,"",v); v/=1024}; mbs=v}
     /^ +99%/ {p99=$2}
-    END {printf "%s %s %s", rps, mbs, p99}'
+    END {printf "%s %s %.1f", rps, p99, (n ? cpu / n : 0)}' "$work/wrk.out"
 }
 
+median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
-echo "each run: wrk ${duration}s"
+echo "each cell: ${rounds} rounds of wrk ${duration}s per server, nginx and hlscache alternating; medians shown"
+echo "CPU µs/req: the server's own user + system time per request (the steadiest figure on a shared machine)"
 echo
-echo "| segment | connections | nginx req/s | nginx MB/s | nginx p99 | hlscache req/s | hlscache MB/s | hlscache p99 | hlscache/nginx |"
+echo "| segment | connections | nginx req/s | nginx p99 | nginx CPU µs/req | hlscache req/s | hlscache p99 | hlscache CPU µs/req | hlscache/nginx req/s |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for f in seg_2m.ts seg_256k.ts; do
   for c in 1 8 64 256; do
-    read -r n_rps n_mbs n_p99 <<<"$(run_wrk "http://127.0.0.1:$nginx_port/vod/$f" "$c")"
-    read -r h_rps h_mbs h_p99 <<<"$(run_wrk "http://127.0.0.1:$hls_port/http/127.0.0.1:$nginx_port/vod/$f" "$c")"
-    ratio=$(python3 -c "print(f'{$h_rps/$n_rps:.2f}' if $n_rps else 'n/a')")
-    echo "| ${f#seg_} | $c | $n_rps | $n_mbs | $n_p99 | $h_rps | $h_mbs | $h_p99 | $ratio |"
+    n_rps=(); n_p99=(); n_cpu=(); h_rps=(); h_p99=(); h_cpu=()
+    for _ in $(seq 1 "$rounds"); do
+      # shellcheck disable=SC2086
+      read -r r p u <<<"$(run_wrk "http://127.0.0.1:$nginx_port/vod/$f" "$c" $nginx_workers)"
+      n_rps+=("$r"); n_p99+=("$p"); n_cpu+=("$u")
+      read -r r p u <<<"$(run_wrk "http://127.0.0.1:$hls_port/http/127.0.0.1:$nginx_port/vod/$f" "$c" "$hls_pid")"
+      h_rps+=("$r"); h_p99+=("$p"); h_cpu+=("$u")
+    done
+    nr=$(median "${n_rps[@]}"); hr=$(median "${h_rps[@]}")
+    ratio=$(python3 -c "print(f'{$hr/$nr:.2f}' if $nr else 'n/a')")
+    # p99: the round with the median request rate.
+    pick() { local -n rates=$1 values=$2; local m=$3 i; for i in "${!rates[@]}"; do [ "${rates[$i]}" = "$m" ] && { echo "${values[$i]}"; return; }; done; echo "${values[0]}"; }
+    echo "| ${f#seg_} | $c | ${nr%.*} | $(pick n_rps n_p99 "$nr") | $(median "${n_cpu[@]}") | ${hr%.*} | $(pick h_rps h_p99 "$hr") | $(median "${h_cpu[@]}") | $ratio |"
   done
 done
 echo
