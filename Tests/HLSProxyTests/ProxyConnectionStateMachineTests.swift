@@ -31,6 +31,36 @@ import Testing
         #expect(old.receivedEnd() == .dispatch(head(version: .http1_0), keepAlive: false))
     }
 
+    @Test func aDecoderErrorIsRefusedOrEndsTheConnectionAfterTheResponse() {
+        let refusal = ProxyError.badRequest("malformed")
+        var idle = ProxyConnectionStateMachine()
+        #expect(idle.parseFailed(refusal) == .reject(refusal))
+        #expect(idle.isResponding)
+        #expect(idle.parseFailed(refusal) == .none, "refused once")
+        #expect(idle.responseCompleted(success: true) == .close)
+
+        var midRequest = ProxyConnectionStateMachine()
+        _ = midRequest.receivedHead(head())
+        #expect(midRequest.parseFailed(refusal) == .reject(refusal))
+
+        var responding = ProxyConnectionStateMachine()
+        _ = responding.receivedHead(head())
+        _ = responding.receivedEnd()
+        #expect(responding.parseFailed(refusal) == .none, "the response under way is finished first")
+        #expect(!responding.responseKeepsAlive)
+        #expect(responding.responseCompleted(success: true) == .close)
+    }
+
+    @Test func aBodyThatEndsWithTheConnectionClosesIt() {
+        var machine = ProxyConnectionStateMachine()
+        _ = machine.receivedHead(head())
+        _ = machine.receivedEnd()
+        #expect(machine.responseKeepsAlive)
+        machine.closeAfterResponse()
+        #expect(!machine.responseKeepsAlive)
+        #expect(machine.responseCompleted(success: true) == .close)
+    }
+
     @Test func failedWriteCloses() {
         var machine = ProxyConnectionStateMachine()
         _ = machine.receivedHead(head())
