@@ -224,8 +224,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             // The file is closed and unpinned before the next pipelined request is looked at.
-            done.futureResult.whenComplete { _ in body.release() }
-            completeResponse(when: done.futureResult, context: context)
+            completeResponse(when: done.futureResult, context: context, releasing: body)
             context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
             let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
             // Corked, the head leaves in the same full-sized segments as the file's first bytes instead of a
@@ -299,10 +298,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context?.close(promise: nil)
     }
 
-    private func completeResponse(when written: EventLoopFuture<Void>, context: ChannelHandlerContext) {
-        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+    /// When `written` completes: `body` is released (its file closed and unpinned), then the response counts as
+    /// written.
+    private func completeResponse(when written: EventLoopFuture<Void>, context: ChannelHandlerContext, releasing body: ResponseBody = .empty) {
+        let bound = NIOLoopBound((handler: self, context: context, body: body), eventLoop: context.eventLoop)
         written.whenComplete { result in
-            let (handler, context) = bound.value
+            let (handler, context, body) = bound.value
+            body.release()
             handler.responseWritten(success: (try? result.get()) != nil, context: context)
         }
     }

@@ -35,8 +35,9 @@ final class ResourceService: Sendable {
             do {
                 let url = try OriginURL(proxyTarget: target)
                 memo = TargetMemo(
-                    url: url, key: CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters),
-                    blocking: url.query.map(ResourceService.hasBlockingReloadParameters) ?? false)
+                    resolved: ResolvedTarget(
+                        url: url, key: CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters),
+                        blocking: url.query.map(ResourceService.hasBlockingReloadParameters) ?? false))
             } catch {
                 responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
                 return
@@ -282,20 +283,36 @@ final class ResourceService: Sendable {
     }
 }
 
-/// What ``ResourceService`` remembers about a proxied request target.
+/// What ``ResourceService`` remembers about a proxied request target. Copied out of the memo on every request,
+/// so it is two references.
 struct TargetMemo: Sendable {
+    let resolved: ResolvedTarget
+    /// The last whole-object hit served for it.
+    var replay: HitReplay?
+
+    var url: OriginURL { resolved.url }
+    var key: CacheKey { resolved.key }
+    var blocking: Bool { resolved.blocking }
+}
+
+/// A request target parsed once: its origin URL and cache key.
+final class ResolvedTarget: Sendable {
     let url: OriginURL
     let key: CacheKey
     /// Carries LL-HLS blocking-reload parameters: always fetched from the origin.
     let blocking: Bool
-    /// The last whole-object hit served for it.
-    var replay: HitReplay?
+
+    init(url: OriginURL, key: CacheKey, blocking: Bool) {
+        self.url = url
+        self.key = key
+        self.blocking = blocking
+    }
 }
 
 /// The 200 response head of a cached object exactly as ``ProxyHTTPHandler`` writes it on a kept-alive
 /// HTTP/1.1 connection, rendered once: the next plain GET or HEAD of the same object sends these bytes and the
 /// file, without building headers again.
-struct HitReplay: Sendable {
+final class HitReplay: Sendable {
     let object: CachedObject
     /// The headers, CORS included (what the route observer is shown).
     let headers: HTTPHeaders
