@@ -120,15 +120,15 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // The decoder refused the bytes (malformed request, head over the size limit): answer 4xx and close,
-        // or close after the response under way. Anything else ends the connection, unless a refusal is
-        // still being written (the decoder reports every later read as an error too).
+        // or close after the response under way. After that the decoder reports every later read as an error
+        // too: the connection is already being answered and closed. Anything else ends the connection.
         if let parseError = error as? HTTPParserError {
             queued.removeAll()
             let refusal: ProxyError =
                 parseError == .headerOverflow
                 ? .headersTooLarge("request head too large") : .badRequest("malformed HTTP request (\(parseError))")
             run(state.parseFailed(refusal), context: context, head: nil)
-        } else if !state.isResponding {
+        } else if !(error is ByteToMessageDecoderError) {
             context.close(promise: nil)
         }
     }

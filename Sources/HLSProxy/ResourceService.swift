@@ -15,8 +15,8 @@ final class ResourceService: Sendable {
     /// What is known about recently requested targets: players ask for the same ones again and again, and
     /// parsing the URL, making its cache key and rendering a hit's head were most of a hit's own work.
     private let targets = NIOLockedValueBox<[String: TargetMemo]>([:])
-    /// Bound on ``targets`` (cleared when full).
-    static let maxRememberedTargets = 16_384
+    /// Bound on ``targets`` (cleared when full): with a replayed head each entry is about 1.5 KB.
+    static let maxRememberedTargets = 8_192
 
     init(services: ProxyServices) {
         self.services = services
@@ -66,13 +66,13 @@ final class ResourceService: Sendable {
         // The player's own request goes first; read-ahead follows it.
         defer { if !blocking { readAhead(after: key) } }
         if !blocking {
-            if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let live = services.playlists.livePlaylist(key) {
                 responder.route = .playlist
                 responder.cacheResult = .live
                 services.playlists.respond(with: live, to: responder, cache: "HIT")
                 return
             }
+            if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let (object, pin) = services.store.lookupAndPin(key) {
                 if object.kind == .playlist {
                     responder.route = .playlist
