@@ -233,11 +233,20 @@ public final class KeyService: Sendable {
     // MARK: - Fetching
 
     /// One origin fetch per id at a time; later callers wait for it.
-    private func fetchShared(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
+    ///
+    /// `record` is the caller's earlier look at the key. A fetch that finished between that look and this call
+    /// (it stored its copy, then left the in-flight table) is not repeated: if the key was fetched since and the
+    /// stored copy is valid, that copy is the answer. (Found by KeyLeakTests: a prewarm fetched a key twice.)
+    func fetchShared(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
         let task = inFlight.withLockedValue { tasks in
             if let existing = tasks[record.id] { return existing }
             let task = Task<[UInt8], any Error> {
                 defer { self.inFlight.withLockedValue { $0[record.id] = nil } }
+                if let current = try? self.database.record(record.id), current.isStored, current.fetchedAt != record.fetchedAt,
+                    current.state(masterKeyID: self.masterKey.id, now: self.clock()) == .valid, let plain = self.open(current)
+                {
+                    return plain
+                }
                 return try await self.fetchAndStore(record)
             }
             tasks[record.id] = task

@@ -67,6 +67,25 @@ import Testing
         #expect(setup.origin.count == 1)
     }
 
+    /// The race a prewarm hit: a caller looked at the record before another fetch stored the key, and asks for a
+    /// fetch after that one left the in-flight table. It gets the stored copy; the origin is not asked again.
+    @Test func aFetchThatFinishedSinceTheCallerLookedIsNotRepeated() async throws {
+        let setup = Setup()
+        defer { setup.directory.cleanup() }
+        let keys = try setup.service()
+        let id = try keys.register(Self.url)
+        let stale = try #require(try keys.record(id))
+        #expect(!stale.isStored)
+        #expect(try await keys.key(id) == Self.keyBytes)
+        #expect(setup.origin.count == 1)
+        #expect(try await keys.fetchShared(stale) == Self.keyBytes)
+        #expect(setup.origin.count == 1)
+        // A caller that saw the current copy and still asks (a renewal) does fetch.
+        let current = try #require(try keys.record(id))
+        #expect(try await keys.fetchShared(current) == Self.keyBytes)
+        #expect(setup.origin.count == 2)
+    }
+
     @Test(arguments: [0, 15, 17, 32])
     func refusesKeysThatAreNot16Bytes(_ count: Int) async throws {
         let setup = Setup()
