@@ -269,12 +269,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if streamFraming == .chunked {
             // An empty chunk would end the body.
             if buffer.readableBytes == 0 { return eventLoop.makeSucceededVoidFuture() }
-            var framed = context.channel.allocator.buffer(capacity: buffer.readableBytes + 12)
-            ResponseEncoding.writeChunkHeader(count: buffer.readableBytes, into: &framed)
-            var body = buffer
-            framed.writeBuffer(&body)
-            framed.writeStaticString(ResponseEncoding.chunkTrailer)
-            return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(framed))) : context.write(wrapOutboundOut(.byteBuffer(framed)))
+            // Size line, the body as it is (no copy) and the CRLF after it; they leave in one writev, and the
+            // last write's future completes after the other two.
+            var header = context.channel.allocator.buffer(capacity: 12)
+            ResponseEncoding.writeChunkHeader(count: buffer.readableBytes, into: &header)
+            context.write(wrapOutboundOut(.byteBuffer(header)), promise: nil)
+            context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
+            let trailer = ByteBuffer(staticString: ResponseEncoding.chunkTrailer)
+            return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(trailer))) : context.write(wrapOutboundOut(.byteBuffer(trailer)))
         }
         if flush { return context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))) }
         return context.write(wrapOutboundOut(.byteBuffer(buffer)))
