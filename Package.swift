@@ -139,7 +139,7 @@ let package = Package(
             name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSOriginTests",
             dependencies: ["HLSOrigin", "HLSCacheCore", .product(name: "Logging", package: "swift-log")] + nio,

@@ -3,12 +3,18 @@ public struct CacheRecoveryReport: Sendable, Hashable {
     /// Whether this process had the directory to itself and ran the full recovery. When another process
     /// (the server, or `hlscache fetch`) already has it open, only repairs that cannot race it run.
     public var exclusive: Bool = false
+    /// Whether the full pass ran (rows checked against files, orphans removed, totals recounted): only when alone
+    /// and a previous process did not close the store (a crash, a kill, a power cut), or the directory had no
+    /// session records yet.
+    public var full: Bool = false
     /// Temp files of crashed writers removed from `tmp/`.
     public var tempFilesRemoved: Int = 0
     /// Index rows dropped because their file was missing or had the wrong size.
     public var rowsDropped: Int = 0
     /// Object files removed because no index row names them (only in exclusive recovery).
     public var orphanFilesRemoved: Int = 0
+    /// Whether the full pass found the usage totals off and set them from the rows.
+    public var totalsRecounted: Bool = false
     /// Complete objects in the index after recovery.
     public var objectCount: Int = 0
 

@@ -4,19 +4,25 @@ import GRDB
 extension CacheStore {
     /// Startup recovery: makes the files and the index agree again after a crash.
     ///
-    /// Always (safe while another process uses the directory): drop rows whose file is missing or has the
-    /// wrong size — a row is only ever written after its file is complete, so such a row is damage, not a
-    /// write in flight — and remove temp files whose writer process is gone.
-    /// Only when `exclusive`: remove every temp file and every object file no row names (with another
-    /// process active those may be its writes between rename and commit).
+    /// Always (safe while another process uses the directory): remove temp files whose writer process is gone.
+    /// The full pass runs only when `full` (the caller is alone and a previous process did not close the store, or
+    /// the directory predates session files): drop rows whose file is missing or has the wrong size — a row is only
+    /// ever written after its file is complete, so such a row is damage, not a write in flight — remove every temp
+    /// file and every object file no row names, and recount the totals.
+    ///
+    /// A cleanly closed cache skips the full pass, so opening it costs the same with 50 objects or 500,000. Damage
+    /// done by hand between runs is still never served: the first lookup of an object in a process checks its
+    /// file's size (``lookup(_:)``), and a mismatch is a miss that refetches and replaces it.
     static func recover(
         index: IndexDatabase,
         objectsDirectory: String,
         tmpDirectory: String,
-        exclusive: Bool
-    ) throws -> (CacheRecoveryReport, [ObjectRow]) {
+        exclusive: Bool,
+        full: Bool
+    ) throws -> CacheRecoveryReport {
         var report = CacheRecoveryReport()
         report.exclusive = exclusive
+        report.full = full
 
         for name in FileSystem.contents(of: tmpDirectory) {
             if exclusive || !writerIsAlive(tempName: name) {
@@ -24,41 +30,48 @@ extension CacheStore {
                 report.tempFilesRemoved += 1
             }
         }
+        guard full else {
+            report.objectCount = try index.read(IndexDatabase.usage).count
+            return report
+        }
 
-        let rows = try index.read(IndexDatabase.fetchAll)
-        var kept: [ObjectRow] = []
+        // Only the two columns the check needs, streamed: no row objects for a cache of any size.
+        var known = Set<String>()
         var broken: [String] = []
-        for row in rows {
-            let path = "\(objectsDirectory)/\(row.keyHash.prefix(2))/\(row.keyHash.dropFirst(2))"
-            if isValidHash(row.keyHash), FileSystem.fileSize(path) == row.size {
-                kept.append(row)
-            } else {
-                broken.append(row.keyHash)
-                if isValidHash(row.keyHash) { FileSystem.remove(path) }
+        try index.read { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT key_hash, size FROM objects")
+            while let row = try rows.next() {
+                let hash: String = row[0]
+                let size: Int64 = row[1]
+                let path = "\(objectsDirectory)/\(hash.prefix(2))/\(hash.dropFirst(2))"
+                if isValidHash(hash), FileSystem.fileSize(path) == size {
+                    known.insert(hash)
+                } else {
+                    broken.append(hash)
+                    if isValidHash(hash) { FileSystem.remove(path) }
+                }
             }
         }
-        if !broken.isEmpty {
-            try index.write { db in try IndexDatabase.delete(db, keyHashes: broken) }
-            report.rowsDropped = broken.count
+        try index.write { db in
+            if !broken.isEmpty { try IndexDatabase.delete(db, keyHashes: broken) }
+            report.totalsRecounted = try IndexDatabase.recount(db)
         }
+        report.rowsDropped = broken.count
 
-        if exclusive {
-            let known = Set(kept.map(\.keyHash))
-            for prefix in FileSystem.contents(of: objectsDirectory) {
-                let folder = objectsDirectory + "/" + prefix
-                guard prefix.utf8.count == 2, FileSystem.isDirectory(folder) else {
-                    FileSystem.removeTree(folder)
-                    report.orphanFilesRemoved += 1
-                    continue
-                }
-                for name in FileSystem.contents(of: folder) where !known.contains(prefix + name) {
-                    FileSystem.removeTree(folder + "/" + name)
-                    report.orphanFilesRemoved += 1
-                }
+        for prefix in FileSystem.contents(of: objectsDirectory) {
+            let folder = objectsDirectory + "/" + prefix
+            guard prefix.utf8.count == 2, FileSystem.isDirectory(folder) else {
+                FileSystem.removeTree(folder)
+                report.orphanFilesRemoved += 1
+                continue
+            }
+            for name in FileSystem.contents(of: folder) where !known.contains(prefix + name) {
+                FileSystem.removeTree(folder + "/" + name)
+                report.orphanFilesRemoved += 1
             }
         }
-        report.objectCount = kept.count
-        return (report, kept)
+        report.objectCount = known.count
+        return report
     }
 
     /// Temp files are named `<hash>.<pid>.<n>.tmp`; a name that does not parse belongs to nobody.

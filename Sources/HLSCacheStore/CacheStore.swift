@@ -33,6 +33,8 @@ public final class CacheStore: Sendable {
     let index: IndexDatabase
     let state: Mutex<State>
     let lockFileDescriptor: Int32
+    /// This open's file in `sessions/`, removed by ``close()``.
+    let sessionPath: String
     let flushQueue = DispatchQueue(label: "hlscache.store.access-times")
 
     /// Access times are written in batches: when this many are pending, or this long after the first one.
@@ -87,13 +89,25 @@ public final class CacheStore: Sendable {
         let lockFD = try FileSystem.openLockFile(directory + "/lock")
         let exclusive = FileSystem.lock(lockFD, exclusive: true, wait: false)
         do {
+            // Each open store leaves a file in `sessions/` until ``close()``. Alone, a leftover one means a process
+            // ended without closing (killed, crashed, power cut): only then does the full recovery pass run.
+            let sessions = directory + "/sessions"
+            let hadSessions = FileSystem.isDirectory(sessions)
+            try FileSystem.makeDirectory(sessions)
+            let leftover = exclusive ? FileSystem.contents(of: sessions) : []
+            // A new index over old files (the index was deleted to start over) must not keep them unaccounted.
+            let hadIndex = FileSystem.fileSize(directory + "/index.sqlite") != nil
             index = try IndexDatabase(path: directory + "/index.sqlite")
-            let (report, rows) = try Self.recover(
-                index: index, objectsDirectory: objectsDirectory, tmpDirectory: tmpDirectory, exclusive: exclusive)
-            recovery = report
-            var initial = State()
-            for row in rows { initial.entries[row.keyHash] = row }
-            state = Mutex(initial)
+            recovery = try Self.recover(
+                index: index, objectsDirectory: objectsDirectory, tmpDirectory: tmpDirectory, exclusive: exclusive,
+                full: exclusive && (!hadSessions || !leftover.isEmpty || !hadIndex))
+            for name in leftover { FileSystem.remove(sessions + "/" + name) }
+            // Durable before this process writes anything: a power cut from here on leaves it behind.
+            sessionPath = sessions + "/\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+            FileSystem.closeFile(try FileSystem.createExclusive(sessionPath))
+            try FileSystem.syncPath(sessionPath)
+            try FileSystem.syncPath(sessions)
+            state = Mutex(State())
         } catch {
             FileSystem.closeFile(lockFD)
             throw error
@@ -110,10 +124,16 @@ public final class CacheStore: Sendable {
     /// Set by ``close()``; the readiness check reports a closed store.
     let closed = Mutex(false)
 
-    /// Writes pending access times and stops using the directory's lock. Open writers can still finish.
+    /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
+    /// using the directory's lock. Open writers can still finish. Idempotent.
     public func close() {
-        closed.withLock { $0 = true }
+        let wasClosed = closed.withLock { closed in
+            defer { closed = true }
+            return closed
+        }
+        guard !wasClosed else { return }
         flushAccessTimes()
+        FileSystem.remove(sessionPath)
         // The descriptor closes in deinit; unlock now so a restarted server (or a test) can reopen the
         // directory exclusively while this object is still referenced.
         FileSystem.unlock(lockFileDescriptor)
@@ -342,6 +362,6 @@ public final class CacheStore: Sendable {
 
     /// Bytes held by locked objects: eviction cannot free them.
     public func lockedBytes() throws -> Int64 {
-        try index.read { db in try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM objects WHERE locked = 1") ?? 0 }
+        try index.read(IndexDatabase.lockedBytes)
     }
 }

@@ -79,6 +79,14 @@ enum FileSystem {
         }
     }
 
+    /// Makes `path`'s own inode and directory entries durable (`fsync` of a file or a directory).
+    static func syncPath(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw error("open", path) }
+        defer { closeFile(fd) }
+        try sync(fd, path: path)
+    }
+
     static func closeFile(_ fd: Int32) {
         // close(2) must not be retried on EINTR on Linux: the descriptor is already released.
         _ = close(fd)

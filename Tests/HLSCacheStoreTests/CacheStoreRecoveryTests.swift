@@ -1,20 +1,22 @@
 import Foundation
+import GRDB
 import HLSCacheCore
-import HLSCacheStore
+@testable import HLSCacheStore
 import Testing
 
 @Suite struct CacheStoreRecoveryTests {
-    @Test func recoveryRepairsFilesAndIndex() throws {
+    @Test func recoveryRepairsFilesAndIndexAfterAProcessThatDidNotClose() throws {
         let dir = try TemporaryDirectory()
         var paths: [String: String] = [:]
         do {
             let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
-            #expect(cache.recovery.exclusive)
+            #expect(cache.recovery.exclusive && cache.recovery.full)  // a new directory: nothing to check, but checked
             for name in ["ok.ts", "missing.ts", "truncated.ts"] {
                 paths[name] = try store(bytes(100), as: key(name), in: cache).path
             }
-            cache.close()
+            // No close(): what a killed process leaves — its session file, and its flock released with the descriptor.
         }
+        #expect(dir.files(in: "sessions").count == 1)
         // A crashed writer's temp file (dead pid), a row whose file is gone, a truncated file, an orphan file.
         _ = FileManager.default.createFile(atPath: dir.path + "/tmp/\(String(repeating: "a", count: 64)).999999999.1.tmp", contents: Data([1, 2]))
         _ = FileManager.default.createFile(atPath: dir.path + "/tmp/junk", contents: Data([1]))
@@ -24,7 +26,7 @@ import Testing
         _ = FileManager.default.createFile(atPath: dir.path + "/objects/ff/" + String(repeating: "f", count: 62), contents: Data([7]))
 
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
-        #expect(cache.recovery.exclusive)
+        #expect(cache.recovery.exclusive && cache.recovery.full)
         #expect(cache.recovery.tempFilesRemoved == 2)
         #expect(cache.recovery.rowsDropped == 2)
         #expect(cache.recovery.orphanFilesRemoved == 1)
@@ -36,6 +38,104 @@ import Testing
         #expect(dir.files(in: "tmp").isEmpty)
         #expect(dir.objectFiles().count == 1)
         #expect(try usage(cache) == [100, 1])
+        #expect(!cache.recovery.totalsRecounted)  // the triggers kept them right through the deletes
+        #expect(dir.files(in: "sessions").count == 1)  // the dead one is gone, this open's is there
+        cache.close()
+        #expect(dir.files(in: "sessions").isEmpty)
+    }
+
+    @Test func aCleanlyClosedCacheOpensWithoutTheFullPassAndStillNeverServesADamagedFile() throws {
+        let dir = try TemporaryDirectory()
+        var paths: [String: String] = [:]
+        do {
+            let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+            for name in ["ok.ts", "missing.ts", "truncated.ts"] {
+                paths[name] = try store(bytes(100), as: key(name), in: cache).path
+            }
+            cache.close()
+            cache.close()  // idempotent
+        }
+        #expect(dir.files(in: "sessions").isEmpty)
+        // Damage by hand between two runs: not looked for at open any more...
+        try FileManager.default.removeItem(atPath: paths["missing.ts"]!)
+        try Data(bytes(50)).write(to: URL(fileURLWithPath: paths["truncated.ts"]!))
+        _ = FileManager.default.createFile(atPath: dir.path + "/tmp/\(String(repeating: "b", count: 64)).999999999.1.tmp", contents: Data([1]))
+
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        #expect(cache.recovery.exclusive && !cache.recovery.full)
+        #expect(cache.recovery.rowsDropped == 0 && cache.recovery.orphanFilesRemoved == 0)
+        #expect(cache.recovery.tempFilesRemoved == 1)  // temp files are cheap to sweep: always
+        #expect(cache.recovery.objectCount == 3)  // from the totals row
+        // ...but never served: the first lookup in a process checks the file's size.
+        #expect(cache.lookup(key("ok.ts")) != nil)
+        #expect(cache.lookup(key("missing.ts")) == nil)
+        #expect(cache.lookup(key("truncated.ts")) == nil)
+        // A refetch replaces the damaged version; the totals follow.
+        try store(bytes(70), as: key("truncated.ts"), in: cache)
+        #expect(contents(try #require(cache.lookup(key("truncated.ts"))).path) == bytes(70))
+        #expect(try usage(cache) == [270, 3])
+        cache.close()
+
+        // The index deleted to start over: its files must not stay behind unaccounted.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix) }
+        let fresh = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        #expect(fresh.recovery.full && fresh.recovery.orphanFilesRemoved == 2)
+        #expect(dir.objectFiles().isEmpty)
+        #expect(try usage(fresh) == [0, 0])
+        fresh.close()
+    }
+
+    @Test func usageTotalsStayEqualToTheRowsThroughEveryKindOfChange() throws {
+        let dir = try TemporaryDirectory()
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 5_000, freeDiskCushion: 0)
+        var generator = SystemRandomNumberGenerator()
+        var names: [String] = []
+        for step in 0..<300 {
+            let name = "o\(Int.random(in: 0..<40, using: &generator)).ts"
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<5:  // new object or a replaced version, maybe locked; evicts when over the cap
+                let size = Int.random(in: 1..<400, using: &generator)
+                try? store(bytes(size, seed: UInt8(truncatingIfNeeded: step)), as: key(name), in: cache, locked: Bool.random(using: &generator) && step % 3 == 0)
+                names.append(name)
+            case 5, 6:
+                try cache.remove(key(name))
+            case 7:
+                try cache.setLocked(names.suffix(5).map(key), Bool.random(using: &generator))
+            case 8:
+                try cache.evict(bytes: Int64.random(in: 1..<800, using: &generator))
+            default:
+                try? cache.makeWriter(for: key(name), expectedLength: 10).abort()
+            }
+            let summed = try cache.index.read(IndexDatabase.summedTotals)
+            let (bytes, count) = try cache.usage()
+            let locked = try cache.lockedBytes()
+            #expect(bytes == summed.bytes && count == summed.count && locked == summed.lockedBytes, "after step \(step)")
+            #expect(bytes == Int64(dir.objectFiles().compactMap { try? FileManager.default.attributesOfItem(atPath: dir.path + "/objects/" + $0)[.size] as? Int }.reduce(0, +)))
+        }
+        cache.close()
+    }
+
+    @Test func aCacheFromBeforeTheTotalsGetsThemFromItsRows() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+            try store(bytes(100), as: key("a.ts"), in: cache, locked: true)
+            try store(bytes(30), as: key("b.ts"), in: cache)
+            // Back to the v1 schema, as an older hlscache left it: no totals, no triggers, no session records.
+            try cache.index.write { db in
+                try db.execute(sql: """
+                    DROP TRIGGER object_totals_insert; DROP TRIGGER object_totals_delete; DROP TRIGGER object_totals_update;
+                    DROP TABLE object_totals; DELETE FROM grdb_migrations WHERE identifier = 'v2-totals'
+                    """)
+            }
+            cache.close()
+        }
+        try FileManager.default.removeItem(atPath: dir.path + "/sessions")
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        #expect(cache.recovery.full)  // no session records: checked once
+        #expect(try usage(cache) == [130, 2])
+        #expect(try cache.lockedBytes() == 100)
+        cache.close()
     }
 
     @Test func secondInstanceSeesTheFirstsObjectsAndKeepsItsWritesInFlight() throws {

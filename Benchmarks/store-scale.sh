@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# How the cache's size changes the cost of using it: `hlscache ls` (open + close) and a prewarm of the
+# 60-second, 3-variant stream of Benchmarks/prewarm.sh, into an empty cache and into caches already holding N
+# objects.
+#
+#   Benchmarks/store-scale.sh [objects...]      (default: 10000 50000; 3 runs each, the median is printed)
+#   HLSCACHE_BIN=/path/to/hlscache Benchmarks/store-scale.sh    (measure another build, e.g. an older commit's)
+#
+# The prefilled objects are real index rows (inserted with sqlite3, through the schema's triggers) and real
+# files of the rows' sizes (sparse, so 50,000 objects of ~225 KB take no disk). They are cleanly closed: no
+# recovery pass is due. Each prewarm goes to a new URL (a copy of the stream) so nothing is cached yet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=("$@")
+[ ${#sizes[@]} -eq 0 ] && sizes=(10000 50000)
+runs=3
+./scripts/install-deps.sh nginx-light ffmpeg >/dev/null
+if [ -z "${HLSCACHE_BIN:-}" ]; then
+  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
+fi
+bin=${HLSCACHE_BIN:-$PWD/.build/release/hlscache}
+
+work=$(mktemp -d /tmp/hlscache-scale.XXXXXX)
+chmod 755 "$work"
+cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$work/www/vod" "$work/tmp"
+ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration=60 -f lavfi -i sine=duration=60 \
+  -map 0:v -map 0:v -map 0:v -map 1:a -map 1:a -map 1:a -filter:v:1 scale=320:180 -filter:v:2 scale=160:90 \
+  -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
+  -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
+  -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
+copies=$(( (${#sizes[@]} + 1) * runs ))
+for i in $(seq 1 "$copies"); do cp -r "$work/www/vod" "$work/www/vod$i"; done
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+cat > "$work/nginx.conf" <<CONF
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp; server { listen 127.0.0.1:$port; root $work/www; } }
+CONF
+nginx -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log"
+
+prefill() {  # cache-dir, objects
+  "$bin" ls --cache-dir "$1" >/dev/null  # creates the directory, the schema and a clean session record
+  python3 - "$1" "$2" <<'PY'
+import hashlib, os, sqlite3, sys, time
+cache, n = sys.argv[1], int(sys.argv[2])
+db = sqlite3.connect(cache + "/index.sqlite")
+now = time.time()
+rows = []
+for i in range(n):
+    key = f"https://cdn.example.invalid/prefill/{i}.ts"
+    h = hashlib.sha256(key.encode()).hexdigest()
+    os.makedirs(f"{cache}/objects/{h[:2]}", exist_ok=True)
+    size = 200_000 + (i * 7919) % 50_000
+    with open(f"{cache}/objects/{h[:2]}/{h[2:]}", "wb") as f:
+        f.truncate(size)
+    rows.append((h, key, size, "video/mp2t", f'"{h[:16]}"', None, now - n + i, now - n + i, None, 0, "segment"))
+db.executemany("INSERT INTO objects (key_hash, key, size, content_type, etag, last_modified, created_at, last_access,"
+               " expires_at, locked, kind) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+db.commit()
+PY
+}
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+elapsed() { python3 -c "print(f'{$2-$1:.3f}')"; }
+
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); runs: $runs (median shown)"
+echo
+echo "| objects already cached | hlscache ls (s) | hlscache fetch, 93 files, 19.9 MB (s) |"
+echo "|---|---|---|"
+copy=0
+for objects in 0 "${sizes[@]}"; do
+  cache="$work/cache-$objects"
+  if [ "$objects" -gt 0 ]; then prefill "$cache" "$objects"; else "$bin" ls --cache-dir "$cache" >/dev/null; fi
+  ls_times=(); fetch_times=()
+  for run in $(seq 1 "$runs"); do
+    copy=$((copy + 1))
+    start=$(now); "$bin" ls --cache-dir "$cache" --max-cache-size 100GiB >/dev/null; end=$(now)
+    ls_times+=("$(elapsed "$start" "$end")")
+    start=$(now)
+    "$bin" fetch "http://127.0.0.1:$port/vod$copy/master.m3u8" --cache-dir "$cache" --max-cache-size 100GiB >"$work/last.log" 2>&1 \
+      || { echo "fetch failed: $(tail -1 "$work/last.log")" >&2; exit 1; }
+    end=$(now)
+    fetch_times+=("$(elapsed "$start" "$end")")
+  done
+  echo "| $objects | $(printf '%s\n' "${ls_times[@]}" | median) | $(printf '%s\n' "${fetch_times[@]}" | median) |"
+done
