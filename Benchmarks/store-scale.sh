@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How the cache's size changes the cost of using it: `hlscache ls` (open + close) and a prewarm of the
 # 60-second, 3-variant stream of Benchmarks/prewarm.sh, into an empty cache and into caches already holding N
-# objects.
+# objects — with room to spare, and full (the cap set to what is stored, so every write evicts, as in a proxy's
+# steady state).
 #
 #   Benchmarks/store-scale.sh [objects...]      (default: 10000 50000; 3 runs each, the median is printed)
 #   HLSCACHE_BIN=/path/to/hlscache Benchmarks/store-scale.sh    (measure another build, e.g. an older commit's)
@@ -30,7 +31,7 @@ ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x36
   -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
   -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
   -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
-copies=$(( (${#sizes[@]} + 1) * runs ))
+copies=$(( (${#sizes[@]} + 1) * runs * 2 ))
 for i in $(seq 1 "$copies"); do cp -r "$work/www/vod" "$work/www/vod$i"; done
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
@@ -72,13 +73,13 @@ elapsed() { python3 -c "print(f'{$2-$1:.3f}')"; }
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); runs: $runs (median shown)"
 echo
-echo "| objects already cached | hlscache ls (s) | hlscache fetch, 93 files, 19.9 MB (s) |"
-echo "|---|---|---|"
+echo "| objects already cached | hlscache ls (s) | hlscache fetch, 93 files, 19.9 MB (s) | the same into the full cache (s) |"
+echo "|---|---|---|---|"
 copy=0
 for objects in 0 "${sizes[@]}"; do
   cache="$work/cache-$objects"
   if [ "$objects" -gt 0 ]; then prefill "$cache" "$objects"; else "$bin" ls --cache-dir "$cache" >/dev/null; fi
-  ls_times=(); fetch_times=()
+  ls_times=(); fetch_times=(); full_times=()
   for run in $(seq 1 "$runs"); do
     copy=$((copy + 1))
     start=$(now); "$bin" ls --cache-dir "$cache" --max-cache-size 100GiB >/dev/null; end=$(now)
@@ -89,5 +90,14 @@ for objects in 0 "${sizes[@]}"; do
     end=$(now)
     fetch_times+=("$(elapsed "$start" "$end")")
   done
-  echo "| $objects | $(printf '%s\n' "${ls_times[@]}" | median) | $(printf '%s\n' "${fetch_times[@]}" | median) |"
+  for run in $(seq 1 "$runs"); do
+    copy=$((copy + 1))
+    cap=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT SUM(size) FROM objects').fetchone()[0])" "$cache/index.sqlite")
+    start=$(now)
+    "$bin" fetch "http://127.0.0.1:$port/vod$copy/master.m3u8" --cache-dir "$cache" --max-cache-size "$cap" >"$work/last.log" 2>&1 \
+      || { echo "fetch failed: $(tail -1 "$work/last.log")" >&2; exit 1; }
+    end=$(now)
+    full_times+=("$(elapsed "$start" "$end")")
+  done
+  echo "| $objects | $(printf '%s\n' "${ls_times[@]}" | median) | $(printf '%s\n' "${fetch_times[@]}" | median) | $(printf '%s\n' "${full_times[@]}" | median) |"
 done

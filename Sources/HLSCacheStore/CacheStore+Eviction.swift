@@ -24,20 +24,22 @@ extension CacheStore {
             victims.removeAll()
             hidden.removeAll()
             var freed: Int64 = 0
-            let cursor = try IndexDatabase.evictionCandidates(db, now: now)
-            while freed < bytes, let row = try cursor.next() {
-                let hash: String = row["key_hash"]
-                let size: Int64 = row["size"]
-                // Checking the pin and hiding the entry in one step means no lookupAndPin can slip between.
-                let evictable = state.withLock { state -> Bool in
-                    guard state.pins[hash] == nil else { return false }
-                    hidden[hash] = state.entries.removeValue(forKey: hash)
-                    state.pendingAccess[hash] = nil
-                    return true
-                }
-                if evictable {
-                    victims.append(hash)
-                    freed += size
+            var seen = Set<String>()
+            for cursor in try IndexDatabase.evictionCandidates(db, now: now) {
+                while freed < bytes, let row = try cursor.next() {
+                    let hash: String = row["key_hash"]
+                    guard seen.insert(hash).inserted else { continue }
+                    // Checking the pin and hiding the entry in one step means no lookupAndPin can slip between.
+                    let evictable = state.withLock { state -> Bool in
+                        guard state.pins[hash] == nil else { return false }
+                        hidden[hash] = state.entries.removeValue(forKey: hash)
+                        state.pendingAccess[hash] = nil
+                        return true
+                    }
+                    if evictable {
+                        victims.append(hash)
+                        freed += row["size"] as Int64
+                    }
                 }
             }
             if allOrNothing && freed < bytes {

@@ -47,6 +47,14 @@ struct IndexDatabase: Sendable {
             try db.execute(sql: "INSERT INTO object_totals (id, bytes, count, locked_bytes) VALUES (1, 0, 0, 0)")
             try Self.recount(db)
         }
+        // Eviction reads candidates in index order and stops when enough is freed (see evictionCandidates).
+        migrator.registerMigration("v3-eviction-indexes") { db in
+            try db.execute(
+                sql: """
+                    CREATE INDEX objects_evictable ON objects (locked, last_access);
+                    CREATE INDEX objects_expiry ON objects (expires_at) WHERE expires_at IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 
@@ -160,14 +168,24 @@ struct IndexDatabase: Sendable {
         }
     }
 
-    /// Eviction candidates, best first: expired objects, then least recently used. Locked rows never appear.
-    static func evictionCandidates(_ db: Database, now: Double) throws -> RowCursor {
-        try Row.fetchCursor(
-            db,
-            sql: """
-                SELECT key_hash, key, size FROM objects WHERE locked = 0
-                ORDER BY (expires_at IS NOT NULL AND expires_at <= ?) DESC, last_access ASC
-                """,
-            arguments: [now])
+    /// Eviction candidates, best first: expired objects (soonest expired first), then least recently used.
+    /// Locked rows never appear; an expired row appears twice (the caller skips the repeat).
+    ///
+    /// Two index-ordered scans the caller stops reading as soon as enough is freed: one `ORDER BY` over an
+    /// expression sorted the whole table on every eviction, and a full cache evicts on every write (a prewarm into
+    /// a full 50,000-object cache took 7–21 s).
+    static func evictionCandidates(_ db: Database, now: Double) throws -> [RowCursor] {
+        [
+            try Row.fetchCursor(db.cachedStatement(sql: expiredCandidatesSQL), arguments: [now]),
+            try Row.fetchCursor(db.cachedStatement(sql: leastRecentlyUsedCandidatesSQL)),
+        ]
     }
+
+    static let expiredCandidatesSQL = """
+        SELECT key_hash, key, size FROM objects INDEXED BY objects_expiry
+        WHERE expires_at IS NOT NULL AND expires_at <= ? AND locked = 0 ORDER BY expires_at
+        """
+    static let leastRecentlyUsedCandidatesSQL = """
+        SELECT key_hash, key, size FROM objects INDEXED BY objects_evictable WHERE locked = 0 ORDER BY last_access
+        """
 }
