@@ -89,6 +89,17 @@ public final class ItemStore: Sendable {
                 t.column("served", .text).notNull()
             }
         }
+        // Progress sums kept per item by triggers: markDone summed all of the item's resources for every stored
+        // resource, so an item's bookkeeping grew with the square of its length.
+        migrator.registerMigration("v4-item-totals") { db in
+            try db.execute(sql: Self.totalsSchema)
+            try db.execute(
+                sql: """
+                    INSERT INTO item_totals (item_id, bytes_done, segments_done, segments_total, done_segment_bytes, known_bytes,
+                      unknown_segments)
+                    SELECT item_id, \(Self.totalsExpressions(of: "")) FROM item_resources GROUP BY item_id
+                    """)
+        }
         return migrator
     }
 
@@ -255,9 +266,14 @@ public final class ItemStore: Sendable {
                     resource.done = true
                     resource.size = resource.size ?? size
                 }
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO item_resources (item_id, key, url, kind, size, done, position) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [id, resource.key, resource.url, resource.kind, resource.size, resource.done, position])
+                // An upsert, not INSERT OR REPLACE: its implicit delete would skip the item_totals delete trigger.
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO item_resources (item_id, key, url, kind, size, done, position) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT(item_id, key) DO UPDATE SET url = excluded.url, kind = excluded.kind, size = excluded.size,
+                          done = excluded.done, position = excluded.position
+                        """
+                ).execute(arguments: [id, resource.key, resource.url, resource.kind, resource.size, resource.done, position])
             }
         }
     }
@@ -296,24 +312,71 @@ public final class ItemStore: Sendable {
         }
     }
 
-    /// The sums ``markDone(_:key:size:estimatedTotal:)`` works from, in one pass over the item's resources.
+    /// The sums ``markDone(_:key:size:estimatedTotal:)`` works from: one row of `item_totals`, however long the item.
     static func resourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
-        let statement = try db.cachedStatement(
-            sql: """
-                SELECT
-                  COALESCE(SUM(CASE WHEN done THEN COALESCE(size, 0) ELSE 0 END), 0) AS bytes_done,
-                  COALESCE(SUM(CASE WHEN done AND kind = 'segment' THEN 1 ELSE 0 END), 0) AS segments_done,
-                  COALESCE(SUM(CASE WHEN kind = 'segment' THEN 1 ELSE 0 END), 0) AS segments_total,
-                  COALESCE(SUM(CASE WHEN done AND kind = 'segment' THEN COALESCE(size, 0) ELSE 0 END), 0) AS done_segment_bytes,
-                  COALESCE(SUM(CASE WHEN done OR size IS NOT NULL THEN COALESCE(size, 0) ELSE 0 END), 0) AS known_bytes,
-                  COALESCE(SUM(CASE WHEN NOT done AND size IS NULL AND kind = 'segment' THEN 1 ELSE 0 END), 0) AS unknown_segments
-                FROM item_resources WHERE item_id = ?
-                """)
-        let row = try Row.fetchOne(statement, arguments: [id])
-        return ResourceTotals(
-            bytesDone: row?["bytes_done"] ?? 0, segmentsDone: row?["segments_done"] ?? 0, segmentsTotal: row?["segments_total"] ?? 0,
-            doneSegmentBytes: row?["done_segment_bytes"] ?? 0, knownBytes: row?["known_bytes"] ?? 0,
-            unknownSegments: row?["unknown_segments"] ?? 0)
+        let statement = try db.cachedStatement(sql: "SELECT \(totalsColumns) FROM item_totals WHERE item_id = ?")
+        return try totals(Row.fetchOne(statement, arguments: [id]))
+    }
+
+    /// The same sums the slow way, over every resource row (the migration's source; tests compare the two).
+    static func summedResourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
+        try totals(
+            Row.fetchOne(db, sql: "SELECT \(totalsExpressions(of: "")) FROM item_resources WHERE item_id = ?", arguments: [id]))
+    }
+
+    private static func totals(_ row: Row?) -> ResourceTotals {
+        ResourceTotals(
+            bytesDone: row?[0] ?? 0, segmentsDone: row?[1] ?? 0, segmentsTotal: row?[2] ?? 0, doneSegmentBytes: row?[3] ?? 0,
+            knownBytes: row?[4] ?? 0, unknownSegments: row?[5] ?? 0)
+    }
+
+    private static let totalsColumns = "bytes_done, segments_done, segments_total, done_segment_bytes, known_bytes, unknown_segments"
+
+    /// What one resource row (`prefix` `NEW.` or `OLD.` in a trigger, empty for a plain row) adds to each of the six
+    /// sums; with `prefix` empty, wrapped in `SUM` for an aggregate over rows.
+    private static func totalsExpressions(of prefix: String, separator: String = ", ") -> String {
+        let p = prefix
+        let terms = [
+            "CASE WHEN \(p)done THEN COALESCE(\(p)size, 0) ELSE 0 END",
+            "CASE WHEN \(p)done AND \(p)kind = 'segment' THEN 1 ELSE 0 END",
+            "CASE WHEN \(p)kind = 'segment' THEN 1 ELSE 0 END",
+            "CASE WHEN \(p)done AND \(p)kind = 'segment' THEN COALESCE(\(p)size, 0) ELSE 0 END",
+            "CASE WHEN \(p)done OR \(p)size IS NOT NULL THEN COALESCE(\(p)size, 0) ELSE 0 END",
+            "CASE WHEN NOT \(p)done AND \(p)size IS NULL AND \(p)kind = 'segment' THEN 1 ELSE 0 END",
+        ]
+        return prefix.isEmpty ? terms.map { "COALESCE(SUM(\($0)), 0)" }.joined(separator: separator) : terms.joined(separator: separator)
+    }
+
+    /// `item_totals` and the triggers that keep each item's row equal to the sums over its `item_resources`.
+    private static var totalsSchema: String {
+        let columns = totalsColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        func adjust(_ sign: String, _ prefix: String) -> String {
+            let terms = totalsExpressions(of: prefix, separator: "\u{0}").split(separator: "\u{0}")
+            return zip(columns, terms).map { "\($0) = \($0) \(sign) (\($1))" }.joined(separator: ", ")
+        }
+        // Not INSERT OR IGNORE: inside a trigger, the outer statement's conflict policy (an upsert's) overrides it.
+        let ensureRow = "INSERT INTO item_totals (item_id) SELECT NEW.item_id WHERE NOT EXISTS (SELECT 1 FROM item_totals WHERE item_id = NEW.item_id);"
+        return """
+            CREATE TABLE item_totals (
+              item_id TEXT PRIMARY KEY NOT NULL,
+              \(columns.map { "\($0) INTEGER NOT NULL DEFAULT 0" }.joined(separator: ", "))
+            );
+            CREATE TRIGGER item_totals_insert AFTER INSERT ON item_resources BEGIN
+              \(ensureRow)
+              UPDATE item_totals SET \(adjust("+", "NEW.")) WHERE item_id = NEW.item_id;
+            END;
+            CREATE TRIGGER item_totals_delete AFTER DELETE ON item_resources BEGIN
+              UPDATE item_totals SET \(adjust("-", "OLD.")) WHERE item_id = OLD.item_id;
+            END;
+            CREATE TRIGGER item_totals_update AFTER UPDATE ON item_resources BEGIN
+              UPDATE item_totals SET \(adjust("-", "OLD.")) WHERE item_id = OLD.item_id;
+              \(ensureRow)
+              UPDATE item_totals SET \(adjust("+", "NEW.")) WHERE item_id = NEW.item_id;
+            END;
+            CREATE TRIGGER item_totals_purge AFTER DELETE ON items BEGIN
+              DELETE FROM item_totals WHERE item_id = OLD.id;
+            END;
+            """
     }
 
     /// Whether another item that is not expired or deleted (and, with `lockedOnly`, is locked) lists `key`.

@@ -155,4 +155,66 @@ import Testing
         // Two segments stored, 200 bytes on average: 460 known + 2 × 200.
         #expect(counts == ItemProgressCounts(bytesDone: 410, bytesTotal: 860, segmentsDone: 2, segmentsTotal: 5))
     }
+
+    /// The per-item sums are kept by triggers; after any sequence of list replacements, completions and purges
+    /// they must equal the sums over the rows.
+    @Test func itemTotalsStayEqualToTheSumsOverTheResources() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ids = ["a", "b", "c"]
+        for id in ids { try store.insert(DownloadItem(id: id, url: "https://x/\(id).m3u8")) }
+        var generator = SystemRandomNumberGenerator()
+        func randomList() -> [ItemResource] {
+            (0..<Int.random(in: 0..<30, using: &generator)).map { _ in
+                let n = Int.random(in: 0..<40, using: &generator)  // repeats: the same key twice in one list
+                return ItemResource(
+                    key: "k\(n)", url: "u\(n)", kind: ["segment", "segment", "playlist", "key", "init"].randomElement(using: &generator)!,
+                    size: Bool.random(using: &generator) ? Int64(n * 10) : nil)
+            }
+        }
+        for step in 0..<300 {
+            let id = ids.randomElement(using: &generator)!
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0, 1:
+                try store.setResources(id, randomList())
+            case 2:
+                try store.purge(id)
+                try store.insert(DownloadItem(id: id, url: "https://x/\(id).m3u8"))
+            default:
+                let keys = try store.resources(id).map(\.key)
+                if let key = keys.randomElement(using: &generator) {
+                    try store.markDone(id, key: key, size: Int64.random(in: 0..<500, using: &generator), estimatedTotal: { _ in 0 })
+                }
+            }
+            for id in ids {
+                let (kept, summed) = try store.read { db in
+                    (try ItemStore.resourceTotals(db, id: id), try ItemStore.summedResourceTotals(db, id: id))
+                }
+                #expect(kept == summed, "item \(id) after step \(step)")
+            }
+        }
+    }
+
+    @Test func itemsFromBeforeTheTotalsGetThemFromTheirRows() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try ItemStore(directory: dir.path)
+            try store.insert(DownloadItem(id: "old", url: "https://x/m.m3u8"))
+            try store.setResources(
+                "old", [ItemResource(key: "s1", url: "s1", kind: "segment"), ItemResource(key: "s2", url: "s2", kind: "segment", size: 7)])
+            try store.markDone("old", key: "s1", size: 40, estimatedTotal: { _ in 0 })
+            // Back to the schema an older hlscache left: no item_totals, no triggers.
+            try store.write { db in
+                try db.execute(
+                    sql: """
+                        DROP TRIGGER item_totals_insert; DROP TRIGGER item_totals_delete; DROP TRIGGER item_totals_update;
+                        DROP TRIGGER item_totals_purge; DROP TABLE item_totals; DELETE FROM grdb_migrations WHERE identifier = 'v4-item-totals'
+                        """)
+            }
+        }
+        let store = try ItemStore(directory: dir.path)
+        let totals = try store.read { db in try ItemStore.resourceTotals(db, id: "old") }
+        #expect(totals == ResourceTotals(bytesDone: 40, segmentsDone: 1, segmentsTotal: 2, doneSegmentBytes: 40, knownBytes: 47, unknownSegments: 0))
+    }
 }
