@@ -6,6 +6,10 @@
 #
 #   Benchmarks/store-scale.sh [objects...]      (default: 10000 50000; 3 runs each, the median is printed)
 #   HLSCACHE_BIN=/path/to/hlscache Benchmarks/store-scale.sh    (measure another build, e.g. an older commit's)
+#   SEGMENTS="1000 5000" Benchmarks/store-scale.sh                 (the long-item table's sizes; default 1000 5000)
+#
+# A second table prewarms single media playlists of 1,000 and 5,000 small segments (1,880 bytes each): the cost of
+# an item's own bookkeeping as it gets longer.
 #
 # The prefilled objects are real index rows (inserted with sqlite3, through the schema's triggers) and real
 # files of the rows' sizes (sparse, so 50,000 objects of ~225 KB take no disk). They are cleanly closed: no
@@ -32,6 +36,22 @@ ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x36
   -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
   -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
 copies=$(( (${#sizes[@]} + 1) * runs * 2 ))
+segment_counts=(${SEGMENTS:-1000 5000})
+python3 - "$work/www" "${segment_counts[@]}" <<'PY'
+import os, sys
+root, counts = sys.argv[1], [int(n) for n in sys.argv[2:]]
+for n in counts:
+    folder = f"{root}/long{n}"
+    os.makedirs(folder, exist_ok=True)
+    lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD"]
+    for i in range(n):
+        with open(f"{folder}/seg{i:05d}.ts", "wb") as f:
+            f.write(b"G" + bytes(1879))
+        lines += ["#EXTINF:2.0,", f"seg{i:05d}.ts"]
+    lines.append("#EXT-X-ENDLIST")
+    with open(f"{folder}/index.m3u8", "w") as f:
+        f.write("\n".join(lines) + "\n")
+PY
 for i in $(seq 1 "$copies"); do cp -r "$work/www/vod" "$work/www/vod$i"; done
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
@@ -103,4 +123,17 @@ for objects in 0 "${sizes[@]}"; do
     full_times+=("$(elapsed "$start" "$end")")
   done
   echo "| $objects | $(printf '%s\n' "${ls_times[@]}" | median) | $(printf '%s\n' "${fetch_times[@]}" | median) | $(printf '%s\n' "${full_times[@]}" | median) |"
+done
+
+echo
+echo "| segments in the item (1,880 B each) | hlscache fetch (s) | ms per segment |"
+echo "|---|---|---|"
+for n in "${segment_counts[@]}"; do
+  sync; sleep 2
+  start=$(now)
+  "$bin" fetch "http://127.0.0.1:$port/long$n/index.m3u8" --cache-dir "$work/cache-long$n" >"$work/last.log" 2>&1 \
+    || { echo "fetch failed: $(tail -1 "$work/last.log")" >&2; exit 1; }
+  end=$(now)
+  t=$(elapsed "$start" "$end")
+  echo "| $n | $t | $(python3 -c "print(f'{$t*1000/$n:.2f}')") |"
 done

@@ -308,14 +308,19 @@ public final class Downloader: Sendable {
                 let master = try top.playlist.master(baseURL: top.baseURL)
                 let selected = item.selection.select(from: master)
                 guard !selected.isEmpty else { throw DownloadError.corrupted.with("the master playlist names no rendition to download") }
+                // The renditions' playlists load in parallel (one round trip instead of one per rendition); results
+                // and the error reported (the first rendition's that failed) follow the master's order.
+                var mediaURLs: [OriginURL] = []
                 for choice in selected {
-                    let mediaURL: OriginURL
-                    do { mediaURL = try OriginURL(choice.url) } catch { throw DownloadError.corrupted.with("\(choice.url): \(error)") }
-                    let loaded = try await loadPlaylist(mediaURL, item: item, isMaster: false, storing: storing)
-                    guard loaded.playlist.kind == .media else {
+                    do { mediaURLs.append(try OriginURL(choice.url)) } catch { throw DownloadError.corrupted.with("\(choice.url): \(error)") }
+                }
+                let loaded = await loadPlaylists(mediaURLs, item: item, storing: storing)
+                for (choice, (mediaURL, result)) in zip(selected, zip(mediaURLs, loaded)) {
+                    let playlist = try result.get()
+                    guard playlist.playlist.kind == .media else {
                         throw DownloadError.corrupted.with("\(choice.url) is not a media playlist")
                     }
-                    renditions.append((choice, try loaded.playlist.media(baseURL: loaded.baseURL, imports: master.variables)))
+                    renditions.append((choice, try playlist.playlist.media(baseURL: playlist.baseURL, imports: master.variables)))
                     playlistURLs.append(mediaURL)
                 }
             }
@@ -328,6 +333,32 @@ public final class Downloader: Sendable {
         } catch {
             throw DownloadError.from(error)
         }
+    }
+
+    /// Loads media playlists in parallel; the results are in the order of `urls`.
+    private func loadPlaylists(_ urls: [OriginURL], item: DownloadItem, storing: Bool) async
+        -> [Result<(playlist: Playlist, baseURL: String), any Error>]
+    {
+        await withTaskGroup(of: IndexedPlaylist.self) { group in
+            for (position, url) in urls.enumerated() {
+                group.addTask {
+                    do {
+                        let loaded = try await self.loadPlaylist(url, item: item, isMaster: false, storing: storing)
+                        return IndexedPlaylist(position: position, result: .success(loaded))
+                    } catch {
+                        return IndexedPlaylist(position: position, result: .failure(error))
+                    }
+                }
+            }
+            var results = [Result<(playlist: Playlist, baseURL: String), any Error>](repeating: .failure(CancellationError()), count: urls.count)
+            for await loaded in group { results[loaded.position] = loaded.result }
+            return results
+        }
+    }
+
+    private struct IndexedPlaylist: Sendable {
+        var position: Int
+        var result: Result<(playlist: Playlist, baseURL: String), any Error>
     }
 
     /// A playlist: the stored raw copy when there is one (a resumed item reads what it started with), else the
