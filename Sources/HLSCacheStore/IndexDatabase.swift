@@ -76,10 +76,6 @@ struct IndexDatabase: Sendable {
         }
     }
 
-    static func fetchAll(_ db: Database) throws -> [ObjectRow] {
-        try Row.fetchAll(db, sql: "SELECT \(ObjectRow.columns) FROM objects").map(ObjectRow.init(row:))
-    }
-
     // The statements every lookup and commit runs are prepared once per connection (`cachedStatement`): compiling
     // them each time, with GRDB's authorizer called for every column, was a visible part of a prewarm.
 
