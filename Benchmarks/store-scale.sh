@@ -8,7 +8,10 @@
 #   HLSCACHE_BIN=/path/to/hlscache Benchmarks/store-scale.sh    (measure another build, e.g. an older commit's)
 #   SEGMENTS="1000 5000" Benchmarks/store-scale.sh                 (the long-item table's sizes; default 1000 5000)
 #
-# A second table prewarms single media playlists of 1,000 and 5,000 small segments (1,880 bytes each): the cost of
+# A second table has `hlscache serve` on the same caches at their cap: the time until /healthz answers, and 90
+# segment misses through the proxy (curl, 4 in parallel; each miss stores its segment and evicts).
+#
+# A third table prewarms single media playlists of 1,000 and 5,000 small segments (1,880 bytes each): the cost of
 # an item's own bookkeeping as it gets longer.
 #
 # The prefilled objects are real index rows (inserted with sqlite3, through the schema's triggers) and real
@@ -35,7 +38,7 @@ ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x36
   -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
   -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
   -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
-copies=$(( (${#sizes[@]} + 1) * runs * 2 ))
+copies=$(( (${#sizes[@]} + 1) * (runs * 2 + 1) ))
 segment_counts=(${SEGMENTS:-1000 5000})
 python3 - "$work/www" "${segment_counts[@]}" <<'PY'
 import os, sys
@@ -123,6 +126,30 @@ for objects in 0 "${sizes[@]}"; do
     full_times+=("$(elapsed "$start" "$end")")
   done
   echo "| $objects | $(printf '%s\n' "${ls_times[@]}" | median) | $(printf '%s\n' "${fetch_times[@]}" | median) | $(printf '%s\n' "${full_times[@]}" | median) |"
+done
+
+echo
+echo "| objects already cached | serve ready (s) | 90 misses through serve into the full cache (s) |"
+echo "|---|---|---|"
+serve_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+for objects in 0 "${sizes[@]}"; do
+  cache="$work/cache-$objects"
+  copy=$((copy + 1))
+  cap=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT SUM(size) FROM objects').fetchone()[0])" "$cache/index.sqlite")
+  sync; sleep 2
+  start=$(now)
+  "$bin" serve --listen "127.0.0.1:$serve_port" --cache-dir "$cache" --max-cache-size "$cap" >"$work/serve.log" 2>&1 &
+  serve_pid=$!
+  until curl -fs "http://127.0.0.1:$serve_port/healthz" >/dev/null 2>&1; do
+    kill -0 "$serve_pid" 2>/dev/null || { echo "serve failed: $(tail -1 "$work/serve.log")" >&2; exit 1; }
+    sleep 0.005
+  done
+  ready=$(elapsed "$start" "$(now)")
+  start=$(now)
+  (cd "$work/www" && find "vod$copy" -name '*.ts' | sed "s|^|http://127.0.0.1:$serve_port/http/127.0.0.1:$port/|" | xargs -P4 -n8 curl -fsS >/dev/null)
+  misses=$(elapsed "$start" "$(now)")
+  kill -INT "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+  echo "| $objects | $ready | $misses |"
 done
 
 echo
