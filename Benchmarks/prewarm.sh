@@ -8,6 +8,7 @@
 # writes into a fresh cache (files fsynced, index rows committed). Loopback only, bounded by the stream's size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/lib/prewarm-origin.sh
 runs=${1:-3}
 ./scripts/install-deps.sh nginx-light ffmpeg streamlink curl >/dev/null
 swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
@@ -19,24 +20,11 @@ cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/n
 trap cleanup EXIT
 mkdir -p "$work/www/vod" "$work/tmp"
 
-ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration=60 -f lavfi -i sine=duration=60 \
-  -map 0:v -map 0:v -map 0:v -map 1:a -map 1:a -map 1:a -filter:v:1 scale=320:180 -filter:v:2 scale=160:90 \
-  -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
-  -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
-  -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
+make_prewarm_stream "$work/www/vod"
 bytes=$(du -sb "$work/www/vod" | cut -f1)
 segments=$(find "$work/www/vod" -name '*.ts' | wc -l)
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-cat > "$work/nginx.conf" <<CONF
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp; server { listen 127.0.0.1:$port; root $work/www; } }
-CONF
-nginx -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log"
+start_static_nginx "$work"
 url="http://127.0.0.1:$port/vod/master.m3u8"
 
 now() { date +%s.%N; }

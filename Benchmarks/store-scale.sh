@@ -19,6 +19,7 @@
 # recovery pass is due. Each prewarm goes to a new URL (a copy of the stream) so nothing is cached yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/lib/prewarm-origin.sh
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(10000 50000)
 runs=3
@@ -33,11 +34,7 @@ chmod 755 "$work"
 cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$work/www/vod" "$work/tmp"
-ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration=60 -f lavfi -i sine=duration=60 \
-  -map 0:v -map 0:v -map 0:v -map 1:a -map 1:a -map 1:a -filter:v:1 scale=320:180 -filter:v:2 scale=160:90 \
-  -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
-  -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
-  -var_stream_map "v:0,a:0 v:1,a:1 v:2,a:2" -hls_segment_filename "$work/www/vod/v%v/seg%03d.ts" "$work/www/vod/v%v/index.m3u8"
+make_prewarm_stream "$work/www/vod"
 copies=$(( (${#sizes[@]} + 1) * (runs * 2 + 1) ))
 segment_counts=(${SEGMENTS:-1000 5000})
 python3 - "$work/www" "${segment_counts[@]}" <<'PY'
@@ -57,16 +54,7 @@ for n in counts:
 PY
 for i in $(seq 1 "$copies"); do cp -r "$work/www/vod" "$work/www/vod$i"; done
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-cat > "$work/nginx.conf" <<CONF
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 1024; }
-http { access_log off; sendfile on; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp; server { listen 127.0.0.1:$port; root $work/www; } }
-CONF
-nginx -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log"
+start_static_nginx "$work"
 # Let the copies' writeback drain: on this VM an fsync queued behind it takes seconds, not the ~0.5 ms it costs.
 sync; sleep 5
 
