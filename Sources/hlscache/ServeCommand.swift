@@ -94,6 +94,10 @@ struct ServeCommand: AsyncParsableCommand {
         let originConfiguration = settings.originConfiguration()
         let keyConfiguration = settings.keyConfiguration()
 
+        // Settings are checked before anything is opened: a refused start leaves nothing to clean up.
+        if let token = settings.apiToken, token.count < 16 || token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
+            throw ValidationError("api.token (--api-token): expected at least 16 characters without spaces")
+        }
         let store: CacheStore
         do {
             store = try CacheStore.open(
@@ -116,9 +120,6 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
-        if let token = settings.apiToken, token.count < 16 || token.contains(where: { $0 == " " || $0 == "\r" || $0 == "\n" }) {
-            throw ValidationError("api.token (--api-token): expected at least 16 characters without spaces")
-        }
         // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
         // the background with the same origin settings as the proxy's client (the downloader retries each resource
         // itself); the admin API reports their events.
@@ -141,6 +142,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             try? await downloadOrigin.shutdown()
             try? await origin.shutdown()
+            store.close()  // a clean close: the next start needs no recovery pass
             throw ValidationError("cannot listen on \(address): \(error)")
         }
         let banner = ServeBanner(

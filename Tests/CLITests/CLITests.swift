@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -112,6 +115,38 @@ import Testing
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!process.isRunning)
         #expect(process.terminationStatus == 0)
+        // The clean stop is recorded: no session file left, so the next start skips the full recovery pass.
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
+    }
+
+    /// A start that fails leaves the cache as cleanly closed as a stop: a port already taken (after the cache was
+    /// opened), and a bad API token (checked before anything is opened).
+    @Test func aRefusedStartLeavesNoSessionBehind() throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0 }
+        }
+        try #require(bound && listen(taken, 1) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+
+        let busy = try CLI.run(["serve", "--listen", "127.0.0.1:\(port)", "--cache-dir", cache.path, "--log-level", "error"])
+        #expect(busy.status != 0)
+        #expect(busy.stderr.contains("cannot listen"))
+        #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("index.sqlite").path))  // it had opened the cache
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
+
+        let other = cache.appendingPathComponent("other")
+        let token = try CLI.run(["serve", "--listen", "127.0.0.1:0", "--cache-dir", other.path, "--api-token", "short"])
+        #expect(token.status != 0)
+        #expect(token.stderr.contains("api.token"))
+        #expect(!FileManager.default.fileExists(atPath: other.path))
     }
 
     @Test func badOptionsAreClearErrors() throws {
