@@ -14,11 +14,7 @@ runs=${1:-3}
 swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
 bin=$PWD/.build/release/hlscache
 
-work=$(mktemp -d /tmp/hlscache-prewarm.XXXXXX)
-chmod 755 "$work"
-cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"; }
-trap cleanup EXIT
-mkdir -p "$work/www/vod" "$work/tmp"
+make_prewarm_workdir prewarm
 
 make_prewarm_stream "$work/www/vod"
 bytes=$(du -sb "$work/www/vod" | cut -f1)

@@ -29,11 +29,7 @@ if [ -z "${HLSCACHE_BIN:-}" ]; then
 fi
 bin=${HLSCACHE_BIN:-$PWD/.build/release/hlscache}
 
-work=$(mktemp -d /tmp/hlscache-scale.XXXXXX)
-chmod 755 "$work"
-cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"; }
-trap cleanup EXIT
-mkdir -p "$work/www/vod" "$work/tmp"
+make_prewarm_workdir scale
 make_prewarm_stream "$work/www/vod"
 copies=$(( (${#sizes[@]} + 1) * (runs * 2 + 1) ))
 segment_counts=(${SEGMENTS:-1000 5000})

@@ -1,9 +1,18 @@
 # Sourced by Benchmarks/prewarm.sh and Benchmarks/store-scale.sh: the 60-second, 3-variant stream they prewarm
 # and the nginx that serves it.
 #
+#   make_prewarm_workdir NAME     sets $work to a new /tmp/hlscache-NAME.* with www/vod and tmp, removed (and its
+#                                 nginx stopped) when the script exits
 #   make_prewarm_stream DIR       writes DIR/master.m3u8 and DIR/v{0,1,2}/ (TS, 2 s segments, 90 files)
 #   start_static_nginx WORK       serves WORK/www on 127.0.0.1 (writes WORK/nginx.conf, WORK/nginx.pid; needs
 #                                 WORK/tmp); sets $port. The caller's EXIT trap stops it (kill "$(cat WORK/nginx.pid)").
+
+make_prewarm_workdir() {
+  work=$(mktemp -d "/tmp/hlscache-$1.XXXXXX")
+  chmod 755 "$work"
+  mkdir -p "$work/www/vod" "$work/tmp"
+  trap '[ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; sleep 0.2; rm -rf "$work"' EXIT
+}
 
 make_prewarm_stream() {
   local dir=$1
