@@ -8,60 +8,60 @@ import FoundationNetworking
 import Testing
 
 @Suite struct CLITests {
-    @Test func urlPrintsProxyURL() throws {
-        let result = try CLI.run(["url", "https://cdn.example.com/vod/master.m3u8?t=1"])
+    @Test func urlPrintsProxyURL() async throws {
+        let result = try await CLI.run(["url", "https://cdn.example.com/vod/master.m3u8?t=1"])
         #expect(result.status == 0)
         #expect(result.stdout == "http://127.0.0.1:8080/https/cdn.example.com/vod/master.m3u8?t=1\n")
     }
 
-    @Test func urlHonoursProxyBase() throws {
-        let result = try CLI.run(["url", "--proxy", "http://10.0.0.2:9000", "http://127.0.0.1:28080/a.m3u8"])
+    @Test func urlHonoursProxyBase() async throws {
+        let result = try await CLI.run(["url", "--proxy", "http://10.0.0.2:9000", "http://127.0.0.1:28080/a.m3u8"])
         #expect(result.stdout == "http://10.0.0.2:9000/http/127.0.0.1:28080/a.m3u8\n")
     }
 
     /// Without `--proxy`, printed player URLs use the configured listen address — what a `serve` with the same
     /// configuration answers — with a wildcard address printed as loopback.
-    @Test func playerURLsFollowTheConfiguredListenAddress() throws {
+    @Test func playerURLsFollowTheConfiguredListenAddress() async throws {
         let target = "https://cdn.example.com/a.m3u8"
-        #expect(try CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout == "http://127.0.0.1:9090/https/cdn.example.com/a.m3u8\n")
+        #expect(try await CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout == "http://127.0.0.1:9090/https/cdn.example.com/a.m3u8\n")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-listen-url-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let config = dir.appendingPathComponent("hlscache.yaml")
         try "listen: \"[::]:9091\"\n".write(to: config, atomically: true, encoding: .utf8)
-        #expect(try CLI.run(["url", "--config", config.path, target]).stdout == "http://[::1]:9091/https/cdn.example.com/a.m3u8\n")
+        #expect(try await CLI.run(["url", "--config", config.path, target]).stdout == "http://[::1]:9091/https/cdn.example.com/a.m3u8\n")
         #expect(
-            try CLI.run(["url", "--proxy", "http://10.0.0.2:9000", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout
+            try await CLI.run(["url", "--proxy", "http://10.0.0.2:9000", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout
                 == "http://10.0.0.2:9000/https/cdn.example.com/a.m3u8\n")
-        let fetch = try CLI.run(
+        let fetch = try await CLI.run(
             ["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--cache-dir", dir.appendingPathComponent("cache").path],
             environment: ["HLSCACHE_LISTEN": "127.0.0.1:9999"])
         #expect(fetch.status == 0)
         #expect(fetch.stdout.contains("play http://127.0.0.1:9999/http/127.0.0.1:1/a.m3u8"), "\(fetch.stdout)")
-        let bad = try CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "nowhere"])
+        let bad = try await CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "nowhere"])
         #expect(bad.status == 78)
         #expect(bad.stderr.contains("HLSCACHE_LISTEN"))
     }
 
-    @Test func urlRejectsNonHTTP() throws {
-        let result = try CLI.run(["url", "ftp://example.com/a.m3u8"])
+    @Test func urlRejectsNonHTTP() async throws {
+        let result = try await CLI.run(["url", "ftp://example.com/a.m3u8"])
         #expect(result.status != 0)
         #expect(result.stderr.contains("unsupportedScheme"))
     }
 
-    @Test func versionAndHelp() throws {
-        let version = try CLI.run(["--version"])
+    @Test func versionAndHelp() async throws {
+        let version = try await CLI.run(["--version"])
         #expect(version.status == 0)
         #expect(version.stdout.split(separator: ".").count == 3)
-        let help = try CLI.run(["--help"])
+        let help = try await CLI.run(["--help"])
         #expect(help.stdout.contains("url"))
     }
 }
 
 @Suite struct CLIDocsTests {
     /// Every command `hlscache --help` lists has a section in docs/cli.md.
-    @Test func everyListedCommandIsDocumented() throws {
-        let help = try CLI.run(["--help"]).stdout
+    @Test func everyListedCommandIsDocumented() async throws {
+        let help = try await CLI.run(["--help"]).stdout
         let docs = try String(
             contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/cli.md"), encoding: .utf8)
         guard let section = help.range(of: "SUBCOMMANDS:") else {
@@ -95,12 +95,15 @@ import Testing
         defer { if process.isRunning { process.terminate() } }
 
         // The first line names the bound address: "hlscache X serving on http://127.0.0.1:PORT (cache ...)".
-        var firstLine = ""
-        let handle = out.fileHandleForReading
-        while !firstLine.contains("\n") {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            firstLine += String(decoding: data, as: UTF8.self)
+        let firstLine = await onOwnThread {
+            var line = ""
+            let handle = out.fileHandleForReading
+            while !line.contains("\n") {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                line += String(decoding: data, as: UTF8.self)
+            }
+            return line
         }
         let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
         #expect(firstLine.contains(cache.path))
@@ -121,7 +124,7 @@ import Testing
 
     /// A start that fails leaves the cache as cleanly closed as a stop: a port already taken (after the cache was
     /// opened), and a bad API token (checked before anything is opened).
-    @Test func aRefusedStartLeavesNoSessionBehind() throws {
+    @Test func aRefusedStartLeavesNoSessionBehind() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -136,27 +139,27 @@ import Testing
         try #require(bound && listen(taken, 1) == 0)
         let port = Int(UInt16(bigEndian: address.sin_port))
 
-        let busy = try CLI.run(["serve", "--listen", "127.0.0.1:\(port)", "--cache-dir", cache.path, "--log-level", "error"])
+        let busy = try await CLI.run(["serve", "--listen", "127.0.0.1:\(port)", "--cache-dir", cache.path, "--log-level", "error"])
         #expect(busy.status != 0)
         #expect(busy.stderr.contains("cannot listen"))
         #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("index.sqlite").path))  // it had opened the cache
         #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
 
         let other = cache.appendingPathComponent("other")
-        let token = try CLI.run(["serve", "--listen", "127.0.0.1:0", "--cache-dir", other.path, "--api-token", "short"])
+        let token = try await CLI.run(["serve", "--listen", "127.0.0.1:0", "--cache-dir", other.path, "--api-token", "short"])
         #expect(token.status != 0)
         #expect(token.stderr.contains("api.token"))
         #expect(!FileManager.default.fileExists(atPath: other.path))
     }
 
-    @Test func badOptionsAreClearErrors() throws {
-        let listen = try CLI.run(["serve", "--listen", "nonsense"])
+    @Test func badOptionsAreClearErrors() async throws {
+        let listen = try await CLI.run(["serve", "--listen", "nonsense"])
         #expect(listen.status != 0)
         #expect(listen.stderr.contains("--listen"))
-        let proxy = try CLI.run(["serve", "--upstream-proxy", "nocolon"])
+        let proxy = try await CLI.run(["serve", "--upstream-proxy", "nocolon"])
         #expect(proxy.status != 0)
         #expect(proxy.stderr.contains("--upstream-proxy"))
-        let size = try CLI.run(["serve", "--max-cache-size", "lots"])
+        let size = try await CLI.run(["serve", "--max-cache-size", "lots"])
         #expect(size.status != 0)
         #expect(size.stderr.contains("--max-cache-size"))
     }
@@ -164,20 +167,20 @@ import Testing
 
 @Suite struct ItemCommandTests {
     /// The item commands on an empty cache: listing works, unknown ids are clear errors with their exit status.
-    @Test func itemCommandsOnAnEmptyCache() throws {
+    @Test func itemCommandsOnAnEmptyCache() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let ls = try CLI.run(["ls", "--cache-dir", cache.path, "--json"])
+        let ls = try await CLI.run(["ls", "--cache-dir", cache.path, "--json"])
         #expect(ls.status == 0)
         #expect(ls.stdout.isEmpty)
         for command in ["show", "pause", "resume", "rm", "lock", "unlock"] {
-            let result = try CLI.run([command, "nope", "--cache-dir", cache.path])
+            let result = try await CLI.run([command, "nope", "--cache-dir", cache.path])
             #expect(result.status == 7, "\(command) of an unknown id")
             #expect(result.stderr.contains("unknownItem"))
         }
-        let bad = try CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--seconds", "40000", "--cache-dir", cache.path])
+        let bad = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--seconds", "40000", "--cache-dir", cache.path])
         #expect(bad.status != 0 && bad.stderr.contains("--seconds"))
-        let state = try CLI.run(["ls", "--state", "sleeping", "--cache-dir", cache.path])
+        let state = try await CLI.run(["ls", "--state", "sleeping", "--cache-dir", cache.path])
         #expect(state.status != 0 && state.stderr.contains("--state"))
     }
 
@@ -186,10 +189,10 @@ import Testing
     @Test func detachedItemsArePickedUpByServe() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-detach-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let fetch = try CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "later", "--cache-dir", cache.path])
+        let fetch = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "later", "--cache-dir", cache.path])
         #expect(fetch.status == 0)
         #expect(fetch.stdout.contains("http://127.0.0.1:8080/http/127.0.0.1:1/a.m3u8"))
-        #expect(try CLI.run(["ls", "--state", "queued", "--cache-dir", cache.path]).stdout.contains("later"))
+        #expect(try await CLI.run(["ls", "--state", "queued", "--cache-dir", cache.path]).stdout.contains("later"))
 
         let process = ChildProcess()
         process.executableURL = CLI.binary
@@ -205,7 +208,7 @@ import Testing
         var state = ""
         var last = ""
         while Date() < deadline {
-            let show = try await offThread { try CLI.run(["show", "later", "--json", "--cache-dir", cache.path]) }
+            let show = try await CLI.run(["show", "later", "--json", "--cache-dir", cache.path])
             last = "status \(show.status): \(show.stdout) \(show.stderr)"
             if show.stdout.contains("\"state\":\"failed\"") {
                 state = show.stdout
@@ -216,7 +219,7 @@ import Testing
         let log = (try? String(contentsOf: serveLog, encoding: .utf8)) ?? ""
         #expect(state.contains("\"error\":\"network\""), "serve ran the queued item; last show: \(last); serve log: \(log)")
         process.terminate()
-        process.waitUntilExit()
+        await process.waitForExit()
     }
 }
 

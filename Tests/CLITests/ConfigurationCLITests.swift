@@ -7,8 +7,8 @@ import Testing
 /// The real binary with a config file, `HLSCACHE_*` variables and flags.
 @Suite struct ConfigurationCLITests {
     /// Runs `hlscache` with exactly `environment` (plus PATH and HOME) and returns its status and output.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try CLI.run(arguments, environment: environment, isolated: true)
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await CLI.run(arguments, environment: environment, isolated: true)
     }
 
     static func temporaryDirectory() throws -> URL {
@@ -22,7 +22,7 @@ import Testing
         output.split(separator: "\n").first { $0.hasPrefix(key + " = ") }.map(String.init)
     }
 
-    @Test func printConfigShowsThePrecedence() throws {
+    @Test func printConfigShowsThePrecedence() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("hlscache.yaml").path
@@ -42,7 +42,7 @@ import Testing
                   X-Token: abc123
             """.utf8
         ).write(to: URL(fileURLWithPath: file))
-        let result = try Self.run(
+        let result = try await Self.run(
             ["serve", "--config", file, "--listen", "127.0.0.1:9003", "--print-config"],
             environment: ["HLSCACHE_LISTEN": "127.0.0.1:9002", "HLSCACHE_CACHE_MAX_SIZE": "2GiB", "HLSCACHE_CACHE_DIR": directory.path])
         #expect(result.status == 0, "\(result.stderr)")
@@ -60,12 +60,12 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("index.sqlite").path))
 
         // HLSCACHE_CONFIG names the file when --config is not given.
-        let fromEnvironment = try Self.run(["serve", "--print-config"], environment: ["HLSCACHE_CONFIG": file])
+        let fromEnvironment = try await Self.run(["serve", "--print-config"], environment: ["HLSCACHE_CONFIG": file])
         #expect(Self.line("listen", in: fromEnvironment.stdout) == "listen = 127.0.0.1:9001  # \(file)")
     }
 
     /// Each kind of bad configuration: one line on stderr naming the key and the source, exit status 78.
-    @Test func badConfigurationStopsWithOneLine() throws {
+    @Test func badConfigurationStopsWithOneLine() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         func write(_ name: String, _ yaml: String) throws -> String {
@@ -88,7 +88,7 @@ import Testing
             (["keys", "ls", "--config", try write("keys.yaml", "keys:\n  ttl: forever\n")], [:], "keys.ttl = \"forever\""),
         ]
         for (arguments, environment, expected) in cases {
-            let result = try Self.run(arguments, environment: environment)
+            let result = try await Self.run(arguments, environment: environment)
             #expect(result.status == 78, "\(arguments): status \(result.status), \(result.stderr)")
             let lines = result.stderr.split(separator: "\n")
             #expect(lines.count == 1, "\(arguments): \(result.stderr)")
@@ -101,29 +101,29 @@ import Testing
     }
 
     /// `ls` with `--config` uses the file's `cache.dir`: the items database is created there.
-    @Test func itemCommandsUseTheConfiguredCache() throws {
+    @Test func itemCommandsUseTheConfiguredCache() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let cache = directory.appendingPathComponent("cache")
         let file = directory.appendingPathComponent("hlscache.yaml").path
         try Data("cache:\n  dir: \(cache.path)\n".utf8).write(to: URL(fileURLWithPath: file))
-        let result = try Self.run(["ls", "--config", file])
+        let result = try await Self.run(["ls", "--config", file])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("items.sqlite").path))
     }
 
     /// `fetch` uses the origin settings of the config file: with `origin.allowedHosts` the origin host is refused
     /// by the destination policy before any connection; without the file it is tried (and refused by the OS).
-    @Test func fetchUsesTheOriginSettingsOfTheConfigFile() throws {
+    @Test func fetchUsesTheOriginSettingsOfTheConfigFile() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("hlscache.yaml").path
         try Data("origin:\n  allowedHosts: [only.example]\n".utf8).write(to: URL(fileURLWithPath: file))
         let url = "http://127.0.0.1:1/a.m3u8"
-        let configured = try Self.run(["fetch", url, "--config", file, "--cache-dir", directory.appendingPathComponent("a").path])
+        let configured = try await Self.run(["fetch", url, "--config", file, "--cache-dir", directory.appendingPathComponent("a").path])
         #expect(configured.status != 0)
         #expect(configured.stderr.contains("not in the allowed hosts"), "\(configured.stderr)")
-        let plain = try Self.run(["fetch", url, "--cache-dir", directory.appendingPathComponent("b").path])
+        let plain = try await Self.run(["fetch", url, "--cache-dir", directory.appendingPathComponent("b").path])
         #expect(plain.status != 0)
         #expect(!plain.stderr.contains("not in the allowed hosts"), "\(plain.stderr)")
     }
@@ -153,7 +153,7 @@ import Testing
         try process.run()
         defer { if process.isRunning { process.terminate() } }
 
-        let firstLine = await Task.detached {
+        let firstLine = await onOwnThread {
             var line = ""
             let handle = out.fileHandleForReading
             while !line.contains("\n") {
@@ -162,7 +162,7 @@ import Testing
                 line += String(decoding: data, as: UTF8.self)
             }
             return line
-        }.value
+        }
         let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init), "\(firstLine)")
         #expect(firstLine.contains(directory.appendingPathComponent("cache").path))
 
@@ -172,7 +172,7 @@ import Testing
         #expect(http.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == "https://player.example")
 
         process.terminate()
-        await Task.detached { process.waitUntilExit() }.value
+        await process.waitForExit()
         #expect(process.terminationStatus == 0)
     }
 }

@@ -26,7 +26,7 @@ private struct SixteenBytes: KeyFetcher {
     @Test func listsRegisteredKeysWithoutBytesAndRenewReportsFailures() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-keys-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let empty = try CLI.run(["keys", "ls", "--cache-dir", cache.path])
+        let empty = try await CLI.run(["keys", "ls", "--cache-dir", cache.path])
         #expect(empty.status == 0)
         #expect(empty.stdout.hasPrefix("ID"))
 
@@ -36,23 +36,23 @@ private struct SixteenBytes: KeyFetcher {
         // Port 1 on loopback: nothing listens, so a renewal fails fast.
         let id = try keys.register(OriginURL("http://127.0.0.1:1/keys/k.key?token=secret"))
 
-        let table = try CLI.run(["keys", "ls", "--cache-dir", cache.path])
+        let table = try await CLI.run(["keys", "ls", "--cache-dir", cache.path])
         #expect(table.status == 0)
         #expect(table.stdout.contains(id.value))
         #expect(table.stdout.contains("pending"))
         #expect(!table.stdout.contains("secret"))
 
-        let json = try CLI.run(["keys", "ls", "--json", "--cache-dir", cache.path])
+        let json = try await CLI.run(["keys", "ls", "--json", "--cache-dir", cache.path])
         let entries = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
         #expect(entries.count == 1)
         #expect(entries.first?["id"] as? String == id.value)
         #expect(entries.first?["host"] as? String == "127.0.0.1")
         #expect(entries.first?["state"] as? String == "pending")
 
-        let renew = try CLI.run(["keys", "renew", id.value, "--cache-dir", cache.path])
+        let renew = try await CLI.run(["keys", "renew", id.value, "--cache-dir", cache.path])
         #expect(renew.status != 0)
         #expect(renew.stderr.contains("not available"))
-        let unknown = try CLI.run(["keys", "renew", "0123456789abcdef0123456789abcdef", "--cache-dir", cache.path])
+        let unknown = try await CLI.run(["keys", "renew", "0123456789abcdef0123456789abcdef", "--cache-dir", cache.path])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no such key"))
     }
@@ -73,33 +73,33 @@ private struct SixteenBytes: KeyFetcher {
             directory: cache.path, configuration: KeyConfiguration(), masterKey: MasterKey.load(directory: cache.path, environment: [:]),
             fetcher: SixteenBytes(), logger: Logger(label: "test"))
         let id = try keys.register(OriginURL(keyURL), expiresAt: expiry)
-        let pending = try CLI.run(["show", "protected", "--cache-dir", cache.path])
+        let pending = try await CLI.run(["show", "protected", "--cache-dir", cache.path])
         #expect(pending.status == 0)
         #expect(pending.stdout.contains("\(id.value)  127.0.0.1  pending"), "\(pending.stdout)")
         _ = try await keys.key(id)
 
-        let json = try CLI.run(["show", "protected", "--json", "--cache-dir", cache.path])
+        let json = try await CLI.run(["show", "protected", "--json", "--cache-dir", cache.path])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let listed = try #require(object["keys"] as? [[String: Any]])
         #expect(listed.count == 1)
         #expect(listed.first?["id"] as? String == id.value)
         #expect(listed.first?["state"] as? String == "valid")
         #expect(listed.first?["expiresAt"] as? String == ISO8601DateFormatter().string(from: expiry))
-        let text = try CLI.run(["show", "protected", "--cache-dir", cache.path])
+        let text = try await CLI.run(["show", "protected", "--cache-dir", cache.path])
         #expect(text.stdout.contains("valid until \(ISO8601DateFormatter().string(from: expiry))"), "\(text.stdout)")
     }
 
-    @Test func badKeyAndOriginOptionsAreClearErrors() throws {
-        let ttl = try CLI.run(["serve", "--key-ttl", "soon"])
+    @Test func badKeyAndOriginOptionsAreClearErrors() async throws {
+        let ttl = try await CLI.run(["serve", "--key-ttl", "soon"])
         #expect(ttl.status != 0)
         #expect(ttl.stderr.contains("--key-ttl"))
-        let allow = try CLI.run(["serve", "--keys-allow", "the-lan"])
+        let allow = try await CLI.run(["serve", "--keys-allow", "the-lan"])
         #expect(allow.status != 0)
         #expect(allow.stderr.contains("--keys-allow"))
-        let header = try CLI.run(["serve", "--origin-header", "cdn.example.com"])
+        let header = try await CLI.run(["serve", "--origin-header", "cdn.example.com"])
         #expect(header.status != 0)
         #expect(header.stderr.contains("--origin-header"))
-        let renew = try CLI.run(["keys", "renew", "not-an-id"])
+        let renew = try await CLI.run(["keys", "renew", "not-an-id"])
         #expect(renew.status != 0)
     }
 }

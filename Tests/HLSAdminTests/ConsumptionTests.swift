@@ -47,13 +47,13 @@ struct ConsumptionTests {
 
         // `hlscache show` (the real binary) on the same cache directory.
         let directory = h.cacheDirectory.path
-        let (exit, stdout, _) = try await offThread { try CLI.run(["show", "watched", "--cache-dir", directory, "--json"]) }
+        let (exit, stdout, _) = try await CLI.run(["show", "watched", "--cache-dir", directory, "--json"])
         #expect(exit == 0)
         let printed = try #require(try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any])
         #expect(printed["lastPlayedAt"] is String)
         #expect(abs((printed["servedSeconds"] as? Double ?? 0) - 6) < 0.2)
         #expect((printed["served"] as? [String])?.count == 2)
-        let (_, text, _) = try await offThread { try CLI.run(["show", "watched", "--cache-dir", directory]) }
+        let (_, text, _) = try await CLI.run(["show", "watched", "--cache-dir", directory])
         #expect(text.contains("lastPlayedAt: "))
         #expect(text.contains("0.000-4.000"))
         await events.stop()

@@ -85,7 +85,12 @@ import Testing
         fresh.close()
     }
 
-    @Test func usageTotalsStayEqualToTheRowsThroughEveryKindOfChange() throws {
+    @Test func usageTotalsStayEqualToTheRowsThroughEveryKindOfChange() async throws {
+        try await onOwnThread { try usageTotalsStayEqualToTheRowsThroughEveryKindOfChangeBlocking() }
+    }
+
+    /// Long and blocking: runs on a thread of its own (``onOwnThread(_:)``).
+    func usageTotalsStayEqualToTheRowsThroughEveryKindOfChangeBlocking() throws {
         let dir = try TemporaryDirectory()
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 5_000, freeDiskCushion: 0)
         var generator = SystemRandomNumberGenerator()
@@ -95,7 +100,7 @@ import Testing
             switch Int.random(in: 0..<10, using: &generator) {
             case 0..<5:  // new object or a replaced version, maybe locked; evicts when over the cap
                 let size = Int.random(in: 1..<400, using: &generator)
-                try? store(bytes(size, seed: UInt8(truncatingIfNeeded: step)), as: key(name), in: cache, locked: Bool.random(using: &generator) && step % 3 == 0)
+                _ = try? store(bytes(size, seed: UInt8(truncatingIfNeeded: step)), as: key(name), in: cache, locked: Bool.random(using: &generator) && step % 3 == 0)
                 names.append(name)
             case 5, 6:
                 try cache.remove(key(name))

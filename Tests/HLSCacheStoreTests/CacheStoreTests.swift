@@ -125,7 +125,12 @@ import Testing
         try store(bytes(100), as: key("x.ts"), in: small)
     }
 
-    @Test func concurrentWritersFromManyThreads() throws {
+    @Test func concurrentWritersFromManyThreads() async throws {
+        try await onOwnThread { try concurrentWritersFromManyThreadsBlocking() }
+    }
+
+    /// Long and blocking: runs on a thread of its own (``onOwnThread(_:)``).
+    func concurrentWritersFromManyThreadsBlocking() throws {
         let dir = try TemporaryDirectory()
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 30, freeDiskCushion: 0)
         let threads = 8

@@ -84,7 +84,12 @@ func hexBytes(_ hex: String) -> [UInt8] {
         #expect(try !AES128CBC.hasValidPadding(lastTwoBlocks: ciphertext.suffix(32), key: key, iv: iv))
     }
 
-    @Test func crossCheckWithOpenSSLCommandLine() throws {
+    @Test func crossCheckWithOpenSSLCommandLine() async throws {
+        try await onOwnThread { try crossCheckWithOpenSSLCommandLineBlocking() }
+    }
+
+    /// Long and blocking: runs on a thread of its own (``onOwnThread(_:)``).
+    func crossCheckWithOpenSSLCommandLineBlocking() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscrypto-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -158,7 +158,12 @@ import Testing
 
     /// The per-item sums are kept by triggers; after any sequence of list replacements, completions and purges
     /// they must equal the sums over the rows.
-    @Test func itemTotalsStayEqualToTheSumsOverTheResources() throws {
+    @Test func itemTotalsStayEqualToTheSumsOverTheResources() async throws {
+        try await onOwnThread { try itemTotalsStayEqualToTheSumsOverTheResourcesBlocking() }
+    }
+
+    /// Long and blocking: runs on a thread of its own (``onOwnThread(_:)``).
+    func itemTotalsStayEqualToTheSumsOverTheResourcesBlocking() throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let ids = ["a", "b", "c"]

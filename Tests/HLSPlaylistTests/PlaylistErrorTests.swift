@@ -168,7 +168,12 @@ import Testing
 
     /// Every prefix and many single-byte corruptions of every playlist either parse or throw a `PlaylistError`;
     /// nothing traps. The typed views are exercised too.
-    @Test func corruptedInputsNeverCrash() throws {
+    @Test func corruptedInputsNeverCrash() async throws {
+        try await onOwnThread { try corruptedInputsNeverCrashBlocking() }
+    }
+
+    /// Long and blocking: runs on a thread of its own (``onOwnThread(_:)``).
+    func corruptedInputsNeverCrashBlocking() throws {
         var inputs: [[UInt8]] = SamplePlaylists.all.map { Array($0.text.utf8) }
         for name in Fixtures.names { inputs.append(try Fixtures.bytes(name)) }
         let replacements: [UInt8] = Array("\"\n,=@-9:{$#x".utf8) + [0]

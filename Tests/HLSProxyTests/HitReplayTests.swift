@@ -9,7 +9,7 @@ import Testing
 /// A whole-object hit is answered from a head rendered once (``HitReplay``): it must say exactly what the
 /// ordinary path says, and never outlive the object it was rendered for.
 @Suite struct HitReplayTests {
-    private static func randomBody(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+    private static func randomBody(_ count: Int) -> [UInt8] { randomBytes(count) }
 
     /// Every header, in order, as name/value pairs.
     private static func headerList(_ response: ProxyHarness.Response) -> [String] {

@@ -27,7 +27,7 @@ import Testing
     static func fixture() throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-keyleak-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let plain = (0..<(64 << 10)).map { _ in UInt8.random(in: 0...255) }
+        let plain = randomBytes(64 << 10)
         let iv = [UInt8](repeating: 0, count: 15) + [1]
         try Data(try AES128CBC.encrypt(plain, key: key, iv: iv)).write(to: dir.appendingPathComponent("seg.ts"))
         try Data(key).write(to: dir.appendingPathComponent("secret.key"))

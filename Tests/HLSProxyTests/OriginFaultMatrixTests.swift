@@ -40,7 +40,7 @@ import Testing
             case .reset: .reset
             case .status503: .status(503)
             case .truncated: .truncate(bytes: size / 2)
-            case .stallBeforeHead: .stall(delay: .seconds(10))
+            case .stallBeforeHead: .stall(delay: OriginFaultMatrixTests.originReadTimeout * 4)
             case .stallMidBody: .stallAfter(bytes: size / 2)
             case .slowBody: .slow(chunk: max(fullSize / 8, 1), delay: .milliseconds(5))
             case .longerContentLength: .wrongLength(declared: fullSize + 1000)
@@ -53,6 +53,10 @@ import Testing
         var canSucceed: Bool { self == .slowBody }
     }
 
+    /// The origin read timeout of every case. Generous: the whole test suite starts at once on two cores, and a
+    /// case must not see a timeout its fault did not cause (3 s was hit by clean requests under that load).
+    static let originReadTimeout: TimeAmount = .seconds(6)
+
     static let keyBytes: [UInt8] = (0..<16).map { UInt8(0xA0 + $0) }
 
     /// A segment of random bytes, a VOD media playlist (twice, under two names, so the faulty one can be compared
@@ -60,7 +64,7 @@ import Testing
     static func fixture() throws -> (URL, [UInt8]) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-faults-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let segment = (0..<(256 << 10)).map { _ in UInt8.random(in: 0...255) }
+        let segment = randomBytes(256 << 10)
         try Data(segment).write(to: dir.appendingPathComponent("seg.ts"))
         let media = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:0\n"
             + (0..<20).map { "#EXTINF:4.0,\nseg.ts?n=\($0)\n" }.joined() + "#EXT-X-ENDLIST\n"
@@ -126,7 +130,7 @@ import Testing
         let harness = try await ProxyHarness.start(
             serving: dir,
             configureOrigin: {
-                $0.readTimeout = .seconds(3)
+                $0.readTimeout = Self.originReadTimeout
                 $0.retry.maxRetries = 1
             })
         let segmentURL = harness.url("/seg.ts")
@@ -152,7 +156,7 @@ import Testing
             harness.origin.setFault(fault.origin(size: size, path: "/list.m3u8"), for: "/list.m3u8")
             outcomes.append(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body))
         case .key:
-            // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the 3 s read
+            // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the read
             // timeout can fail this first playlist load, so it gets a few tries.
             var keyPath: String?
             for _ in 0..<5 where keyPath == nil {
@@ -208,7 +212,7 @@ import Testing
             let reference = try await harness.get(harness.url("/reference.m3u8"))
             #expect(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body) == .correct)
         case .key:
-            // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the 3 s read
+            // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the read
             // timeout can fail this first playlist load, so it gets a few tries.
             var keyPath: String?
             for _ in 0..<5 where keyPath == nil {
@@ -227,7 +231,7 @@ import Testing
     private func prewarm(dir: URL, segment: [UInt8], fault: Fault) async throws {
         let origin = TestOrigin(root: dir)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, configureOrigin: { $0.readTimeout = .seconds(3) })
+        let fetch = try DownloaderHarness(origin: origin, configureOrigin: { $0.readTimeout = Self.originReadTimeout })
         origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
         let item = try await fetch.fetch("/one.m3u8", id: "faulty")
         if fault.canSucceed {

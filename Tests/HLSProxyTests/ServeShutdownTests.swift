@@ -50,14 +50,19 @@ import Testing
         return object?["state"] as? String
     }
 
-    /// Starts `serve` on an OS-chosen port; returns the process and its base URL (from the first stdout line).
-    static func serve(cache: URL, extra: [String], stderr: URL) throws -> (ChildProcess, String) {
+    /// Starts `serve` on an OS-chosen port; returns the process and its base URL (from the first stdout line,
+    /// waited for on a thread of its own).
+    static func serve(cache: URL, extra: [String], stderr: URL) async throws -> (ChildProcess, String) {
+        try await onOwnThread { try serveBlocking(cache: cache, extra: extra, stderr: stderr) }
+    }
+
+    private static func serveBlocking(cache: URL, extra: [String], stderr: URL) throws -> (ChildProcess, String) {
         let process = ChildProcess()
         process.executableURL = binary
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--free-disk-cushion", "0"] + extra
         let out = Pipe()
         process.standardOutput = out
-        FileManager.default.createFile(atPath: stderr.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: stderr)
         try process.run()
         var firstLine = ""
@@ -120,7 +125,7 @@ import Testing
         let detach = try await Self.run(["fetch", origin.baseURL + "/vod.m3u8", "--detach", "--id", "slowitem", "--cache-dir", cache.path])
         #expect(detach.status == 0)
 
-        let (process, base) = try Self.serve(
+        let (process, base) = try await Self.serve(
             cache: cache, extra: ["--log-format", "json", "--shutdown-grace", "60s"], stderr: logFile)
         defer { if process.isRunning { process.terminate() } }
         let port = try #require(URL(string: base)?.port)
@@ -176,7 +181,7 @@ import Testing
 
         // The next start resumes the item and completes it.
         for index in 0..<6 { origin.setFault(nil, for: "/v\(index).ts") }
-        let (again, _) = try Self.serve(cache: cache, extra: ["--log-level", "error"], stderr: logFile)
+        let (again, _) = try await Self.serve(cache: cache, extra: ["--log-level", "error"], stderr: logFile)
         defer { if again.isRunning { again.terminate() } }
         deadline = ContinuousClock.now + .seconds(60)
         while try await Self.state(of: "slowitem", cache: cache) != "cached" && ContinuousClock.now < deadline {

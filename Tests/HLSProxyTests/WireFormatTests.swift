@@ -8,7 +8,7 @@ import Testing
 /// The bytes the server writes: body framing (length, chunked, until close), `Connection`, decoder errors and
 /// pipelining across streamed answers — the server encodes responses itself (``ResponseEncoding``).
 @Suite struct WireFormatTests {
-    private static func randomBody(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+    private static func randomBody(_ count: Int) -> [UInt8] { randomBytes(count) }
 
     /// Splits a raw response into its head lines and the bytes after the blank line.
     private static func split(_ response: [UInt8]) -> (head: [String], rest: [UInt8])? {

@@ -1,0 +1,1 @@
+../CLITests/OwnThread.swift
