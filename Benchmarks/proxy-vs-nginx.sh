@@ -13,8 +13,10 @@ cd "$(dirname "$0")/.."
 duration=${1:-10}
 rounds=${2:-3}
 ./scripts/install-deps.sh nginx-light wrk >/dev/null
-swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
-bin=.build/release/hlscache
+if [ -z "${HLSCACHE_BIN:-}" ]; then
+  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
+fi
+bin=${HLSCACHE_BIN:-.build/release/hlscache}
 
 work=$(mktemp -d /tmp/hlscache-bench.XXXXXX)
 cleanup() {

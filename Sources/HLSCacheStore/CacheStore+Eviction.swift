@@ -14,6 +14,7 @@ extension CacheStore {
     /// With `allOrNothing`, evicts nothing (and returns 0) unless `bytes` can be freed: a write that will be
     /// refused anyway must not empty the cache on its way out.
     func evict(bytes: Int64, allOrNothing: Bool) throws -> Int64 {
+        FileSystem.assertMayBlock("evict(bytes: \(bytes))")
         guard bytes > 0 else { return 0 }
         // This process's recent hits must count in the LRU order.
         flushAccessTimes()

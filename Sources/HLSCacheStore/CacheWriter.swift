@@ -62,6 +62,7 @@ public final class CacheWriter: Sendable {
     ///   it grows past the announced length; ``CacheStoreError/io``; ``CacheStoreError/writerClosed``.
     ///   After any error the writer is aborted and its temp file is gone.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        FileSystem.assertMayBlock("CacheWriter.write(\(key))")
         try state.withLock { state in
             guard let fd = state.fileDescriptor else {
                 throw CacheStoreError.writerClosed.with("write after finish or abort of \(key)")
@@ -119,6 +120,7 @@ public final class CacheWriter: Sendable {
         expiresAt: Date? = nil,
         locked: Bool = false
     ) throws -> CachedObject {
+        FileSystem.assertMayBlock("CacheWriter.finish(\(key))")
         let metadata = CacheStore.Metadata(
             contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
             locked: locked)

@@ -18,6 +18,28 @@ enum FileSystem {
         return CacheStoreError.io.with("\(call) \(path): \(String(cString: strerror(code))) (errno \(code))")
     }
 
+    /// Debug builds stop when store work that waits on the disk (creating, writing or committing an object,
+    /// eviction) is called on a SwiftNIO event-loop thread: it would stall every connection of that loop, cache hits
+    /// included, for as long as the disk takes (seconds when the host is writing back). That work belongs on the
+    /// thread pool. Release builds check nothing.
+    static func assertMayBlock(_ what: @autoclosure () -> String) {
+        #if DEBUG && os(Linux)
+        var name = [CChar](repeating: 0, count: 32)
+        if let getName = threadName, getName(pthread_self(), &name, name.count) == 0 {
+            let thread = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            precondition(!thread.hasPrefix("NIO-ELT-") && !thread.hasPrefix("NIO-SGLTN-"), "\(what()) on event-loop thread \(thread): it waits on the disk")
+        }
+        #endif
+    }
+
+    #if DEBUG && os(Linux)
+    /// `pthread_getname_np` (a GNU extension the Glibc module does not export), looked up by name.
+    private static let threadName: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_getname_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32).self)
+    }()
+    #endif
+
     /// Creates `path` (one level) unless it exists as a directory.
     static func makeDirectory(_ path: String) throws {
         if mkdir(path, 0o755) == 0 { return }

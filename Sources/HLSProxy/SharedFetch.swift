@@ -48,7 +48,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var chunkOffsets: [Int64] = []
         var received: Int64 = 0
         var outcome: Outcome?
-        var writer: CacheWriter?
+        /// Where the body is being stored (off the event loop), for cacheable non-playlist responses.
+        var fill: CacheFill?
         var subscribers: [ObjectIdentifier: FetchSubscription] = [:]
         /// Bytes each subscriber has consumed, for pacing the origin to the slowest client.
         var consumed: [ObjectIdentifier: Int64] = [:]
@@ -171,15 +172,12 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
             return
         }
-        var writer: CacheWriter?
-        if cacheable && !isPlaylist {
-            do {
-                writer = try services.store.makeWriter(for: key, expectedLength: contentLength)
-            } catch {
-                // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
-                services.logger.warning("not caching \(url): \(error)")
-            }
-        }
+        let fill =
+            cacheable && !isPlaylist
+            ? CacheFill(
+                store: services.store, key: key, expectedLength: contentLength, threadPool: services.threadPool, logger: services.logger,
+                label: url.redacted)
+            : nil
         let info = Head(
             contentLength: contentLength,
             contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
@@ -187,14 +185,14 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             url: head.url)
         state.withLockedValue {
             $0.head = info
-            $0.writer = writer
+            $0.fill = fill
         }
         notifySubscribers()
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let eventLoop = state.withLockedValue { $0.task?.eventLoop }
-        let (writer, tooLarge, pause) = state.withLockedValue { state -> (CacheWriter?, Bool, EventLoopPromise<Void>?) in
+        let (fill, tooLarge, pause) = state.withLockedValue { state -> (CacheFill?, Bool, EventLoopPromise<Void>?) in
             state.chunkOffsets.append(state.received)
             state.chunks.append(buffer)
             state.received += Int64(buffer.readableBytes)
@@ -207,21 +205,13 @@ final class SharedFetch: OriginStreamHandler, Sendable {
                 state.paused = promise
                 pause = promise
             }
-            return (state.writer, tooLarge, pause)
+            return (state.fill, tooLarge, pause)
         }
         if tooLarge {
             fail(ProxyError.corrupted("playlist is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
             return (eventLoop ?? services.anyEventLoop).makeFailedFuture(OriginError.cancelled)
         }
-        if let writer {
-            do {
-                try buffer.withUnsafeReadableBytes { try writer.write($0) }
-            } catch {
-                services.logger.warning("cache write for \(url) failed, serving without caching: \(error)")
-                writer.abort()
-                state.withLockedValue { $0.writer = nil }
-            }
-        }
+        fill?.append(buffer)
         if !state.withLockedValue({ $0.head?.isPlaylist ?? false }) { notifySubscribers() }
         return pause?.futureResult ?? (eventLoop ?? services.anyEventLoop).makeSucceededVoidFuture()
     }
@@ -232,8 +222,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             if state.withLockedValue({ $0.outcome == nil }) { services.metrics.originFailed(code: error.code) }
             fail(error)
         case .success:
-            let (head, writer, body) = state.withLockedValue { state -> (Head?, CacheWriter?, [ByteBuffer]) in
-                (state.head, state.writer, state.head?.isPlaylist == true ? state.chunks : [])
+            let (head, fill, body) = state.withLockedValue { state -> (Head?, CacheFill?, [ByteBuffer]) in
+                (state.head, state.fill, state.head?.isPlaylist == true ? state.chunks : [])
             }
             guard let head else {
                 fail(ProxyError.corrupted("origin response ended without a head"))
@@ -243,21 +233,21 @@ final class SharedFetch: OriginStreamHandler, Sendable {
                 finishPlaylist(head: head, body: body)
             } else {
                 finish(.complete)
-                if let writer { storeSegment(writer, head: head) } else { services.fetches.remove(self) }
+                if let fill { storeSegment(fill, head: head) } else { services.fetches.remove(self) }
             }
         }
     }
 
     private func fail(_ error: any HTTPMappableError) {
-        let (task, writer, first) = state.withLockedValue { state -> (OriginTask?, CacheWriter?, Bool) in
+        let (task, fill, first) = state.withLockedValue { state -> (OriginTask?, CacheFill?, Bool) in
             guard state.outcome == nil else { return (nil, nil, false) }
             state.outcome = .failed(error)
-            let writer = state.writer
-            state.writer = nil
-            return (state.task, writer, true)
+            let fill = state.fill
+            state.fill = nil
+            return (state.task, fill, true)
         }
         guard first else { return }
-        writer?.abort()
+        fill?.abort()
         task?.cancel()
         services.fetches.remove(self)
         state.withLockedValue { $0.paused }?.succeed()
@@ -269,17 +259,12 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         notifySubscribers()
     }
 
-    private func storeSegment(_ writer: CacheWriter, head: Head) {
+    /// Commits the cache entry once every chunk is on disk; until then late joiners are still served from memory.
+    private func storeSegment(_ fill: CacheFill, head: Head) {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
-        services.runBlocking {
-            do {
-                _ = try writer.finish(contentType: head.contentType, kind: kind, etag: nil, lastModified: lastModified)
-            } catch {
-                self.services.logger.warning("could not store \(self.url.redacted): \(error)")
-            }
-        }.whenComplete { _ in
-            self.state.withLockedValue { $0.writer = nil }
+        fill.commit(contentType: head.contentType, kind: kind, lastModified: lastModified) { _ in
+            self.state.withLockedValue { $0.fill = nil }
             self.services.fetches.remove(self)
         }
     }

@@ -44,6 +44,28 @@ import Testing
         #expect(harness.origin.requests(matching: "/seg.ts").count == 1)
     }
 
+    /// Caching is best effort and happens off the event loop: a segment larger than the whole cache cannot be
+    /// stored (the writer is refused on the thread pool), yet every client gets every byte, twice, and nothing is
+    /// left behind. With the size announced the refusal comes before any byte is written; without it, the writer
+    /// stops at the cap mid-body — both while the client is being served.
+    @Test(arguments: [false, true])
+    func aSegmentLargerThanTheCacheIsServedButNotStored(chunkedOrigin: Bool) async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir, configure: { $0.maxCacheBytes = 256 << 10 })
+        defer { Task { await harness.shutdown() } }
+        if chunkedOrigin { harness.origin.setFault(.noLength(chunk: 64 << 10), for: "/seg.ts") }
+        for attempt in 0..<2 {
+            let response = try await harness.get(harness.url("/seg.ts"))
+            #expect(response.status == 200)
+            #expect(response.body == bytes, "attempt \(attempt)")
+            try await harness.waitForIdle()
+        }
+        #expect(try OriginFaultMatrixTests.stored(harness.store, harness.originURL("/seg.ts")) == nil)
+        #expect(harness.origin.requests(matching: "/seg.ts").count == 2)
+        #expect(try await OriginFaultMatrixTests.tempFiles(harness.cacheDirectory).isEmpty)
+        #expect(try harness.store.usage().bytes == 0)
+    }
+
     @Test func missStreamsBeforeTheOriginFinishes() async throws {
         let (dir, _) = try Self.fixture()
         let harness = try await ProxyHarness.start(serving: dir)

@@ -15,7 +15,7 @@ import Testing
         environment["HLSCACHE_BIN"] = FetchKillResumeTests.binary.path
         process.environment = environment
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-crash-cycles-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle

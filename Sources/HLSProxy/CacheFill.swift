@@ -1,0 +1,201 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Writes one origin response into the cache without ever blocking an event loop: creating the writer (which
+/// may evict others: unlinks and an index transaction), appending the chunks in order and committing (fsync,
+/// rename, index row) all run on the blocking thread pool, one step at a time.
+///
+/// The event loop only hands chunks over. They are the same buffers ``SharedFetch`` keeps for clients that join
+/// late, so trailing behind the network costs no memory of its own; a slow disk delays the cache entry, never a
+/// client. Caching is best effort: when the writer cannot be made or a write fails, the response is still
+/// served, just not stored, and nothing half-written is left.
+final class CacheFill: Sendable {
+    private enum Step {
+        case create
+        case write([ByteBuffer])
+        case commit(Commit)
+        case stop
+    }
+
+    struct Commit: Sendable {
+        var contentType: String?
+        var kind: CacheObjectKind
+        var lastModified: Date?
+        var completion: @Sendable (CachedObject?) -> Void
+    }
+
+    private struct State {
+        var writer: CacheWriter?
+        /// Chunks not handed to the writer yet.
+        var pending: [ByteBuffer] = []
+        /// A job is on the thread pool (only one at a time: writes stay in order).
+        var running = false
+        /// Creating or writing failed, or ``abort()`` was called: nothing more is written.
+        var stopped = false
+        var commit: Commit?
+    }
+
+    private let store: CacheStore
+    private let key: CacheKey
+    private let expectedLength: Int64?
+    private let threadPool: NIOThreadPool
+    private let logger: Logger
+    /// The origin URL without its query, for log lines.
+    private let label: String
+    private let state = NIOLockedValueBox(State())
+
+    init(store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String) {
+        self.store = store
+        self.key = key
+        self.expectedLength = expectedLength
+        self.threadPool = threadPool
+        self.logger = logger
+        self.label = label
+        schedule()
+    }
+
+    /// Queues the next chunk of the body.
+    func append(_ buffer: ByteBuffer) {
+        let start = state.withLockedValue { state -> Bool in
+            guard !state.stopped else { return false }
+            state.pending.append(buffer)
+            return takeRun(&state)
+        }
+        if start { run() }
+    }
+
+    /// The body is complete: commit once every chunk is written. `completion` gets the stored object, or nil when
+    /// nothing was stored (the failure is logged); it runs on a thread-pool thread, or at once after an abort.
+    func commit(contentType: String?, kind: CacheObjectKind, lastModified: Date?, completion: @escaping @Sendable (CachedObject?) -> Void) {
+        let (start, stopped) = state.withLockedValue { state -> (Bool, Bool) in
+            guard !state.stopped else { return (false, true) }
+            state.commit = Commit(contentType: contentType, kind: kind, lastModified: lastModified, completion: completion)
+            return (takeRun(&state), false)
+        }
+        if stopped {
+            completion(nil)
+        } else if start {
+            run()
+        }
+    }
+
+    /// Stops writing and removes the temp file; safe from any thread, at any time.
+    func abort() {
+        let (writer, commit) = state.withLockedValue { state -> (CacheWriter?, Commit?) in
+            state.stopped = true
+            state.pending.removeAll()
+            defer { state.commit = nil }
+            return (state.writer, state.commit)
+        }
+        // CacheWriter.abort is thread-safe, and cheap (close and unlink): it may run here.
+        writer?.abort()
+        commit?.completion(nil)
+    }
+
+    /// Claims the right to start a job (false when one is already running and will see the new work).
+    private func takeRun(_ state: inout State) -> Bool {
+        guard !state.running else { return false }
+        state.running = true
+        return true
+    }
+
+    private func schedule() {
+        state.withLockedValue { $0.running = true }
+        run()
+    }
+
+    private func run() {
+        threadPool.submit { [self] poolState in
+            guard case .active = poolState else {
+                abort()
+                state.withLockedValue { $0.running = false }
+                return
+            }
+            drain()
+        }
+    }
+
+    /// Runs steps until there is nothing to do; leaves `running` false when it returns.
+    private func drain() {
+        while true {
+            switch nextStep() {
+            case .stop:
+                return
+            case .create:
+                do {
+                    let writer = try store.makeWriter(for: key, expectedLength: expectedLength)
+                    let kept = state.withLockedValue { state -> Bool in
+                        guard !state.stopped else { return false }
+                        state.writer = writer
+                        return true
+                    }
+                    if !kept { writer.abort() }
+                } catch {
+                    // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
+                    logger.warning("not caching \(label): \(error)")
+                    stop()
+                }
+            case .write(let chunks):
+                guard let writer = state.withLockedValue({ $0.writer }) else { continue }
+                do {
+                    for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
+                } catch {
+                    // After an abort the writer is closed on purpose: nothing to report.
+                    if !state.withLockedValue({ $0.stopped }) {
+                        logger.warning("cache write for \(label) failed, serving without caching: \(error)")
+                    }
+                    writer.abort()
+                    stop()
+                }
+            case .commit(let commit):
+                let writer = state.withLockedValue { $0.writer }
+                var stored: CachedObject?
+                if let writer {
+                    do {
+                        stored = try writer.finish(
+                            contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified)
+                    } catch {
+                        logger.warning("could not store \(label): \(error)")
+                    }
+                }
+                commit.completion(stored)
+            }
+        }
+    }
+
+    private func nextStep() -> Step {
+        state.withLockedValue { state -> Step in
+            if state.stopped {
+                state.running = false
+                return .stop
+            }
+            if state.writer == nil { return .create }
+            if !state.pending.isEmpty {
+                defer { state.pending.removeAll(keepingCapacity: true) }
+                return .write(state.pending)
+            }
+            if let commit = state.commit {
+                state.commit = nil
+                state.stopped = true
+                return .commit(commit)
+            }
+            state.running = false
+            return .stop
+        }
+    }
+
+    private func stop() {
+        let commit = state.withLockedValue { state -> Commit? in
+            state.stopped = true
+            state.pending.removeAll()
+            defer { state.commit = nil }
+            return state.commit
+        }
+        commit?.completion(nil)
+    }
+}
