@@ -94,8 +94,7 @@ extension AdminAPI {
     func status() throws -> Reply {
         let usage = try store.usage()
         let (hits, misses) = recorder.hitsAndMisses
-        var byState: [String: Int] = [:]
-        for item in try items.items() { byState[item.state.rawValue, default: 0] += 1 }
+        let byState = try items.countsByState().filter { $0.value > 0 }
         let object: [String: Any] = [
             "version": HLSCacheVersion.current,
             "startedAt": AdminJSON.iso(startedAt),

@@ -24,6 +24,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     let keys: KeyService?
     let hub: EventHub
     let recorder: ConsumptionRecorder
+    /// What the poll reads: only the items changed since the last one.
+    let feed: ItemChangeFeed
     let threadPool: NIOThreadPool
     let logger: Logger
     let wake: @Sendable () -> Void
@@ -47,6 +49,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         self.keys = keys
         self.hub = hub
         self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters)
+        self.feed = ItemChangeFeed(items: downloader.items)
         self.threadPool = threadPool
         self.logger = logger
         self.wake = wake
@@ -231,13 +234,13 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     public func pollOnce() async {
         let hub = self.hub
         let recorder = self.recorder
-        let items = self.items
+        let feed = self.feed
         let logger = self.logger
         try? await threadPool.runIfActive {
             do {
-                let current = try items.items()
-                hub.poll(current)
-                for (id, record) in recorder.flush(items: current) {
+                let changes = try feed.next(alsoKnown: hub.unpolledItems)
+                hub.poll(changes)
+                for (id, record) in recorder.flush(changes) {
                     hub.send(.played(id: id, lastPlayedAt: record.lastPlayedAt, servedSeconds: record.servedSeconds))
                 }
             } catch {

@@ -10,7 +10,7 @@ import NIOHTTP1
 /// Records playback of items through the proxy (the offline SDKs' "record consumption") and counts cache hits.
 ///
 /// ``observe(_:status:headers:)`` runs on the event loop for every proxied response and only appends the target to
-/// a bounded list. ``flush(items:)`` (the admin loop, off the event loops) maps each served segment to the items that
+/// a bounded list. ``flush(_:now:)`` (the admin loop, off the event loops) maps each served segment to the items that
 /// list it and their position on the media timeline (from the item's stored media playlists), records
 /// `lastPlayedAt` and the served seconds in `items.sqlite`, and refreshes the last access of all the item's cache
 /// objects, so LRU eviction sees a played item as recently used as a whole, not segment by segment.
@@ -36,6 +36,9 @@ final class ConsumptionRecorder: Sendable {
         var loaded: [String: [String]] = [:]
         /// When each item's objects were last refreshed for LRU.
         var touchedAt: [String: Date] = [:]
+        /// Live items whose media playlists were not stored when last looked at.
+        var unloadable: [String: DownloadItem] = [:]
+        var unloadableCheckedAt = Date.distantPast
     }
 
     private let pending = NIOLockedValueBox(Pending())
@@ -74,13 +77,13 @@ final class ConsumptionRecorder: Sendable {
 
     /// Off the event loops: records what was served since the last flush.
     /// - Returns: the items played, with their updated records (for `played` events).
-    func flush(items current: [DownloadItem], now: Date = Date()) -> [(String, ItemConsumption)] {
+    func flush(_ changes: ItemChangeFeed.Changes, now: Date = Date()) -> [(String, ItemConsumption)] {
         let taken = pending.withLockedValue { p -> Pending in
             defer { p = Pending() }
             return p
         }
         counters.withLockedValue { $0.hits += taken.hits; $0.misses += taken.misses }
-        refreshTimelines(current)
+        refreshTimelines(changes, now: now)
         guard !taken.targets.isEmpty else { return [] }
         var ranges: [String: [(Double, Double)]] = [:]
         let byKey = timelines.withLockedValue { $0.byKey }
@@ -98,26 +101,51 @@ final class ConsumptionRecorder: Sendable {
         return played
     }
 
-    /// Loads the timelines of items not loaded yet (or whose renditions changed); forgets removed items.
-    private func refreshTimelines(_ current: [DownloadItem]) {
-        let loaded = timelines.withLockedValue { $0.loaded }
-        let live = current.filter { $0.state != .deleted && $0.state != .expired }
-        let liveIDs = Set(live.map(\.id))
-        var fresh: [String: ([String], [String: Placement])] = [:]
-        for item in live where loaded[item.id] != item.renditions || loaded[item.id] == nil {
-            guard let placements = timeline(of: item) else { continue }
-            fresh[item.id] = (item.renditions, placements)
+    /// Loads the timelines of changed items not loaded yet (or whose renditions changed); forgets removed, expired
+    /// and deleted items. Items with no stored media playlist yet are tried again at most every
+    /// ``unloadableRetryInterval`` (a failed item may never get one, and there can be thousands).
+    private func refreshTimelines(_ changes: ItemChangeFeed.Changes, now: Date) {
+        let (loaded, retryDue) = timelines.withLockedValue { t -> ([String: [String]], [DownloadItem]) in
+            if changes.isFirst { t.unloadable = [:] }
+            var due: [DownloadItem] = []
+            if now.timeIntervalSince(t.unloadableCheckedAt) >= Self.unloadableRetryInterval {
+                t.unloadableCheckedAt = now
+                due = Array(t.unloadable.values)
+            }
+            return (t.loaded, due)
         }
-        let stale = loaded.keys.filter { !liveIDs.contains($0) || fresh[$0] != nil }
-        guard !fresh.isEmpty || !stale.isEmpty else { return }
+        var candidates: [String: DownloadItem] = [:]
+        for item in retryDue { candidates[item.id] = item }
+        for item in changes.changed { candidates[item.id] = item }
+        var drop = Set(changes.removed)
+        var fresh: [String: ([String], [String: Placement])] = [:]
+        var unloadable: [String: DownloadItem?] = [:]
+        for id in changes.removed { unloadable[id] = .some(nil) }
+        for item in candidates.values {
+            guard item.state != .deleted && item.state != .expired else {
+                drop.insert(item.id)
+                unloadable[item.id] = .some(nil)
+                continue
+            }
+            guard loaded[item.id] != item.renditions || loaded[item.id] == nil else { continue }
+            if let placements = timeline(of: item) {
+                fresh[item.id] = (item.renditions, placements)
+                unloadable[item.id] = .some(nil)
+                if loaded[item.id] != nil { drop.insert(item.id) }
+            } else {
+                unloadable[item.id] = item
+            }
+        }
+        let stale = drop.filter { loaded[$0] != nil }
         timelines.withLockedValue { t in
-            let drop = Set(stale)
-            if !drop.isEmpty {
+            for (id, item) in unloadable { t.unloadable[id] = item }
+            guard !fresh.isEmpty || !stale.isEmpty else { return }
+            if !stale.isEmpty {
                 for (key, list) in t.byKey {
-                    let kept = list.filter { !drop.contains($0.item) }
+                    let kept = list.filter { !stale.contains($0.item) }
                     t.byKey[key] = kept.isEmpty ? nil : kept
                 }
-                for id in drop { t.loaded[id] = nil }
+                for id in stale { t.loaded[id] = nil }
             }
             for (id, (renditions, placements)) in fresh {
                 t.loaded[id] = renditions
@@ -125,6 +153,9 @@ final class ConsumptionRecorder: Sendable {
             }
         }
     }
+
+    /// How often items without a stored media playlist are looked at again.
+    static let unloadableRetryInterval: TimeInterval = 30
 
     /// Segment key → placement for every stored media playlist of the item; `nil` until one is stored.
     private func timeline(of item: DownloadItem) -> [String: Placement]? {

@@ -26,6 +26,9 @@ public final class EventHub: Sendable {
         var lastProgressAt: [String: ContinuousClock.Instant] = [:]
         var heldProgress: [String: AdminEvent] = [:]
         var polledOnce = false
+        /// Items announced from the downloader's events that no poll has reported yet: an item created and removed
+        /// between two polls must still get its `removed` event.
+        var unpolled: Set<String> = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -90,6 +93,7 @@ public final class EventHub: Sendable {
     /// The item is gone (removed without metadata).
     public func itemRemoved(_ id: String) {
         let known = state.withLockedValue { s -> Bool in
+            s.unpolled.remove(id)
             s.heldProgress[id] = nil
             s.lastProgressAt[id] = nil
             return s.known.removeValue(forKey: id) != nil
@@ -102,16 +106,17 @@ public final class EventHub: Sendable {
         broadcast(event)
     }
 
-    /// Compares the items table with what was announced and sends the differences; also releases progress held
-    /// back by the throttle. The first poll only learns the items (a new subscriber reads `/items` for the start).
-    public func poll(_ items: [DownloadItem]) {
+    /// Announces what the items table says changed since the last poll (``ItemChangeFeed``): state and progress
+    /// differences from what was announced, and removals; also releases progress held back by the throttle. The
+    /// first poll only learns the items (a new subscriber reads `/items` for the start).
+    public func poll(_ changes: ItemChangeFeed.Changes) {
         var events: [AdminEvent] = []
         state.withLockedValue { s in
-            let first = !s.polledOnce
+            let first = changes.isFirst || !s.polledOnce
             s.polledOnce = true
-            var seen = Set<String>()
-            for item in items {
-                seen.insert(item.id)
+            if changes.isFirst { s.known = [:] }
+            for item in changes.changed {
+                s.unpolled.remove(item.id)
                 let now = Known(
                     state: item.state, error: item.errorCode, bytes: item.bytesDone, bytesTotal: item.bytesTotal,
                     segments: item.segmentsDone, segmentsTotal: item.segmentsTotal)
@@ -129,10 +134,12 @@ public final class EventHub: Sendable {
                         .progress(id: item.id, bytes: now.bytes, bytesTotal: now.bytesTotal, segments: now.segments, segmentsTotal: now.segmentsTotal))
                 }
             }
-            for id in s.known.keys where !seen.contains(id) {
-                s.known[id] = nil
+            for id in changes.removed {
+                s.unpolled.remove(id)
                 s.lastProgressAt[id] = nil
-                if !first { events.append(.removed(id: id)) }
+                s.heldProgress[id] = nil
+                // Already announced when the API removed it itself (itemRemoved).
+                if s.known.removeValue(forKey: id) != nil, !first { events.append(.removed(id: id)) }
             }
             for (id, held) in s.heldProgress {
                 events.append(held)
@@ -142,6 +149,9 @@ public final class EventHub: Sendable {
         }
         for event in events { broadcast(event) }
     }
+
+    /// Items announced from events that no poll has reported yet (for ``ItemChangeFeed/next(alsoKnown:)``).
+    public var unpolledItems: Set<String> { state.withLockedValue { $0.unpolled } }
 
     /// Sends a heartbeat comment to every subscriber.
     func ping() {
@@ -154,6 +164,7 @@ public final class EventHub: Sendable {
             var known = s.known[id] ?? Known(state: itemState, error: error, bytes: 0, bytesTotal: 0, segments: 0, segmentsTotal: 0)
             let isNew = s.known[id] == nil
             guard isNew || known.state != itemState || known.error != error else { return false }
+            if isNew { s.unpolled.insert(id) }
             known.state = itemState
             known.error = error
             s.known[id] = known

@@ -36,8 +36,7 @@ public actor DownloadScheduler {
             _ = try? downloader.keys?.purgeExpired()
             let capacity = downloader.configuration.concurrentItems - running.count
             guard capacity > 0 else { return }
-            let runnable = try downloader.items.items().filter { $0.state.isRunnable && running[$0.id] == nil }
-            for item in runnable.prefix(capacity) {
+            for item in try downloader.items.runnable(limit: capacity, excluding: Set(running.keys)) {
                 let id = item.id
                 running[id] = Task {
                     do {

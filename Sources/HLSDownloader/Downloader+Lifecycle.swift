@@ -49,8 +49,7 @@ extension Downloader {
     @discardableResult
     public func expireDue(now: Date = Date()) throws(DownloadError) -> [String] {
         var expired: [String] = []
-        for item in try items.items() where item.state != .expired && item.state != .deleted {
-            guard let expiry = item.expiresAt, expiry <= now else { continue }
+        for item in try items.expiring(at: now) {
             // A download of this item in another process notices within its poll interval and stops.
             guard (try? items.apply(.expire, to: item.id)) != nil else { continue }
             if configuration.keepFilesOnExpiry {

@@ -100,6 +100,12 @@ public final class ItemStore: Sendable {
                     SELECT item_id, \(Self.totalsExpressions(of: "")) FROM item_resources GROUP BY item_id
                     """)
         }
+        // Every change to an item row gets a sequence number (ItemStore+Changes.swift), and expiry has an index: the
+        // scheduler, `fetch`, `ls` and the admin API's poll each read every item (JSON and sealed headers decoded)
+        // once a second or per command, so an idle `serve` with 10,000 items kept a core busy.
+        migrator.registerMigration("v5-change-feed") { db in
+            try db.execute(sql: Self.changeFeedSchema)
+        }
         return migrator
     }
 
@@ -428,7 +434,7 @@ public final class ItemStore: Sendable {
         String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
-    private func decode(_ row: Row) throws -> DownloadItem {
+    func decode(_ row: Row) throws -> DownloadItem {
         var item = DownloadItem(
             id: row["id"], url: row["url"],
             selection: try Self.decoder.decode(RenditionSelection.self, from: Data((row["selection"] as String).utf8)),
