@@ -11,9 +11,14 @@ import NIOHTTP1
 ///
 /// ``observe(_:status:headers:)`` runs on the event loop for every proxied response and only appends the target to
 /// a bounded list. ``flush(_:now:)`` (the admin loop, off the event loops) maps each served segment to the items that
-/// list it and their position on the media timeline (from the item's stored media playlists), records
-/// `lastPlayedAt` and the served seconds in `items.sqlite`, and refreshes the last access of all the item's cache
-/// objects, so LRU eviction sees a played item as recently used as a whole, not segment by segment.
+/// play it and its position on their media timelines, records `lastPlayedAt` and the served seconds in
+/// `items.sqlite`, and refreshes the last access of all the item's cache objects, so LRU eviction sees a played item
+/// as recently used as a whole, not segment by segment.
+///
+/// Timelines are loaded only for items being played, at most ``maxLoadedItems`` of them (least recently played
+/// dropped first): an item is found through its resource list (`item_resources`, indexed by key), which holds its
+/// playlists and its precached segments. A player starts with the playlists, so segments past the precached part are
+/// found too, on the timeline loaded then. Memory and start-up cost do not grow with the number of items.
 final class ConsumptionRecorder: Sendable {
     private struct Pending {
         var targets: [String] = []
@@ -29,17 +34,45 @@ final class ConsumptionRecorder: Sendable {
         var end: Double
     }
 
+    /// One item's loaded timeline.
+    private struct Loaded {
+        /// The renditions its playlists were read for (a change reloads).
+        var renditions: [String]
+        /// The segment keys it placed (to unload it).
+        var keys: [String]
+        /// The flush that last used it (for the bound).
+        var lastUsed: UInt64
+    }
+
     private struct Timelines {
-        /// Segment cache key → placements, for the items whose timelines are loaded.
+        /// Segment cache key → placements, over the loaded items.
         var byKey: [String: [Placement]] = [:]
-        /// Items whose playlists were read (and the renditions they had then).
-        var loaded: [String: [String]] = [:]
+        var loaded: [String: Loaded] = [:]
         /// When each item's objects were last refreshed for LRU.
         var touchedAt: [String: Date] = [:]
-        /// Live items whose media playlists were not stored when last looked at.
-        var unloadable: [String: DownloadItem] = [:]
-        var unloadableCheckedAt = Date.distantPast
+        var flushes: UInt64 = 0
+
+        mutating func unload(_ id: String) {
+            guard let item = loaded.removeValue(forKey: id) else { return }
+            for key in item.keys {
+                guard var list = byKey[key] else { continue }
+                list.removeAll { $0.item == id }
+                byKey[key] = list.isEmpty ? nil : list
+            }
+        }
+
+        mutating func load(_ id: String, renditions: [String], placements: [String: Placement], bound: Int) {
+            unload(id)
+            for (key, placement) in placements { byKey[key, default: []].append(placement) }
+            loaded[id] = Loaded(renditions: renditions, keys: Array(placements.keys), lastUsed: flushes)
+            while loaded.count > bound, let oldest = loaded.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key {
+                unload(oldest)
+            }
+        }
     }
+
+    /// The most item timelines kept in memory.
+    static let maxLoadedItems = 64
 
     private let pending = NIOLockedValueBox(Pending())
     private let timelines = NIOLockedValueBox(Timelines())
@@ -62,6 +95,9 @@ final class ConsumptionRecorder: Sendable {
         return (counted.hits + queued.0, counted.misses + queued.1)
     }
 
+    /// The items whose timelines are in memory (for tests).
+    var loadedItems: Set<String> { timelines.withLockedValue { Set($0.loaded.keys) } }
+
     /// On the event loop: remember a successful response to a proxied resource.
     func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
         let uri = request.head.uri
@@ -83,14 +119,27 @@ final class ConsumptionRecorder: Sendable {
             return p
         }
         counters.withLockedValue { $0.hits += taken.hits; $0.misses += taken.misses }
-        refreshTimelines(changes, now: now)
+        timelines.withLockedValue { $0.flushes += 1 }
+        forgetChanged(changes)
         guard !taken.targets.isEmpty else { return [] }
-        var ranges: [String: [(Double, Double)]] = [:]
-        let byKey = timelines.withLockedValue { $0.byKey }
+        var keys: Set<String> = []
         for target in Set(taken.targets) {
             guard let url = try? OriginURL(proxyTarget: target) else { continue }
-            let key = CacheKey(url, volatileParameters: volatileParameters).value
-            for placement in byKey[key] ?? [] { ranges[placement.item, default: []].append((placement.start, placement.end)) }
+            keys.insert(CacheKey(url, volatileParameters: volatileParameters).value)
+        }
+        loadTimelines(listing: keys)
+        let byKey = timelines.withLockedValue { t -> [String: [Placement]] in
+            var found: [String: [Placement]] = [:]
+            for key in keys {
+                guard let placements = t.byKey[key] else { continue }
+                found[key] = placements
+                for placement in placements { t.loaded[placement.item]?.lastUsed = t.flushes }
+            }
+            return found
+        }
+        var ranges: [String: [(Double, Double)]] = [:]
+        for placements in byKey.values {
+            for placement in placements { ranges[placement.item, default: []].append((placement.start, placement.end)) }
         }
         var played: [(String, ItemConsumption)] = []
         for (id, list) in ranges {
@@ -101,61 +150,39 @@ final class ConsumptionRecorder: Sendable {
         return played
     }
 
-    /// Loads the timelines of changed items not loaded yet (or whose renditions changed); forgets removed, expired
-    /// and deleted items. Items with no stored media playlist yet are tried again at most every
-    /// ``unloadableRetryInterval`` (a failed item may never get one, and there can be thousands).
-    private func refreshTimelines(_ changes: ItemChangeFeed.Changes, now: Date) {
-        let (loaded, retryDue) = timelines.withLockedValue { t -> ([String: [String]], [DownloadItem]) in
-            if changes.isFirst { t.unloadable = [:] }
-            var due: [DownloadItem] = []
-            if now.timeIntervalSince(t.unloadableCheckedAt) >= Self.unloadableRetryInterval {
-                t.unloadableCheckedAt = now
-                due = Array(t.unloadable.values)
-            }
-            return (t.loaded, due)
-        }
-        var candidates: [String: DownloadItem] = [:]
-        for item in retryDue { candidates[item.id] = item }
-        for item in changes.changed { candidates[item.id] = item }
-        var drop = Set(changes.removed)
-        var fresh: [String: ([String], [String: Placement])] = [:]
-        var unloadable: [String: DownloadItem?] = [:]
-        for id in changes.removed { unloadable[id] = .some(nil) }
-        for item in candidates.values {
-            guard item.state != .deleted && item.state != .expired else {
-                drop.insert(item.id)
-                unloadable[item.id] = .some(nil)
-                continue
-            }
-            guard loaded[item.id] != item.renditions || loaded[item.id] == nil else { continue }
-            if let placements = timeline(of: item) {
-                fresh[item.id] = (item.renditions, placements)
-                unloadable[item.id] = .some(nil)
-                if loaded[item.id] != nil { drop.insert(item.id) }
-            } else {
-                unloadable[item.id] = item
-            }
-        }
-        let stale = drop.filter { loaded[$0] != nil }
+    /// Drops the timelines of removed, deleted and expired items and of items whose renditions changed (they are
+    /// loaded again when next played).
+    private func forgetChanged(_ changes: ItemChangeFeed.Changes) {
+        guard !changes.removed.isEmpty || !changes.changed.isEmpty else { return }
         timelines.withLockedValue { t in
-            for (id, item) in unloadable { t.unloadable[id] = item }
-            guard !fresh.isEmpty || !stale.isEmpty else { return }
-            if !stale.isEmpty {
-                for (key, list) in t.byKey {
-                    let kept = list.filter { !stale.contains($0.item) }
-                    t.byKey[key] = kept.isEmpty ? nil : kept
-                }
-                for id in stale { t.loaded[id] = nil }
+            for id in changes.removed {
+                t.unload(id)
+                t.touchedAt[id] = nil
             }
-            for (id, (renditions, placements)) in fresh {
-                t.loaded[id] = renditions
-                for (key, placement) in placements { t.byKey[key, default: []].append(placement) }
+            for item in changes.changed {
+                guard let loaded = t.loaded[item.id] else { continue }
+                if item.state == .deleted || item.state == .expired || loaded.renditions != item.renditions { t.unload(item.id) }
             }
         }
     }
 
-    /// How often items without a stored media playlist are looked at again.
-    static let unloadableRetryInterval: TimeInterval = 30
+    /// Loads the timelines of the items listing any of `keys` (a playlist or a precached segment) that are not loaded
+    /// yet; an item with no stored media playlist is tried again the next time one of its resources is served.
+    private func loadTimelines(listing keys: Set<String>) {
+        guard let listed = try? items.items(listing: keys) else { return }
+        let loaded = timelines.withLockedValue { Set($0.loaded.keys) }
+        var wanted: [String] = []
+        var seen = loaded
+        for ids in listed.values {
+            for id in ids where seen.insert(id).inserted { wanted.append(id) }
+        }
+        for id in wanted.sorted().prefix(Self.maxLoadedItems) {
+            guard let item = try? items.item(id), item.state != .deleted, item.state != .expired,
+                let placements = timeline(of: item)
+            else { continue }
+            timelines.withLockedValue { $0.load(id, renditions: item.renditions, placements: placements, bound: Self.maxLoadedItems) }
+        }
+    }
 
     /// Segment key → placement for every stored media playlist of the item; `nil` until one is stored.
     private func timeline(of item: DownloadItem) -> [String: Placement]? {

@@ -37,8 +37,24 @@ extension ItemStore {
 
     /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).
     public func items(listing key: String) throws(DownloadError) -> [String] {
-        try read { db in
-            try String.fetchAll(db, sql: "SELECT item_id FROM item_resources WHERE key = ?", arguments: [key])
+        try items(listing: [key])[key] ?? []
+    }
+
+    /// For each of `keys` (stored ``ItemResource/key`` values) listed by some item, the ids of those items; keys no
+    /// item lists are left out. One read, index lookups only (`item_resources_key`), in chunks of 500 keys.
+    public func items(listing keys: some Collection<String>) throws(DownloadError) -> [String: [String]] {
+        guard !keys.isEmpty else { return [:] }
+        let all = Array(keys)
+        return try read { db in
+            var found: [String: [String]] = [:]
+            for start in stride(from: 0, to: all.count, by: 500) {
+                let chunk = all[start..<min(start + 500, all.count)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT key, item_id FROM item_resources WHERE key IN (\(marks))", arguments: StatementArguments(Array(chunk)))
+                for row in rows { found[row["key"] as String, default: []].append(row["item_id"]) }
+            }
+            return found
         }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import HLSAdmin
+@testable import HLSAdmin
 import HLSDownloader
 import Testing
 
@@ -57,6 +57,48 @@ struct ConsumptionTests {
         #expect(text.contains("lastPlayedAt: "))
         #expect(text.contains("0.000-4.000"))
         await events.stop()
+        await h.shutdown()
+    }
+
+    @Test("only items being played have their timelines in memory; segments past the precached part are recorded once the player read the playlist")
+    func timelinesLoadedOnlyForPlayedItems() async throws {
+        let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
+        // "partial" precaches the first 2 seconds of every rendition; "other" is the whole 150k rendition.
+        for body in [
+            #"{"url":"\#(h.originURL("/master.m3u8"))","id":"partial","seconds":2}"#,
+            #"{"url":"\#(h.originURL("/v1/index.m3u8"))","id":"other"}"#,
+        ] {
+            #expect(try await h.request(.POST, h.api("/items"), json: body).status == 201)
+        }
+        for (id, state) in [("partial", ItemState.partiallyCached), ("other", .cached)] {
+            _ = try await h.eventually("\(id) \(state)") { try h.items.item(id)?.state == state ? true : nil }
+        }
+        try await Task.sleep(for: .milliseconds(300))  // a few admin polls: nothing played, nothing loaded
+        #expect(h.admin.recorder.loadedItems.isEmpty)
+
+        // A player of the 400k rendition: playlists, then seconds 4–8 (not precached: misses).
+        for path in ["/master.m3u8", "/v0/index.m3u8", "/v0/seg002.ts", "/v0/seg003.ts"] {
+            #expect(try await h.request(.GET, h.proxyURL(path)).status == 200, "\(path)")
+        }
+        let partial = try await h.eventually("the playback record of partial") { () -> ItemConsumption? in
+            guard let record = try h.items.consumption("partial"), abs(record.servedSeconds - 4) < 0.2 else { return nil }
+            return record
+        }
+        #expect(abs(partial.served[0][0] - 4) < 0.05, "\(partial.served)")
+        #expect(h.admin.recorder.loadedItems == ["partial"])
+        #expect(try h.items.consumption("other") == nil)
+
+        // A segment "other" precached, served with no playlist first (a player still playing when serve restarted).
+        #expect(try await h.request(.GET, h.proxyURL("/v1/seg001.ts")).status == 200)
+        let other = try await h.eventually("the playback record of other") { try h.items.consumption("other") }
+        #expect(abs(other.served[0][0] - 2) < 0.05 && abs(other.served[0][1] - 4) < 0.1, "\(other.served)")
+        #expect(h.admin.recorder.loadedItems == ["partial", "other"])
+
+        // Removing an item drops its timeline.
+        #expect(try await h.request(.DELETE, h.api("/items/partial")).status == 204)
+        _ = try await h.eventually("partial unloaded") { h.admin.recorder.loadedItems == ["other"] ? true : nil }
         await h.shutdown()
     }
 }
