@@ -3,6 +3,7 @@
 # streamlink, in the same run, plus the origin's own loopback throughput (all files with curl, 4 in parallel).
 #
 #   Benchmarks/prewarm.sh [runs]      (default 3; the median is printed)
+#   HLSCACHE_BIN=/path/a HLSCACHE_BIN_B=/path/b Benchmarks/prewarm.sh 7   (A/B: a second build's fetch, same runs)
 #
 # nginx serves the stream on 127.0.0.1. ffmpeg and streamlink write to a file (what they are used for); hlscache
 # writes into a fresh cache (files fsynced, index rows committed). Loopback only, bounded by the stream's size.
@@ -36,14 +37,20 @@ time_it() {  # name, command... → prints seconds
 }
 
 declare -A results
+# Every run writes into new directories, and nothing is deleted until the script exits: on ext4 without a
+# journal (this machine's root), creating an inode skips every inode deleted in the last 1–6 minutes, one by one
+# (fs/ext4/ialloc.c, recently_deleted), so removing the previous run's cache made the next run's ~190 file and
+# directory creations the largest cost of a prewarm (docs/benchmarks.md, 2026-11-23).
 for run in $(seq 1 "$runs"); do
-  rm -rf "$work/cache" "$work/out"; mkdir -p "$work/out"
+  out="$work/out-$run"; mkdir -p "$out"
   results[origin]+="$(time_it bash -c "cd '$work/www' && find vod -type f | sed 's|^|http://127.0.0.1:$port/|' | xargs -P4 -n8 curl -fsS -o /dev/null") "
-  results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache") "
-  rm -rf "$work/cache"
-  results[hlscache_best]+="$(time_it "$bin" fetch "$url" --variants best --cache-dir "$work/cache") "
-  results[ffmpeg_all]+="$(time_it ffmpeg -hide_banner -loglevel error -nostdin -y -i "$url" -map 0 -c copy -f mpegts "$work/out/all.ts") "
-  results[streamlink_best]+="$(time_it streamlink --loglevel error --force -o "$work/out/best.ts" "$url" best) "
+  results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache-$run-all") "
+  if [ -n "${HLSCACHE_BIN_B:-}" ]; then
+    results[hlscache_b_all]+="$(time_it "$HLSCACHE_BIN_B" fetch "$url" --cache-dir "$work/cache-$run-b") "
+  fi
+  results[hlscache_best]+="$(time_it "$bin" fetch "$url" --variants best --cache-dir "$work/cache-$run-best") "
+  results[ffmpeg_all]+="$(time_it ffmpeg -hide_banner -loglevel error -nostdin -y -i "$url" -map 0 -c copy -f mpegts "$out/all.ts") "
+  results[streamlink_best]+="$(time_it streamlink --loglevel error --force -o "$out/best.ts" "$url" best) "
 done
 
 echo "stream: 60 s, 3 variants (1.5 Mbit/s, 600 kbit/s, 200 kbit/s, each with its own AAC track), 2 s segments: $segments files, $bytes bytes"
@@ -58,6 +65,7 @@ row() {
 best_bytes=$(du -sb "$work/www/vod/v0" | cut -f1)
 row origin "origin: curl of every file, 4 in parallel" "all variants" "$bytes"
 row hlscache_all "hlscache fetch URL" "all variants" "$bytes"
+if [ -n "${HLSCACHE_BIN_B:-}" ]; then row hlscache_b_all "B: $HLSCACHE_BIN_B fetch URL" "all variants" "$bytes"; fi
 row ffmpeg_all "ffmpeg -i URL -map 0 -c copy" "all variants" "$bytes"
 row hlscache_best "hlscache fetch URL --variants best" "best variant" "$best_bytes"
 row streamlink_best "streamlink URL best" "best variant" "$best_bytes"

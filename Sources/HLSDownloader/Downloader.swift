@@ -173,11 +173,37 @@ public final class Downloader: Sendable {
         emit(.planned(id: item.id, resources: plan.resources.count, segments: segmentCount, estimatedBytes: estimate))
         try checkFits(plan)
 
-        let estimator = Self.estimator(estimate: estimate, segments: segmentCount)
-        for playlist in plan.playlists {
-            let size = store.lookup(playlist.key)?.size ?? 0
-            try markDone(item.id, key: playlist.key, size: size, counter: counter, estimator: estimator)
+        let progress = ProgressBatch(
+            id: item.id, items: items, estimator: Self.estimator(estimate: estimate, segments: segmentCount),
+            interval: configuration.progressWriteInterval
+        ) { [self] id, counts in
+            emit(
+                .progress(
+                    id: id,
+                    progress: DownloadProgress(
+                        bytesDone: counts.bytesDone, bytesTotal: counts.bytesTotal, segmentsDone: counts.segmentsDone,
+                        segmentsTotal: counts.segmentsTotal, bytesPerSecond: counter.rate)))
         }
+        for playlist in plan.playlists {
+            try progress.add(playlist.key, size: store.lookup(playlist.key)?.size ?? 0)
+        }
+        do {
+            try await storeMedia(of: plan, for: item, counter: counter, progress: progress)
+        } catch {
+            // What was stored counts, whatever stopped the run (pause, rm, a failure).
+            try? progress.flush()
+            throw error
+        }
+        try progress.flush()
+        let lockedNow = try items.item(item.id)?.locked ?? false
+        if item.locked || lockedNow {
+            try? store.setLocked(plan.resources.map(\.key), true)
+        }
+        return plan
+    }
+
+    /// Keys, init sections and segments, ``DownloaderConfiguration/resourcesPerItem`` at a time.
+    private func storeMedia(of plan: DownloadPlan, for item: DownloadItem, counter: RunCounter, progress: ProgressBatch) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
             for resource in plan.media {
@@ -196,29 +222,12 @@ public final class Downloader: Sendable {
                         size = try await self.fetchResource(resource, for: item, counter: counter)
                         if !resource.encryptions.isEmpty { try await self.verify(resource) }
                     }
-                    try self.markDone(item.id, key: resource.key, size: size, counter: counter, estimator: estimator)
+                    try progress.add(resource.key, size: size)
                 }
                 running += 1
             }
             try await group.waitForAll()
         }
-        let lockedNow = try items.item(item.id)?.locked ?? false
-        if item.locked || lockedNow {
-            try? store.setLocked(plan.resources.map(\.key), true)
-        }
-        return plan
-    }
-
-    private func markDone(
-        _ id: String, key: CacheKey, size: Int64, counter: RunCounter, estimator: @escaping @Sendable (ResourceTotals) -> Int64
-    ) throws {
-        guard let item = try items.markDone(id, key: key.value, size: size, estimatedTotal: estimator) else { return }
-        emit(
-            .progress(
-                id: id,
-                progress: DownloadProgress(
-                    bytesDone: item.bytesDone, bytesTotal: item.bytesTotal, segmentsDone: item.segmentsDone,
-                    segmentsTotal: item.segmentsTotal, bytesPerSecond: counter.rate)))
     }
 
     /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give,

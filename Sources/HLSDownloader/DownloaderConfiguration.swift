@@ -16,6 +16,9 @@ public struct DownloaderConfiguration: Sendable {
     public var retryMaxDelay: Duration = .seconds(10)
     /// How often a running download re-reads its item's state (to notice `pause`/`rm` from another process).
     public var statePollInterval: Duration = .milliseconds(250)
+    /// How often a running download records the resources it stored (and reports progress): one transaction per
+    /// interval, not per resource.
+    public var progressWriteInterval: Duration = .milliseconds(100)
     /// Playlists larger than this are refused (`corrupted`).
     public var maxPlaylistBytes: Int = 16 << 20
     /// At expiry, keep the item's segments and playlists as ordinary cache objects (unlocked, evicted by LRU like

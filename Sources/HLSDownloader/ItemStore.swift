@@ -298,9 +298,18 @@ public final class ItemStore: Sendable {
     public func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable (ResourceTotals) -> Int64)
         throws(DownloadError) -> ItemProgressCounts?
     {
+        try markDone(id, resources: [(key, size)], estimatedTotal: estimatedTotal)
+    }
+
+    /// Marks several resources stored (cache key and size each) in one transaction, then updates the progress
+    /// counters once; the downloader gathers what finished within a short interval (``ProgressBatch``).
+    @discardableResult
+    public func markDone(_ id: String, resources: [(key: String, size: Int64)], estimatedTotal: @Sendable (ResourceTotals) -> Int64)
+        throws(DownloadError) -> ItemProgressCounts?
+    {
         try write { db in
-            try db.cachedStatement(sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?")
-                .execute(arguments: [size, id, key])
+            let mark = try db.cachedStatement(sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?")
+            for (key, size) in resources { try mark.execute(arguments: [size, id, key]) }
             let totals = try Self.resourceTotals(db, id: id)
             let counts = ItemProgressCounts(
                 bytesDone: totals.bytesDone, bytesTotal: max(totals.bytesDone, estimatedTotal(totals)), segmentsDone: totals.segmentsDone,

@@ -54,6 +54,40 @@ import Testing
         await origin.stop()
     }
 
+    @Test func progressIsWrittenInBatchesAndWhatWasStoredCountsWhenARunStops() async throws {
+        let (origin, _) = try await start()
+        for index in 1..<3 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg00\(index).m4s") }
+        // An interval no run reaches: only the end of a run writes (the batch bound, 64, is above this stream's size).
+        let fetch = try DownloaderHarness(origin: origin) {
+            $0.resourcesPerItem = 1
+            $0.progressWriteInterval = .seconds(3600)
+        }
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(DownloadItem(id: "b", url: fetch.url("/index.m3u8")))
+        let run = Task { try await fetch.downloader.run("b") }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try fetch.stored("/seg000.m4s") == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(try fetch.stored("/seg000.m4s") != nil)
+        #expect(try fetch.items.item("b")?.segmentsDone == 0, "not written yet: the interval has not passed")
+        try fetch.downloader.pause("b")
+        #expect(try await run.value.state == .paused)
+        let paused = try #require(try fetch.items.item("b"))
+        let storedSegments = try (0..<3).filter { try fetch.stored("/seg00\($0).m4s") != nil }.count
+        #expect(paused.segmentsDone >= 1 && paused.segmentsDone == storedSegments, "everything stored before the pause is counted")
+        #expect(try fetch.items.resources("b").contains { $0.url.hasSuffix("/seg000.m4s") && $0.done })
+
+        for index in 1..<3 { origin.setFault(nil, for: "/seg00\(index).m4s") }
+        try fetch.downloader.resume("b")
+        let finished = try await fetch.downloader.run("b")
+        #expect(finished.state == .cached)
+        #expect(finished.segmentsDone == finished.segmentsTotal && finished.bytesDone == finished.bytesTotal && finished.bytesDone > 0)
+        #expect(try fetch.items.resources("b").allSatisfy(\.done))
+        let progressEvents = fetch.events.filter { if case .progress = $0 { true } else { false } }
+        #expect(progressEvents.count == 2, "one write when paused, one at the end: \(progressEvents.count)")
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
     @Test func rmEvictsTheItemsObjectsAndForgetsIt() async throws {
         let (origin, _) = try await start()
         let fetch = try DownloaderHarness(origin: origin)
