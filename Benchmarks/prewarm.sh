@@ -44,6 +44,9 @@ declare -A results
 for run in $(seq 1 "$runs"); do
   out="$work/out-$run"; mkdir -p "$out"
   results[origin]+="$(time_it bash -c "cd '$work/www' && find vod -type f | sed 's|^|http://127.0.0.1:$port/|' | xargs -P4 -n8 curl -fsS -o /dev/null") "
+  # The same bytes into files, each fsynced (coreutils `sync FILE...`), as hlscache stores them: the floor for a
+  # store that keeps what it downloads across a power cut.
+  results[origin_files]+="$(time_it bash -c "cd '$work/www' && find vod -type f | awk -v d='$work/files-$run' -v u='http://127.0.0.1:$port' '{print \"-o\"; print d \"/\" \$0; print u \"/\" \$0}' | xargs -P4 -n24 curl -fsS --create-dirs && find '$work/files-$run' -type f -print0 | xargs -0 sync") "
   results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache-$run-all") "
   if [ -n "${HLSCACHE_BIN_B:-}" ]; then
     results[hlscache_b_all]+="$(time_it "$HLSCACHE_BIN_B" fetch "$url" --cache-dir "$work/cache-$run-b") "
@@ -64,6 +67,7 @@ row() {
 }
 best_bytes=$(du -sb "$work/www/vod/v0" | cut -f1)
 row origin "origin: curl of every file, 4 in parallel" "all variants" "$bytes"
+row origin_files "origin into files: the same curl, each file written and fsynced" "all variants" "$bytes"
 row hlscache_all "hlscache fetch URL" "all variants" "$bytes"
 if [ -n "${HLSCACHE_BIN_B:-}" ]; then row hlscache_b_all "B: $HLSCACHE_BIN_B fetch URL" "all variants" "$bytes"; fi
 row ffmpeg_all "ffmpeg -i URL -map 0 -c copy" "all variants" "$bytes"
