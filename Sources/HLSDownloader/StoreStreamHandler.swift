@@ -11,7 +11,9 @@ import NIOPosix
 /// anything else aborts the writer, leaving nothing behind.
 ///
 /// Batching and going straight to the thread pool (not through a Swift task, unless a rate limit has to be
-/// awaited) cut the thread hops of a prewarm from four per origin read (often 16 KiB) to two per batch.
+/// awaited) cut the thread hops of a prewarm from four per origin read (often 16 KiB) to two per batch; the last
+/// batch is written in the same thread-pool job as the commit, so a body smaller than a batch (most segments)
+/// costs one job in all.
 final class StoreStreamHandler: OriginStreamHandler {
     private struct State {
         var writer: CacheWriter?
@@ -136,13 +138,24 @@ final class StoreStreamHandler: OriginStreamHandler {
                 defer { state.gathered = nil }
                 return state.gathered
             }
-            let restWritten = rest.map { write($0, head: head, on: eventLoop) } ?? eventLoop.makeSucceededVoidFuture()
-            let finished = restWritten.flatMap { [self] in
-                threadPool.runIfActive(eventLoop: eventLoop) { [self] in
-                    // The body may have been empty: no batch created the writer.
+            let finish: @Sendable () throws -> CachedObject = { [self] in
+                // The body may have been empty: no batch created the writer.
+                let writer = try writerForHead(head)
+                return try writer.finish(contentType: contentType, kind: kind, locked: locked)
+            }
+            let finished: EventLoopFuture<CachedObject>
+            if let rest, limiter == nil {
+                // The last batch and the commit in one thread-pool job (for most segments, smaller than a batch,
+                // the whole body: one hop per file instead of two).
+                finished = threadPool.runIfActive(eventLoop: eventLoop) { [self] in
                     let writer = try writerForHead(head)
-                    return try writer.finish(contentType: contentType, kind: kind, locked: locked)
+                    try rest.withUnsafeReadableBytes { try writer.write($0) }
+                    onBytes(rest.readableBytes)
+                    return try finish()
                 }
+            } else {
+                let restWritten = rest.map { write($0, head: head, on: eventLoop) } ?? eventLoop.makeSucceededVoidFuture()
+                finished = restWritten.flatMap { [threadPool] in threadPool.runIfActive(eventLoop: eventLoop, finish) }
             }
             finished.whenFailure { [self] _ in abort() }
             promise.completeWith(finished)

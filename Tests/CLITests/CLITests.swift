@@ -95,16 +95,7 @@ import Testing
         defer { if process.isRunning { process.terminate() } }
 
         // The first line names the bound address: "hlscache X serving on http://127.0.0.1:PORT (cache ...)".
-        let firstLine = await onOwnThread {
-            var line = ""
-            let handle = out.fileHandleForReading
-            while !line.contains("\n") {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                line += String(decoding: data, as: UTF8.self)
-            }
-            return line
-        }
+        let firstLine = await onOwnThread { readFirstLine(of: out) }
         let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
         #expect(firstLine.contains(cache.path))
 

@@ -153,16 +153,7 @@ import Testing
         try process.run()
         defer { if process.isRunning { process.terminate() } }
 
-        let firstLine = await onOwnThread {
-            var line = ""
-            let handle = out.fileHandleForReading
-            while !line.contains("\n") {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                line += String(decoding: data, as: UTF8.self)
-            }
-            return line
-        }
+        let firstLine = await onOwnThread { readFirstLine(of: out) }
         let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init), "\(firstLine)")
         #expect(firstLine.contains(directory.appendingPathComponent("cache").path))
 

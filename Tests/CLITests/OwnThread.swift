@@ -57,3 +57,16 @@ final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
         }
     }
 }
+
+/// Reads `pipe` until the first line is complete (or the writer closed it) and returns what was read. Blocking:
+/// call it inside ``onOwnThread(_:)``.
+func readFirstLine(of pipe: Pipe) -> String {
+    var line = ""
+    let handle = pipe.fileHandleForReading
+    while !line.contains("\n") {
+        let data = handle.availableData
+        if data.isEmpty { break }
+        line += String(decoding: data, as: UTF8.self)
+    }
+    return line
+}

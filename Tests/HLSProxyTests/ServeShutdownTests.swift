@@ -65,13 +65,7 @@ import Testing
         _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: stderr)
         try process.run()
-        var firstLine = ""
-        let handle = out.fileHandleForReading
-        while !firstLine.contains("\n") {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            firstLine += String(decoding: data, as: UTF8.self)
-        }
+        let firstLine = readFirstLine(of: out)
         guard let base = firstLine.split(separator: " ").first(where: { $0.hasPrefix("http://") }) else {
             process.terminate()
             throw CancellationError()
