@@ -21,7 +21,7 @@ build: deps
 	$(SWIFT) build
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib
 
 run: build
 	$(SWIFT) run hlscache serve --listen $(LISTEN) $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR))

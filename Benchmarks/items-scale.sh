@@ -15,10 +15,8 @@ sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(1000 10000)
 runs=3
 ./scripts/install-deps.sh nginx-light ffmpeg sqlite3 >/dev/null
-if [ -z "${HLSCACHE_BIN:-}" ]; then
-  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
-fi
-bin=${HLSCACHE_BIN:-$PWD/.build/release/hlscache}
+. Benchmarks/lib/release-build.sh
+hlscache_release_binary
 
 make_prewarm_workdir items
 make_prewarm_stream "$work/www/vod"

@@ -12,10 +12,8 @@ cd "$(dirname "$0")/.."
 . Benchmarks/lib/prewarm-origin.sh
 runs=${1:-3}
 ./scripts/install-deps.sh nginx-light ffmpeg streamlink curl >/dev/null
-if [ -z "${HLSCACHE_BIN:-}" ]; then
-  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
-fi
-bin=${HLSCACHE_BIN:-$PWD/.build/release/hlscache}
+. Benchmarks/lib/release-build.sh
+hlscache_release_binary
 
 make_prewarm_workdir prewarm
 

@@ -16,10 +16,8 @@ cd "$(dirname "$0")/.."
 duration=${1:-10}
 rounds=${2:-3}
 ./scripts/install-deps.sh nginx-light wrk >/dev/null
-if [ -z "${HLSCACHE_BIN:-}" ]; then
-  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
-fi
-bin=${HLSCACHE_BIN:-.build/release/hlscache}
+. Benchmarks/lib/release-build.sh
+hlscache_release_binary
 bin_b=${HLSCACHE_BIN_B:-}
 sizes=${SIZES:-2m 256k}
 connections=${CONNECTIONS:-1 8 64 256}

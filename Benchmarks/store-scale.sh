@@ -24,10 +24,8 @@ sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(10000 50000)
 runs=3
 ./scripts/install-deps.sh nginx-light ffmpeg >/dev/null
-if [ -z "${HLSCACHE_BIN:-}" ]; then
-  swift build -c release --product hlscache 2>&1 | grep -E "error:|Build of product" | tail -1 || true
-fi
-bin=${HLSCACHE_BIN:-$PWD/.build/release/hlscache}
+. Benchmarks/lib/release-build.sh
+hlscache_release_binary
 
 make_prewarm_workdir scale
 make_prewarm_stream "$work/www/vod"
