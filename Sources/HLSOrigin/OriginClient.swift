@@ -3,6 +3,7 @@ import HLSCacheCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Fetches from origins for the proxy and the prewarmer: streaming with backpressure, redirects followed
 /// here (so the destination policy sees every hop), transient failures retried before the head.
@@ -15,6 +16,10 @@ public final class OriginClient: Sendable {
     private let httpClient: HTTPClient
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
+    /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``).
+    private let resolutions = Mutex<[String: (addresses: [OriginIPAddress], until: ContinuousClock.Instant)]>([:])
+    /// The most hosts remembered; beyond it, expired entries go, then all.
+    private static let maxRememberedHosts = 1024
 
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
@@ -138,15 +143,39 @@ public final class OriginClient: Sendable {
             throw OriginError.forbiddenDestination.with("\(url.host) is not in the allowed hosts")
         }
         let addresses: [OriginIPAddress]
-        do {
-            addresses = try await configuration.resolver.resolve(host: bareHost)
-        } catch {
-            // Behind an upstream proxy the proxy resolves; the local resolver may know nothing of the name.
-            if configuration.proxy != nil { return }
-            throw OriginError.network.with("\(error)")
+        if let remembered = rememberedAddresses(of: bareHost) {
+            addresses = remembered
+        } else {
+            do {
+                addresses = try await configuration.resolver.resolve(host: bareHost)
+            } catch {
+                // Behind an upstream proxy the proxy resolves; the local resolver may know nothing of the name.
+                if configuration.proxy != nil { return }
+                throw OriginError.network.with("\(error)")
+            }
+            remember(addresses, of: bareHost)
         }
         for address in addresses where !policy.allowsAddress(address) {
             throw OriginError.forbiddenDestination.with("\(url.host) resolves to \(address) (\(address.kind.rawValue))")
+        }
+    }
+
+    private func rememberedAddresses(of host: String) -> [OriginIPAddress]? {
+        let now = ContinuousClock.now
+        return resolutions.withLock { table in
+            guard let entry = table[host], entry.until > now else { return nil }
+            return entry.addresses
+        }
+    }
+
+    private func remember(_ addresses: [OriginIPAddress], of host: String) {
+        let ttl = configuration.resolutionTTL
+        guard ttl > .zero, !addresses.isEmpty else { return }
+        let now = ContinuousClock.now
+        resolutions.withLock { table in
+            if table.count >= Self.maxRememberedHosts { table = table.filter { $0.value.until > now } }
+            if table.count >= Self.maxRememberedHosts { table.removeAll() }
+            table[host] = (addresses, now + ttl)
         }
     }
 

@@ -29,6 +29,9 @@ public struct OriginConfiguration: Sendable {
     public var destinationPolicy: OriginDestinationPolicy = OriginDestinationPolicy()
     /// Resolves host names for the destination policy.
     public var resolver: any OriginHostResolver = SystemHostResolver()
+    /// How long a host's resolved addresses are reused by the destination check (they are checked against the
+    /// policy on every request all the same). Without it every segment request was a DNS lookup; zero turns it off.
+    public var resolutionTTL: Duration = .seconds(10)
     /// The `User-Agent` sent unless a request or an origin's headers set one.
     public var userAgent: String = HLSCacheVersion.userAgent
 

@@ -1,5 +1,6 @@
 import HLSCacheCore
 import HLSOrigin
+import Synchronization
 import Testing
 
 /// A resolver with fixed answers, so a host name can point at a forbidden address without DNS.
@@ -10,6 +11,16 @@ struct StubResolver: OriginHostResolver {
         guard let answer = answers[host] else { return try await SystemHostResolver().resolve(host: host) }
         return answer.compactMap(OriginIPAddress.init)
     }
+}
+
+/// The system resolver, counting the lookups per host.
+final class CountingResolver: OriginHostResolver {
+    private let counts = Mutex<[String: Int]>([:])
+    func resolve(host: String) async throws -> [OriginIPAddress] {
+        counts.withLock { $0[host, default: 0] += 1 }
+        return try await SystemHostResolver().resolve(host: host)
+    }
+    func count(_ host: String) -> Int { counts.withLock { $0[host] ?? 0 } }
 }
 
 @Suite("Destination policy enforced by the client (no connection is made to refused addresses)")
@@ -75,6 +86,53 @@ struct OriginPolicyEnforcementTests {
         try await withOrigin { origin, client, _ in
             let response = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100)
             #expect(response.status == 200)
+        }
+    }
+
+    @Test func aHostIsResolvedOncePerTTLNotOncePerRequest() async throws {
+        let resolver = CountingResolver()
+        try await withOrigin { configuration in
+            configuration.resolver = resolver
+        } _: { origin, client, _ in
+            for _ in 0..<5 {
+                let response = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100)
+                #expect(response.status == 200)
+            }
+            #expect(resolver.count("localhost") == 1)
+        }
+        // Off (zero), and with a short TTL that runs out: a lookup per request, and another after expiry.
+        let every = CountingResolver()
+        try await withOrigin { configuration in
+            configuration.resolver = every
+            configuration.resolutionTTL = .zero
+        } _: { origin, client, _ in
+            for _ in 0..<3 { _ = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100) }
+            #expect(every.count("localhost") == 3)
+        }
+        let short = CountingResolver()
+        try await withOrigin { configuration in
+            configuration.resolver = short
+            configuration.resolutionTTL = .milliseconds(200)
+        } _: { origin, client, _ in
+            _ = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100)
+            _ = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100)
+            try await Task.sleep(for: .milliseconds(300))
+            _ = try await client.fetch(try OriginURL("http://localhost:\(origin.port)/bytes/10"), maxBytes: 100)
+            #expect(short.count("localhost") == 2)
+        }
+    }
+
+    @Test func rememberedAddressesAreStillCheckedAgainstThePolicy() async throws {
+        // The first request learns that the name points at the metadata service and is refused; so is the second,
+        // from the remembered answer (a refusal is never turned into an allowance by the cache).
+        try await withOrigin { configuration in
+            configuration.resolver = StubResolver(answers: ["metadata.internal.test": ["169.254.169.254"]])
+        } _: { _, client, _ in
+            for _ in 0..<2 {
+                await #expect(throws: OriginError.forbiddenDestination) {
+                    try await client.fetch(try OriginURL("http://metadata.internal.test/latest/"), maxBytes: 100)
+                }
+            }
         }
     }
 
