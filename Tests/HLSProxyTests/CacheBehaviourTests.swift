@@ -169,10 +169,13 @@ import Testing
 
     @Test func originErrorsReachTheClientHonestly() async throws {
         let (dir, _) = try Self.fixture()
-        // The read timeout is generous (a loaded machine can delay a healthy answer by seconds); only the stalled
-        // request below is meant to hit it.
-        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(3); $0.retry.maxRetries = 0 })
+        // Only the stalled request is meant to hit a read timeout, so it has a proxy of its own with a short one;
+        // everything else gets 30 s: a loaded CI machine once paused the whole test process for ~20 s, and a 3 s
+        // timeout turned an immediate 503 into a 504.
+        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(30); $0.retry.maxRetries = 0 })
         defer { Task { await harness.shutdown() } }
+        let impatient = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(3); $0.retry.maxRetries = 0 })
+        defer { Task { await impatient.shutdown() } }
 
         let missing = try await harness.get(harness.url("/nope.ts"))
         #expect(missing.status == 404)
@@ -183,8 +186,8 @@ import Testing
         #expect(unavailable.status == 503)
         #expect(unavailable.headers.first(name: "Content-Type") == "application/json")
 
-        harness.origin.setFault(.stall(delay: .seconds(30)), for: "/other.ts")
-        let slow = try await harness.get(harness.url("/other.ts"))
+        impatient.origin.setFault(.stall(delay: .seconds(30)), for: "/other.ts")
+        let slow = try await impatient.get(impatient.url("/other.ts"))
         #expect(slow.status == 504)
         #expect(slow.text.contains("timeout"))
 
