@@ -138,7 +138,7 @@ final class CacheFill: Sendable {
                 } catch {
                     // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
                     logger.warning("not caching \(label): \(error)")
-                    stop()
+                    abort()
                 }
             case .write(let chunks):
                 guard let writer = state.withLockedValue({ $0.writer }) else { continue }
@@ -149,8 +149,7 @@ final class CacheFill: Sendable {
                     if !state.withLockedValue({ $0.stopped }) {
                         logger.warning("cache write for \(label) failed, serving without caching: \(error)")
                     }
-                    writer.abort()
-                    stop()
+                    abort()
                 }
             case .commit(let commit):
                 let writer = state.withLockedValue { $0.writer }
@@ -187,15 +186,5 @@ final class CacheFill: Sendable {
             state.running = false
             return .stop
         }
-    }
-
-    private func stop() {
-        let commit = state.withLockedValue { state -> Commit? in
-            state.stopped = true
-            state.pending.removeAll()
-            defer { state.commit = nil }
-            return state.commit
-        }
-        commit?.completion(nil)
     }
 }
