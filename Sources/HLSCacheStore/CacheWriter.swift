@@ -100,6 +100,24 @@ public final class CacheWriter: Sendable {
         try bytes.withUnsafeBytes { try write($0) }
     }
 
+    /// Checks that the announced length was written, without committing: for a caller that commits later (the
+    /// downloader commits off the path of its transfers) and wants a short body to fail — and be retried — now.
+    ///
+    /// - Throws: ``CacheStoreError/lengthMismatch`` (the writer is aborted, as `finish` would),
+    ///   ``CacheStoreError/writerClosed`` after ``abort()``.
+    public func checkLength() throws {
+        try state.withLock { state in
+            guard state.fileDescriptor != nil else {
+                throw CacheStoreError.writerClosed.with("length check after abort of \(key)")
+            }
+            if let expectedLength, state.written != expectedLength {
+                discard(&state)
+                throw CacheStoreError.lengthMismatch.with(
+                    "\(key): \(state.written) bytes written, \(expectedLength) announced")
+            }
+        }
+    }
+
     /// Verifies the length, fsyncs, renames the file into `objects/` and records it in the index.
     ///
     /// - Parameters:

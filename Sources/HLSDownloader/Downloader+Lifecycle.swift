@@ -66,7 +66,17 @@ extension Downloader {
     /// Removes the item's objects from the cache, except those another item that is not expired or deleted
     /// lists; playlists take the proxy's rewritten copies with them.
     func evictObjects(of id: String) throws(DownloadError) {
-        for resource in try items.resources(id) {
+        try evict(try items.resources(id), of: id)
+        _ = try? items.update(id) { item in
+            item.bytesDone = 0
+            item.segmentsDone = 0
+        }
+    }
+
+    /// Removes `resources` of item `id` from the cache (and their keys from the key store), except those another
+    /// item lists.
+    func evict(_ resources: [ItemResource], of id: String) throws(DownloadError) {
+        for resource in resources {
             if try items.isShared(resource.key, except: id) { continue }
             if resource.kind == CacheObjectKind.key.rawValue { forgetKey(resource) }
             var keys = [resource.key]
@@ -81,10 +91,6 @@ extension Downloader {
                     throw DownloadError.from(error)
                 }
             }
-        }
-        _ = try? items.update(id) { item in
-            item.bytesDone = 0
-            item.segmentsDone = 0
         }
     }
 

@@ -27,6 +27,9 @@ public final class Downloader: Sendable {
     let origin: OriginClient
     let eventLoopGroup: any EventLoopGroup
     let threadPool: NIOThreadPool
+    /// Where written bodies are committed (fsync, rename, index row): not `threadPool`, whose few threads the
+    /// transfers need for their writes while an fsync waits for the disk.
+    let commitThreadPool: NIOThreadPool
     let limiter: RateLimiter?
     let logger: Logger
     /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
@@ -36,12 +39,16 @@ public final class Downloader: Sendable {
     /// - Parameters:
     ///   - origin: a client on `eventLoopGroup`; give it `retry.maxRetries = 0`, the downloader retries each
     ///     resource itself (``DownloaderConfiguration/attempts``).
+    ///   - commitThreadPool: where stored resources are committed; by default threads shared by every downloader
+    ///     of the process.
     ///   - onEvent: called for every state change and progress step, from any task.
     public init(
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
-        threadPool: NIOThreadPool = .singleton, configuration: DownloaderConfiguration = DownloaderConfiguration(),
+        threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool = Downloader.sharedCommitThreads,
+        configuration: DownloaderConfiguration = DownloaderConfiguration(),
         keys: KeyService? = nil, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) {
+        self.commitThreadPool = commitThreadPool
         self.keys = keys
         self.store = store
         self.items = items
@@ -53,6 +60,14 @@ public final class Downloader: Sendable {
         self.logger = logger
         self.onEvent = onEvent
     }
+
+    /// The default ``commitThreadPool``: two threads, started on first use, running until the process ends (like
+    /// `NIOThreadPool.singleton`). Commits mostly wait for the disk, so they do not compete for the CPU.
+    public static let sharedCommitThreads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        return pool
+    }()
 
     func emit(_ event: DownloadEvent) {
         onEvent(event)
@@ -167,9 +182,8 @@ public final class Downloader: Sendable {
             stored.segmentsTotal = segmentCount
             stored.bytesTotal = max(stored.bytesDone, estimate ?? 0)
         }
-        try items.setResources(
-            item.id,
-            plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) })
+        let resources = plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) }
+        try items.setResources(item.id, resources)
         emit(.planned(id: item.id, resources: plan.resources.count, segments: segmentCount, estimatedBytes: estimate))
         try checkFits(plan)
 
@@ -192,9 +206,11 @@ public final class Downloader: Sendable {
         } catch {
             // What was stored counts, whatever stopped the run (pause, rm, a failure).
             try? progress.flush()
+            evictIfRemoved(item.id, resources)
             throw error
         }
         try progress.flush()
+        evictIfRemoved(item.id, resources)
         let lockedNow = try items.item(item.id)?.locked ?? false
         if item.locked || lockedNow {
             try? store.setLocked(plan.resources.map(\.key), true)
@@ -202,14 +218,60 @@ public final class Downloader: Sendable {
         return plan
     }
 
-    /// Keys, init sections and segments, ``DownloaderConfiguration/resourcesPerItem`` at a time.
+    /// `rm` (from this process or another) does not wait for a running download, so a commit landing after its
+    /// eviction would leave one of the item's objects behind — locked, if the item was. Once the run's commits are
+    /// done, an item found deleted or gone has this run's resources evicted again (those no other item lists).
+    private func evictIfRemoved(_ id: String, _ resources: [ItemResource]) {
+        let current: DownloadItem?
+        do { current = try items.item(id) } catch { return }
+        guard current == nil || current?.state == .deleted else { return }
+        do throws(DownloadError) {
+            try evict(resources, of: id)
+        } catch {
+            logger.warning("item \(id) was removed during its download; evicting what the download stored: \(error)")
+        }
+    }
+
+    /// What a task of ``storeMedia(of:for:counter:progress:)`` ended with.
+    private enum ResourceStep: Sendable {
+        /// A transfer into its temp file: to be committed.
+        case written(PlannedResource, WrittenBody)
+        /// A resource stored and counted in the progress without a commit of ours (already cached, or a key).
+        case stored
+        /// A commit done and counted in the progress.
+        case committed
+    }
+
+    /// At most this many written bodies wait for their commit per item (each holds a temp file open).
+    static let pendingCommitsPerItem = 16
+
+    /// Keys, init sections and segments: ``DownloaderConfiguration/resourcesPerItem`` transfers at a time, each
+    /// body committed (fsync, rename, index row) on ``commitThreadPool`` while the next transfers run, at most
+    /// ``pendingCommitsPerItem`` commits outstanding. A resource counts as stored (progress) once committed and,
+    /// when encrypted, verified.
     private func storeMedia(of plan: DownloadPlan, for item: DownloadItem, counter: RunCounter, progress: ProgressBatch) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var running = 0
+        try await withThrowingTaskGroup(of: ResourceStep.self) { group in
+            var transfers = 0
+            var commits = 0
+            func take(_ step: ResourceStep) {
+                switch step {
+                case .written(let resource, let body):
+                    transfers -= 1
+                    commits += 1
+                    group.addTask {
+                        let object = try await self.commitThreadPool.runIfActive { try body.commit() }
+                        if !resource.encryptions.isEmpty { try await self.verify(resource) }
+                        try progress.add(resource.key, size: object.size)
+                        return .committed
+                    }
+                case .stored: transfers -= 1
+                case .committed: commits -= 1
+                }
+            }
             for resource in plan.media {
-                if running >= max(1, configuration.resourcesPerItem) {
-                    try await group.next()
-                    running -= 1
+                while transfers >= max(1, configuration.resourcesPerItem) || commits >= Self.pendingCommitsPerItem {
+                    guard let step = try await group.next() else { break }
+                    take(step)
                 }
                 try Task.checkCancellation()
                 group.addTask {
@@ -219,14 +281,14 @@ public final class Downloader: Sendable {
                     } else if resource.kind == .key {
                         size = try await self.storeKey(resource, for: item)
                     } else {
-                        size = try await self.fetchResource(resource, for: item, counter: counter)
-                        if !resource.encryptions.isEmpty { try await self.verify(resource) }
+                        return .written(resource, try await self.fetchResource(resource, for: item, counter: counter))
                     }
                     try progress.add(resource.key, size: size)
+                    return .stored
                 }
-                running += 1
+                transfers += 1
             }
-            try await group.waitForAll()
+            while let step = try await group.next() { take(step) }
         }
     }
 
@@ -246,8 +308,8 @@ public final class Downloader: Sendable {
 
     // MARK: - Fetching
 
-    /// Stores one media resource, with the retry budget.
-    func fetchResource(_ resource: PlannedResource, for item: DownloadItem, counter: RunCounter) async throws -> Int64 {
+    /// Transfers one media resource into a cache writer, with the retry budget; the caller commits it.
+    func fetchResource(_ resource: PlannedResource, for item: DownloadItem, counter: RunCounter) async throws -> WrittenBody {
         try await withRetries(resource.url) {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
@@ -255,7 +317,7 @@ public final class Downloader: Sendable {
                 limiter: self.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
             let task = self.origin.stream(resource.url, headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
-                try await handler.futureResult.get().size
+                try await handler.futureResult.get()
             } onCancel: {
                 task.cancel()
             }

@@ -5,15 +5,37 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
+/// A body written whole into its cache writer's temp file, its length checked, not yet committed.
+///
+/// The downloader commits it (``commit()``: fsync, rename, index row) on its commit threads, off the path of the
+/// transfers: the next resource's transfer does not wait for this one's fsync. Dropped without a commit, the
+/// writer's `deinit` removes the temp file.
+struct WrittenBody: Sendable {
+    let writer: CacheWriter
+    let contentType: String?
+    let kind: CacheObjectKind
+    let locked: Bool
+
+    /// Makes the object durable and visible. Blocking: call it on a thread pool.
+    func commit() throws -> CachedObject {
+        do {
+            return try writer.finish(contentType: contentType, kind: kind, locked: locked)
+        } catch {
+            writer.abort()
+            throw error
+        }
+    }
+}
+
 /// Streams one origin response into a ``CacheWriter``: chunks are gathered up to 256 KiB and each batch is
 /// written on the thread pool (after the rate limiter lets it through) before more is read, so memory stays at one
-/// batch per resource. The object is committed only when the origin finished with exactly the announced length;
-/// anything else aborts the writer, leaving nothing behind.
+/// batch per resource. The result is a ``WrittenBody`` only when the origin finished with exactly the announced
+/// length; anything else aborts the writer, leaving nothing behind.
 ///
 /// Batching and going straight to the thread pool (not through a Swift task, unless a rate limit has to be
 /// awaited) cut the thread hops of a prewarm from four per origin read (often 16 KiB) to two per batch; the last
-/// batch is written in the same thread-pool job as the commit, so a body smaller than a batch (most segments)
-/// costs one job in all.
+/// batch is written and the length checked in one thread-pool job, so a body smaller than a batch (most segments)
+/// costs one job on the transfer's path. The commit is the caller's (``WrittenBody/commit()``).
 final class StoreStreamHandler: OriginStreamHandler {
     private struct State {
         var writer: CacheWriter?
@@ -39,11 +61,11 @@ final class StoreStreamHandler: OriginStreamHandler {
     private let limiter: RateLimiter?
     private let onBytes: @Sendable (Int) -> Void
     private let state = NIOLockedValueBox(State())
-    private let promise: EventLoopPromise<CachedObject>
+    private let promise: EventLoopPromise<WrittenBody>
 
-    /// Completes with the committed object, or fails with the `OriginError`, `CacheStoreError` or
+    /// Completes with the written body (to be committed), or fails with the `OriginError`, `CacheStoreError` or
     /// ``DownloadError`` that ended the transfer.
-    var futureResult: EventLoopFuture<CachedObject> { promise.futureResult }
+    var futureResult: EventLoopFuture<WrittenBody> { promise.futureResult }
 
     init(
         store: CacheStore, key: CacheKey, kind: CacheObjectKind, locked: Bool, threadPool: NIOThreadPool, limiter: RateLimiter?,
@@ -138,24 +160,25 @@ final class StoreStreamHandler: OriginStreamHandler {
                 defer { state.gathered = nil }
                 return state.gathered
             }
-            let finish: @Sendable () throws -> CachedObject = { [self] in
+            let seal: @Sendable () throws -> WrittenBody = { [self] in
                 // The body may have been empty: no batch created the writer.
                 let writer = try writerForHead(head)
-                return try writer.finish(contentType: contentType, kind: kind, locked: locked)
+                try writer.checkLength()
+                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked)
             }
-            let finished: EventLoopFuture<CachedObject>
+            let finished: EventLoopFuture<WrittenBody>
             if let rest, limiter == nil {
-                // The last batch and the commit in one thread-pool job (for most segments, smaller than a batch,
-                // the whole body: one hop per file instead of two).
+                // The last batch and the length check in one thread-pool job (for most segments, smaller than a
+                // batch, the whole body: one hop per file).
                 finished = threadPool.runIfActive(eventLoop: eventLoop) { [self] in
                     let writer = try writerForHead(head)
                     try rest.withUnsafeReadableBytes { try writer.write($0) }
                     onBytes(rest.readableBytes)
-                    return try finish()
+                    return try seal()
                 }
             } else {
                 let restWritten = rest.map { write($0, head: head, on: eventLoop) } ?? eventLoop.makeSucceededVoidFuture()
-                finished = restWritten.flatMap { [threadPool] in threadPool.runIfActive(eventLoop: eventLoop, finish) }
+                finished = restWritten.flatMap { [threadPool] in threadPool.runIfActive(eventLoop: eventLoop, seal) }
             }
             finished.whenFailure { [self] _ in abort() }
             promise.completeWith(finished)

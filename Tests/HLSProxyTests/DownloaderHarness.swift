@@ -22,6 +22,7 @@ final class DownloaderHarness: Sendable {
 
     init(
         origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
+        commitThreadPool: NIOThreadPool = Downloader.sharedCommitThreads,
         configure: (inout DownloaderConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         logger explicitLogger: Logger? = nil
@@ -54,7 +55,7 @@ final class DownloaderHarness: Sendable {
         self.keys = keys
         downloader = Downloader(
             store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            configuration: configuration, keys: keys, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
+            commitThreadPool: commitThreadPool, configuration: configuration, keys: keys, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
     }
 
     var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }
