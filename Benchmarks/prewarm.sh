@@ -4,6 +4,7 @@
 #
 #   Benchmarks/prewarm.sh [runs]      (default 3; the median is printed)
 #   HLSCACHE_BIN=/path/a HLSCACHE_BIN_B=/path/b Benchmarks/prewarm.sh 7   (A/B: a second build's fetch, same runs)
+#   STREAM_SECONDS=300 Benchmarks/prewarm.sh 5    (a longer stream: throughput once the fixed start-up is small)
 #
 # nginx serves the stream on 127.0.0.1. ffmpeg and streamlink write to a file (what they are used for); hlscache
 # writes into a fresh cache (files fsynced, index rows committed). Loopback only, bounded by the stream's size.
@@ -17,7 +18,8 @@ hlscache_release_binary
 
 make_prewarm_workdir prewarm
 
-make_prewarm_stream "$work/www/vod"
+stream_seconds=${STREAM_SECONDS:-60}
+make_prewarm_stream "$work/www/vod" "$stream_seconds"
 bytes=$(du -sb "$work/www/vod" | cut -f1)
 segments=$(find "$work/www/vod" -name '*.ts' | wc -l)
 
@@ -54,7 +56,7 @@ for run in $(seq 1 "$runs"); do
   results[streamlink_best]+="$(time_it streamlink --loglevel error --force -o "$out/best.ts" "$url" best) "
 done
 
-echo "stream: 60 s, 3 variants (1.5 Mbit/s, 600 kbit/s, 200 kbit/s, each with its own AAC track), 2 s segments: $segments files, $bytes bytes"
+echo "stream: $stream_seconds s, 3 variants (1.5 Mbit/s, 600 kbit/s, 200 kbit/s, each with its own AAC track), 2 s segments: $segments files, $bytes bytes"
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); runs: $runs (median shown)"
 echo
 echo "| what | downloads | seconds (median) | MB/s |"

@@ -3,7 +3,8 @@
 #
 #   make_prewarm_workdir NAME     sets $work to a new /tmp/hlscache-NAME.* with www/vod and tmp, removed (and its
 #                                 nginx stopped) when the script exits
-#   make_prewarm_stream DIR       writes DIR/master.m3u8 and DIR/v{0,1,2}/ (TS, 2 s segments, 90 files)
+#   make_prewarm_stream DIR [SECONDS]
+#                                 writes DIR/master.m3u8 and DIR/v{0,1,2}/ (TS, 2 s segments; 60 s by default: 90 files)
 #   start_static_nginx WORK       serves WORK/www on 127.0.0.1 (writes WORK/nginx.conf, WORK/nginx.pid; needs
 #                                 WORK/tmp); sets $port. The caller's EXIT trap stops it (kill "$(cat WORK/nginx.pid)").
 
@@ -15,9 +16,9 @@ make_prewarm_workdir() {
 }
 
 make_prewarm_stream() {
-  local dir=$1
+  local dir=$1 seconds=${2:-60}
   mkdir -p "$dir"
-  ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration=60 -f lavfi -i sine=duration=60 \
+  ffmpeg -hide_banner -loglevel error -nostdin -y -f lavfi -i testsrc2=size=640x360:rate=25:duration="$seconds" -f lavfi -i sine=duration="$seconds" \
     -map 0:v -map 0:v -map 0:v -map 1:a -map 1:a -map 1:a -filter:v:1 scale=320:180 -filter:v:2 scale=160:90 \
     -c:v libx264 -preset ultrafast -g 50 -keyint_min 50 -sc_threshold 0 -b:v:0 1500k -b:v:1 600k -b:v:2 200k -c:a aac -b:a 64k \
     -f hls -hls_time 2 -hls_playlist_type vod -master_pl_name master.m3u8 \
