@@ -106,88 +106,89 @@ import Testing
 
     private static let media = ["/init.mp4", "/seg000.m4s", "/seg001.m4s", "/seg002.m4s"]
 
-    /// Waits until the origin has been asked for every media resource of the stream.
-    private func waitForAllTransfers(_ origin: TestOrigin) async throws {
+    /// A run of item `id` (the fMP4 stream, one transfer at a time) whose commits are held: returned once the
+    /// origin has been asked for every media resource — one at a time, so each transfer but the last has ended.
+    private struct HeldRun {
+        let origin: TestOrigin
+        let commits: HeldCommits
+        let fetch: DownloaderHarness
+        let run: Task<DownloadItem, any Error>
+
+        func stop() async {
+            await fetch.shutdown()
+            await commits.shutdown()
+            await origin.stop()
+        }
+
+        var tempFiles: [String] {
+            get throws { try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path) }
+        }
+    }
+
+    private func runWithCommitsHeld(_ id: String, locked: Bool = false) async throws -> HeldRun {
+        let (origin, _) = try await start()
+        let commits = HeldCommits()
+        // One transfer at a time: the next one can only start because the previous one does not wait for its commit.
+        let fetch = try DownloaderHarness(origin: origin, commitThreadPool: commits.pool) { $0.resourcesPerItem = 1 }
+        try fetch.items.insert(DownloadItem(id: id, url: fetch.url("/index.m3u8"), locked: locked))
+        let run = Task { try await fetch.downloader.run(id) }
         let deadline = ContinuousClock.now + .seconds(20)
         while !Self.media.allSatisfy({ !origin.requests(matching: $0).isEmpty }) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
         #expect(Self.media.allSatisfy { !origin.requests(matching: $0).isEmpty }, "every transfer ran: \(origin.requests.map(\.path))")
-    }
-
-    private func tempFiles(_ fetch: DownloaderHarness) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path)
+        return HeldRun(origin: origin, commits: commits, fetch: fetch, run: run)
     }
 
     @Test func transfersDoNotWaitForCommitsAndNothingCountsBeforeItsCommit() async throws {
-        let (origin, _) = try await start()
-        let commits = HeldCommits()
-        // One transfer at a time: the next one can only start because the previous one does not wait for its commit.
-        let fetch = try DownloaderHarness(origin: origin, commitThreadPool: commits.pool) { $0.resourcesPerItem = 1 }
-        defer { Task { await fetch.shutdown(); await commits.shutdown() } }
-        try fetch.items.insert(DownloadItem(id: "c", url: fetch.url("/index.m3u8")))
-        let run = Task { try await fetch.downloader.run("c") }
-        try await waitForAllTransfers(origin)
+        let held = try await runWithCommitsHeld("c")
+        defer { Task { await held.stop() } }
+        let fetch = held.fetch
         // Each body (smaller than a write batch) reaches tmp/ whole, in one write.
         let deadline = ContinuousClock.now + .seconds(20)
-        while try tempFiles(fetch).count < Self.media.count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(try tempFiles(fetch).count == Self.media.count, "the written bodies wait in tmp/")
+        while try held.tempFiles.count < Self.media.count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(try held.tempFiles.count == Self.media.count, "the written bodies wait in tmp/")
         for path in Self.media { #expect(try fetch.stored(path) == nil, "\(path) is not committed while the commit thread is held") }
         #expect(try fetch.items.item("c")?.segmentsDone == 0, "a written body is not counted before its commit")
 
-        commits.open()
-        let finished = try await run.value
+        held.commits.open()
+        let finished = try await held.run.value
         #expect(finished.state == .cached)
         #expect(finished.segmentsDone == 3 && finished.bytesDone == finished.bytesTotal)
         for path in Self.media { #expect(try fetch.stored(path) != nil) }
-        #expect(try tempFiles(fetch).isEmpty)
-        await fetch.shutdown()
-        await commits.shutdown()
-        await origin.stop()
+        #expect(try held.tempFiles.isEmpty)
+        await held.stop()
     }
 
     @Test func aRunPausedWithCommitsPendingCommitsAndCountsWhatItWrote() async throws {
-        let (origin, _) = try await start()
-        let commits = HeldCommits()
-        let fetch = try DownloaderHarness(origin: origin, commitThreadPool: commits.pool) { $0.resourcesPerItem = 1 }
-        defer { Task { await fetch.shutdown(); await commits.shutdown() } }
-        try fetch.items.insert(DownloadItem(id: "p", url: fetch.url("/index.m3u8")))
-        let run = Task { try await fetch.downloader.run("p") }
-        try await waitForAllTransfers(origin)
-        try fetch.downloader.pause("p")
-        commits.open()
-        let paused = try await run.value
+        let held = try await runWithCommitsHeld("p")
+        defer { Task { await held.stop() } }
+        try held.fetch.downloader.pause("p")
+        held.commits.open()
+        let paused = try await held.run.value
         #expect(paused.state == .paused)
         // What was written had been received whole: it is committed and counted, not thrown away. seg000 and
         // seg001 were written before seg002 was asked for (one transfer at a time); seg002 may have been cut short.
-        let storedSegments = try (0..<3).filter { try fetch.stored("/seg00\($0).m4s") != nil }.count
+        let storedSegments = try (0..<3).filter { try held.fetch.stored("/seg00\($0).m4s") != nil }.count
         #expect(storedSegments >= 2, "\(storedSegments) segments committed")
         #expect(paused.segmentsDone == storedSegments)
-        #expect(try tempFiles(fetch).isEmpty, "no written body is left behind")
-        await fetch.shutdown()
-        await commits.shutdown()
-        await origin.stop()
+        #expect(try held.tempFiles.isEmpty, "no written body is left behind")
+        await held.stop()
     }
 
     @Test func rmWithCommitsPendingLeavesNothingOfTheItemInTheCache() async throws {
-        let (origin, _) = try await start()
-        let commits = HeldCommits()
-        let fetch = try DownloaderHarness(origin: origin, commitThreadPool: commits.pool) { $0.resourcesPerItem = 1 }
-        defer { Task { await fetch.shutdown(); await commits.shutdown() } }
-        try fetch.items.insert(DownloadItem(id: "r", url: fetch.url("/index.m3u8"), locked: true))
-        let run = Task { try await fetch.downloader.run("r") }
-        try await waitForAllTransfers(origin)
+        let held = try await runWithCommitsHeld("r", locked: true)
+        defer { Task { await held.stop() } }
+        let fetch = held.fetch
         try fetch.downloader.remove("r", keepMetadata: false)
-        commits.open()
-        _ = try? await run.value
+        held.commits.open()
+        _ = try? await held.run.value
         // The commits landed after rm's eviction; the run evicts them once they are done.
         for path in Self.media + ["/index.m3u8"] { #expect(try fetch.stored(path) == nil, "\(path) is gone") }
         #expect(try fetch.store.usage().count == 0)
         #expect(try fetch.store.lockedBytes() == 0, "nothing locked is left to stay forever")
-        #expect(try tempFiles(fetch).isEmpty)
-        await fetch.shutdown()
-        await commits.shutdown()
-        await origin.stop()
+        #expect(try held.tempFiles.isEmpty)
+        await held.stop()
     }
 
     @Test func rmEvictsTheItemsObjectsAndForgetsIt() async throws {
