@@ -259,7 +259,13 @@ public final class Downloader: Sendable {
                     transfers -= 1
                     commits += 1
                     group.addTask {
-                        let object = try await self.commitThreadPool.runIfActive { try body.commit() }
+                        let object: CachedObject
+                        do {
+                            object = try await self.commitThreadPool.runIfActive { try body.commit() }
+                        } catch {
+                            let failure = DownloadError.from(error)
+                            throw failure.with("\(resource.url): \(failure.message)")
+                        }
                         if !resource.encryptions.isEmpty { try await self.verify(resource) }
                         try progress.add(resource.key, size: object.size)
                         return .committed
