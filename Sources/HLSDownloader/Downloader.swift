@@ -29,7 +29,8 @@ public final class Downloader: Sendable {
     let threadPool: NIOThreadPool
     /// Where written bodies are committed (fsync, rename, index row): not `threadPool`, whose few threads the
     /// transfers need for their writes while an fsync waits for the disk.
-    let commitThreadPool: NIOThreadPool
+    var commitThreadPool: NIOThreadPool { explicitCommitThreadPool ?? Self.sharedCommitThreads }
+    private let explicitCommitThreadPool: NIOThreadPool?
     let limiter: RateLimiter?
     let logger: Logger
     /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
@@ -39,16 +40,16 @@ public final class Downloader: Sendable {
     /// - Parameters:
     ///   - origin: a client on `eventLoopGroup`; give it `retry.maxRetries = 0`, the downloader retries each
     ///     resource itself (``DownloaderConfiguration/attempts``).
-    ///   - commitThreadPool: where stored resources are committed; by default threads shared by every downloader
-    ///     of the process.
+    ///   - commitThreadPool: where stored resources are committed; by default ``sharedCommitThreads``, started
+    ///     when the first download commits (a process that never downloads starts no threads for it).
     ///   - onEvent: called for every state change and progress step, from any task.
     public init(
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
-        threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool = Downloader.sharedCommitThreads,
+        threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool? = nil,
         configuration: DownloaderConfiguration = DownloaderConfiguration(),
         keys: KeyService? = nil, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) {
-        self.commitThreadPool = commitThreadPool
+        explicitCommitThreadPool = commitThreadPool
         self.keys = keys
         self.store = store
         self.items = items
@@ -61,7 +62,7 @@ public final class Downloader: Sendable {
         self.onEvent = onEvent
     }
 
-    /// The default ``commitThreadPool``: two threads, started on first use, running until the process ends (like
+    /// The default commit threads: two, started on first use, running until the process ends (like
     /// `NIOThreadPool.singleton`). Commits mostly wait for the disk, so they do not compete for the CPU.
     public static let sharedCommitThreads: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: 2)

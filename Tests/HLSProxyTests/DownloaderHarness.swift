@@ -22,7 +22,7 @@ final class DownloaderHarness: Sendable {
 
     init(
         origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
-        commitThreadPool: NIOThreadPool = Downloader.sharedCommitThreads,
+        commitThreadPool: NIOThreadPool? = nil,
         configure: (inout DownloaderConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         logger explicitLogger: Logger? = nil
