@@ -7,7 +7,8 @@
 #   STREAM_SECONDS=300 Benchmarks/prewarm.sh 5    (a longer stream: throughput once the fixed start-up is small)
 #
 # nginx serves the stream on 127.0.0.1. ffmpeg and streamlink write to a file (what they are used for); hlscache
-# writes into a fresh cache (files fsynced, index rows committed). Loopback only, bounded by the stream's size.
+# writes into a new cache directory (files fsynced, index rows committed), and again into a cache directory an earlier
+# command already set up (the usual case). Loopback only, bounded by the stream's size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/lib/prewarm-origin.sh
@@ -48,6 +49,9 @@ for run in $(seq 1 "$runs"); do
   # store that keeps what it downloads across a power cut.
   results[origin_files]+="$(time_it bash -c "cd '$work/www' && find vod -type f | awk -v d='$work/files-$run' -v u='http://127.0.0.1:$port' '{print \"-o\"; print d \"/\" \$0; print u \"/\" \$0}' | xargs -P4 -n24 curl -fsS --create-dirs && find '$work/files-$run' -type f -print0 | xargs -0 sync") "
   results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache-$run-all") "
+  # The usual case: a cache directory some earlier command already set up (its SQLite files created and migrated).
+  "$bin" ls --cache-dir "$work/cache-$run-existing" >/dev/null
+  results[hlscache_existing]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache-$run-existing") "
   if [ -n "${HLSCACHE_BIN_B:-}" ]; then
     results[hlscache_b_all]+="$(time_it "$HLSCACHE_BIN_B" fetch "$url" --cache-dir "$work/cache-$run-b") "
   fi
@@ -69,6 +73,7 @@ best_bytes=$(du -sb "$work/www/vod/v0" | cut -f1)
 row origin "origin: curl of every file, 4 in parallel" "all variants" "$bytes"
 row origin_files "origin into files: the same curl, each file written and fsynced" "all variants" "$bytes"
 row hlscache_all "hlscache fetch URL" "all variants" "$bytes"
+row hlscache_existing "hlscache fetch URL, into a cache directory already set up" "all variants" "$bytes"
 if [ -n "${HLSCACHE_BIN_B:-}" ]; then row hlscache_b_all "B: $HLSCACHE_BIN_B fetch URL" "all variants" "$bytes"; fi
 row ffmpeg_all "ffmpeg -i URL -map 0 -c copy" "all variants" "$bytes"
 row hlscache_best "hlscache fetch URL --variants best" "best variant" "$best_bytes"
