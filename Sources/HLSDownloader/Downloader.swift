@@ -262,7 +262,11 @@ public final class Downloader: Sendable {
                     group.addTask {
                         let object: CachedObject
                         do {
-                            object = try await self.commitThreadPool.runIfActive { try body.commit() }
+                            // Not the async `runIfActive`, which drops queued work when the task is cancelled: a run
+                            // that stops (pause, shutdown) still commits what it received whole.
+                            object = try await self.commitThreadPool.runIfActive(eventLoop: self.eventLoopGroup.any()) {
+                                try body.commit()
+                            }.get()
                         } catch {
                             let failure = DownloadError.from(error)
                             throw failure.with("\(resource.url): \(failure.message)")

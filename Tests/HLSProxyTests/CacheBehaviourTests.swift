@@ -170,9 +170,13 @@ import Testing
     @Test func originErrorsReachTheClientHonestly() async throws {
         let (dir, _) = try Self.fixture()
         // Only the stalled request is meant to hit a read timeout, so it has a proxy of its own with a short one;
-        // everything else gets 30 s: a loaded CI machine once paused the whole test process for ~20 s, and a 3 s
-        // timeout turned an immediate 503 into a 504.
-        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(30); $0.retry.maxRetries = 0 })
+        // everything else gets 30 s to connect and to read: a loaded CI machine paused the whole test process for
+        // ~20 s, and short timeouts turned an immediate 503, and once a 404, into a 504.
+        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: {
+            $0.readTimeout = .seconds(30)
+            $0.connectTimeout = .seconds(30)
+            $0.retry.maxRetries = 0
+        })
         defer { Task { await harness.shutdown() } }
         let impatient = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(3); $0.retry.maxRetries = 0 })
         defer { Task { await impatient.shutdown() } }

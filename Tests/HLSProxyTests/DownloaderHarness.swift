@@ -38,7 +38,9 @@ final class DownloaderHarness: Sendable {
         var originConfiguration = OriginConfiguration()
         originConfiguration.retry.maxRetries = 0
         originConfiguration.readTimeout = .seconds(5)
-        originConfiguration.connectTimeout = .seconds(2)
+        // Loopback connects are refused or accepted at once; only a stalled test process (a loaded CI machine paused
+        // one for ~20 s) waits, and a short timeout then turned an origin's 404 into a 504.
+        originConfiguration.connectTimeout = .seconds(10)
         configureOrigin(&originConfiguration)
         originClient = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
         var configuration = DownloaderConfiguration()

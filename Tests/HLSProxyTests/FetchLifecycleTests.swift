@@ -164,6 +164,8 @@ import Testing
         let held = try await runWithCommitsHeld("p")
         defer { Task { await held.stop() } }
         try held.fetch.downloader.pause("p")
+        // Let the run notice the pause (it polls every 50 ms) and cancel its tasks while the commits still wait.
+        try await Task.sleep(for: .milliseconds(300))
         held.commits.open()
         let paused = try await held.run.value
         #expect(paused.state == .paused)
