@@ -44,7 +44,8 @@ final class AdminHarness: Sendable {
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()
         originConfiguration.readTimeout = .seconds(5)
-        originConfiguration.connectTimeout = .seconds(2)
+        // Loopback connects are refused or accepted at once; only a stalled test process waits (as in ProxyHarness).
+        originConfiguration.connectTimeout = .seconds(10)
         proxyOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         originConfiguration.retry.maxRetries = 0
         downloadOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
