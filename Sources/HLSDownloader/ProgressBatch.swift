@@ -46,24 +46,20 @@ final class ProgressBatch: Sendable {
             return pending.resources.count >= Self.maxBatch || ContinuousClock.now - pending.lastWrite >= interval
         }
         guard due else { return }
-        let result: Result<Void, DownloadError>? = writer.withLockIfAvailable { _ in
-            do throws(DownloadError) { try write() } catch { return .failure(error) }
-            return .success(())
-        }
-        try result?.get()
+        try writer.withLockIfAvailable { _ in write() }?.get()
     }
 
     /// Writes everything gathered (waiting for a write in progress).
     func flush() throws(DownloadError) {
-        let result: Result<Void, DownloadError> = writer.withLock { _ in
-            do throws(DownloadError) { try write() } catch { return .failure(error) }
-            return .success(())
-        }
-        try result.get()
+        try writer.withLock { _ in write() }.get()
     }
 
-    /// With `writer` held.
-    private func write() throws(DownloadError) {
+    /// With `writer` held. A result, not a throw: `Mutex`'s closures rethrow untyped errors.
+    private func write() -> Result<Void, DownloadError> {
+        Result { () throws(DownloadError) in try writeBatch() }
+    }
+
+    private func writeBatch() throws(DownloadError) {
         let batch = pending.withLock { pending in
             defer {
                 pending.resources = []

@@ -16,14 +16,10 @@ struct WrittenBody: Sendable {
     let kind: CacheObjectKind
     let locked: Bool
 
-    /// Makes the object durable and visible. Blocking: call it on a thread pool.
+    /// Makes the object durable and visible (on an error `finish` leaves nothing behind). Blocking: call it on a
+    /// thread pool.
     func commit() throws -> CachedObject {
-        do {
-            return try writer.finish(contentType: contentType, kind: kind, locked: locked)
-        } catch {
-            writer.abort()
-            throw error
-        }
+        try writer.finish(contentType: contentType, kind: kind, locked: locked)
     }
 }
 
