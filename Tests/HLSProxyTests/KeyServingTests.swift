@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSKeys
 import HLSOrigin
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -201,19 +202,23 @@ import Testing
 
     @Test func expiredKeyIsRenewedWhileTheOriginAnswersAndRefusedWhenItIsDown() async throws {
         let dir = try await Self.aes128()
-        let harness = try await ProxyHarness.start(serving: dir, configureKeys: { $0.ttl = .milliseconds(800) })
+        // The key store's clock is moved by hand: with a wall clock and a short TTL, a loaded CI machine pausing the
+        // test between two requests would expire the key early.
+        let clock = KeyTestClock()
+        let harness = try await ProxyHarness.start(serving: dir, configureKeys: { $0.ttl = .seconds(60) }, keyClock: { clock.now })
         defer { Task { await harness.shutdown() } }
         let path = try #require(Self.keyPaths(try await harness.get(harness.url("/index.m3u8")).text).first)
         let key = try #require(try Self.keyFiles(dir)["key0.key"])
         #expect(try await harness.get(harness.base + path).body == key)
+        clock.advance(59)
         #expect(try await harness.get(harness.base + path).body == key)
         #expect(harness.origin.requests(matching: "/keys/key0.key").count == 1)
 
-        try await Task.sleep(for: .milliseconds(900))
+        clock.advance(2)
         #expect(try await harness.get(harness.base + path).body == key, "renewed")
         #expect(harness.origin.requests(matching: "/keys/key0.key").count == 2)
 
-        try await Task.sleep(for: .milliseconds(900))
+        clock.advance(61)
         await harness.origin.stop()
         let refused = try await harness.get(harness.base + path)
         #expect(refused.status == 403)
@@ -297,4 +302,11 @@ import Testing
         try await harness.waitForIdle()
         #expect(!Self.anyFile(under: harness.cacheDirectory, contains: key.body), "the key reached the disk in plaintext")
     }
+}
+
+/// A clock for the key store that the tests move by hand.
+final class KeyTestClock: Sendable {
+    private let current = NIOLockedValueBox(Date(timeIntervalSince1970: 1_700_000_000))
+    var now: Date { current.withLockedValue { $0 } }
+    func advance(_ seconds: Double) { current.withLockedValue { $0 += seconds } }
 }

@@ -71,8 +71,8 @@ import Testing
     @Test func slowlorisHeadIsCutOff() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestHeadTimeout = .milliseconds(300) }
         defer { Task { await harness.shutdown() } }
-        // The socket's read timeout is 3 s; "closed" means the server hung up before it (the idle timeout is 60 s).
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 3)
+        // The socket's read timeout is 10 s; "closed" means the server hung up before it (the idle timeout is 60 s).
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 10)
         #expect(closed)
         #expect(response.isEmpty)
     }

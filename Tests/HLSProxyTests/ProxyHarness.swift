@@ -26,14 +26,15 @@ final class ProxyHarness: Sendable {
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
         logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
         return try await start(
-            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, accessLogger: accessLogger,
-            logger: explicitLogger)
+            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
+            accessLogger: accessLogger, logger: explicitLogger)
     }
 
     static func start(
@@ -41,6 +42,7 @@ final class ProxyHarness: Sendable {
         configure: (inout ProxyConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
+        keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
         logger explicitLogger: Logger? = nil
     ) async throws -> ProxyHarness {
@@ -65,7 +67,8 @@ final class ProxyHarness: Sendable {
         configureKeys(&keyConfiguration)
         let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: [:])
         let keys = try KeyService(
-            directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient, logger: logger)
+            directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient, logger: logger,
+            now: keyClock)
         let server = ProxyServer(
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
             logger: logger, accessLogger: accessLogger)
