@@ -173,6 +173,7 @@ let package = Package(
             dependencies: [
                 "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,
             // Run by the tests with python3, read from the source tree (#filePath).

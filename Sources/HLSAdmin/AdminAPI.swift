@@ -48,7 +48,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         self.downloader = downloader
         self.keys = keys
         self.hub = hub
-        self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters)
+        self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters, logger: logger)
         self.feed = ItemChangeFeed(items: downloader.items)
         self.threadPool = threadPool
         self.logger = logger

@@ -4,6 +4,7 @@ import HLSCacheStore
 import HLSDownloader
 import HLSPlaylist
 import HLSProxy
+import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
 
@@ -19,6 +20,10 @@ import NIOHTTP1
 /// dropped first): an item is found through its resource list (`item_resources`, indexed by key), which holds its
 /// playlists and its precached segments. A player starts with the playlists, so segments past the precached part are
 /// found too, on the timeline loaded then. Memory and start-up cost do not grow with the number of items.
+///
+/// Nothing served is lost to a failed write (`items.sqlite` busy beyond its timeout, a full disk): a flush that cannot
+/// read the items or record a range puts its targets back for the next flush (recording a range twice changes
+/// nothing: the served ranges are a union), within the same bound as new ones.
 final class ConsumptionRecorder: Sendable {
     private struct Pending {
         var targets: [String] = []
@@ -81,12 +86,19 @@ final class ConsumptionRecorder: Sendable {
     private let volatileParameters: [String]
     private let maxPending = 16_384
     private let counters = NIOLockedValueBox((hits: 0, misses: 0))
+    private let logger: Logger
+    /// Flushes that failed and were put back (for tests), and whether the last one failed (to log changes only).
+    private let failures = NIOLockedValueBox((count: 0, failing: false))
 
-    init(store: CacheStore, items: ItemStore, volatileParameters: [String]) {
+    init(store: CacheStore, items: ItemStore, volatileParameters: [String], logger: Logger = Logger(label: "hlscache.admin")) {
         self.store = store
         self.items = items
         self.volatileParameters = volatileParameters
+        self.logger = logger
     }
+
+    /// How many flushes could not record what was served and kept it for the next one (for tests).
+    var failedFlushes: Int { failures.withLockedValue { $0.count } }
 
     /// Cache hits and misses of proxied resources since the server started.
     var hitsAndMisses: (hits: Int, misses: Int) {
@@ -121,13 +133,28 @@ final class ConsumptionRecorder: Sendable {
         counters.withLockedValue { $0.hits += taken.hits; $0.misses += taken.misses }
         timelines.withLockedValue { $0.flushes += 1 }
         forgetChanged(changes)
+        if taken.dropped > 0 {
+            logger.warning("admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) waiting)")
+        }
         guard !taken.targets.isEmpty else { return [] }
+        do {
+            let played = try record(Set(taken.targets), now: now)
+            noteRecovered()
+            return played
+        } catch {
+            putBack(taken.targets, after: error)
+            return []
+        }
+    }
+
+    /// Maps `targets` to item timelines and records them.
+    private func record(_ targets: Set<String>, now: Date) throws(DownloadError) -> [(String, ItemConsumption)] {
         var keys: Set<String> = []
-        for target in Set(taken.targets) {
+        for target in targets {
             guard let url = try? OriginURL(proxyTarget: target) else { continue }
             keys.insert(CacheKey(url, volatileParameters: volatileParameters).value)
         }
-        loadTimelines(listing: keys)
+        try loadTimelines(listing: keys)
         let byKey = timelines.withLockedValue { t -> [String: [Placement]] in
             var found: [String: [Placement]] = [:]
             for key in keys {
@@ -142,12 +169,41 @@ final class ConsumptionRecorder: Sendable {
             for placement in placements { ranges[placement.item, default: []].append((placement.start, placement.end)) }
         }
         var played: [(String, ItemConsumption)] = []
+        var failure: DownloadError?
         for (id, list) in ranges {
-            for (start, end) in list { try? items.recordPlayback(id, start: start, end: end, at: now) }
+            do {
+                for (start, end) in list { try items.recordPlayback(id, start: start, end: end, at: now) }
+            } catch {
+                failure = error
+                continue
+            }
             touchObjects(of: id, now: now)
             if let record = try? items.consumption(id) { played.append((id, record)) }
         }
+        if let failure { throw failure }
         return played
+    }
+
+    /// Keeps the targets of a failed flush for the next one, ahead of newer ones, within the pending bound.
+    private func putBack(_ targets: [String], after error: DownloadError) {
+        pending.withLockedValue { p in
+            let kept = targets + p.targets
+            p.targets = Array(kept.prefix(maxPending))
+            p.dropped += kept.count - p.targets.count
+        }
+        let first = failures.withLockedValue { f -> Bool in
+            defer { f = (f.count + 1, true) }
+            return !f.failing
+        }
+        if first { logger.warning("admin: cannot record playback yet, will retry: \(error)") }
+    }
+
+    private func noteRecovered() {
+        let was = failures.withLockedValue { f -> Bool in
+            defer { f.failing = false }
+            return f.failing
+        }
+        if was { logger.notice("admin: recording playback again") }
     }
 
     /// Drops the timelines of removed, deleted and expired items and of items whose renditions changed (they are
@@ -168,8 +224,8 @@ final class ConsumptionRecorder: Sendable {
 
     /// Loads the timelines of the items listing any of `keys` (a playlist or a precached segment) that are not loaded
     /// yet; an item with no stored media playlist is tried again the next time one of its resources is served.
-    private func loadTimelines(listing keys: Set<String>) {
-        guard let listed = try? items.items(listing: keys) else { return }
+    private func loadTimelines(listing keys: Set<String>) throws(DownloadError) {
+        let listed = try items.items(listing: keys)
         let loaded = timelines.withLockedValue { Set($0.loaded.keys) }
         var wanted: [String] = []
         var seen = loaded
@@ -177,7 +233,7 @@ final class ConsumptionRecorder: Sendable {
             for id in ids where seen.insert(id).inserted { wanted.append(id) }
         }
         for id in wanted.sorted().prefix(Self.maxLoadedItems) {
-            guard let item = try? items.item(id), item.state != .deleted, item.state != .expired,
+            guard let item = try items.item(id), item.state != .deleted, item.state != .expired,
                 let placements = timeline(of: item)
             else { continue }
             timelines.withLockedValue { $0.load(id, renditions: item.renditions, placements: placements, bound: Self.maxLoadedItems) }

@@ -25,12 +25,13 @@ public final class ItemStore: Sendable {
     /// Opens (creating if needed) `items.sqlite` in `directory`.
     /// - Parameter masterKey: seals the items' request headers (`fetch --header`: cookies, tokens) at rest, as the
     ///   key store seals keys; without it they are stored as plain JSON.
+    /// - Parameter busyTimeout: how long a write waits for another process's write to finish before it fails.
     /// - Throws: ``DownloadError/corrupted`` when the file is not a usable database.
-    public init(directory: String, masterKey: MasterKey? = nil) throws(DownloadError) {
+    public init(directory: String, masterKey: MasterKey? = nil, busyTimeout: TimeInterval = 10) throws(DownloadError) {
         headerCoding = ItemHeaderCoding(masterKey: masterKey)
         path = directory + "/items.sqlite"
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(busyTimeout)
         configuration.label = "hlscache.items"
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

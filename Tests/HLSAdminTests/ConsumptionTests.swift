@@ -1,6 +1,8 @@
 import Foundation
+import GRDB
 @testable import HLSAdmin
 import HLSDownloader
+import NIOConcurrencyHelpers
 import Testing
 
 @Suite("Playback records (consumption)")
@@ -100,5 +102,67 @@ struct ConsumptionTests {
         #expect(try await h.request(.DELETE, h.api("/items/partial")).status == 204)
         _ = try await h.eventually("partial unloaded") { h.admin.recorder.loadedItems == ["other"] ? true : nil }
         await h.shutdown()
+    }
+
+    @Test("what was played while items.sqlite could not be written (another connection held its write lock) is recorded once it can")
+    func playbackIsKeptWhileTheItemsDatabaseIsLocked() async throws {
+        let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let h = try await AdminHarness(root: root, itemsBusyTimeout: 0.1)
+        defer { h.shutdownLater() }
+        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/v0/index.m3u8"))","id":"held"}"#)
+        #expect(created.status == 201)
+        _ = try await h.eventually("cached") { try h.items.item("held")?.state == .cached ? true : nil }
+
+        // Another connection (another process, as far as SQLite knows) takes the write lock and keeps it.
+        let other = try await onOwnThread { try WriteLock(path: h.cacheDirectory.appendingPathComponent("items.sqlite").path) }
+        for path in ["/v0/index.m3u8", "/v0/seg000.ts", "/v0/seg001.ts"] {
+            #expect(try await h.request(.GET, h.proxyURL(path)).status == 200, "\(path)")
+        }
+        // Two failed flushes: the first one's targets were put back and tried again.
+        _ = try await h.eventually("failed flushes") { h.admin.recorder.failedFlushes >= 2 ? true : nil }
+        #expect(try h.items.consumption("held") == nil)
+
+        await onOwnThread { other.release() }
+        let record = try await h.eventually("the playback record", timeout: .seconds(20)) { () -> ItemConsumption? in
+            guard let record = try h.items.consumption("held"), abs(record.servedSeconds - 4) < 0.2 else { return nil }
+            return record
+        }
+        #expect(record.served.count == 1)
+        #expect(abs(record.served[0][0]) < 0.01 && abs(record.served[0][1] - 4) < 0.05, "\(record.served)")
+        await h.shutdown()
+    }
+}
+
+/// The write lock of a SQLite file, held by a connection of its own on a thread of its own until released.
+final class WriteLock: Sendable {
+    private let acquired = DispatchSemaphore(value: 0)
+    private let releasing = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Blocks until the lock is held.
+    init(path: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        let failure = NIOLockedValueBox<(any Error)?>(nil)
+        Thread.detachNewThread { [acquired, releasing, finished] in
+            do {
+                try queue.inTransaction(.immediate) { _ in
+                    acquired.signal()
+                    releasing.wait()
+                    return .commit
+                }
+            } catch {
+                failure.withLockedValue { $0 = error }
+                acquired.signal()
+            }
+            finished.signal()
+        }
+        acquired.wait()
+        if let error = failure.withLockedValue({ $0 }) { throw error }
+    }
+
+    /// Blocks until the lock is given up.
+    func release() {
+        releasing.signal()
+        finished.wait()
     }
 }
