@@ -214,7 +214,12 @@ public final class Downloader: Sendable {
         evictIfRemoved(item.id, resources)
         let lockedNow = try items.item(item.id)?.locked ?? false
         if item.locked || lockedNow {
-            try? store.setLocked(plan.resources.map(\.key), true)
+            // Not best effort: an object left unlocked here could be evicted from a locked item.
+            do {
+                try store.setLocked(plan.resources.map(\.key), true)
+            } catch {
+                throw DownloadError.from(error)
+            }
         }
         return plan
     }
