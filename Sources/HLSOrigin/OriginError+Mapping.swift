@@ -29,6 +29,10 @@ extension OriginError {
                 return OriginError.cancelled.with(detail)
             case .remoteConnectionClosed:
                 return (afterHead ? OriginError.truncated : OriginError.network).with(detail)
+            case .invalidProxyResponse:
+                return OriginError.network.with("the upstream proxy refused a tunnel to the origin (its answer to CONNECT was not 200)")
+            case .proxyAuthenticationRequired:
+                return OriginError.network.with("the upstream proxy asks for authentication (407)")
             default:
                 break
             }
