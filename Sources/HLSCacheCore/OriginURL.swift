@@ -42,7 +42,7 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         let authorityStart = i + 1
         var j = authorityStart
         while j < u.count, u[j] != UInt8(ascii: "/"), u[j] != UInt8(ascii: "?"), u[j] != UInt8(ascii: "#") { j += 1 }
-        let authority = String(decoding: u[authorityStart..<j], as: UTF8.self)
+        let authority = OriginURL.unescapingLiteralDelimiters(u[authorityStart..<j])
         // Split path, query and fragment by hand: parsed as a URI reference, a path starting with "//" (an origin
         // URL like https://cdn//vod/seg.ts) would be taken for an authority and a segment silently dropped.
         var end = j
@@ -55,6 +55,30 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
             throw OriginURLError.pathTraversal.with("dot segments are not allowed in proxied paths")
         }
         try self.init(scheme: scheme, authority: authority, path: path, query: query)
+    }
+
+    /// The authority segment of a proxy path as text, with `%5B`, `%5D` and `%3A` (either case) turned back into
+    /// `[`, `]` and `:`: clients built on URL types escape the brackets of an IPv6 literal in a path
+    /// (`/http/%5B::1%5D:8080/…`). Any other escape stays as it is, and the host check refuses it.
+    static func unescapingLiteralDelimiters(_ bytes: ArraySlice<UInt8>) -> String {
+        guard bytes.contains(UInt8(ascii: "%")) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.endIndex {
+                let code = String(decoding: bytes[(i + 1)...(i + 2)], as: UTF8.self).uppercased()
+                let plain: UInt8? = code == "5B" ? UInt8(ascii: "[") : code == "5D" ? UInt8(ascii: "]") : code == "3A" ? UInt8(ascii: ":") : nil
+                if let plain {
+                    out.append(plain)
+                    i += 3
+                    continue
+                }
+            }
+            out.append(bytes[i])
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     private init(scheme: String, authority: String, path: String, query: String?) throws {

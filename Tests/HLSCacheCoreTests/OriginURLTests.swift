@@ -36,6 +36,21 @@ import Testing
         #expect(try OriginURL(proxyTarget: "/https/h").path == "/")
     }
 
+    /// Clients built on URL types (AsyncHTTPClient, Foundation) send the brackets of an IPv6 literal escaped.
+    @Test func escapedIPv6LiteralsInProxyPathsAreTheSameOrigin() throws {
+        let plain = try OriginURL(proxyTarget: "/http/[::1]:8080/vod/a.ts")
+        for target in ["/http/%5B::1%5D:8080/vod/a.ts", "/http/%5b::1%5d%3A8080/vod/a.ts", "/http/%5B%3A%3A1%5D:8080/vod/a.ts"] {
+            let escaped = try OriginURL(proxyTarget: target)
+            #expect(escaped == plain, "\(target)")
+            #expect(escaped.host == "[::1]" && escaped.port == 8080)
+        }
+        #expect(try OriginURL(proxyTarget: "/http/%5Bfe80::1%5D/a.ts").host == "[fe80::1]")
+        // Only those three: any other escape in the host is refused as before; the path keeps its escapes.
+        #expect(throws: (any Error).self) { try OriginURL(proxyTarget: "/http/ex%61mple.com/a.ts") }
+        #expect(throws: (any Error).self) { try OriginURL(proxyTarget: "/http/%5B::1%5D%2F/a.ts") }
+        #expect(try OriginURL(proxyTarget: "/http/h/%5Bx%5D.ts").path == "/%5Bx%5D.ts")
+    }
+
     /// Found by Fuzz/run-request.sh: a combining mark right after '/' forms one Character with it, which hid the
     /// dot segment before it from a Character-based split.
     @Test(arguments: ["/https/h/a/../\u{0711}x", "/https/h/./\u{0711}x", "/https/h/a/%2E%2e/\u{301}x", "/https/h/..\u{200D}/x"])

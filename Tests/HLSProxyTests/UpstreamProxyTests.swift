@@ -57,7 +57,7 @@ import Testing
         let upstream = try await ConnectProxy.start(forwardingTo: origin.port)
         let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: upstream.port) })
         defer { Task { await harness.shutdown(); await upstream.stop() } }
-        for target in ["/http/169.254.169.254/latest/meta-data/", "/http/[fe80::1]/seg0.ts"] {
+        for target in ["/http/169.254.169.254/latest/meta-data/", "/http/[fe80::1]/seg0.ts", "/http/%5Bfe80::1%5D/seg0.ts"] {
             // Raw, so the brackets of the IPv6 literal reach the server as a player sends them.
             let (response, _) = try await RawHTTP.exchange(
                 port: harness.port, Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 10)
