@@ -56,6 +56,7 @@ extension HLSCacheSettings {
         if let originProxy, let (host, port) = Self.hostPort(originProxy) {
             configuration.proxy = .server(host: host, port: port)
         }
+        configuration.extraTrustRootsFile = originCAFile
         if let originUserAgent { configuration.userAgent = originUserAgent }
         for (host, origin) in origins {
             if !origin.headers.isEmpty { configuration.originHeaders[host] = origin.headers.map { ($0.name, $0.value) } }

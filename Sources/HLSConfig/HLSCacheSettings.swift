@@ -71,6 +71,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var originAllowCloudMetadata: Bool
     /// `host:port` of an upstream HTTP proxy.
     public var originProxy: String?
+    /// `origin.caFile`: extra trusted certificate authorities (PEM) for https origins.
+    public var originCAFile: String?
     /// `nil`: `hlscache/VERSION`.
     public var originUserAgent: String?
     /// Per-origin headers and cookies, keyed by lowercased `host` or `host:port`.

@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import HLSKeys
 
@@ -99,6 +100,20 @@ public enum SettingCatalog {
                     guard Settings.hostPort(text) != nil else { throw SettingProblem("expected HOST:PORT") }
                     settings.originProxy = text
                 }, render: { $0.originProxy }),
+            .single(
+                "origin.caFile", flag: "--origin-ca",
+                "PEM file of certificate authorities trusted for https origins besides the system's (~: none)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text == "~" || text.lowercased() == "none" {
+                        settings.originCAFile = nil
+                        return
+                    }
+                    guard let data = FileManager.default.contents(atPath: text) else { throw SettingProblem("cannot read \(text)") }
+                    guard String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+                        throw SettingProblem("\(text) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+                    }
+                    settings.originCAFile = text
+                }, render: { $0.originCAFile }),
             .single(
                 "origin.userAgent", "User-Agent sent to origins unless a request or an origin's headers set one (~: hlscache/VERSION)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in

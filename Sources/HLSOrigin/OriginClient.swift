@@ -3,6 +3,7 @@ import HLSCacheCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import Synchronization
 
 /// Fetches from origins for the proxy and the prewarmer: streaming with backpressure, redirects followed
@@ -37,6 +38,11 @@ public final class OriginClient: Sendable {
             decompression: .disabled
         )
         http.httpVersion = .automatic
+        if let file = configuration.extraTrustRootsFile {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.file(file)]
+            http.tlsConfiguration = tls
+        }
         // AHC would otherwise keep retrying a refused connection until the connect timeout, so a dead origin
         // took connectTimeout × attempts to report; the client's own bounded retries replace it.
         http.connectionPool.retryConnectionEstablishment = false

@@ -32,6 +32,9 @@ public struct OriginConfiguration: Sendable {
     /// How long a host's resolved addresses are reused by the destination check (they are checked against the
     /// policy on every request all the same). Without it every segment request was a DNS lookup; zero turns it off.
     public var resolutionTTL: Duration = .seconds(10)
+    /// A PEM file of certificate authorities trusted for `https` origins besides the system's trust store (a private
+    /// CDN, a TLS-inspecting corporate proxy). `nil`: the system's only.
+    public var extraTrustRootsFile: String?
     /// The `User-Agent` sent unless a request or an origin's headers set one.
     public var userAgent: String = HLSCacheVersion.userAgent
 

@@ -21,10 +21,16 @@ struct OriginOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Reach origins through this HTTP proxy (origin.proxy).", valueName: "HOST:PORT"))
     var upstreamProxy: String?
 
-    /// The flags given, as settings (`origin.allowedHosts`, `origin.proxy`, per-origin headers).
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Also trust the certificate authorities in this PEM file for https origins (origin.caFile).", valueName: "FILE"))
+    var originCa: String?
+
+    /// The flags given, as settings (`origin.allowedHosts`, `origin.proxy`, `origin.caFile`, per-origin headers).
     func add(to settings: inout CommandLineSettings) throws {
         settings.set("origin.allowedHosts", allowHost.map { $0.lowercased() })
         settings.set("origin.proxy", upstreamProxy)
+        settings.set("origin.caFile", originCa)
         for spec in originHeader {
             guard let (host, name, value) = OriginOptions.parse(spec) else {
                 throw ValidationError("--origin-header \(spec.split(separator: ":").first ?? ""): expected HOST=NAME: VALUE")

@@ -37,6 +37,22 @@ import Testing
         #expect(message == "listen = \"nonsense\" in --listen: expected host:port, e.g. 127.0.0.1:8080")
     }
 
+    @Test func anOriginCAFileMustBeAReadablePEMFile() throws {
+        let fixture = try ConfigFixture()
+        let missing = try error(environment: ["HLSCACHE_ORIGIN_CA_FILE": "/nonexistent/ca.pem"]).message
+        #expect(missing == "origin.caFile = \"/nonexistent/ca.pem\" in env HLSCACHE_ORIGIN_CA_FILE: cannot read /nonexistent/ca.pem")
+        let text = try fixture.write("not a certificate\n", name: "not.pem")
+        var flags = CommandLineSettings()
+        flags.set("origin.caFile", text)
+        let notPEM = try error(flags: flags).message
+        #expect(notPEM == "origin.caFile = \"\(text)\" in --origin-ca: \(text) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        let pem = try fixture.write("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", name: "ca.pem")
+        let settings = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": pem], commandLine: CommandLineSettings())
+        #expect(settings.settings.originConfiguration().extraTrustRootsFile == pem)
+        let none = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": "~"], commandLine: CommandLineSettings())
+        #expect(none.settings.originConfiguration().extraTrustRootsFile == nil)
+    }
+
     @Test func unknownKeysAreRefusedWithASuggestion() throws {
         let (typo, file) = try error(file: "cache:\n  maxsize: 10GiB\n")
         #expect(typo == "cache.maxsize in \(file!) (line 2): unknown key (did you mean cache.maxSize?)")

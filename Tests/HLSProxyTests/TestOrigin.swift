@@ -51,8 +51,12 @@ final class TestOrigin: Sendable {
     /// Bytes to serve instead of a file, by path.
     private let overrides = NIOLockedValueBox<[String: (body: [UInt8], contentType: String)]>([:])
 
-    init(root: URL) {
+    /// Runs first on every accepted connection (an HTTPS origin adds its TLS handler here).
+    private let channelSetup: (@Sendable (any Channel) throws -> Void)?
+
+    init(root: URL, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil) {
         self.root = root
+        self.channelSetup = channelSetup
     }
 
     /// The bound port; still the same after `stop()`, so URLs made later name the dead origin.
@@ -68,6 +72,7 @@ final class TestOrigin: Sendable {
                 self.connections.withLockedValue { $0[id] = channel }
                 channel.closeFuture.whenComplete { _ in _ = self.connections.withLockedValue { $0.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
+                    try self.channelSetup?(channel)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(TestOriginHandler(origin: self))
                 }
