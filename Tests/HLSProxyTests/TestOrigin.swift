@@ -53,10 +53,17 @@ final class TestOrigin: Sendable {
 
     /// Runs first on every accepted connection (an HTTPS origin adds its TLS handler here).
     private let channelSetup: (@Sendable (any Channel) throws -> Void)?
+    /// Sets up HTTP on an accepted connection instead of NIO's HTTP/1.1 server pipeline (an HTTP/2 origin), given
+    /// a maker of the handler that answers requests (`HTTPServerRequestPart` in, `HTTPServerResponsePart` out).
+    private let httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)?
 
-    init(root: URL, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil) {
+    init(
+        root: URL, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil,
+        httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)? = nil
+    ) {
         self.root = root
         self.channelSetup = channelSetup
+        self.httpSetup = httpSetup
     }
 
     /// The bound port; still the same after `stop()`, so URLs made later name the dead origin.
@@ -73,6 +80,10 @@ final class TestOrigin: Sendable {
                 channel.closeFuture.whenComplete { _ in _ = self.connections.withLockedValue { $0.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
                     try self.channelSetup?(channel)
+                    if let httpSetup = self.httpSetup {
+                        try httpSetup(channel) { TestOriginHandler(origin: self) }
+                        return
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(TestOriginHandler(origin: self))
                 }
