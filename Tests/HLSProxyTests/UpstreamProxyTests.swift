@@ -17,13 +17,19 @@ import Testing
         return (dir, segment)
     }
 
-    @Test func originRequestsGoThroughTheUpstreamProxyAndHitsStayLocal() async throws {
-        let (dir, segment) = try Self.fixture()
-        defer { try? FileManager.default.removeItem(at: dir) }
+    /// A test origin serving `dir`, a tunnelling proxy in front of it, and a proxy harness using that upstream proxy.
+    static func proxied(_ dir: URL) async throws -> (TestOrigin, ConnectProxy, ProxyHarness) {
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let upstream = try await ConnectProxy.start(forwardingTo: origin.port)
         let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: upstream.port) })
+        return (origin, upstream, harness)
+    }
+
+    @Test func originRequestsGoThroughTheUpstreamProxyAndHitsStayLocal() async throws {
+        let (dir, segment) = try Self.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (origin, upstream, harness) = try await Self.proxied(dir)
         defer { Task { await harness.shutdown(); await upstream.stop() } }
         let base = "\(harness.base)/http/\(Self.host)"
 
@@ -52,10 +58,7 @@ import Testing
     @Test func refusedDestinationsNeverReachTheUpstreamProxy() async throws {
         let (dir, _) = try Self.fixture()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let origin = TestOrigin(root: dir)
-        try await origin.start()
-        let upstream = try await ConnectProxy.start(forwardingTo: origin.port)
-        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: upstream.port) })
+        let (origin, upstream, harness) = try await Self.proxied(dir)
         defer { Task { await harness.shutdown(); await upstream.stop() } }
         for target in ["/http/169.254.169.254/latest/meta-data/", "/http/[fe80::1]/seg0.ts", "/http/%5Bfe80::1%5D/seg0.ts"] {
             // Raw, so the brackets of the IPv6 literal reach the server as a player sends them.
