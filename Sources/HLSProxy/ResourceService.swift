@@ -278,7 +278,14 @@ final class ResourceService: Sendable {
             let (fresh, created) = services.fetches.join(fetchKey) { SharedFetch(key: key, url: url, cacheable: cacheable, services: services) }
             if created { fresh.start() }
             let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, playlists: services.playlists)
-            if !fresh.subscribe(retry) { responder.send(error: ProxyError.unavailable("origin \(url.host) is failing")) }
+            // Failed again before the client could join (a refused destination or a closed port fails at once):
+            // this attempt was the client's own, so it gets that failure's status.
+            guard !fresh.subscribe(retry) else { return }
+            if let failure = fresh.failure {
+                responder.send(error: failure)
+            } else {
+                responder.send(error: ProxyError.unavailable("origin \(url.host) is failing"))
+            }
         }
     }
 }

@@ -80,6 +80,14 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         state.withLockedValue { $0.task = task }
     }
 
+    /// Why the fetch failed, once it has.
+    var failure: (any HTTPMappableError)? {
+        state.withLockedValue { state in
+            if case .failed(let error) = state.outcome { return error }
+            return nil
+        }
+    }
+
     /// Adds a client. Returns false when the fetch can no longer serve a newcomer from the start.
     func subscribe(_ subscription: FetchSubscription) -> Bool {
         let accepted = state.withLockedValue { state -> Bool in

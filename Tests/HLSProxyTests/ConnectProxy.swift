@@ -97,12 +97,12 @@ private final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandl
                     context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                     let (ours, theirs) = GlueHandler.matchedPair()
                     do {
-                        try context.pipeline.syncOperations.removeHandler(encoder)
+                        context.pipeline.syncOperations.removeHandler(encoder, promise: nil)
                         try target.pipeline.syncOperations.addHandler(theirs)
                         try context.pipeline.syncOperations.addHandler(ours)
                         // Last: the decoder hands on what it buffered after the CONNECT head, as bytes.
                         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-                        try context.pipeline.syncOperations.removeHandler(decoder)
+                        context.pipeline.syncOperations.removeHandler(decoder, promise: nil)
                     } catch {
                         client.close(promise: nil)
                         target.close(promise: nil)

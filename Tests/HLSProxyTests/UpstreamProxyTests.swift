@@ -88,3 +88,23 @@ import Testing
         #expect(try harness.store.usage().count == 0)
     }
 }
+
+/// A refused destination fails the origin request at once, possibly before the client joined it, and again on the
+/// fresh attempt; the client must get that failure's own status (403), never a generic 503. The race itself showed
+/// once in 40 runs of the refused-destination test above (its first, cold request) and does not reproduce on demand
+/// (reverting the fix, 23 runs of this test, 6,900 requests, some under load: no failure); this checks that
+/// immediate failures keep their status over many requests.
+@Suite struct ImmediateOriginFailureTests {
+    @Test func immediateFailuresKeepTheirStatus() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        var seen: [String: Int] = [:]
+        for index in 0..<300 {
+            let target = "/http/169.254.169.254/m\(index)"
+            let (response, _) = try await RawHTTP.exchange(
+                port: harness.port, Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 10)
+            seen[String(response.prefix(12)), default: 0] += 1
+        }
+        #expect(seen == ["HTTP/1.1 403": 300], "\(seen)")
+    }
+}
