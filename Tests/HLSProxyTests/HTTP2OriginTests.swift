@@ -2,7 +2,6 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP2
-import NIOSSL
 import Testing
 
 /// Origins that speak HTTP/2 (most CDNs do): a TLS ``TestOrigin`` that offers only `h2` in ALPN and answers each
@@ -11,14 +10,8 @@ import Testing
 @Suite struct HTTP2OriginTests {
     /// An HTTP/2-only origin; `streams` counts the streams it was asked to open.
     static func h2Origin(serving dir: URL, _ certs: HTTPSOriginTests.Certificates, streams: NIOLockedValueBox<Int>) throws -> TestOrigin {
-        var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certs.leaf("ip")).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: certs.leafKey("ip"), format: .pem)))
-        configuration.applicationProtocols = ["h2"]
-        let context = try NIOSSLContext(configuration: configuration)
-        return TestOrigin(
-            root: dir,
-            channelSetup: { channel in try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) },
+        TestOrigin(
+            root: dir, channelSetup: try HTTPSOriginTests.tlsSetup(certs, protocols: ["h2"]),
             httpSetup: { channel, makeHandler in
                 _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                     mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()

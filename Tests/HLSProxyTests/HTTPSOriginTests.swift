@@ -43,13 +43,26 @@ import Testing
 
     /// A TLS origin serving `dir` with the leaf `leaf`.
     static func httpsOrigin(serving dir: URL, _ certs: Certificates, leaf: String = "ip") throws -> TestOrigin {
-        let configuration = TLSConfiguration.makeServerConfiguration(
+        TestOrigin(root: dir, channelSetup: try tlsSetup(certs, leaf: leaf))
+    }
+
+    /// Adds a TLS server handler with the leaf `leaf` to an accepted connection, offering `protocols` in ALPN.
+    static func tlsSetup(_ certs: Certificates, leaf: String = "ip", protocols: [String] = []) throws -> @Sendable (any Channel) throws -> Void {
+        var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certs.leaf(leaf)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: certs.leafKey(leaf), format: .pem)))
+        configuration.applicationProtocols = protocols
         let context = try NIOSSLContext(configuration: configuration)
-        return TestOrigin(root: dir) { channel in
-            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-        }
+        return { channel in try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) }
+    }
+
+    /// Certificates, a directory with `seg0.ts` (its bytes), and a started HTTPS origin serving it with the `ip` leaf.
+    static func servedOverTLS() async throws -> (Certificates, URL, [UInt8], TestOrigin) {
+        let certs = try await certificates()
+        let (dir, segment) = try fixture()
+        let origin = try httpsOrigin(serving: dir, certs)
+        try await origin.start()
+        return (certs, dir, segment, origin)
     }
 
     static func fixture() throws -> (URL, [UInt8]) {
@@ -61,11 +74,8 @@ import Testing
     }
 
     @Test func anOriginSignedByAnUnknownCAIsRefusedWithATLSError() async throws {
-        let certs = try await Self.certificates()
-        let (dir, _) = try Self.fixture()
+        let (certs, dir, _, origin) = try await Self.servedOverTLS()
         defer { try? FileManager.default.removeItem(at: dir); try? FileManager.default.removeItem(at: certs.directory) }
-        let origin = try Self.httpsOrigin(serving: dir, certs)
-        try await origin.start()
         let harness = try await ProxyHarness.start(origin: origin)
         defer { Task { await harness.shutdown() } }
         let refused = try await harness.get("\(harness.base)/https/127.0.0.1:\(origin.port)/seg0.ts")
@@ -77,11 +87,8 @@ import Testing
     }
 
     @Test func anExtraTrustedCAMakesTheOriginPlayAndCache() async throws {
-        let certs = try await Self.certificates()
-        let (dir, segment) = try Self.fixture()
+        let (certs, dir, segment, origin) = try await Self.servedOverTLS()
         defer { try? FileManager.default.removeItem(at: dir); try? FileManager.default.removeItem(at: certs.directory) }
-        let origin = try Self.httpsOrigin(serving: dir, certs)
-        try await origin.start()
         let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.extraTrustRootsFile = certs.ca })
         defer { Task { await harness.shutdown() } }
         let url = "\(harness.base)/https/127.0.0.1:\(origin.port)/seg0.ts"
