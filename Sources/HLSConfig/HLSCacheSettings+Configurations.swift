@@ -53,8 +53,10 @@ extension HLSCacheSettings {
         configuration.destinationPolicy.allowPrivateNetworks = originAllowPrivateNetworks
         configuration.destinationPolicy.allowLinkLocal = originAllowLinkLocal
         configuration.destinationPolicy.allowCloudMetadata = originAllowCloudMetadata
-        if let originProxy, let (host, port) = Self.hostPort(originProxy) {
-            configuration.proxy = .server(host: host, port: port)
+        if let originProxy, let proxy = try? UpstreamProxyAddress(parsing: originProxy) {
+            configuration.proxy = .server(
+                host: proxy.host, port: proxy.port,
+                authorization: proxy.username.map { .basic(username: $0, password: proxy.password ?? "") })
         }
         configuration.extraTrustRootsFile = originCAFile
         if let originUserAgent { configuration.userAgent = originUserAgent }

@@ -91,13 +91,14 @@ public enum SettingCatalog {
             .bool("origin.allowLinkLocal", \.originAllowLinkLocal, "origins on 169.254/16 and fe80::/10 may be contacted"),
             .bool("origin.allowCloudMetadata", \.originAllowCloudMetadata, "169.254.169.254 and fd00:ec2::254 may be contacted"),
             .single(
-                "origin.proxy", flag: "--upstream-proxy", "upstream HTTP proxy as host:port (~: none)",
+                "origin.proxy", flag: "--upstream-proxy", mask: UpstreamProxyAddress.masked,
+                "upstream HTTP proxy as [http://][user:password@]host:port; the password is masked in output (~: none)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    if text.isEmpty || text.lowercased() == "none" {
+                    if text.isEmpty || text == "~" || text.lowercased() == "none" {
                         settings.originProxy = nil
                         return
                     }
-                    guard Settings.hostPort(text) != nil else { throw SettingProblem("expected HOST:PORT") }
+                    _ = try UpstreamProxyAddress(parsing: text)
                     settings.originProxy = text
                 }, render: { $0.originProxy }),
             .single(

@@ -19,6 +19,8 @@ public struct SettingKey {
     public let isList: Bool
     /// Masked by `--print-config`.
     public let isSecret: Bool
+    /// For a value that holds a secret in part (a proxy's password): how it is shown.
+    var mask: ((String) -> String)? = nil
     /// One line for docs/configuration.md and the example file.
     public let summary: String
     let apply: (inout HLSCacheSettings, [String]) throws(SettingProblem) -> Void
@@ -46,7 +48,13 @@ public struct SettingKey {
     /// The value in `settings` as `--print-config` shows it (secrets masked).
     public func displayValue(_ settings: HLSCacheSettings) -> String {
         guard let value = render(settings) else { return "~" }
-        return isSecret ? "********" : value
+        return shown(value)
+    }
+
+    /// A value as `--print-config` and error messages show it: a secret masked.
+    func shown(_ value: String) -> String {
+        if isSecret { return "********" }
+        return mask?(value) ?? value
     }
 
     /// The value in `settings` as the example file writes it (`~` when unset).
@@ -61,11 +69,11 @@ typealias Settings = HLSCacheSettings
 
 extension SettingKey {
     static func single(
-        _ name: String, flag: String? = nil, secret: Bool = false, _ summary: String,
+        _ name: String, flag: String? = nil, secret: Bool = false, mask: ((String) -> String)? = nil, _ summary: String,
         apply: @escaping (inout Settings, String) throws(SettingProblem) -> Void, render: @escaping (Settings) -> String?
     ) -> SettingKey {
         SettingKey(
-            name: name, flag: flag, isList: false, isSecret: secret, summary: summary,
+            name: name, flag: flag, isList: false, isSecret: secret, mask: mask, summary: summary,
             apply: { (settings: inout Settings, values: [String]) throws(SettingProblem) in try apply(&settings, values.first ?? "") },
             render: render)
     }

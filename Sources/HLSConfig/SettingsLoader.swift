@@ -87,7 +87,7 @@ public enum SettingsLoader {
             do throws(SettingProblem) {
                 try key.apply(&settings, found.values)
             } catch {
-                let shown = key.isList ? "" : " = \(SettingText.quoted(key.isSecret ? "********" : found.values[0]))"
+                let shown = key.isList ? "" : " = \(SettingText.quoted(key.shown(found.values[0])))"
                 throw SettingsError("\(key.name)\(shown) in \(found.source): \(error.message)")
             }
             sources[key.name] = found.source

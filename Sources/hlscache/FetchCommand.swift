@@ -58,6 +58,8 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Record the item as queued and return; a running `hlscache serve` downloads it.")
     var detach = false
 
+    @OptionGroup var origins: OriginOptions
+
     @OptionGroup var proxyBase: ProxyBaseOption
 
     func validate() throws {
@@ -79,7 +81,7 @@ struct FetchCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
-        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
                 let proxy = proxyBase.base(context)
                 let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
                 try context.items.recoverInterrupted()

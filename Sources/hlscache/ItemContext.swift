@@ -19,11 +19,15 @@ struct ItemContext {
     let listenBase: String
     let downloader: Downloader
 
-    /// Opens the cache of `cache`; `onEvent` receives the downloader's events.
+    /// Opens the cache of `cache`; `origins` are the command's origin flags (`--upstream-proxy`, …); `onEvent`
+    /// receives the downloader's events.
     static func open(
-        _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws -> ItemContext {
-        let settings = try cache.load().settings
+        var flags = CommandLineSettings()
+        try origins?.add(to: &flags)
+        let settings = try cache.load(flags).settings
         let proxy = settings.proxyConfiguration(environment: ProcessInfo.processInfo.environment)
         let store: CacheStore
         do {
@@ -76,10 +80,10 @@ struct ItemContext {
     /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
     /// the context on every path (the origin client must be shut down before it is released).
     static func with(
-        _ cache: CacheOptions, rate: Int64? = nil, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in },
-        _ body: (ItemContext) async throws -> Void
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }, _ body: (ItemContext) async throws -> Void
     ) async throws {
-        let context = try open(cache, rate: rate, onEvent: onEvent)
+        let context = try open(cache, origins: origins, rate: rate, onEvent: onEvent)
         do {
             try await ItemCommandRunner.run { try await body(context) }
         } catch {

@@ -18,7 +18,11 @@ struct OriginOptions: ParsableArguments {
             valueName: "HOST"))
     var allowHost: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Reach origins through this HTTP proxy (origin.proxy).", valueName: "HOST:PORT"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Reach origins through this HTTP proxy, with Basic proxy authentication when a user is given (origin.proxy; a password here shows in ps: prefer HLSCACHE_ORIGIN_PROXY).",
+            valueName: "[USER:PASSWORD@]HOST:PORT"))
     var upstreamProxy: String?
 
     @Option(

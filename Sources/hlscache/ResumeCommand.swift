@@ -21,12 +21,14 @@ struct ResumeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Bandwidth cap for this process, bytes per second (e.g. 2MiB).")
     var rate: String?
 
+    @OptionGroup var origins: OriginOptions
+
     @OptionGroup var proxyBase: ProxyBaseOption
 
     func run() async throws {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         let printer = ProgressPrinter(json: json)
-        try await ItemContext.with(cache, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
                 let current = try context.items.require(id)
                 if current.state != .idle && current.state != .queued {
                     try context.downloader.resume(id)

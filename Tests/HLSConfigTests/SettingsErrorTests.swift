@@ -53,6 +53,53 @@ import Testing
         #expect(none.settings.originConfiguration().extraTrustRootsFile == nil)
     }
 
+    /// `origin.proxy` is `[http://][USER:PASSWORD@]HOST:PORT`; the credentials become `Basic` proxy authorization
+    /// (percent-decoded), and the password never shows in an error or in `--print-config`.
+    @Test func anUpstreamProxyTakesCredentialsAndMasksThePassword() throws {
+        let accepted: [(String, UpstreamProxyAddress)] = [
+            ("127.0.0.1:3128", UpstreamProxyAddress(host: "127.0.0.1", port: 3128)),
+            ("http://proxy.internal:8080/", UpstreamProxyAddress(host: "proxy.internal", port: 8080)),
+            ("HTTP://[::1]:3128", UpstreamProxyAddress(host: "::1", port: 3128)),
+            ("alice:pw@proxy:3128", UpstreamProxyAddress(host: "proxy", port: 3128, username: "alice", password: "pw")),
+            ("http://al%40ce:p%3Aw%40d@proxy:1", UpstreamProxyAddress(host: "proxy", port: 1, username: "al@ce", password: "p:w@d")),
+            ("token@proxy:1", UpstreamProxyAddress(host: "proxy", port: 1, username: "token", password: "")),
+        ]
+        for (text, address) in accepted {
+            #expect(try UpstreamProxyAddress(parsing: text) == address, "\(text)")
+        }
+        let refused: [(String, String)] = [
+            ("https://a:secret@proxy:443", "https:// proxies are not supported"),
+            ("socks5://proxy:1080", "socks5:// proxies are not supported"),
+            (":secret@proxy:1", "an empty proxy user"),
+            ("a:secret@proxy", "expected [http://][USER:PASSWORD@]HOST:PORT"),
+            ("a:sec%zzret@proxy:1", "a bad %-escape"),
+            ("proxy:99999", "expected [http://][USER:PASSWORD@]HOST:PORT"),
+            ("http://proxy:1/path", "expected [http://][USER:PASSWORD@]HOST:PORT"),
+            ("a:sec ret@proxy:1", "without spaces"),
+        ]
+        for (text, problem) in refused {
+            let message = try error(environment: ["HLSCACHE_ORIGIN_PROXY": text]).message
+            #expect(message.hasPrefix("origin.proxy = \""), "\(text): \(message)")
+            #expect(message.contains(problem), "\(text): \(message)")
+            #expect(!message.contains("secret") && !message.contains("sec%zzret") && !message.contains("sec ret"), "\(text): \(message)")
+        }
+        #expect(UpstreamProxyAddress.masked("http://alice:s3cret@proxy:1") == "http://alice:********@proxy:1")
+        #expect(UpstreamProxyAddress.masked("t0ken@proxy:1") == "********@proxy:1")
+        #expect(UpstreamProxyAddress.masked("proxy:1") == "proxy:1")
+
+        var flags = CommandLineSettings()
+        flags.set("origin.proxy", "http://alice:p%3As3cret@127.0.0.1:3128")
+        let loaded = try SettingsLoader.load(configFile: nil, environment: [:], commandLine: flags)
+        let proxy = try #require(loaded.settings.originConfiguration().proxy)
+        #expect(proxy.host == "127.0.0.1" && proxy.port == 3128)
+        #expect(proxy.authorization?.headerValue == "Basic " + Data("alice:p:s3cret".utf8).base64EncodedString())
+        let printed = loaded.printableConfiguration(environment: [:])
+        #expect(printed.contains("origin.proxy = http://alice:********@127.0.0.1:3128  # --upstream-proxy"), "\(printed)")
+        #expect(!printed.contains("s3cret"))
+        let plain = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_PROXY": "127.0.0.1:3128"])
+        #expect(plain.settings.originConfiguration().proxy?.authorization == nil)
+    }
+
     @Test func unknownKeysAreRefusedWithASuggestion() throws {
         let (typo, file) = try error(file: "cache:\n  maxsize: 10GiB\n")
         #expect(typo == "cache.maxsize in \(file!) (line 2): unknown key (did you mean cache.maxSize?)")

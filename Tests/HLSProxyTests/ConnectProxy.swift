@@ -5,24 +5,28 @@ import NIOPosix
 
 /// An HTTP forward proxy on 127.0.0.1 that tunnels `CONNECT host:port` (as AsyncHTTPClient asks a proxy for every
 /// request, plain HTTP included) to one fixed target, whatever the host: names under `.test` resolve nowhere, so a
-/// response can only have come through the tunnel. It logs the `CONNECT` targets it was asked for.
+/// response can only have come through the tunnel. It logs the `CONNECT` targets it was asked for, and can
+/// require a `Proxy-Authorization` (a 407 otherwise, as squid answers).
 final class ConnectProxy: Sendable {
     private let channel: any Channel
-    private let log: NIOLockedValueBox<[String]>
+    private let log: NIOLockedValueBox<[(request: String, authorization: String?)]>
     let port: Int
 
     /// The requests asked of the proxy so far (`CONNECT host:port`), in order.
-    var requests: [String] { log.withLockedValue { $0 } }
+    var requests: [String] { log.withLockedValue { $0.map(\.request) } }
+    /// The `Proxy-Authorization` of each request (nil: none sent), in order.
+    var authorizations: [String?] { log.withLockedValue { $0.map(\.authorization) } }
 
-    private init(channel: any Channel, log: NIOLockedValueBox<[String]>) {
+    private init(channel: any Channel, log: NIOLockedValueBox<[(request: String, authorization: String?)]>) {
         self.channel = channel
         self.log = log
         port = channel.localAddress?.port ?? 0
     }
 
-    /// Starts a proxy whose tunnels all lead to 127.0.0.1:`targetPort`.
-    static func start(forwardingTo targetPort: Int) async throws -> ConnectProxy {
-        let log = NIOLockedValueBox<[String]>([])
+    /// Starts a proxy whose tunnels all lead to 127.0.0.1:`targetPort`; with `requiredAuthorization` (a
+    /// `Proxy-Authorization` value, e.g. `Basic dTpw`) any other request is answered 407.
+    static func start(forwardingTo targetPort: Int, requiredAuthorization: String? = nil) async throws -> ConnectProxy {
+        let log = NIOLockedValueBox<[(request: String, authorization: String?)]>([])
         let group = MultiThreadedEventLoopGroup.singleton
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -33,7 +37,9 @@ final class ConnectProxy: Sendable {
                     try channel.pipeline.syncOperations.addHandler(decoder)
                     try channel.pipeline.syncOperations.addHandler(encoder)
                     try channel.pipeline.syncOperations.addHandler(
-                        ConnectHandler(targetPort: targetPort, decoder: decoder, encoder: encoder, log: log))
+                        ConnectHandler(
+                            targetPort: targetPort, requiredAuthorization: requiredAuthorization, decoder: decoder, encoder: encoder,
+                            log: log))
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -52,13 +58,18 @@ private final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias OutboundOut = HTTPServerResponsePart
 
     private let targetPort: Int
+    private let requiredAuthorization: String?
     private let decoder: ByteToMessageHandler<HTTPRequestDecoder>
     private let encoder: HTTPResponseEncoder
-    private let log: NIOLockedValueBox<[String]>
+    private let log: NIOLockedValueBox<[(request: String, authorization: String?)]>
     private var head: HTTPRequestHead?
 
-    init(targetPort: Int, decoder: ByteToMessageHandler<HTTPRequestDecoder>, encoder: HTTPResponseEncoder, log: NIOLockedValueBox<[String]>) {
+    init(
+        targetPort: Int, requiredAuthorization: String?, decoder: ByteToMessageHandler<HTTPRequestDecoder>, encoder: HTTPResponseEncoder,
+        log: NIOLockedValueBox<[(request: String, authorization: String?)]>
+    ) {
         self.targetPort = targetPort
+        self.requiredAuthorization = requiredAuthorization
         self.decoder = decoder
         self.encoder = encoder
         self.log = log
@@ -70,16 +81,22 @@ private final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandl
         case .body: break
         case .end:
             guard let head else { return }
-            log.withLockedValue { $0.append("\(head.method.rawValue) \(head.uri)") }
-            guard head.method == .CONNECT else {
-                var headers = HTTPHeaders()
-                headers.add(name: "Content-Length", value: "0")
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .methodNotAllowed, headers: headers))), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                return
+            let authorization = head.headers.first(name: "Proxy-Authorization")
+            log.withLockedValue { $0.append(("\(head.method.rawValue) \(head.uri)", authorization)) }
+            guard head.method == .CONNECT else { return refuse(context: context, .methodNotAllowed) }
+            if let requiredAuthorization, authorization != requiredAuthorization {
+                return refuse(context: context, .proxyAuthenticationRequired, ("Proxy-Authenticate", "Basic realm=\"test\""))
             }
             tunnel(context: context)
         }
+    }
+
+    private func refuse(context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ header: (String, String)? = nil) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Length", value: "0")
+        if let header { headers.add(name: header.0, value: header.1) }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
     private func tunnel(context: ChannelHandlerContext) {

@@ -89,6 +89,94 @@ import Testing
     }
 }
 
+/// A proxy that wants credentials (`origin.proxy` = `http://USER:PASSWORD@HOST:PORT`).
+@Suite struct AuthenticatingUpstreamProxyTests {
+    static let user = "alice"
+    static let password = "s3cr:t@"
+    static let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+
+    /// The right credentials go as `Basic` `Proxy-Authorization` on the tunnel and the segment plays; wrong or
+    /// missing ones are a 502 saying the proxy asks for authentication, asked once (not retried), nothing cached.
+    @Test func credentialsReachTheProxyAndARefusalIsNamed() async throws {
+        let (dir, segment) = try UpstreamProxyTests.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let upstream = try await ConnectProxy.start(forwardingTo: origin.port, requiredAuthorization: Self.expected)
+        defer { Task { await upstream.stop() } }
+        let path = "/http/\(UpstreamProxyTests.host)/seg0.ts"
+        // A harness stops its origin when shut down: all of them are shut down at the end.
+        var harnesses: [ProxyHarness] = []
+        defer { Task { [harnesses] in for harness in harnesses { await harness.shutdown() } } }
+
+        for (password, label) in [("wrong", "a wrong password"), (nil, "no credentials")] as [(String?, String)] {
+            let refused = try await ProxyHarness.start(origin: origin, configureOrigin: {
+                $0.proxy = .server(
+                    host: "127.0.0.1", port: upstream.port, authorization: password.map { .basic(username: Self.user, password: $0) })
+            })
+            harnesses.append(refused)
+            let before = upstream.requests.count
+            let response = try await refused.get(refused.base + path)
+            #expect(response.status == 502, "\(label)")
+            #expect(response.text.contains("asks for authentication (407)"), "\(label): \(response.text)")
+            #expect(upstream.requests.count == before + 1, "\(label): asked once")
+            try await refused.waitForIdle()
+            #expect(try refused.store.usage().count == 0, "\(label)")
+        }
+        #expect(origin.requests.isEmpty, "nothing got through without the credentials")
+
+        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: {
+            $0.proxy = .server(host: "127.0.0.1", port: upstream.port, authorization: .basic(username: Self.user, password: Self.password))
+        })
+        harnesses.append(harness)
+        let played = try await harness.get(harness.base + path)
+        #expect(played.status == 200)
+        let same = played.body == segment
+        #expect(same, "\(played.body.count) bytes: \(played.text.prefix(300))")
+        #expect(upstream.authorizations.last == Self.expected)
+        #expect(origin.requests.map(\.path) == ["/seg0.ts"])
+        #expect(
+            origin.requests.allSatisfy { request in !request.headers.contains { $0.0.lowercased() == "proxy-authorization" } },
+            "the credentials are the proxy's, never sent to the origin")
+    }
+
+    /// `fetch` and `resume` take the origin flags too: a `fetch` through the proxy with a wrong password fails
+    /// (the name resolves nowhere but through the proxy), and `resume --upstream-proxy` with the right, %-escaped
+    /// credentials downloads the item.
+    @Test func fetchAndResumeTakeTheUpstreamProxyFlag() async throws {
+        let (dir, segment) = try UpstreamProxyTests.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let upstream = try await ConnectProxy.start(forwardingTo: origin.port, requiredAuthorization: Self.expected)
+        defer { Task { await upstream.stop() } }
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-upstream-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let config = cache.appendingPathComponent("hlscache.yaml")
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        try Data("downloads:\n  attempts: 1\n".utf8).write(to: config)
+        let common = ["--cache-dir", cache.appendingPathComponent("c").path, "--config", config.path, "--free-disk-cushion", "0"]
+        let url = "http://\(UpstreamProxyTests.host)/index.m3u8"
+
+        let refused = try await ServeShutdownTests.run(
+            ["fetch", url, "--id", "viaproxy", "--upstream-proxy", "alice:wrong@127.0.0.1:\(upstream.port)"] + common, stderr: true)
+        #expect(refused.status != 0)
+        #expect(refused.stdout.contains("407"), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("wrong"), "the password is not printed: \(refused.stdout)")
+        #expect(upstream.authorizations.last == "Basic " + Data("alice:wrong".utf8).base64EncodedString())
+
+        let escaped = "http://alice:s3cr%3At%40@127.0.0.1:\(upstream.port)/"
+        let resumed = try await ServeShutdownTests.run(["resume", "viaproxy", "--json", "--upstream-proxy", escaped] + common)
+        #expect(resumed.status == 0, "\(resumed.stdout)")
+        #expect(upstream.authorizations.last == Self.expected)
+        #expect(origin.requests.map(\.path) == ["/index.m3u8", "/seg0.ts"], "\(origin.requests.map(\.path))")
+        let show = try await ServeShutdownTests.run(["show", "viaproxy", "--json"] + common)
+        let item = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any], "\(show.stdout)")
+        #expect(item["state"] as? String == "cached", "\(item)")
+        #expect(item["bytesDone"] as? Int ?? 0 >= segment.count, "\(item)")
+    }
+}
+
 /// A refused destination fails the origin request at once, possibly before the client joined it, and again on the
 /// fresh attempt; the client must get that failure's own status (403), never a generic 503. The race itself showed
 /// once in 40 runs of the refused-destination test above (its first, cold request) and does not reproduce on demand

@@ -1,0 +1,64 @@
+import Foundation
+
+/// `origin.proxy`: an upstream HTTP proxy, written `[http://][USER:PASSWORD@]HOST:PORT[/]`.
+///
+/// The user and password are percent-decoded (`p%40ss` is `p@ss`), as in a URL, and sent as `Basic`
+/// `Proxy-Authorization` on each tunnel. Only `http://` proxies exist here: AsyncHTTPClient opens a `CONNECT`
+/// tunnel over plain TCP, and the origin's TLS (for https origins) runs end to end inside it.
+public struct UpstreamProxyAddress: Equatable, Sendable {
+    public var host: String
+    public var port: Int
+    public var username: String?
+    public var password: String?
+
+    public init(host: String, port: Int, username: String? = nil, password: String? = nil) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+    }
+
+    static let usage = "expected [http://][USER:PASSWORD@]HOST:PORT"
+
+    public init(parsing text: String) throws(SettingProblem) {
+        guard !text.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }) else {
+            throw SettingProblem("\(Self.usage), without spaces or control characters")
+        }
+        var rest = Substring(text)
+        if let scheme = rest.range(of: "://") {
+            let name = rest[..<scheme.lowerBound].lowercased()
+            guard name == "http" else {
+                throw SettingProblem("\(name):// proxies are not supported; \(Self.usage)")
+            }
+            rest = rest[scheme.upperBound...]
+        }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        if let at = rest.lastIndex(of: "@") {
+            let userInfo = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            let colon = userInfo.firstIndex(of: ":")
+            let user = colon.map { userInfo[..<$0] } ?? userInfo
+            let password = colon.map { userInfo[userInfo.index(after: $0)...] } ?? ""
+            guard let user = String(user).removingPercentEncoding, let password = String(password).removingPercentEncoding else {
+                throw SettingProblem("a bad %-escape in the proxy's user or password")
+            }
+            guard !user.isEmpty else { throw SettingProblem("an empty proxy user; \(Self.usage)") }
+            guard !user.contains(":") else { throw SettingProblem("a proxy user cannot contain ':' (%3A in a password is fine)") }
+            username = user
+            self.password = password
+        }
+        guard let (host, port) = HLSCacheSettings.hostPort(String(rest)), !host.contains("/") else { throw SettingProblem(Self.usage) }
+        self.host = host
+        self.port = port
+    }
+
+    /// `text` as `--print-config` and error messages show it: the password (or, without one, the user, which
+    /// some proxies take as the secret) replaced by `********`.
+    public static func masked(_ text: String) -> String {
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        guard let at = text[start...].lastIndex(of: "@") else { return text }
+        let userInfo = text[start..<at]
+        let shown = userInfo.firstIndex(of: ":").map { "\(userInfo[..<$0]):********" } ?? "********"
+        return text[..<start] + shown + text[at...]
+    }
+}
