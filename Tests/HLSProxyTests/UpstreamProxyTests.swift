@@ -95,15 +95,23 @@ import Testing
     static let password = "s3cr:t@"
     static let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
 
-    /// The right credentials go as `Basic` `Proxy-Authorization` on the tunnel and the segment plays; wrong or
-    /// missing ones are a 502 saying the proxy asks for authentication, asked once (not retried), nothing cached.
-    @Test func credentialsReachTheProxyAndARefusalIsNamed() async throws {
+    /// The fixture's origin behind a proxy that requires ``expected``.
+    static func authenticatingProxy() async throws -> (URL, [UInt8], TestOrigin, ConnectProxy) {
         let (dir, segment) = try UpstreamProxyTests.fixture()
-        defer { try? FileManager.default.removeItem(at: dir) }
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let upstream = try await ConnectProxy.start(forwardingTo: origin.port, requiredAuthorization: Self.expected)
-        defer { Task { await upstream.stop() } }
+        return (dir, segment, origin, upstream)
+    }
+
+    /// The right credentials go as `Basic` `Proxy-Authorization` on the tunnel and the segment plays; wrong or
+    /// missing ones are a 502 saying the proxy asks for authentication, asked once (not retried), nothing cached.
+    @Test func credentialsReachTheProxyAndARefusalIsNamed() async throws {
+        let (dir, segment, origin, upstream) = try await Self.authenticatingProxy()
+        defer {
+            try? FileManager.default.removeItem(at: dir)
+            Task { await upstream.stop(); await origin.stop() }
+        }
         let path = "/http/\(UpstreamProxyTests.host)/seg0.ts"
         // A harness stops its origin when shut down: all of them are shut down at the end.
         var harnesses: [ProxyHarness] = []
@@ -144,12 +152,11 @@ import Testing
     /// (the name resolves nowhere but through the proxy), and `resume --upstream-proxy` with the right, %-escaped
     /// credentials downloads the item.
     @Test func fetchAndResumeTakeTheUpstreamProxyFlag() async throws {
-        let (dir, segment) = try UpstreamProxyTests.fixture()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let origin = TestOrigin(root: dir)
-        try await origin.start()
-        let upstream = try await ConnectProxy.start(forwardingTo: origin.port, requiredAuthorization: Self.expected)
-        defer { Task { await upstream.stop() } }
+        let (dir, segment, origin, upstream) = try await Self.authenticatingProxy()
+        defer {
+            try? FileManager.default.removeItem(at: dir)
+            Task { await upstream.stop(); await origin.stop() }
+        }
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-upstream-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
         let config = cache.appendingPathComponent("hlscache.yaml")
