@@ -50,7 +50,11 @@ let package = Package(
         // The on-disk cache: objects/ named by SHA-256, tmp/ for writes, a GRDB index shared by two processes.
         .target(
             name: "HLSCacheStore",
-            dependencies: ["HLSCacheCore", "HLSCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "HLSCacheCore", "HLSCrypto", .product(name: "GRDB", package: "GRDB.swift"),
+                // sqlite3_file_control, for the persistent WAL (SQLiteFiles).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The origin client: streaming fetches with backpressure, retries, redirects and the destination policy.
@@ -68,7 +72,7 @@ let package = Package(
         .target(
             name: "HLSKeys",
             dependencies: [
-                "HLSCacheCore", "HLSCrypto", "HLSOrigin",
+                "HLSCacheCore", "HLSCrypto", "HLSOrigin", "HLSCacheStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

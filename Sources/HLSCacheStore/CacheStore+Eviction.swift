@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSCacheCore
 
 extension CacheStore {
     /// Evicts objects until at least `bytes` are freed or nothing evictable is left: expired objects first,
@@ -90,8 +91,10 @@ extension CacheStore {
         if shortOnDisk > 0 {
             let freed = try evict(bytes: shortOnDisk, allOrNothing: true)
             guard freed >= shortOnDisk else {
+                let free = FileSystem.availableBytes(directory) ?? available
+                let kept = freeDiskCushion > 0 ? ", of which \(ByteSize(bytes: freeDiskCushion)) are kept free (cache.freeDiskCushion)" : ""
                 throw CacheStoreError.cacheFull.with(
-                    "\(needed) bytes would leave less than the free-disk cushion of \(freeDiskCushion) bytes")
+                    "\(ByteSize(bytes: needed)) do not fit on the cache's file system: \(ByteSize(bytes: max(free, 0))) free\(kept)")
             }
         }
     }

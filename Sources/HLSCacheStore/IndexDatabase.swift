@@ -9,17 +9,23 @@ struct IndexDatabase: Sendable {
     let pool: DatabasePool
 
     init(path: String) throws {
-        var configuration = Configuration()
         // The other process may hold the write lock for one transaction; wait instead of failing.
-        configuration.busyMode = .timeout(10)
-        configuration.label = "hlscache.index"
+        let configuration = SQLiteFiles.configuration(label: "hlscache.index")
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
         } catch let error as DatabaseError {
+            let directory = (path as NSString).deletingLastPathComponent
+            if SQLiteFiles.isDiskFull(error, directory: directory) {
+                throw CacheStoreError.cacheFull.with("cannot open the index \(path): \(SQLiteFiles.fullDisk(directory))")
+            }
             throw CacheStoreError.corrupted.with("cannot open the index \(path): \(error.message ?? "\(error)")")
         }
+        self.path = path
     }
+
+    /// The file's path (for messages).
+    let path: String
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -58,13 +64,22 @@ struct IndexDatabase: Sendable {
         return migrator
     }
 
-    /// Runs a write transaction, mapping SQLite failures to ``CacheStoreError/database``.
+    /// Runs a write transaction, mapping SQLite failures to ``CacheStoreError/database`` (``CacheStoreError/cacheFull``
+    /// when the file system is full).
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try pool.write(body)
         } catch let error as DatabaseError {
-            throw CacheStoreError.database.with(error.message ?? "\(error)")
+            throw mapped(error)
         }
+    }
+
+    private func mapped(_ error: DatabaseError) -> CacheStoreError {
+        let directory = (path as NSString).deletingLastPathComponent
+        if SQLiteFiles.isDiskFull(error, directory: directory) {
+            return CacheStoreError.cacheFull.with("index: \(SQLiteFiles.fullDisk(directory))")
+        }
+        return CacheStoreError.database.with(error.message ?? "\(error)")
     }
 
     /// Runs a read, mapping SQLite failures to ``CacheStoreError/database``.
@@ -72,7 +87,7 @@ struct IndexDatabase: Sendable {
         do {
             return try pool.read(body)
         } catch let error as DatabaseError {
-            throw CacheStoreError.database.with(error.message ?? "\(error)")
+            throw mapped(error)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSCacheStore
 import HLSKeys
 
 #if canImport(Glibc)
@@ -30,14 +31,15 @@ public final class ItemStore: Sendable {
     public init(directory: String, masterKey: MasterKey? = nil, busyTimeout: TimeInterval = 10) throws(DownloadError) {
         headerCoding = ItemHeaderCoding(masterKey: masterKey)
         path = directory + "/items.sqlite"
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(busyTimeout)
-        configuration.label = "hlscache.items"
+        let configuration = SQLiteFiles.configuration(label: "hlscache.items", busyTimeout: busyTimeout)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
         } catch {
+            if SQLiteFiles.isDiskFull(error, directory: directory) {
+                throw DownloadError.cacheFull.with("cannot open the items database \(path): \(SQLiteFiles.fullDisk(directory))")
+            }
             throw DownloadError.corrupted.with("cannot open the items database \(path): \(error)")
         }
     }
@@ -408,13 +410,23 @@ public final class ItemStore: Sendable {
 
     // MARK: - Rows
 
+    /// A SQLite failure as a ``DownloadError``: ``DownloadError/cacheFull`` when the file system is full (an item
+    /// command then exits 5, not 6 "corrupted"), else ``DownloadError/corrupted``.
+    private func mapped(_ error: any Error) -> DownloadError {
+        let directory = (path as NSString).deletingLastPathComponent
+        if SQLiteFiles.isDiskFull(error, directory: directory) {
+            return DownloadError.cacheFull.with("items database: \(SQLiteFiles.fullDisk(directory))")
+        }
+        return DownloadError.corrupted.with("items database: \(error)")
+    }
+
     func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
         do {
             return try pool.write(body)
         } catch let error as DownloadError {
             throw error
         } catch {
-            throw DownloadError.corrupted.with("items database: \(error)")
+            throw mapped(error)
         }
     }
 
@@ -424,7 +436,7 @@ public final class ItemStore: Sendable {
         } catch let error as DownloadError {
             throw error
         } catch {
-            throw DownloadError.corrupted.with("items database: \(error)")
+            throw mapped(error)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSCacheStore
 
 /// The key store's SQLite file (`cache-dir/keys.sqlite`): a WAL `DatabasePool`, kept apart from the object index
 /// so that deleting or rebuilding the cache index never touches keys, and shared safely by `serve`, `fetch` and
@@ -12,14 +13,16 @@ struct KeyDatabase: Sendable {
     let pool: DatabasePool
 
     init(path: String) throws(KeyError) {
-        var configuration = Configuration()
         // Another process may hold the write lock for one short transaction.
-        configuration.busyMode = .timeout(10)
-        configuration.label = "hlscache.keys"
+        let configuration = SQLiteFiles.configuration(label: "hlscache.keys")
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
         } catch {
+            let directory = (path as NSString).deletingLastPathComponent
+            if SQLiteFiles.isDiskFull(error, directory: directory) {
+                throw KeyError.storage.with("cannot open \(path): \(SQLiteFiles.fullDisk(directory))")
+            }
             throw KeyError.storage.with("cannot open \(path): \(Self.describe(error))")
         }
     }

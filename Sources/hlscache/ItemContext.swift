@@ -34,17 +34,18 @@ struct ItemContext {
             store = try CacheStore.open(
                 directory: proxy.cacheDirectory, maxBytes: proxy.maxCacheBytes, freeDiskCushion: proxy.freeDiskCushion)
         } catch {
-            throw ValidationError("cannot open the cache in \(proxy.cacheDirectory): \(error)")
+            throw CacheOpenFailure.report("the cache", directory: proxy.cacheDirectory, error)
         }
         let masterKey: MasterKey
-        do throws(KeyError) {
+        let items: ItemStore
+        do {
             masterKey = try MasterKey.load(directory: proxy.cacheDirectory, environment: ProcessInfo.processInfo.environment)
+            // Item headers (cookies, tokens) are sealed under the same master key as the keys.
+            items = try ItemStore(directory: proxy.cacheDirectory, masterKey: masterKey)
         } catch {
             store.close()
-            throw ValidationError("cannot open the key store in \(proxy.cacheDirectory): \(error.message)")
+            throw CacheOpenFailure.report(error is KeyError ? "the key store" : "the items database", directory: proxy.cacheDirectory, error)
         }
-        // Item headers (cookies, tokens) are sealed under the same master key as the keys.
-        let items = try ItemStore(directory: proxy.cacheDirectory, masterKey: masterKey)
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
         // The configured origin settings; the downloader retries each resource itself, so the client does not.
@@ -62,7 +63,7 @@ struct ItemContext {
             // The caller never got the client: shut it down in the background so it is not leaked.
             Task { try? await origin.shutdown() }
             store.close()
-            throw ValidationError("cannot open the key store in \(proxy.cacheDirectory): \(error.message)")
+            throw CacheOpenFailure.report("the key store", directory: proxy.cacheDirectory, error)
         }
         let downloader = Downloader(
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,

@@ -39,7 +39,7 @@ struct KeyStoreOptions: ParsableArguments {
             let masterKey = try MasterKey.load(directory: directory, environment: ProcessInfo.processInfo.environment)
             return try KeyService(directory: directory, configuration: configuration, masterKey: masterKey, fetcher: fetcher, logger: logger)
         } catch {
-            throw ValidationError("cannot open the key store in \(directory): \(error.message)")
+            throw CacheOpenFailure.report("the key store", directory: directory, error)
         }
     }
 }

@@ -103,7 +103,7 @@ struct ServeCommand: AsyncParsableCommand {
             store = try CacheStore.open(
                 directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: configuration.freeDiskCushion)
         } catch {
-            throw ValidationError("cannot open the cache in \(configuration.cacheDirectory): \(error)")
+            throw CacheOpenFailure.report("the cache", directory: configuration.cacheDirectory, error)
         }
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
@@ -116,7 +116,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             try? await origin.shutdown()
             store.close()
-            throw ValidationError("cannot open the key store in \(configuration.cacheDirectory): \(error.message)")
+            throw CacheOpenFailure.report("the key store", directory: configuration.cacheDirectory, error)
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
@@ -125,7 +125,15 @@ struct ServeCommand: AsyncParsableCommand {
         // itself); the admin API reports their events.
         let hub = EventHub(progressInterval: adminConfiguration.progressInterval)
         let downloadOrigin = OriginClient(eventLoopGroup: group, configuration: settings.originConfiguration(retries: 0), logger: logger)
-        let items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
+        let items: ItemStore
+        do {
+            items = try ItemStore(directory: configuration.cacheDirectory, masterKey: masterKey)
+        } catch {
+            try? await downloadOrigin.shutdown()
+            try? await origin.shutdown()
+            store.close()
+            throw CacheOpenFailure.report("the items database", directory: configuration.cacheDirectory, error)
+        }
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
             keys: keys, logger: logger, onEvent: { hub.publish($0) })
@@ -143,7 +151,9 @@ struct ServeCommand: AsyncParsableCommand {
             try? await downloadOrigin.shutdown()
             try? await origin.shutdown()
             store.close()  // a clean close: the next start needs no recovery pass
-            throw ValidationError("cannot listen on \(address): \(error)")
+            // Not a bad option (ArgumentParser's usage text and 64): the address is taken or not ours to bind.
+            FileHandle.standardError.write(Data("hlscache: cannot listen on \(address): \(error)\n".utf8))
+            throw ExitCode(71)
         }
         let banner = ServeBanner(
             line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
