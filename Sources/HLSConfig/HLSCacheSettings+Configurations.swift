@@ -54,9 +54,14 @@ extension HLSCacheSettings {
         configuration.destinationPolicy.allowLinkLocal = originAllowLinkLocal
         configuration.destinationPolicy.allowCloudMetadata = originAllowCloudMetadata
         if let originProxy, let proxy = try? UpstreamProxyAddress(parsing: originProxy) {
-            configuration.proxy = .server(
-                host: proxy.host, port: proxy.port,
-                authorization: proxy.username.map { .basic(username: $0, password: proxy.password ?? "") })
+            switch proxy.kind {
+            case .http:
+                configuration.proxy = .server(
+                    host: proxy.host, port: proxy.port,
+                    authorization: proxy.username.map { .basic(username: $0, password: proxy.password ?? "") })
+            case .socks5:
+                configuration.proxy = .socksServer(host: proxy.host, port: proxy.port)
+            }
         }
         configuration.extraTrustRootsFile = originCAFile
         if let originUserAgent { configuration.userAgent = originUserAgent }

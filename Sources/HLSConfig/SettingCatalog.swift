@@ -92,7 +92,7 @@ public enum SettingCatalog {
             .bool("origin.allowCloudMetadata", \.originAllowCloudMetadata, "169.254.169.254 and fd00:ec2::254 may be contacted"),
             .single(
                 "origin.proxy", flag: "--upstream-proxy", mask: UpstreamProxyAddress.masked,
-                "upstream HTTP proxy as [http://][user:password@]host:port; the password is masked in output (~: none)",
+                "upstream proxy: [http://][user:password@]host:port, or socks5://host:port; the password is masked in output (~: none)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     if text.isEmpty || text == "~" || text.lowercased() == "none" {
                         settings.originProxy = nil

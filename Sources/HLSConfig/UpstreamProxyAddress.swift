@@ -1,24 +1,30 @@
 import Foundation
 
-/// `origin.proxy`: an upstream HTTP proxy, written `[http://][USER:PASSWORD@]HOST:PORT[/]`.
+/// `origin.proxy`: an upstream proxy, written `[http://][USER:PASSWORD@]HOST:PORT[/]` (an HTTP proxy) or
+/// `socks5://HOST:PORT` (`socks5h://` alike).
 ///
-/// The user and password are percent-decoded (`p%40ss` is `p@ss`), as in a URL, and sent as `Basic`
-/// `Proxy-Authorization` on each tunnel. Only `http://` proxies exist here: AsyncHTTPClient opens a `CONNECT`
-/// tunnel over plain TCP, and the origin's TLS (for https origins) runs end to end inside it.
+/// HTTP: AsyncHTTPClient opens a `CONNECT` tunnel over plain TCP, and the origin's TLS (for https origins) runs end
+/// to end inside it; the user and password are percent-decoded (`p%40ss` is `p@ss`), as in a URL, and sent as
+/// `Basic` `Proxy-Authorization` on each tunnel. SOCKS5: the origin's name goes to the proxy, which resolves it
+/// (what curl calls `socks5h`), and there is no authentication (AsyncHTTPClient has none for SOCKS).
 public struct UpstreamProxyAddress: Equatable, Sendable {
+    public enum Kind: Sendable { case http, socks5 }
+
+    public var kind: Kind = .http
     public var host: String
     public var port: Int
     public var username: String?
     public var password: String?
 
-    public init(host: String, port: Int, username: String? = nil, password: String? = nil) {
+    public init(_ kind: Kind = .http, host: String, port: Int, username: String? = nil, password: String? = nil) {
+        self.kind = kind
         self.host = host
         self.port = port
         self.username = username
         self.password = password
     }
 
-    static let usage = "expected [http://][USER:PASSWORD@]HOST:PORT"
+    static let usage = "expected [http://][USER:PASSWORD@]HOST:PORT or socks5://HOST:PORT"
 
     public init(parsing text: String) throws(SettingProblem) {
         guard !text.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }) else {
@@ -27,13 +33,16 @@ public struct UpstreamProxyAddress: Equatable, Sendable {
         var rest = Substring(text)
         if let scheme = rest.range(of: "://") {
             let name = rest[..<scheme.lowerBound].lowercased()
-            guard name == "http" else {
-                throw SettingProblem("\(name):// proxies are not supported; \(Self.usage)")
+            switch name {
+            case "http": kind = .http
+            case "socks5", "socks5h": kind = .socks5
+            default: throw SettingProblem("\(name):// proxies are not supported; \(Self.usage)")
             }
             rest = rest[scheme.upperBound...]
         }
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         if let at = rest.lastIndex(of: "@") {
+            guard kind == .http else { throw SettingProblem("a SOCKS proxy takes no user or password here (no SOCKS authentication)") }
             let userInfo = rest[..<at]
             rest = rest[rest.index(after: at)...]
             let colon = userInfo.firstIndex(of: ":")

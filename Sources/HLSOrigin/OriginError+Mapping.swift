@@ -48,6 +48,16 @@ extension OriginError {
         if afterHead, error is HTTPParserError { return OriginError.truncated.with(detail) }
         if afterHead, error is IOError { return OriginError.truncated.with(detail) }
         let typeName = String(reflecting: type(of: error))
+        // NIOSOCKS's errors (`origin.proxy` = socks5://…), told apart by name so this module need not import it.
+        if typeName.contains("SOCKSError") {
+            if typeName.hasSuffix("ConnectionFailed") {
+                return OriginError.network.with("the upstream SOCKS proxy could not connect to the origin (\(detail))")
+            }
+            if typeName.hasSuffix("NoValidAuthenticationMethod") || typeName.hasSuffix("InvalidAuthenticationSelection") {
+                return OriginError.network.with("the upstream SOCKS proxy asks for authentication, which is not supported")
+            }
+            return OriginError.network.with("the upstream SOCKS proxy failed (\(detail))")
+        }
         if typeName.contains("SSL") || typeName.contains("TLS") { return OriginError.tls.with(detail) }
         return OriginError.network.with(detail)
     }

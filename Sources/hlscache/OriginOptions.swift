@@ -21,7 +21,7 @@ struct OriginOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Reach origins through this HTTP proxy, with Basic proxy authentication when a user is given (origin.proxy; a password here shows in ps: prefer HLSCACHE_ORIGIN_PROXY).",
+            "Reach origins through this HTTP proxy, with Basic proxy authentication when a user is given, or a SOCKS5 proxy as socks5://HOST:PORT (origin.proxy; a password here shows in ps: prefer HLSCACHE_ORIGIN_PROXY).",
             valueName: "[USER:PASSWORD@]HOST:PORT"))
     var upstreamProxy: String?
 

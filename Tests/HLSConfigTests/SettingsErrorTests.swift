@@ -63,15 +63,18 @@ import Testing
             ("alice:pw@proxy:3128", UpstreamProxyAddress(host: "proxy", port: 3128, username: "alice", password: "pw")),
             ("http://al%40ce:p%3Aw%40d@proxy:1", UpstreamProxyAddress(host: "proxy", port: 1, username: "al@ce", password: "p:w@d")),
             ("token@proxy:1", UpstreamProxyAddress(host: "proxy", port: 1, username: "token", password: "")),
+            ("socks5://127.0.0.1:1080", UpstreamProxyAddress(.socks5, host: "127.0.0.1", port: 1080)),
+            ("SOCKS5H://tor.internal:9050/", UpstreamProxyAddress(.socks5, host: "tor.internal", port: 9050)),
         ]
         for (text, address) in accepted {
             #expect(try UpstreamProxyAddress(parsing: text) == address, "\(text)")
         }
         let refused: [(String, String)] = [
             ("https://a:secret@proxy:443", "https:// proxies are not supported"),
-            ("socks5://proxy:1080", "socks5:// proxies are not supported"),
+            ("socks4://proxy:1080", "socks4:// proxies are not supported"),
+            ("socks5://a:secret@proxy:1080", "a SOCKS proxy takes no user or password"),
             (":secret@proxy:1", "an empty proxy user"),
-            ("a:secret@proxy", "expected [http://][USER:PASSWORD@]HOST:PORT"),
+            ("a:secret@proxy", "expected [http://][USER:PASSWORD@]HOST:PORT or socks5://HOST:PORT"),
             ("a:sec%zzret@proxy:1", "a bad %-escape"),
             ("proxy:99999", "expected [http://][USER:PASSWORD@]HOST:PORT"),
             ("http://proxy:1/path", "expected [http://][USER:PASSWORD@]HOST:PORT"),
@@ -98,6 +101,8 @@ import Testing
         #expect(!printed.contains("s3cret"))
         let plain = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_PROXY": "127.0.0.1:3128"])
         #expect(plain.settings.originConfiguration().proxy?.authorization == nil)
+        let socks = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_PROXY": "socks5://127.0.0.1:1080"])
+        #expect(socks.settings.originConfiguration().proxy == .socksServer(host: "127.0.0.1", port: 1080))
     }
 
     @Test func unknownKeysAreRefusedWithASuggestion() throws {

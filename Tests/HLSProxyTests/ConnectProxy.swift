@@ -130,7 +130,7 @@ private final class ConnectHandler: ChannelInboundHandler, RemovableChannelHandl
 }
 
 /// Relays bytes between two channels (the shape of SwiftNIO's connect-proxy example).
-private final class GlueHandler: ChannelDuplexHandler, @unchecked Sendable {
+final class GlueHandler: ChannelDuplexHandler, @unchecked Sendable {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
     typealias OutboundOut = NIOAny

@@ -184,6 +184,66 @@ import Testing
     }
 }
 
+/// `origin.proxy` = `socks5://HOST:PORT`: every origin request goes through a SOCKS5 proxy, which resolves the names.
+@Suite struct SOCKSUpstreamProxyTests {
+    @Test func originRequestsGoThroughTheSOCKSProxy() async throws {
+        let (dir, segment) = try UpstreamProxyTests.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let socks = try await SOCKSProxy.start(forwardingTo: origin.port)
+        defer { Task { await socks.stop() } }
+        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
+        defer { Task { await harness.shutdown() } }
+        let base = "\(harness.base)/http/\(UpstreamProxyTests.host)"
+
+        let playlist = try await harness.get(base + "/index.m3u8")
+        #expect(playlist.status == 200)
+        #expect(playlist.text.contains("/http/\(UpstreamProxyTests.host)/seg0.ts"), "\(playlist.text)")
+        let miss = try await harness.get(base + "/seg0.ts")
+        #expect(miss.status == 200 && miss.headers.first(name: "X-Cache") == "MISS")
+        let same = miss.body == segment
+        #expect(same, "\(miss.body.count) bytes")
+        // The name went to the proxy (it resolves it); the origin saw its own Host.
+        #expect(Set(socks.requests) == ["\(UpstreamProxyTests.host):80"], "\(socks.requests)")
+        #expect(origin.requests.map(\.path) == ["/index.m3u8", "/seg0.ts"])
+        #expect(origin.requests.allSatisfy { request in request.headers.contains { $0.0.lowercased() == "host" && $0.1 == UpstreamProxyTests.host } })
+        try await harness.waitForIdle()
+        #expect(try await harness.get(base + "/seg0.ts").headers.first(name: "X-Cache") == "HIT")
+
+        // The destination policy applies before the proxy.
+        let (refused, _) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /http/169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8),
+            readTimeout: 10)
+        #expect(refused.hasPrefix("HTTP/1.1 403"), "\(refused.prefix(200))")
+        #expect(socks.requests.count == 1, "\(socks.requests)")
+    }
+
+    /// A SOCKS proxy that wants a password, or cannot reach the origin, is a 502 naming it; nothing is cached.
+    @Test func aSOCKSProxyThatRefusesIsA502NamingIt() async throws {
+        let (dir, _) = try UpstreamProxyTests.fixture()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let wantsPassword = try await SOCKSProxy.start(forwardingTo: origin.port, requiringMethod: 2)
+        // Its target is a port nothing listens on: the proxy answers "connection refused".
+        let closed = try await SOCKSProxy.start(forwardingTo: 1)
+        defer { Task { await wantsPassword.stop(); await closed.stop() } }
+        var harnesses: [ProxyHarness] = []
+        defer { Task { [harnesses] in for harness in harnesses { await harness.shutdown() } } }
+        for (socks, expected) in [(wantsPassword, "asks for authentication, which is not supported"), (closed, "could not connect to the origin")] {
+            let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
+            harnesses.append(harness)
+            let response = try await harness.get("\(harness.base)/http/\(UpstreamProxyTests.host)/seg0.ts")
+            #expect(response.status == 502, "\(expected)")
+            #expect(response.text.contains(expected), "\(response.text)")
+            try await harness.waitForIdle()
+            #expect(try harness.store.usage().count == 0)
+        }
+        #expect(origin.requests.isEmpty)
+    }
+}
+
 /// A refused destination fails the origin request at once, possibly before the client joined it, and again on the
 /// fresh attempt; the client must get that failure's own status (403), never a generic 503. The race itself showed
 /// once in 40 runs of the refused-destination test above (its first, cold request) and does not reproduce on demand
