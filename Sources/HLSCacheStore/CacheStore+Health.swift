@@ -1,19 +1,29 @@
 import Foundation
 
+/// What `/readyz` says of the store.
+public enum CacheReadiness: Sendable, Equatable {
+    case ready
+    /// Serving, not caching: the cache's file system is full. Hits are served and misses relayed uncached, so
+    /// traffic should keep coming; the reason says why nothing new is stored.
+    case degraded(String)
+    /// Not fit to serve (closed, index unreadable, directory not writable for another reason than space).
+    case unavailable(String)
+}
+
 extension CacheStore {
     /// Whether ``close()`` was called.
     public var isClosed: Bool { closed.withLock { $0 } }
 
     /// Checks what the server needs to keep caching, for `/readyz`: the store is open, the index answers a
-    /// read, and a file can be created, written and removed in the temp directory.
+    /// read, and a file can be created, written and removed in the temp directory. A write refused for want of
+    /// space (`ENOSPC`, `EDQUOT`) is ``CacheReadiness/degraded(_:)``, not unavailable.
     /// Blocking (SQLite read, file I/O): call it off the event loops.
-    /// - Returns: nil when ready, otherwise why not.
-    public func readinessProblem() -> String? {
-        if isClosed { return "the cache store is closed" }
+    public func readiness() -> CacheReadiness {
+        if isClosed { return .unavailable("the cache store is closed") }
         do {
             _ = try usage()
         } catch {
-            return "the cache index cannot be read: \(error)"
+            return .unavailable("the cache index cannot be read: \(error)")
         }
         let probe = "\(tmpDirectory)/readyz-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         do {
@@ -24,9 +34,11 @@ extension CacheStore {
             }
             let byte: [UInt8] = [0]
             try byte.withUnsafeBytes { try FileSystem.writeAll(fd, $0, path: probe) }
+        } catch let error as CacheStoreError where error == .cacheFull {
+            return .degraded("\(SQLiteFiles.fullDisk(directory)): hits are served, misses are relayed without caching")
         } catch {
-            return "the cache directory is not writable: \(error)"
+            return .unavailable("the cache directory is not writable: \(error)")
         }
-        return nil
+        return .ready
     }
 }

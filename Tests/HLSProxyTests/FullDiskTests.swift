@@ -180,8 +180,9 @@ struct FullDiskTests {
         await origin.stop()
     }
 
-    /// A disk that filled up while `serve` was stopped (by something else: 0 bytes free): `serve` starts again and
-    /// serves its hits, and passes misses through uncached; `ls` works; `fetch` says the disk is full (exit 5).
+    /// A disk that filled up while `serve` was stopped (by something else: 0 bytes free): `serve` starts again,
+    /// `/readyz` says "degraded" (200), it serves its hits and passes misses through uncached; `ls` works; `fetch`
+    /// says the disk is full (exit 5).
     /// A new cache on that disk cannot be made: one line saying so, exit 5, no usage text.
     @Test func aRestartOnAFullDiskServesTheHits() async throws {
         let (dir, origin) = try await Self.origin(segments: 2, size: 1 << 20)
@@ -217,6 +218,11 @@ struct FullDiskTests {
 
         let (second, again) = try await Self.serve(on: disk, log: log)
         defer { kill(second, SIGTERM) }
+        // Ready, degraded: still worth sending players to (a 503 would take a serving cache out of rotation).
+        let ready = try await Self.get(again + "/readyz")
+        let readyText = String(decoding: ready.body, as: UTF8.self)
+        #expect(ready.status == 200, "\(readyText)")
+        #expect(readyText.contains("\"status\":\"degraded\"") && readyText.contains("is full"), "\(readyText)")
         let proxy = again + "/http/127.0.0.1:\(origin.port)"
         let hit = try await Self.get(proxy + "/seg0.ts")
         #expect(hit.status == 200 && hit.cache == "HIT")

@@ -40,23 +40,22 @@ final class OperationsEndpoint: Sendable {
         }
     }
 
-    /// `GET /readyz`: the index answers, the cache directory takes writes, and the server is not shutting down.
+    /// `GET /readyz`: the index answers, the cache directory takes writes (a full file system: 200 "degraded"), and
+    /// the server is not shutting down.
     func ready(_ responder: Responder) {
         let services = self.services
         if services.isDraining {
             Self.send(problem: "the server is shutting down", to: responder)
             return
         }
-        services.runBlocking(on: responder.eventLoop) { services.store.readinessProblem() }.whenComplete { result in
+        services.runBlocking(on: responder.eventLoop) { services.store.readiness() }.whenComplete { result in
             switch result {
-            case .success(nil):
-                let body = "{\"status\":\"ready\"}\n"
-                var headers = HTTPHeaders()
-                headers.add(name: "Content-Type", value: "application/json")
-                headers.add(name: "Content-Length", value: String(body.utf8.count))
-                headers.add(name: "Cache-Control", value: "no-store")
-                responder.send(status: .ok, headers: headers, body: .bytes(ByteBuffer(string: body)))
-            case .success(let problem?):
+            case .success(.ready):
+                Self.send(.ok, "{\"status\":\"ready\"}\n", to: responder)
+            case .success(.degraded(let reason)):
+                // Still worth traffic: hits are served and misses relayed.
+                Self.send(.ok, "{\"status\":\"degraded\",\"reason\":\(ErrorBody.quote(reason))}\n", to: responder)
+            case .success(.unavailable(let problem)):
                 Self.send(problem: problem, to: responder)
             case .failure(let error):
                 Self.send(problem: "the readiness check could not run: \(error)", to: responder)
@@ -65,11 +64,14 @@ final class OperationsEndpoint: Sendable {
     }
 
     private static func send(problem: String, to responder: Responder) {
-        let body = "{\"status\":\"unavailable\",\"reason\":\(ErrorBody.quote(problem))}\n"
+        send(.serviceUnavailable, "{\"status\":\"unavailable\",\"reason\":\(ErrorBody.quote(problem))}\n", to: responder)
+    }
+
+    private static func send(_ status: HTTPResponseStatus, _ body: String, to responder: Responder) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(body.utf8.count))
         headers.add(name: "Cache-Control", value: "no-store")
-        responder.send(status: .serviceUnavailable, headers: headers, body: .bytes(ByteBuffer(string: body)))
+        responder.send(status: status, headers: headers, body: .bytes(ByteBuffer(string: body)))
     }
 }
