@@ -11,6 +11,9 @@ public enum CacheReadiness: Sendable, Equatable {
 }
 
 extension CacheStore {
+    /// Free bytes on the cache's file system (`statvfs`, as this user may use them); nil when it cannot be read.
+    public func freeDiskBytes() -> Int64? { FileSystem.availableBytes(directory) }
+
     /// Whether ``close()`` was called.
     public var isClosed: Bool { closed.withLock { $0 } }
 

@@ -45,12 +45,18 @@ final class CacheFill: Sendable {
     private let expectedLength: Int64?
     private let threadPool: NIOThreadPool
     private let logger: Logger
+    /// Told when the response cannot be stored (counted in `/metrics`).
+    private let failed: @Sendable (any Error) -> Void
     /// The origin URL without its query, for log lines.
     private let label: String
     private let state = NIOLockedValueBox(State())
 
-    init(store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String) {
+    init(
+        store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String,
+        failed: @escaping @Sendable (any Error) -> Void = { _ in }
+    ) {
         self.store = store
+        self.failed = failed
         self.key = key
         self.expectedLength = expectedLength
         self.threadPool = threadPool
@@ -138,6 +144,7 @@ final class CacheFill: Sendable {
                 } catch {
                     // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
                     logger.warning("not caching \(label): \(error)")
+                    failed(error)
                     abort()
                 }
             case .write(let chunks):
@@ -148,6 +155,7 @@ final class CacheFill: Sendable {
                     // After an abort the writer is closed on purpose: nothing to report.
                     if !state.withLockedValue({ $0.stopped }) {
                         logger.warning("cache write for \(label) failed, serving without caching: \(error)")
+                        failed(error)
                     }
                     abort()
                 }
@@ -160,6 +168,7 @@ final class CacheFill: Sendable {
                             contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified)
                     } catch {
                         logger.warning("could not store \(label): \(error)")
+                        failed(error)
                     }
                 }
                 commit.completion(stored)

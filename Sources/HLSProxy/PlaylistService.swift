@@ -25,12 +25,14 @@ final class PlaylistService: Sendable {
     private let store: CacheStore
     private let keys: KeyService?
     private let logger: Logger
+    private let metrics: ProxyMetrics
     let readAhead: ReadAheadIndex
     private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
     private static let maxLiveEntries = 4096
 
-    init(configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger) {
+    init(configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics) {
         self.configuration = configuration
+        self.metrics = metrics
         self.store = store
         self.keys = keys
         self.logger = logger
@@ -93,6 +95,7 @@ final class PlaylistService: Sendable {
                 if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
             } catch {
                 logger.warning("could not cache playlist \(url): \(error)")
+                metrics.cacheWriteFailed(error)
             }
         }
         return result

@@ -42,7 +42,7 @@ final class ProxyServices: Sendable {
         self.threadPool = threadPool
         self.logger = logger
         self.keys = keys
-        self.playlists = PlaylistService(configuration: configuration, store: store, keys: keys, logger: logger)
+        self.playlists = PlaylistService(configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics)
         self.metrics = metrics
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)
     }

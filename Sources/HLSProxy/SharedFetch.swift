@@ -184,7 +184,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             cacheable && !isPlaylist
             ? CacheFill(
                 store: services.store, key: key, expectedLength: contentLength, threadPool: services.threadPool, logger: services.logger,
-                label: url.redacted)
+                label: url.redacted, failed: { [metrics = services.metrics] in metrics.cacheWriteFailed($0) })
             : nil
         let info = Head(
             contentLength: contentLength,

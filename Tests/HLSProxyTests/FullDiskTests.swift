@@ -161,6 +161,11 @@ struct FullDiskTests {
         let again = try await get("/seg0.ts")
         #expect(again.cache == "MISS", "not cached: there was no room")
         #expect(again.body.count == big.count)
+        try await settled()
+        let metrics = String(decoding: try await Self.get(base + "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("hlscache_cache_write_failures_total{reason=\"full\"} 2"), "\(metrics.split(separator: "\n").filter { $0.contains("write_failures") })")
+        let free = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_cache_disk_free_bytes ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        #expect((free ?? .infinity) < 2_000_000, "\(String(describing: free))")
 
         #expect(try await get("/small.ts").cache == "MISS")
         try await settled()

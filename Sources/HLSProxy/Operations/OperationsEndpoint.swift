@@ -23,7 +23,7 @@ final class OperationsEndpoint: Sendable {
             services.metrics.update(
                 ProxyMetrics.Snapshot(
                     activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count, cacheBytes: usage?.bytes,
-                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, keys: services.keys?.statistics,
+                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, diskFree: services.store.freeDiskBytes(), keys: services.keys?.statistics,
                     downloadStates: states))
             return services.metrics.emit()
         }.whenComplete { result in

@@ -1,3 +1,4 @@
+import HLSCacheStore
 import HLSKeys
 import NIOConcurrencyHelpers
 import Prometheus
@@ -38,6 +39,9 @@ public final class ProxyMetrics: Sendable {
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
+    private let cacheDiskFree: Gauge
+    /// Indexed by ``CacheWriteFailure``.
+    private let cacheWriteFailures: [Counter]
     private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
     private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
 
@@ -79,6 +83,12 @@ public final class ProxyMetrics: Sendable {
             descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "ok")])
         self.keyFetchFailures = registry.makeCounter(
             descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "error")])
+        self.cacheDiskFree = registry.makeGauge(
+            descriptor: name("cache_disk_free", "bytes", "Free space on the cache's file system (statvfs), the cushion included."), labels: [])
+        let failureName = name("cache_write_failures", "total", "Origin responses the proxy relayed but could not store, by reason.")
+        self.cacheWriteFailures = CacheWriteFailure.allCases.map {
+            registry.makeCounter(descriptor: failureName, labels: [("reason", $0.label)])
+        }
         self.keyExpiries = registry.makeCounter(
             descriptor: name("key_expiries", "total", "Stored keys found past their expiry when asked for (then refetched or refused)."),
             labels: [])
@@ -128,6 +138,23 @@ public final class ProxyMetrics: Sendable {
         (originErrors[code] ?? originErrors["other"])?.increment()
     }
 
+    // MARK: - Cache writes
+
+    enum CacheWriteFailure: Int, CaseIterable {
+        /// The cap or the free-disk cushion could not be kept, or the file system is full (`cacheFull`).
+        case full
+        /// Any other store failure (I/O, the index).
+        case error
+
+        var label: String { self == .full ? "full" : "error" }
+    }
+
+    /// A response was relayed but not stored because the store failed with `error`.
+    func cacheWriteFailed(_ error: any Error) {
+        let reason: CacheWriteFailure = (error as? CacheStoreError) == .cacheFull ? .full : .error
+        cacheWriteFailures[reason.rawValue].increment()
+    }
+
     // MARK: - Scrape time
 
     /// Values computed when `/metrics` is scraped.
@@ -137,6 +164,7 @@ public final class ProxyMetrics: Sendable {
         var cacheBytes: Int64?
         var cacheObjects: Int?
         var cacheCapacity: Int64
+        var diskFree: Int64?
         var keys: KeyStatistics?
         var downloadStates: [String: Int]?
     }
@@ -147,6 +175,7 @@ public final class ProxyMetrics: Sendable {
         if let bytes = snapshot.cacheBytes { cacheBytesUsed.set(bytes) }
         if let count = snapshot.cacheObjects { cacheObjects.set(Int64(count)) }
         cacheBytesCap.set(snapshot.cacheCapacity)
+        if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let keys = snapshot.keys {
             let previous = lastKeyStatistics.withLockedValue { last in
                 defer { last = keys }
