@@ -69,8 +69,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var originAllowPrivateNetworks: Bool
     public var originAllowLinkLocal: Bool
     public var originAllowCloudMetadata: Bool
-    /// `origin.proxy` as written: `[http://][user:password@]host:port` of an upstream HTTP proxy (checked when
-    /// loaded; see ``UpstreamProxyAddress``).
+    /// `origin.proxy` as written: `[http://][user:password@]host:port` of an upstream HTTP proxy, or
+    /// `socks5://host:port` (checked when loaded; see ``UpstreamProxyAddress``).
     public var originProxy: String?
     /// `origin.caFile`: extra trusted certificate authorities (PEM) for https origins.
     public var originCAFile: String?

@@ -149,9 +149,12 @@ public final class ProxyMetrics: Sendable {
         var label: String { self == .full ? "full" : "error" }
     }
 
-    /// A response was relayed but not stored because the store failed with `error`.
+    /// A response was relayed but not stored because the store failed with `error`. A body that did not match its
+    /// `Content-Length` (`lengthMismatch`) is the origin's fault, already counted as an origin error: not counted.
     func cacheWriteFailed(_ error: any Error) {
-        let reason: CacheWriteFailure = (error as? CacheStoreError) == .cacheFull ? .full : .error
+        let store = error as? CacheStoreError
+        if store == .lengthMismatch { return }
+        let reason: CacheWriteFailure = store == .cacheFull ? .full : .error
         cacheWriteFailures[reason.rawValue].increment()
     }
 
