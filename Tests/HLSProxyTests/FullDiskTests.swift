@@ -74,6 +74,15 @@ struct FullDiskTests {
         return (response.status.code, response.headers.first(name: "X-Cache"), Array(buffer: body))
     }
 
+    /// Waits until the cache's writes on the thread pool are over (its `tmp` directory is empty: each temp file
+    /// was renamed into place or removed; up to 30 s, for a loaded machine), then a little longer for the index row.
+    static func settled(_ disk: TinyDisk) async throws {
+        let tmp = disk.outside.appendingPathComponent("cache/tmp")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !files(in: tmp).isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .milliseconds(200))
+    }
+
     static func files(in directory: URL) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
     }
@@ -147,10 +156,7 @@ struct FullDiskTests {
         try await onOwnThread { try Self.fill(disk, leaving: 1_500_000) }
 
         func get(_ path: String) async throws -> (status: UInt, cache: String?, body: [UInt8]) { try await Self.get(proxy + path) }
-        func settled() async throws {
-            // The failed fill is abandoned on the thread pool: give it time to clean up.
-            try await Task.sleep(for: .milliseconds(300))
-        }
+        func settled() async throws { try await Self.settled(disk) }
 
         let first = try await get("/seg0.ts")
         #expect(first.status == 200 && first.cache == "MISS")
@@ -202,7 +208,7 @@ struct FullDiskTests {
 
         let (first, base) = try await Self.serve(on: disk, log: log)
         #expect(try await Self.get(base + "/http/127.0.0.1:\(origin.port)/seg0.ts").cache == "MISS")
-        try await Task.sleep(for: .milliseconds(300))
+        try await Self.settled(disk)
         try await Self.stop(first)
 
         let common = "--cache-dir \(disk.path)/cache --free-disk-cushion 0"
@@ -238,7 +244,7 @@ struct FullDiskTests {
             #expect(miss.status == 200 && miss.cache == "MISS", "attempt \(attempt)")
             let sameMiss = miss.body == segments[1]
             #expect(sameMiss, "attempt \(attempt): \(miss.body.count) bytes")
-            try await Task.sleep(for: .milliseconds(300))
+            try await Self.settled(disk)
         }
         try await Self.stop(second)
         await origin.stop()
