@@ -99,14 +99,4 @@ extension HLSCacheSettings {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
-
-    /// `host:port` (`[v6]:port` too) → its parts; nil when malformed.
-    static func hostPort(_ text: String) -> (String, Int)? {
-        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
-            (1...65535).contains(port)
-        else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return host.isEmpty ? nil : (host, port)
-    }
 }

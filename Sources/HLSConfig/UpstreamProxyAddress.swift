@@ -56,9 +56,20 @@ public struct UpstreamProxyAddress: Equatable, Sendable {
             username = user
             self.password = password
         }
-        guard let (host, port) = HLSCacheSettings.hostPort(String(rest)), !host.contains("/") else { throw SettingProblem(Self.usage) }
+        guard let (host, port) = Self.hostPort(rest), !host.contains("/") else { throw SettingProblem(Self.usage) }
         self.host = host
         self.port = port
+    }
+
+    /// `host:port` (`[v6]:port` too) → its parts; nil when malformed. (Not ``ListenAddress``: a proxy needs a
+    /// host and a port from 1 up.)
+    private static func hostPort(_ text: Substring) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex, let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
     }
 
     /// `text` as `--print-config` and error messages show it: the password (or, without one, the user, which
