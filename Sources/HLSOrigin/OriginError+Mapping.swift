@@ -19,7 +19,7 @@ extension OriginError {
         if let abort = error as? OriginTask.HandlerAbort {
             return abort.error as? OriginError ?? OriginError.cancelled.with("the stream handler failed: \(abort.error)")
         }
-        let detail = String(describing: error)
+        let detail = plainDetail(error)
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .tlsHandshakeTimeout,
@@ -60,6 +60,31 @@ extension OriginError {
         }
         if typeName.contains("SSL") || typeName.contains("TLS") { return OriginError.tls.with(detail) }
         return OriginError.network.with(detail)
+    }
+
+    /// The words for a system error: `IOError`'s own text ("connection reset (error set): Connection refused)
+    /// (errno: 111)") names NIO's call site, not what happened; a user reads "connection refused".
+    static func plainDetail(_ error: any Error) -> String {
+        if let error = error as? IOError { return systemMessage(error.errnoCode) }
+        if let error = error as? NIOConnectionError {
+            let failures = error.connectionErrors.map { failure in
+                let reason = (failure.error as? IOError).map { systemMessage($0.errnoCode) } ?? String(describing: failure.error)
+                return "\(reason) (\(failure.target.ipAddress ?? "\(failure.target)"))"
+            }
+            if !failures.isEmpty { return failures.joined(separator: ", ") }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name \(error.host) could not be resolved" }
+        }
+        return String(describing: error)
+    }
+
+    /// `strerror` in lower case ("connection refused"), or the number when the system has no text for it.
+    static func systemMessage(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "system error \(code)" }
+        let message = String(cString: text)
+        guard let first = message.first else { return "system error \(code)" }
+        // "Connection refused" → "connection refused"; an acronym at the start ("TLS …") keeps its case.
+        let second = message.dropFirst().first
+        return second?.isUppercase == true ? message : first.lowercased() + message.dropFirst()
     }
 
     /// Whether a failure before the head is worth another attempt: the request never reached the origin or

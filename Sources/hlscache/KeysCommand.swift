@@ -125,16 +125,21 @@ struct KeysRenewCommand: AsyncParsableCommand {
         let logger = Logger(label: "hlscache")
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(), logger: logger)
         let result: Result<KeyRecord, KeyError>
+        let opened: KeyService?
         do {
-            guard let keys = try store.open(settings: settings, configuration: configuration, fetcher: origin, logger: logger) else {
-                try? await origin.shutdown()
-                throw ValidationError("no key store in \(settings.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment))")
-            }
-            do throws(KeyError) {
-                result = .success(try await keys.renew(keyID))
-            } catch {
-                result = .failure(error)
-            }
+            opened = try store.open(settings: settings, configuration: configuration, fetcher: origin, logger: logger)
+        } catch {
+            try? await origin.shutdown()  // a client dropped without shutdown traps in debug builds
+            throw error
+        }
+        guard let keys = opened else {
+            try? await origin.shutdown()
+            throw ValidationError("no key store in \(settings.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment))")
+        }
+        do throws(KeyError) {
+            result = .success(try await keys.renew(keyID))
+        } catch {
+            result = .failure(error)
         }
         try? await origin.shutdown()
         switch result {
@@ -142,7 +147,14 @@ struct KeysRenewCommand: AsyncParsableCommand {
             let expiry = record.expiresAt.map { ISO8601DateFormatter().string(from: $0) } ?? "never"
             print("renewed \(record.id) from \(record.host), expires \(expiry)")
         case .failure(let error):
-            throw ValidationError("cannot renew \(keyID): \(error.message)")
+            // A runtime failure, not a bad option: one line and the item commands' statuses (4 notFound, 6 for
+            // a failing key database, 3 otherwise), without the usage text.
+            FileHandle.standardError.write(Data("hlscache: \(error.code): cannot renew \(keyID): \(error.message)\n".utf8))
+            switch error {
+            case .notFound: throw ExitCode(4)
+            case .storage: throw ExitCode(6)
+            default: throw ExitCode(3)
+            }
         }
     }
 }

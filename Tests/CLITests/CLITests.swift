@@ -144,6 +144,35 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: other.path))
     }
 
+    /// A malformed `HLSCACHE_MASTER_KEY` or a `master.key` others can read is a configuration error (one line, 78),
+    /// never "corrupted" (6) or the usage text; the variable's value is not echoed.
+    @Test func anUnusableMasterKeyIsAConfigurationError() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-mk-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let secretish = String(repeating: "ab", count: 31) + "c"  // 63 digits
+        let serve = try await CLI.run(
+            ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"],
+            environment: ["HLSCACHE_MASTER_KEY": secretish])
+        #expect(serve.status == 78, "\(serve.stderr)")
+        #expect(serve.stderr == "hlscache: config error: the master key is unusable: HLSCACHE_MASTER_KEY must be 64 hexadecimal digits\n")
+        #expect(!serve.stderr.contains(secretish) && !serve.stdout.contains(secretish))
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
+
+        // A first use writes master.key (0600); opened up to 0644, the next command refuses it and says how to fix it.
+        let fine = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--cache-dir", cache.path])
+        #expect(fine.status == 3, "\(fine.stderr)")  // nothing listens on port 1
+        #expect(fine.stderr.contains("the origin could not be reached: connection refused"), "\(fine.stderr)")
+        let keyFile = cache.appendingPathComponent("master.key").path
+        try #require(FileManager.default.fileExists(atPath: keyFile))
+        #expect(chmod(keyFile, 0o644) == 0)
+        for arguments in [["fetch", "http://127.0.0.1:1/a.m3u8"], ["serve", "--listen", "127.0.0.1:0"], ["resume", "nope"]] {
+            let refused = try await CLI.run(arguments + ["--cache-dir", cache.path])
+            #expect(refused.status == 78, "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users (mode 644); run chmod 600 on it"), "\(refused.stderr)")
+            #expect(!refused.stderr.contains("Usage"))
+        }
+    }
+
     @Test func badOptionsAreClearErrors() async throws {
         let listen = try await CLI.run(["serve", "--listen", "nonsense"])
         #expect(listen.status != 0)

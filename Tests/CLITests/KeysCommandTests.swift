@@ -50,11 +50,19 @@ private struct SixteenBytes: KeyFetcher {
         #expect(entries.first?["state"] as? String == "pending")
 
         let renew = try await CLI.run(["keys", "renew", id.value, "--cache-dir", cache.path])
-        #expect(renew.status != 0)
-        #expect(renew.stderr.contains("not available"))
+        #expect(renew.status == 3, "\(renew.stderr)")
+        #expect(renew.stderr.hasPrefix("hlscache: keyUnavailable: cannot renew \(id.value): the key is not available"), "\(renew.stderr)")
+        #expect(!renew.stderr.contains("Usage"))
         let unknown = try await CLI.run(["keys", "renew", "0123456789abcdef0123456789abcdef", "--cache-dir", cache.path])
-        #expect(unknown.status != 0)
-        #expect(unknown.stderr.contains("no such key"))
+        #expect(unknown.status == 4, "\(unknown.stderr)")
+        #expect(unknown.stderr.hasPrefix("hlscache: notFound: cannot renew 0123456789abcdef0123456789abcdef: no such key"), "\(unknown.stderr)")
+
+        // An unusable master key: a configuration error (78), and the command ends cleanly (no trap).
+        let keyFile = cache.appendingPathComponent("master.key").path
+        #expect(chmod(keyFile, 0o644) == 0)
+        let unsafe = try await CLI.run(["keys", "renew", id.value, "--cache-dir", cache.path])
+        #expect(unsafe.status == 78, "\(unsafe.stderr)")
+        #expect(unsafe.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users"), "\(unsafe.stderr)")
     }
 
     /// `hlscache show ID` lists the item's keys with their state and expiry: a stored key reads `valid until …`,
