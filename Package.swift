@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "HLSCacheCore", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
         // System OpenSSL 3 (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes.
         .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        // System zlib (zlib1g-dev): one-shot gzip of rewritten playlists.
+        // System zlib (zlib1g-dev): one-shot gzip of rewritten playlists; decoding gzip/deflate origin bodies.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.
         .target(name: "HLSCrypto", dependencies: ["CLibSSL"], swiftSettings: swiftSettings),
@@ -61,7 +61,7 @@ let package = Package(
         .target(
             name: "HLSOrigin",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist",
+                "HLSCacheCore", "HLSPlaylist", "CZlib",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -150,7 +150,7 @@ let package = Package(
         .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSOriginTests",
-            dependencies: ["HLSOrigin", "HLSCacheCore", .product(name: "Logging", package: "swift-log")] + nio,
+            dependencies: ["HLSOrigin", "HLSCacheCore", "CZlib", .product(name: "Logging", package: "swift-log")] + nio,
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -109,7 +109,7 @@ extension DownloadError {
             }
             if error == .timeout { return DownloadError.timeout.with(error.message) }
             if error == .cancelled { return DownloadError.cancelled.with(error.message) }
-            if error == .tooLarge { return DownloadError.corrupted.with(error.message) }
+            if error == .tooLarge || error == .encoding { return DownloadError.corrupted.with(error.message) }
             return DownloadError.network.with(error.message)
         case let error as CacheStoreError:
             if error == .cacheFull { return DownloadError.cacheFull.with(error.detail) }

@@ -461,7 +461,8 @@ public final class Downloader: Sendable {
             return (playlist, url.string)
         }
         let maxBytes = configuration.maxPlaylistBytes
-        let headers = item.headers.map { ($0.name, $0.value) }
+        // Playlists may come gzipped (the client decodes them); the item's own headers come after and win.
+        let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
         }

@@ -31,6 +31,8 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     private var state = State.waitingForHead
+    /// Set when the delivered response is compressed (`Content-Encoding: gzip`, `deflate`).
+    private var decoder: ContentDecoder?
     private let url: OriginURL
     private let method: OriginMethod
     private let retryStatuses: Bool
@@ -60,11 +62,28 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         } else if retryStatuses, Self.retryableStatuses.contains(status) {
             state = .discarding(.retryStatus(status))
         } else {
-            let responseHead = OriginResponseHead(status: status, headers: head.headers, url: url)
             let hasBody = method == .GET && status >= 200 && status != 204 && status != 304
-            state = .delivering(received: 0, expected: hasBody ? responseHead.contentLength : nil)
+            // The declared length counts the bytes on the wire, also when they are compressed.
+            let expected = hasBody ? OriginResponseHead(status: status, headers: head.headers, url: url).contentLength : nil
+            var headers = head.headers
+            do {
+                // A compressed success is decoded here; the head then says nothing of the coding or of a length,
+                // which only the decoded body will tell. Error bodies are not read by anyone and stay as they are.
+                if (200...299).contains(status) || status == 304, let coding = try ContentDecoder.coding(of: headers) {
+                    guard status != 206 else {
+                        throw OriginError.encoding.with("\(url.host) sent a range of a \(coding.rawValue) body, which cannot be decoded")
+                    }
+                    headers.remove(name: "Content-Encoding")
+                    headers.remove(name: "Content-Length")
+                    if hasBody { decoder = ContentDecoder(coding: coding) }
+                }
+            } catch {
+                state = .discarding(.failedBeforeHead(error))
+                return task.eventLoop.makeSucceededVoidFuture()
+            }
+            state = .delivering(received: 0, expected: expected)
             outcome.succeed(.delivered)
-            task.deliverHead(responseHead)
+            task.deliverHead(OriginResponseHead(status: status, headers: headers, url: url))
         }
         return task.eventLoop.makeSucceededVoidFuture()
     }
@@ -73,10 +92,25 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         switch state {
         case .delivering(let received, let expected):
             state = .delivering(received: received + buffer.readableBytes, expected: expected)
-            return task.deliverBody(buffer)
+            guard let decoder else { return task.deliverBody(buffer) }
+            do {
+                return deliver(try decoder.decode(buffer, allocator: ByteBufferAllocator())[...])
+            } catch {
+                state = .done
+                task.finish(.failure(error))
+                return task.eventLoop.makeFailedFuture(error)  // stops the download
+            }
         case .waitingForHead, .discarding, .done:
             return task.eventLoop.makeSucceededVoidFuture()
         }
+    }
+
+    /// Hands decoded pieces on one at a time, each after the handler took the one before.
+    private func deliver(_ pieces: ArraySlice<ByteBuffer>) -> EventLoopFuture<Void> {
+        guard let first = pieces.first else { return task.eventLoop.makeSucceededVoidFuture() }
+        let rest = pieces.dropFirst()
+        if rest.isEmpty { return task.deliverBody(first) }
+        return task.deliverBody(first).flatMap { self.deliver(rest) }
     }
 
     func didFinishRequest(task _: HTTPClient.Task<Void>) throws {
@@ -86,6 +120,13 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         case .delivering(let received, let expected):
             if let expected, received < expected {
                 task.finish(.failure(OriginError.truncated.with("\(received) of \(expected) bytes from \(url.host)")))
+            } else if let decoder {
+                do {
+                    try decoder.finish()
+                    task.finish(.success(()))
+                } catch {
+                    task.finish(.failure(error))
+                }
             } else {
                 task.finish(.success(()))
             }

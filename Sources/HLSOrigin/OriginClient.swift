@@ -212,7 +212,8 @@ public final class OriginClient: Sendable {
     private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]
 
     /// User-Agent, then the origin's configured headers and cookies, then the request's own headers
-    /// (which replace configured ones of the same name).
+    /// (which replace configured ones of the same name), and `Accept-Encoding: identity` unless one of them
+    /// asked for another coding.
     func requestHeaders(for url: OriginURL, extra: [OriginConfiguration.Field]) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
@@ -220,6 +221,13 @@ public final class OriginClient: Sendable {
             guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
             headers.replaceOrAdd(name: field.name, value: field.value)
         }
+        // Without the header any coding is acceptable (RFC 9110 §12.5.3); segments and ranges are asked for as
+        // they are, so a range means the same bytes as in the file. Whatever coding arrives is still decoded.
+        if !headers.contains(name: "Accept-Encoding") { headers.add(name: "Accept-Encoding", value: "identity") }
         return headers
     }
+
+    /// The request header a caller adds for a body worth compressing (playlists): the origin may send it
+    /// gzipped, and the client decodes it before the caller sees it.
+    public static let acceptCompressed = ("Accept-Encoding", "gzip, deflate")
 }

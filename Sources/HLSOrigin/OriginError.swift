@@ -4,7 +4,7 @@ import HLSCacheCore
 /// detail text and the carried status. Every value maps to the status the proxy answers with (DESIGN.md §8).
 public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
     private enum Code: String, Sendable, Hashable {
-        case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled
+        case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled, encoding
     }
 
     private var _code: Code
@@ -31,6 +31,9 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     public static let tls = OriginError(_code: .tls)
     /// The request was cancelled by the caller or by shutdown.
     public static let cancelled = OriginError(_code: .cancelled)
+    /// The body came in a `Content-Encoding` that cannot be undone: an unknown coding (`br`), stacked codings,
+    /// a range of a compressed body, or compressed data that does not decode.
+    public static let encoding = OriginError(_code: .encoding)
 
     /// An `httpStatus` error carrying the origin's status.
     public static func httpStatus(_ status: Int) -> OriginError {
@@ -50,7 +53,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     /// refused destination 403; an origin 4xx/5xx is passed through as it is.
     public var httpStatus: Int {
         switch _code {
-        case .network, .tooManyRedirects, .tooLarge, .truncated, .tls: 502
+        case .network, .tooManyRedirects, .tooLarge, .truncated, .tls, .encoding: 502
         case .timeout: 504
         case .forbiddenDestination: 403
         case .cancelled: 503
@@ -79,6 +82,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
         case .truncated: base = "the origin response ended early"
         case .tls: base = "the TLS handshake with the origin failed"
         case .cancelled: base = "the origin request was cancelled"
+        case .encoding: base = "the origin's content encoding cannot be decoded"
         }
         return detail.isEmpty ? base : "\(base): \(detail)"
     }

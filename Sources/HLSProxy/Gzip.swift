@@ -28,7 +28,7 @@ public enum Gzip {
         return output
     }
 
-    /// Decompresses a gzip member (used by tests and by the origin path when an origin sends gzip playlists).
+    /// Decompresses a gzip member (used by tests; origin bodies are decoded as they stream by `HLSOrigin`).
     public static func decompress(_ input: [UInt8], maxBytes: Int = 64 << 20) -> [UInt8]? {
         var stream = z_stream()
         guard inflateInit2_(&stream, 15 + 32, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }

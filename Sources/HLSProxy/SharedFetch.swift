@@ -76,7 +76,9 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     func start() {
-        let task = services.origin.stream(url, handler: self)
+        // A playlist is text worth compressing on the way (the client decodes it); media is asked for as it is.
+        let compressed = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
+        let task = services.origin.stream(url, headers: compressed ? [OriginClient.acceptCompressed] : [], handler: self)
         state.withLockedValue { $0.task = task }
     }
 

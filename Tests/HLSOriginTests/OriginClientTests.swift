@@ -66,6 +66,53 @@ struct OriginClientTests {
         }
     }
 
+    /// Requests say `Accept-Encoding: identity` unless the caller asks for compression (playlists do); a caller's
+    /// own header wins over both.
+    @Test func acceptEncodingIsIdentityUnlessAsked() async throws {
+        try await withOrigin { origin, client, _ in
+            let plain = String(buffer: try await client.fetch(origin.url("/echo"), maxBytes: 1 << 16).body)
+            #expect(plain.contains("accept-encoding: identity\n"), "\(plain)")
+            let compressed = String(buffer: try await client.fetch(origin.url("/echo"), headers: [OriginClient.acceptCompressed], maxBytes: 1 << 16).body)
+            #expect(compressed.contains("accept-encoding: gzip, deflate\n"), "\(compressed)")
+            #expect(!compressed.contains("identity"))
+        }
+    }
+
+    /// An origin that compresses without being asked (S3 objects stored gzipped): the caller gets the resource's own
+    /// bytes, and a head without `Content-Encoding` or the compressed length; streamed with backpressure.
+    @Test(arguments: ["gzip", "zlib", "raw"])
+    func compressedBodiesAreDecoded(format: String) async throws {
+        try await withOrigin { origin, client, group in
+            let response = try await client.fetch(origin.url("/coded/\(format)/300000"), maxBytes: 1 << 20)
+            let same = Array(response.body.readableBytesView) == TestOrigin.textBytes(300000)  // (a failing #expect would print both)
+            #expect(same)
+            #expect(response.head.contentLength == nil)
+            #expect(response.head.headers["Content-Encoding"].isEmpty)
+            #expect(response.head.headers["Content-Length"].isEmpty)
+            #expect(response.head.headers.first(name: "Vary") == "Accept-Encoding")  // the rest is kept
+
+            let handler = await streamRecording(client, origin.url("/coded/\(format)/1000000"), group: group, delay: .milliseconds(1))
+            #expect(handler.error == nil)
+            let streamed = handler.snapshot.body == TestOrigin.textBytes(1_000_000)
+            #expect(streamed)
+            #expect(handler.snapshot.overlapping == 0, "a decoded piece arrived before the previous one was taken")
+
+            // The caller's limit applies to the decoded size.
+            await #expect(throws: OriginError.tooLarge) { try await client.fetch(origin.url("/coded/\(format)/300000"), maxBytes: 200_000) }
+        }
+    }
+
+    @Test func brokenOrUnknownCodingsAreClearErrors() async throws {
+        try await withOrigin { origin, client, _ in
+            // Cut short (Content-Length matches what was sent): the gzip end marker is missing.
+            await #expect(throws: OriginError.truncated) { try await client.fetch(origin.url("/coded/gzip/300000/cut"), maxBytes: 1 << 20) }
+            let brotli = await #expect(throws: OriginError.encoding) { try await client.fetch(origin.url("/coded/br/1000"), maxBytes: 1 << 20) }
+            #expect(brotli?.httpStatus == 502)
+            #expect(brotli?.message.contains("Content-Encoding br") == true)
+            #expect(origin.hits("/coded/br/1000") == 1, "not retried: asking again gets the same answer")
+        }
+    }
+
     @Test func rangeRequestsPassThrough() async throws {
         try await withOrigin { origin, client, group in
             let handler = await streamRecording(client, origin.url("/range"), headers: [("Range", "bytes=100-1099")], group: group)

@@ -45,6 +45,18 @@ final class TestOrigin: Sendable {
 
     static func patternBytes(_ range: Range<Int>) -> [UInt8] { range.map(pattern) }
 
+    /// `count` bytes of lower-case letters from a fixed pseudo-random sequence: they compress about as well as
+    /// text (1.6×), unlike ``patternBytes(_:)``, whose period of 251 compresses a thousandfold.
+    static func textBytes(_ count: Int) -> [UInt8] {
+        var state: UInt32 = 2_463_534_242
+        return (0..<count).map { _ in
+            state ^= state << 13
+            state ^= state >> 17
+            state ^= state << 5
+            return 97 + UInt8(state % 26)
+        }
+    }
+
     private init(port: Int, channel: any Channel, state: State) {
         self.port = port
         self.channel = channel
@@ -151,6 +163,16 @@ final class TestOriginHandler: ChannelInboundHandler {
             send(context, status: .found, headers: ["Location": "/loop"], body: [])
         case "metadata":
             send(context, status: .found, headers: ["Location": "http://169.254.169.254/latest/meta-data/"], body: [])
+        case "coded":
+            // /coded/CODING/COUNT[/cut]: COUNT text bytes in CODING (gzip, zlib, raw, br), whatever the request
+            // accepts (as S3 sends objects stored gzipped); `cut` drops the last 10 coded bytes, `Content-Length`
+            // still right for what is sent.
+            let count = Int(parts[2])!
+            let plain = TestOrigin.textBytes(count)
+            var coded = parts[1] == "br" ? plain : TestZlib.compress(plain, format: TestZlib.Format(rawValue: parts[1])!)
+            if parts.count > 3 { coded.removeLast(10) }
+            let name = ["gzip": "gzip", "zlib": "deflate", "raw": "deflate", "br": "br"][parts[1]]!
+            send(context, status: .ok, headers: ["Content-Encoding": name, "Content-Length": "\(coded.count)", "Vary": "Accept-Encoding"], body: coded)
         case "echo":
             let text = request.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             send(context, status: .ok, body: Array(text.utf8))

@@ -1,4 +1,5 @@
 import Foundation
+import HLSProxy
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -30,6 +31,9 @@ final class TestOrigin: Sendable {
         case redirect(to: String)
         /// Send no Content-Length: the body goes chunked, in pieces of `chunk` bytes.
         case noLength(chunk: Int)
+        /// Send the whole body with `Content-Encoding: NAME`, whatever the request accepts (as S3 sends objects
+        /// stored gzipped): gzip-compressed for `gzip`, as it is for any other name.
+        case encoded(String)
     }
 
     struct LoggedRequest: Sendable {
@@ -211,7 +215,11 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         var status = 200
         var slice = body[...]
         var headers = HTTPHeaders()
-        if let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
+        if case .encoded(let coding) = fault {
+            slice = (coding == "gzip" ? Gzip.compress(body) : body)[...]
+            headers.add(name: "Content-Encoding", value: coding)
+            headers.add(name: "Vary", value: "Accept-Encoding")
+        } else if let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
             let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
             if spec.count == 2, let first = Int(spec[0]), first < body.count {
                 let last = min(Int(spec[1]) ?? body.count - 1, body.count - 1)
