@@ -1,3 +1,5 @@
+import Foundation
+
 /// Content types by file extension, for origins that send `application/octet-stream` or nothing.
 public enum MediaTypes {
     public static let playlist = "application/vnd.apple.mpegurl"
@@ -24,6 +26,34 @@ public enum MediaTypes {
             if type.hasPrefix("video/") || type.hasPrefix("audio/") { return false }
         }
         return pathExtension == "m3u8" || pathExtension == "m3u"
+    }
+
+    /// Whether a response that neither its type nor its path calls a playlist may still be one, so its first bytes
+    /// decide (``sniffPlaylist(_:complete:)``): a generic or missing type on a path without a known media
+    /// extension (`/live/manifest`, `/play?id=5` sent as `application/octet-stream` or `text/plain`). Proxied
+    /// as a segment, such a playlist would go to the player unrewritten, and a live one would be cached forever.
+    public static func mightBePlaylist(contentType: String?, pathExtension: String?) -> Bool {
+        if let pathExtension, byExtension[pathExtension] != nil { return false }
+        guard let type = contentType?.lowercased().split(separator: ";").first?.trimmingCharacters(in: .whitespaces), !type.isEmpty else {
+            return true
+        }
+        return ["application/octet-stream", "binary/octet-stream", "text/plain", "application/unknown"].contains(type)
+    }
+
+    /// Decides from a body's first bytes whether it is a playlist: an optional UTF-8 byte-order mark, then
+    /// `#EXTM3U` ending its line (what the parser requires). `nil` while too few bytes arrived to tell, unless
+    /// `complete`.
+    public static func sniffPlaylist(_ prefix: some Collection<UInt8>, complete: Bool) -> Bool? {
+        var bytes = Array(prefix.prefix(11))
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        else if bytes.count < 3 && [UInt8]([0xEF, 0xBB, 0xBF]).starts(with: bytes) && !complete { return nil }
+        let signature = Array("#EXTM3U".utf8)
+        guard bytes.count > signature.count else {
+            if complete || !signature.starts(with: bytes) { return bytes == signature }
+            return nil
+        }
+        let next = bytes[signature.count]
+        return bytes.starts(with: signature) && (next == 0x0A || next == 0x0D || next == 0x20 || next == 0x09)
     }
 
     /// The type to send: the origin's when it is specific, else the extension's, else octet-stream.

@@ -345,6 +345,9 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private let startedAt = ContinuousClock.now
     private var headSent = false
     private var handedOver = false
+    /// A head that may belong to a playlist its type does not announce, held until the first bytes tell.
+    private var held: OriginResponseHead?
+    private var heldBody: [ByteBuffer] = []
 
     private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, onPlaylist: @escaping () -> Void) {
         self.responder = responder
@@ -367,11 +370,22 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didReceiveHead(_ head: OriginResponseHead) {
         metrics.originResponded(after: ContinuousClock.now - startedAt)
-        if MediaTypes.isPlaylist(contentType: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension) {
+        let type = head.headers.first(name: "Content-Type")
+        if MediaTypes.isPlaylist(contentType: type, pathExtension: url.pathExtension) {
             handedOver = true
             onPlaylist()
             return
         }
+        // Players ask for a playlist from its first byte (ffmpeg: "bytes=0-"); only such an answer can tell.
+        let fromStart = head.status == 200 || (head.status == 206 && head.headers.first(name: "Content-Range")?.hasPrefix("bytes 0-") == true)
+        if fromStart, MediaTypes.mightBePlaylist(contentType: type, pathExtension: url.pathExtension) {
+            held = head
+            return
+        }
+        sendHead(head)
+    }
+
+    private func sendHead(_ head: OriginResponseHead) {
         guard head.status == 200 || head.status == 206 || head.status == 416 else {
             let error = ProxyError.originStatus(head.status, host: url.host)
             metrics.originFailed(code: error.code)
@@ -391,6 +405,13 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        if held != nil {
+            heldBody.append(buffer)
+            guard let isPlaylist = MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: false) else {
+                return responder.eventLoop.makeSucceededVoidFuture()
+            }
+            return release(isPlaylist: isPlaylist)
+        }
         guard headSent else {
             // Handed over (a playlist) or already answered with an error: stop reading.
             return responder.eventLoop.makeFailedFuture(OriginError.cancelled)
@@ -398,7 +419,28 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         return responder.write(buffer)
     }
 
+    /// Hands a sniffed playlist over, or sends the held head and the bytes that arrived meanwhile.
+    private func release(isPlaylist: Bool) -> EventLoopFuture<Void> {
+        guard let head = held else { return responder.eventLoop.makeSucceededVoidFuture() }
+        held = nil
+        if isPlaylist {
+            handedOver = true
+            onPlaylist()
+            return responder.eventLoop.makeFailedFuture(OriginError.cancelled)  // stop reading the raw playlist
+        }
+        sendHead(head)
+        guard headSent else { return responder.eventLoop.makeFailedFuture(OriginError.cancelled) }
+        let body = heldBody
+        heldBody = []
+        var last = responder.eventLoop.makeSucceededVoidFuture()
+        for chunk in body { last = responder.write(chunk) }
+        return last
+    }
+
     func didFinish(_ result: Result<Void, OriginError>) {
+        if held != nil, case .success = result {
+            _ = release(isPlaylist: MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
+        }
         guard !handedOver else { return }
         switch result {
         case .success:

@@ -55,6 +55,9 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var consumed: [ObjectIdentifier: Int64] = [:]
         var paused: EventLoopPromise<Void>?
         var task: OriginTask?
+        /// A head whose type and path leave open whether it is a playlist, until the body's first bytes tell.
+        var sniffing: OriginResponseHead?
+        var sniffed: [ByteBuffer] = []
     }
 
     let key: CacheKey
@@ -177,6 +180,16 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         }
         let originType = head.headers.first(name: "Content-Type")
         let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
+        if !isPlaylist, MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension) {
+            state.withLockedValue { $0.sniffing = head }
+            return
+        }
+        begin(head, isPlaylist: isPlaylist)
+    }
+
+    /// Sets up the response once it is known whether it is a playlist, and lets the clients see the head.
+    private func begin(_ head: OriginResponseHead, isPlaylist: Bool) {
+        let originType = head.headers.first(name: "Content-Type")
         let contentLength = head.contentLength.map(Int64.init)
         if isPlaylist, let contentLength, contentLength > Int64(services.configuration.maxPlaylistBytes) {
             fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
@@ -201,6 +214,37 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let sniffing = state.withLockedValue { state -> (head: OriginResponseHead, buffered: [ByteBuffer])? in
+            guard let head = state.sniffing else { return nil }
+            state.sniffed.append(buffer)
+            return (head, state.sniffed)
+        }
+        if let sniffing {
+            let prefix = sniffing.buffered.lazy.flatMap { $0.readableBytesView }
+            guard let isPlaylist = MediaTypes.sniffPlaylist(prefix, complete: false) else {
+                return (state.withLockedValue { $0.task?.eventLoop } ?? services.anyEventLoop).makeSucceededVoidFuture()
+            }
+            return endSniffing(isPlaylist: isPlaylist)
+        }
+        return receive(buffer)
+    }
+
+    /// Decides what the held head is and replays the bytes that arrived meanwhile.
+    @discardableResult
+    private func endSniffing(isPlaylist: Bool) -> EventLoopFuture<Void> {
+        let (head, buffered) = state.withLockedValue { state -> (OriginResponseHead?, [ByteBuffer]) in
+            defer { state.sniffing = nil; state.sniffed = [] }
+            return (state.sniffing, state.sniffed)
+        }
+        guard let head else { return services.anyEventLoop.makeSucceededVoidFuture() }
+        if isPlaylist { services.logger.debug("origin response sniffed as a playlist", metadata: ["url": "\(url.redacted)"]) }
+        begin(head, isPlaylist: isPlaylist)
+        var last: EventLoopFuture<Void>?
+        for chunk in buffered { last = receive(chunk) }
+        return last ?? services.anyEventLoop.makeSucceededVoidFuture()
+    }
+
+    private func receive(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let eventLoop = state.withLockedValue { $0.task?.eventLoop }
         let (fill, tooLarge, pause) = state.withLockedValue { state -> (CacheFill?, Bool, EventLoopPromise<Void>?) in
             state.chunkOffsets.append(state.received)
@@ -232,6 +276,10 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             if state.withLockedValue({ $0.outcome == nil }) { services.metrics.originFailed(code: error.code) }
             fail(error)
         case .success:
+            // A body too short to tell (or empty) was held until now.
+            if let prefix = state.withLockedValue({ $0.sniffing == nil ? nil : $0.sniffed }) {
+                endSniffing(isPlaylist: MediaTypes.sniffPlaylist(prefix.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
+            }
             let (head, fill, body) = state.withLockedValue { state -> (Head?, CacheFill?, [ByteBuffer]) in
                 (state.head, state.fill, state.head?.isPlaylist == true ? state.chunks : [])
             }

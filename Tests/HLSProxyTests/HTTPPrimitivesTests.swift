@@ -4,6 +4,28 @@ import Testing
 @testable import HLSProxy
 
 @Suite struct HTTPPrimitivesTests {
+    @Test func playlistSniffing() {
+        func sniff(_ text: [UInt8], complete: Bool = false) -> Bool? { MediaTypes.sniffPlaylist(text, complete: complete) }
+        #expect(sniff(Array("#EXTM3U\n#EXT".utf8)) == true)
+        #expect(sniff(Array("#EXTM3U\r\n".utf8)) == true)
+        #expect(sniff([0xEF, 0xBB, 0xBF] + Array("#EXTM3U\n".utf8)) == true)
+        #expect(sniff(Array("#EXTM3U".utf8)) == nil, "the next byte decides")
+        #expect(sniff(Array("#EXTM3U".utf8), complete: true) == true)
+        #expect(sniff(Array("#EXT".utf8)) == nil)
+        #expect(sniff([0xEF, 0xBB]) == nil)
+        #expect(sniff(Array("#EXT".utf8), complete: true) == false)
+        #expect(sniff(Array("#EXTM3UX\n".utf8)) == false)
+        #expect(sniff([0x47, 0x40, 0x11]) == false, "a TS packet is known at its first byte")
+        #expect(sniff([], complete: true) == false)
+        #expect(sniff([]) == nil)
+        #expect(MediaTypes.mightBePlaylist(contentType: "application/octet-stream", pathExtension: nil))
+        #expect(MediaTypes.mightBePlaylist(contentType: "Text/Plain; charset=utf-8", pathExtension: "php"))
+        #expect(MediaTypes.mightBePlaylist(contentType: nil, pathExtension: nil))
+        #expect(!MediaTypes.mightBePlaylist(contentType: "application/octet-stream", pathExtension: "ts"))
+        #expect(!MediaTypes.mightBePlaylist(contentType: "video/mp2t", pathExtension: nil))
+        #expect(!MediaTypes.mightBePlaylist(contentType: "text/vtt", pathExtension: nil))
+    }
+
     @Test(arguments: [
         ("bytes=0-99", RangeRequest.partial(first: 0, last: 99)),
         ("bytes=100-", .partial(first: 100, last: 999)),

@@ -66,6 +66,64 @@ import Testing
         }
     }
 
+    /// Playlists whose type and path do not say so (`/vod/play?id=7` as `application/octet-stream`, `text/plain`):
+    /// the first bytes decide. Proxied as a segment such a playlist reached the player unrewritten (absolute URIs
+    /// then bypass the proxy) and, live, was cached for good.
+    @Test(arguments: ["application/octet-stream", "text/plain; charset=utf-8", ""])
+    func aPlaylistThatDoesNotSaySoIsRecognisedByItsFirstBytes(type: String) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let prefix = "/http/127.0.0.1:\(harness.origin.port)/vod/"
+        harness.origin.setBody([0xEF, 0xBB, 0xBF] + Array(Self.master.utf8), contentType: type, for: "/vod/play")
+        harness.origin.setBody(Array(Self.master.utf8), contentType: type, for: "/vod/ranged")
+        for (path, headers) in [("/vod/play", [(String, String)]()), ("/vod/ranged", [("Range", "bytes=0-")])] {
+            let response = try await harness.get(harness.url(path), headers: headers)
+            #expect(response.status == 200, "\(path)")
+            #expect(response.headers.first(name: "Content-Type") == "application/vnd.apple.mpegurl", "\(path)")
+            #expect(response.text.contains("\n\(prefix)v1/index.m3u8"), "\(path) was not rewritten: \(response.text)")
+            #expect(response.text.contains("/https/cdn.elsewhere.example/v2/index.m3u8?token=abc"), "\(path)")
+            try await harness.waitForIdle()
+            let again = try await harness.get(harness.url(path), headers: headers)
+            #expect(again.text == response.text, "\(path)")
+        }
+        #expect(harness.origin.requests(matching: "/vod/play").count == 1, "kept as a rewritten VOD playlist")
+
+        // A live one is still reloaded after half its target duration.
+        harness.origin.setBody(Array(Self.live(sequence: 3).utf8), contentType: type, for: "/live/play")
+        #expect(try await harness.get(harness.url("/live/play")).text.contains("MEDIA-SEQUENCE:3"))
+        harness.origin.setBody(Array(Self.live(sequence: 4).utf8), contentType: type, for: "/live/play")
+        try await Task.sleep(for: .milliseconds(1100))  // target duration 2 s: at most 1 s in the cache
+        #expect(try await harness.get(harness.url("/live/play")).text.contains("MEDIA-SEQUENCE:4"), "a live playlist is never cached as a segment")
+    }
+
+    /// The same generic types on media: bytes are relayed and cached exactly, whatever their size (also shorter
+    /// than it takes to tell), and ranges are served.
+    @Test func mediaUnderAGenericTypeIsServedAsItIs() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let segment = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 0x47) }
+        let bodies: [String: [UInt8]] = [
+            "/media/seg?id=1": segment, "/media/tiny": Array("#EXT".utf8), "/media/empty": [], "/media/notes": Array("#EXTM3UX\n".utf8),
+        ]
+        for (path, body) in bodies { harness.origin.setBody(body, contentType: "application/octet-stream", for: path) }
+        for (path, body) in bodies {
+            let first = try await harness.get(harness.url(path))
+            #expect(first.status == 200, "\(path)")
+            #expect(first.body == body, "\(path)")
+            #expect(first.headers.first(name: "Content-Type") == "application/octet-stream", "\(path)")
+            try await harness.waitForIdle()
+            let hit = try await harness.get(harness.url(path))
+            #expect(hit.headers.first(name: "X-Cache") == "HIT", "\(path)")
+            #expect(hit.body == body, "\(path)")
+        }
+        harness.origin.setBody(segment, contentType: "application/octet-stream", for: "/media/ranged")
+        let range = try await harness.get(harness.url("/media/ranged"), headers: [("Range", "bytes=0-9")])
+        #expect(range.status == 206)
+        #expect(range.body == Array(segment[0..<10]))
+        let whole = try await harness.get(harness.url("/media/ranged?x=1"), headers: [("Range", "bytes=0-")])
+        #expect(whole.body == segment)
+    }
+
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }

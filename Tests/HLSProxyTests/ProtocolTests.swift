@@ -108,13 +108,16 @@ import Testing
     @Test func acceptedConnectionsGetNoDelayAndNotSODebug() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        async let held = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 3)
-        for _ in 0..<200 where harness.server.services.connections.count < 1 { try await Task.sleep(for: .milliseconds(20)) }
+        // Held open (an unfinished head) until the checks are done, then closed by the server: a short client
+        // timeout let the connection go before a loaded machine got to look at it.
+        async let held = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 30)
+        for _ in 0..<1000 where harness.server.services.connections.count < 1 { try await Task.sleep(for: .milliseconds(20)) }
         let channel = try #require(harness.server.services.connections.open.first)
         let noDelay = try await channel.getOption(.tcpOption(.tcp_nodelay)).get()
         let debug = try await channel.getOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_DEBUG))).get()
         #expect(noDelay != 0)
         #expect(debug == 0)
+        try? await channel.close()
         _ = try await held
     }
 
