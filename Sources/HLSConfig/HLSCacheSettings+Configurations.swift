@@ -65,6 +65,7 @@ extension HLSCacheSettings {
         }
         configuration.extraTrustRootsFile = originCAFile
         if let originUserAgent { configuration.userAgent = originUserAgent }
+        configuration.keepsCookies = originKeepCookies
         for (host, origin) in origins {
             if !origin.headers.isEmpty { configuration.originHeaders[host] = origin.headers.map { ($0.name, $0.value) } }
             if !origin.cookies.isEmpty { configuration.originCookies[host] = origin.cookies.map { ($0.name, $0.value) } }

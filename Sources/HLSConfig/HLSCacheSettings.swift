@@ -69,6 +69,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var originAllowPrivateNetworks: Bool
     public var originAllowLinkLocal: Bool
     public var originAllowCloudMetadata: Bool
+    /// `origin.keepCookies`: cookies origins set are kept and sent back (``OriginCookieJar``).
+    public var originKeepCookies: Bool
     /// `origin.proxy` as written: `[http://][user:password@]host:port` of an upstream HTTP proxy, or
     /// `socks5://host:port` (checked when loaded; see ``UpstreamProxyAddress``).
     public var originProxy: String?
@@ -122,6 +124,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
         originAllowPrivateNetworks = origin.destinationPolicy.allowPrivateNetworks
         originAllowLinkLocal = origin.destinationPolicy.allowLinkLocal
         originAllowCloudMetadata = origin.destinationPolicy.allowCloudMetadata
+        originKeepCookies = origin.keepsCookies
 
         let keys = KeyConfiguration()
         keyTTL = keys.ttl

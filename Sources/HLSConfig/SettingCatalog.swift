@@ -121,6 +121,9 @@ public enum SettingCatalog {
                     if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
                     settings.originUserAgent = text.isEmpty ? nil : text
                 }, render: { $0.originUserAgent }),
+            .bool(
+                "origin.keepCookies", \.originKeepCookies,
+                "keep the cookies origins set (Set-Cookie) in memory and send them back, as a player would"),
             .optionalDuration(
                 "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched AES-128 key is served before it is fetched again; none: no limit"),
             .list("keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback whose clients may receive keys"),

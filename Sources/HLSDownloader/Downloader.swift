@@ -31,6 +31,8 @@ public final class Downloader: Sendable {
     /// transfers need for their writes while an fsync waits for the disk.
     var commitThreadPool: NIOThreadPool { explicitCommitThreadPool ?? Self.sharedCommitThreads }
     private let explicitCommitThreadPool: NIOThreadPool?
+    /// Per item id: the last time its top playlist was asked for again for its cookies (``refreshCookies(for:)``).
+    private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     let limiter: RateLimiter?
     let logger: Logger
     /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
@@ -326,7 +328,7 @@ public final class Downloader: Sendable {
 
     /// Transfers one media resource into a cache writer, with the retry budget; the caller commits it.
     func fetchResource(_ resource: PlannedResource, for item: DownloadItem, counter: RunCounter) async throws -> WrittenBody {
-        try await withRetries(resource.url) {
+        let transfer: @Sendable () async throws -> WrittenBody = {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
@@ -338,6 +340,35 @@ public final class Downloader: Sendable {
                 task.cancel()
             }
         }
+        return try await withRetries(resource.url) {
+            do {
+                return try await transfer()
+            } catch let error as OriginError where error == .httpStatus && (error.originStatus == 401 || error.originStatus == 403) {
+                // A CDN's token cookie (set on the top playlist) that this process never got, because the item resumed
+                // from stored playlists, or that expired: ask for the top playlist again, then once more for this.
+                guard await refreshCookies(for: item) else { throw error }
+                return try await transfer()
+            }
+        }
+    }
+
+    /// Asks the origin for the item's top playlist again, only for the cookies it sets (its body is not used, and
+    /// a failure changes nothing); at most once a minute per item, shared by the resources waiting on it.
+    /// Returns whether it ran (no cookie jar: no point).
+    private func refreshCookies(for item: DownloadItem) async -> Bool {
+        guard origin.cookieJar != nil, let url = try? OriginURL(item.url) else { return false }
+        let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
+        let maxBytes = configuration.maxPlaylistBytes
+        let now = ContinuousClock.now
+        let refresh = cookieRefreshes.withLockedValue { refreshes -> Task<Void, Never> in
+            if let recent = refreshes[item.id], now - recent.started < .seconds(60) { return recent.task }
+            let task = Task { [origin] in _ = try? await origin.fetch(url, headers: headers, maxBytes: maxBytes) }
+            refreshes[item.id] = (task, now)
+            return task
+        }
+        await refresh.value
+        logger.debug("asked for \(url.redacted) again for its cookies after a 401/403")
+        return true
     }
 
     /// Runs `body` up to ``DownloaderConfiguration/attempts`` times with exponential backoff and jitter,
@@ -455,14 +486,14 @@ public final class Downloader: Sendable {
     {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
         let options = ParseOptions(maxBytes: configuration.maxPlaylistBytes)
+        let maxBytes = configuration.maxPlaylistBytes
+        // Playlists may come gzipped (the client decodes them); the item's own headers come after and win.
+        let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         if let cached = store.lookup(key), cached.kind == .playlist, let data = FileManager.default.contents(atPath: cached.path),
             let playlist = try? Playlist(bytes: [UInt8](data), options: options)
         {
             return (playlist, url.string)
         }
-        let maxBytes = configuration.maxPlaylistBytes
-        // Playlists may come gzipped (the client decodes them); the item's own headers come after and win.
-        let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
         }

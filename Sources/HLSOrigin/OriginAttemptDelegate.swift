@@ -40,8 +40,11 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     private let outcome: EventLoopPromise<OriginAttemptOutcome>
 
     /// - Parameter retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
-    init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, task: OriginTask) {
+    private let cookieJar: OriginCookieJar?
+
+    init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, task: OriginTask, cookieJar: OriginCookieJar?) {
         self.url = url
+        self.cookieJar = cookieJar
         self.method = method
         self.retryStatuses = retryStatuses
         self.task = task
@@ -55,6 +58,9 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
 
     func didReceiveHead(task _: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
+        // Every answer may set cookies, a redirect's too (a signed-cookie CDN sets them on the way).
+        let setCookie = head.headers["Set-Cookie"]
+        if let cookieJar, !setCookie.isEmpty { cookieJar.store(setCookie, from: url) }
         if Self.redirectStatuses.contains(status), let location = head.headers.first(name: "Location"),
             let target = try? OriginURL(URIResolver(baseURL: url.string).resolve(location))
         {

@@ -14,6 +14,8 @@ import Synchronization
 public final class OriginClient: Sendable {
     /// The settings this client was made with.
     public let configuration: OriginConfiguration
+    /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
+    public let cookieJar: OriginCookieJar?
     private let httpClient: HTTPClient
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
@@ -25,6 +27,7 @@ public final class OriginClient: Sendable {
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
+        self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
         self.eventLoopGroup = eventLoopGroup
         // AsyncHTTPClient logs every request and response part at trace level, bodies in hex and headers in full:
         // AES-128 keys and origin credentials would end up in the log. Its logs stop at debug.
@@ -198,7 +201,7 @@ public final class OriginClient: Sendable {
             method: method == .GET ? .GET : .HEAD,
             headers: requestHeaders(for: url, extra: headers)
         )
-        let delegate = OriginAttemptDelegate(url: url, method: method, retryStatuses: retryStatuses, task: task)
+        let delegate = OriginAttemptDelegate(url: url, method: method, retryStatuses: retryStatuses, task: task, cookieJar: cookieJar)
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,
@@ -220,6 +223,16 @@ public final class OriginClient: Sendable {
         for field in configuration.extraHeaders(for: url) + extra {
             guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
             headers.replaceOrAdd(name: field.name, value: field.value)
+        }
+        // Cookies the origin set earlier, unless the configuration or the caller already sends one of that name.
+        if let cookieJar {
+            let sent = headers["Cookie"].joined(separator: "; ")
+            let taken = Set(sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) })
+            let stored = cookieJar.cookies(for: url, excluding: taken)
+            if !stored.isEmpty {
+                let value = ([sent] + stored.map { "\($0.name)=\($0.value)" }).filter { !$0.isEmpty }.joined(separator: "; ")
+                headers.replaceOrAdd(name: "Cookie", value: value)
+            }
         }
         // Without the header any coding is acceptable (RFC 9110 §12.5.3); segments and ranges are asked for as
         // they are, so a range means the same bytes as in the file. Whatever coding arrives is still decoded.

@@ -35,6 +35,9 @@ public struct OriginConfiguration: Sendable {
     /// A PEM file of certificate authorities trusted for `https` origins besides the system's trust store (a private
     /// CDN, a TLS-inspecting corporate proxy). `nil`: the system's only.
     public var extraTrustRootsFile: String?
+    /// Whether cookies an origin sets (`Set-Cookie`) are kept and sent back to it, as a player's HTTP stack does
+    /// (``OriginCookieJar``).
+    public var keepsCookies = true
     /// The `User-Agent` sent unless a request or an origin's headers set one.
     public var userAgent: String = HLSCacheVersion.userAgent
 

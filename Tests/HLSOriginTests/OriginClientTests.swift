@@ -113,6 +113,29 @@ struct OriginClientTests {
         }
     }
 
+    /// A CDN that hands out its token as a cookie: kept and sent back, also when set on a redirect; configured
+    /// cookies keep their place; with `keepsCookies` off nothing is kept.
+    @Test func cookiesAnOriginSetsAreSentBack() async throws {
+        try await withOrigin { configuration in
+            configuration.originCookies["127.0.0.1"] = [(name: "session", value: "s1")]
+        } _: { origin, client, _ in
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            _ = try await client.fetch(origin.url("/cookie/set"), maxBytes: 1024)
+            let sent = String(buffer: try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024).body)
+            #expect(sent == "session=s1; token=abc")
+            #expect(client.cookieJar?.count == 1, "the cookie for another domain was refused")
+        }
+        try await withOrigin { origin, client, _ in
+            let response = try await client.fetch(origin.url("/cookie/redirect"), maxBytes: 1024)
+            #expect(response.status == 200, "the cookie set on the 302 went with the redirected request")
+        }
+        try await withOrigin { $0.keepsCookies = false } _: { origin, client, _ in
+            _ = try await client.fetch(origin.url("/cookie/set"), maxBytes: 1024)
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            #expect(client.cookieJar == nil)
+        }
+    }
+
     @Test func rangeRequestsPassThrough() async throws {
         try await withOrigin { origin, client, group in
             let handler = await streamRecording(client, origin.url("/range"), headers: [("Range", "bytes=100-1099")], group: group)

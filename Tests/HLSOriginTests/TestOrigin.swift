@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import NIOConcurrencyHelpers
 import NIOCore
@@ -173,6 +174,19 @@ final class TestOriginHandler: ChannelInboundHandler {
             if parts.count > 3 { coded.removeLast(10) }
             let name = ["gzip": "gzip", "zlib": "deflate", "raw": "deflate", "br": "br"][parts[1]]!
             send(context, status: .ok, headers: ["Content-Encoding": name, "Content-Length": "\(coded.count)", "Vary": "Accept-Encoding"], body: coded)
+        case "cookie":
+            // /cookie/set: sets token=abc (and a cookie for another domain, which must be refused);
+            // /cookie/redirect: sets it on a 302 to /cookie/need; /cookie/need: 403 without it.
+            switch parts.count > 1 ? parts[1] : "" {
+            case "set":
+                send(context, status: .ok, headers: ["Set-Cookie": "token=abc; Path=/cookie", "set-cookie": "stray=1; Domain=elsewhere.example"], body: Array("set".utf8))
+            case "redirect":
+                send(context, status: .found, headers: ["Location": "/cookie/need", "Set-Cookie": "token=abc; Path=/"], body: [])
+            default:
+                let cookies = request.headers["Cookie"].joined(separator: "; ")
+                let ok = cookies.split(separator: ";").contains { $0.trimmingCharacters(in: .whitespaces) == "token=abc" }
+                send(context, status: ok ? .ok : .forbidden, body: Array(cookies.utf8))
+            }
         case "echo":
             let text = request.headers.map { "\($0.name.lowercased()): \($0.value)\n" }.joined()
             send(context, status: .ok, body: Array(text.utf8))

@@ -52,6 +52,9 @@ final class TestOrigin: Sendable {
     private let faults = NIOLockedValueBox<[String: Fault]>([:])
     private let counters = NIOLockedValueBox<[String: Int]>([:])
     private let log = NIOLockedValueBox<[LoggedRequest]>([])
+    /// A CDN's token cookie: the response to `path` sets `cookie` (`name=value`), and every other request without
+    /// it in its `Cookie` header is refused with 403 (Akamai's `hdntl`, signed CloudFront cookies).
+    let cookieGate = NIOLockedValueBox<(path: String, cookie: String)?>(nil)
     /// Bytes to serve instead of a file, by path.
     private let overrides = NIOLockedValueBox<[String: (body: [UInt8], contentType: String)]>([:])
 
@@ -179,6 +182,13 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
         let path = String(head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
         let fault = origin.fault(for: path)
+        if let gate = origin.cookieGate.withLockedValue({ $0 }), gate.path != path {
+            let sent = head.headers["Cookie"].flatMap { $0.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) } }
+            guard sent.contains(gate.cookie) else {
+                send(context, status: 403, body: Array("no token cookie\n".utf8), type: "text/plain", head: head)
+                return
+            }
+        }
         switch fault {
         case .status(let code), .failFirst(_, let code):
             send(context, status: code, body: Array("fault \(code)\n".utf8), type: "text/plain", head: head)
@@ -193,6 +203,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         case .redirect(let location):
             var headers = HTTPHeaders()
             headers.add(name: "Location", value: location)
+            if let gate = origin.cookieGate.withLockedValue({ $0 }), gate.path == path {
+                headers.add(name: "Set-Cookie", value: "\(gate.cookie); Path=/; HttpOnly")
+            }
             headers.add(name: "Content-Length", value: "0")
             context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
@@ -232,6 +245,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             }
         }
         headers.add(name: "Content-Type", value: type)
+        if let gate = origin.cookieGate.withLockedValue({ $0 }), gate.path == path {
+            headers.add(name: "Set-Cookie", value: "\(gate.cookie); Path=/; HttpOnly")
+        }
         if case .wrongLength(let declared) = fault {
             headers.add(name: "Content-Length", value: String(declared))
         } else if case .noLength = fault {
