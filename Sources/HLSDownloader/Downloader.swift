@@ -386,10 +386,16 @@ public final class Downloader: Sendable {
                 }
                 attempt += 1
                 logger.debug("retrying \(url) (attempt \(attempt)): \(error)")
-                try await Task.sleep(for: configuration.delay(beforeAttempt: attempt))
+                var delay = configuration.delay(beforeAttempt: attempt)
+                // A 429/503 that says when to come back is obeyed, up to a minute (a prewarm can wait; nobody watches).
+                if let retryAfter = (error as? OriginError)?.retryAfter { delay = max(delay, min(retryAfter, Self.longestRetryAfter)) }
+                try await Task.sleep(for: delay)
             }
         }
     }
+
+    /// The longest `Retry-After` a prewarm waits out before an attempt.
+    static let longestRetryAfter = Duration.seconds(60)
 
     static func isRetryable(_ error: any Error) -> Bool {
         switch error {

@@ -147,7 +147,7 @@ final class StoreStreamHandler: OriginStreamHandler {
                 return
             }
             guard head.status == 200 else {
-                promise.fail(OriginError.httpStatus(head.status))
+                promise.fail(OriginError.httpStatus(head))
                 return
             }
             let contentType = head.headers.first(name: "Content-Type")

@@ -10,8 +10,8 @@ enum OriginAttemptOutcome: Sendable {
     case delivered
     /// A redirect to follow; its body was discarded.
     case redirect(OriginURL, status: Int)
-    /// A 502/503/504 to retry; its body was discarded.
-    case retryStatus(Int)
+    /// A 502/503/504 to retry, and how long the origin asked to wait (`Retry-After`); its body was discarded.
+    case retryStatus(Int, retryAfter: Duration?)
     /// The exchange failed before any head arrived.
     case failedBeforeHead(any Error)
 }
@@ -66,7 +66,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         {
             state = .discarding(.redirect(target, status: status))
         } else if retryStatuses, Self.retryableStatuses.contains(status) {
-            state = .discarding(.retryStatus(status))
+            state = .discarding(.retryStatus(status, retryAfter: OriginResponseHead(status: status, headers: head.headers, url: url).retryAfter))
         } else {
             let hasBody = method == .GET && status >= 200 && status != 204 && status != 304
             // The declared length counts the bytes on the wire, also when they are compressed.

@@ -26,7 +26,7 @@ extension OriginClient {
         }
         let response = try result.get()
         guard (200...299).contains(response.status) || response.status == 304 else {
-            throw OriginError.httpStatus(response.status).with("\(response.head.url.host) answered \(response.status)")
+            throw OriginError.httpStatus(response.head).with("\(response.head.url.host) answered \(response.status)")
         }
         return response
     }

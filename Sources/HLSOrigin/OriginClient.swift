@@ -118,10 +118,10 @@ public final class OriginClient: Sendable {
                 if status == 303 && method != .HEAD { method = .GET }
                 url = target
                 retries = 0
-            case .retryStatus(let status):
+            case .retryStatus(let status, let retryAfter):
                 retries += 1
                 logger.debug("origin retry", metadata: ["url": "\(url)", "status": "\(status)", "retry": "\(retries)"])
-                guard await backoff(retries) else { return }
+                guard await backoff(retries, retryAfter: retryAfter) else { return }
             case .failedBeforeHead(let error):
                 guard canRetry, OriginError.isRetryableBeforeHead(error) else {
                     task.finish(.failure(OriginError.mapping(error, afterHead: false)))
@@ -134,10 +134,13 @@ public final class OriginClient: Sendable {
         }
     }
 
-    /// Sleeps before a retry; `false` when cancelled meanwhile (the task was already finished by `cancel`).
-    private func backoff(_ retry: Int) async -> Bool {
+    /// Sleeps before a retry, at least as long as the origin's `Retry-After` up to the policy's longest delay (a
+    /// client is waiting on this); `false` when cancelled meanwhile (the task was already finished by `cancel`).
+    private func backoff(_ retry: Int, retryAfter: Duration? = nil) async -> Bool {
+        var delay = Duration.nanoseconds(max(0, configuration.retry.delay(beforeRetry: retry).nanoseconds))
+        if let retryAfter { delay = max(delay, min(retryAfter, .nanoseconds(configuration.retry.maxDelay.nanoseconds))) }
         do {
-            try await Task.sleep(nanoseconds: UInt64(max(0, configuration.retry.delay(beforeRetry: retry).nanoseconds)))
+            try await Task.sleep(for: delay)
             return true
         } catch {
             return false

@@ -10,6 +10,8 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     private var _code: Code
     /// The origin's status for `httpStatus` errors, 0 otherwise.
     public private(set) var originStatus: Int = 0
+    /// For a 429 or 503: how long the origin asked to be left alone (`Retry-After`), honoured by retries.
+    public private(set) var retryAfter: Duration?
     /// What happened, for logs and the JSON body; never contains header values or cookies.
     public private(set) var detail: String = ""
 
@@ -39,6 +41,13 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     public static func httpStatus(_ status: Int) -> OriginError {
         var error = OriginError(_code: .httpStatus)
         error.originStatus = status
+        return error
+    }
+
+    /// An `httpStatus` error for the answer `head`, with its `Retry-After`.
+    public static func httpStatus(_ head: OriginResponseHead) -> OriginError {
+        var error = httpStatus(head.status)
+        error.retryAfter = head.retryAfter
         return error
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import NIOHTTP1
 
@@ -12,6 +13,16 @@ public struct OriginResponseHead: Sendable {
     /// The URL that answered: the requested one, or the last redirect target. Playlists resolve their
     /// relative URIs against it.
     public var url: OriginURL
+
+    /// How long the origin asks to be left alone (`Retry-After`, RFC 9110 §10.2.3: seconds or an HTTP date),
+    /// for 429 and 503 answers; `nil` when absent, malformed or in the past.
+    public var retryAfter: Duration? {
+        guard status == 429 || status == 503, let value = headers.first(name: "Retry-After")?.trimmedOWS(), !value.isEmpty else { return nil }
+        if let seconds = Int(value) { return seconds > 0 ? .seconds(seconds) : nil }
+        guard let date = HTTPDate.parse(value) else { return nil }
+        let seconds = date - Int64(Date().timeIntervalSince1970)
+        return seconds > 0 ? .seconds(seconds) : nil
+    }
 
     /// Creates a head.
     public init(status: Int, headers: HTTPHeaders, url: OriginURL) {

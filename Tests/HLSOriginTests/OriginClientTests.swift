@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import HLSOrigin
 import NIOConcurrencyHelpers
@@ -134,6 +135,41 @@ struct OriginClientTests {
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(client.cookieJar == nil)
         }
+    }
+
+    /// A 503 that says when to come back: the retry waits that long, up to the policy's longest delay.
+    @Test func retryAfterIsObeyedUpToTheLongestDelay() async throws {
+        try await withOrigin { $0.retry = OriginRetryPolicy(maxRetries: 2, baseDelay: .milliseconds(10), maxDelay: .seconds(1)) } _: { origin, client, _ in
+            let clock = ContinuousClock()
+            var started = clock.now
+            let first = try await client.fetch(origin.url("/busy/1/1"), maxBytes: 64)
+            #expect(first.status == 200)
+            #expect(clock.now - started >= .seconds(1), "Retry-After: 1 was not waited out")
+            // Asking for 30 s: capped at the policy's 1 s, and the answer still comes.
+            started = clock.now
+            let second = try await client.fetch(origin.url("/busy/2/30"), maxBytes: 64)
+            #expect(second.status == 200)
+            #expect(clock.now - started >= .seconds(2))
+            #expect(clock.now - started < .seconds(25), "a Retry-After beyond the longest delay is capped")
+        }
+    }
+
+    @Test func retryAfterIsReadAsSecondsOrADate() throws {
+        let url = try OriginURL("http://127.0.0.1/x")
+        func head(_ status: Int, _ value: String) -> OriginResponseHead {
+            OriginResponseHead(status: status, headers: ["Retry-After": value], url: url)
+        }
+        #expect(head(429, "3").retryAfter == .seconds(3))
+        #expect(head(503, " 120 ").retryAfter == .seconds(120))
+        #expect(head(503, "0").retryAfter == nil)
+        #expect(head(503, "soon").retryAfter == nil)
+        #expect(head(200, "3").retryAfter == nil, "only 429 and 503 ask for a pause")
+        let future = HTTPDate.format(Int64(Date().timeIntervalSince1970) + 100)
+        let fromDate = try #require(head(503, future).retryAfter)
+        #expect(fromDate > .seconds(90) && fromDate <= .seconds(100))
+        #expect(head(503, "Thu, 01 Jan 1970 00:00:01 GMT").retryAfter == nil)
+        let error = OriginError.httpStatus(head(429, "7"))
+        #expect(error.originStatus == 429 && error.retryAfter == .seconds(7))
     }
 
     @Test func rangeRequestsPassThrough() async throws {

@@ -174,6 +174,14 @@ final class TestOriginHandler: ChannelInboundHandler {
             if parts.count > 3 { coded.removeLast(10) }
             let name = ["gzip": "gzip", "zlib": "deflate", "raw": "deflate", "br": "br"][parts[1]]!
             send(context, status: .ok, headers: ["Content-Encoding": name, "Content-Length": "\(coded.count)", "Vary": "Accept-Encoding"], body: coded)
+        case "busy":
+            // /busy/N/SECONDS: 503 with Retry-After: SECONDS for the first N requests, then 200.
+            let failures = Int(parts[1])!
+            if hit <= failures {
+                send(context, status: .serviceUnavailable, headers: ["Retry-After": parts[2]], body: Array("busy".utf8))
+            } else {
+                send(context, status: .ok, body: Array("ok".utf8))
+            }
         case "cookie":
             // /cookie/set: sets token=abc (and a cookie for another domain, which must be refused);
             // /cookie/redirect: sets it on a 302 to /cookie/need; /cookie/need: 403 without it.

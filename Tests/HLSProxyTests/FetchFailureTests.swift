@@ -31,6 +31,23 @@ import Testing
         await origin.stop()
     }
 
+    /// A rate-limited CDN (429 with Retry-After): the next attempt waits as long as it was asked, not the 20 ms backoff.
+    @Test func aTooManyRequestsAnswerIsRetriedAfterTheTimeAskedFor() async throws {
+        let (origin, _) = try await start()
+        origin.setFault(.busyFirst(times: 1, seconds: 2), for: "/seg001.m4s")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/index.m3u8")
+        #expect(item.state == .cached)
+        let attempts = origin.requests(matching: "/seg001.m4s")
+        #expect(attempts.count == 2, "one 429, then the segment")
+        if attempts.count == 2 {
+            #expect(attempts[1].time - attempts[0].time >= .seconds(2), "Retry-After: 2 was not waited out")
+        }
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
     @Test func aResourceFailingThreeTimesFailsTheItemWithHTTP() async throws {
         let (origin, _) = try await start()
         origin.setFault(.status(503), for: "/seg002.m4s")

@@ -13,6 +13,8 @@ final class TestOrigin: Sendable {
         case status(Int)
         /// Answer `status` for the first `times` requests, then normally.
         case failFirst(times: Int, status: Int)
+        /// Answer 429 with `Retry-After: seconds` for the first `times` requests, then normally.
+        case busyFirst(times: Int, seconds: Int)
         /// Close the connection without answering.
         case reset
         /// Send the head with the full Content-Length, then only `bytes` bytes, then close.
@@ -137,6 +139,13 @@ final class TestOrigin: Sendable {
             }
             return seen <= times ? fault : nil
         }
+        if case .busyFirst(let times, _) = fault {
+            let seen = counters.withLockedValue { counters -> Int in
+                counters[path, default: 0] += 1
+                return counters[path]!
+            }
+            return seen <= times ? fault : nil
+        }
         return fault
     }
 
@@ -190,6 +199,13 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             }
         }
         switch fault {
+        case .busyFirst(_, let seconds):
+            var headers = HTTPHeaders()
+            headers.add(name: "Retry-After", value: "\(seconds)")
+            headers.add(name: "Content-Length", value: "0")
+            context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .tooManyRequests, headers: headers))), promise: nil)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
         case .status(let code), .failFirst(_, let code):
             send(context, status: code, body: Array("fault \(code)\n".utf8), type: "text/plain", head: head)
             return
