@@ -40,6 +40,14 @@ public enum MediaTypes {
         return ["application/octet-stream", "binary/octet-stream", "text/plain", "application/unknown"].contains(type)
     }
 
+    /// Whether a response its type calls a playlist may be media after all: a path with a media extension
+    /// (`seg1.ts` sent as `application/x-mpegURL` by an origin that labels a whole directory so). The first bytes
+    /// decide; players ignore a segment's type, so such a stream plays directly and must play through the proxy.
+    public static func mightBeMedia(contentType: String?, pathExtension: String?) -> Bool {
+        guard let pathExtension, let type = byExtension[pathExtension] else { return false }
+        return type != playlist && type != "application/json"
+    }
+
     /// Decides from a body's first bytes whether it is a playlist: an optional UTF-8 byte-order mark, then
     /// `#EXTM3U` ending its line (what the parser requires). `nil` while too few bytes arrived to tell, unless
     /// `complete`.

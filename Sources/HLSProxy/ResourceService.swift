@@ -371,7 +371,10 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     func didReceiveHead(_ head: OriginResponseHead) {
         metrics.originResponded(after: ContinuousClock.now - startedAt)
         let type = head.headers.first(name: "Content-Type")
-        if MediaTypes.isPlaylist(contentType: type, pathExtension: url.pathExtension) {
+        // A segment path its origin labels a playlist is relayed as media (a range cannot be sniffed).
+        if MediaTypes.isPlaylist(contentType: type, pathExtension: url.pathExtension),
+            !MediaTypes.mightBeMedia(contentType: type, pathExtension: url.pathExtension)
+        {
             handedOver = true
             onPlaylist()
             return
@@ -393,7 +396,8 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
             return
         }
         var headers = HTTPHeaders()
-        let originType = head.headers.first(name: "Content-Type")
+        var originType = head.headers.first(name: "Content-Type")
+        if MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }  // mislabelled media
         headers.add(name: "Content-Type", value: MediaTypes.choose(origin: originType, pathExtension: url.pathExtension))
         for name in ["Content-Length", "Content-Range", "Last-Modified", "ETag", "Accept-Ranges"] {
             if let value = head.headers.first(name: name) { headers.add(name: name, value: value) }

@@ -180,7 +180,10 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         }
         let originType = head.headers.first(name: "Content-Type")
         let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
-        if !isPlaylist, MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension) {
+        if isPlaylist
+            ? MediaTypes.mightBeMedia(contentType: originType, pathExtension: url.pathExtension)
+            : MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension)
+        {
             state.withLockedValue { $0.sniffing = head }
             return
         }
@@ -189,7 +192,9 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     /// Sets up the response once it is known whether it is a playlist, and lets the clients see the head.
     private func begin(_ head: OriginResponseHead, isPlaylist: Bool) {
-        let originType = head.headers.first(name: "Content-Type")
+        var originType = head.headers.first(name: "Content-Type")
+        // Media its origin called a playlist is sent with its extension's type.
+        if !isPlaylist, MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }
         let contentLength = head.contentLength.map(Int64.init)
         if isPlaylist, let contentLength, contentLength > Int64(services.configuration.maxPlaylistBytes) {
             fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))

@@ -124,6 +124,30 @@ import Testing
         #expect(whole.body == segment)
     }
 
+    /// An origin that labels a whole directory `application/x-mpegURL`, segments included: players ignore a
+    /// segment's type, so the proxy must not try to parse one as a playlist (it answered 502 before).
+    @Test func aSegmentLabelledAsAPlaylistIsServedAsMedia() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let segment = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 0x47) }
+        harness.origin.setBody(segment, contentType: "application/x-mpegURL", for: "/dir/seg1.ts")
+        let response = try await harness.get(harness.url("/dir/seg1.ts"))
+        #expect(response.status == 200)
+        #expect(response.body == segment)
+        #expect(response.headers.first(name: "Content-Type") == "video/mp2t")
+        try await harness.waitForIdle()
+        let hit = try await harness.get(harness.url("/dir/seg1.ts"))
+        #expect(hit.headers.first(name: "X-Cache") == "HIT")
+        #expect(hit.body == segment)
+        let range = try await harness.get(harness.url("/dir/seg1.ts?r=1"), headers: [("Range", "bytes=10-19")])
+        #expect(range.status == 206)
+        #expect(range.body == Array(segment[10...19]))
+        #expect(range.headers.first(name: "Content-Type") == "video/mp2t")
+        // A real playlist under the same label is still one.
+        harness.origin.setBody(Array(Self.master.utf8), contentType: "application/x-mpegURL", for: "/dir/index.m3u8")
+        #expect(try await harness.get(harness.url("/dir/index.m3u8")).text.contains("/http/127.0.0.1:\(harness.origin.port)/dir/v1/index.m3u8"))
+    }
+
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
