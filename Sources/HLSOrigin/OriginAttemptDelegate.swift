@@ -39,9 +39,10 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     private let task: OriginTask
     private let outcome: EventLoopPromise<OriginAttemptOutcome>
 
-    /// - Parameter retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
+    /// Where the cookies of every answer go (redirects and retried ones included).
     private let cookieJar: OriginCookieJar?
 
+    /// - Parameter retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
     init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, task: OriginTask, cookieJar: OriginCookieJar?) {
         self.url = url
         self.cookieJar = cookieJar
