@@ -7,4 +7,10 @@ public protocol HTTPMappableError: Error, Sendable {
     var code: String { get }
     /// A human-readable sentence; may include details such as the origin host, never secrets.
     var message: String { get }
+    /// Seconds a client should wait before asking again (`Retry-After`), when the answer says so.
+    var retryAfterSeconds: Int? { get }
+}
+
+extension HTTPMappableError {
+    public var retryAfterSeconds: Int? { nil }
 }

@@ -12,6 +12,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     public private(set) var originStatus: Int = 0
     /// For a 429 or 503: how long the origin asked to be left alone (`Retry-After`), honoured by retries.
     public private(set) var retryAfter: Duration?
+    public var retryAfterSeconds: Int? { retryAfter.map { Int($0.components.seconds) } }
     /// What happened, for logs and the JSON body; never contains header values or cookies.
     public private(set) var detail: String = ""
 

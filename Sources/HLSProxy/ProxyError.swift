@@ -8,6 +8,8 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     private var codeValue: Code
     public private(set) var httpStatus: Int
     public private(set) var message: String
+    /// The origin's `Retry-After` for a passed-through 429/503, in seconds.
+    public private(set) var retryAfterSeconds: Int?
 
     private init(_ code: Code, _ status: Int, _ message: String) {
         codeValue = code
@@ -29,8 +31,10 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     }
     public static func headersTooLarge(_ message: String) -> ProxyError { ProxyError(.headersTooLarge, 431, message) }
     /// The origin answered with a non-success status: passed through as is.
-    public static func originStatus(_ status: Int, host: String) -> ProxyError {
-        ProxyError(.originStatus, status, "origin \(host) answered \(status)")
+    public static func originStatus(_ status: Int, host: String, retryAfter: Duration? = nil) -> ProxyError {
+        var error = ProxyError(.originStatus, status, "origin \(host) answered \(status)")
+        error.retryAfterSeconds = retryAfter.map { Int($0.components.seconds) }
+        return error
     }
     /// The origin sent something that is not what it claims (a broken playlist).
     public static func corrupted(_ message: String) -> ProxyError { ProxyError(.corrupted, 502, message) }

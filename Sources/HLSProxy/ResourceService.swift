@@ -390,7 +390,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     private func sendHead(_ head: OriginResponseHead) {
         guard head.status == 200 || head.status == 206 || head.status == 416 else {
-            let error = ProxyError.originStatus(head.status, host: url.host)
+            let error = ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
             metrics.originFailed(code: error.code)
             responder.send(error: error)
             return

@@ -120,6 +120,8 @@ final class Responder: @unchecked Sendable {
         headers.replaceOrAdd(name: "Content-Type", value: "application/json")
         headers.replaceOrAdd(name: "Content-Length", value: String(buffer.readableBytes))
         headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
+        // An origin that asked to be left alone (429/503 with Retry-After) asks the player too.
+        if let seconds = error.retryAfterSeconds, !headers.contains(name: "Retry-After") { headers.add(name: "Retry-After", value: String(seconds)) }
         send(status: HTTPResponseStatus(statusCode: error.httpStatus), headers: headers, body: .bytes(buffer))
     }
 

@@ -173,7 +173,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             let error: any HTTPMappableError =
                 (head.status == 206 || head.status == 304)
                 ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
-                : ProxyError.originStatus(head.status, host: url.host)
+                : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
             services.metrics.originFailed(code: error.code)
             fail(error)
             return

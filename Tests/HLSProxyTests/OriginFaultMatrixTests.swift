@@ -277,4 +277,21 @@ import Testing
         }
         await harness.shutdown()
     }
+
+    /// A rate-limiting origin (429 + Retry-After) is passed through with its Retry-After, so the player backs off
+    /// as the origin asked; nothing is cached, and the next request reaches the origin.
+    @Test func anOriginsRetryAfterReachesThePlayer() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(Array(repeating: 0x47, count: 1000), contentType: "video/mp2t", for: "/rl/seg.ts")
+        harness.origin.setFault(.busyFirst(times: 1, seconds: 7), for: "/rl/seg.ts")
+        let limited = try await harness.get(harness.url("/rl/seg.ts"))
+        #expect(limited.status == 429)
+        #expect(limited.headers.first(name: "Retry-After") == "7")
+        #expect(limited.text.contains("\"error\":\"http\""))
+        let then = try await harness.get(harness.url("/rl/seg.ts"))
+        #expect(then.status == 200)
+        #expect(then.headers["Retry-After"].isEmpty)
+        #expect(harness.origin.requests(matching: "/rl/seg.ts").count == 2)
+    }
 }
