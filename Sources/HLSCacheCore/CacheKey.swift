@@ -26,4 +26,14 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { value }
+
+    /// The volatile parameters of `url` (its tokens), sorted: what the key leaves out. Two requests for one key
+    /// with different signatures carry different tokens.
+    public static func volatileSignature(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) -> String {
+        guard let query = url.query else { return "" }
+        let volatile = Set(volatileParameters.map { $0.lowercased() })
+        return query.split(separator: "&", omittingEmptySubsequences: true).filter { pair in
+            volatile.contains(pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0].lowercased())
+        }.sorted().joined(separator: "&")
+    }
 }

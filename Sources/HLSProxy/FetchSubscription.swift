@@ -15,6 +15,8 @@ final class FetchSubscription: @unchecked Sendable {
     private var headSent = false
     private var writing = false
     private var done = false
+    /// Called instead of answering with the error when the fetch fails before anything was sent.
+    var fallback: ((any HTTPMappableError) -> Void)?
 
     init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, playlists: PlaylistService) {
         self.eventLoop = responder.eventLoop
@@ -41,6 +43,11 @@ final class FetchSubscription: @unchecked Sendable {
         guard !done, !writing else { return }
         let snapshot = fetch.snapshot(from: nextChunk)
         if case .failed(let error) = snapshot.outcome {
+            if !headSent, let fallback {
+                finish()
+                fallback(error)
+                return
+            }
             if headSent { responder.abort() } else { responder.send(error: error) }
             finish()
             return

@@ -39,6 +39,29 @@ final class PlaylistService: Sendable {
         self.readAhead = ReadAheadIndex(window: configuration.prefetchSegments)
     }
 
+    /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
+    /// fetched for by this process. An origin may write the viewer's token into the URIs of the playlist it
+    /// returns (Wowza, token-propagating CDNs): a player coming with a new token gets a playlist fetched with it,
+    /// not the one stored for an earlier, perhaps expired, token. Unknown (a prewarmed playlist, a restart): the
+    /// stored one is served, as always.
+    private let fetchedFor = NIOLockedValueBox<[CacheKey: String]>([:])
+    private static let maxRememberedSignatures = 10_000
+
+    /// Notes that the playlist stored under `key` was fetched for `url`.
+    func rememberTokens(of url: OriginURL, for key: CacheKey) {
+        let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
+        fetchedFor.withLockedValue { table in
+            if table.count >= Self.maxRememberedSignatures { table.removeAll() }
+            table[key] = signature
+        }
+    }
+
+    /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries.
+    func hasOtherTokens(than url: OriginURL, key: CacheKey) -> Bool {
+        guard let stored = fetchedFor.withLockedValue({ $0[key] }) else { return false }
+        return stored != CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 

@@ -74,6 +74,11 @@ final class ResourceService: Sendable {
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let (object, pin) = services.store.lookupAndPin(key) {
+                if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key) {
+                    pin.unpin()
+                    refetchPlaylist(request, key: key, url: url, responder: responder)
+                    return
+                }
                 if object.kind == .playlist {
                     responder.route = .playlist
                     responder.cacheResult = .hit
@@ -219,6 +224,30 @@ final class ResourceService: Sendable {
                 // The raw file vanished or is unreadable: fetch it again.
                 self.miss(request, key: key, url: url, cacheable: true, responder: responder)
             }
+        }
+    }
+
+    /// A stored playlist asked for with other tokens than it was fetched for: fetched again with the request's
+    /// tokens, and the stored one served only if the origin fails (playback keeps working offline).
+    private func refetchPlaylist(_ request: ProxyRequest, key: CacheKey, url: OriginURL, responder: Responder) {
+        let (fetch, created) = services.fetches.join(key.value) { SharedFetch(key: key, url: url, cacheable: true, services: services) }
+        if created { fetch.start() }
+        responder.route = .playlist
+        responder.cacheResult = created ? .miss : .coalesced
+        let fallback: (any HTTPMappableError) -> Void = { [self] error in
+            guard let (object, pin) = services.store.lookupAndPin(key), object.kind == .playlist else {
+                responder.send(error: error)
+                return
+            }
+            services.logger.debug("playlist refetch for new tokens failed; serving the stored one", metadata: ["url": "\(url.redacted)", "error": "\(error.code)"])
+            responder.cacheResult = .hit
+            servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
+        }
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, playlists: services.playlists)
+        subscription.fallback = fallback
+        if !fetch.subscribe(subscription) {
+            services.fetches.remove(fetch)
+            fallback(fetch.failure ?? ProxyError.unavailable("origin \(url.host) is failing"))
         }
     }
 

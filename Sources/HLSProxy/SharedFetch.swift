@@ -342,6 +342,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         }.whenComplete { result in
             switch result {
             case .success(let playlist):
+                if self.cacheable { self.services.playlists.rememberTokens(of: self.url, for: self.key) }
                 self.finish(.playlist(playlist))
                 self.services.fetches.remove(self)
             case .failure(let error as any HTTPMappableError):

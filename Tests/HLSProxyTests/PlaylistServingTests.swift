@@ -148,6 +148,32 @@ import Testing
         #expect(try await harness.get(harness.url("/dir/index.m3u8")).text.contains("/http/127.0.0.1:\(harness.origin.port)/dir/v1/index.m3u8"))
     }
 
+    /// An origin that writes the viewer's token into the URIs it returns (Wowza, token-propagating CDNs): a player
+    /// with a new token gets a playlist fetched with it (the stored one would carry an old, perhaps expired,
+    /// token); the same token again is a hit; and with the origin down the stored playlist is still served.
+    @Test func aNewTokenGetsAPlaylistFetchedWithIt() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        func media(_ token: String) -> [UInt8] {
+            Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?token=\(token)\n#EXT-X-ENDLIST\n".utf8)
+        }
+        for token in ["A", "B", "C"] { harness.origin.setBody(media(token), for: "/tok/index.m3u8?token=\(token)") }
+        let first = try await harness.get(harness.url("/tok/index.m3u8?token=A"))
+        #expect(first.text.contains("seg0.ts?token=A"))
+        let second = try await harness.get(harness.url("/tok/index.m3u8?token=B"))
+        #expect(second.status == 200)
+        #expect(second.text.contains("seg0.ts?token=B"), "\(second.text)")
+        #expect(harness.origin.requests(matching: "/tok/index.m3u8?token=B").count == 1)
+        let again = try await harness.get(harness.url("/tok/index.m3u8?token=B"))
+        #expect(again.text.contains("seg0.ts?token=B"))
+        #expect(harness.origin.requests(containing: "/tok/index.m3u8").count == 2, "the same token again is a hit")
+
+        harness.origin.setFault(.status(503), for: "/tok/index.m3u8")
+        let offline = try await harness.get(harness.url("/tok/index.m3u8?token=C"))
+        #expect(offline.status == 200, "the origin failing, the stored playlist is served")
+        #expect(offline.text.contains("seg0.ts?token=B"))
+    }
+
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
