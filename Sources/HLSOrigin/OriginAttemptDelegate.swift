@@ -59,6 +59,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
 
     func didReceiveHead(task _: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
+        let answered = OriginResponseHead(status: status, headers: head.headers, url: url)
         // Every answer may set cookies, a redirect's too (a signed-cookie CDN sets them on the way).
         let setCookie = head.headers["Set-Cookie"]
         if let cookieJar, !setCookie.isEmpty { cookieJar.store(setCookie, from: url) }
@@ -67,21 +68,23 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         {
             state = .discarding(.redirect(target, status: status))
         } else if retryStatuses, Self.retryableStatuses.contains(status) {
-            state = .discarding(.retryStatus(status, retryAfter: OriginResponseHead(status: status, headers: head.headers, url: url).retryAfter))
+            state = .discarding(.retryStatus(status, retryAfter: answered.retryAfter))
         } else {
             let hasBody = method == .GET && status >= 200 && status != 204 && status != 304
             // The declared length counts the bytes on the wire, also when they are compressed.
-            let expected = hasBody ? OriginResponseHead(status: status, headers: head.headers, url: url).contentLength : nil
-            var headers = head.headers
+            let expected = hasBody ? answered.contentLength : nil
+            var delivered = answered
             do {
                 // A compressed success is decoded here; the head then says nothing of the coding or of a length,
                 // which only the decoded body will tell. Error bodies are not read by anyone and stay as they are.
-                if (200...299).contains(status) || status == 304, let coding = try ContentDecoder.coding(of: headers) {
+                if (200...299).contains(status) || status == 304, let coding = try ContentDecoder.coding(of: head.headers) {
                     guard status != 206 else {
                         throw OriginError.encoding.with("\(url.host) sent a range of a \(coding.rawValue) body, which cannot be decoded")
                     }
+                    var headers = head.headers
                     headers.remove(name: "Content-Encoding")
                     headers.remove(name: "Content-Length")
+                    delivered = OriginResponseHead(status: status, headers: headers, url: url)
                     if hasBody { decoder = ContentDecoder(coding: coding) }
                 }
             } catch {
@@ -90,7 +93,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
             }
             state = .delivering(received: 0, expected: expected)
             outcome.succeed(.delivered)
-            task.deliverHead(OriginResponseHead(status: status, headers: headers, url: url))
+            task.deliverHead(delivered)
         }
         return task.eventLoop.makeSucceededVoidFuture()
     }

@@ -228,7 +228,7 @@ public final class OriginClient: Sendable {
             headers.replaceOrAdd(name: field.name, value: field.value)
         }
         // Cookies the origin set earlier, unless the configuration or the caller already sends one of that name.
-        if let cookieJar {
+        if let cookieJar, cookieJar.count > 0 {
             let sent = headers["Cookie"].joined(separator: "; ")
             let taken = Set(sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) })
             let stored = cookieJar.cookies(for: url, excluding: taken)

@@ -67,7 +67,7 @@ public final class OriginCookieJar: Sendable {
         return matching.sorted { $0.path.count > $1.path.count }.map { ($0.name, $0.value) }
     }
 
-    /// How many cookies are held (for tests and metrics).
+    /// How many cookies are held.
     public var count: Int { cookies.withLock { $0.count } }
 
     // MARK: - RFC 6265 §5.2
