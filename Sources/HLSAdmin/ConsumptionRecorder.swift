@@ -249,7 +249,7 @@ final class ConsumptionRecorder: Sendable {
             guard let url = try? OriginURL(playlistURL), let object = store.lookup(CacheKey(url, volatileParameters: volatileParameters)),
                 object.kind == .playlist, let data = FileManager.default.contents(atPath: object.path),
                 let playlist = try? Playlist(bytes: [UInt8](data)), playlist.kind == .media,
-                let media = try? playlist.media(baseURL: url.string)
+                let media = try? playlist.media(baseURL: object.location ?? url.string)
             else { continue }
             foundAny = true
             for segment in media.segments {

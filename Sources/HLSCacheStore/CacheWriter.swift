@@ -3,7 +3,7 @@ import HLSCacheCore
 import Synchronization
 
 /// Writes one object into `tmp/` and commits it into the cache with
-/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:)``.
+/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:)``.
 ///
 /// Until `finish` returns, lookups do not see the object. ``abort()`` may be called from any thread at any
 /// time (a client went away, the origin failed); a writer dropped without `finish` cleans up in `deinit`.
@@ -125,6 +125,7 @@ public final class CacheWriter: Sendable {
     ///     bytes are exactly the origin's).
     ///   - expiresAt: when lookups stop returning the object (live playlists, keys).
     ///   - locked: whether an item holds it (never evicted); a replaced version's lock carries over.
+    ///   - location: the URL that answered, when the origin redirected (``CachedObject/location``).
     /// - Returns: the committed object.
     /// - Throws: ``CacheStoreError/lengthMismatch`` when the byte count differs from the announced length,
     ///   ``CacheStoreError/writerClosed`` after ``abort()``, ``CacheStoreError/io`` or
@@ -136,12 +137,13 @@ public final class CacheWriter: Sendable {
         etag: String? = nil,
         lastModified: Date? = nil,
         expiresAt: Date? = nil,
-        locked: Bool = false
+        locked: Bool = false,
+        location: String? = nil
     ) throws -> CachedObject {
         FileSystem.assertMayBlock("CacheWriter.finish(\(key))")
         let metadata = CacheStore.Metadata(
             contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
-            locked: locked)
+            locked: locked, location: location)
         // The lock is held to the end so an abort from another thread cannot remove the file mid-commit.
         let object = try state.withLock { state -> CachedObject in
             guard let fd = state.fileDescriptor else {

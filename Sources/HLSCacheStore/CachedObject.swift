@@ -28,6 +28,9 @@ public struct CachedObject: Sendable, Hashable {
     public let kind: CacheObjectKind
     /// Whether an item holds it (locked objects are never evicted).
     public let locked: Bool
+    /// The URL that answered when the origin redirected, `nil` when it was the key's own URL: relative URIs in
+    /// a stored playlist resolve against it, as they did when it was fetched.
+    public let location: String?
 
     /// Whether the object has expired at `date`.
     public func isExpired(at date: Date = Date()) -> Bool {

@@ -61,6 +61,11 @@ struct IndexDatabase: Sendable {
                     CREATE INDEX objects_expiry ON objects (expires_at) WHERE expires_at IS NOT NULL;
                     """)
         }
+        // A playlist fetched through a redirect resolves its relative URIs against the URL that answered; a stored
+        // copy must remember it, or it resolves them against the key's URL (another directory) when read back.
+        migrator.registerMigration("v4-location") { db in
+            try db.execute(sql: "ALTER TABLE objects ADD COLUMN location TEXT")
+        }
         return migrator
     }
 
@@ -104,11 +109,11 @@ struct IndexDatabase: Sendable {
     static func upsert(_ db: Database, _ row: ObjectRow) throws {
         let statement = try db.cachedStatement(
             sql: """
-                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key_hash) DO UPDATE SET key = excluded.key, size = excluded.size,
                   content_type = excluded.content_type, etag = excluded.etag, last_modified = excluded.last_modified,
                   created_at = excluded.created_at, last_access = excluded.last_access, expires_at = excluded.expires_at,
-                  locked = excluded.locked, kind = excluded.kind
+                  locked = excluded.locked, kind = excluded.kind, location = excluded.location
                 """)
         try statement.execute(arguments: row.arguments)
     }

@@ -15,13 +15,15 @@ struct ObjectRow: Sendable, Hashable {
     var expiresAt: Double?
     var locked: Bool
     var kind: String
+    /// The URL that answered when the origin redirected (a playlist's base for relative URIs); `nil` otherwise.
+    var location: String?
 
     static let columns =
-        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind"
+        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind, location"
 
     init(
         keyHash: String, key: String, size: Int64, contentType: String?, etag: String, lastModified: Double?,
-        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String
+        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil
     ) {
         self.keyHash = keyHash
         self.key = key
@@ -34,6 +36,7 @@ struct ObjectRow: Sendable, Hashable {
         self.expiresAt = expiresAt
         self.locked = locked
         self.kind = kind
+        self.location = location
     }
 
     init(row: Row) {
@@ -48,10 +51,11 @@ struct ObjectRow: Sendable, Hashable {
         expiresAt = row["expires_at"]
         locked = row["locked"]
         kind = row["kind"]
+        location = row["location"]
     }
 
     var arguments: StatementArguments {
-        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind]
+        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location]
     }
 
     func isExpired(at now: Double) -> Bool {
@@ -71,7 +75,8 @@ struct ObjectRow: Sendable, Hashable {
             createdAt: Date(timeIntervalSince1970: createdAt),
             expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) },
             kind: CacheObjectKind(rawValue: kind),
-            locked: locked
+            locked: locked,
+            location: location
         )
     }
 }

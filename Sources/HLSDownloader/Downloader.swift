@@ -498,7 +498,8 @@ public final class Downloader: Sendable {
         if let cached = store.lookup(key), cached.kind == .playlist, let data = FileManager.default.contents(atPath: cached.path),
             let playlist = try? Playlist(bytes: [UInt8](data), options: options)
         {
-            return (playlist, url.string)
+            // Stored after a redirect: relative URIs resolve against the URL that answered then.
+            return (playlist, cached.location ?? url.string)
         }
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
@@ -510,13 +511,17 @@ public final class Downloader: Sendable {
         } catch {
             throw DownloadError.corrupted.with("\(url) is not a valid playlist: \(error)")
         }
+        let answered = response.head.url
         if storing {
             let locked = item.locked
+            let redirected = CacheKey(answered, volatileParameters: configuration.volatileQueryParameters) != key
             try await threadPool.runIfActive { [store] in
                 let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
                 do {
                     try writer.write(bytes)
-                    _ = try writer.finish(contentType: "application/vnd.apple.mpegurl", kind: .playlist, locked: locked)
+                    _ = try writer.finish(
+                        contentType: "application/vnd.apple.mpegurl", kind: .playlist, locked: locked,
+                        location: redirected ? answered.string : nil)
                 } catch {
                     writer.abort()
                     throw error
@@ -524,7 +529,7 @@ public final class Downloader: Sendable {
             }
         }
         // Relative URIs resolve against the URL that answered (after redirects).
-        return (playlist, response.head.url.string)
+        return (playlist, answered.string)
     }
 }
 

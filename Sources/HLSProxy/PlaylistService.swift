@@ -65,7 +65,8 @@ final class PlaylistService: Sendable {
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
-    /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`.
+    /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`, the URL that answered: relative
+    /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
     /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
     /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
     /// Runs on the thread pool (registering a new key writes to the key database).
@@ -113,7 +114,8 @@ final class PlaylistService: Sendable {
             remember(result, key: key)
         } else {
             do {
-                try write(raw, key: key)
+                let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
+                try write(raw, key: key, location: redirected ? url.string : nil)
                 try write(rewritten, key: PlaylistService.rewrittenKey(key))
                 if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
             } catch {
@@ -124,11 +126,11 @@ final class PlaylistService: Sendable {
         return result
     }
 
-    private func write(_ bytes: [UInt8], key: CacheKey) throws {
+    private func write(_ bytes: [UInt8], key: CacheKey, location: String? = nil) throws {
         let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
         do {
             try writer.write(bytes)
-            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist)
+            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist, location: location)
         } catch {
             writer.abort()
             throw error

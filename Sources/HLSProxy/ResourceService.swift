@@ -212,10 +212,12 @@ final class ResourceService: Sendable {
             return
         }
         let playlists = services.playlists
+        // Fetched through a redirect: its relative URIs resolve against the URL that answered, as they did then.
+        let base = raw.location.flatMap { try? OriginURL($0) } ?? url
         services.runBlocking(on: responder.eventLoop) { () throws -> RewrittenPlaylist in
             defer { pin.unpin() }
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
-            return try playlists.process(raw: bytes, key: key, url: url, store: true)
+            return try playlists.process(raw: bytes, key: key, url: base, store: true)
         }.whenComplete { result in
             switch result {
             case .success(let playlist): playlists.respond(with: playlist, to: responder, cache: "HIT")

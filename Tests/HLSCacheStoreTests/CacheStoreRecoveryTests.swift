@@ -143,6 +143,36 @@ import Testing
         cache.close()
     }
 
+    /// A cache from before locations (v3) keeps its objects; a playlist's location is stored and read back after
+    /// a reopen, and a version stored without one clears it.
+    @Test func aCacheFromBeforeLocationsKeepsItsObjectsAndThenRemembersThem() throws {
+        let dir = try TemporaryDirectory()
+        do {
+            let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+            try store(bytes(100), as: key("a.ts"), in: cache)
+            try cache.index.write { db in
+                try db.execute(sql: "ALTER TABLE objects DROP COLUMN location; DELETE FROM grdb_migrations WHERE identifier = 'v4-location'")
+            }
+            cache.close()
+        }
+        do {
+            let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+            let old = try #require(cache.lookup(key("a.ts")))
+            #expect(old.location == nil && contents(old.path) == bytes(100))
+            let writer = try cache.makeWriter(for: key("watch/p.m3u8"), expectedLength: 8)
+            try writer.write(Array("#EXTM3U\n".utf8))
+            let stored = try writer.finish(contentType: nil, kind: .playlist, location: "https://cdn.example/v/p.m3u8")
+            #expect(stored.location == "https://cdn.example/v/p.m3u8")
+            cache.close()
+        }
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        #expect(cache.lookup(key("watch/p.m3u8"))?.location == "https://cdn.example/v/p.m3u8")
+        try store(bytes(8), as: key("watch/p.m3u8"), in: cache)
+        #expect(try #require(cache.lookup(key("watch/p.m3u8"))).location == nil, "a new version without one clears it")
+        #expect(try usage(cache) == [108, 2])
+        cache.close()
+    }
+
     @Test func secondInstanceSeesTheFirstsObjectsAndKeepsItsWritesInFlight() throws {
         let dir = try TemporaryDirectory()
         let server = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)

@@ -177,4 +177,41 @@ import Testing
         await fetch.shutdown()
         await origin.stop()
     }
+
+    /// A master behind a redirect (a CDN sending `/watch/x.m3u8` to the stream's directory) names its renditions
+    /// relative to the URL that answered. The stored copy remembers that URL: a proxy serving the prewarmed master
+    /// and a second prewarm reading it resolve the renditions where the first prewarm found them, not next to the
+    /// redirecting URL (where the origin has nothing).
+    @Test func aPrewarmedMasterBehindARedirectResolvesAgainstTheURLThatAnswered() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        origin.setFault(.redirect(to: "/master.m3u8"), for: "/watch/master.m3u8")
+        try await origin.start()
+        let port = origin.port
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let first = try await fetch.fetch("/watch/master.m3u8", seconds: 4)
+        #expect(first.state == .partiallyCached)
+        #expect(fetch.store.lookup(try fetch.key("/watch/master.m3u8"))?.location == fetch.url("/master.m3u8"))
+        #expect(fetch.store.lookup(try fetch.key("/v0/seg000.ts")) != nil)
+
+        // A second item reads the stored master and plans from it.
+        let second = try await fetch.fetch("/watch/master.m3u8", seconds: 6)
+        #expect(second.state == .partiallyCached)
+        #expect(second.errorCode == nil)
+        #expect(origin.requests.allSatisfy { !$0.path.hasPrefix("/watch/v") }, "nothing asked next to the redirecting URL")
+        let direct = try await FFmpeg.frameMD5(origin.baseURL + "/master.m3u8", extraArguments: ["-t", "3.9"])
+        await fetch.shutdown(keepingCache: true)
+
+        // Offline, a proxy on the same cache serves the prewarmed master with the renditions where they are.
+        await origin.stop()
+        let proxy = try await ProxyHarness.start(origin: TestOrigin(root: dir)) { $0.cacheDirectory = fetch.cacheDirectory.path }
+        let master = "\(proxy.base)/http/127.0.0.1:\(port)/watch/master.m3u8"
+        let text = try await proxy.get(master).text
+        #expect(text.contains("/http/127.0.0.1:\(port)/v0/index.m3u8"), "rendition resolved against the redirect target")
+        #expect(!text.contains("/watch/v0"))
+        let offline = try await FFmpeg.frameMD5(master, extraArguments: ["-t", "3.9"])
+        #expect(offline == direct, "the first 3.9 s decode identically with the origin stopped")
+        await proxy.shutdown()
+    }
 }
