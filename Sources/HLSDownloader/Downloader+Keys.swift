@@ -14,10 +14,13 @@ extension Downloader {
     func storeKey(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64 {
         if let keys {
             // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
-            // the master key and keeps it until the item's expiry; the proxy serves it from /keys/{id}.
+            // the master key and keeps it until the last item holding it expires; the proxy serves it from
+            // /keys/{id}.
+            let holders = try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt]
+            let itemExpiry: ItemExpiry = holders.contains { $0 == nil } ? .never : .at(holders.compactMap { $0 }.max()!)
             do {
                 // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
-                let id = try keys.register(resource.url, expiresAt: item.expiresAt, headers: item.headers.map { ($0.name, $0.value) })
+                let id = try keys.register(resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) })
                 _ = try await keys.key(id)
                 return 16
             } catch {

@@ -408,6 +408,17 @@ public final class ItemStore: Sendable {
         }
     }
 
+    /// The expiries of the other items that are not expired or deleted and list `key` (`nil`: never expires).
+    public func expiries(ofItemsListing key: String, except id: String) throws(DownloadError) -> [Date?] {
+        try read { db in
+            let sql = """
+                SELECT i.expires_at FROM item_resources r JOIN items i ON i.id = r.item_id
+                WHERE r.key = ? AND r.item_id != ? AND i.state NOT IN ('expired', 'deleted')
+                """
+            return try Double?.fetchAll(db, sql: sql, arguments: [key, id]).map { $0.map(Date.init(timeIntervalSince1970:)) }
+        }
+    }
+
     // MARK: - Rows
 
     /// A SQLite failure as a ``DownloadError``: ``DownloadError/cacheFull`` when the file system is full (an item

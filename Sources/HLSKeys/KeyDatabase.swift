@@ -50,18 +50,25 @@ struct KeyDatabase: Sendable {
         return migrator
     }
 
-    /// Adds a key, or updates its URL (a fresh token) and, when given, its item expiry and sealed headers.
-    func register(id: KeyID, url: String, host: String, itemExpiresAt: Date?, sealedHeaders: [UInt8]?, now: Date) throws(KeyError) {
+    /// Adds a key, or updates its URL (a fresh token) and, unless `.unchanged`, its item expiry, and, when given,
+    /// its sealed headers.
+    func register(id: KeyID, url: String, host: String, itemExpiry: ItemExpiry, sealedHeaders: [UInt8]?, now: Date) throws(KeyError) {
+        let (replace, date): (Bool, Date?) =
+            switch itemExpiry {
+            case .unchanged: (false, nil)
+            case .never: (true, nil)
+            case .at(let date): (true, date)
+            }
         try write { db in
             try db.execute(
                 sql: """
                     INSERT INTO keys (id, url, host, registered_at, item_expires_at, headers_sealed) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET url = excluded.url, host = excluded.host,
-                        item_expires_at = COALESCE(excluded.item_expires_at, keys.item_expires_at),
+                        item_expires_at = CASE WHEN ? THEN excluded.item_expires_at ELSE keys.item_expires_at END,
                         headers_sealed = COALESCE(excluded.headers_sealed, keys.headers_sealed)
                     """,
                 arguments: [
-                    id.value, url, host, now.timeIntervalSince1970, itemExpiresAt?.timeIntervalSince1970, sealedHeaders.map { Data($0) },
+                    id.value, url, host, now.timeIntervalSince1970, date?.timeIntervalSince1970, sealedHeaders.map { Data($0) }, replace,
                 ])
         }
     }

@@ -41,3 +41,13 @@ public enum KeyExpiry {
         HTTPDate.parse(text).map { Date(timeIntervalSince1970: Double($0)) }
     }
 }
+
+/// The limit items put on a key they hold, as a registration sets it (``KeyService/register(_:itemExpiry:headers:)``).
+public enum ItemExpiry: Sendable, Equatable {
+    /// Leave the recorded limit as it is: the proxy naming the key in a playlist it serves.
+    case unchanged
+    /// No limit: an item holding the key never expires.
+    case never
+    /// The latest expiry among the items holding the key.
+    case at(Date)
+}

@@ -13,10 +13,11 @@ public struct KeyRecord: Sendable {
     public var registeredAt: Date
     /// When the stored copy was fetched; `nil` while pending.
     public var fetchedAt: Date?
-    /// The expiry of the stored copy: the earliest of the item's expiry, the origin's `Cache-Control: max-age`
-    /// or `Expires`, and the configured TTL, taken when it was fetched.
+    /// The expiry of the stored copy: the earlier of the origin's `Cache-Control: max-age` or `Expires` and the
+    /// configured TTL, taken when it was fetched. (Copies stored before 2026-11-25 include the item's expiry too.)
     public var fetchedExpiresAt: Date?
-    /// The expiry given by an item (`hlscache fetch --expires`) when it registered the key.
+    /// The limit the items holding the key put on it (`hlscache fetch --expires`): the latest of their expiries,
+    /// `nil` when one of them never expires or none gave one.
     public var itemExpiresAt: Date?
     /// `nonce | ciphertext | tag` under the master key, with the id as additional data.
     var sealed: [UInt8]?

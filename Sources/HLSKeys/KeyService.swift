@@ -80,17 +80,19 @@ public final class KeyService: Sendable {
     /// Writes only when the key is new to this process or its URL changed (a fresh signing token, which later
     /// fetches use).
     /// - Parameters:
-    ///   - expiresAt: the item's expiry (`hlscache fetch --expires`): the key is never served past it.
+    ///   - itemExpiry: the limit the items holding the key put on it (`hlscache fetch --expires`): the latest
+    ///     of their expiries, as one item's expiry must not cut another's playback short; the key is never
+    ///     served past it. `.unchanged` (a playlist the proxy serves) keeps the one recorded.
     ///   - headers: the item's request headers (`hlscache fetch --header`, e.g. a cookie the key server wants),
     ///     sealed under the master key and sent with every later fetch of this key, renewals included, on top of
     ///     the origin's configured headers. Empty keeps the headers already recorded.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func register(_ url: OriginURL, expiresAt: Date? = nil, headers: [(String, String)] = []) throws(KeyError) -> KeyID {
+    public func register(_ url: OriginURL, itemExpiry: ItemExpiry = .unchanged, headers: [(String, String)] = []) throws(KeyError) -> KeyID {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
         let id = KeyID(key)
         let known = registered.withLockedValue { $0.urls[id] == url.string }
-        if known && expiresAt == nil && headers.isEmpty { return id }
+        if known && itemExpiry == .unchanged && headers.isEmpty { return id }
         var sealedHeaders: [UInt8]?
         if !headers.isEmpty {
             do {
@@ -100,7 +102,7 @@ public final class KeyService: Sendable {
                 throw KeyError.storage.with("cannot seal the headers of key \(id): \(error)")
             }
         }
-        try database.register(id: id, url: url.string, host: url.host, itemExpiresAt: expiresAt, sealedHeaders: sealedHeaders, now: clock())
+        try database.register(id: id, url: url.string, host: url.host, itemExpiry: itemExpiry, sealedHeaders: sealedHeaders, now: clock())
         registered.withLockedValue { registry in
             registry.urls[id] = url.string
             registry.ids[key.value] = id
@@ -285,9 +287,10 @@ public final class KeyService: Sendable {
                     "origin \(url.host) sent \(body.count) bytes for key \(id); an AES-128 key has exactly 16")
             }
             let now = clock()
+            // The items' limit is kept apart (KeyRecord.itemExpiresAt) and may move later: a longer-lived item
+            // taking the key up extends it without a refetch.
             let expiresAt = KeyExpiry.earliest(
-                record.itemExpiresAt, KeyExpiry.origin(headers: response.headers, now: now),
-                configuration.ttl.map { now.addingTimeInterval($0.seconds) })
+                KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) })
             let sealed: [UInt8]
             do {
                 sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))

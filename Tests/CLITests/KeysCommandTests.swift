@@ -80,7 +80,7 @@ private struct SixteenBytes: KeyFetcher {
         let keys = try KeyService(
             directory: cache.path, configuration: KeyConfiguration(), masterKey: MasterKey.load(directory: cache.path, environment: [:]),
             fetcher: SixteenBytes(), logger: Logger(label: "test"))
-        let id = try keys.register(OriginURL(keyURL), expiresAt: expiry)
+        let id = try keys.register(OriginURL(keyURL), itemExpiry: .at(expiry))
         let pending = try await CLI.run(["show", "protected", "--cache-dir", cache.path])
         #expect(pending.status == 0)
         #expect(pending.stdout.contains("\(id.value)  127.0.0.1  pending"), "\(pending.stdout)")

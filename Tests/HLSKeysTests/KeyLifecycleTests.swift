@@ -85,7 +85,7 @@ import Testing
         let setup = Setup()
         defer { setup.directory.cleanup() }
         let keys = try setup.service()
-        let id = try keys.register(Self.url, expiresAt: setup.clock.now.addingTimeInterval(3600), headers: [("Cookie", "x=y")])
+        let id = try keys.register(Self.url, itemExpiry: .at(setup.clock.now.addingTimeInterval(3600)), headers: [("Cookie", "x=y")])
         _ = try await keys.key(id)
         try keys.forget(id)
         let record = try #require(try keys.record(id))

@@ -136,7 +136,7 @@ import Testing
         #expect(try keys.record(id)?.expiresAt == setup.clock.now.addingTimeInterval(120))
 
         // An item's expiry (hlscache fetch --expires) is earlier still.
-        try keys.register(Self.url, expiresAt: setup.clock.now.addingTimeInterval(30))
+        try keys.register(Self.url, itemExpiry: .at(setup.clock.now.addingTimeInterval(30)))
         #expect(try keys.record(id)?.expiresAt == setup.clock.now.addingTimeInterval(30))
         setup.clock.advance(31)
         setup.origin.set { $0.failure = .network }

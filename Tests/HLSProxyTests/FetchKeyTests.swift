@@ -144,4 +144,53 @@ import Testing
         await fetch.shutdown()
         await origin.stop()
     }
+
+    /// Items sharing a key with different expiries: the key lasts as long as the latest of them, in either order
+    /// (a short-lived second item does not cut the first's offline playback short, nor does a short-lived first
+    /// one cap a longer second), and an item that never expires lifts the items' limit (the key TTL, 24 h by
+    /// default, still applies).
+    @Test func aSharedKeyLastsAsLongAsItsLongestLivedItem() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        let now = Date()
+        let (minute, hour, twoHours) = (now.addingTimeInterval(60), now.addingTimeInterval(3600), now.addingTimeInterval(7200))
+        func expiry(_ harness: DownloaderHarness, _ id: String) throws -> TimeInterval? {
+            let status = try harness.downloader.keyStatus(of: id)
+            #expect(status.map(\.state) == [.valid])
+            return status.first?.expiresAt?.timeIntervalSince1970
+        }
+
+        _ = try await fetch.fetch("/index.m3u8", id: "long", seconds: 4, expiresAt: hour)
+        _ = try await fetch.fetch("/index.m3u8", id: "short", seconds: 4, expiresAt: minute)
+        #expect(try expiry(fetch, "long") == hour.timeIntervalSince1970, "the short item leaves the long one's key alone")
+        #expect(try expiry(fetch, "short") == hour.timeIntervalSince1970)
+        let fetched = origin.requests(matching: "/keys/key0.key").count
+
+        // A later, longer-lived item extends the stored copy without fetching it again.
+        _ = try await fetch.fetch("/index.m3u8", id: "longer", seconds: 4, expiresAt: twoHours)
+        #expect(try expiry(fetch, "short") == twoHours.timeIntervalSince1970)
+        #expect(origin.requests(matching: "/keys/key0.key").count == fetched)
+        // One that never expires lifts the items' limit: the key TTL is what is left.
+        _ = try await fetch.fetch("/index.m3u8", id: "forever", seconds: 4)
+        let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "long")[0].id))
+        let record = try #require(try keys.record(id))
+        #expect(record.itemExpiresAt == nil)
+        #expect(try expiry(fetch, "long") == record.fetchedExpiresAt?.timeIntervalSince1970)
+        #expect(try #require(record.expiresAt) > now.addingTimeInterval(20 * 3600))
+
+        // Short first, long second, in a fresh cache: the stored copy was fetched for the short item and is
+        // extended to the long one's expiry.
+        await fetch.shutdown()
+        let again = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await again.shutdown() } }
+        _ = try await again.fetch("/index.m3u8", id: "short", seconds: 4, expiresAt: minute)
+        _ = try await again.fetch("/index.m3u8", id: "long", seconds: 4, expiresAt: hour)
+        #expect(try expiry(again, "short") == hour.timeIntervalSince1970)
+        await again.shutdown()
+        await origin.stop()
+    }
 }
