@@ -496,7 +496,7 @@ public final class Downloader: Sendable {
         // Playlists may come gzipped (the client decodes them); the item's own headers come after and win.
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         if let cached = store.lookup(key), cached.kind == .playlist, let data = FileManager.default.contents(atPath: cached.path),
-            let playlist = try? Playlist(bytes: [UInt8](data), options: options)
+            let playlist = try? Playlist(bytes: [UInt8](data), options: options), !playlist.isLiveMedia
         {
             // Stored after a redirect: relative URIs resolve against the URL that answered then.
             return (playlist, cached.location ?? url.string)
@@ -512,7 +512,9 @@ public final class Downloader: Sendable {
             throw DownloadError.corrupted.with("\(url) is not a valid playlist: \(error)")
         }
         let answered = response.head.url
-        if storing {
+        // A live playlist is never stored: a copy would go stale, and the proxy would serve it as a hit (the item is
+        // refused as `unsupported` once the plan sees it is live).
+        if storing && !playlist.isLiveMedia {
             let locked = item.locked
             let redirected = CacheKey(answered, volatileParameters: configuration.volatileQueryParameters) != key
             try await threadPool.runIfActive { [store] in

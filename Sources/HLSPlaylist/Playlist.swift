@@ -56,6 +56,15 @@ public struct Playlist: Sendable {
         }
     }
 
+    /// A media playlist without `EXT-X-ENDLIST`: live (or an event still growing), so any copy of it goes stale.
+    public var isLiveMedia: Bool {
+        guard kind == .media else { return false }
+        return !lines.contains { line in
+            if case .tag(.endList) = line.kind { return true }
+            return false
+        }
+    }
+
     /// The text of line `index` (0-based), without its terminator.
     public func text(ofLine index: Int) -> String {
         String(decoding: bytes[lines[index].range], as: UTF8.self)

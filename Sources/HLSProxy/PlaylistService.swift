@@ -67,12 +67,16 @@ final class PlaylistService: Sendable {
 
     /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`, the URL that answered: relative
     /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
+    /// `fromStore`: the raw bytes are a stored copy; a live one throws ``StoredLivePlaylist``.
     /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
     /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
     /// Runs on the thread pool (registering a new key writes to the key database).
     /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
     ///   key cannot be registered.
-    func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool) throws -> RewrittenPlaylist {
+    /// A stored raw playlist turned out to be live (kept by an older version, or by hand): it must not be served.
+    struct StoredLivePlaylist: Error {}
+
+    func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false) throws -> RewrittenPlaylist {
         let playlist: Playlist
         let rewritten: [UInt8]
         let keys = self.keys
@@ -94,18 +98,17 @@ final class PlaylistService: Sendable {
         var isLive = false
         var ttl = 0.0
         if playlist.kind == .media {
-            var hasEndList = false
             var targetDuration = 0.0
             for (index, line) in playlist.lines.enumerated() {
-                if case .tag(.endList) = line.kind { hasEndList = true }
                 if case .tag(.targetDuration) = line.kind {
                     let text = playlist.text(ofLine: index)
                     targetDuration = Double(text.split(separator: ":").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
                 }
             }
-            isLive = !hasEndList
+            isLive = playlist.isLiveMedia
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
+        if fromStore && isLive { throw StoredLivePlaylist() }
         let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
         let result = RewrittenPlaylist(
             body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)

@@ -217,13 +217,19 @@ final class ResourceService: Sendable {
         services.runBlocking(on: responder.eventLoop) { () throws -> RewrittenPlaylist in
             defer { pin.unpin() }
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
-            return try playlists.process(raw: bytes, key: key, url: base, store: true)
+            do {
+                return try playlists.process(raw: bytes, key: key, url: base, store: true, fromStore: true)
+            } catch let error as PlaylistService.StoredLivePlaylist {
+                // A live playlist is never served from a stored copy (it would freeze the stream): the copy goes.
+                _ = try? store.remove(key)
+                throw error
+            }
         }.whenComplete { result in
             switch result {
             case .success(let playlist): playlists.respond(with: playlist, to: responder, cache: "HIT")
             case .failure(let error as any HTTPMappableError): responder.send(error: error)
             case .failure:
-                // The raw file vanished or is unreadable: fetch it again.
+                // The raw file vanished, is unreadable or was a live playlist: fetch it again.
                 self.miss(request, key: key, url: url, cacheable: true, responder: responder)
             }
         }

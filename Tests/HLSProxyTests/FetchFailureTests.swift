@@ -119,6 +119,12 @@ import Testing
         let item = try await fetch.fetch("/live.m3u8")
         #expect(item.state == .failed)
         #expect(item.errorCode == "unsupported")
+        // Nothing of it is kept: a stored live playlist would be served by the proxy as a hit, frozen.
+        #expect(try fetch.stored("/live.m3u8") == nil)
+        origin.setBody(Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1000\nlive.m3u8\n".utf8), for: "/master.m3u8")
+        let viaMaster = try await fetch.fetch("/master.m3u8")
+        #expect(viaMaster.errorCode == "unsupported")
+        #expect(try fetch.stored("/live.m3u8") == nil, "a live variant is not kept either")
         await fetch.shutdown()
         await origin.stop()
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 import HLSPlaylist
 import Testing
 
@@ -189,6 +190,24 @@ import Testing
         let fresh = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(fresh.text.contains("MEDIA-SEQUENCE:11"), "never stale beyond half the target duration")
         #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 2)
+    }
+
+    /// A live playlist stored in the cache (an older `hlscache fetch` refused the item but kept it) is never
+    /// served: the proxy drops it and fetches the live one.
+    @Test func aStoredLivePlaylistIsDroppedNotServed() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let stale = Array(Self.live(sequence: 3).utf8)
+        let key = CacheKey(try OriginURL(harness.origin.baseURL + "/frozen/index.m3u8"))
+        let writer = try harness.store.makeWriter(for: key, expectedLength: Int64(stale.count))
+        try writer.write(stale)
+        _ = try writer.finish(contentType: "application/vnd.apple.mpegurl", kind: .playlist)
+        harness.origin.setBody(Array(Self.live(sequence: 40).utf8), for: "/frozen/index.m3u8")
+        let answer = try await harness.get(harness.url("/frozen/index.m3u8"))
+        #expect(answer.status == 200)
+        #expect(answer.text.contains("MEDIA-SEQUENCE:40"), "\(answer.text)")
+        #expect(harness.store.lookup(key) == nil)
+        #expect(harness.origin.requests(matching: "/frozen/index.m3u8").count == 1)
     }
 
     @Test func blockingReloadParametersAlwaysGoToTheOrigin() async throws {
