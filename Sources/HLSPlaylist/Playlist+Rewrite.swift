@@ -25,13 +25,22 @@ extension Playlist {
     /// Rewrites every URI with `rewriter`; the same as ``rewrite(baseURL:imports:_:)`` but with the
     /// ``URIRewriter/directoryPrefix(for:role:)`` fast path, which makes a playlist of relative references cost
     /// a byte copy per URI.
-    public func rewrite(baseURL: String, imports: [String: String] = [:], using rewriter: some URIRewriter) throws -> [UInt8] {
-        try rewrite(baseURL: baseURL, imports: imports, existential: rewriter)
+    ///
+    /// `keepingUnresolved`: a URI whose `{$name}` has no value (an `IMPORT` from a multivariant playlist the caller
+    /// has not seen) stays as written instead of failing the rewrite; the playlist's `EXT-X-DEFINE` lines stay too,
+    /// so a player that has the multivariant playlist substitutes it, and a relative reference still resolves
+    /// against the rewritten playlist's own URL.
+    public func rewrite(
+        baseURL: String, imports: [String: String] = [:], keepingUnresolved: Bool = false, using rewriter: some URIRewriter
+    ) throws -> [UInt8] {
+        try rewrite(baseURL: baseURL, imports: imports, keepingUnresolved: keepingUnresolved, existential: rewriter)
     }
 
     /// The loop itself is not generic, so it is compiled once, fully optimised, whatever rewriter a caller in
     /// another module passes.
-    private func rewrite(baseURL: String, imports: [String: String], existential rewriter: any URIRewriter) throws -> [UInt8] {
+    private func rewrite(
+        baseURL: String, imports: [String: String], keepingUnresolved: Bool = false, existential rewriter: any URIRewriter
+    ) throws -> [UInt8] {
         let resolver = try URIResolver(baseURL: baseURL)
         let variables = try VariableTable(definitions, baseURL: resolver.base, imports: imports)
         let baseIsHTTP = resolver.base.isHTTP
@@ -68,7 +77,10 @@ extension Playlist {
                 let knownHTTP: Bool
                 if slot.hasVariables {
                     let raw = String(decoding: reference, as: UTF8.self)
-                    resolved = resolver.resolve(try variables.substitute(raw, line: slot.lineIndex + 1))
+                    guard let substituted = try variables.substitute(raw, line: slot.lineIndex + 1, orNil: keepingUnresolved) else {
+                        continue
+                    }
+                    resolved = resolver.resolve(substituted)
                     knownHTTP = false
                 } else {
                     (resolved, knownHTTP) = resolver.resolve(bytes: reference)
@@ -180,6 +192,15 @@ struct VariableTable {
             if parts[0] == name { return parts.count == 2 ? String(parts[1]) : "" }
         }
         return nil
+    }
+
+    /// `text` with every `{$name}` replaced; `nil` when `orNil` and a name has no value.
+    func substitute(_ text: String, line: Int, orNil: Bool) throws -> String? {
+        do {
+            return try substitute(text, line: line)
+        } catch let error as PlaylistError where orNil && error == .undefinedVariable {
+            return nil
+        }
     }
 
     func substitute(_ text: String, line: Int) throws -> String {

@@ -1,4 +1,4 @@
-/// What replaces each URI of a playlist during ``Playlist/rewrite(baseURL:imports:using:)``.
+/// What replaces each URI of a playlist during ``Playlist/rewrite(baseURL:imports:keepingUnresolved:using:)``.
 ///
 /// ``rewrite(_:role:)`` is the whole contract. ``directoryPrefix(for:role:)`` is an optional fast path for the
 /// common case of a playlist full of plain relative references (`seg_00042.ts`): if it returns `P` for a role,

@@ -62,6 +62,26 @@ final class PlaylistService: Sendable {
         return stored != CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
     }
 
+    /// The variables of the multivariant playlists this process rewrote, by the cache key of each playlist they
+    /// name: a media playlist's `EXT-X-DEFINE:IMPORT` takes its value from there (RFC 8216bis §4.4.2.3). Unknown
+    /// (a restart, a player asking for a media playlist directly), the URI stays as written for the player to
+    /// substitute from the multivariant playlist it has.
+    private let importsByPlaylist = NIOLockedValueBox<[CacheKey: [String: String]]>([:])
+
+    private func learnImports(from playlist: Playlist, url: OriginURL) {
+        guard !playlist.definitions.isEmpty, let master = try? playlist.master(baseURL: url.string), !master.variables.isEmpty,
+            let children = try? playlist.resolvedURIs(baseURL: url.string)
+        else { return }
+        let volatile = configuration.volatileQueryParameters
+        importsByPlaylist.withLockedValue { table in
+            if table.count + children.count > Self.maxRememberedSignatures { table.removeAll() }
+            for child in children where child.role == .variant || child.role == .rendition || child.role == .iFramePlaylist {
+                guard let childURL = try? OriginURL(child.url) else { continue }
+                table[CacheKey(childURL, volatileParameters: volatile)] = master.variables
+            }
+        }
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
@@ -90,7 +110,9 @@ final class PlaylistService: Sendable {
                     return try keys.register(keyURL).path
                 }
             }
-            rewritten = try playlist.rewrite(baseURL: url.string, using: rewriter)
+            let imports = playlist.kind == .media ? importsByPlaylist.withLockedValue { $0[key] } ?? [:] : [:]
+            rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
+            if playlist.kind == .master { learnImports(from: playlist, url: url) }
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }

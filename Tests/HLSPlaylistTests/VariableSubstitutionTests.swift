@@ -41,6 +41,20 @@ import Testing
         #expect(mediaError?.line == 5)
     }
 
+    /// A proxy that has not seen the multivariant playlist keeps a URI with an unknown import as written (the
+    /// player substitutes it); the others are rewritten as usual.
+    @Test func aRewriteCanKeepURIsWithAnUnknownImport() throws {
+        let text = "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:NAME=\"d\",VALUE=\"s1\"\n#EXTINF:2,\n{$d}/a.ts?t={$tok}\n#EXTINF:2,\n{$d}/b.ts\n"
+        let playlist = try Playlist(text)
+        let kept = try playlist.rewrite(baseURL: "https://h/v/x.m3u8", keepingUnresolved: true, using: ClosureRewriterForTests { url, _ in "/p/" + url })
+        #expect(String(decoding: kept, as: UTF8.self) == text.replacingOccurrences(of: "{$d}/b.ts", with: "/p/https://h/v/s1/b.ts"))
+        let known = try playlist.rewrite(baseURL: "https://h/v/x.m3u8", imports: ["tok": "9"], keepingUnresolved: true, using: ClosureRewriterForTests { url, _ in "/p/" + url })
+        #expect(String(decoding: known, as: UTF8.self).contains("/p/https://h/v/s1/a.ts?t=9\n"))
+        #expect(throws: PlaylistError.undefinedVariable) {
+            try playlist.rewrite(baseURL: "https://h/v/x.m3u8", using: ClosureRewriterForTests { url, _ in "/p/" + url })
+        }
+    }
+
     @Test func rewriteReplacesTheWholeReferenceAsWritten() throws {
         let sample = SamplePlaylists.variables
         let out = try Playlist(sample.text).rewrite(baseURL: sample.baseURL, imports: sample.imports) { url, _ in "/p/" + url }
@@ -61,4 +75,11 @@ import Testing
         let playlist = try Playlist("#EXTM3U\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"{$b}\"\n#EXT-X-DEFINE:NAME=\"b\",VALUE=\"x\"\n#EXTINF:2,\n{$a}{$b}.ts\n")
         #expect(try playlist.resolvedURIs(baseURL: "https://h/x.m3u8").map(\.url) == ["https://h/{$b}x.ts"])
     }
+}
+
+/// A ``URIRewriter`` from a closure, without a directory-prefix fast path.
+struct ClosureRewriterForTests: URIRewriter {
+    var transform: @Sendable (String, URIRole) -> String?
+    init(_ transform: @escaping @Sendable (String, URIRole) -> String?) { self.transform = transform }
+    func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? { transform(resolvedURL, role) }
 }

@@ -210,6 +210,33 @@ import Testing
         #expect(harness.origin.requests(matching: "/frozen/index.m3u8").count == 1)
     }
 
+    /// `EXT-X-DEFINE:IMPORT` (RFC 8216bis §4.4.2.3): a media playlist takes variables from the multivariant playlist
+    /// that named it. Through the proxy it gets the values of the master the player loaded; asked for without one
+    /// (a restart, a player opening the media playlist directly), the URI stays as written for the player.
+    @Test func mediaPlaylistsImportTheVariablesOfTheirMaster() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(
+            Array("#EXTM3U\n#EXT-X-DEFINE:QUERYPARAM=\"tok\"\n#EXT-X-DEFINE:NAME=\"dir\",VALUE=\"v1\"\n#EXT-X-STREAM-INF:BANDWIDTH=1000\n{$dir}/index.m3u8?tok={$tok}\n".utf8),
+            for: "/def/master.m3u8")
+        let media = "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:IMPORT=\"dir\"\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?tok={$tok}\n#EXTINF:2,\n../{$dir}/seg1.ts\n#EXT-X-ENDLIST\n"
+        harness.origin.setBody(Array(media.utf8), for: "/def/v1/index.m3u8")
+        harness.origin.setBody(Array(media.utf8), for: "/def/other/index.m3u8")
+
+        // Asked for directly, before any master: served, the imported references kept for the player.
+        let direct = try await harness.get(harness.url("/def/other/index.m3u8"))
+        #expect(direct.status == 200)
+        #expect(direct.text.contains("\nseg0.ts?tok={$tok}\n") && direct.text.contains("\n../{$dir}/seg1.ts\n"), "\(direct.text)")
+
+        let master = try await harness.get(harness.url("/def/master.m3u8?tok=abc"))
+        let prefix = "/http/127.0.0.1:\(harness.origin.port)/def/v1"
+        #expect(master.text.contains("\(prefix)/index.m3u8?tok=abc\n"), "\(master.text)")
+        let variant = try await harness.get(harness.url("/def/v1/index.m3u8?tok=abc"))
+        #expect(variant.status == 200)
+        #expect(variant.text.contains("\(prefix)/seg0.ts?tok=abc\n"), "\(variant.text)")
+        #expect(variant.text.contains("/http/127.0.0.1:\(harness.origin.port)/def/v1/seg1.ts\n"))
+    }
+
     @Test func blockingReloadParametersAlwaysGoToTheOrigin() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
