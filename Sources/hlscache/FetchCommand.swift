@@ -95,7 +95,15 @@ struct FetchCommand: AsyncParsableCommand {
                     return
                 }
                 if let existing = try context.items.item(item.id) {
-                    // The same id again: continue that item (after a kill, a pause, a failure).
+                    // The same id again: continue that item (after a kill, a pause, a failure) — the same stream only.
+                    guard existing.url == item.url else {
+                        throw DownloadError.invalidState.with(
+                            "item \(existing.id) already prewarms another stream (\(existing.url)); pick another --id, or `hlscache rm \(existing.id)` first")
+                    }
+                    if existing.precacheSeconds != item.precacheSeconds || existing.selection != item.selection || existing.locked != item.locked {
+                        let note = "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); `hlscache rm \(existing.id)` first to change them"
+                        printer.emit(json ? ItemFormatter.json(["event": "note", "id": existing.id, "message": note]) : "note: " + note)
+                    }
                     item = existing
                     if existing.state.isSettled && existing.state != .deleted && existing.state != .expired {
                         try context.downloader.resume(existing.id)

@@ -205,6 +205,24 @@ import Testing
         #expect(state.status != 0 && state.stderr.contains("--state"))
     }
 
+    /// An existing id continues that item — for the same stream only: another URL is refused (exit 8), and other
+    /// options are named as ignored rather than silently dropped.
+    @Test func anExistingIdIsNotReusedForAnotherStream() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-sameid-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let first = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "same", "--cache-dir", cache.path])
+        #expect(first.status == 0)
+        let other = try await CLI.run(["fetch", "http://127.0.0.1:1/b.m3u8", "--detach", "--id", "same", "--cache-dir", cache.path])
+        #expect(other.status == 8)
+        #expect(other.stderr.contains("already prewarms another stream") && other.stderr.contains("hlscache rm same"), "\(other.stderr)")
+        #expect(!other.stdout.contains("b.m3u8"), "no play URL for a stream that is not the item's")
+        let again = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "same", "--seconds", "6", "--cache-dir", cache.path])
+        #expect(again.status == 0)
+        #expect(again.stdout.contains("note: item same exists: it is resumed with its own options (--seconds 0)"), "\(again.stdout)")
+        let show = try await CLI.run(["show", "same", "--json", "--cache-dir", cache.path])
+        #expect(show.stdout.contains("a.m3u8") && !show.stdout.contains("b.m3u8"))
+    }
+
     /// `fetch --detach` records a queued item; a `serve` on the same cache picks it up (it fails here: nothing
     /// listens on port 1, which shows the scheduler ran it).
     @Test func detachedItemsArePickedUpByServe() async throws {
