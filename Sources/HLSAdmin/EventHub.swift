@@ -69,6 +69,8 @@ public final class EventHub: Sendable {
                 return .progress(id: id, bytes: known.bytes, bytesTotal: known.bytesTotal, segments: known.segments, segmentsTotal: segments)
             }
             if let progress { throttle(progress, force: false) }
+        case .note:
+            break  // shown by the CLI; an API client reads the item's renditions
         case .progress(let id, let p):
             state.withLockedValue { s in
                 if var known = s.known[id] {

@@ -4,6 +4,8 @@ public enum DownloadEvent: Sendable, Hashable {
     case stateChanged(id: String, state: ItemState, errorCode: String?)
     /// The item's plan is known: renditions chosen, resources counted, bytes estimated.
     case planned(id: String, resources: Int, segments: Int, estimatedBytes: Int64?)
+    /// Something the user should know about the plan (a language filter that matched nothing).
+    case note(id: String, message: String)
     /// A resource was stored (or found stored); the counters are the item's totals.
     case progress(id: String, progress: DownloadProgress)
 }

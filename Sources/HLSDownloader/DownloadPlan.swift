@@ -15,6 +15,8 @@ public struct DownloadPlan: Sendable {
     public var media: [PlannedResource]
     /// Whether some segments were left out because they start after the precache length.
     public var isPartial: Bool
+    /// What the user should know about the selection (a language filter that matched nothing).
+    public var notes: [String] = []
 
     /// Every resource, playlists first.
     public var resources: [PlannedResource] { playlists + media }

@@ -188,6 +188,7 @@ public final class Downloader: Sendable {
         let resources = plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) }
         try items.setResources(item.id, resources)
         emit(.planned(id: item.id, resources: plan.resources.count, segments: segmentCount, estimatedBytes: estimate))
+        for note in plan.notes { emit(.note(id: item.id, message: note)) }
         try checkFits(plan)
 
         let progress = ProgressBatch(
@@ -424,6 +425,7 @@ public final class Downloader: Sendable {
             let top = try await loadPlaylist(url, item: item, isMaster: true, storing: storing)
             var renditions: [(SelectedPlaylist, MediaPlaylist)] = []
             var playlistURLs = [url]
+            var notes: [String] = []
             switch top.playlist.kind {
             case .media:
                 let media = try top.playlist.media(baseURL: top.baseURL)
@@ -431,6 +433,7 @@ public final class Downloader: Sendable {
             case .master:
                 let master = try top.playlist.master(baseURL: top.baseURL)
                 let selected = item.selection.select(from: master)
+                notes = item.selection.unmatched(in: master)
                 guard !selected.isEmpty else { throw DownloadError.corrupted.with("the master playlist names no rendition to download") }
                 // The renditions' playlists load in parallel (one round trip instead of one per rendition); results
                 // and the error reported (the first rendition's that failed) follow the master's order.
@@ -451,9 +454,11 @@ public final class Downloader: Sendable {
             if let live = renditions.first(where: { $0.1.isLive }) {
                 throw DownloadError.unsupported.with("\(live.0.url) is a live playlist (no EXT-X-ENDLIST); live recording is not supported yet")
             }
-            return try DownloadPlan.make(
+            var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
                 volatileParameters: configuration.volatileQueryParameters)
+            plan.notes = notes
+            return plan
         } catch {
             throw DownloadError.from(error)
         }

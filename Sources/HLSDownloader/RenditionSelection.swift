@@ -120,9 +120,14 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
         return result
     }
 
-    private func chooseVariants(_ all: [Variant]) -> [Variant] {
-        guard !all.isEmpty else { return [] }
+    private func chooseVariants(_ listed: [Variant]) -> [Variant] {
+        guard !listed.isEmpty else { return [] }
         let bandwidth: (Variant) -> UInt64 = { $0.bandwidth ?? $0.averageBandwidth ?? 0 }
+        if case .all = variants { return listed }
+        // best, worst and a cap pick among the variants with video: an audio-only variant (ffmpeg's masters list
+        // the audio renditions as variants too) is the "worst" by bandwidth but plays no picture.
+        let withVideo = listed.filter { !Self.isAudioOnly($0) }
+        let all = withVideo.isEmpty ? listed : withVideo
         switch variants {
         case .all: return all
         case .best: return [all.max { bandwidth($0) < bandwidth($1) }!]
@@ -133,6 +138,16 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
         }
     }
 
+    /// A variant whose CODECS are all audio codecs and that has no RESOLUTION.
+    static func isAudioOnly(_ variant: Variant) -> Bool {
+        guard variant.resolution == nil, variant.videoGroup == nil, let codecs = variant.codecs else { return false }
+        let audio = ["mp4a", "ac-3", "ec-3", "ac-4", "opus", "flac", "fla", "alac", "dtsc", "dtse", "dtsh", "dtsl", "mp3", ".mp3"]
+        let list = codecs.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return !list.isEmpty && list.allSatisfy { codec in audio.contains { codec == $0 || codec.hasPrefix($0 + ".") } }
+    }
+
+    /// Language tags match when equal or when one is a prefix subtag of the other (BCP 47): `en` selects `en-US`,
+    /// and `en-US` selects a rendition labelled `en`.
     private static func matches(_ language: String?, _ filter: Languages) -> Bool {
         switch filter {
         case .all: return true
@@ -141,9 +156,26 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
             guard let language = language?.lowercased() else { return false }
             return tags.contains { tag in
                 let tag = tag.lowercased()
-                return language == tag || language.hasPrefix(tag + "-")
+                return language == tag || language.hasPrefix(tag + "-") || tag.hasPrefix(language + "-")
             }
         }
+    }
+
+    /// What the selection asked for and the master does not have: `--audio de` on a stream with English and
+    /// French audio selects no audio, which the user should hear about.
+    public func unmatched(in master: MasterPlaylist) -> [String] {
+        let chosen = chooseVariants(master.variants)
+        var notes: [String] = []
+        func check(_ filter: Languages, _ type: Rendition.MediaType, groups: Set<String>, option: String, what: String) {
+            guard case .only(let tags) = filter else { return }
+            let offered = master.renditions.filter { $0.type == type && groups.contains($0.groupID) && $0.url != nil }
+            guard !offered.isEmpty, !offered.contains(where: { Self.matches($0.language, filter) }) else { return }
+            let languages = Array(Set(offered.map { $0.language ?? "unlabelled" })).sorted().joined(separator: ", ")
+            notes.append("\(option) \(tags.joined(separator: ",")) matches no \(what) rendition of the chosen variants (they have: \(languages)); none is downloaded")
+        }
+        check(audio, .audio, groups: Set(chosen.compactMap(\.audioGroup)), option: "--audio", what: "audio")
+        check(subtitles, .subtitles, groups: Set(chosen.compactMap(\.subtitlesGroup)), option: "--subtitles", what: "subtitles")
+        return notes
     }
 }
 

@@ -149,6 +149,7 @@ struct FetchCommand: AsyncParsableCommand {
                 },
             ]
             if let estimate = plan.estimatedBytes { object["estimatedBytes"] = estimate }
+            if !plan.notes.isEmpty { object["notes"] = plan.notes }
             if let fits { object["error"] = fits.code }
             printer.emit(ItemFormatter.json(object))
         } else {
@@ -161,6 +162,7 @@ struct FetchCommand: AsyncParsableCommand {
             let total = plan.estimatedBytes.map { "\(ItemFormatter.bytes($0)) (\($0) bytes)" } ?? "unknown"
             printer.emit("total: \(plan.resources.count) resources, \(plan.segmentCount) segments, estimated \(total)")
             printer.emit("play: \(proxyURL)")
+            for note in plan.notes { printer.emit("note: " + note) }
         }
         if let fits { throw fits }
     }

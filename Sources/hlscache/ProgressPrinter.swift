@@ -28,6 +28,13 @@ final class ProgressPrinter: Sendable {
                 if let estimate { object["estimatedBytes"] = estimate }
                 emit(ItemFormatter.json(object))
             }
+        case .note(let id, let message):
+            if json {
+                emit(ItemFormatter.json(["event": "note", "id": id, "message": message]))
+            } else {
+                finishLine()
+                emit("note: " + message)
+            }
         case .progress(let id, let progress):
             if json {
                 emit(ItemFormatter.progressJSON(id: id, progress))

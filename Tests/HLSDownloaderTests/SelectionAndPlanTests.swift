@@ -38,6 +38,48 @@ import Testing
         #expect(try select("best", "none", "none", iFrames: true) == [base + "high/index.m3u8", base + "low/iframes.m3u8"])
     }
 
+    /// ffmpeg's `-master_pl_name` lists audio renditions as variants too (`CODECS="mp4a.40.2"`, no RESOLUTION):
+    /// best, worst and a cap choose among the variants with video; `all` keeps every one.
+    @Test func audioOnlyVariantsAreNotChosenAsTheVideo() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="a0",LANGUAGE="en",AUTOSELECT=YES,URI="p2.m3u8"
+            #EXT-X-STREAM-INF:BANDWIDTH=1400000,RESOLUTION=640x360,CODECS="avc1.64001e,mp4a.40.2",AUDIO="aud"
+            p0.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=700000,CODECS="avc1.64000d,mp4a.40.2",AUDIO="aud"
+            p1.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=140000,CODECS="mp4a.40.2",AUDIO="aud"
+            p2.m3u8
+
+            """
+        let master = try Playlist(text).master(baseURL: "https://h/m.m3u8")
+        func pick(_ v: String) throws -> [String] {
+            try RenditionSelection(variants: v, audio: "none", subtitles: "none", iFrames: false).select(from: master).map(\.url)
+        }
+        #expect(try pick("worst") == ["https://h/p1.m3u8"])
+        #expect(try pick("200k") == ["https://h/p1.m3u8"], "nothing with video fits: the lowest with video")
+        #expect(try pick("best") == ["https://h/p0.m3u8"])
+        #expect(try pick("all") == ["https://h/p0.m3u8", "https://h/p1.m3u8", "https://h/p2.m3u8"])
+        // An audio-only stream (no variant with video) is still prewarmed.
+        let audioOnly = try Playlist("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS=\"mp4a.40.5\"\na.m3u8\n").master(baseURL: "https://h/m.m3u8")
+        #expect(try RenditionSelection(variants: "worst", audio: "all", subtitles: "all", iFrames: false).select(from: audioOnly).map(\.url) == ["https://h/a.m3u8"])
+    }
+
+    /// `--audio en-US` selects a rendition labelled `en` (and `en` one labelled `en-US`); a language the stream
+    /// does not have is reported, not silently dropped.
+    @Test func languageTagsMatchEitherWayAndMissingOnesAreReported() throws {
+        let master = try Playlist(Self.master).master(baseURL: "https://cdn.example.com/vod/master.m3u8")
+        let base = "https://cdn.example.com/vod/"
+        #expect(try select("best", "none", "en-GB") == [base + "high/index.m3u8", base + "subs/en.m3u8"])
+        #expect(try select("best", "en", "none") == [base + "high/index.m3u8", base + "audio/en.m3u8"])
+        let german = try RenditionSelection(variants: "best", audio: "de", subtitles: "fr", iFrames: false)
+        #expect(german.unmatched(in: master) == [
+            "--audio de matches no audio rendition of the chosen variants (they have: en-US, fr); none is downloaded",
+            "--subtitles fr matches no subtitles rendition of the chosen variants (they have: en); none is downloaded",
+        ])
+        #expect(try RenditionSelection(variants: "best", audio: "fr", subtitles: "all", iFrames: false).unmatched(in: master).isEmpty)
+    }
+
     @Test func badSpellingsAreRefused() {
         #expect(throws: DownloadError.invalidState) { try RenditionSelection(variants: "most", audio: "all", subtitles: "all", iFrames: false) }
         #expect(throws: DownloadError.invalidState) { try RenditionSelection(variants: "all", audio: ",", subtitles: "all", iFrames: false) }

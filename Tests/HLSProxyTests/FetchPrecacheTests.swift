@@ -214,4 +214,24 @@ import Testing
         #expect(offline == direct, "the first 3.9 s decode identically with the origin stopped")
         await proxy.shutdown()
     }
+
+    /// A language the stream does not have is reported to the user with the plan (the CLI prints a `note:`).
+    @Test func aLanguageTheStreamLacksIsReported() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let selection = try RenditionSelection(variants: "worst", audio: "de", subtitles: "all", iFrames: false)
+        let item = try await fetch.fetch("/master.m3u8", id: "german", seconds: 2, selection: selection)
+        #expect(item.state == .partiallyCached)
+        let notes = fetch.events.compactMap { event -> String? in
+            if case .note(let id, let message) = event, id == "german" { return message }
+            return nil
+        }
+        #expect(notes == ["--audio de matches no audio rendition of the chosen variants (they have: en); none is downloaded"])
+        #expect(!origin.requests.contains { $0.path.hasPrefix("/venglish/") })
+        await fetch.shutdown()
+        await origin.stop()
+    }
 }
