@@ -256,6 +256,8 @@ struct PlaylistParser {
         case .iFrameStreamInf:
             let attributes = try attributeSlot(tag, bytes, start, end, line, name: "URI", role: .iFramePlaylist, required: true)
             try checkBandwidth(attributes, bytes, line)
+        case .imageStreamInf:
+            try attributeSlot(tag, bytes, start, end, line, name: "URI", role: .imagePlaylist, required: true)
         case .sessionData:
             try attributeSlot(tag, bytes, start, end, line, name: "URI", role: .sessionData, required: false)
         case .contentSteering:

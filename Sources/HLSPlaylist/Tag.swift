@@ -35,6 +35,8 @@ public enum Tag: String, Sendable, Hashable, CaseIterable {
     case sessionData = "EXT-X-SESSION-DATA"
     case sessionKey = "EXT-X-SESSION-KEY"
     case contentSteering = "EXT-X-CONTENT-STEERING"
+    /// Thumbnail tracks (Roku, the DASH-IF image-track convention for HLS): a playlist of image tiles.
+    case imageStreamInf = "EXT-X-IMAGE-STREAM-INF"
     case unknown = ""
 
     /// Which kind of playlist a tag proves the file to be.
@@ -43,7 +45,7 @@ public enum Tag: String, Sendable, Hashable, CaseIterable {
     var scope: Scope {
         switch self {
         case .extm3u, .version, .independentSegments, .start, .define, .unknown: return .any
-        case .media, .streamInf, .iFrameStreamInf, .sessionData, .sessionKey, .contentSteering: return .master
+        case .media, .streamInf, .iFrameStreamInf, .sessionData, .sessionKey, .contentSteering, .imageStreamInf: return .master
         // EXT-X-ALLOW-CACHE was removed from the spec; old packagers put it in both kinds.
         case .allowCache: return .any
         default: return .media
@@ -54,7 +56,7 @@ public enum Tag: String, Sendable, Hashable, CaseIterable {
     var hasAttributeList: Bool {
         switch self {
         case .start, .define, .partInf, .serverControl, .key, .map, .part, .dateRange, .skip, .preloadHint, .renditionReport,
-            .media, .streamInf, .iFrameStreamInf, .sessionData, .sessionKey, .contentSteering:
+            .media, .streamInf, .iFrameStreamInf, .sessionData, .sessionKey, .contentSteering, .imageStreamInf:
             return true
         default: return false
         }

@@ -29,6 +29,8 @@ public enum URIRole: String, Sendable, Hashable, CaseIterable {
     case interstitialAsset
     /// `X-ASSET-LIST=` on an interstitial `#EXT-X-DATERANGE` (a JSON asset list).
     case interstitialAssetList
+    /// `URI=` on `#EXT-X-IMAGE-STREAM-INF` (a playlist of thumbnail tiles).
+    case imagePlaylist
 
     /// A dense index for per-role tables.
     var ordinal: Int {
@@ -47,13 +49,14 @@ public enum URIRole: String, Sendable, Hashable, CaseIterable {
         case .steeringServer: 11
         case .interstitialAsset: 12
         case .interstitialAssetList: 13
+        case .imagePlaylist: 14
         }
     }
 
     /// Whether the resource is itself a playlist that the proxy should rewrite in turn.
     public var isPlaylist: Bool {
         switch self {
-        case .variant, .rendition, .iFramePlaylist, .renditionReport, .interstitialAsset: return true
+        case .variant, .rendition, .iFramePlaylist, .renditionReport, .interstitialAsset, .imagePlaylist: return true
         default: return false
         }
     }

@@ -75,7 +75,7 @@ final class PlaylistService: Sendable {
         let volatile = configuration.volatileQueryParameters
         importsByPlaylist.withLockedValue { table in
             if table.count + children.count > Self.maxRememberedSignatures { table.removeAll() }
-            for child in children where child.role == .variant || child.role == .rendition || child.role == .iFramePlaylist {
+            for child in children where child.role.isPlaylist {
                 guard let childURL = try? OriginURL(child.url) else { continue }
                 table[CacheKey(childURL, volatileParameters: volatile)] = master.variables
             }

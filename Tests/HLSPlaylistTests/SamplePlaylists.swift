@@ -45,6 +45,7 @@ enum SamplePlaylists {
             #EXT-X-STREAM-INF:BANDWIDTH=2560000,RESOLUTION=1280x720,CODECS="avc1.4d401f,mp4a.40.2",FRAME-RATE=50,AUDIO="aac",SUBTITLES="subs",CLOSED-CAPTIONS=NONE
             //cdn2.example.com/video/720p.m3u8?sig=x%2Fy
             #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=86000,RESOLUTION=640x360,CODECS="avc1.4d401e",URI="video/360p-iframes.m3u8"
+            #EXT-X-IMAGE-STREAM-INF:BANDWIDTH=12000,RESOLUTION=320x180,CODECS="jpeg",URI="thumbs/320x180.m3u8"
 
             """,
         baseURL: base,
@@ -58,6 +59,7 @@ enum SamplePlaylists {
             .init(url: dir + "video/360p.m3u8", role: .variant),
             .init(url: "https://cdn2.example.com/video/720p.m3u8?sig=x%2Fy", role: .variant),
             .init(url: dir + "video/360p-iframes.m3u8", role: .iFramePlaylist),
+            .init(url: dir + "thumbs/320x180.m3u8", role: .imagePlaylist),
         ])
 
     /// LL-HLS delta update: server control, part info, skip, map, key, parts, preload hint, rendition reports,
