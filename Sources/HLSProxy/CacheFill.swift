@@ -26,6 +26,7 @@ final class CacheFill: Sendable {
         var contentType: String?
         var kind: CacheObjectKind
         var lastModified: Date?
+        var expiresAt: Date?
         var completion: @Sendable (CachedObject?) -> Void
     }
 
@@ -77,10 +78,14 @@ final class CacheFill: Sendable {
 
     /// The body is complete: commit once every chunk is written. `completion` gets the stored object, or nil when
     /// nothing was stored (the failure is logged); it runs on a thread-pool thread, or at once after an abort.
-    func commit(contentType: String?, kind: CacheObjectKind, lastModified: Date?, completion: @escaping @Sendable (CachedObject?) -> Void) {
+    func commit(
+        contentType: String?, kind: CacheObjectKind, lastModified: Date?, expiresAt: Date? = nil,
+        completion: @escaping @Sendable (CachedObject?) -> Void
+    ) {
         let (start, stopped) = state.withLockedValue { state -> (Bool, Bool) in
             guard !state.stopped else { return (false, true) }
-            state.commit = Commit(contentType: contentType, kind: kind, lastModified: lastModified, completion: completion)
+            state.commit = Commit(
+                contentType: contentType, kind: kind, lastModified: lastModified, expiresAt: expiresAt, completion: completion)
             return (takeRun(&state), false)
         }
         if stopped {
@@ -165,7 +170,8 @@ final class CacheFill: Sendable {
                 if let writer {
                     do {
                         stored = try writer.finish(
-                            contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified)
+                            contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified,
+                            expiresAt: commit.expiresAt)
                     } catch {
                         logger.warning("could not store \(label): \(error)")
                         failed(error)

@@ -82,6 +82,33 @@ final class PlaylistService: Sendable {
         }
     }
 
+    /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
+    /// plus two target durations, after which no player asks for it (it left every playlist). An encoder that
+    /// restarts and reuses its segment names (ffmpeg numbers from 0 again) is then never answered with the previous
+    /// run's pictures, and a live stream does not fill the cache with segments nobody will ask for again. EVENT
+    /// playlists keep everything (their segments stay listed).
+    private let liveLifetimes = NIOLockedValueBox<[CacheKey: Double]>([:])
+    private static let maxLiveLifetimes = 50_000
+
+    private func learnLifetimes(of playlist: Playlist, url: OriginURL, imports: [String: String]) {
+        guard let media = try? playlist.media(baseURL: url.string, imports: imports), media.playlistType != .event else { return }
+        let window = media.segments.reduce(0) { $0 + $1.duration }
+        let lifetime = window + 2 * Double(media.targetDuration ?? 10)
+        var urls = media.segments.map(\.url) + media.parts.map(\.url)
+        urls += media.segments.compactMap { $0.map?.url }
+        let volatile = configuration.volatileQueryParameters
+        let keys = Set(urls.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
+        liveLifetimes.withLockedValue { table in
+            if table.count + keys.count > Self.maxLiveLifetimes { table.removeAll() }
+            for key in keys { table[key] = lifetime }
+        }
+    }
+
+    /// When a media resource about to be stored stops being served: `nil` unless a live playlist names it.
+    func liveExpiry(of key: CacheKey) -> Date? {
+        liveLifetimes.withLockedValue { $0[key] }.map { Date().addingTimeInterval($0) }
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
@@ -128,6 +155,7 @@ final class PlaylistService: Sendable {
                 }
             }
             isLive = playlist.isLiveMedia
+            if isLive { learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:]) }
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
         if fromStore && isLive { throw StoredLivePlaylist() }

@@ -326,7 +326,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     private func storeSegment(_ fill: CacheFill, head: Head) {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
-        fill.commit(contentType: head.contentType, kind: kind, lastModified: lastModified) { _ in
+        let expiresAt = services.playlists.liveExpiry(of: key)
+        fill.commit(contentType: head.contentType, kind: kind, lastModified: lastModified, expiresAt: expiresAt) { _ in
             self.state.withLockedValue { $0.fill = nil }
             self.services.fetches.remove(self)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSCacheStore
 import HLSPlaylist
 import Testing
 
@@ -235,6 +236,42 @@ import Testing
         #expect(variant.status == 200)
         #expect(variant.text.contains("\(prefix)/seg0.ts?tok=abc\n"), "\(variant.text)")
         #expect(variant.text.contains("/http/127.0.0.1:\(harness.origin.port)/def/v1/seg1.ts\n"))
+    }
+
+    /// Segments of a live playlist are kept for the live window plus two target durations, then asked for again:
+    /// an encoder that restarts and reuses its segment names is not answered with the previous run's bytes.
+    /// VOD segments are kept with no expiry.
+    @Test func liveSegmentsOutliveTheirWindowOnly() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:0\n#EXTINF:1.0,\nseg0.ts\n"
+        harness.origin.setBody(Array(live.utf8), for: "/run/index.m3u8")
+        harness.origin.setBody([UInt8](repeating: 1, count: 1000), for: "/run/seg0.ts")
+        harness.origin.setBody(Array((live + "#EXT-X-ENDLIST\n").utf8), for: "/vod/index.m3u8")
+        harness.origin.setBody([UInt8](repeating: 3, count: 1000), for: "/vod/seg0.ts")
+        _ = try await harness.get(harness.url("/run/index.m3u8"))
+        _ = try await harness.get(harness.url("/vod/index.m3u8"))
+        let before = Date()
+        #expect(try await harness.get(harness.url("/run/seg0.ts")).body == [UInt8](repeating: 1, count: 1000))
+        #expect(try await harness.get(harness.url("/vod/seg0.ts")).body == [UInt8](repeating: 3, count: 1000))
+        func stored(_ path: String) throws -> CachedObject? { harness.store.lookup(CacheKey(try OriginURL(harness.origin.baseURL + path))) }
+        // The commit follows the last byte sent to the player: wait for it.
+        var waited = 0
+        while try stored("/run/seg0.ts") == nil || stored("/vod/seg0.ts") == nil, waited < 100 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        let liveSegment = try #require(try stored("/run/seg0.ts"))
+        let expiry = try #require(liveSegment.expiresAt, "a live segment expires")
+        #expect(expiry > before.addingTimeInterval(2) && expiry < Date().addingTimeInterval(3.5), "window 1 s + 2 × 1 s")
+        #expect(try #require(try stored("/vod/seg0.ts")).expiresAt == nil)
+        #expect(try await harness.get(harness.url("/run/seg0.ts")).headers.first(name: "X-Cache") == "HIT")
+
+        // The encoder restarts with the same names; past the lifetime the proxy asks the origin again.
+        harness.origin.setBody([UInt8](repeating: 2, count: 1000), for: "/run/seg0.ts")
+        try await Task.sleep(until: .now + .seconds(max(0, expiry.timeIntervalSinceNow) + 0.2))
+        #expect(try await harness.get(harness.url("/run/seg0.ts")).body == [UInt8](repeating: 2, count: 1000))
+        #expect(harness.origin.requests(matching: "/run/seg0.ts").count == 2)
     }
 
     @Test func blockingReloadParametersAlwaysGoToTheOrigin() async throws {
