@@ -57,19 +57,33 @@ public struct DownloadPlan: Sendable {
             let segments = playlist.segments(startingBefore: Double(seconds))
             if segments.count < playlist.segments.count { isPartial = true }
             let duration = segments.reduce(0.0) { $0 + $1.duration }
-            var rangeBytes: Int64 = 0
+            // A file addressed by byte ranges is stored whole (a player may seek anywhere in it): its size is the
+            // furthest range any segment of the playlist — selected or not — gives.
+            var fileEnds: [String: Int64] = [:]
+            func note(_ url: String, _ range: ByteRange?) {
+                guard let range else { return }
+                fileEnds[url] = max(fileEnds[url] ?? 0, Int64(range.offset + range.length))
+            }
+            for segment in playlist.segments {
+                note(segment.url, segment.byteRange)
+                if let map = segment.map { note(map.url, map.byteRange) }
+            }
+            var rangeFiles: [String: Int64] = [:]
             var allRanges = !segments.isEmpty
             func add(_ string: String, _ kind: CacheObjectKind, range: ByteRange?) throws(DownloadError) {
                 let url: OriginURL
                 do { url = try OriginURL(string) } catch { throw DownloadError.corrupted.with("cannot fetch \(string): \(error)") }
                 let key = CacheKey(url, volatileParameters: volatileParameters)
-                let end = range.map { Int64($0.offset + $0.length) }
+                let end = range.map { Int64($0.offset + $0.length) }.map { max($0, fileEnds[string] ?? 0) }
                 if let index = indexByKey[key] {
-                    // One file addressed by several ranges: stored whole, once; remember the furthest end.
+                    // One file addressed by several ranges: stored whole, once; remember the furthest end. A
+                    // single-file fMP4 holds its init section and its segments: it counts as a segment.
                     if let end, let known = media[index].knownLength, end > known { media[index].knownLength = end }
+                    if kind == .segment { media[index].kind = .segment }
                     return
                 }
                 guard seen.insert(key).inserted else { return }
+                if let end { rangeFiles[key.value] = end }  // counted by the rendition that adds it
                 indexByKey[key] = media.count
                 media.append(PlannedResource(url: url, key: key, kind: kind, knownLength: end))
             }
@@ -86,11 +100,11 @@ public struct DownloadPlan: Sendable {
                     let range = segment.byteRange.map { (offset: Int64($0.offset), length: Int64($0.length)) }
                     media[index].encryptions.append(PlannedResource.Encryption(keyURL: keyURL, iv: iv, range: range))
                 }
-                if let range = segment.byteRange { rangeBytes += Int64(range.length) } else { allRanges = false }
+                if segment.byteRange == nil { allRanges = false }
             }
             let estimate: Int64?
             if allRanges {
-                estimate = rangeBytes
+                estimate = rangeFiles.values.reduce(0, +)
             } else if let bandwidth = selected.bandwidth {
                 estimate = Int64(Double(bandwidth) * duration / 8)
             } else {

@@ -311,15 +311,21 @@ public final class Downloader: Sendable {
         }
     }
 
-    /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give,
-    /// or the average stored segment size, or the BANDWIDTH estimate's share.
+    /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give, or
+    /// the BANDWIDTH estimate's share per segment, or (no estimate) the average stored segment size.
+    ///
+    /// The plan's share comes first: the stored average is biased by what was stored first — the video
+    /// rendition's segments, ten times an audio segment — and multiplied a stream's size by 2–4 in the progress
+    /// shown, where the BANDWIDTH estimate (an average over every rendition) was within 15 %.
     static func estimator(estimate: Int64?, segments: Int) -> @Sendable (ResourceTotals) -> Int64 {
         { totals in
             let average: Int64
-            if totals.segmentsDone > 0 {
+            if let estimate, segments > 0 {
+                average = estimate / Int64(segments)
+            } else if totals.segmentsDone > 0 {
                 average = totals.doneSegmentBytes / Int64(totals.segmentsDone)
             } else {
-                average = segments > 0 ? (estimate ?? 0) / Int64(segments) : 0
+                average = 0
             }
             return totals.knownBytes + Int64(totals.unknownSegments) * average
         }

@@ -146,14 +146,17 @@ import Testing
         let first = try #require(try store.markDone("d", key: "p", size: 10, estimatedTotal: estimator))
         #expect(first == ItemProgressCounts(bytesDone: 10, bytesTotal: 10 + 50 + 4 * 200, segmentsDone: 0, segmentsTotal: 5))
         try store.markDone("d", key: "s1", size: 100, estimatedTotal: estimator)
-        let counts = try #require(try store.markDone("d", key: "s2", size: 300, estimatedTotal: estimator))
+        let counts = try #require(try store.markDone("d", key: "s2", size: 500, estimatedTotal: estimator))
         let totals = try store.read { db in try ItemStore.resourceTotals(db, id: "d") }
         #expect(
             totals
                 == ResourceTotals(
-                    bytesDone: 410, segmentsDone: 2, segmentsTotal: 5, doneSegmentBytes: 400, knownBytes: 460, unknownSegments: 2))
-        // Two segments stored, 200 bytes on average: 460 known + 2 × 200.
-        #expect(counts == ItemProgressCounts(bytesDone: 410, bytesTotal: 860, segmentsDone: 2, segmentsTotal: 5))
+                    bytesDone: 610, segmentsDone: 2, segmentsTotal: 5, doneSegmentBytes: 600, knownBytes: 660, unknownSegments: 2))
+        // The two stored segments average 300 (video first, say), but the estimate's share stays 200 a segment:
+        // 660 known + 2 × 200.
+        #expect(counts == ItemProgressCounts(bytesDone: 610, bytesTotal: 1060, segmentsDone: 2, segmentsTotal: 5))
+        // Without a BANDWIDTH estimate, the stored average: 660 + 2 × 300.
+        #expect(Downloader.estimator(estimate: nil, segments: 5)(totals) == 1260)
     }
 
     /// The per-item sums are kept by triggers; after any sequence of list replacements, completions and purges

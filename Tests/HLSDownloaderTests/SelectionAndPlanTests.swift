@@ -139,8 +139,37 @@ import Testing
         let selected = SelectedPlaylist(url: url, role: .media, bandwidth: nil, name: nil, language: nil)
         let plan = try DownloadPlan.make(playlists: [try OriginURL(url)], renditions: [(selected, media)], seconds: 3)
         #expect(plan.media.count == 1)
-        #expect(plan.estimatedBytes == 2500)
-        #expect(plan.media[0].knownLength == 2500)
+        // Two segments start before 3 s, but the file is stored whole: its size is the furthest range of all.
+        #expect(plan.estimatedBytes == 3300)
+        #expect(plan.media[0].knownLength == 3300)
+        #expect(plan.segmentCount == 1)
+    }
+
+    /// A single-file fMP4 (`-hls_flags single_file`): the init section and every segment are ranges of one file,
+    /// stored once and counted as a segment (not 0 segments).
+    @Test func aSingleFileFMP4IsOneSegmentOfItsWholeSize() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:2
+            #EXT-X-MAP:URI="main.mp4",BYTERANGE="800@0"
+            #EXTINF:2,
+            #EXT-X-BYTERANGE:1000@800
+            main.mp4
+            #EXTINF:2,
+            #EXT-X-BYTERANGE:1200
+            main.mp4
+            #EXT-X-ENDLIST
+
+            """
+        let url = "https://cdn.example.com/f/index.m3u8"
+        let media = try Playlist(text).media(baseURL: url)
+        let selected = SelectedPlaylist(url: url, role: .media, bandwidth: nil, name: nil, language: nil)
+        let plan = try DownloadPlan.make(playlists: [try OriginURL(url)], renditions: [(selected, media)], seconds: 1)
+        #expect(plan.media.count == 1)
+        #expect(plan.media[0].kind == .segment)
+        #expect(plan.segmentCount == 1)
+        #expect(plan.media[0].knownLength == 3000)
+        #expect(plan.estimatedBytes == 3000)
     }
 
     @Test func volatileParametersAreLeftOutOfKeys() throws {
