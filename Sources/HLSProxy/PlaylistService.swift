@@ -28,6 +28,8 @@ final class PlaylistService: Sendable {
     private let metrics: ProxyMetrics
     let readAhead: ReadAheadIndex
     private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
+    /// Media playlists this process has served live: when one ends (EXT-X-ENDLIST) it is still not kept on disk.
+    private let seenLive = NIOLockedValueBox<Set<CacheKey>>([])
     private static let maxLiveEntries = 4096
 
     init(configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics) {
@@ -112,6 +114,9 @@ final class PlaylistService: Sendable {
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
+    /// A stored raw playlist turned out to be live (kept by an older version, or by hand): it must not be served.
+    struct StoredLivePlaylist: Error {}
+
     /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`, the URL that answered: relative
     /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
     /// `fromStore`: the raw bytes are a stored copy; a live one throws ``StoredLivePlaylist``.
@@ -120,9 +125,6 @@ final class PlaylistService: Sendable {
     /// Runs on the thread pool (registering a new key writes to the key database).
     /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
     ///   key cannot be registered.
-    /// A stored raw playlist turned out to be live (kept by an older version, or by hand): it must not be served.
-    struct StoredLivePlaylist: Error {}
-
     func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false) throws -> RewrittenPlaylist {
         let playlist: Playlist
         let rewritten: [UInt8]
@@ -155,10 +157,20 @@ final class PlaylistService: Sendable {
                 }
             }
             isLive = playlist.isLiveMedia
-            if isLive { learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:]) }
+            if isLive {
+                learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                seenLive.withLockedValue { seen in
+                    if seen.count >= Self.maxLiveEntries { seen.removeAll() }
+                    seen.insert(key)
+                }
+            } else if !fromStore, seenLive.withLockedValue({ $0.contains(key) }) {
+                // A live stream that ended (the encoder wrote EXT-X-ENDLIST): the same URL may go live again with
+                // the next run, so it is kept like a live playlist, briefly and in memory, not on disk for good.
+                isLive = true
+            }
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
-        if fromStore && isLive { throw StoredLivePlaylist() }
+        if fromStore && playlist.isLiveMedia { throw StoredLivePlaylist() }
         let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
         let result = RewrittenPlaylist(
             body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)

@@ -274,6 +274,25 @@ import Testing
         #expect(harness.origin.requests(matching: "/run/seg0.ts").count == 2)
     }
 
+    /// A live stream that ends (ffmpeg writes EXT-X-ENDLIST when stopped) and starts again at the same URL: the
+    /// ended playlist is not kept on disk for good, so viewers get the new run.
+    @Test func anEndedLiveStreamCanGoLiveAgain() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let path = "/restart/index.m3u8"
+        harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 1).utf8), for: path)
+        #expect(try await harness.get(harness.url(path)).text.contains("MEDIA-SEQUENCE:10"))
+        try await Task.sleep(for: .milliseconds(600))  // TTL = 1 s × 0.5
+        harness.origin.setBody(Array((Self.live(sequence: 11, targetDuration: 1) + "#EXT-X-ENDLIST\n").utf8), for: path)
+        let ended = try await harness.get(harness.url(path))
+        #expect(ended.text.contains("MEDIA-SEQUENCE:11") && ended.text.contains("#EXT-X-ENDLIST"))
+        #expect(harness.store.lookup(CacheKey(try OriginURL(harness.origin.baseURL + path))) == nil, "not stored for good")
+        try await Task.sleep(for: .milliseconds(600))
+        harness.origin.setBody(Array(Self.live(sequence: 1, targetDuration: 1).utf8), for: path)
+        let again = try await harness.get(harness.url(path))
+        #expect(again.text.contains("MEDIA-SEQUENCE:1\n") && !again.text.contains("#EXT-X-ENDLIST"), "\(again.text)")
+    }
+
     @Test func blockingReloadParametersAlwaysGoToTheOrigin() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
