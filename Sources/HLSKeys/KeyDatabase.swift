@@ -113,6 +113,18 @@ struct KeyDatabase: Sendable {
         }
     }
 
+    /// Caps the stored copy's expiry at `seconds` after it was fetched (a key a live playlist names).
+    func cap(_ id: KeyID, secondsAfterFetch seconds: Double) throws(KeyError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE keys SET expires_at = fetched_at + ?1
+                    WHERE id = ?2 AND fetched_at IS NOT NULL AND (expires_at IS NULL OR expires_at > fetched_at + ?1)
+                    """,
+                arguments: [seconds, id.value])
+        }
+    }
+
     func recordFailure(id: KeyID, message: String) throws(KeyError) {
         try write { db in
             try db.execute(sql: "UPDATE keys SET last_error = ? WHERE id = ?", arguments: [message, id.value])

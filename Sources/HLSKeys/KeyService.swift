@@ -110,6 +110,14 @@ public final class KeyService: Sendable {
         return id
     }
 
+    /// Serves the stored copy of a key a live playlist names for at most `seconds` after it was fetched: an encoder
+    /// restarted with a new key at the same URI (ffmpeg's `-hls_key_info_file`) is then not answered with the
+    /// previous run's key for the whole TTL. Past that the next request refetches it, as for any expired key.
+    /// - Throws: ``KeyError/storage``.
+    public func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
+        try database.cap(id, secondsAfterFetch: max(1, seconds))
+    }
+
     /// Drops the stored copy of a key and the headers its item gave (the item was deleted or expired): the key is
     /// `pending` again and is fetched from the origin if a player asks for it.
     /// - Throws: ``KeyError/storage``.

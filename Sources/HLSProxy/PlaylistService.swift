@@ -92,8 +92,10 @@ final class PlaylistService: Sendable {
     private let liveLifetimes = NIOLockedValueBox<[CacheKey: Double]>([:])
     private static let maxLiveLifetimes = 50_000
 
-    private func learnLifetimes(of playlist: Playlist, url: OriginURL, imports: [String: String]) {
-        guard let media = try? playlist.media(baseURL: url.string, imports: imports), media.playlistType != .event else { return }
+    /// Learns the lifetime of the live playlist's media and returns it (`nil` for an EVENT playlist).
+    @discardableResult
+    private func learnLifetimes(of playlist: Playlist, url: OriginURL, imports: [String: String]) -> Double? {
+        guard let media = try? playlist.media(baseURL: url.string, imports: imports), media.playlistType != .event else { return nil }
         let window = media.segments.reduce(0) { $0 + $1.duration }
         let lifetime = window + 2 * Double(media.targetDuration ?? 10)
         var urls = media.segments.map(\.url) + media.parts.map(\.url)
@@ -104,6 +106,7 @@ final class PlaylistService: Sendable {
             if table.count + keys.count > Self.maxLiveLifetimes { table.removeAll() }
             for key in keys { table[key] = lifetime }
         }
+        return lifetime
     }
 
     /// When a media resource about to be stored stops being served: `nil` unless a live playlist names it.
@@ -126,6 +129,7 @@ final class PlaylistService: Sendable {
     /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
     ///   key cannot be registered.
     func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false) throws -> RewrittenPlaylist {
+        let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
         let keys = self.keys
@@ -136,7 +140,9 @@ final class PlaylistService: Sendable {
                 // AES-128 keys go to the key store's /keys/{id}; the engine never passes SAMPLE-AES or skd:// here.
                 rewriter.keyRewrite = { @Sendable resolved, _ in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    return try keys.register(keyURL).path
+                    let id = try keys.register(keyURL)
+                    named.withLockedValue { $0.append(id) }
+                    return id.path
                 }
             }
             let imports = playlist.kind == .media ? importsByPlaylist.withLockedValue { $0[key] } ?? [:] : [:]
@@ -158,7 +164,12 @@ final class PlaylistService: Sendable {
             }
             isLive = playlist.isLiveMedia
             if isLive {
-                learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                let lifetime = learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                if let keys, let lifetime {
+                    for id in named.withLockedValue({ $0 }) {
+                        do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
+                    }
+                }
                 seenLive.withLockedValue { seen in
                     if seen.count >= Self.maxLiveEntries { seen.removeAll() }
                     seen.insert(key)

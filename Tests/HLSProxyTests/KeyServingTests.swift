@@ -115,6 +115,33 @@ import Testing
         #expect(post.status == 405)
     }
 
+    /// An encoder restarted with a new key at the same URI: the stored copy of a key a live playlist names is
+    /// served for the live window plus two target durations after it was fetched, then fetched again — not the
+    /// previous run's key for the whole key TTL. A VOD playlist's key keeps the TTL.
+    @Test func aLiveStreamsKeyIsRefetchedAfterItsWindow() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let (first, second) = ([UInt8](repeating: 0xA1, count: 16), [UInt8](repeating: 0xB2, count: 16))
+        let live = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-KEY:METHOD=AES-128,URI=\"enc.key\"\n#EXTINF:1.0,\nseg0.ts\n"
+        harness.origin.setBody(Array(live.utf8), for: "/enc/live.m3u8")
+        harness.origin.setBody(Array((live + "#EXT-X-ENDLIST\n").utf8), for: "/vod/index.m3u8")
+        harness.origin.setBody(first, for: "/enc/enc.key")
+        harness.origin.setBody(first, for: "/vod/enc.key")
+        let livePath = try #require(Self.keyPaths(try await harness.get(harness.url("/enc/live.m3u8")).text).first)
+        let vodPath = try #require(Self.keyPaths(try await harness.get(harness.url("/vod/index.m3u8")).text).first)
+        #expect(try await harness.get(harness.base + livePath).body == first)
+        #expect(try await harness.get(harness.base + vodPath).body == first)
+
+        // The encoder restarts with a new key; past the window (1 s + 2 × 1 s) the live key is fetched again.
+        harness.origin.setBody(second, for: "/enc/enc.key")
+        harness.origin.setBody(second, for: "/vod/enc.key")
+        try await Task.sleep(for: .milliseconds(3300))
+        _ = try await harness.get(harness.url("/enc/live.m3u8"))
+        #expect(try await harness.get(harness.base + livePath).body == second)
+        #expect(try await harness.get(harness.base + vodPath).body == first, "a VOD key keeps its TTL")
+        #expect(harness.origin.requests(matching: "/enc/enc.key").count == 2)
+    }
+
     @Test func sharedAndRotatingKeysAreFetchedOnceEach() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
         defer { Task { await harness.shutdown() } }
