@@ -71,6 +71,11 @@ struct FetchCommand: AsyncParsableCommand {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
         do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+        do {
+            _ = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     func run() async throws {
@@ -79,7 +84,7 @@ struct FetchCommand: AsyncParsableCommand {
         do {
             selection = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
         } catch {
-            throw ValidationError("\(error)")
+            throw ValidationError(error.message)
         }
         try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
                 let proxy = proxyBase.base(context)

@@ -183,6 +183,9 @@ import Testing
         let size = try await CLI.run(["serve", "--max-cache-size", "lots"])
         #expect(size.status != 0)
         #expect(size.stderr.contains("--max-cache-size"))
+        let variants = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--variants", "foo"])
+        #expect(variants.status == 64)
+        #expect(variants.stderr.contains("Error: --variants foo: expected all, best, worst"), "\(variants.stderr)")
     }
 }
 
