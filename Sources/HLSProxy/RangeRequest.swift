@@ -8,6 +8,14 @@ public enum RangeRequest: Equatable, Sendable {
     /// Send 416 with `Content-Range: bytes */size`.
     case unsatisfiable
 
+    /// `bytes=0-`: the whole representation (ffmpeg and the players built on it ask this way for every segment).
+    /// A miss answers it as a plain GET — one origin request that fills the cache — instead of a range relay plus
+    /// a background fill (two origin requests per segment); RFC 9110 §14.2 lets a server ignore Range.
+    public static func isWholeFromStart(_ header: String) -> Bool {
+        let compact = header.filter { $0 != " " && $0 != "\t" }.lowercased()
+        return compact == "bytes=0-"
+    }
+
     public init(header: String?, size: Int64) {
         guard let header else {
             self = .full

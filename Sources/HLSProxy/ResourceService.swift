@@ -266,7 +266,7 @@ final class ResourceService: Sendable {
         // A playlist is always answered whole and rewritten: a byte range of the origin's raw playlist would hand
         // the player unrewritten URIs (ffmpeg asks for "bytes=0-" on every request). Servers may ignore Range.
         let looksLikePlaylist = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
-        if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist {
+        if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist, !RangeRequest.isWholeFromStart(rangeHeader) {
             // Join an in-flight download only if it already has the start of the range; otherwise ask the
             // origin for just the range and fill the cache in the background.
             if let existing = services.fetches.existing(fetchKey) {

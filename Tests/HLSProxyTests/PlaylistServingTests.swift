@@ -124,6 +124,16 @@ import Testing
         #expect(range.body == Array(segment[0..<10]))
         let whole = try await harness.get(harness.url("/media/ranged?x=1"), headers: [("Range", "bytes=0-")])
         #expect(whole.body == segment)
+        // ffmpeg's "bytes=0-" on a miss is one origin request, without Range, that fills the cache.
+        harness.origin.setBody(segment, contentType: "video/mp2t", for: "/media/ffmpeg.ts")
+        let first = try await harness.get(harness.url("/media/ffmpeg.ts"), headers: [("Range", "bytes=0-")])
+        #expect(first.status == 200 && first.body == segment)
+        try await harness.waitForIdle()
+        let asked = harness.origin.requests(matching: "/media/ffmpeg.ts")
+        #expect(asked.count == 1)
+        #expect(asked.allSatisfy { request in !request.headers.contains { $0.0.lowercased() == "range" } })
+        let hit = try await harness.get(harness.url("/media/ffmpeg.ts"), headers: [("Range", "bytes=0-")])
+        #expect(hit.status == 206 && hit.headers.first(name: "X-Cache") == "HIT" && hit.body == segment)
     }
 
     /// An origin that labels a whole directory `application/x-mpegURL`, segments included: players ignore a
