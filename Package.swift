@@ -85,7 +85,7 @@ let package = Package(
         .target(
             name: "HLSProxy",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "HLSKeys", "CZlib",
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSOrigin", "HLSKeys", "HLSCrypto", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -4,7 +4,7 @@ import HLSCacheCore
 
 extension CacheStore {
     /// Starts writing a new version of `key`; nothing is visible to lookups until
-    /// ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:)`` commits it.
+    /// ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)`` commits it.
     ///
     /// - Parameter expectedLength: the length the origin announced, if any: checked now against the cap and
     ///   the free-disk cushion (evicting to make room), reserved while writing, and enforced at finish.
@@ -51,6 +51,7 @@ extension CacheStore {
         var expiresAt: Date?
         var locked: Bool
         var location: String?
+        var tokens: String?
     }
 
     /// Moves a complete, fsynced, closed temp file into `objects/` and records it; the caller owns
@@ -102,7 +103,8 @@ extension CacheStore {
             expiresAt: metadata.expiresAt?.timeIntervalSince1970,
             locked: metadata.locked || wasLocked,
             kind: metadata.kind.rawValue,
-            location: metadata.location
+            location: metadata.location,
+            tokens: metadata.tokens
         )
         do {
             try index.write { db in try IndexDatabase.upsert(db, row) }

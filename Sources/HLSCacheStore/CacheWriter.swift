@@ -3,7 +3,7 @@ import HLSCacheCore
 import Synchronization
 
 /// Writes one object into `tmp/` and commits it into the cache with
-/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:)``.
+/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)``.
 ///
 /// Until `finish` returns, lookups do not see the object. ``abort()`` may be called from any thread at any
 /// time (a client went away, the origin failed); a writer dropped without `finish` cleans up in `deinit`.
@@ -126,6 +126,7 @@ public final class CacheWriter: Sendable {
     ///   - expiresAt: when lookups stop returning the object (live playlists, keys).
     ///   - locked: whether an item holds it (never evicted); a replaced version's lock carries over.
     ///   - location: the URL that answered, when the origin redirected (``CachedObject/location``).
+    ///   - tokens: a digest of the tokens a playlist was fetched with (``CachedObject/tokens``).
     /// - Returns: the committed object.
     /// - Throws: ``CacheStoreError/lengthMismatch`` when the byte count differs from the announced length,
     ///   ``CacheStoreError/writerClosed`` after ``abort()``, ``CacheStoreError/io`` or
@@ -138,12 +139,13 @@ public final class CacheWriter: Sendable {
         lastModified: Date? = nil,
         expiresAt: Date? = nil,
         locked: Bool = false,
-        location: String? = nil
+        location: String? = nil,
+        tokens: String? = nil
     ) throws -> CachedObject {
         FileSystem.assertMayBlock("CacheWriter.finish(\(key))")
         let metadata = CacheStore.Metadata(
             contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
-            locked: locked, location: location)
+            locked: locked, location: location, tokens: tokens)
         // The lock is held to the end so an abort from another thread cannot remove the file mid-commit.
         let object = try state.withLock { state -> CachedObject in
             guard let fd = state.fileDescriptor else {

@@ -31,6 +31,10 @@ public struct CachedObject: Sendable, Hashable {
     /// The URL that answered when the origin redirected, `nil` when it was the key's own URL: relative URIs in
     /// a stored playlist resolve against it, as they did when it was fetched.
     public let location: String?
+    /// A digest of the volatile query parameters (the tokens) a playlist was fetched with, when its writer gave
+    /// one: a player coming with other tokens gets a playlist fetched with them (origins write tokens into the
+    /// URIs they return). Never the tokens themselves.
+    public let tokens: String?
 
     /// Whether the object has expired at `date`.
     public func isExpired(at date: Date = Date()) -> Bool {

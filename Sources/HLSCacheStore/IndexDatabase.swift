@@ -63,8 +63,10 @@ struct IndexDatabase: Sendable {
         }
         // A playlist fetched through a redirect resolves its relative URIs against the URL that answered; a stored
         // copy must remember it, or it resolves them against the key's URL (another directory) when read back.
+        // And a digest of the tokens it was fetched with, so a restart still knows a player with new ones needs a
+        // fresh copy.
         migrator.registerMigration("v4-location") { db in
-            try db.execute(sql: "ALTER TABLE objects ADD COLUMN location TEXT")
+            try db.execute(sql: "ALTER TABLE objects ADD COLUMN location TEXT; ALTER TABLE objects ADD COLUMN tokens TEXT")
         }
         return migrator
     }
@@ -109,11 +111,12 @@ struct IndexDatabase: Sendable {
     static func upsert(_ db: Database, _ row: ObjectRow) throws {
         let statement = try db.cachedStatement(
             sql: """
-                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key_hash) DO UPDATE SET key = excluded.key, size = excluded.size,
                   content_type = excluded.content_type, etag = excluded.etag, last_modified = excluded.last_modified,
                   created_at = excluded.created_at, last_access = excluded.last_access, expires_at = excluded.expires_at,
-                  locked = excluded.locked, kind = excluded.kind, location = excluded.location
+                  locked = excluded.locked, kind = excluded.kind, location = excluded.location,
+                  tokens = excluded.tokens
                 """)
         try statement.execute(arguments: row.arguments)
     }

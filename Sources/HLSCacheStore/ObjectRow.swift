@@ -17,13 +17,15 @@ struct ObjectRow: Sendable, Hashable {
     var kind: String
     /// The URL that answered when the origin redirected (a playlist's base for relative URIs); `nil` otherwise.
     var location: String?
+    /// A digest of the volatile query parameters (tokens) a playlist was fetched with; `nil` otherwise.
+    var tokens: String?
 
     static let columns =
-        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind, location"
+        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind, location, tokens"
 
     init(
         keyHash: String, key: String, size: Int64, contentType: String?, etag: String, lastModified: Double?,
-        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil
+        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil, tokens: String? = nil
     ) {
         self.keyHash = keyHash
         self.key = key
@@ -37,6 +39,7 @@ struct ObjectRow: Sendable, Hashable {
         self.locked = locked
         self.kind = kind
         self.location = location
+        self.tokens = tokens
     }
 
     init(row: Row) {
@@ -52,10 +55,11 @@ struct ObjectRow: Sendable, Hashable {
         locked = row["locked"]
         kind = row["kind"]
         location = row["location"]
+        tokens = row["tokens"]
     }
 
     var arguments: StatementArguments {
-        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location]
+        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location, tokens]
     }
 
     func isExpired(at now: Double) -> Bool {
@@ -76,7 +80,8 @@ struct ObjectRow: Sendable, Hashable {
             expiresAt: expiresAt.map { Date(timeIntervalSince1970: $0) },
             kind: CacheObjectKind(rawValue: kind),
             locked: locked,
-            location: location
+            location: location,
+            tokens: tokens
         )
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSCrypto
 import HLSKeys
 import HLSPlaylist
 import Logging
@@ -42,10 +43,10 @@ final class PlaylistService: Sendable {
     }
 
     /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
-    /// fetched for by this process. An origin may write the viewer's token into the URIs of the playlist it
+    /// fetched for by this process (a digest of them is stored with the playlist too, for after a restart). An origin may write the viewer's token into the URIs of the playlist it
     /// returns (Wowza, token-propagating CDNs): a player coming with a new token gets a playlist fetched with it,
-    /// not the one stored for an earlier, perhaps expired, token. Unknown (a prewarmed playlist, a restart): the
-    /// stored one is served, as always.
+    /// not the one stored for an earlier, perhaps expired, token. Unknown (a prewarmed playlist): the stored one is
+    /// served, as always.
     private let fetchedFor = NIOLockedValueBox<[CacheKey: String]>([:])
     private static let maxRememberedSignatures = 10_000
 
@@ -58,10 +59,22 @@ final class PlaylistService: Sendable {
         }
     }
 
-    /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries.
-    func hasOtherTokens(than url: OriginURL, key: CacheKey) -> Bool {
-        guard let stored = fetchedFor.withLockedValue({ $0[key] }) else { return false }
-        return stored != CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
+    /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process
+    /// remembers it, else as the stored copy's digest says (a restart); unknown (a prewarmed copy) is no.
+    func hasOtherTokens(than url: OriginURL, key: CacheKey, stored object: CachedObject) -> Bool {
+        let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
+        if let remembered = fetchedFor.withLockedValue({ $0[key] }) { return remembered != signature }
+        guard let digest = object.tokens else { return false }
+        return digest != Self.digest(signature: signature)
+    }
+
+    /// The digest stored with a playlist fetched for `url` (``CachedObject/tokens``): never the tokens themselves.
+    func tokenDigest(of url: OriginURL) -> String {
+        Self.digest(signature: CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters))
+    }
+
+    private static func digest(signature: String) -> String {
+        String(SHA256.hex("hlscache-playlist-tokens:" + signature).prefix(32))
     }
 
     /// The variables of the multivariant playlists this process rewrote, by the cache key of each playlist they
@@ -128,7 +141,9 @@ final class PlaylistService: Sendable {
     /// Runs on the thread pool (registering a new key writes to the key database).
     /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
     ///   key cannot be registered.
-    func process(raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false) throws -> RewrittenPlaylist {
+    func process(
+        raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false, tokens: String? = nil
+    ) throws -> RewrittenPlaylist {
         let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
@@ -191,7 +206,7 @@ final class PlaylistService: Sendable {
         } else {
             do {
                 let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
-                try write(raw, key: key, location: redirected ? url.string : nil)
+                try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens)
                 try write(rewritten, key: PlaylistService.rewrittenKey(key))
                 if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
             } catch {
@@ -202,11 +217,11 @@ final class PlaylistService: Sendable {
         return result
     }
 
-    private func write(_ bytes: [UInt8], key: CacheKey, location: String? = nil) throws {
+    private func write(_ bytes: [UInt8], key: CacheKey, location: String? = nil, tokens: String? = nil) throws {
         let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
         do {
             try writer.write(bytes)
-            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist, location: location)
+            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist, location: location, tokens: tokens)
         } catch {
             writer.abort()
             throw error

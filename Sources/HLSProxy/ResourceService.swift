@@ -74,7 +74,7 @@ final class ResourceService: Sendable {
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let (object, pin) = services.store.lookupAndPin(key) {
-                if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key) {
+                if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key, stored: object) {
                     pin.unpin()
                     refetchPlaylist(request, key: key, url: url, responder: responder)
                     return
@@ -218,7 +218,7 @@ final class ResourceService: Sendable {
             defer { pin.unpin() }
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
             do {
-                return try playlists.process(raw: bytes, key: key, url: base, store: true, fromStore: true)
+                return try playlists.process(raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens)
             } catch let error as PlaylistService.StoredLivePlaylist {
                 // A live playlist is never served from a stored copy (it would freeze the stream): the copy goes.
                 _ = try? store.remove(key)

@@ -339,7 +339,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         for chunk in body { collected.append(contentsOf: chunk.readableBytesView) }
         let bytes = collected
         services.runBlocking { () throws -> RewrittenPlaylist in
-            try self.services.playlists.process(raw: bytes, key: self.key, url: head.url, store: self.cacheable)
+            try self.services.playlists.process(
+                raw: bytes, key: self.key, url: head.url, store: self.cacheable, tokens: self.services.playlists.tokenDigest(of: self.url))
         }.whenComplete { result in
             switch result {
             case .success(let playlist):

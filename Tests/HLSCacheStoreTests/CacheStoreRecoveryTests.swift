@@ -151,7 +151,7 @@ import Testing
             let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
             try store(bytes(100), as: key("a.ts"), in: cache)
             try cache.index.write { db in
-                try db.execute(sql: "ALTER TABLE objects DROP COLUMN location; DELETE FROM grdb_migrations WHERE identifier = 'v4-location'")
+                try db.execute(sql: "ALTER TABLE objects DROP COLUMN location; ALTER TABLE objects DROP COLUMN tokens; DELETE FROM grdb_migrations WHERE identifier = 'v4-location'")
             }
             cache.close()
         }

@@ -186,6 +186,35 @@ import Testing
         #expect(offline.text.contains("seg0.ts?token=B"))
     }
 
+    /// After a restart the stored playlist still knows (by a digest, never the tokens) what it was fetched with:
+    /// the same token is a hit, another one gets a fresh copy.
+    @Test func aRestartStillTellsANewTokenFromTheOldOne() async throws {
+        let origin = TestOrigin(root: FileManager.default.temporaryDirectory)
+        try await origin.start()
+        func media(_ token: String) -> [UInt8] {
+            Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?token=\(token)\n#EXT-X-ENDLIST\n".utf8)
+        }
+        for token in ["A", "B"] { origin.setBody(media(token), for: "/tok/index.m3u8?token=\(token)") }
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-tokens-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let first = try await ProxyHarness.start(origin: origin) { $0.cacheDirectory = cache.path }
+        #expect(try await first.get(first.url("/tok/index.m3u8?token=A")).text.contains("seg0.ts?token=A"))
+        let port = origin.port
+        await first.shutdown()  // stops the origin too
+        let index = ["index.sqlite", "index.sqlite-wal"].compactMap { FileManager.default.contents(atPath: cache.appendingPathComponent($0).path) }
+        #expect(index.contains { String(decoding: $0, as: UTF8.self).contains("/tok/index.m3u8") }, "the index was read")
+        #expect(!index.contains { String(decoding: $0, as: UTF8.self).contains("token=A") }, "a digest, never the token")
+        try await origin.start(port: port)
+
+        let second = try await ProxyHarness.start(origin: origin) { $0.cacheDirectory = cache.path }
+        defer { Task { await second.shutdown() } }
+        #expect(try await second.get(second.url("/tok/index.m3u8?token=A")).headers.first(name: "X-Cache") == "HIT")
+        #expect(origin.requests(containing: "/tok/index.m3u8").count == 1)
+        let renewed = try await second.get(second.url("/tok/index.m3u8?token=B"))
+        #expect(renewed.text.contains("seg0.ts?token=B"), "\(renewed.text)")
+        #expect(origin.requests(matching: "/tok/index.m3u8?token=B").count == 1)
+    }
+
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
