@@ -60,18 +60,21 @@ extension AdminAPI {
 
     func act(_ action: String, on id: String) throws -> Reply {
         let item: DownloadItem
+        let readAt = ContinuousClock.now
         switch action {
         case "pause":
             item = try downloader.pause(id)
         case "resume":
             item = try downloader.resume(id)
+            // Announced before the scheduler is woken: subscribers see `queued` before `downloading`.
+            hub.itemChanged(item, readAt: readAt)
             wake()
         case "lock":
             item = try downloader.setLocked(id, true)
         default:
             item = try downloader.setLocked(id, false)
         }
-        hub.itemChanged(item)
+        hub.itemChanged(item, readAt: readAt)
         return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
     }
 

@@ -238,8 +238,9 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         let logger = self.logger
         try? await threadPool.runIfActive {
             do {
+                let readAt = ContinuousClock.now
                 let changes = try feed.next(alsoKnown: hub.unpolledItems)
-                hub.poll(changes)
+                hub.poll(changes, readAt: readAt)
                 for (id, record) in recorder.flush(changes) {
                     hub.send(.played(id: id, lastPlayedAt: record.lastPlayedAt, servedSeconds: record.servedSeconds))
                 }

@@ -29,6 +29,9 @@ public final class EventHub: Sendable {
         /// Items announced from the downloader's events that no poll has reported yet: an item created and removed
         /// between two polls must still get its `removed` event.
         var unpolled: Set<String> = []
+        /// When each item's state was last announced from an event (not a poll): a poll that read the items table
+        /// before that moment has an older state and must not announce it (it did: downloading, queued, downloading).
+        var announcedAt: [String: ContinuousClock.Instant] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
@@ -88,7 +91,10 @@ public final class EventHub: Sendable {
     }
 
     /// An item changed by the API itself (created, resumed): announce its state now rather than at the next poll.
-    public func itemChanged(_ item: DownloadItem) {
+    /// `readAt`: when the change began; a state announced from an event since then is newer (the scheduler may
+    /// have started a resumed item already) and is not overwritten.
+    public func itemChanged(_ item: DownloadItem, readAt: ContinuousClock.Instant? = nil) {
+        if let readAt, let announced = state.withLockedValue({ $0.announcedAt[item.id] }), announced >= readAt { return }
         announce(id: item.id, state: item.state, error: item.errorCode)
     }
 
@@ -98,6 +104,7 @@ public final class EventHub: Sendable {
             s.unpolled.remove(id)
             s.heldProgress[id] = nil
             s.lastProgressAt[id] = nil
+            s.announcedAt[id] = nil
             return s.known.removeValue(forKey: id) != nil
         }
         if known { broadcast(.removed(id: id)) }
@@ -111,7 +118,8 @@ public final class EventHub: Sendable {
     /// Announces what the items table says changed since the last poll (``ItemChangeFeed``): state and progress
     /// differences from what was announced, and removals; also releases progress held back by the throttle. The
     /// first poll only learns the items (a new subscriber reads `/items` for the start).
-    public func poll(_ changes: ItemChangeFeed.Changes) {
+    /// `readAt`: when the read of `changes` began; states announced from events since are newer than the read's.
+    public func poll(_ changes: ItemChangeFeed.Changes, readAt: ContinuousClock.Instant = .now) {
         var events: [AdminEvent] = []
         state.withLockedValue { s in
             let first = changes.isFirst || !s.polledOnce
@@ -119,10 +127,15 @@ public final class EventHub: Sendable {
             if changes.isFirst { s.known = [:] }
             for item in changes.changed {
                 s.unpolled.remove(item.id)
-                let now = Known(
+                var now = Known(
                     state: item.state, error: item.errorCode, bytes: item.bytesDone, bytesTotal: item.bytesTotal,
                     segments: item.segmentsDone, segmentsTotal: item.segmentsTotal)
                 let before = s.known[item.id]
+                if let before, let announced = s.announcedAt[item.id], announced >= readAt {
+                    // An event announced a state after this read began: the read's state is the older one.
+                    now.state = before.state
+                    now.error = before.error
+                }
                 s.known[item.id] = now
                 guard !first, before != now else { continue }
                 if before?.state != now.state || before?.error != now.error {
@@ -140,6 +153,7 @@ public final class EventHub: Sendable {
                 s.unpolled.remove(id)
                 s.lastProgressAt[id] = nil
                 s.heldProgress[id] = nil
+                s.announcedAt[id] = nil
                 // Already announced when the API removed it itself (itemRemoved).
                 if s.known.removeValue(forKey: id) != nil, !first { events.append(.removed(id: id)) }
             }
@@ -170,6 +184,7 @@ public final class EventHub: Sendable {
             known.state = itemState
             known.error = error
             s.known[id] = known
+            s.announcedAt[id] = .now
             return true
         }
         if changed { broadcast(.state(id: id, state: itemState, error: error)) }
