@@ -17,6 +17,16 @@ struct RewrittenPlaylist: Sendable {
     var isLive: Bool
     /// How long a live playlist may be served from memory.
     var ttl: Double
+    /// When it was made from the origin's answer.
+    var madeAt: NIODeadline = .now()
+
+    /// The `Cache-Control` to send: a live playlist may be kept downstream only for what is left of its TTL (a
+    /// cache in front of the proxy adding a whole TTL to a copy already nearly a TTL old would serve it stale).
+    var cacheControl: String {
+        guard isLive else { return "no-cache" }
+        let elapsed = Double((NIODeadline.now() - madeAt).nanoseconds) / 1e9
+        return "max-age=\(max(0, Int((ttl - elapsed).rounded())))"
+    }
 }
 
 /// Rewrites playlists for the proxy and keeps them: VOD and multivariant playlists in the disk cache (raw,
@@ -261,7 +271,7 @@ final class PlaylistService: Sendable {
         headers.add(name: "Content-Type", value: MediaTypes.playlist)
         headers.add(name: "Vary", value: "Accept-Encoding")
         headers.add(name: "X-Cache", value: cache)
-        headers.add(name: "Cache-Control", value: playlist.isLive ? "max-age=\(max(0, Int(playlist.ttl)))" : "no-cache")
+        headers.add(name: "Cache-Control", value: playlist.cacheControl)
         var body = playlist.body
         if responder.request.acceptsGzip, let gzip = playlist.gzip {
             body = gzip
