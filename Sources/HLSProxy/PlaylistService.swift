@@ -53,10 +53,10 @@ final class PlaylistService: Sendable {
     }
 
     /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
-    /// fetched for by this process (a digest of them is stored with the playlist too, for after a restart). An origin may write the viewer's token into the URIs of the playlist it
-    /// returns (Wowza, token-propagating CDNs): a player coming with a new token gets a playlist fetched with it,
-    /// not the one stored for an earlier, perhaps expired, token. Unknown (a prewarmed playlist): the stored one is
-    /// served, as always.
+    /// fetched for by this process (a digest of them is stored with the playlist too, for after a restart). An
+    /// origin may write the viewer's token into the URIs of the playlist it returns (Wowza, token-propagating CDNs):
+    /// a player coming with a new token gets a playlist fetched with it, not the one stored for an earlier, perhaps
+    /// expired, token. Unknown (a prewarmed playlist): the stored one is served, as always.
     private let fetchedFor = NIOLockedValueBox<[CacheKey: String]>([:])
     private static let maxRememberedSignatures = 10_000
 
