@@ -94,7 +94,8 @@ struct ProxyConnectionStateMachine {
 
     mutating func receivedEnd() -> Action {
         guard case .receivingRequest(let head, _) = state else { return .none }
-        let keepAlive = head.isKeepAlive
+        // What follows a CONNECT on the connection is not HTTP (the decoder stops there): close after the answer.
+        let keepAlive = head.isKeepAlive && head.method != .CONNECT
         state = .responding(keepAlive: keepAlive)
         return .dispatch(head, keepAlive: keepAlive)
     }

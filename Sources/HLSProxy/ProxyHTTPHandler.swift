@@ -39,13 +39,19 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var streamFraming = BodyFraming.none
     /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
     private var requestIsHTTP10 = false
+    /// The decoder in front, told when a request that stops it (`Upgrade`) has ended.
+    private let decoder: RequestDecoder?
+    /// The last head the decoder produced asked for a protocol upgrade.
+    private var decodingUpgradeRequest = false
 
     init(
-        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: RequestHeadTimeoutHandler? = nil
+        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: RequestHeadTimeoutHandler? = nil,
+        decoder: RequestDecoder? = nil
     ) {
         self.router = router
         self.observer = observer
         self.timeouts = timeouts
+        self.decoder = decoder
         self.corsAllowOrigin = configuration.corsAllowOrigin
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
@@ -59,8 +65,25 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        queued.append(unwrapInboundIn(data))
+        let part = unwrapInboundIn(data)
+        if let decoder { watchForUpgrade(part, decoder: decoder) }
+        queued.append(part)
         deliverQueued(context: context)
+    }
+
+    /// Tells the decoder when a request that asked for an upgrade has ended (as the decoder produces it, before any
+    /// queueing): the server ignores `Upgrade` (RFC 9110 §7.8), so the connection goes on in HTTP/1.1.
+    private func watchForUpgrade(_ part: HTTPServerRequestPart, decoder: RequestDecoder) {
+        switch part {
+        case .head(let head):
+            decoder.upgradeRequestEnded = false
+            decodingUpgradeRequest = RequestDecoder.isUpgradeRequest(head)
+        case .body:
+            decoder.upgradeRequestEnded = false
+        case .end:
+            decoder.upgradeRequestEnded = decodingUpgradeRequest
+            decodingUpgradeRequest = false
+        }
     }
 
     /// Hands queued request parts on, in order, until one starts a response (or the queue is empty).

@@ -72,8 +72,11 @@ public final class ProxyServer: Sendable {
                     // pipelined requests, answers decoder errors and writes the response bytes itself. Every
                     // header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
                     // possible), and the CORS value is checked at startup.
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer, timeouts: timeouts))
+                    // NIO's HTTPRequestDecoder, kept decoding after a request that asks for an upgrade (RequestDecoder).
+                    let decoder = RequestDecoder()
+                    try sync.addHandler(ByteToMessageHandler(decoder))
+                    try sync.addHandler(
+                        ProxyHTTPHandler(router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder))
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()

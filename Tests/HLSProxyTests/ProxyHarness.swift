@@ -154,9 +154,26 @@ enum RawHTTP {
         }
     }
 
+    /// Sends each of `requests` on one connection, `gap` seconds apart (each arrives as a read of its own), then reads
+    /// as ``exchange(port:_:readTimeout:pauseAfter:)`` does.
+    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 2) async throws -> (response: String, closedByPeer: Bool) {
+        let (bytes, closed) = try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try blockingExchange(port: port, requests, gap: gap, readTimeout: readTimeout, pauseAfter: 0) })
+            }
+        }
+        return (String(decoding: bytes, as: UTF8.self), closed)
+    }
+
     struct SocketError: Error {}
 
     private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> ([UInt8], Bool) {
+        try blockingExchange(port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter)
+    }
+
+    private static func blockingExchange(
+        port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double, pauseAfter: Double
+    ) throws -> ([UInt8], Bool) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError() }
         defer { close(fd) }
@@ -170,7 +187,10 @@ enum RawHTTP {
         guard connected == 0 else { throw SocketError() }
         var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: Int((readTimeout - Double(Int(readTimeout))) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        for (index, request) in requests.enumerated() {
+            if index > 0 && gap > 0 { Thread.sleep(forTimeInterval: gap) }
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
         if pauseAfter > 0 { Thread.sleep(forTimeInterval: pauseAfter) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)

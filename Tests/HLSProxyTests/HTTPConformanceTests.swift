@@ -1,0 +1,80 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import HLSProxy
+
+/// What RFC 9110/9112 ask of the server that clients and browsers depend on, checked on the wire: requests that ask
+/// for an upgrade, CORS preflights, `Expect: 100-continue`, `Date`, `Host`, absolute-form targets, validators and
+/// methods.
+@Suite struct HTTPConformanceTests {
+    /// Status codes of the responses in a raw exchange, in order.
+    private static func statuses(_ response: String) -> [String] {
+        response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+    }
+
+    // MARK: Upgrade
+
+    /// `curl --http2 URL1 URL2` on http:// sends `Upgrade: h2c` with each request; browsers send `Upgrade: websocket`.
+    /// The server does not upgrade (RFC 9110 §7.8 lets it ignore the field): each request gets its ordinary answer and
+    /// the connection goes on — pipelined, or with each request in a read of its own.
+    @Test(arguments: [
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+        "Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+    ], [0.0, 0.3])
+    func upgradeRequestsAreAnsweredAndTheConnectionGoesOn(_ upgrade: String, gap: Double) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(5_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/u.ts")
+        let path = "/http/127.0.0.1:\(harness.origin.port)/u.ts"
+        let requests = [
+            "GET \(path) HTTP/1.1\r\nHost: x\r\n\(upgrade)\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\n\(upgrade)\r\n",
+            "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\(upgrade)\r\nabc",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ]
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, requests.map { Array($0.utf8) }, gap: gap, readTimeout: 10)
+        #expect(Self.statuses(response) == ["200", "200", "405", "200"], "\(response.prefix(400))")
+        #expect(!response.contains("101"))
+        #expect(closed)
+    }
+
+    /// What follows a `CONNECT` is a tunnel, not HTTP (the decoder stops there too): it is refused and the connection
+    /// closes after the answer, rather than staying open with the rest unread.
+    @Test func aConnectRequestIsRefusedAndTheConnectionCloses() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let request = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
+        #expect(Self.statuses(response) == ["400"], "\(response.prefix(300))")
+        #expect(response.contains("\r\nConnection: close\r\n"))
+        #expect(closed)
+    }
+
+    /// ``RequestDecoder/isUpgradeRequest(_:)`` says of a head exactly what NIO's decoder does: a head it takes for an
+    /// upgrade stops it (nothing after it is decoded), any other does not.
+    @Test func theUpgradeTestAgreesWithTheDecoder() throws {
+        let heads = [
+            "Connection: Upgrade\r\nUpgrade: h2c", "Connection: keep-alive, Upgrade\r\nUpgrade: websocket", "Connection: UPGRADE \r\nUpgrade: x",
+            "Connection: close\r\nConnection: upgrade\r\nUpgrade: x", "Proxy-Connection: upgrade\r\nUpgrade: x", "Connection: upgrade ,close\r\nUpgrade: x",
+            "Upgrade: h2c", "Connection: Upgrade", "Connection: upgraded\r\nUpgrade: x", "Connection: Upgrade-Insecure\r\nUpgrade: x",
+            "Connection: keep-alive\r\nUpgrade: h2c", "Upgrade-Insecure-Requests: 1\r\nConnection: upgrade",
+        ]
+        for fields in heads {
+            let channel = EmbeddedChannel(handler: ByteToMessageHandler(HTTPRequestDecoder()))
+            defer { _ = try? channel.finish() }
+            var bytes = channel.allocator.buffer(capacity: 256)
+            bytes.writeString("GET /a HTTP/1.1\r\nHost: x\r\n\(fields)\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+            try channel.writeInbound(bytes)
+            var heads: [HTTPRequestHead] = []
+            while let part = try channel.readInbound(as: HTTPServerRequestPart.self) {
+                if case .head(let head) = part { heads.append(head) }
+            }
+            let first = try #require(heads.first)
+            #expect(RequestDecoder.isUpgradeRequest(first) == (heads.count == 1), "\(fields.debugDescription): \(heads.count) heads decoded")
+        }
+    }
+}
