@@ -26,7 +26,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var draining = false
     /// The timeout handler in front of the HTTP decoder, told directly (same channel, same event loop) where a
     /// request stands: a user event through the pipeline twice per request was a visible cost of a cache hit.
-    private let timeouts: RequestHeadTimeoutHandler?
+    private let timeouts: ConnectionTimeoutHandler?
     /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order.
     /// While any wait here, the socket is not read (`read(context:)`), so the queue holds at most one read's worth.
     private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
@@ -45,7 +45,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var decodingUpgradeRequest = false
 
     init(
-        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: RequestHeadTimeoutHandler? = nil,
+        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: ConnectionTimeoutHandler? = nil,
         decoder: RequestDecoder? = nil
     ) {
         self.router = router
@@ -103,14 +103,16 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let head):
-            timeouts?.requestHeadReceived()
             requestBody = nil
-            run(state.receivedHead(head), context: context, head: head)
+            let action = state.receivedHead(head)
+            timeouts?.requestHeadReceived(awaitingBody: action == .none)
+            run(action, context: context, head: head)
         case .body(var buffer):
             let action = state.receivedBody(count: buffer.readableBytes)
             if action == .none { _ = requestBody.setOrWriteBuffer(&buffer) }
             run(action, context: context, head: nil)
         case .end:
+            timeouts?.requestReceived()
             run(state.receivedEnd(), context: context, head: nil)
         }
     }
@@ -227,6 +229,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
+        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes).
+        timeouts?.queued(bytes: head.readableBytes + (framing == .none ? 0 : Int(body.length)))
         switch body {
         case .empty:
             completeResponse(when: done.futureResult, context: context)
@@ -283,6 +287,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: nil, headOnly: headOnly, context: context)
         streamFraming = framing
+        timeouts?.queued(bytes: head.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: nil)
     }
 
@@ -296,11 +301,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // last write's future completes after the other two.
             var header = context.channel.allocator.buffer(capacity: 12)
             ResponseEncoding.writeChunkHeader(count: buffer.readableBytes, into: &header)
+            timeouts?.queued(bytes: header.readableBytes + buffer.readableBytes + 2)
             context.write(wrapOutboundOut(.byteBuffer(header)), promise: nil)
             context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
             let trailer = ByteBuffer(staticString: ResponseEncoding.chunkTrailer)
             return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(trailer))) : context.write(wrapOutboundOut(.byteBuffer(trailer)))
         }
+        timeouts?.queued(bytes: buffer.readableBytes)
         if flush { return context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))) }
         return context.write(wrapOutboundOut(.byteBuffer(buffer)))
     }
@@ -313,6 +320,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // An empty write keeps the promise in order behind the body's writes.
         if streamFraming == .chunked { end.writeStaticString(ResponseEncoding.lastChunk) }
         streamFraming = .none
+        timeouts?.queued(bytes: end.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(end)), promise: done)
     }
 

@@ -66,7 +66,9 @@ public final class ProxyServer: Sendable {
                 guard connections.add(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    let timeouts = RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout)
+                    let timeouts = ConnectionTimeoutHandler(
+                        headTimeout: configuration.requestHeadTimeout, bodyTimeout: configuration.requestBodyTimeout,
+                        sendTimeout: configuration.sendTimeout, idleTimeout: configuration.idleTimeout)
                     try sync.addHandler(timeouts)
                     // No HTTPServerPipelineHandler, HTTPResponseEncoder or error handler: ProxyHTTPHandler queues
                     // pipelined requests, answers decoder errors and writes the response bytes itself. Every
