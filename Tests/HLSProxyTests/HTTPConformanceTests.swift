@@ -77,4 +77,39 @@ import Testing
             #expect(RequestDecoder.isUpgradeRequest(first) == (heads.count == 1), "\(fields.debugDescription): \(heads.count) heads decoded")
         }
     }
+
+    // MARK: CORS
+
+    /// A browser asks before sending headers a player adds (hls.js `xhrSetup`: `Authorization`, custom tokens; `If-Range`
+    /// on resumed segments): the preflight allows the headers it names; a list that is not header names, or is too
+    /// long, gets the fixed list.
+    @Test func preflightsAllowTheHeadersThePageAsksFor() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let url = harness.url("/v/seg.ts")
+        func preflight(_ headers: [(String, String)]) async throws -> ProxyHarness.Response {
+            try await harness.get(url, headers: [("Origin", "https://player.example"), ("Access-Control-Request-Method", "GET")] + headers, method: .OPTIONS)
+        }
+        let asked = try await preflight([("Access-Control-Request-Headers", "authorization,if-range, range ,x-player-session")])
+        #expect(asked.status == 204)
+        #expect(asked.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        #expect(asked.headers.first(name: "Access-Control-Allow-Headers") == "authorization, if-range, range, x-player-session")
+        #expect(asked.headers.first(name: "Access-Control-Allow-Private-Network") == nil)
+        let fixed = ProxyRouter.defaultAllowedHeaders
+        for unusable in ["range, x player", "range,,x", "x@y", String(repeating: "x-custom-header, ", count: 80) + "range"] {
+            let response = try await preflight([("Access-Control-Request-Headers", unusable)])
+            #expect(response.headers.first(name: "Access-Control-Allow-Headers") == fixed, "\(unusable.prefix(40))")
+        }
+        #expect(try await preflight([]).headers.first(name: "Access-Control-Allow-Headers") == fixed)
+        #expect(fixed.contains("If-Range"))
+        // Chrome's Private Network Access: a public page calling the proxy on loopback asks, and is allowed.
+        let pna = try await preflight([("Access-Control-Request-Private-Network", "true")])
+        #expect(pna.headers.first(name: "Access-Control-Allow-Private-Network") == "true")
+        #expect(harness.origin.requests.isEmpty)
+        // Responses let the page read what players use for byte ranges and validation.
+        harness.origin.setBody(randomBytes(1_000), contentType: "video/mp2t", for: "/v/seg.ts")
+        let exposed = try #require(try await harness.get(url).headers.first(name: "Access-Control-Expose-Headers"))
+        let names = Set(exposed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+        #expect(names.isSuperset(of: ["content-range", "content-length", "etag", "accept-ranges"]))
+    }
 }
