@@ -29,6 +29,8 @@ struct ProxyConnectionStateMachine {
     }
 
     private var state: State = .idle
+    /// The request being received announced a body (`Transfer-Encoding`, or a `Content-Length` above 0).
+    private(set) var requestHasBody = false
     let maxHeaderCount: Int
     let maxRequestBodyBytes: Int
 
@@ -67,10 +69,12 @@ struct ProxyConnectionStateMachine {
                 state = .rejecting
                 return .reject(.badRequest("conflicting Content-Length headers"))
             }
-            if let declared = lengths.first.flatMap({ Int($0) }), declared > maxRequestBodyBytes {
+            let declared = lengths.first.flatMap { Int($0) }
+            if let declared, declared > maxRequestBodyBytes {
                 state = .rejecting
                 return .reject(.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
             }
+            requestHasBody = (declared ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
             state = .receivingRequest(head, bodyBytes: 0)
             return .none
         case .rejecting, .closed:
@@ -98,6 +102,14 @@ struct ProxyConnectionStateMachine {
         let keepAlive = head.isKeepAlive && head.method != .CONNECT
         state = .responding(keepAlive: keepAlive)
         return .dispatch(head, keepAlive: keepAlive)
+    }
+
+    /// The request whose head was received is answered now, without its body (it asked `Expect: 100-continue`
+    /// and nothing will read the body): its body is never read, and the connection closes after the answer.
+    mutating func answerWithoutBody() -> Action {
+        guard case .receivingRequest(let head, _) = state else { return .none }
+        state = .responding(keepAlive: false)
+        return .dispatch(head, keepAlive: false)
     }
 
     /// Whether the response being written should tell the client the connection stays open.

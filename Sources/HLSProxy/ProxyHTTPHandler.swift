@@ -104,7 +104,18 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case .head(let head):
             requestBody = nil
-            let action = state.receivedHead(head)
+            var action = state.receivedHead(head)
+            if action == .none && state.requestHasBody && Self.expectsContinue(head) {
+                if router.readsBody(of: head.uri) {
+                    // RFC 9110 §10.1.1: the client waits for this before sending the body (curl: 1 s).
+                    let interim = ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n")
+                    timeouts?.queued(bytes: interim.readableBytes)
+                    context.writeAndFlush(wrapOutboundOut(.byteBuffer(interim)), promise: nil)
+                } else {
+                    // Nothing here reads a body: the final answer now, without it; the client need not send it.
+                    action = state.answerWithoutBody()
+                }
+            }
             timeouts?.requestHeadReceived(awaitingBody: action == .none)
             run(action, context: context, head: head)
         case .body(var buffer):
@@ -115,6 +126,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             timeouts?.requestReceived()
             run(state.receivedEnd(), context: context, head: nil)
         }
+    }
+
+    /// `Expect: 100-continue` on an HTTP/1.1 request (an HTTP/1.0 one's must be ignored, RFC 9110 §10.1.1).
+    private static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+        guard head.version.minor >= 1 || head.version.major > 1, let expect = head.headers.first(name: "expect") else { return false }
+        return expect.trimmingCharacters().lowercased() == "100-continue"
     }
 
     func read(context: ChannelHandlerContext) {

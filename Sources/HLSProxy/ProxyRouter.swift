@@ -18,6 +18,14 @@ final class ProxyRouter: Sendable {
         self.operations = OperationsEndpoint(services: services)
     }
 
+    /// Whether the answer to a request for `target` reads the request's body: only the route extension (the
+    /// admin API) does, so a body sent anywhere else with `Expect: 100-continue` is not asked for.
+    func readsBody(of target: String) -> Bool {
+        guard services.routeExtension != nil else { return false }
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        return path == "/" || path == "/api" || path.utf8.starts(with: "/api/".utf8)
+    }
+
     func route(_ request: ProxyRequest, responder: Responder) {
         let target = request.head.uri
         guard target.utf8.first == UInt8(ascii: "/") else {

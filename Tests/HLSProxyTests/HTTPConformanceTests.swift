@@ -112,4 +112,23 @@ import Testing
         let names = Set(exposed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
         #expect(names.isSuperset(of: ["content-range", "content-length", "etag", "accept-ranges"]))
     }
+
+    // MARK: Expect: 100-continue
+
+    /// A client that asks `Expect: 100-continue` waits before sending its body (curl: 1 s). Where nothing reads a body
+    /// (a proxied resource: 405; too large: 413), the final answer comes at once, without the body being sent, and the
+    /// connection closes (the body may still come; it is never parsed as a request).
+    @Test(arguments: [("POST", 1_000, "405"), ("PUT", 5 << 20, "413"), ("GET", 10, "200")])
+    func anExpectationIsAnsweredWithTheFinalStatusWhenTheBodyIsNotWanted(_ method: String, length: Int, status: String) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(100), contentType: "video/mp2t", for: "/e.ts")
+        let head = "\(method) /http/127.0.0.1:\(harness.origin.port)/e.ts HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
+        // Only the head is sent: without an answer to it, the read times out with nothing (and the connection open).
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(head.utf8), readTimeout: 5)
+        #expect(Self.statuses(response) == [status], "\(response.prefix(200))")
+        #expect(!response.contains("100 Continue"))
+        #expect(response.contains("\r\nConnection: close\r\n"))
+        #expect(closed)
+    }
 }
