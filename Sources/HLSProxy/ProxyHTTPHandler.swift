@@ -41,17 +41,20 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestIsHTTP10 = false
     /// The decoder in front, told when a request that stops it (`Upgrade`) has ended.
     private let decoder: RequestDecoder?
+    /// The `Date` line of this connection's event loop.
+    private let date: DateLine?
     /// The last head the decoder produced asked for a protocol upgrade.
     private var decodingUpgradeRequest = false
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: ConnectionTimeoutHandler? = nil,
-        decoder: RequestDecoder? = nil
+        decoder: RequestDecoder? = nil, date: DateLine? = nil
     ) {
         self.router = router
         self.observer = observer
         self.timeouts = timeouts
         self.decoder = decoder
+        self.date = date
         self.corsAllowOrigin = configuration.corsAllowOrigin
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
@@ -219,7 +222,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var buffer = context.channel.allocator.buffer(capacity: 512)
         let framing = ResponseEncoding.writeHead(
             status: status, headers: headers, bodyLength: bodyLength, chunkedAllowed: !requestIsHTTP10, headOnly: headOnly,
-            connection: connectionHeader, into: &buffer)
+            connection: connectionHeader, date: date?.line, into: &buffer)
         return (buffer, framing)
     }
 
@@ -235,13 +238,16 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         write(head: head, framing: framing, body: body, context: context)
     }
 
-    /// Writes a 200 head rendered earlier (``HitReplay``) and its body.
+    /// Writes a 200 head rendered earlier (``HitReplay``: all but its `Date` line and blank line) and its body.
     func writePrepared(_ head: ByteBuffer, body: ResponseBody, headOnly: Bool) {
         guard let context else {
             body.release()
             return
         }
-        write(head: head, framing: headOnly ? .none : .length, body: body, context: context)
+        let end = date?.lineAndEnd ?? ByteBuffer(staticString: "\r\n")
+        timeouts?.queued(bytes: head.readableBytes)
+        context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+        write(head: end, framing: headOnly ? .none : .length, body: body, context: context)
     }
 
     private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {

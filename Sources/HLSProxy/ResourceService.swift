@@ -349,7 +349,8 @@ final class ResolvedTarget: Sendable {
 
 /// The 200 response head of a cached object exactly as ``ProxyHTTPHandler`` writes it on a kept-alive
 /// HTTP/1.1 connection, rendered once: the next plain GET or HEAD of the same object sends these bytes and the
-/// file, without building headers again.
+/// file, without building headers again. The head stops before its `Date` line, which the handler adds (with the
+/// blank line) from its event loop's ``DateLine``.
 final class HitReplay: Sendable {
     let object: CachedObject
     /// The headers, CORS included (what the route observer is shown).
@@ -362,7 +363,8 @@ final class HitReplay: Sendable {
         var head = ByteBuffer()
         head.reserveCapacity(512)
         _ = ResponseEncoding.writeHead(
-            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, into: &head)
+            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, terminated: false,
+            into: &head)
         self.head = head
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import HLSCacheCore
 import Testing
 
 @testable import HLSProxy
@@ -130,5 +131,39 @@ import Testing
         #expect(!response.contains("100 Continue"))
         #expect(response.contains("\r\nConnection: close\r\n"))
         #expect(closed)
+    }
+
+    // MARK: Date
+
+    /// RFC 9110 §6.6.1: an origin server with a clock sends `Date` with every 2xx, 3xx and 4xx response. Misses,
+    /// hits (the first, rendered, and the replayed ones), ranges, 304, preflights and errors all carry one, of the
+    /// current time, and it moves on with the clock.
+    @Test func everyResponseCarriesTheDate() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(3_000), contentType: "video/mp2t", for: "/d.ts")
+        let url = harness.url("/d.ts")
+        func date(_ response: ProxyHarness.Response, _ what: String) throws -> Int64 {
+            let values = response.headers["Date"]
+            #expect(values.count == 1, "\(what): \(values)")
+            let value = try #require(values.first.flatMap(HTTPDate.parse), "\(what): \(values)")
+            let now = Int64(Date().timeIntervalSince1970)
+            #expect(abs(value - now) <= 5, "\(what): \(values)")
+            return value
+        }
+        _ = try date(try await harness.get(url), "miss")
+        try await harness.waitForIdle()
+        _ = try date(try await harness.get(url), "hit")
+        let replayed = try date(try await harness.get(url), "replayed hit")
+        _ = try date(try await harness.get(url, method: .HEAD), "HEAD hit")
+        _ = try date(try await harness.get(url, headers: [("Range", "bytes=0-9")]), "206")
+        _ = try date(try await harness.get(url, headers: [("If-None-Match", "*")]), "304")
+        _ = try date(try await harness.get(url, method: .OPTIONS), "preflight")
+        _ = try date(try await harness.get("\(harness.base)/nope"), "404")
+        _ = try date(try await harness.get(harness.url("/missing.ts")), "origin 404")
+        let (raw, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 5)
+        #expect(raw.hasPrefix("HTTP/1.1 400") && raw.contains("\r\nDate: "), "\(raw.prefix(200))")
+        try await Task.sleep(for: .seconds(2))
+        #expect(try date(try await harness.get(url), "replayed hit, later") > replayed)
     }
 }
