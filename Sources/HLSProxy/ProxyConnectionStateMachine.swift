@@ -29,6 +29,27 @@ struct ProxyConnectionStateMachine {
     }
 
     private var state: State = .idle
+    /// Why `head`'s `Host` is unacceptable (RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without
+    /// one, and to any request with more than one or with an invalid value), or nil.
+    static func hostProblem(_ head: HTTPRequestHead) -> String? {
+        var count = 0
+        var value: String?
+        for (name, fieldValue) in head.headers where name.utf8.count == 4 && ResponseEncoding.equalsIgnoringCase(name, "host") {
+            count += 1
+            value = fieldValue
+        }
+        if count > 1 { return "more than one Host header" }
+        guard let value else { return head.version.major == 1 && head.version.minor == 0 ? nil : "no Host header (required in HTTP/1.1)" }
+        // uri-host [":" port]: unreserved, pct-encoded, sub-delims, and the brackets and colons of IP literals and ports.
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+            default: return "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            }
+        }
+        return allowed ? nil : "invalid Host header"
+    }
+
     /// The request being received announced a body (`Transfer-Encoding`, or a `Content-Length` above 0).
     private(set) var requestHasBody = false
     let maxHeaderCount: Int
@@ -63,6 +84,10 @@ struct ProxyConnectionStateMachine {
             if head.headers.contains(name: "transfer-encoding") && head.headers.contains(name: "content-length") {
                 state = .rejecting
                 return .reject(.badRequest("both Transfer-Encoding and Content-Length"))
+            }
+            if let refusal = Self.hostProblem(head) {
+                state = .rejecting
+                return .reject(.badRequest(refusal))
             }
             let lengths = head.headers["content-length"]
             if lengths.count > 1 && Set(lengths).count > 1 {

@@ -166,4 +166,20 @@ import Testing
         try await Task.sleep(for: .seconds(2))
         #expect(try date(try await harness.get(url), "replayed hit, later") > replayed)
     }
+
+    // MARK: Host
+
+    /// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or any request with two, gets 400 and the connection closes;
+    /// an HTTP/1.0 request may go without.
+    @Test(arguments: [
+        ("GET /healthz HTTP/1.1\r\n\r\n", "400"), ("GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400"),
+        ("GET /healthz HTTP/1.0\r\n\r\n", "200"), ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", "200"),
+    ])
+    func hostIsRequiredOnce(_ request: String, status: String) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 5)
+        #expect(Self.statuses(response) == [status], "\(response.prefix(200))")
+        #expect(closed)
+    }
 }
