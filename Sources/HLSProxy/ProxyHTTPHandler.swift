@@ -43,6 +43,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let decoder: RequestDecoder?
     /// The `Date` line of this connection's event loop.
     private let date: DateLine?
+    /// The configured listen host (an absolute-form target naming it is this server's).
+    private let listenHost: String
     /// The last head the decoder produced asked for a protocol upgrade.
     private var decodingUpgradeRequest = false
 
@@ -56,6 +58,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.decoder = decoder
         self.date = date
         self.corsAllowOrigin = configuration.corsAllowOrigin
+        self.listenHost = configuration.host
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
 
@@ -105,8 +108,11 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
+        case .head(var head):
             requestBody = nil
+            if head.uri.utf8.first != UInt8(ascii: "/") {
+                head = AbsoluteForm.originForm(of: head, local: context.channel.localAddress, listenHost: listenHost)
+            }
             var action = state.receivedHead(head)
             if action == .none && state.requestHasBody && Self.expectsContinue(head) {
                 if router.readsBody(of: head.uri) {

@@ -32,7 +32,8 @@ final class ProxyRouter: Sendable {
             if request.method == .OPTIONS && target == "*" {
                 preflight(request, responder)
             } else {
-                responder.send(error: ProxyError.badRequest("request target must be a path (origin-form)"))
+                responder.send(
+                    error: ProxyError.badRequest("request target must be a path, or an http:// URL naming this server (hlscache is not a forward proxy)"))
             }
             return
         }

@@ -182,4 +182,33 @@ import Testing
         #expect(Self.statuses(response) == [status], "\(response.prefix(200))")
         #expect(closed)
     }
+
+    // MARK: Absolute-form targets
+
+    /// RFC 9112 §3.2.2: a server must accept `GET http://host:port/path`. One naming this server (its port; localhost,
+    /// the address reached or the listen host) is served as its path; hlscache is not a forward proxy, so one naming
+    /// another server, port or scheme is refused.
+    @Test func absoluteFormTargetsNamingThisServerAreServed() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = Array("absolute".utf8)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/abs.ts")
+        let port = harness.port
+        func status(_ target: String, host: String = "127.0.0.1") async throws -> (String, String) {
+            let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
+            let (response, _) = try await RawHTTP.exchange(port: port, Array(request.utf8), readTimeout: 5)
+            return (Self.statuses(response).first ?? "none", response)
+        }
+        let (proxied, response) = try await status("http://127.0.0.1:\(port)/http/127.0.0.1:\(harness.origin.port)/abs.ts")
+        #expect(proxied == "200")
+        #expect(response.hasSuffix("\r\n\r\nabsolute"))
+        #expect(try await status("HTTP://LOCALHOST:\(port)/healthz", host: "whatever").0 == "200")
+        #expect(try await status("http://127.0.0.1:\(port)/healthz?x=1").0 == "200")
+        for other in ["http://example.com:\(port)/healthz", "http://127.0.0.1:\(port == 1 ? 2 : 1)/healthz", "https://127.0.0.1:\(port)/healthz",
+            "http://user@127.0.0.1:\(port)/healthz", "http://127.0.0.1/healthz"]
+        {
+            #expect(try await status(other).0 == "400", "\(other)")
+        }
+        #expect(harness.origin.requests(matching: "/abs.ts").count == 1)
+    }
 }
