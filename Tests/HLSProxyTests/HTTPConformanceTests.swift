@@ -211,4 +211,29 @@ import Testing
         }
         #expect(harness.origin.requests(matching: "/abs.ts").count == 1)
     }
+
+    // MARK: Conditional requests
+
+    /// `If-Modified-Since` in any of the three date forms a recipient must accept (RFC 9110 §5.6.7) makes a hit a 304.
+    @Test(arguments: ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"])
+    func ifModifiedSinceIsUnderstoodInEveryDateForm(_ format: String) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(2_000), contentType: "video/mp2t", for: "/ims.ts")
+        let url = harness.url("/ims.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = format
+        var since = formatter.string(from: Date().addingTimeInterval(86_400))
+        // asctime pads a one-digit day with a space.
+        if format.hasPrefix("EEE MMM d ") {
+            let parts = since.split(separator: " ", omittingEmptySubsequences: false)
+            if parts[2].count == 1 { since = "\(parts[0]) \(parts[1])  \(parts[2]) \(parts[3]) \(parts[4])" }
+        }
+        let response = try await harness.get(url, headers: [("If-Modified-Since", since)])
+        #expect(response.status == 304, "\(since)")
+    }
 }
