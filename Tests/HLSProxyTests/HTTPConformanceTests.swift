@@ -236,4 +236,30 @@ import Testing
         let response = try await harness.get(url, headers: [("If-Modified-Since", since)])
         #expect(response.status == 304, "\(since)")
     }
+
+    /// RFC 9110 §13.1.1/§13.1.4: `If-Match` that names no current tag (strong comparison), or, without it, an
+    /// `If-Unmodified-Since` older than the object, is a 412 — also where a replayed head could answer.
+    @Test func failedPreconditionsOnHitsAre412() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(2_000), contentType: "video/mp2t", for: "/pre.ts")
+        let url = harness.url("/pre.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let hit = try await harness.get(url)  // renders the replayed head
+        let etag = try #require(hit.headers.first(name: "ETag"))
+        let past = HTTPDate.format(Int64(Date().timeIntervalSince1970) - 86_400)
+        let future = HTTPDate.format(Int64(Date().timeIntervalSince1970) + 86_400)
+        for (headers, status) in [
+            ([("If-Match", "\"other\"")], 412), ([("If-Match", "W/\(etag)")], 412), ([("If-Unmodified-Since", past)], 412),
+            ([("If-Match", "\"other\", \(etag)")], 200), ([("If-Match", "*")], 200), ([("If-Unmodified-Since", future)], 200),
+            ([("If-Unmodified-Since", "not a date")], 200), ([("If-Match", etag), ("If-Unmodified-Since", past)], 200),
+        ] {
+            let response = try await harness.get(url, headers: headers)
+            #expect(response.status == status, "\(headers)")
+            if status == 412 { #expect(response.text.contains("preconditionFailed")) }
+        }
+        let head = try await harness.get(url, headers: [("If-Match", "\"other\"")], method: .HEAD)
+        #expect(head.status == 412)
+    }
 }

@@ -76,6 +76,23 @@ import Testing
         }
     }
 
+    @Test func preconditions() {
+        let etag = "\"abc\""
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: "\"x\", \"abc\"", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: " * ", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: "W/\"abc\"", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: "\"abc\"", ifUnmodifiedSince: nil, etag: "W/\"abc\"", lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(100), etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: etag, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100),
+            "If-Unmodified-Since is ignored when If-Match is there")
+        for name in ["If-Match", "if-unmodified-since", "IF-RANGE", "Range"] {
+            #expect(!ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: [name: "x"])).isPlainFetch, "\(name)")
+        }
+        #expect(ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Icy-MetaData": "1", "Referer": "x"])).isPlainFetch)
+    }
+
     @Test func conditionalRequests() {
         let etag = "\"abc\""
         #expect(ConditionalRequest.isNotModified(ifNoneMatch: "\"abc\"", ifModifiedSince: nil, etag: etag, lastModified: 100))
