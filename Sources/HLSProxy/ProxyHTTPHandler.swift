@@ -72,14 +72,16 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if let decoder { watchForUpgrade(part, decoder: decoder) }
+        if let decoder { tell(decoder, about: part) }
         queued.append(part)
         deliverQueued(context: context)
     }
 
-    /// Tells the decoder when a request that asked for an upgrade has ended (as the decoder produces it, before any
-    /// queueing): the server ignores `Upgrade` (RFC 9110 §7.8), so the connection goes on in HTTP/1.1.
-    private func watchForUpgrade(_ part: HTTPServerRequestPart, decoder: RequestDecoder) {
+    /// Tells the decoder about each part it produced, as it produces it (before any queueing): it counts them, and
+    /// learns when a request that asked for an upgrade has ended — the server ignores `Upgrade` (RFC 9110 §7.8), so
+    /// the connection goes on in HTTP/1.1.
+    private func tell(_ decoder: RequestDecoder, about part: HTTPServerRequestPart) {
+        decoder.partsDecoded &+= 1
         switch part {
         case .head(let head):
             decoder.upgradeRequestEnded = false
@@ -173,7 +175,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // The decoder refused the bytes (malformed request, head over the size limit): answer 4xx and close,
         // or close after the response under way. After that the decoder reports every later read as an error
         // too: the connection is already being answered and closed. Anything else ends the connection.
-        if let parseError = error as? HTTPParserError {
+        if error is RequestDecoder.UnknownMethod {
+            queued.removeAll()
+            run(state.parseFailed(.notImplemented("in the request line")), context: context, head: nil)
+        } else if let parseError = error as? HTTPParserError {
             queued.removeAll()
             let refusal: ProxyError =
                 parseError == .headerOverflow

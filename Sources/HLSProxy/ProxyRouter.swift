@@ -27,6 +27,15 @@ final class ProxyRouter: Sendable {
     }
 
     func route(_ request: ProxyRequest, responder: Responder) {
+        // RFC 9110 §9.1: a method the server does not know is 501; the methods of RFC 9110 and PATCH are known, and
+        // a path that does not allow one answers 405 with Allow. (Methods llhttp itself does not know never get
+        // here: RequestDecoder turns them into a 501 and the connection closes.)
+        switch request.method {
+        case .GET, .HEAD, .POST, .PUT, .DELETE, .OPTIONS, .TRACE, .PATCH, .CONNECT: break
+        default:
+            responder.send(error: ProxyError.notImplemented(request.method.rawValue))
+            return
+        }
         let target = request.head.uri
         guard target.utf8.first == UInt8(ascii: "/") else {
             if request.method == .OPTIONS && target == "*" {

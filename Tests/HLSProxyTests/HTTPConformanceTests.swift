@@ -262,4 +262,31 @@ import Testing
         let head = try await harness.get(url, headers: [("If-Match", "\"other\"")], method: .HEAD)
         #expect(head.status == 412)
     }
+
+    // MARK: Methods
+
+    /// RFC 9110 §9.1: a method the server does not know is 501; a known one a path does not allow stays 405 with
+    /// Allow. llhttp knows WebDAV's methods (the connection goes on); one it does not know ends it (the parser stops).
+    @Test func unknownMethodsAre501() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let path = "/http/127.0.0.1:\(harness.origin.port)/m.ts"
+        let webdav = "PROPFIND \(path) HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let (known, knownClosed) = try await RawHTTP.exchange(port: harness.port, Array(webdav.utf8), readTimeout: 5)
+        #expect(Self.statuses(known) == ["501", "200"], "\(known.prefix(300))")
+        #expect(known.contains("notImplemented"))
+        #expect(knownClosed)
+        for request in ["FOO \(path) HTTP/1.1\r\nHost: x\r\n\r\n", "\r\nBREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n"] {
+            let (unknown, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 5)
+            #expect(Self.statuses(unknown) == ["501"], "\(unknown.prefix(300))")
+            #expect(unknown.contains("\r\nConnection: close\r\n"))
+            #expect(closed)
+        }
+        let (garbage, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 5)
+        #expect(Self.statuses(garbage) == ["400"])
+        let delete = try await harness.get(harness.url("/m.ts"), method: .DELETE)
+        #expect(delete.status == 405)
+        #expect(delete.headers.first(name: "Allow") == "GET, HEAD, OPTIONS")
+        #expect(harness.origin.requests.isEmpty)
+    }
 }

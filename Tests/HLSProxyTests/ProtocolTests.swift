@@ -175,7 +175,7 @@ import Testing
         _ = try await held
     }
 
-    @Test func unknownMethodsAre405() async throws {
+    @Test func knownMethodsAProxiedPathDoesNotAllowAre405() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let response = try await harness.get(harness.url("/x.ts"), method: .DELETE)
