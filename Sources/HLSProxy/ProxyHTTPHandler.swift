@@ -32,6 +32,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
     /// A read the channel asked for while requests were queued; issued once the queue is empty.
     private var readHeld = false
+    /// What the decoder refused, answered once every request decoded before it has been (``deliverQueued(context:)``).
+    private var pendingRefusal: ProxyError?
     /// Set while queued parts are being handed on (a response completing inside that loop must not start
     /// another one: every request of a long pipeline would nest a level deeper).
     private var delivering = false
@@ -101,6 +103,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         defer { delivering = false }
         while !state.isResponding, self.context != nil, let part = queued.popFirst() {
             receive(part, context: context)
+        }
+        if queued.isEmpty, !state.isResponding, self.context != nil, let refusal = pendingRefusal {
+            // The requests before the bytes the decoder refused are answered: now the refusal. (A request cut short
+            // by them, its head delivered and its end not, is the one refused.)
+            pendingRefusal = nil
+            run(state.parseFailed(refusal), context: context, head: nil)
+            return
         }
         if queued.isEmpty && readHeld {
             readHeld = false
@@ -172,21 +181,24 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // The decoder refused the bytes (malformed request, head over the size limit): answer 4xx and close,
-        // or close after the response under way. After that the decoder reports every later read as an error
-        // too: the connection is already being answered and closed. Anything else ends the connection.
+        // The decoder refused the bytes (malformed request, head over the size limit, unknown method): every request
+        // decoded before them is answered first, in order, then the refusal (4xx/501), then the connection closes.
+        // After that the decoder reports every later read as an error too (ignored here). Anything else ends the
+        // connection.
+        let refusal: ProxyError
         if error is RequestDecoder.UnknownMethod {
-            queued.removeAll()
-            run(state.parseFailed(.notImplemented("in the request line")), context: context, head: nil)
+            refusal = .notImplemented("in the request line")
         } else if let parseError = error as? HTTPParserError {
-            queued.removeAll()
-            let refusal: ProxyError =
+            refusal =
                 parseError == .headerOverflow
                 ? .headersTooLarge("request head too large") : .badRequest("malformed HTTP request (\(parseError))")
-            run(state.parseFailed(refusal), context: context, head: nil)
-        } else if !(error is ByteToMessageDecoderError) {
-            context.close(promise: nil)
+        } else {
+            if !(error is ByteToMessageDecoderError) { context.close(promise: nil) }
+            return
         }
+        guard pendingRefusal == nil else { return }
+        pendingRefusal = refusal
+        deliverQueued(context: context)
     }
 
     private func run(_ action: ProxyConnectionStateMachine.Action, context: ChannelHandlerContext, head: HTTPRequestHead?) {
