@@ -25,6 +25,8 @@ final class CacheFill: Sendable {
     struct Commit: Sendable {
         var contentType: String?
         var kind: CacheObjectKind
+        /// The origin's strong ETag, served with the object; nil: the store derives one.
+        var etag: String?
         var lastModified: Date?
         var completion: @Sendable (CachedObject?) -> Void
     }
@@ -77,10 +79,14 @@ final class CacheFill: Sendable {
 
     /// The body is complete: commit once every chunk is written. `completion` gets the stored object, or nil when
     /// nothing was stored (the failure is logged); it runs on a thread-pool thread, or at once after an abort.
-    func commit(contentType: String?, kind: CacheObjectKind, lastModified: Date?, completion: @escaping @Sendable (CachedObject?) -> Void) {
+    /// - Parameter etag: the origin's strong ETag (the stored bytes are exactly the origin's), or nil.
+    func commit(
+        contentType: String?, kind: CacheObjectKind, etag: String? = nil, lastModified: Date?,
+        completion: @escaping @Sendable (CachedObject?) -> Void
+    ) {
         let (start, stopped) = state.withLockedValue { state -> (Bool, Bool) in
             guard !state.stopped else { return (false, true) }
-            state.commit = Commit(contentType: contentType, kind: kind, lastModified: lastModified, completion: completion)
+            state.commit = Commit(contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, completion: completion)
             return (takeRun(&state), false)
         }
         if stopped {
@@ -165,7 +171,7 @@ final class CacheFill: Sendable {
                 if let writer {
                     do {
                         stored = try writer.finish(
-                            contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified)
+                            contentType: commit.contentType, kind: commit.kind, etag: commit.etag, lastModified: commit.lastModified)
                     } catch {
                         logger.warning("could not store \(label): \(error)")
                         failed(error)
