@@ -28,6 +28,8 @@ extension HLSCacheSettings {
         configuration.maxConnections = maxConnections
         configuration.idleTimeout = Self.timeAmount(idleTimeout)
         configuration.requestHeadTimeout = Self.timeAmount(requestHeadTimeout)
+        configuration.requestBodyTimeout = Self.timeAmount(requestBodyTimeout)
+        configuration.sendTimeout = Self.timeAmount(sendTimeout)
         configuration.maxHeaderCount = maxHeaderCount
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.accessLog = accessLog

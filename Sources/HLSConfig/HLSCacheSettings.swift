@@ -49,6 +49,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var maxConnections: Int
     public var idleTimeout: Duration
     public var requestHeadTimeout: Duration
+    public var requestBodyTimeout: Duration
+    public var sendTimeout: Duration
     public var maxHeaderCount: Int
     public var inFlightBufferBytes: Int
     public var shutdownGrace: Duration = .seconds(10)
@@ -110,6 +112,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         maxConnections = proxy.maxConnections
         idleTimeout = .nanoseconds(proxy.idleTimeout.nanoseconds)
         requestHeadTimeout = .nanoseconds(proxy.requestHeadTimeout.nanoseconds)
+        requestBodyTimeout = .nanoseconds(proxy.requestBodyTimeout.nanoseconds)
+        sendTimeout = .nanoseconds(proxy.sendTimeout.nanoseconds)
         maxHeaderCount = proxy.maxHeaderCount
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
 

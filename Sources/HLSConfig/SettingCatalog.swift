@@ -60,6 +60,12 @@ public enum SettingCatalog {
             .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
             .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
             .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
+            .duration(
+                "limits.requestBodyTimeout", \.requestBodyTimeout,
+                "while a request body is expected, a connection that sends none of it for this long is closed"),
+            .duration(
+                "limits.sendTimeout", \.sendTimeout,
+                "while response bytes wait to be sent, a client that takes none of them for this long is disconnected"),
             .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),
             .size(
                 "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,

@@ -15,11 +15,14 @@ struct WrittenBody: Sendable {
     let contentType: String?
     let kind: CacheObjectKind
     let locked: Bool
+    /// The origin's strong ETag (the stored bytes are exactly the origin's), served with the object as `serve`'s
+    /// own misses store it; nil: the store derives one.
+    var etag: String? = nil
 
     /// Makes the object durable and visible (on an error `finish` leaves nothing behind). Blocking: call it on a
     /// thread pool.
     func commit() throws -> CachedObject {
-        try writer.finish(contentType: contentType, kind: kind, locked: locked)
+        try writer.finish(contentType: contentType, kind: kind, etag: etag, locked: locked)
     }
 }
 
@@ -151,6 +154,7 @@ final class StoreStreamHandler: OriginStreamHandler {
                 return
             }
             let contentType = head.headers.first(name: "Content-Type")
+            let etag = head.strongETag
             let eventLoop = promise.futureResult.eventLoop
             let rest = state.withLockedValue { state in
                 defer { state.gathered = nil }
@@ -160,7 +164,7 @@ final class StoreStreamHandler: OriginStreamHandler {
                 // The body may have been empty: no batch created the writer.
                 let writer = try writerForHead(head)
                 try writer.checkLength()
-                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked)
+                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked, etag: etag)
             }
             let finished: EventLoopFuture<WrittenBody>
             if let rest, limiter == nil {

@@ -84,6 +84,9 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
                     var headers = head.headers
                     headers.remove(name: "Content-Encoding")
                     headers.remove(name: "Content-Length")
+                    // A strong tag names the compressed bytes, not the decoded ones: it can only be a weak one now
+                    // (as nginx's gunzip does).
+                    if let tag = headers.first(name: "ETag"), !tag.hasPrefix("W/") { headers.replaceOrAdd(name: "ETag", value: "W/" + tag) }
                     delivered = OriginResponseHead(status: status, headers: headers, url: url)
                     if hasBody { decoder = ContentDecoder(coding: coding) }
                 }

@@ -24,6 +24,18 @@ public struct OriginResponseHead: Sendable {
         return seconds > 0 ? .seconds(seconds) : nil
     }
 
+    /// The origin's `ETag` when it is one well-formed strong entity-tag (`"…"`, RFC 9110 §8.8.3): it names these
+    /// exact bytes, so a cache may serve it with them. Nil when absent, weak (`W/"…"`), repeated or malformed.
+    public var strongETag: String? {
+        let tags = headers["ETag"]
+        guard tags.count == 1, let tag = tags.first?.trimmedOWS(), tag.utf8.count >= 2, tag.utf8.count <= 256, tag.hasPrefix("\""),
+            tag.hasSuffix("\"")
+        else { return nil }
+        // etagc: %x21 / %x23-7E / obs-text — no DQUOTE, space or control inside.
+        let opaque = tag.utf8.dropFirst().dropLast()
+        return opaque.allSatisfy { $0 == 0x21 || ($0 >= 0x23 && $0 != 0x7F) } ? tag : nil
+    }
+
     /// Creates a head.
     public init(status: Int, headers: HTTPHeaders, url: OriginURL) {
         self.status = status

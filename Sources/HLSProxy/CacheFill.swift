@@ -25,6 +25,8 @@ final class CacheFill: Sendable {
     struct Commit: Sendable {
         var contentType: String?
         var kind: CacheObjectKind
+        /// The origin's strong ETag, served with the object; nil: the store derives one.
+        var etag: String?
         var lastModified: Date?
         var expiresAt: Date?
         var completion: @Sendable (CachedObject?) -> Void
@@ -78,14 +80,18 @@ final class CacheFill: Sendable {
 
     /// The body is complete: commit once every chunk is written. `completion` gets the stored object, or nil when
     /// nothing was stored (the failure is logged); it runs on a thread-pool thread, or at once after an abort.
+    /// - Parameters:
+    ///   - etag: the origin's strong ETag (the stored bytes are exactly the origin's), or nil.
+    ///   - expiresAt: when the object stops being served (a live playlist's segment), or nil.
     func commit(
-        contentType: String?, kind: CacheObjectKind, lastModified: Date?, expiresAt: Date? = nil,
+        contentType: String?, kind: CacheObjectKind, etag: String? = nil, lastModified: Date?, expiresAt: Date? = nil,
         completion: @escaping @Sendable (CachedObject?) -> Void
     ) {
         let (start, stopped) = state.withLockedValue { state -> (Bool, Bool) in
             guard !state.stopped else { return (false, true) }
             state.commit = Commit(
-                contentType: contentType, kind: kind, lastModified: lastModified, expiresAt: expiresAt, completion: completion)
+                contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
+                completion: completion)
             return (takeRun(&state), false)
         }
         if stopped {
@@ -170,7 +176,7 @@ final class CacheFill: Sendable {
                 if let writer {
                     do {
                         stored = try writer.finish(
-                            contentType: commit.contentType, kind: commit.kind, etag: nil, lastModified: commit.lastModified,
+                            contentType: commit.contentType, kind: commit.kind, etag: commit.etag, lastModified: commit.lastModified,
                             expiresAt: commit.expiresAt)
                     } catch {
                         logger.warning("could not store \(label): \(error)")

@@ -1,7 +1,24 @@
 import HLSCacheCore
 
-/// Evaluates `If-None-Match` / `If-Modified-Since` (RFC 9110 §13) for GET and HEAD against a cached object.
+/// Evaluates the preconditions of RFC 9110 §13 for GET and HEAD against a cached object, in the order of §13.2.2:
+/// `If-Match` / `If-Unmodified-Since` (412), then `If-None-Match` / `If-Modified-Since` (304), then `If-Range`.
 public enum ConditionalRequest {
+    /// Whether `If-Match` (strong comparison; `*`: the object exists, which it does) or, without it,
+    /// `If-Unmodified-Since` (ignored when not a date) fails, so the answer is `412 Precondition Failed`.
+    public static func preconditionFails(ifMatch: String?, ifUnmodifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
+        if let ifMatch {
+            let trimmed = ifMatch.trimmingCharacters()
+            if trimmed == "*" { return false }
+            // A weak tag never matches strongly, on either side.
+            guard !etag.hasPrefix("W/") else { return true }
+            return !trimmed.split(separator: ",").contains { Substring($0).trimmingSpaces() == etag }
+        }
+        if let ifUnmodifiedSince, let since = HTTPDate.parse(ifUnmodifiedSince) {
+            return lastModified > since
+        }
+        return false
+    }
+
     /// Whether the client's copy is current, so the answer is `304 Not Modified`.
     public static func isNotModified(ifNoneMatch: String?, ifModifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
         if let ifNoneMatch {

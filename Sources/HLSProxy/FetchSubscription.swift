@@ -124,6 +124,8 @@ final class FetchSubscription: @unchecked Sendable {
         headers.add(name: "X-Cache", value: "MISS")
         headers.add(name: "Accept-Ranges", value: "bytes")
         if let lastModified = head.lastModified { headers.add(name: "Last-Modified", value: lastModified) }
+        // The origin's strong tag, which the object will be stored and served with (none when it had none).
+        if let etag = head.etag { headers.add(name: "ETag", value: etag) }
         var status = HTTPResponseStatus.ok
         if let range, let total = head.contentLength {
             status = .partialContent

@@ -24,6 +24,11 @@ public struct ProxyConfiguration: Sendable {
     public var idleTimeout: TimeAmount = .seconds(60)
     /// A request head must arrive completely within this time of its first byte (slowloris).
     public var requestHeadTimeout: TimeAmount = .seconds(10)
+    /// While a request body is expected, a connection that sends none of it for this long is closed.
+    public var requestBodyTimeout: TimeAmount = .seconds(10)
+    /// While response bytes wait to be sent, a client that takes none of them for this long is disconnected
+    /// (nginx's `send_timeout`).
+    public var sendTimeout: TimeAmount = .seconds(60)
     /// Requests with more header fields than this get 431.
     public var maxHeaderCount: Int = 100
     /// Origin bytes kept in memory per in-flight download for clients that join late; past it, new clients

@@ -29,6 +29,29 @@ struct ProxyConnectionStateMachine {
     }
 
     private var state: State = .idle
+    /// Why `head`'s `Host` is unacceptable (RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without
+    /// one, and to any request with more than one or with an invalid value), or nil.
+    static func hostProblem(_ head: HTTPRequestHead) -> String? {
+        var count = 0
+        var value: String?
+        for (name, fieldValue) in head.headers where name.utf8.count == 4 && ResponseEncoding.equalsIgnoringCase(name, "host") {
+            count += 1
+            value = fieldValue
+        }
+        if count > 1 { return "more than one Host header" }
+        guard let value else { return head.version.major == 1 && head.version.minor == 0 ? nil : "no Host header (required in HTTP/1.1)" }
+        // uri-host [":" port]: unreserved, pct-encoded, sub-delims, and the brackets and colons of IP literals and ports.
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+            default: return "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            }
+        }
+        return allowed ? nil : "invalid Host header"
+    }
+
+    /// The request being received announced a body (`Transfer-Encoding`, or a `Content-Length` above 0).
+    private(set) var requestHasBody = false
     let maxHeaderCount: Int
     let maxRequestBodyBytes: Int
 
@@ -62,15 +85,21 @@ struct ProxyConnectionStateMachine {
                 state = .rejecting
                 return .reject(.badRequest("both Transfer-Encoding and Content-Length"))
             }
+            if let refusal = Self.hostProblem(head) {
+                state = .rejecting
+                return .reject(.badRequest(refusal))
+            }
             let lengths = head.headers["content-length"]
             if lengths.count > 1 && Set(lengths).count > 1 {
                 state = .rejecting
                 return .reject(.badRequest("conflicting Content-Length headers"))
             }
-            if let declared = lengths.first.flatMap({ Int($0) }), declared > maxRequestBodyBytes {
+            let declared = lengths.first.flatMap { Int($0) }
+            if let declared, declared > maxRequestBodyBytes {
                 state = .rejecting
                 return .reject(.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
             }
+            requestHasBody = (declared ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
             state = .receivingRequest(head, bodyBytes: 0)
             return .none
         case .rejecting, .closed:
@@ -94,9 +123,18 @@ struct ProxyConnectionStateMachine {
 
     mutating func receivedEnd() -> Action {
         guard case .receivingRequest(let head, _) = state else { return .none }
-        let keepAlive = head.isKeepAlive
+        // What follows a CONNECT on the connection is not HTTP (the decoder stops there): close after the answer.
+        let keepAlive = head.isKeepAlive && head.method != .CONNECT
         state = .responding(keepAlive: keepAlive)
         return .dispatch(head, keepAlive: keepAlive)
+    }
+
+    /// The request whose head was received is answered now, without its body (it asked `Expect: 100-continue`
+    /// and nothing will read the body): its body is never read, and the connection closes after the answer.
+    mutating func answerWithoutBody() -> Action {
+        guard case .receivingRequest(let head, _) = state else { return .none }
+        state = .responding(keepAlive: false)
+        return .dispatch(head, keepAlive: false)
     }
 
     /// Whether the response being written should tell the client the connection stays open.

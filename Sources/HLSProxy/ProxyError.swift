@@ -3,7 +3,8 @@ import HLSCacheCore
 /// Errors the proxy itself answers with. Each maps to a status and a JSON body (`ErrorBody`).
 public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
-        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable, payloadTooLarge
+        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable, payloadTooLarge,
+            preconditionFailed, notImplemented
     }
     private var codeValue: Code
     public private(set) var httpStatus: Int
@@ -42,6 +43,13 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     public static func payloadTooLarge(_ message: String) -> ProxyError { ProxyError(.payloadTooLarge, 413, message) }
     public static func forbidden(_ message: String) -> ProxyError { ProxyError(.forbidden, 403, message) }
     public static func unavailable(_ message: String) -> ProxyError { ProxyError(.unavailable, 503, message) }
+    /// A method the server does not implement at all (501; RFC 9110 §9.1). Known methods that a path does not
+    /// allow are ``methodNotAllowed(_:)``.
+    public static func notImplemented(_ method: String) -> ProxyError {
+        ProxyError(.notImplemented, 501, "method \(method) is not implemented")
+    }
+    /// `If-Match` or `If-Unmodified-Since` did not hold for the cached object (412).
+    public static func preconditionFailed(_ message: String) -> ProxyError { ProxyError(.preconditionFailed, 412, message) }
     /// A Range outside the representation (416).
     public static func rangeNotSatisfiable(size: Int64) -> ProxyError {
         ProxyError(.rangeNotSatisfiable, 416, "the requested range is outside the \(size)-byte resource")

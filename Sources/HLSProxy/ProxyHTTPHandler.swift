@@ -26,12 +26,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var draining = false
     /// The timeout handler in front of the HTTP decoder, told directly (same channel, same event loop) where a
     /// request stands: a user event through the pipeline twice per request was a visible cost of a cache hit.
-    private let timeouts: RequestHeadTimeoutHandler?
+    private let timeouts: ConnectionTimeoutHandler?
     /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order.
     /// While any wait here, the socket is not read (`read(context:)`), so the queue holds at most one read's worth.
     private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
     /// A read the channel asked for while requests were queued; issued once the queue is empty.
     private var readHeld = false
+    /// What the decoder refused, answered once every request decoded before it has been (``deliverQueued(context:)``).
+    private var pendingRefusal: ProxyError?
     /// Set while queued parts are being handed on (a response completing inside that loop must not start
     /// another one: every request of a long pipeline would nest a level deeper).
     private var delivering = false
@@ -39,14 +41,26 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var streamFraming = BodyFraming.none
     /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
     private var requestIsHTTP10 = false
+    /// The decoder in front, told when a request that stops it (`Upgrade`) has ended.
+    private let decoder: RequestDecoder?
+    /// The `Date` line of this connection's event loop.
+    private let date: DateLine?
+    /// The configured listen host (an absolute-form target naming it is this server's).
+    private let listenHost: String
+    /// The last head the decoder produced asked for a protocol upgrade.
+    private var decodingUpgradeRequest = false
 
     init(
-        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: RequestHeadTimeoutHandler? = nil
+        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: ConnectionTimeoutHandler? = nil,
+        decoder: RequestDecoder? = nil, date: DateLine? = nil
     ) {
         self.router = router
         self.observer = observer
         self.timeouts = timeouts
+        self.decoder = decoder
+        self.date = date
         self.corsAllowOrigin = configuration.corsAllowOrigin
+        self.listenHost = configuration.host
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
 
@@ -59,8 +73,27 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        queued.append(unwrapInboundIn(data))
+        let part = unwrapInboundIn(data)
+        if let decoder { tell(decoder, about: part) }
+        queued.append(part)
         deliverQueued(context: context)
+    }
+
+    /// Tells the decoder about each part it produced, as it produces it (before any queueing): it counts them, and
+    /// learns when a request that asked for an upgrade has ended — the server ignores `Upgrade` (RFC 9110 §7.8), so
+    /// the connection goes on in HTTP/1.1.
+    private func tell(_ decoder: RequestDecoder, about part: HTTPServerRequestPart) {
+        decoder.partsDecoded &+= 1
+        switch part {
+        case .head(let head):
+            decoder.upgradeRequestEnded = false
+            decodingUpgradeRequest = RequestDecoder.isUpgradeRequest(head)
+        case .body:
+            decoder.upgradeRequestEnded = false
+        case .end:
+            decoder.upgradeRequestEnded = decodingUpgradeRequest
+            decodingUpgradeRequest = false
+        }
     }
 
     /// Hands queued request parts on, in order, until one starts a response (or the queue is empty).
@@ -71,6 +104,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         while !state.isResponding, self.context != nil, let part = queued.popFirst() {
             receive(part, context: context)
         }
+        if queued.isEmpty, !state.isResponding, self.context != nil, let refusal = pendingRefusal {
+            // The requests before the bytes the decoder refused are answered: now the refusal. (A request cut short
+            // by them, its head delivered and its end not, is the one refused.)
+            pendingRefusal = nil
+            run(state.parseFailed(refusal), context: context, head: nil)
+            return
+        }
         if queued.isEmpty && readHeld {
             readHeld = false
             context.read()
@@ -79,17 +119,39 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
-            timeouts?.requestHeadReceived()
+        case .head(var head):
             requestBody = nil
-            run(state.receivedHead(head), context: context, head: head)
+            if head.uri.utf8.first != UInt8(ascii: "/") {
+                head = AbsoluteForm.originForm(of: head, local: context.channel.localAddress, listenHost: listenHost)
+            }
+            var action = state.receivedHead(head)
+            if action == .none && state.requestHasBody && Self.expectsContinue(head) {
+                if router.readsBody(of: head.uri) {
+                    // RFC 9110 §10.1.1: the client waits for this before sending the body (curl: 1 s).
+                    let interim = ByteBuffer(staticString: "HTTP/1.1 100 Continue\r\n\r\n")
+                    timeouts?.queued(bytes: interim.readableBytes)
+                    context.writeAndFlush(wrapOutboundOut(.byteBuffer(interim)), promise: nil)
+                } else {
+                    // Nothing here reads a body: the final answer now, without it; the client need not send it.
+                    action = state.answerWithoutBody()
+                }
+            }
+            timeouts?.requestHeadReceived(awaitingBody: action == .none)
+            run(action, context: context, head: head)
         case .body(var buffer):
             let action = state.receivedBody(count: buffer.readableBytes)
             if action == .none { _ = requestBody.setOrWriteBuffer(&buffer) }
             run(action, context: context, head: nil)
         case .end:
+            timeouts?.requestReceived()
             run(state.receivedEnd(), context: context, head: nil)
         }
+    }
+
+    /// `Expect: 100-continue` on an HTTP/1.1 request (an HTTP/1.0 one's must be ignored, RFC 9110 §10.1.1).
+    private static func expectsContinue(_ head: HTTPRequestHead) -> Bool {
+        guard head.version.minor >= 1 || head.version.major > 1, let expect = head.headers.first(name: "expect") else { return false }
+        return expect.trimmingCharacters().lowercased() == "100-continue"
     }
 
     func read(context: ChannelHandlerContext) {
@@ -119,18 +181,24 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // The decoder refused the bytes (malformed request, head over the size limit): answer 4xx and close,
-        // or close after the response under way. After that the decoder reports every later read as an error
-        // too: the connection is already being answered and closed. Anything else ends the connection.
-        if let parseError = error as? HTTPParserError {
-            queued.removeAll()
-            let refusal: ProxyError =
+        // The decoder refused the bytes (malformed request, head over the size limit, unknown method): every request
+        // decoded before them is answered first, in order, then the refusal (4xx/501), then the connection closes.
+        // After that the decoder reports every later read as an error too (ignored here). Anything else ends the
+        // connection.
+        let refusal: ProxyError
+        if error is RequestDecoder.UnknownMethod {
+            refusal = .notImplemented("in the request line")
+        } else if let parseError = error as? HTTPParserError {
+            refusal =
                 parseError == .headerOverflow
                 ? .headersTooLarge("request head too large") : .badRequest("malformed HTTP request (\(parseError))")
-            run(state.parseFailed(refusal), context: context, head: nil)
-        } else if !(error is ByteToMessageDecoderError) {
-            context.close(promise: nil)
+        } else {
+            if !(error is ByteToMessageDecoderError) { context.close(promise: nil) }
+            return
         }
+        guard pendingRefusal == nil else { return }
+        pendingRefusal = refusal
+        deliverQueued(context: context)
     }
 
     private func run(_ action: ProxyConnectionStateMachine.Action, context: ChannelHandlerContext, head: HTTPRequestHead?) {
@@ -177,7 +245,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var buffer = context.channel.allocator.buffer(capacity: 512)
         let framing = ResponseEncoding.writeHead(
             status: status, headers: headers, bodyLength: bodyLength, chunkedAllowed: !requestIsHTTP10, headOnly: headOnly,
-            connection: connectionHeader, into: &buffer)
+            connection: connectionHeader, date: date?.line, into: &buffer)
         return (buffer, framing)
     }
 
@@ -193,17 +261,22 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         write(head: head, framing: framing, body: body, context: context)
     }
 
-    /// Writes a 200 head rendered earlier (``HitReplay``) and its body.
+    /// Writes a 200 head rendered earlier (``HitReplay``: all but its `Date` line and blank line) and its body.
     func writePrepared(_ head: ByteBuffer, body: ResponseBody, headOnly: Bool) {
         guard let context else {
             body.release()
             return
         }
-        write(head: head, framing: headOnly ? .none : .length, body: body, context: context)
+        let end = date?.lineAndEnd ?? ByteBuffer(staticString: "\r\n")
+        timeouts?.queued(bytes: head.readableBytes)
+        context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+        write(head: end, framing: headOnly ? .none : .length, body: body, context: context)
     }
 
     private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
+        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes).
+        timeouts?.queued(bytes: head.readableBytes + (framing == .none ? 0 : Int(body.length)))
         switch body {
         case .empty:
             completeResponse(when: done.futureResult, context: context)
@@ -260,6 +333,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: nil, headOnly: headOnly, context: context)
         streamFraming = framing
+        timeouts?.queued(bytes: head.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: nil)
     }
 
@@ -273,11 +347,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // last write's future completes after the other two.
             var header = context.channel.allocator.buffer(capacity: 12)
             ResponseEncoding.writeChunkHeader(count: buffer.readableBytes, into: &header)
+            timeouts?.queued(bytes: header.readableBytes + buffer.readableBytes + 2)
             context.write(wrapOutboundOut(.byteBuffer(header)), promise: nil)
             context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
             let trailer = ByteBuffer(staticString: ResponseEncoding.chunkTrailer)
             return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(trailer))) : context.write(wrapOutboundOut(.byteBuffer(trailer)))
         }
+        timeouts?.queued(bytes: buffer.readableBytes)
         if flush { return context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))) }
         return context.write(wrapOutboundOut(.byteBuffer(buffer)))
     }
@@ -290,6 +366,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // An empty write keeps the promise in order behind the body's writes.
         if streamFraming == .chunked { end.writeStaticString(ResponseEncoding.lastChunk) }
         streamFraming = .none
+        timeouts?.queued(bytes: end.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(end)), promise: done)
     }
 

@@ -14,14 +14,15 @@ public struct ProxyRequest: Sendable {
 
     public func header(_ name: String) -> String? { head.headers.first(name: name) }
 
-    /// Whether the request asks for the whole current representation, unconditionally: no `Range`, `If-Range`,
-    /// `If-None-Match` or `If-Modified-Since` (the requests a replayed hit may answer).
+    /// Whether the request asks for the whole current representation, unconditionally: no `Range` and no `If-…`
+    /// precondition (`If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, `If-Range`): the
+    /// requests a replayed hit may answer.
     public var isPlainFetch: Bool {
         for (name, _) in head.headers {
             guard let first = name.utf8.first, first | 0x20 == UInt8(ascii: "r") || first | 0x20 == UInt8(ascii: "i") else { continue }
-            if ResponseEncoding.equalsIgnoringCase(name, "range") || ResponseEncoding.equalsIgnoringCase(name, "if-range")
-                || ResponseEncoding.equalsIgnoringCase(name, "if-none-match") || ResponseEncoding.equalsIgnoringCase(name, "if-modified-since")
-            {
+            if ResponseEncoding.equalsIgnoringCase(name, "range") { return false }
+            let bytes = name.utf8
+            if bytes.count > 3, bytes.starts(with: [UInt8(ascii: "i"), UInt8(ascii: "f"), UInt8(ascii: "-")], by: { $0 | 0x20 == $1 }) {
                 return false
             }
         }

@@ -18,13 +18,31 @@ final class ProxyRouter: Sendable {
         self.operations = OperationsEndpoint(services: services)
     }
 
+    /// Whether the answer to a request for `target` reads the request's body: only the route extension (the
+    /// admin API) does, so a body sent anywhere else with `Expect: 100-continue` is not asked for.
+    func readsBody(of target: String) -> Bool {
+        guard services.routeExtension != nil else { return false }
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        return path == "/" || path == "/api" || path.utf8.starts(with: "/api/".utf8)
+    }
+
     func route(_ request: ProxyRequest, responder: Responder) {
+        // RFC 9110 §9.1: a method the server does not know is 501; the methods of RFC 9110 and PATCH are known, and
+        // a path that does not allow one answers 405 with Allow. (Methods llhttp itself does not know never get
+        // here: RequestDecoder turns them into a 501 and the connection closes.)
+        switch request.method {
+        case .GET, .HEAD, .POST, .PUT, .DELETE, .OPTIONS, .TRACE, .PATCH, .CONNECT: break
+        default:
+            responder.send(error: ProxyError.notImplemented(request.method.rawValue))
+            return
+        }
         let target = request.head.uri
         guard target.utf8.first == UInt8(ascii: "/") else {
             if request.method == .OPTIONS && target == "*" {
-                preflight(responder)
+                preflight(request, responder)
             } else {
-                responder.send(error: ProxyError.badRequest("request target must be a path (origin-form)"))
+                responder.send(
+                    error: ProxyError.badRequest("request target must be a path, or an http:// URL naming this server (hlscache is not a forward proxy)"))
             }
             return
         }
@@ -39,7 +57,7 @@ final class ProxyRouter: Sendable {
             responder.routeObserver = routeExtension
         }
         if request.method == .OPTIONS {
-            preflight(responder)
+            preflight(request, responder)
             return
         }
         if path.utf8.hasPrefix("/http/") || path.utf8.hasPrefix("/https/") || path == "/http" || path == "/https" {
@@ -72,13 +90,43 @@ final class ProxyRouter: Sendable {
         }
     }
 
-    private func preflight(_ responder: Responder) {
+    /// Request headers a preflight allows when the browser's list is missing or unusable.
+    static let defaultAllowedHeaders = "Range, If-Range, If-None-Match, If-Modified-Since, Origin, Accept, Content-Type"
+    /// The longest `Access-Control-Request-Headers` echoed back.
+    static let maxRequestedHeadersLength = 1024
+
+    /// A CORS preflight: the methods, the request headers the page asked for (players add their own through hls.js
+    /// `xhrSetup` or `fetchSetup`: `Authorization`, `If-Range`, custom tokens), and Chrome's Private Network Access
+    /// opt-in — the server listens on loopback or a LAN and is called from public pages, exactly the case PNA asks
+    /// a server to agree to.
+    private func preflight(_ request: ProxyRequest, _ responder: Responder) {
         var headers = HTTPHeaders()
         headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD, OPTIONS")
-        headers.add(name: "Access-Control-Allow-Headers", value: "Range, If-None-Match, If-Modified-Since, Origin, Accept, Content-Type")
+        headers.add(name: "Access-Control-Allow-Headers", value: Self.allowedHeaders(requested: request.header("Access-Control-Request-Headers")))
+        if request.header("Access-Control-Request-Private-Network")?.trimmingCharacters().lowercased() == "true" {
+            headers.add(name: "Access-Control-Allow-Private-Network", value: "true")
+        }
         headers.add(name: "Access-Control-Max-Age", value: "86400")
+        headers.add(name: "Vary", value: "Access-Control-Request-Headers, Access-Control-Request-Private-Network")
         headers.add(name: "Content-Length", value: "0")
         responder.send(status: .noContent, headers: headers, body: .empty)
+    }
+
+    /// `requested` as it came when it is a comma-separated list of header names (RFC 9110 tokens) of at most
+    /// ``maxRequestedHeadersLength`` bytes, else ``defaultAllowedHeaders``.
+    static func allowedHeaders(requested: String?) -> String {
+        guard let requested, requested.utf8.count <= maxRequestedHeadersLength else { return defaultAllowedHeaders }
+        let names = requested.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() }
+        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(isTokenCharacter) }) else { return defaultAllowedHeaders }
+        return names.joined(separator: ", ")
+    }
+
+    /// `tchar` (RFC 9110 §5.6.2).
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 
     private func sendJSON(_ json: String, to responder: Responder) {

@@ -28,6 +28,7 @@ extension ProxyServer {
                 try? await Task.sleep(for: .milliseconds(20))
             }
         }
+        stopDates()
         return remaining
     }
 

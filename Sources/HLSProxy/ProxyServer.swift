@@ -14,6 +14,8 @@ public final class ProxyServer: Sendable {
     private let router: ProxyRouter
     private let limiter: ConnectionLimiter
     private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+    /// The `Date` line of each event loop, once started.
+    private let dates: NIOLockedValueBox<DateHeaders?> = NIOLockedValueBox(nil)
 
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
@@ -46,6 +48,8 @@ public final class ProxyServer: Sendable {
         let limiter = self.limiter
         let connections = services.connections
         let observer = services.observer
+        let dates = DateHeaders(group: services.group)
+        self.dates.withLockedValue { $0 = dates }
         let bootstrap = ServerBootstrap(group: services.group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -66,14 +70,21 @@ public final class ProxyServer: Sendable {
                 guard connections.add(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    let timeouts = RequestHeadTimeoutHandler(timeout: configuration.requestHeadTimeout, idleTimeout: configuration.idleTimeout)
+                    let timeouts = ConnectionTimeoutHandler(
+                        headTimeout: configuration.requestHeadTimeout, bodyTimeout: configuration.requestBodyTimeout,
+                        sendTimeout: configuration.sendTimeout, idleTimeout: configuration.idleTimeout)
                     try sync.addHandler(timeouts)
                     // No HTTPServerPipelineHandler, HTTPResponseEncoder or error handler: ProxyHTTPHandler queues
                     // pipelined requests, answers decoder errors and writes the response bytes itself. Every
                     // header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
                     // possible), and the CORS value is checked at startup.
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
-                    try sync.addHandler(ProxyHTTPHandler(router: router, configuration: configuration, observer: observer, timeouts: timeouts))
+                    // NIO's HTTPRequestDecoder, kept decoding after a request that asks for an upgrade (RequestDecoder).
+                    let decoder = RequestDecoder()
+                    try sync.addHandler(ByteToMessageHandler(decoder))
+                    try sync.addHandler(
+                        ProxyHTTPHandler(
+                            router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
+                            date: dates.line(for: channel.eventLoop)))
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -88,10 +99,16 @@ public final class ProxyServer: Sendable {
     /// The bound address, once started.
     public var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
 
-    /// Stops accepting connections; in-flight responses finish on their own.
+    /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
     public func stop() async throws {
         let channel = self.channel.withLockedValue { $0 }
+        dates.withLockedValue { $0 }?.stop()
         try await channel?.close()
+    }
+
+    /// Stops renewing the `Date` lines (the server is done).
+    func stopDates() {
+        dates.withLockedValue { $0 }?.stop()
     }
 
     /// Runs until the listening channel closes.

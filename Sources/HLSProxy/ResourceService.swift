@@ -160,6 +160,16 @@ final class ResourceService: Sendable {
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "X-Cache", value: "HIT")
         responder.cacheResult = .hit
+        if ConditionalRequest.preconditionFails(
+            ifMatch: request.header("If-Match"), ifUnmodifiedSince: request.header("If-Unmodified-Since"), etag: object.etag,
+            lastModified: lastModified)
+        {
+            try? handle.close()
+            pin.unpin()
+            headers.remove(name: "Content-Type")
+            responder.send(error: ProxyError.preconditionFailed("the cached object does not satisfy If-Match or If-Unmodified-Since"), extraHeaders: headers)
+            return true
+        }
         if ConditionalRequest.isNotModified(
             ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
             lastModified: lastModified)
@@ -355,7 +365,8 @@ final class ResolvedTarget: Sendable {
 
 /// The 200 response head of a cached object exactly as ``ProxyHTTPHandler`` writes it on a kept-alive
 /// HTTP/1.1 connection, rendered once: the next plain GET or HEAD of the same object sends these bytes and the
-/// file, without building headers again.
+/// file, without building headers again. The head stops before its `Date` line, which the handler adds (with the
+/// blank line) from its event loop's ``DateLine``.
 final class HitReplay: Sendable {
     let object: CachedObject
     /// The headers, CORS included (what the route observer is shown).
@@ -368,7 +379,8 @@ final class HitReplay: Sendable {
         var head = ByteBuffer()
         head.reserveCapacity(512)
         _ = ResponseEncoding.writeHead(
-            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, into: &head)
+            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, terminated: false,
+            into: &head)
         self.head = head
     }
 }

@@ -186,7 +186,7 @@ final class Responder: @unchecked Sendable {
     private func decorate(_ headers: inout HTTPHeaders) {
         if let corsAllowOrigin, !omitsCORS {
             headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: corsAllowOrigin)
-            headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, ETag, X-Cache")
+            headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, Accept-Ranges, ETag, X-Cache")
         }
     }
 }

@@ -25,9 +25,11 @@ enum ResponseEncoding {
     ///   - chunkedAllowed: the client speaks HTTP/1.1, so a body of unknown length can be chunked.
     ///   - headOnly: the request was HEAD: the head is what a GET would get, but nothing follows it.
     ///   - connection: the `Connection` value to send instead of any the caller set (`close`, `keep-alive`).
+    ///   - date: the `Date` line (``DateLine``), written last; nil for none.
+    ///   - terminated: end the head with its blank line (false: the caller adds the last lines, ``HitReplay``).
     static func writeHead(
         status: HTTPResponseStatus, headers: HTTPHeaders, bodyLength: Int64?, chunkedAllowed: Bool, headOnly: Bool, connection: String?,
-        into buffer: inout ByteBuffer
+        date: ByteBuffer? = nil, terminated: Bool = true, into buffer: inout ByteBuffer
     ) -> BodyFraming {
         writeStatusLine(status, into: &buffer)
         let framing: BodyFraming
@@ -68,7 +70,8 @@ enum ResponseEncoding {
             buffer.writeString(connection)
             buffer.writeStaticString("\r\n")
         }
-        buffer.writeStaticString("\r\n")
+        if let date { buffer.writeImmutableBuffer(date) }
+        if terminated { buffer.writeStaticString("\r\n") }
         return framing
     }
 

@@ -19,6 +19,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var contentLength: Int64?
         var contentType: String
         var isPlaylist: Bool
+        /// The origin's ETag when strong (``OriginResponseHead/strongETag``): sent on the miss and stored with the
+        /// object, so hits send the same one. A weak or absent one is not used: the store derives a strong one.
         var etag: String?
         var lastModified: String?
         /// The URL that answered (after redirects); playlists resolve against it.
@@ -209,7 +211,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let info = Head(
             contentLength: contentLength,
             contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
-            isPlaylist: isPlaylist, etag: head.headers.first(name: "ETag"), lastModified: head.headers.first(name: "Last-Modified"),
+            isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"),
             url: head.url)
         state.withLockedValue {
             $0.head = info
@@ -327,7 +329,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
         let expiresAt = services.playlists.liveExpiry(of: key)
-        fill.commit(contentType: head.contentType, kind: kind, lastModified: lastModified, expiresAt: expiresAt) { _ in
+        fill.commit(contentType: head.contentType, kind: kind, etag: head.etag, lastModified: lastModified, expiresAt: expiresAt) { _ in
             self.state.withLockedValue { $0.fill = nil }
             self.services.fetches.remove(self)
         }

@@ -156,4 +156,41 @@ struct AdminAccessTests {
         #expect(output.contains("3 responses checked,") && !output.contains(", 0 mismatches"), "\(output)")
         #expect(output.contains("#0 ") && output.contains("#1 ") && output.contains("#2 "), "each wrong response is reported: \(output)")
     }
+
+    /// `curl -H 'Expect: 100-continue' --data-binary @item.json …/api/v1/items` waits for `100 Continue` before sending
+    /// the body (1 s, then it sends anyway): the API reads bodies, so the server says so at once, then answers the
+    /// request with its body.
+    @Test("a POST with Expect: 100-continue gets 100 Continue before its body is sent, then its answer")
+    func expectContinue() async throws {
+        let harness = try await AdminHarness(root: try Self.emptyRoot())
+        defer { harness.shutdownLater() }
+        let body = Array("{\"url\": \"\(harness.originURL("/none/master.m3u8"))\", \"id\": \"expect-1\"}".utf8)
+        let head = Array(
+            ("POST /api/v1/items HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n"
+                + "Expect: 100-continue\r\nConnection: close\r\n\r\n").utf8)
+        let port = harness.port
+        let (interim, final) = try await offThread { () throws -> (String, String) in
+            let fd = try RawSocket.connect(port: port)
+            defer { close(fd) }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            RawSocket.send(fd, head)
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            let interim = n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
+            RawSocket.send(fd, body)
+            var rest: [UInt8] = []
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                guard n > 0 else { break }
+                rest.append(contentsOf: buffer[0..<n])
+            }
+            return (interim, String(decoding: rest, as: UTF8.self))
+        }
+        #expect(interim.hasPrefix("HTTP/1.1 100 Continue\r\n\r\n"), "\(interim.prefix(80).debugDescription)")
+        let answer = interim.dropFirst("HTTP/1.1 100 Continue\r\n\r\n".count) + final
+        #expect(answer.hasPrefix("HTTP/1.1 201 "), "\(answer.prefix(200))")
+        #expect(answer.contains("expect-1"))
+        await harness.shutdown()
+    }
 }

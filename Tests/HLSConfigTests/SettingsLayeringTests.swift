@@ -64,6 +64,8 @@ import Testing
         #expect(SettingCatalog.key("cache.maxSize")?.environmentName == "HLSCACHE_CACHE_MAX_SIZE")
         #expect(SettingCatalog.key("cache.dir")?.environmentName == "HLSCACHE_CACHE_DIR")
         #expect(SettingCatalog.key("limits.requestHeadTimeout")?.environmentName == "HLSCACHE_LIMITS_REQUEST_HEAD_TIMEOUT")
+        #expect(SettingCatalog.key("limits.requestBodyTimeout")?.environmentName == "HLSCACHE_LIMITS_REQUEST_BODY_TIMEOUT")
+        #expect(SettingCatalog.key("limits.sendTimeout")?.environmentName == "HLSCACHE_LIMITS_SEND_TIMEOUT")
 
         let lists = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_ALLOWED_HOSTS": "a.example, b.example"])
         #expect(lists.settings.originAllowedHosts == ["a.example", "b.example"])
@@ -81,6 +83,8 @@ import Testing
             limits:
               idleTimeout: 90s
               requestHeadTimeout: 500ms
+              requestBodyTimeout: 3s
+              sendTimeout: 2m
             origin:
               connectTimeout: 2s
               retries: 0
@@ -106,6 +110,8 @@ import Testing
         #expect(proxy.volatileQueryParameters == ["sig"])
         #expect(proxy.idleTimeout == .seconds(90))
         #expect(proxy.requestHeadTimeout == .milliseconds(500))
+        #expect(proxy.requestBodyTimeout == .seconds(3))
+        #expect(proxy.sendTimeout == .seconds(120))
         let origin = settings.originConfiguration()
         #expect(origin.connectTimeout == .seconds(2))
         #expect(origin.retry.maxRetries == 0)

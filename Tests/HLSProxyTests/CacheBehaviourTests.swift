@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSDownloader
 import NIOCore
 import Testing
 
@@ -148,6 +149,82 @@ import Testing
         #expect(head.body.isEmpty)
         #expect(head.headers.first(name: "Content-Length") == String(bytes.count))
         #expect(harness.origin.requests(matching: "/seg.ts").count == 1)
+    }
+
+    /// A strong origin ETag is the object's validator everywhere: on the Range miss (relayed), on a full miss, and on
+    /// the hits after them, so `If-Range` and `If-None-Match` with it work on the hit. (The hit used to send a tag of
+    /// hlscache's own, and the full miss none.)
+    @Test func aStrongOriginETagIsTheValidatorOfMissesAndHits() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let tag = "\"6b052b0c-19560\""
+        let body = randomBytes(50_000)
+        for path in ["/ranged.ts", "/whole.ts"] {
+            harness.origin.setBody(body, contentType: "video/mp2t", for: path)
+            harness.origin.setETag(tag, for: path)
+        }
+        let ranged = harness.url("/ranged.ts")
+        let partialMiss = try await harness.get(ranged, headers: [("Range", "bytes=0-99")])
+        #expect(partialMiss.status == 206)
+        #expect(partialMiss.headers.first(name: "ETag") == tag)
+        let wholeMiss = try await harness.get(harness.url("/whole.ts"))
+        #expect(wholeMiss.headers.first(name: "X-Cache") == "MISS")
+        #expect(wholeMiss.headers.first(name: "ETag") == tag)
+        try await harness.waitForIdle()
+        for url in [ranged, harness.url("/whole.ts")] {
+            let hit = try await harness.get(url)
+            #expect(hit.headers.first(name: "X-Cache") == "HIT")
+            #expect(hit.headers.first(name: "ETag") == tag)
+            #expect(try await harness.get(url).headers.first(name: "ETag") == tag, "replayed")
+            let resumed = try await harness.get(url, headers: [("Range", "bytes=100-199"), ("If-Range", tag)])
+            #expect(resumed.status == 206)
+            #expect(resumed.body == Array(body[100...199]))
+            #expect(try await harness.get(url, headers: [("If-None-Match", tag)]).status == 304)
+            #expect(try await harness.get(url, headers: [("If-Match", tag)]).status == 200)
+        }
+    }
+
+    /// A weak origin tag does not name exact bytes, and a compressed answer's tag names the compressed ones: neither
+    /// is sent with the (decoded) bytes hlscache serves; the miss has none and hits get hlscache's own strong tag.
+    @Test func weakOrCompressedOriginETagsAreNotUsed() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(5_000), contentType: "video/mp2t", for: "/weak.ts")
+        harness.origin.setETag("W/\"weak-1\"", for: "/weak.ts")
+        harness.origin.setBody(Array(String(repeating: "compressible ", count: 500).utf8), contentType: "video/mp2t", for: "/gz.ts")
+        harness.origin.setETag("\"gz-1\"", for: "/gz.ts")
+        harness.origin.setFault(.encoded("gzip"), for: "/gz.ts")
+        for (path, originTag) in [("/weak.ts", "W/\"weak-1\""), ("/gz.ts", "\"gz-1\"")] {
+            let miss = try await harness.get(harness.url(path))
+            #expect(miss.status == 200)
+            #expect(miss.headers.first(name: "ETag") == nil, "\(path)")
+            try await harness.waitForIdle()
+            let hit = try await harness.get(harness.url(path))
+            #expect(hit.headers.first(name: "X-Cache") == "HIT")
+            let own = try #require(hit.headers.first(name: "ETag"))
+            #expect(own != originTag && !own.hasPrefix("W/"), "\(path): \(own)")
+        }
+    }
+
+    /// `hlscache fetch` stores a strong origin ETag with the object too, so a prewarmed segment's hits send the tag a
+    /// miss of the same segment would have.
+    @Test func prewarmedObjectsKeepTheOriginsStrongETag() async throws {
+        let origin = TestOrigin(root: FileManager.default.temporaryDirectory)
+        try await origin.start()
+        origin.setBody(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXTINF:2,\ns1.ts\n#EXT-X-ENDLIST\n".utf8), for: "/tag/index.m3u8")
+        origin.setBody(randomBytes(3_000), contentType: "video/mp2t", for: "/tag/s0.ts")
+        origin.setBody(randomBytes(3_000), contentType: "video/mp2t", for: "/tag/s1.ts")
+        origin.setETag("\"s0-strong\"", for: "/tag/s0.ts")
+        origin.setETag("W/\"s1-weak\"", for: "/tag/s1.ts")
+        let fetch = try DownloaderHarness(origin: origin)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/tag/index.m3u8")
+        #expect(item.state == .cached)
+        #expect(fetch.store.lookup(try fetch.key("/tag/s0.ts"))?.etag == "\"s0-strong\"")
+        let weak = try #require(fetch.store.lookup(try fetch.key("/tag/s1.ts"))?.etag)
+        #expect(weak != "W/\"s1-weak\"" && !weak.hasPrefix("W/"))
+        await fetch.shutdown()
+        await origin.stop()
     }
 
     @Test func rangeOnAMissIsAnsweredWithoutWaitingForTheWholeFile() async throws {

@@ -52,10 +52,45 @@ import Testing
     @Test func httpDatesRoundTrip() {
         #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
-        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == nil)
         #expect(HTTPDate.parse("garbage") == nil)
         let now: Int64 = 1_795_000_000
         #expect(HTTPDate.parse(HTTPDate.format(now)) == now)
+    }
+
+    /// RFC 9110 §5.6.7: recipients must accept the two obsolete forms too.
+    @Test func obsoleteHTTPDateFormsAreUnderstood() {
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == 784_111_777)
+        #expect(HTTPDate.parse("Wed Nov 16 08:49:37 1994") == HTTPDate.parse("Wed, 16 Nov 1994 08:49:37 GMT"))
+        // A two-digit year more than 50 years ahead is the last century's.
+        let in2026: Int64 = 1_780_000_000
+        #expect(HTTPDate.fullYear(94, now: in2026) == 1994)
+        #expect(HTTPDate.fullYear(30, now: in2026) == 2030)
+        #expect(HTTPDate.fullYear(77, now: in2026) == 1977)
+        #expect(HTTPDate.fullYear(76, now: in2026) == 2076)
+        for malformed in [
+            "Sunday, 06-Nov-1994 08:49:37 GMT", "Sunday 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 UTC", "Sun Nov  6 08:49:37 94",
+            "Xyz Nov  6 08:49:37 1994", "Sun Nov  6 08:49 1994", "Sun 06 Nov 1994 08:49:37 GMT",
+        ] {
+            #expect(HTTPDate.parse(malformed) == nil, "\(malformed)")
+        }
+    }
+
+    @Test func preconditions() {
+        let etag = "\"abc\""
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: "\"x\", \"abc\"", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: " * ", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: "W/\"abc\"", ifUnmodifiedSince: nil, etag: etag, lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: "\"abc\"", ifUnmodifiedSince: nil, etag: "W/\"abc\"", lastModified: 100))
+        #expect(ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(100), etag: etag, lastModified: 100))
+        #expect(!ConditionalRequest.preconditionFails(ifMatch: etag, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100),
+            "If-Unmodified-Since is ignored when If-Match is there")
+        for name in ["If-Match", "if-unmodified-since", "IF-RANGE", "Range"] {
+            #expect(!ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: [name: "x"])).isPlainFetch, "\(name)")
+        }
+        #expect(ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Icy-MetaData": "1", "Referer": "x"])).isPlainFetch)
     }
 
     @Test func conditionalRequests() {

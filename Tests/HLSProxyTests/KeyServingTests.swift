@@ -292,7 +292,8 @@ import Testing
         channel.remoteAddress = lan
         try channel.pipeline.syncOperations.addHandler(
             ProxyHTTPHandler(router: ProxyRouter(services: harness.server.services), configuration: harness.server.configuration))
-        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef")))
+        try channel.writeInbound(
+            HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef", headers: ["Host": "x"])))
         try channel.writeInbound(HTTPServerRequestPart.end(nil))
         var wire = ""
         while let part = try channel.readOutbound(as: IOData.self) {

@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 import NIOCore
 import Testing
 
@@ -77,6 +78,64 @@ import Testing
         #expect(response.isEmpty)
     }
 
+    /// A head that announces a body which never comes used to hold the connection (and its slot under
+    /// `--max-connections`) for ever: no head or idle timeout applies once the head is in.
+    @Test func aStalledRequestBodyIsCutOff() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestBodyTimeout = .milliseconds(500) }
+        defer { Task { await harness.shutdown() } }
+        // The socket's read timeout is 10 s; the head and idle timeouts are 10 s and 60 s: "closed" means the body
+        // timeout did it.
+        let request = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
+        #expect(closed)
+        #expect(response.isEmpty)
+        #expect(try await harness.get("\(harness.base)/healthz").status == 200)
+    }
+
+    /// A client that stops reading a large response used to stay connected for ever (nginx: `send_timeout`). Here it
+    /// takes nothing for 4 s while the send timeout is 1 s: it is disconnected after what the kernel had buffered,
+    /// long before the 16 MB body, and sees the connection end.
+    @Test func aClientThatStopsReadingIsDisconnected() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.sendTimeout = .seconds(1) }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(16 << 20)
+        try Self.store(body, at: "/big.ts", in: harness)
+        let request = "GET /http/127.0.0.1:\(harness.origin.port)/big.ts HTTP/1.1\r\nHost: x\r\n\r\n"
+        let (response, closed) = try await RawHTTP.exchangeBytes(
+            port: harness.port, Array(request.utf8), readTimeout: 10, pauseAfter: 4, receiveBuffer: 16 << 10)
+        #expect(response.starts(with: Array("HTTP/1.1 200 OK\r\n".utf8)))
+        #expect(response.count < body.count, "the whole body was sent to a client that did not read")
+        #expect(closed)
+        #expect(try await harness.get("\(harness.base)/healthz").status == 200)
+    }
+
+    /// Puts `body` in the cache as the object of an origin path (fetching it through the proxy would be read by the
+    /// test's own client, which a loaded run can pause past a short send timeout).
+    private static func store(_ body: [UInt8], at path: String, in harness: ProxyHarness) throws {
+        let writer = try harness.store.makeWriter(for: CacheKey(try OriginURL(harness.originURL(path))), expectedLength: Int64(body.count))
+        try writer.write(body)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+    }
+
+    /// The send timeout measures what the kernel takes, not whole writes: a slow player that keeps reading a hit (one
+    /// sendfile of 16 MB, taking twice the timeout or more) gets all of it.
+    @Test func aSlowClientThatKeepsReadingIsNotDisconnected() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.sendTimeout = .seconds(3) }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(16 << 20)
+        try Self.store(body, at: "/slow.ts", in: harness)
+        let request = "GET /http/127.0.0.1:\(harness.origin.port)/slow.ts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let (response, closed) = try await RawHTTP.exchangeBytes(
+            port: harness.port, Array(request.utf8), readTimeout: 10, receiveBuffer: 16 << 10, pace: (bytes: 256 << 10, seconds: 0.15))
+        let headEnd = try #require(response.firstRange(of: Array("\r\n\r\n".utf8)))
+        // Compared here: a 16 MB expression in a failed expectation takes minutes to print.
+        let received = response[headEnd.upperBound...]
+        let complete = received.elementsEqual(body)
+        #expect(received.count == body.count)
+        #expect(complete)
+        #expect(closed)
+    }
+
     @Test func idleKeepAliveConnectionIsClosedAfterTheIdleTimeout() async throws {
         // 2 s, not less: the test client shares the loaded test process, and a CI run once saw it descheduled between
         // connecting and sending for longer than a 300 ms idle timeout (the server rightly closed the silent connection).
@@ -121,7 +180,7 @@ import Testing
         _ = try await held
     }
 
-    @Test func unknownMethodsAre405() async throws {
+    @Test func knownMethodsAProxiedPathDoesNotAllowAre405() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let response = try await harness.get(harness.url("/x.ts"), method: .DELETE)

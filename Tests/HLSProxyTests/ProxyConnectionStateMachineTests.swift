@@ -5,8 +5,35 @@ import Testing
 
 /// The connection state machine, driven without a channel.
 @Suite struct ProxyConnectionStateMachineTests {
-    func head(_ uri: String = "/x", version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:]) -> HTTPRequestHead {
-        HTTPRequestHead(version: version, method: .GET, uri: uri, headers: headers)
+    /// A GET head; with a `Host` unless the headers have one or `host` is false.
+    func head(_ uri: String = "/x", version: HTTPVersion = .http1_1, headers: HTTPHeaders = [:], host: Bool = true) -> HTTPRequestHead {
+        var headers = headers
+        if host && !headers.contains(name: "host") { headers.add(name: "Host", value: "x") }
+        return HTTPRequestHead(version: version, method: .GET, uri: uri, headers: headers)
+    }
+
+    /// RFC 9112 §3.2: 400 for an HTTP/1.1 request without `Host`, and for any request with two or an invalid one.
+    @Test func hostIsRequiredOnceAndValid() {
+        for (head, accepted) in [
+            (head(), true), (head(headers: ["Host": "127.0.0.1:8080"]), true), (head(headers: ["Host": "[::1]:8080"]), true),
+            (head(headers: ["Host": ""]), true), (head(version: .http1_0, host: false), true),
+            (head(host: false), false), (head(headers: HTTPHeaders([("Host", "a"), ("host", "a")])), false),
+            (head(version: .http1_0, headers: HTTPHeaders([("Host", "a"), ("Host", "b")])), false), (head(headers: ["Host": "a b"]), false),
+            (head(headers: ["Host": "a/b"]), false),
+        ] {
+            var machine = ProxyConnectionStateMachine()
+            let action = machine.receivedHead(head)
+            if accepted {
+                #expect(action == .none, "\(head.headers)")
+            } else {
+                guard case .reject(let error) = action else {
+                    Issue.record("\(head.headers) accepted")
+                    continue
+                }
+                #expect(error.httpStatus == 400)
+                #expect(machine.responseCompleted(success: true) == .close)
+            }
+        }
     }
 
     @Test func keepAliveRequestCycle() {

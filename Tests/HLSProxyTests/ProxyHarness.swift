@@ -144,22 +144,52 @@ enum RawHTTP {
     }
 
     /// ``exchange(port:_:readTimeout:pauseAfter:)`` with the response's bytes as they came.
+    /// - Parameter receiveBuffer: the socket's `SO_RCVBUF` (0: the system's), set before connecting so that it bounds
+    ///   the window: with a small one and `pauseAfter`, the client stops reading as a stalled player would.
+    /// - Parameter pace: read like a slow player: after each `bytes` received, pause `seconds`.
     static func exchangeBytes(
-        port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0
+        port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0, receiveBuffer: Int32 = 0,
+        pace: (bytes: Int, seconds: Double)? = nil
     ) async throws -> (response: [UInt8], closedByPeer: Bool) {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try blockingExchange(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter) })
+                continuation.resume(
+                    with: Result {
+                        try blockingExchange(
+                            port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter, receiveBuffer: receiveBuffer, pace: pace)
+                    })
             }
         }
+    }
+
+    /// Sends each of `requests` on one connection, `gap` seconds apart (each arrives as a read of its own), then reads
+    /// as ``exchange(port:_:readTimeout:pauseAfter:)`` does.
+    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 2) async throws -> (response: String, closedByPeer: Bool) {
+        let (bytes, closed) = try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try blockingExchange(port: port, requests, gap: gap, readTimeout: readTimeout, pauseAfter: 0) })
+            }
+        }
+        return (String(decoding: bytes, as: UTF8.self), closed)
     }
 
     struct SocketError: Error {}
 
     private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> ([UInt8], Bool) {
+        try blockingExchange(port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter)
+    }
+
+    private static func blockingExchange(
+        port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double, pauseAfter: Double, receiveBuffer: Int32 = 0,
+        pace: (bytes: Int, seconds: Double)? = nil
+    ) throws -> ([UInt8], Bool) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SocketError() }
         defer { close(fd) }
+        if receiveBuffer > 0 {
+            var size = receiveBuffer
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -170,14 +200,23 @@ enum RawHTTP {
         guard connected == 0 else { throw SocketError() }
         var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: Int((readTimeout - Double(Int(readTimeout))) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        for (index, request) in requests.enumerated() {
+            if index > 0 && gap > 0 { Thread.sleep(forTimeInterval: gap) }
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
         if pauseAfter > 0 { Thread.sleep(forTimeInterval: pauseAfter) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
+        var sincePause = 0
         while true {
             let n = recv(fd, &buffer, buffer.count, 0)
             if n > 0 {
                 received.append(contentsOf: buffer[0..<n])
+                sincePause += n
+                if let pace, sincePause >= pace.bytes {
+                    sincePause = 0
+                    Thread.sleep(forTimeInterval: pace.seconds)
+                }
             } else {
                 // A reset (the server closed with our bytes unread) is a close too.
                 return (received, n == 0 || errno == ECONNRESET)

@@ -57,6 +57,8 @@ final class TestOrigin: Sendable {
     /// A CDN's token cookie: the response to `path` sets `cookie` (`name=value`), and every other request without
     /// it in its `Cookie` header is refused with 403 (Akamai's `hdntl`, signed CloudFront cookies).
     let cookieGate = NIOLockedValueBox<(path: String, cookie: String)?>(nil)
+    /// `ETag` values sent with 200 and 206 answers, by path.
+    private let etags = NIOLockedValueBox<[String: String]>([:])
     /// Bytes to serve instead of a file, by path.
     private let overrides = NIOLockedValueBox<[String: (body: [UInt8], contentType: String)]>([:])
 
@@ -113,6 +115,15 @@ final class TestOrigin: Sendable {
 
     func setFault(_ fault: Fault?, for path: String) {
         faults.withLockedValue { $0[path] = fault }
+    }
+
+    /// Sends `etag` (as it is: strong `"x"` or weak `W/"x"`) with the answers for `path`.
+    func setETag(_ etag: String?, for path: String) {
+        etags.withLockedValue { $0[path] = etag }
+    }
+
+    fileprivate func etag(for path: String) -> String? {
+        etags.withLockedValue { $0[path] }
     }
 
     func setBody(_ body: [UInt8]?, contentType: String = "application/vnd.apple.mpegurl", for path: String) {
@@ -261,6 +272,7 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             }
         }
         headers.add(name: "Content-Type", value: type)
+        if let etag = origin.etag(for: path) { headers.add(name: "ETag", value: etag) }
         if let gate = origin.cookieGate.withLockedValue({ $0 }), gate.path == path {
             headers.add(name: "Set-Cookie", value: "\(gate.cookie); Path=/; HttpOnly")
         }

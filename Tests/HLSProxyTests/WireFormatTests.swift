@@ -139,6 +139,34 @@ import Testing
         #expect(closed)
     }
 
+    /// A miss (answered later, while the origin answers) heads a pipeline whose last request is malformed: every
+    /// valid request queued behind the miss is still answered, in order, then the 400, then the connection closes.
+    /// (The requests between used to be dropped, and the miss went out with Connection: close.)
+    @Test(arguments: ["GARBAGE\r\n\r\n", "GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n"])
+    func aBadRequestPipelinedBehindAMissAndOthersIsAnsweredAfterThemAll(_ bad: String) async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = [UInt8](repeating: UInt8(ascii: "m"), count: 20_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/first.ts")
+        harness.origin.setFault(.stall(delay: .milliseconds(300)), for: "/first.ts")
+        let request =
+            "GET /http/127.0.0.1:\(harness.origin.port)/first.ts HTTP/1.1\r\nHost: x\r\n\r\n"
+            + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n" + bad
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        var rest = response[...]
+        var heads: [[String]] = []
+        while let (head, after) = Self.split(rest) {
+            heads.append(head)
+            let length = Self.header("Content-Length", in: head).flatMap { Int($0) } ?? 0
+            rest = after.dropFirst(length)
+        }
+        #expect(heads.map { $0[0] } == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 400 Bad Request"])
+        #expect(heads.first.map { Self.header("Connection", in: $0) } == .some(nil), "the miss does not end the connection")
+        #expect(heads.last.map { Self.header("Connection", in: $0) } == "close")
+        #expect(rest.isEmpty)
+        #expect(closed)
+    }
+
     @Test func manyPipelinedHitsAreAnsweredInOrderWithoutNesting() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }

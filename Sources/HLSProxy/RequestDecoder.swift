@@ -1,0 +1,95 @@
+import NIOCore
+import NIOHTTP1
+
+/// NIO's `HTTPRequestDecoder`, made to keep decoding after a request that asks for a protocol upgrade.
+///
+/// llhttp marks a request with an `Upgrade` field and the `upgrade` connection option (`curl --http2` on an
+/// `http://` URL sends `Upgrade: h2c` with every request; browsers send `Upgrade: websocket`) as the last HTTP
+/// bytes on the connection, and NIO's decoder then stops parsing for good (`stopParsing`), expecting an
+/// `HTTPServerUpgradeHandler` to take the connection over: every later request on it stayed unread until a
+/// timeout closed it. hlscache upgrades to nothing — RFC 9110 §7.8 lets a server ignore `Upgrade`, and answers
+/// such requests as ordinary ones — so when such a request has ended and the decoder produced nothing after it,
+/// the decoder is replaced by a fresh one that reads the bytes after it as the next request.
+///
+/// ``ProxyHTTPHandler`` tells it when such a request ended (``upgradeRequestEnded``) and when any other part
+/// arrived after it (the decoder did not stop after all). Both run on the connection's event loop.
+///
+/// It also tells a request line with a method llhttp does not know (`FOO / HTTP/1.1`: llhttp knows a fixed list and
+/// refuses any other as `invalidMethod`, as it does `GARBAGE`) from a malformed line, so that the first gets 501
+/// (RFC 9110 §9.1) and the second 400. It can only tell when the failing request is the first thing in the bytes
+/// being decoded; behind other requests in the same read it stays a 400.
+final class RequestDecoder: ByteToMessageDecoder {
+    typealias InboundOut = HTTPServerRequestPart
+
+    private var decoder = HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)
+    /// The `.end` of a request that stops NIO's decoder was just handed on, and nothing since.
+    var upgradeRequestEnded = false
+    /// Request parts handed on so far (counted by the handler).
+    var partsDecoded = 0
+
+    /// A well-formed request line with a method llhttp does not know.
+    struct UnknownMethod: Error {}
+
+    /// Whether llhttp takes `head` for a protocol upgrade (its `upgrade` flag, which stops NIO's decoder): an
+    /// `Upgrade` field together with an `upgrade` option in `Connection` or `Proxy-Connection`. (`CONNECT` stops it
+    /// too, but what follows a `CONNECT` is not HTTP: that connection is closed after its answer.)
+    /// `HTTPConformanceTests` checks this against the decoder itself.
+    static func isUpgradeRequest(_ head: HTTPRequestHead) -> Bool {
+        guard head.headers.contains(name: "upgrade") else { return false }
+        for name in ["connection", "proxy-connection"] {
+            for value in head.headers[name] where value.split(separator: ",").contains(where: { $0.trimmingSpaces().lowercased() == "upgrade" }) {
+                return true
+            }
+        }
+        return false
+    }
+
+    func decoderAdded(context: ChannelHandlerContext) {
+        decoder.decoderAdded(context: context)
+    }
+
+    func decoderRemoved(context: ChannelHandlerContext) {
+        decoder.decoderRemoved(context: context)
+    }
+
+    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        let partsBefore = partsDecoded
+        let state: DecodingState
+        do {
+            state = try decoder.decode(context: context, buffer: &buffer)
+        } catch HTTPParserError.invalidMethod where partsDecoded == partsBefore && Self.startsWithRequestLine(buffer.readableBytesView) {
+            // Nothing decoded in this call: the bytes start with the request that failed.
+            throw UnknownMethod()
+        }
+        guard upgradeRequestEnded else { return state }
+        // The decoder stopped after the request (anything it decoded since would have cleared the flag): the bytes
+        // left are the next request, for a fresh decoder.
+        upgradeRequestEnded = false
+        decoder.decoderRemoved(context: context)
+        decoder = HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)
+        decoder.decoderAdded(context: context)
+        return buffer.readableBytes > 0 ? .continue : .needMoreData
+    }
+
+    func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        try decoder.decodeLast(context: context, buffer: &buffer, seenEOF: seenEOF)
+    }
+
+    /// Whether `bytes` start (after the empty lines a parser skips) with `token SP target SP HTTP/1.d CRLF`.
+    static func startsWithRequestLine(_ bytes: ByteBufferView) -> Bool {
+        var index = bytes.startIndex
+        while index < bytes.endIndex, bytes[index] == 13 || bytes[index] == 10 { index += 1 }
+        let methodStart = index
+        while index < bytes.endIndex, ProxyRouter.isTokenCharacter(bytes[index]) { index += 1 }
+        guard index > methodStart, index < bytes.endIndex, bytes[index] == UInt8(ascii: " ") else { return false }
+        index += 1
+        let targetStart = index
+        while index < bytes.endIndex, bytes[index] > 0x20, bytes[index] < 0x7F { index += 1 }
+        guard index > targetStart, index < bytes.endIndex, bytes[index] == UInt8(ascii: " ") else { return false }
+        index += 1
+        let version = "HTTP/1.".utf8
+        guard bytes.endIndex - index >= version.count + 3, bytes[index..<index + version.count].elementsEqual(version) else { return false }
+        index += version.count
+        return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) && bytes[index + 1] == 13 && bytes[index + 2] == 10
+    }
+}
