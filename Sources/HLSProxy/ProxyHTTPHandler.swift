@@ -19,6 +19,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var responder: Responder?
     /// The body of the request being received (bounded by the state machine's limit).
     private var requestBody: ByteBuffer?
+    /// The head of a request whose body is still being read: the request refused when the rest never comes (the
+    /// body timeout closed the connection, the client went away), so its answer is logged with its own path.
+    private var headInProgress: HTTPRequestHead?
     private let router: ProxyRouter
     private let corsAllowOrigin: String?
     private let observer: ExchangeObserver?
@@ -137,6 +140,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
             timeouts?.requestHeadReceived(awaitingBody: action == .none)
+            headInProgress = head
             run(action, context: context, head: head)
         case .body(var buffer):
             let action = state.receivedBody(count: buffer.readableBytes)
@@ -144,7 +148,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             run(action, context: context, head: nil)
         case .end:
             timeouts?.requestReceived()
-            run(state.receivedEnd(), context: context, head: nil)
+            let head = headInProgress
+            headInProgress = nil
+            run(state.receivedEnd(), context: context, head: head)
         }
     }
 
@@ -215,7 +221,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             router.route(request, responder: responder)
         case .reject(let error):
             requestIsHTTP10 = false
-            let request = ProxyRequest(head: head ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: nil)
+            let cut = head ?? headInProgress
+            headInProgress = nil
+            let request = ProxyRequest(
+                head: cut ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: context.channel.remoteAddress)
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
             self.responder = responder

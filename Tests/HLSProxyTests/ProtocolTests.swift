@@ -81,15 +81,23 @@ import Testing
     /// A head that announces a body which never comes used to hold the connection (and its slot under
     /// `--max-connections`) for ever: no head or idle timeout applies once the head is in.
     @Test func aStalledRequestBodyIsCutOff() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestBodyTimeout = .milliseconds(500) }
+        let capture = LogCapture()
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.requestBodyTimeout = .milliseconds(500) },
+            accessLogger: capture.logger(label: "hlscache.access"))
         defer { Task { await harness.shutdown() } }
         // The socket's read timeout is 10 s; the head and idle timeouts are 10 s and 60 s: "closed" means the body
         // timeout did it.
-        let request = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"
+        let request = "GET /healthz?stalled=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"
         let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
         #expect(closed)
         #expect(response.isEmpty)
         #expect(try await harness.get("\(harness.base)/healthz").status == 200)
+        // The access line names the request cut short and its client (it said "GET / 400", without remote).
+        let lines = try capture.objects().compactMap { $0["metadata"] as? [String: String] }
+        let cut = lines.first { $0["status"] == "400" }
+        #expect(cut?["path"]?.hasPrefix("/healthz") == true, "\(lines)")
+        #expect(cut?["remote"]?.contains("127.0.0.1") == true, "\(lines)")
     }
 
     /// A client that stops reading a large response used to stay connected for ever (nginx: `send_timeout`). Here it
