@@ -22,6 +22,8 @@ public final class KeyService: Sendable {
     /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing, and
     /// the same ids by cache key, so that the proxy's check of every request it serves does not hash the URL.
     private let registered = NIOLockedValueBox(Registry())
+    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``).
+    private let liveLifetimes = NIOLockedValueBox<[KeyID: Double]>([:])
 
     private struct Registry {
         var urls: [KeyID: String] = [:]
@@ -114,8 +116,16 @@ public final class KeyService: Sendable {
     /// restarted with a new key at the same URI (ffmpeg's `-hls_key_info_file`) is then not answered with the
     /// previous run's key for the whole TTL. Past that the next request refetches it, as for any expired key.
     /// - Throws: ``KeyError/storage``.
+    ///
+    /// A live playlist names its keys on every reload: the stored copy is capped (one database write) only when the
+    /// lifetime is new for the key in this process; copies fetched later get it at fetch time.
     public func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
-        try database.cap(id, secondsAfterFetch: max(1, seconds))
+        let seconds = max(1, seconds)
+        let changed = liveLifetimes.withLockedValue { table in
+            if table.count >= 10_000 { table.removeAll() }
+            return table.updateValue(seconds, forKey: id) != seconds
+        }
+        if changed { try database.cap(id, secondsAfterFetch: seconds) }
     }
 
     /// Drops the stored copy of a key and the headers its item gave (the item was deleted or expired): the key is
@@ -298,7 +308,8 @@ public final class KeyService: Sendable {
             // The items' limit is kept apart (KeyRecord.itemExpiresAt) and may move later: a longer-lived item
             // taking the key up extends it without a refetch.
             let expiresAt = KeyExpiry.earliest(
-                KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) })
+                KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) },
+                liveLifetimes.withLockedValue { $0[id] }.map { now.addingTimeInterval($0) })
             let sealed: [UInt8]
             do {
                 sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))

@@ -160,24 +160,25 @@ final class ResourceService: Sendable {
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "X-Cache", value: "HIT")
         responder.cacheResult = .hit
-        if ConditionalRequest.preconditionFails(
+        // RFC 9110 §13.2.2: If-Match / If-Unmodified-Since first (412), then If-None-Match / If-Modified-Since (304).
+        let preconditionFails = ConditionalRequest.preconditionFails(
             ifMatch: request.header("If-Match"), ifUnmodifiedSince: request.header("If-Unmodified-Since"), etag: object.etag,
             lastModified: lastModified)
+        if preconditionFails
+            || ConditionalRequest.isNotModified(
+                ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
+                lastModified: lastModified)
         {
             try? handle.close()
             pin.unpin()
             headers.remove(name: "Content-Type")
-            responder.send(error: ProxyError.preconditionFailed("the cached object does not satisfy If-Match or If-Unmodified-Since"), extraHeaders: headers)
-            return true
-        }
-        if ConditionalRequest.isNotModified(
-            ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
-            lastModified: lastModified)
-        {
-            try? handle.close()
-            pin.unpin()
-            headers.remove(name: "Content-Type")
-            responder.send(status: .notModified, headers: headers, body: .empty)
+            if preconditionFails {
+                responder.send(
+                    error: ProxyError.preconditionFailed("the cached object does not satisfy If-Match or If-Unmodified-Since"),
+                    extraHeaders: headers)
+            } else {
+                responder.send(status: .notModified, headers: headers, body: .empty)
+            }
             return true
         }
         var range = RangeRequest.full

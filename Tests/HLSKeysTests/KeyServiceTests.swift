@@ -143,6 +143,25 @@ import Testing
         await #expect(throws: KeyError.expired) { try await keys.key(id) }
     }
 
+    /// A copy stored before a live playlist named the key (an earlier run, with the 24 h TTL) is capped when the
+    /// key is first seen live; copies fetched later get the live lifetime at fetch time.
+    @Test func aKeyNamedByALivePlaylistIsCappedToItsLifetime() async throws {
+        let setup = Setup()
+        defer { setup.directory.cleanup() }
+        let keys = try setup.service { $0.ttl = .seconds(24 * 3600) }
+        let id = try keys.register(Self.url)
+        _ = try await keys.key(id)
+        let fetchedAt = setup.clock.now
+        #expect(try keys.record(id)?.expiresAt == fetchedAt.addingTimeInterval(24 * 3600))
+        setup.clock.advance(5)
+        try keys.limitToLive(id, seconds: 14)
+        #expect(try keys.record(id)?.expiresAt == fetchedAt.addingTimeInterval(14), "the stored copy is capped")
+        setup.clock.advance(10)
+        _ = try await keys.key(id)
+        #expect(setup.origin.count == 2, "past the lifetime it is fetched again")
+        #expect(try keys.record(id)?.expiresAt == setup.clock.now.addingTimeInterval(14), "and the new copy gets it at fetch")
+    }
+
     @Test func aWrongMasterKeyMeansRefetchNeverGarbage() async throws {
         let setup = Setup()
         defer { setup.directory.cleanup() }
