@@ -182,7 +182,8 @@ final class ResourceService: Sendable {
             return true
         }
         var range = RangeRequest.full
-        if ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified) {
+        // Range is defined for GET only (RFC 9110 §14.2): a HEAD with Range is answered whole, as on a miss.
+        if !request.isHead, ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified) {
             range = RangeRequest(header: request.header("Range"), size: object.size)
         }
         let release: @Sendable () -> Void = { pin.unpin() }

@@ -131,6 +131,14 @@ import Testing
         let open = try await harness.get(url, headers: [("Range", "bytes=1048000-")])
         #expect(open.body == Array(bytes[1_048_000...]))
 
+        // Range is defined for GET only: a HEAD with Range gets the whole object's head on a hit, as on a miss.
+        let headRange = try await harness.get(url, headers: [("Range", "bytes=100-199")], method: .HEAD)
+        #expect(headRange.status == 200)
+        #expect(headRange.headers.first(name: "Content-Length") == String(bytes.count))
+        #expect(headRange.headers.first(name: "Content-Range") == nil)
+        let headMiss = try await harness.get(harness.url("/other.ts"), headers: [("Range", "bytes=100-199")], method: .HEAD)
+        #expect(headMiss.status == 200)
+
         let outside = try await harness.get(url, headers: [("Range", "bytes=99999999-")])
         #expect(outside.status == 416)
         #expect(outside.headers.first(name: "Content-Range") == "bytes */\(bytes.count)")
