@@ -29,7 +29,9 @@ run: build
 
 test: deps test-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --parallel --num-workers 2
+	@# The tests' temporary files (streams, caches, fixtures) go to one directory, removed after the run either way.
+	@tmp=$$(mktemp -d /tmp/hlscache-tests.XXXXXX) || exit 1; \
+	TMPDIR=$$tmp $(SWIFT) test --skip-build --parallel --num-workers 2; status=$$?; rm -rf "$$tmp"; exit $$status
 
 bench: deps
 	./Benchmarks/run-playlist-bench.sh
