@@ -72,6 +72,37 @@ import Testing
         await origin.stop()
     }
 
+    /// `hlscache fetch` sends the per-origin headers of the configuration file and of `--origin-header`, to every
+    /// request of the item (an origin that wants a token on its playlists and segments); without them the origin's
+    /// 403 fails the item.
+    @Test func configuredOriginHeadersReachEveryRequestOfAFetch() async throws {
+        let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? []
+        for file in files where file.hasSuffix(".ts") || file.hasSuffix(".m3u8") { origin.setFault(.requireHeader("X-Token", "t0k"), for: "/" + file) }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-headers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let config = work.appendingPathComponent("hlscache.yaml")
+        try "origins:\n  \"127.0.0.1\":\n    headers:\n      X-Token: t0k\n".write(to: config, atomically: true, encoding: .utf8)
+        let url = origin.baseURL + "/master.m3u8"
+        for (name, extra, expected) in [
+            ("none", [String](), Int32(3)), ("file", ["--config", config.path], 0), ("flag", ["--origin-header", "127.0.0.1=X-Token: t0k"], 0),
+        ] {
+            let cache = work.appendingPathComponent(name)
+            let process = try launch(["fetch", url, "--cache-dir", cache.path, "--free-disk-cushion", "0", "--seconds", "4"] + extra)
+            await process.waitForExit()
+            #expect(process.terminationStatus == expected, "\(name)")
+            guard expected == 0 else { continue }
+            let items = try ItemStore(directory: cache.path)
+            #expect(try items.items().first?.state == .partiallyCached, "\(name): the first 4 seconds")
+            #expect(try storedPaths(cache: cache, origin: origin, dir: dir).contains { $0.hasSuffix(".ts") }, "\(name): segments stored")
+        }
+        #expect(!origin.requests.isEmpty)
+    }
+
     /// Opens the store the killed process used, checks every stored object against the origin's file, and
     /// returns the origin paths stored.
     private func storedPaths(cache: URL, origin: TestOrigin, dir: URL) throws -> Set<String> {
