@@ -23,7 +23,7 @@ import Testing
         try fetch.items.insert(DownloadItem(id: "p", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("p") }
         // Wait until at least one segment is stored, then pause.
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(90)
         while (try fetch.items.item("p"))?.segmentsDone ?? 0 < 1 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
