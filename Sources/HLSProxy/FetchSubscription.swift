@@ -11,6 +11,8 @@ final class FetchSubscription: @unchecked Sendable {
     private let fetch: SharedFetch
     private let range: (first: Int64, last: Int64)?
     private let playlists: PlaylistService
+    /// Whether this client may receive a 16-byte body (``KeySizedBody``).
+    private let mayReceiveKeySized: Bool
     private var nextChunk = 0
     private var headSent = false
     private var writing = false
@@ -18,12 +20,13 @@ final class FetchSubscription: @unchecked Sendable {
     /// Called instead of answering with the error when the fetch fails before anything was sent.
     var fallback: ((any HTTPMappableError) -> Void)?
 
-    init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, playlists: PlaylistService) {
+    init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices) {
         self.eventLoop = responder.eventLoop
         self.responder = responder
         self.fetch = fetch
         self.range = range
-        self.playlists = playlists
+        self.playlists = services.playlists
+        self.mayReceiveKeySized = KeySizedBody.mayReceive(responder.request, services: services)
         responder.whenCancelled { [weak self] in self?.cancel() }
     }
 
@@ -59,6 +62,18 @@ final class FetchSubscription: @unchecked Sendable {
             playlists.respond(with: playlist, to: responder, cache: "MISS")
             finish()
             return
+        }
+        if !headSent, !mayReceiveKeySized {
+            // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
+            let arrived = snapshot.offset + snapshot.chunks.reduce(0) { $0 + Int64($1.readableBytes) }
+            let ended: Bool
+            if case .complete = snapshot.outcome { ended = true } else { ended = false }
+            if head.contentLength == KeySizedBody.size || (head.contentLength == nil && ended && arrived == KeySizedBody.size) {
+                responder.send(error: KeySizedBody.refusal)
+                finish()
+                return
+            }
+            if head.contentLength == nil && !ended && arrived <= KeySizedBody.size { return }
         }
         if !headSent {
             sendHead(head)

@@ -73,7 +73,7 @@ final class ResourceService: Sendable {
                 return
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
-            if let (object, pin) = services.store.lookupAndPin(key) {
+            if let (object, pin) = services.store.lookupAndPin(key), !dropKeySized(object, pin: pin, key: key) {
                 if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key, stored: object) {
                     pin.unpin()
                     refetchPlaylist(request, key: key, url: url, responder: responder)
@@ -91,6 +91,19 @@ final class ResourceService: Sendable {
             }
         }
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
+    }
+
+    /// A stored 16-byte object (an older version, or a download without a key store, kept a key in clear) is removed
+    /// and the request served as a miss, which does not store it again (``KeySizedBody``). Returns whether it was.
+    private func dropKeySized(_ object: CachedObject, pin: CachePin, key: CacheKey) -> Bool {
+        guard object.size == KeySizedBody.size, object.kind != .playlist, services.keys != nil else { return false }
+        pin.unpin()
+        let store = services.store
+        let logger = services.logger
+        services.runBlocking { try store.remove(key) }.whenFailure { error in
+            logger.warning("cannot remove a stored 16-byte object", metadata: ["error": "\(error)"])
+        }
+        return true
     }
 
     /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
@@ -263,7 +276,7 @@ final class ResourceService: Sendable {
             responder.cacheResult = .hit
             servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
         }
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, playlists: services.playlists)
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services)
         subscription.fallback = fallback
         if !fetch.subscribe(subscription) {
             services.fetches.remove(fetch)
@@ -320,13 +333,13 @@ final class ResourceService: Sendable {
         _ responder: Responder, to fetch: SharedFetch, range: (first: Int64, last: Int64)?, fetchKey: String, key: CacheKey, url: OriginURL,
         cacheable: Bool
     ) {
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, playlists: services.playlists)
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, services: services)
         if !fetch.subscribe(subscription) {
             // The fetch failed just now; the client gets a fresh attempt rather than someone else's error.
             services.fetches.remove(fetch)
             let (fresh, created) = services.fetches.join(fetchKey) { SharedFetch(key: key, url: url, cacheable: cacheable, services: services) }
             if created { fresh.start() }
-            let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, playlists: services.playlists)
+            let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, services: services)
             // Failed again before the client could join (a refused destination or a closed port fails at once):
             // this attempt was the client's own, so it gets that failure's status.
             guard !fresh.subscribe(retry) else { return }
@@ -393,17 +406,21 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private let url: OriginURL
     private let onPlaylist: () -> Void
     private let metrics: ProxyMetrics
+    /// Whether this client may receive a 16-byte body (``KeySizedBody``).
+    private let mayReceiveKeySized: Bool
     private let startedAt = ContinuousClock.now
     private var headSent = false
+    /// A playlist handed to the whole-playlist path, or a key-sized answer refused: the client is answered.
     private var handedOver = false
     /// A head that may belong to a playlist its type does not announce, held until the first bytes tell.
     private var held: OriginResponseHead?
     private var heldBody: [ByteBuffer] = []
 
-    private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, onPlaylist: @escaping () -> Void) {
+    private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, mayReceiveKeySized: Bool, onPlaylist: @escaping () -> Void) {
         self.responder = responder
         self.url = url
         self.metrics = metrics
+        self.mayReceiveKeySized = mayReceiveKeySized
         self.onPlaylist = onPlaylist
     }
 
@@ -412,7 +429,9 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices,
         onPlaylist: @escaping () -> Void
     ) {
-        let relay = PassthroughRelay(responder: responder, url: url, metrics: services.metrics, onPlaylist: onPlaylist)
+        let relay = PassthroughRelay(
+            responder: responder, url: url, metrics: services.metrics, mayReceiveKeySized: KeySizedBody.mayReceive(request, services: services),
+            onPlaylist: onPlaylist)
         var headers: [(String, String)] = [("Range", range)]
         if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
         let task = services.origin.stream(url, headers: headers, on: responder.eventLoop, handler: relay)
@@ -444,6 +463,12 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
             let error = ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
             metrics.originFailed(code: error.code)
             responder.send(error: error)
+            return
+        }
+        // A part of a 16-byte resource is a part of a key, as far as anyone can tell (KeySizedBody).
+        if !mayReceiveKeySized, KeySizedBody.isKeySized(status: head.status, headers: head.headers) {
+            handedOver = true
+            responder.send(error: KeySizedBody.refusal)
             return
         }
         var headers = HTTPHeaders()

@@ -202,8 +202,9 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
             return
         }
+        // A 16-byte body is handled as a key: never stored in clear (KeySizedBody).
         let fill =
-            cacheable && !isPlaylist
+            cacheable && !isPlaylist && contentLength != KeySizedBody.size
             ? CacheFill(
                 store: services.store, key: key, expectedLength: contentLength, threadPool: services.threadPool, logger: services.logger,
                 label: url.redacted, failed: { [metrics = services.metrics] in metrics.cacheWriteFailed($0) })
@@ -287,8 +288,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             if let prefix = state.withLockedValue({ $0.sniffing == nil ? nil : $0.sniffed }) {
                 endSniffing(isPlaylist: MediaTypes.sniffPlaylist(prefix.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
             }
-            let (head, fill, body) = state.withLockedValue { state -> (Head?, CacheFill?, [ByteBuffer]) in
-                (state.head, state.fill, state.head?.isPlaylist == true ? state.chunks : [])
+            let (head, fill, body, received) = state.withLockedValue { state -> (Head?, CacheFill?, [ByteBuffer], Int64) in
+                (state.head, state.fill, state.head?.isPlaylist == true ? state.chunks : [], state.received)
             }
             guard let head else {
                 fail(ProxyError.corrupted("origin response ended without a head"))
@@ -298,7 +299,13 @@ final class SharedFetch: OriginStreamHandler, Sendable {
                 finishPlaylist(head: head, body: body)
             } else {
                 finish(.complete)
-                if let fill { storeSegment(fill, head: head) } else { services.fetches.remove(self) }
+                if let fill, received != KeySizedBody.size {
+                    storeSegment(fill, head: head)
+                } else {
+                    // A body of unknown length that turned out key-sized is not kept either.
+                    fill?.abort()
+                    services.fetches.remove(self)
+                }
             }
         }
     }
