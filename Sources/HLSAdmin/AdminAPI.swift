@@ -26,7 +26,11 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     let recorder: ConsumptionRecorder
     /// What the poll reads: only the items changed since the last one.
     let feed: ItemChangeFeed
+    /// Where the item database is read and written: threads of its own unless given, because another process's
+    /// write can hold `items.sqlite` for its busy timeout, and the proxy's cache writes, playlists and keys on the
+    /// shared pool must not wait behind that.
     let threadPool: NIOThreadPool
+    private let ownsThreadPool: Bool
     let logger: Logger
     let wake: @Sendable () -> Void
     let startedAt = Date()
@@ -41,7 +45,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     ///   - wake: asks the download scheduler to look at the items now (a created or resumed item starts at once).
     public init(
         configuration: AdminConfiguration, downloader: Downloader, keys: KeyService?, hub: EventHub, volatileQueryParameters: [String],
-        threadPool: NIOThreadPool = .singleton, logger: Logger, wake: @escaping @Sendable () -> Void = {}
+        threadPool: NIOThreadPool? = nil, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.configuration = configuration
         self.access = AdminAccess(configuration: configuration)
@@ -50,9 +54,21 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         self.hub = hub
         self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters, logger: logger)
         self.feed = ItemChangeFeed(items: downloader.items)
-        self.threadPool = threadPool
+        if let threadPool {
+            self.threadPool = threadPool
+            self.ownsThreadPool = false
+        } else {
+            let pool = NIOThreadPool(numberOfThreads: 2)
+            pool.start()
+            self.threadPool = pool
+            self.ownsThreadPool = true
+        }
         self.logger = logger
         self.wake = wake
+    }
+
+    deinit {
+        if ownsThreadPool { threadPool.shutdownGracefully { _ in } }
     }
 
     // MARK: - ProxyRouteExtension
