@@ -126,6 +126,9 @@ struct FetchCommand: AsyncParsableCommand {
                     return
                 }
                 try await ForegroundDownload.run(item.id, context: context, printer: printer, proxyBase: proxy)
+                if let note = OfflineKeyNote.note(for: item.id, context: context) {
+                    printer.emit(json ? ItemFormatter.json(["event": "note", "id": item.id, "message": note]) : "note: " + note)
+                }
         }
     }
 

@@ -103,6 +103,35 @@ import Testing
         #expect(!origin.requests.isEmpty)
     }
 
+    /// A prewarmed protected stream whose keys stop being served before the item expires (keys.ttl, 24 h by default,
+    /// against `--expires 7d`) gets a note saying offline playback stops then; with `keys.ttl: none` it does not.
+    @Test func aKeyServedShorterThanItsItemIsNoted() async throws {
+        let dir = try await Streams.stream("aes128-rotation") { try FFmpeg.makeAES128(in: $0) }
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-keynote-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        for (name, ttl, expected) in [("default", nil, true), ("none", "none", false)] {
+            let output = work.appendingPathComponent("\(name).out")
+            _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+            let process = ChildProcess()
+            process.executableURL = Self.binary
+            process.arguments = ["fetch", origin.baseURL + "/index.m3u8", "--cache-dir", work.appendingPathComponent(name).path, "--expires", "7d"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["HLSCACHE_KEYS_TTL"] = ttl
+            process.environment = environment
+            process.standardOutput = try FileHandle(forWritingTo: output)
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            await process.waitForExit()
+            #expect(process.terminationStatus == 0, "\(name)")
+            let text = try String(contentsOf: output, encoding: .utf8)
+            #expect(text.contains("note: the stream's AES-128 keys are served until") == expected, "\(name): \(text)")
+        }
+    }
+
     /// Opens the store the killed process used, checks every stored object against the origin's file, and
     /// returns the origin paths stored.
     private func storedPaths(cache: URL, origin: TestOrigin, dir: URL) throws -> Set<String> {
