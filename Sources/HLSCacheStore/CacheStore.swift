@@ -229,6 +229,16 @@ public final class CacheStore: Sendable {
         return CachePin(store: self, keyHash: hash)
     }
 
+    /// Drops `object` from this process's map if it is still what the map holds for its key (same entity tag and
+    /// size): its file was found not to match it (another process replaced or damaged it), so the next lookup reads
+    /// the index again and checks the file's size against the row before using it.
+    public func forget(_ object: CachedObject) {
+        state.withLock { state in
+            guard let row = state.entries[object.keyHash], row.etag == object.etag, row.size == object.size else { return }
+            state.entries[object.keyHash] = nil
+        }
+    }
+
     /// The slow path: another process may have stored the object since this one loaded its map.
     private func lookupInIndex(hash: String, now: Double, pin: Bool) -> (object: CachedObject, pin: CachePin?)? {
         guard let stored = try? index.read({ db in try IndexDatabase.fetch(db, keyHash: hash) }),

@@ -110,7 +110,7 @@ final class ResourceService: Sendable {
     /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
     private func replayHit(_ replay: HitReplay, request: ProxyRequest, responder: Responder) -> Bool {
         guard request.isPlainFetch, responder.sendsPlainKeepAlive, let pin = services.store.pinIfUnchanged(replay.object) else { return false }
-        guard let handle = try? NIOFileHandle(_deprecatedPath: replay.object.path) else {
+        guard let handle = openMatching(replay.object) else {
             pin.unpin()
             return false
         }
@@ -151,6 +151,25 @@ final class ResourceService: Sendable {
         return headers
     }
 
+    /// Opens `object`'s file if it is the file the object describes: there, and of its size. Another process may
+    /// have replaced it (a new version of another size) or it may have been damaged since this process looked at it;
+    /// sending `object.size` bytes of such a file would be wrong bytes, or a response that stalls short of its
+    /// length. Then the object is forgotten (the next lookup checks the index and the file again) and nil returned.
+    private func openMatching(_ object: CachedObject) -> NIOFileHandle? {
+        guard let handle = try? NIOFileHandle(_deprecatedPath: object.path) else { return nil }
+        let size = try? handle.withUnsafeFileDescriptor { descriptor -> Int64 in
+            var status = stat()
+            return fstat(descriptor, &status) == 0 ? Int64(status.st_size) : -1
+        }
+        guard size == object.size else {
+            try? handle.close()
+            services.store.forget(object)
+            services.logger.notice("a stored file does not match its index entry (replaced or damaged); treated as a miss", metadata: ["path": "\(object.path)"])
+            return nil
+        }
+        return handle
+    }
+
     /// Serves a cached file with sendfile, honouring conditional and Range requests.
     /// Returns false when the file is gone (evicted by the other process): the caller treats it as a miss.
     /// - Parameter replay: the target to remember a ``HitReplay`` under when the whole object is sent, and the
@@ -159,10 +178,7 @@ final class ResourceService: Sendable {
         _ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder,
         replay: (target: String, current: HitReplay?)? = nil
     ) -> Bool {
-        let handle: NIOFileHandle
-        do {
-            handle = try NIOFileHandle(_deprecatedPath: object.path)
-        } catch {
+        guard let handle = openMatching(object) else {
             pin.unpin()
             return false
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSCacheStore
 import HLSDownloader
 import NIOCore
 import Testing
@@ -65,6 +66,50 @@ import Testing
         #expect(harness.origin.requests(matching: "/seg.ts").count == 2)
         #expect(try await OriginFaultMatrixTests.tempFiles(harness.cacheDirectory).isEmpty)
         #expect(try harness.store.usage().bytes == 0)
+    }
+
+    /// A hit whose file no longer matches what this process knows of it — truncated by hand, or replaced with a version
+    /// of another size by another process — is never sent as if it were right (short of its length, or the first bytes
+    /// of the new file under the old length): it is a miss, and the object is looked up afresh afterwards.
+    @Test func aFileReplacedOrTruncatedBehindTheServerIsAMiss() async throws {
+        let (dir, bytes) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let url = harness.url("/seg.ts")
+        let key = CacheKey(try OriginURL(harness.originURL("/seg.ts")))
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        #expect(try await harness.get(url).headers.first(name: "X-Cache") == "HIT")
+
+        // Truncated by hand.
+        let path = try #require(harness.store.lookup(key)).path
+        #expect(truncate(path, 100_000) == 0)
+        // (A conditional request is never answered from a replayed head: this takes the ordinary hit path; the
+        // replacement below takes the replayed one.)
+        let afterTruncation = try await harness.get(url, headers: [("If-None-Match", "\"another\"")])
+        #expect(afterTruncation.status == 200)
+        #expect(afterTruncation.body == bytes)
+        #expect(afterTruncation.headers.first(name: "X-Cache") != "HIT")
+        try await harness.waitForIdle()
+        let refetched = try await harness.get(url)
+        #expect(refetched.headers.first(name: "X-Cache") == "HIT")
+        #expect(refetched.body == bytes)
+
+        // Replaced by another process with a longer version (the origin changed meanwhile).
+        let newer = randomBytes(1_500_000)
+        harness.origin.setBody(newer, contentType: "video/mp2t", for: "/seg.ts")
+        let other = try CacheStore.open(directory: harness.cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        let writer = try other.makeWriter(for: key, expectedLength: Int64(newer.count))
+        try writer.write(newer)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+        other.close()
+        let afterReplacement = try await harness.get(url)
+        #expect(afterReplacement.status == 200)
+        #expect(afterReplacement.body == newer, "\(afterReplacement.body.count) bytes")
+        try await harness.waitForIdle()
+        let replaced = try await harness.get(url)
+        #expect(replaced.headers.first(name: "X-Cache") == "HIT")
+        #expect(replaced.body == newer)
     }
 
     @Test func missStreamsBeforeTheOriginFinishes() async throws {
