@@ -19,6 +19,10 @@ extension CacheStore {
         guard bytes > 0 else { return 0 }
         // This process's recent hits must count in the LRU order.
         flushAccessTimes()
+        // Counted from before its rows go until its files are unlinked: closing meanwhile keeps the session file
+        // (``close()``), as the files of rows already deleted would otherwise be left behind for good.
+        state.withLock { $0.unlinking += 1 }
+        defer { state.withLock { $0.unlinking -= 1 } }
         let now = Date().timeIntervalSince1970
         var victims: [String] = []
         var hidden: [String: ObjectRow] = [:]

@@ -52,6 +52,8 @@ public final class CacheStore: Sendable {
         /// Bytes announced by open writers of this process, counted against the cap before they finish.
         var reservedBytes: Int64 = 0
         var tempCounter = 0
+        /// Evictions under way (deleting rows, then unlinking their files).
+        var unlinking = 0
     }
 
     /// Opens (creating if needed) the cache in `directory` and runs startup recovery.
@@ -133,7 +135,9 @@ public final class CacheStore: Sendable {
         }
         guard !wasClosed else { return }
         flushAccessTimes()
-        FileSystem.remove(sessionPath)
+        // An eviction still unlinking its files (rows already gone) would leave files without rows if the process
+        // ends now; the session file stays, so the next open alone runs the full pass that removes them.
+        if state.withLock({ $0.unlinking == 0 }) { FileSystem.remove(sessionPath) }
         // The descriptor closes in deinit; unlock now so a restarted server (or a test) can reopen the
         // directory exclusively while this object is still referenced.
         FileSystem.unlock(lockFileDescriptor)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import HLSCacheCore
+import HLSCrypto
 @testable import HLSCacheStore
 import Testing
 
@@ -42,6 +43,52 @@ import Testing
         #expect(dir.files(in: "sessions").count == 1)  // the dead one is gone, this open's is there
         cache.close()
         #expect(dir.files(in: "sessions").isEmpty)
+    }
+
+    /// A store closed while an eviction still unlinks the files of rows it already deleted (a SIGTERM during a large
+    /// eviction) keeps its session file, so the next open alone runs the full pass; otherwise the files left behind
+    /// would be orphans for good: uncounted, outside the cap, never checked again.
+    @Test func closingDuringAnEvictionsUnlinksLeavesTheFullPassToTheNextOpen() throws {
+        let dir = try TemporaryDirectory()
+        try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0).close()  // the schema
+        let count = 10_000
+        let queue = try DatabaseQueue(path: dir.path + "/index.sqlite")
+        for prefix in 0..<256 {
+            try FileManager.default.createDirectory(atPath: dir.path + "/objects/" + String(format: "%02x", prefix), withIntermediateDirectories: true)
+        }
+        try queue.write { db in
+            for index in 0..<count {
+                let key = "https://cdn.example.invalid/prefill/\(index).ts"
+                let hash = SHA256.hex(key)
+                let descriptor = open(dir.path + "/objects/" + hash.prefix(2) + "/" + hash.dropFirst(2), O_CREAT | O_WRONLY, 0o644)
+                #expect(descriptor >= 0 && write(descriptor, "x", 1) == 1)
+                close(descriptor)
+                try db.execute(
+                    sql: "INSERT INTO objects (key_hash, key, size, content_type, etag, created_at, last_access, locked, kind) VALUES (?, ?, 1, 'video/mp2t', ?, ?, ?, 0, 'segment')",
+                    arguments: [hash, key, "\"\(hash.prefix(16))\"", Double(index), Double(index)])
+            }
+        }
+        try queue.close()
+
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0)
+        #expect(try cache.usage().count == count)
+        let evicted = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = try? cache.evict(bytes: Int64(count))
+            evicted.signal()
+        }
+        // Close as soon as the rows are gone: the files are being unlinked now (or already are).
+        while try cache.usage().count > 0 { usleep(200) }
+        cache.close()
+        let left = dir.objectFiles().count
+        let sessionKept = !dir.files(in: "sessions").isEmpty
+        evicted.wait()
+        #expect(left == 0 || sessionKept, "\(left) files without rows, and no session file to have them removed")
+
+        // Whatever this process had time to do, the next open leaves no file without a row.
+        let reopened = try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0)
+        defer { reopened.close() }
+        #expect(dir.objectFiles().isEmpty)
     }
 
     @Test func aCleanlyClosedCacheOpensWithoutTheFullPassAndStillNeverServesADamagedFile() throws {
