@@ -9,14 +9,17 @@ extension CacheStore {
     /// - Returns: the bytes freed.
     @discardableResult
     public func evict(bytes: Int64) throws -> Int64 {
-        try evict(bytes: bytes, allOrNothing: false)
+        try evict(allOrNothing: false) { _ in bytes }.freed
     }
 
-    /// With `allOrNothing`, evicts nothing (and returns 0) unless `bytes` can be freed: a write that will be
-    /// refused anyway must not empty the cache on its way out.
-    func evict(bytes: Int64, allOrNothing: Bool) throws -> Int64 {
-        FileSystem.assertMayBlock("evict(bytes: \(bytes))")
-        guard bytes > 0 else { return 0 }
+    /// Evicts what `wanted` asks for, given the bytes the index holds *inside the eviction's write transaction*: a
+    /// decision taken on an earlier reading would count an eviction that committed meanwhile (another writer's, waited
+    /// for on the write lock) and evict again what no longer needs to go — an item's own first segments, mid-prewarm.
+    /// With `allOrNothing`, evicts nothing (and frees 0) unless all of it can be freed: a write that will be refused
+    /// anyway must not empty the cache on its way out.
+    /// - Returns: the bytes freed and the bytes that were wanted (0 or less: nothing was needed).
+    func evict(allOrNothing: Bool, wanted: (_ usedBytes: Int64) -> Int64) throws -> (freed: Int64, wanted: Int64) {
+        FileSystem.assertMayBlock("evict")
         // This process's recent hits must count in the LRU order.
         flushAccessTimes()
         // Counted from before its rows go until its files are unlinked: closing meanwhile keeps the session file
@@ -26,9 +29,12 @@ extension CacheStore {
         let now = Date().timeIntervalSince1970
         var victims: [String] = []
         var hidden: [String: ObjectRow] = [:]
+        var bytes: Int64 = 0
         let freed = try index.write { db -> Int64 in
             victims.removeAll()
             hidden.removeAll()
+            bytes = wanted(try IndexDatabase.usage(db).bytes)
+            guard bytes > 0 else { return 0 }
             var freed: Int64 = 0
             var seen = Set<String>()
             for cursor in try IndexDatabase.evictionCandidates(db, now: now) {
@@ -62,15 +68,14 @@ extension CacheStore {
         }
         // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
         for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
-        return freed
+        return (freed, bytes)
     }
 
     /// Evicts down to the cap if the index (both processes' objects) plus open reservations exceed it.
     func evictIfOverCap() throws {
         let (bytes, _) = try usage()
-        let reserved = state.withLock { $0.reservedBytes }
-        let over = bytes + reserved - maxBytes
-        if over > 0 { try evict(bytes: over) }
+        guard bytes + state.withLock({ $0.reservedBytes }) > maxBytes else { return }
+        _ = try evict(allOrNothing: false) { used in used + state.withLock { $0.reservedBytes } - maxBytes }
     }
 
     /// Makes room for `needed` more bytes under the cap and above the free-disk cushion, evicting if needed.
@@ -81,10 +86,8 @@ extension CacheStore {
             throw CacheStoreError.cacheFull.with("\(needed) bytes exceed the cache size cap of \(maxBytes)")
         }
         let (bytes, _) = try usage()
-        let reserved = state.withLock { $0.reservedBytes }
-        let overCap = bytes + reserved + needed - maxBytes
-        if overCap > 0 {
-            let freed = try evict(bytes: overCap, allOrNothing: true)
+        if bytes + state.withLock({ $0.reservedBytes }) + needed > maxBytes {
+            let (freed, overCap) = try evict(allOrNothing: true) { used in used + state.withLock { $0.reservedBytes } + needed - maxBytes }
             guard freed >= overCap else {
                 throw CacheStoreError.cacheFull.with(
                     "\(needed) bytes do not fit under the cap of \(maxBytes): the rest is locked, pinned or being written")
@@ -93,7 +96,7 @@ extension CacheStore {
         guard let available = FileSystem.availableBytes(directory) else { return }
         let shortOnDisk = needed + freeDiskCushion - available
         if shortOnDisk > 0 {
-            let freed = try evict(bytes: shortOnDisk, allOrNothing: true)
+            let freed = try evict(allOrNothing: true) { _ in shortOnDisk }.freed
             guard freed >= shortOnDisk else {
                 let free = FileSystem.availableBytes(directory) ?? available
                 let kept = freeDiskCushion > 0 ? ", of which \(ByteSize(bytes: freeDiskCushion)) are kept free (cache.freeDiskCushion)" : ""

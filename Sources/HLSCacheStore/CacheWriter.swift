@@ -164,10 +164,12 @@ public final class CacheWriter: Sendable {
             }
             FileSystem.closeFile(fd)
             state.fileDescriptor = nil
-            defer {
-                store.releaseReservation(state.reservation)
-                state.reservation = 0
-            }
+            // The reservation goes before the row comes: for the moment between the two, a concurrent writer's room
+            // check counts this object not at all rather than twice. Twice evicted other objects while the cache was
+            // under its cap (an item's own first segments, mid-prewarm); not at all can take the cache over its cap by
+            // this one object, which the check below evicts back down.
+            store.releaseReservation(state.reservation)
+            state.reservation = 0
             do {
                 return try store.commit(
                     tempPath: tempPath, key: key, keyHash: keyHash, size: state.written, metadata: metadata)

@@ -31,6 +31,21 @@ extension Downloader {
         }
     }
 
+    /// After the last write: every object of the plan must still be stored. Without an estimate (a media playlist,
+    /// a master without `BANDWIDTH`) ``checkFits(_:)`` cannot refuse a stream bigger than the cache, and its own later
+    /// writes then evict its first segments (LRU); pressure from the proxy can do the same to a long prewarm. Such an
+    /// item is not `cached`: it fails `cacheFull`, and a resume fetches what went missing.
+    /// - Throws: ``DownloadError/cacheFull``.
+    func checkStillStored(_ plan: DownloadPlan) throws(DownloadError) {
+        // AES-128 keys go to the key store, not the object cache (unless there is no key store).
+        let objects = plan.resources.filter { keys == nil || $0.kind != .key }
+        let missing = objects.filter { store.lookup($0.key) == nil }
+        guard let first = missing.first else { return }
+        throw DownloadError.cacheFull.with(
+            "\(missing.count) of the item's \(objects.count) objects (the first: \(first.url.redacted)) were evicted before the download ended:"
+                + " the stream does not fit in the cache (\(Self.format(store.maxBytes)) cap) beside what else it holds; raise the cap or prewarm fewer seconds or variants")
+    }
+
     static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)

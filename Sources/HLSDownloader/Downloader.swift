@@ -224,6 +224,7 @@ public final class Downloader: Sendable {
                 throw DownloadError.from(error)
             }
         }
+        try checkStillStored(plan)
         return plan
     }
 
