@@ -90,7 +90,7 @@ public final class ProxyMetrics: Sendable {
             registry.makeCounter(descriptor: failureName, labels: [("reason", $0.label)])
         }
         self.keyExpiries = registry.makeCounter(
-            descriptor: name("key_expiries", "total", "Stored keys found past their expiry when asked for (then refetched or refused)."),
+            descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
     }
 
