@@ -17,7 +17,7 @@ public final class ProxyMetrics: Sendable {
     static let statuses: [Int] = [200, 204, 206, 304, 307, 400, 403, 404, 405, 416, 431, 500, 502, 503, 504]
     static let originErrorCodes: [String] = [
         "network", "timeout", "notFound", "http", "tooManyRedirects", "forbiddenDestination", "tooLarge", "truncated", "tls", "cancelled",
-        "corrupted", "other",
+        "encoding", "corrupted", "other",
     ]
     /// Origin latency buckets (time to the response head).
     static let latencyBuckets: [Duration] = [
