@@ -80,7 +80,7 @@ struct ServeCommand: AsyncParsableCommand {
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment
         if printConfig {
-            print(loaded.printableConfiguration(environment: environment), terminator: "")
+            ConsoleOutput.write(loaded.printableConfiguration(environment: environment))
             return
         }
         let address = settings.listen
@@ -148,7 +148,7 @@ struct ServeCommand: AsyncParsableCommand {
             try? await origin.shutdown()
             store.close()  // a clean close: the next start needs no recovery pass
             // Not a bad option (ArgumentParser's usage text and 64): the address is taken or not ours to bind.
-            FileHandle.standardError.write(Data("hlscache: cannot listen on \(address): \(error)\n".utf8))
+            ConsoleOutput.error("hlscache: cannot listen on \(address): \(error)")
             throw ExitCode(71)
         }
         let banner = ServeBanner(
