@@ -83,7 +83,7 @@ struct ItemRequest {
         do {
             selection = try RenditionSelection(
                 variants: fields.variants ?? "all", audio: fields.audio ?? "all", subtitles: fields.subtitles ?? "all",
-                iFrames: fields.iframes ?? false)
+                iFrames: fields.iframes ?? false, source: .json)
         } catch {
             throw .badRequest(error.message)
         }

@@ -78,6 +78,11 @@ public enum SettingCatalog {
                 "api.token", flag: "--api-token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    // Checked here, with the other values, so that a short token is a config error that names
+                    // where it came from (flag, environment or file), for `--print-config` too.
+                    if !text.isEmpty, text.count < 16 || text.contains(where: { $0 == " " || $0 == "\t" }) {
+                        throw SettingProblem("expected at least 16 characters without spaces")
+                    }
                     settings.apiToken = text.isEmpty ? nil : text
                 }, render: { $0.apiToken }),
             .list("api.allow", \.apiAllow, flag: "--api-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),

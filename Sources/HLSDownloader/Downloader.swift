@@ -346,6 +346,8 @@ public final class Downloader: Sendable {
                 try await handler.futureResult.get()
             } onCancel: {
                 task.cancel()
+                // A batch waiting for the rate limiter would otherwise hold the transfer until its bytes are due.
+                handler.cancel()
             }
         }
         return try await withRetries(resource.url) {

@@ -24,7 +24,13 @@ public actor RateLimiter {
         available -= Double(bytes)
         guard available < 0 else { return }
         // In debt: this caller goes when the debt is repaid; the debt itself orders later callers behind it.
-        try await Task.sleep(until: now + .seconds(-available / Double(bytesPerSecond)), clock: .continuous)
+        do {
+            try await Task.sleep(until: now + .seconds(-available / Double(bytesPerSecond)), clock: .continuous)
+        } catch {
+            // Cancelled (a pause): these bytes are not passed on, so they do not count against the next callers.
+            available += Double(bytes)
+            throw error
+        }
     }
 
     private static func seconds(_ duration: Duration) -> Double {

@@ -40,16 +40,31 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
         self.iFrames = iFrames
     }
 
-    /// Parses the CLI spellings: `all|best|worst|<bits/s>` (`800k`, `1.5M` accepted) and `all|none|en,fr`.
-    /// - Throws: ``DownloadError/invalidState`` naming the bad value.
-    public init(variants: String, audio: String, subtitles: String, iFrames: Bool) throws(DownloadError) {
-        self.variants = try Self.parseVariants(variants)
-        self.audio = try Self.parseLanguages(audio, option: "--audio")
-        self.subtitles = try Self.parseLanguages(subtitles, option: "--subtitles")
+    /// Where the values came from, so that an error names what the user wrote: a flag of `hlscache fetch`
+    /// (`--variants xx: …`) or a field of the admin API's JSON body (`"variants": …`).
+    public enum Source: Sendable {
+        case commandLine, json
+
+        /// The message for a bad `value` of `field` (`variants`, `audio`, `subtitles`).
+        func problem(_ field: String, _ value: String, _ expectation: String) -> String {
+            switch self {
+            case .commandLine: "--\(field) \(value): \(expectation)"
+            case .json: "\"\(field)\": \(expectation), not \"\(value)\""
+            }
+        }
+    }
+
+    /// Parses the CLI spellings (also those of the admin API): `all|best|worst|<bits/s>` (`800k`, `1.5M`
+    /// accepted) and `all|none|en,fr`.
+    /// - Throws: ``DownloadError/invalidState`` naming the bad value and the flag or field it came from.
+    public init(variants: String, audio: String, subtitles: String, iFrames: Bool, source: Source = .commandLine) throws(DownloadError) {
+        self.variants = try Self.parseVariants(variants, source: source)
+        self.audio = try Self.parseLanguages(audio, field: "audio", source: source)
+        self.subtitles = try Self.parseLanguages(subtitles, field: "subtitles", source: source)
         self.iFrames = iFrames
     }
 
-    private static func parseVariants(_ text: String) throws(DownloadError) -> Variants {
+    private static func parseVariants(_ text: String, source: Source) throws(DownloadError) -> Variants {
         switch text.lowercased() {
         case "all": return .all
         case "best": return .best
@@ -61,19 +76,22 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
             if lower.hasSuffix("k") { multiplier = 1e3; digits = digits.dropLast() }
             else if lower.hasSuffix("m") { multiplier = 1e6; digits = digits.dropLast() }
             guard let number = Double(digits), number > 0, number * multiplier < 1e12 else {
-                throw DownloadError.invalidState.with("--variants \(text): expected all, best, worst or a bandwidth cap in bits/s (e.g. 800k)")
+                throw DownloadError.invalidState.with(
+                    source.problem("variants", text, "expected all, best, worst or a bandwidth cap in bits/s (e.g. 800k)"))
             }
             return .maxBandwidth(UInt64(number * multiplier))
         }
     }
 
-    private static func parseLanguages(_ text: String, option: String) throws(DownloadError) -> Languages {
+    private static func parseLanguages(_ text: String, field: String, source: Source) throws(DownloadError) -> Languages {
         switch text.lowercased() {
         case "all": return .all
         case "none": return .none
         default:
             let tags = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            guard !tags.isEmpty else { throw DownloadError.invalidState.with("\(option) \(text): expected all, none or languages like en,fr") }
+            guard !tags.isEmpty else {
+                throw DownloadError.invalidState.with(source.problem(field, text, "expected all, none or languages like en,fr"))
+            }
             return .only(tags)
         }
     }

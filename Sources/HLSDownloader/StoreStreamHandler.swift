@@ -44,6 +44,10 @@ final class StoreStreamHandler: OriginStreamHandler {
         var pendingBody: EventLoopFuture<Void>?
         /// Bytes received and not yet handed to the thread pool (less than a batch).
         var gathered: ByteBuffer?
+        /// The last batch's wait for the rate limiter and write, cancelled by ``cancel()``.
+        var pacing: Task<Void, any Error>?
+        /// Set by ``cancel()``: a batch that comes later is not waited for.
+        var cancelled = false
     }
 
     /// Bytes gathered before a write.
@@ -111,10 +115,18 @@ final class StoreStreamHandler: OriginStreamHandler {
         }
         let written: EventLoopFuture<Void>
         if let limiter {
-            written = eventLoop.makeFutureWithTask { [threadPool] in
+            // A task of its own, kept so that ``cancel()`` can end its wait: at a low rate the next bytes may be
+            // many seconds away, and a pause must not wait for them.
+            let pacing = Task { [threadPool] in
                 try await limiter.acquire(batch.readableBytes)
                 try await threadPool.runIfActive(store)
             }
+            let cancelled = state.withLockedValue { state in
+                state.pacing = pacing
+                return state.cancelled
+            }
+            if cancelled { pacing.cancel() }
+            written = eventLoop.makeFutureWithTask { try await pacing.value }
         } else {
             written = threadPool.runIfActive(eventLoop: eventLoop, store)
         }
@@ -183,6 +195,17 @@ final class StoreStreamHandler: OriginStreamHandler {
             finished.whenFailure { [self] _ in abort() }
             promise.completeWith(finished)
         }
+    }
+
+    /// Stops the transfer's wait for the rate limiter (the download was paused, removed or interrupted): the
+    /// batch waiting for its turn fails with `CancellationError` at once instead of when its bytes are due, and
+    /// so does any later one. Without a rate limit there is nothing to wait for; cancelling the origin request
+    /// is enough.
+    func cancel() {
+        state.withLockedValue { state in
+            state.cancelled = true
+            return state.pacing
+        }?.cancel()
     }
 
     private func writerForHead(_ head: OriginResponseHead) throws -> CacheWriter {

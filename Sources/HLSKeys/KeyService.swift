@@ -157,12 +157,14 @@ public final class KeyService: Sendable {
         guard let record = try database.record(id) else {
             throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
         }
+        let state = record.state(masterKeyID: masterKey.id, now: clock())
+        // Counted whether or not the once-a-second purge has already dropped the expired copy's bytes: the
+        // record keeps its expiry, so a key fetched once and now past it still reads `expired`.
+        if state == .expired { counters.withLockedValue { $0.expiries += 1 } }
         var unreadable = false
         if record.isStored {
             if let plain = open(record) {
-                let state = record.state(masterKeyID: masterKey.id, now: clock())
                 if state == .valid { return plain }
-                if state == .expired { counters.withLockedValue { $0.expiries += 1 } }
             } else {
                 unreadable = true
             }

@@ -24,7 +24,7 @@ enum CacheOpenFailure {
             // A malformed `HLSCACHE_MASTER_KEY` or an unsafe `master.key` is the operator's setting, not damage:
             // said as a configuration error (78), like every other bad setting.
             if error == .masterKey, !full {
-                FileHandle.standardError.write(Data("hlscache: config error: \(error.message)\n".utf8))
+                ConsoleOutput.error("hlscache: config error: \(error.message)")
                 return ExitCode(78)
             }
             detail = error.message
@@ -32,7 +32,7 @@ enum CacheOpenFailure {
             detail = "\(error)"
         }
         let code: DownloadError = full ? .cacheFull : .corrupted
-        FileHandle.standardError.write(Data("hlscache: \(code.code): cannot open \(what) in \(directory): \(detail)\n".utf8))
+        ConsoleOutput.error("hlscache: \(code.code): cannot open \(what) in \(directory): \(detail)")
         return ExitCode(code.exitStatus)
     }
 }

@@ -123,7 +123,7 @@ enum ItemCommandRunner {
         do {
             try await body()
         } catch let error as DownloadError {
-            FileHandle.standardError.write(Data("hlscache: \(error.code): \(error.message)\n".utf8))
+            ConsoleOutput.error("hlscache: \(error.code): \(error.message)")
             throw ExitCode(error.exitStatus)
         }
     }

@@ -87,7 +87,7 @@ struct KeysListCommand: AsyncParsableCommand {
             let encoder = JSONEncoder()
             encoder.dateEncodingStrategy = .iso8601
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-            print(String(decoding: try encoder.encode(entries), as: UTF8.self))
+            ConsoleOutput.line(String(decoding: try encoder.encode(entries), as: UTF8.self))
             return
         }
         let formatter = ISO8601DateFormatter()
@@ -95,7 +95,7 @@ struct KeysListCommand: AsyncParsableCommand {
             + entries.map { [$0.id, $0.host, $0.expiresAt.map(formatter.string(from:)) ?? "-", $0.state] }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
-            print(row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            ConsoleOutput.line(row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
                 .trimmingCharacters(in: .whitespaces))
         }
     }
@@ -145,11 +145,11 @@ struct KeysRenewCommand: AsyncParsableCommand {
         switch result {
         case .success(let record):
             let expiry = record.expiresAt.map { ISO8601DateFormatter().string(from: $0) } ?? "never"
-            print("renewed \(record.id) from \(record.host), expires \(expiry)")
+            ConsoleOutput.line("renewed \(record.id) from \(record.host), expires \(expiry)")
         case .failure(let error):
             // A runtime failure, not a bad option: one line and the item commands' statuses (4 notFound, 6 for
             // a failing key database, 3 otherwise), without the usage text.
-            FileHandle.standardError.write(Data("hlscache: \(error.code): cannot renew \(keyID): \(error.message)\n".utf8))
+            ConsoleOutput.error("hlscache: \(error.code): cannot renew \(keyID): \(error.message)")
             switch error {
             case .notFound: throw ExitCode(4)
             case .storage: throw ExitCode(6)

@@ -27,14 +27,14 @@ struct ListCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let items = try context.items.items(state: filter)
             if json {
-                for item in items { print(ItemFormatter.json(ItemFormatter.dictionary(item))) }
+                for item in items { ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item))) }
                 return
             }
-            print("ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "URL")
+            ConsoleOutput.line("ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "URL")
             for item in items {
                 let bytes = "\(ItemFormatter.bytes(item.bytesDone))/\(ItemFormatter.bytes(item.bytesTotal))"
                 let state = item.state.rawValue + (item.locked ? "*" : "")
-                print(
+                ConsoleOutput.line(
                     item.id.padding(14) + state.padding(16) + bytes.padding(22) + "\(item.segmentsDone)/\(item.segmentsTotal)".padding(10)
                         + (item.precacheSeconds == 0 ? "all" : "\(item.precacheSeconds)").padding(8) + item.url)
             }

@@ -13,7 +13,7 @@ struct LockCommand: AsyncParsableCommand {
     func run() async throws {
         try await ItemContext.with(cache) { context in
             try context.downloader.setLocked(id, true)
-            print("\(id): locked")
+            ConsoleOutput.line("\(id): locked")
         }
     }
 }

@@ -14,7 +14,7 @@ struct PauseCommand: AsyncParsableCommand {
         try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             let item = try context.downloader.pause(id)
-            print("\(item.id): \(item.state.rawValue)")
+            ConsoleOutput.line("\(item.id): \(item.state.rawValue)")
         }
     }
 }

@@ -61,6 +61,6 @@ final class ProgressPrinter: Sendable {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        ConsoleOutput.write(text)
     }
 }

@@ -16,7 +16,7 @@ struct RemoveCommand: AsyncParsableCommand {
     func run() async throws {
         try await ItemContext.with(cache) { context in
             try context.downloader.remove(id, keepMetadata: keepMetadata)
-            print("\(id): deleted")
+            ConsoleOutput.line("\(id): deleted")
         }
     }
 }

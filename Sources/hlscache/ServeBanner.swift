@@ -8,7 +8,7 @@ struct ServeBanner: Service {
     let line: String
 
     func run() async throws {
-        print(line)
+        ConsoleOutput.line(line)
         fflush(nil)
         try? await gracefulShutdown()
     }

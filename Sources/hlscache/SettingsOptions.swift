@@ -13,7 +13,7 @@ enum SettingsOptions {
         do {
             return try SettingsLoader.load(configFile: configFile, environment: ProcessInfo.processInfo.environment, commandLine: commandLine)
         } catch {
-            FileHandle.standardError.write(Data("hlscache: config error: \(error.message)\n".utf8))
+            ConsoleOutput.error("hlscache: config error: \(error.message)")
             throw ExitCode(78)
         }
     }

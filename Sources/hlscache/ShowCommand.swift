@@ -34,7 +34,7 @@ struct ShowCommand: AsyncParsableCommand {
             let keys = try context.downloader.keyStatus(of: id)
             if json {
                 if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.dictionary) }
-                print(ItemFormatter.json(object))
+                ConsoleOutput.line(ItemFormatter.json(object))
                 return
             }
             // `keys:` one line per AES-128 key: id, host, state and until when it is served.
@@ -42,10 +42,10 @@ struct ShowCommand: AsyncParsableCommand {
             for key in object.keys.sorted() {
                 let value = object[key]!
                 if let list = value as? [String] {
-                    print("\(key):" + (list.isEmpty ? " -" : ""))
-                    for entry in list { print("  \(entry)") }
+                    ConsoleOutput.line("\(key):" + (list.isEmpty ? " -" : ""))
+                    for entry in list { ConsoleOutput.line("  \(entry)") }
                 } else {
-                    print("\(key): \(value)")
+                    ConsoleOutput.line("\(key): \(value)")
                 }
             }
         }

@@ -27,7 +27,7 @@ struct URLCommand: ParsableCommand {
             base = listen.localBaseURL
         }
         do {
-            print(try OriginURL(originURL).proxyURL(base: base))
+            ConsoleOutput.line(try OriginURL(originURL).proxyURL(base: base))
         } catch let error as OriginURLError {
             throw ValidationError("cannot proxy \(originURL): \(error)")
         }

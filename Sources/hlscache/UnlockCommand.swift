@@ -13,7 +13,7 @@ struct UnlockCommand: AsyncParsableCommand {
     func run() async throws {
         try await ItemContext.with(cache) { context in
             try context.downloader.setLocked(id, false)
-            print("\(id): unlocked")
+            ConsoleOutput.line("\(id): unlocked")
         }
     }
 }

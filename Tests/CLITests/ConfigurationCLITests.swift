@@ -35,7 +35,7 @@ import Testing
             log:
               level: debug
             api:
-              token: hunter2
+              token: hunter2-hunter2-hunter2
             origins:
               cdn.example.com:
                 headers:
@@ -82,6 +82,10 @@ import Testing
             (["serve", "--config", directory.path], [:], "it is a directory"),
             (["serve", "--print-config"], ["HLSCACHE_ORIGIN_RETRIES": "many"], "origin.retries = \"many\" in env HLSCACHE_ORIGIN_RETRIES: not a whole number"),
             (["serve", "--max-cache-size", "lots"], [:], "cache.maxSize = \"lots\" in --max-cache-size: not a size"),
+            // A too-short admin token: masked, named by its real source, and checked by --print-config too.
+            (["serve", "--print-config"], ["HLSCACHE_API_TOKEN": "short"], "api.token = \"********\" in env HLSCACHE_API_TOKEN: expected at least 16"),
+            (["serve", "--print-config", "--api-token", "short"], [:], "api.token = \"********\" in --api-token: expected at least 16"),
+            (["serve", "--config", try write("token.yaml", "api:\n  token: short\n")], [:], "api.token = \"********\" in "),
             // Every command that touches the cache reads the same file.
             (["ls", "--config", try write("ls.yaml", "cache:\n  maxSize: ten\n")], [:], "cache.maxSize = \"ten\""),
             (["fetch", "http://127.0.0.1:1/a.m3u8", "--config", try write("fetch.yaml", "bogus: 1\n")], [:], "bogus in "),

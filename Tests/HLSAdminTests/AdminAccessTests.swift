@@ -111,6 +111,14 @@ struct AdminAccessTests {
             #expect(response.json["error"] as? String == code, "\(body)")
             #expect((response.json["message"] as? String)?.isEmpty == false)
         }
+        // A bad rendition selection names the JSON field, not the `hlscache fetch` flag of the same meaning.
+        for (field, value) in [("variants", "many"), ("audio", ","), ("subtitles", ",")] {
+            let response = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(url)","\#(field)":"\#(value)"}"#)
+            let message = response.json["message"] as? String ?? ""
+            #expect(response.status == 400 && message.hasPrefix("\"\(field)\": expected "), "\(field): \(response.text)")
+            #expect(message.hasSuffix("not \"\(value)\""), "\(field): \(message)")
+            #expect(!message.contains("--"), "\(field): \(message)")
+        }
         #expect(try h.items.items().isEmpty, "no bad request recorded an item")
         // A body past 64 KiB is refused from its Content-Length, before it is read.
         let head = "POST /api/v1/items HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 70000\r\n\r\n"

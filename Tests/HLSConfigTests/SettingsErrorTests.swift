@@ -37,6 +37,22 @@ import Testing
         #expect(message == "listen = \"nonsense\" in --listen: expected host:port, e.g. 127.0.0.1:8080")
     }
 
+    /// A too-short `api.token` is a config error like any other: it names where the value came from, and the
+    /// value is masked (it is a secret).
+    @Test func aShortAPITokenNamesItsSourceAndIsMasked() throws {
+        let fromEnvironment = try error(environment: ["HLSCACHE_API_TOKEN": "short"]).message
+        #expect(fromEnvironment == "api.token = \"********\" in env HLSCACHE_API_TOKEN: expected at least 16 characters without spaces")
+        let (fromFile, file) = try error(file: "api:\n  token: short\n")
+        #expect(fromFile == "api.token = \"********\" in \(file!): expected at least 16 characters without spaces")
+        var flags = CommandLineSettings()
+        flags.set("api.token", "has a space in it, long enough")
+        let fromFlag = try error(flags: flags).message
+        #expect(fromFlag == "api.token = \"********\" in --api-token: expected at least 16 characters without spaces")
+        let accepted = try SettingsLoader.load(
+            configFile: nil, environment: ["HLSCACHE_API_TOKEN": "0123456789abcdef"], commandLine: CommandLineSettings())
+        #expect(accepted.settings.apiToken == "0123456789abcdef")
+    }
+
     @Test func anOriginCAFileMustBeAReadablePEMFile() throws {
         let fixture = try ConfigFixture()
         let missing = try error(environment: ["HLSCACHE_ORIGIN_CA_FILE": "/nonexistent/ca.pem"]).message

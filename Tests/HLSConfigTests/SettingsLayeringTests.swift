@@ -49,7 +49,7 @@ import Testing
     /// `EnvironmentVariablesProvider` (camelCase split, dots to `_`, `HLSCACHE_` prefix).
     @Test func everyKeyIsReadFromItsEnvironmentVariable() throws {
         let samples: [String: String] = [
-            "listen": "127.0.0.1:9999", "cache.dir": "/tmp/somewhere", "api.token": "secret", "origin.proxy": "127.0.0.1:3128",
+            "listen": "127.0.0.1:9999", "cache.dir": "/tmp/somewhere", "api.token": "secret-token-0123456789", "origin.proxy": "127.0.0.1:3128",
             "origin.userAgent": "test-agent", "downloads.rateLimit": "1MiB", "cache.volatileQueryParameters": "sig, exp",
             "origin.allowedHosts": "a.example,b.example", "keys.allow": "10.0.0.0/8", "api.allow": "192.168.0.0/16,10.1.0.0/16",
             "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json", "cors.allowOrigin": "none",
@@ -138,7 +138,7 @@ import Testing
 
     @Test func printConfigNamesSourcesAndMasksSecrets() throws {
         let fixture = try ConfigFixture()
-        let file = try fixture.write("api:\n  token: hunter2\norigins:\n  cdn.example.com:\n    headers:\n      X-Token: abc123\n")
+        let file = try fixture.write("api:\n  token: hunter2-hunter2-hunter2\norigins:\n  cdn.example.com:\n    headers:\n      X-Token: abc123\n")
         let loaded = try SettingsLoader.load(configFile: file, environment: ["HLSCACHE_LOG_LEVEL": "debug"])
         let text = loaded.printableConfiguration(environment: ["HOME": "/home/someone"])
         #expect(text.contains("api.token = ********  # \(file)"))

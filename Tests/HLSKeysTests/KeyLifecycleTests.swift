@@ -59,13 +59,20 @@ import Testing
         #expect(keys.state(of: record) == .expired)
         #expect(try keys.record(fresh)?.isStored == true, "a key still valid is kept")
         // Origin down: refused as expired (403), not as a never-fetched key.
+        #expect(keys.statistics.expiries == 0)
         setup.origin.set { $0.failure = .network }
         let error = await #expect(throws: KeyError.expired) { try await keys.key(id) }
         #expect(error?.httpStatus == 403)
+        // Each request that found the purged key past its expiry is counted (hlscache_key_expiries_total).
+        #expect(keys.statistics.expiries == 1)
         // Origin back: fetched and valid again.
         setup.origin.set { $0.failure = nil }
         #expect(try await keys.key(id) == Self.keyBytes)
+        #expect(keys.statistics.expiries == 2)
         #expect(keys.state(of: try #require(try keys.record(id))) == .valid)
+        // A valid key (and a key never fetched) is not an expiry.
+        _ = try await keys.key(id)
+        #expect(keys.statistics.expiries == 2)
     }
 
     @Test func autoRenewalAlsoRenewsPurgedCopies() async throws {

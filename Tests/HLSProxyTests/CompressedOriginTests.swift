@@ -81,6 +81,11 @@ import Testing
             }
             #expect(harness.origin.requests(matching: path).count == 2, "\(path): refused answers are not cached")
         }
+        // hlscache_origin_errors_total counts them under their own code, not as `other`.
+        try await harness.waitForIdle()
+        let samples = try PrometheusText.parse(try await harness.get(harness.base + "/metrics").text).samples
+        #expect(samples.value("hlscache_origin_errors_total", ["code": "encoding"]) == 4)
+        #expect(samples.value("hlscache_origin_errors_total", ["code": "other"]) == 0)
     }
 
     /// `hlscache fetch` on the same origin: the prewarm completes, the stored playlists are the decoded text and

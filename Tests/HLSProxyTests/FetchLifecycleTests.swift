@@ -55,6 +55,45 @@ import Testing
         await origin.stop()
     }
 
+    /// A pause under a rate limit does not wait for the limiter: at 512 B/s each 16 KiB batch after the first is
+    /// due 32 s after the one before, and the paused run must end without waiting for it (it used to, so `pause`
+    /// took up to a batch's time at the configured rate). The bound checked is far below that wait.
+    @Test func aPauseUnderARateLimitDoesNotWaitForTheNextBatch() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-rate-pause-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8).write(to: dir.appendingPathComponent("index.m3u8"))
+        try Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }).write(to: dir.appendingPathComponent("seg0.ts"))
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        let fetch = try DownloaderHarness(origin: origin) { $0.bytesPerSecond = 512 }
+        defer { Task { await fetch.shutdown() } }
+        try fetch.items.insert(DownloadItem(id: "slow", url: fetch.url("/index.m3u8")))
+        let run = Task { try await fetch.downloader.run("slow") }
+        // The segment is asked for; its first batch goes through the limiter's burst, the second waits its turn.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(!origin.requests(matching: "/seg0.ts").isEmpty)
+        try await Task.sleep(for: .milliseconds(500))
+        let pausedAt = ContinuousClock.now
+        try fetch.downloader.pause("slow")
+        let ended = await withTaskGroup(of: DownloadItem?.self) { group in
+            group.addTask { try? await run.value }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(15))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        #expect(ended?.state == .paused, "the run did not end within 15 s of the pause (\(ContinuousClock.now - pausedAt))")
+        #expect(try fetch.stored("/seg0.ts") == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
     @Test func progressIsWrittenInBatchesAndWhatWasStoredCountsWhenARunStops() async throws {
         let (origin, _) = try await start()
         for index in 1..<3 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg00\(index).m4s") }

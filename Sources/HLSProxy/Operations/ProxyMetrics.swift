@@ -17,7 +17,7 @@ public final class ProxyMetrics: Sendable {
     static let statuses: [Int] = [200, 204, 206, 304, 307, 400, 403, 404, 405, 416, 431, 500, 502, 503, 504]
     static let originErrorCodes: [String] = [
         "network", "timeout", "notFound", "http", "tooManyRedirects", "forbiddenDestination", "tooLarge", "truncated", "tls", "cancelled",
-        "corrupted", "other",
+        "encoding", "corrupted", "other",
     ]
     /// Origin latency buckets (time to the response head).
     static let latencyBuckets: [Duration] = [
@@ -90,7 +90,7 @@ public final class ProxyMetrics: Sendable {
             registry.makeCounter(descriptor: failureName, labels: [("reason", $0.label)])
         }
         self.keyExpiries = registry.makeCounter(
-            descriptor: name("key_expiries", "total", "Stored keys found past their expiry when asked for (then refetched or refused)."),
+            descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
     }
 
