@@ -195,6 +195,7 @@ let package = Package(
             dependencies: [
                 "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

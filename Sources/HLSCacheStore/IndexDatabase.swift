@@ -12,8 +12,7 @@ struct IndexDatabase: Sendable {
         // The other process may hold the write lock for one transaction; wait instead of failing.
         let configuration = SQLiteFiles.configuration(label: "hlscache.index")
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            pool = try SQLiteFiles.openMigrated(path: path, configuration: configuration, migrator: Self.migrator)
         } catch let error as DatabaseError {
             let directory = (path as NSString).deletingLastPathComponent
             if SQLiteFiles.isDiskFull(error, directory: directory) {

@@ -92,6 +92,13 @@ extension Downloader {
     /// it — and checks its PKCS#7 padding: a wrong key or IV, or a damaged body, becomes `corrupted` now instead
     /// of a decoding error at playback. The file is removed then. Runs only with the key store (the key is needed
     /// in plaintext, in memory).
+    ///
+    /// A key a check fails with is not trusted any more (``KeyService/distrust(_:key:reason:)``): the stored copy
+    /// is dropped and fetched again from the origin, and the check is repeated once if the origin now sends other
+    /// bytes. So a wrong key an origin answered with 200 — stored, and before this served as valid for the whole
+    /// key TTL — is replaced in the same run once the origin sends the right one, and a failed item's `resume`,
+    /// or the proxy, fetches the key again instead of reusing the wrong copy. If the segment was the damaged part,
+    /// the refetch brings the same key back and the item fails `corrupted` as before.
     func verify(_ resource: PlannedResource) async throws {
         guard let keys, let object = store.lookup(resource.key) else { return }
         var plainKeys: [OriginURL: [UInt8]] = [:]
@@ -119,23 +126,52 @@ extension Downloader {
                 _ = try? store.remove(resource.key)
                 throw error
             }
+            let id: KeyID
             let key: [UInt8]
-            if let known = plainKeys[encryption.keyURL] {
-                key = known
-            } else {
-                do {
-                    key = try await keys.key(try keys.register(encryption.keyURL))
-                } catch {
-                    throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+            do {
+                id = try keys.register(encryption.keyURL)
+                if let known = plainKeys[encryption.keyURL] {
+                    key = known
+                } else {
+                    key = try await keys.key(id)
                 }
-                plainKeys[encryption.keyURL] = key
+            } catch {
+                throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
             }
             do {
-                try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: encryption.iv)
+                plainKeys[encryption.keyURL] = try await check(tail, iv: encryption.iv, key: key, id: id, keys: keys)
             } catch {
                 _ = try? store.remove(resource.key)
                 throw DownloadError.corrupted.with("\(what): \(error.message)")
             }
         }
+    }
+
+    /// Checks one segment's last blocks with `key`; if that fails, distrusts the key, fetches it again and, when
+    /// the origin now sends other bytes, checks with those.
+    /// - Returns: the key the segment passed with.
+    /// - Throws: ``KeyError/corrupted`` when it passes with neither (the key is left distrusted: not stored).
+    private func check(_ tail: [UInt8], iv: [UInt8], key: [UInt8], id: KeyID, keys: KeyService) async throws(KeyError) -> [UInt8] {
+        let failure: KeyError
+        do throws(KeyError) {
+            try SegmentVerification.verifySegment(lastTwoBlocks: tail, key: key, iv: iv)
+            return key
+        } catch {
+            failure = error
+        }
+        let reason = "a segment did not decrypt with it (invalid PKCS#7 padding)"
+        try? keys.distrust(id, key: key, reason: reason)
+        let fresh: [UInt8]
+        do throws(KeyError) {
+            fresh = try await keys.key(id)
+        } catch {
+            throw KeyError.corrupted.with("no valid PKCS#7 padding with the stored key, and fetching the key again failed (\(error.message))")
+        }
+        if fresh != key, (try? SegmentVerification.verifySegment(lastTwoBlocks: tail, key: fresh, iv: iv)) != nil {
+            logger.info("key \(id) was replaced: the stored copy did not decrypt a segment, the origin's current one does")
+            return fresh
+        }
+        try? keys.distrust(id, key: fresh, reason: reason)
+        throw failure
     }
 }

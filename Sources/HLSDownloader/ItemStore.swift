@@ -34,8 +34,7 @@ public final class ItemStore: Sendable {
         let configuration = SQLiteFiles.configuration(label: "hlscache.items", busyTimeout: busyTimeout)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            pool = try SQLiteFiles.openMigrated(path: path, configuration: configuration, migrator: Self.migrator)
         } catch {
             if SQLiteFiles.isDiskFull(error, directory: directory) {
                 throw DownloadError.cacheFull.with("cannot open the items database \(path): \(SQLiteFiles.fullDisk(directory))")

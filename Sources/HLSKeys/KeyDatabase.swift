@@ -16,8 +16,7 @@ struct KeyDatabase: Sendable {
         // Another process may hold the write lock for one short transaction.
         let configuration = SQLiteFiles.configuration(label: "hlscache.keys")
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            pool = try SQLiteFiles.openMigrated(path: path, configuration: configuration, migrator: Self.migrator)
         } catch {
             let directory = (path as NSString).deletingLastPathComponent
             if SQLiteFiles.isDiskFull(error, directory: directory) {
@@ -110,6 +109,22 @@ struct KeyDatabase: Sendable {
             try db.execute(
                 sql: "UPDATE keys SET sealed = ?, master_id = ?, fetched_at = ?, expires_at = ?, last_error = NULL WHERE id = ?",
                 arguments: [Data(sealed), masterKeyID, fetchedAt.timeIntervalSince1970, expiresAt?.timeIntervalSince1970, id.value])
+        }
+    }
+
+    /// Drops the stored copy if it is still `sealed` (the copy a segment check failed with, not one fetched since),
+    /// with its fetch time and expiry: the key reads `pending`, and its next use fetches it from the origin. The URL,
+    /// the item's headers and expiry stay, so that fetch goes out as the last one did. `reason` becomes `last_error`.
+    /// - Returns: whether the copy was dropped.
+    func drop(_ id: KeyID, ifSealed sealed: [UInt8], reason: String) throws(KeyError) -> Bool {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE keys SET sealed = NULL, master_id = NULL, fetched_at = NULL, expires_at = NULL, last_error = ?
+                    WHERE id = ? AND sealed = ?
+                    """,
+                arguments: [reason, id.value, Data(sealed)])
+            return db.changesCount > 0
         }
     }
 

@@ -136,6 +136,24 @@ public final class KeyService: Sendable {
         logger.debug("key \(id) forgotten")
     }
 
+    /// Stops trusting `key` as the bytes of key `id`: a segment it should decrypt did not (invalid PKCS#7 padding,
+    /// ``SegmentVerification``). If the stored copy is still those bytes it is dropped, so the next use — the
+    /// downloader's recheck, a `resume`, the proxy's `/keys/{id}` — fetches the key from the origin again instead
+    /// of serving it until its TTL runs out. A copy fetched meanwhile with other bytes is kept.
+    ///
+    /// The check cannot tell a wrong key from a damaged segment; dropping a good key costs one refetch, keeping a
+    /// wrong one (an origin that answered 200 with the wrong 16 bytes) broke every later attempt until
+    /// `hlscache keys renew`.
+    /// - Returns: whether the stored copy was dropped.
+    /// - Throws: ``KeyError/storage``.
+    @discardableResult
+    public func distrust(_ id: KeyID, key: [UInt8], reason: String) throws(KeyError) -> Bool {
+        guard let record = try database.record(id), let sealed = record.sealed, open(record) == key else { return false }
+        let dropped = try database.drop(id, ifSealed: sealed, reason: reason)
+        if dropped { logger.warning("key \(id) (\(record.host)) dropped: \(reason); it is fetched again on its next use") }
+        return dropped
+    }
+
     /// Drops the sealed bytes of every key past its expiry: an expired copy is never served, so it is not kept.
     /// The key still reads `expired` (and is refetched on the next request while the origin answers).
     /// - Returns: how many keys were purged.

@@ -59,8 +59,8 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     ///
     /// Two processes starting at once agree on one key: the file is written under a temporary name and
     /// hard-linked into place, which fails if the other process was first; then its key is read.
-    /// - Throws: ``KeyError/masterKey`` when the variable or the file is malformed, the file is readable by
-    ///   group or others, or it cannot be created.
+    /// - Throws: ``KeyError/masterKey`` when the variable or the file is malformed, the file is readable,
+    ///   writable or executable by group or others, or it cannot be created.
     public static func load(directory: String, environment: [String: String]) throws(KeyError) -> MasterKey {
         if let value = environment[environmentVariable], !value.isEmpty {
             do {
@@ -97,6 +97,14 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     }
 
     /// The key in `path`, `nil` when there is no such file.
+    /// What the group and other permission bits of `mode` allow, for the refusal message: "readable",
+    /// "writable", "readable and writable", …. A key others can write is refused like one they can read: whoever
+    /// replaces it chooses the key new keys are sealed with.
+    private static func openness(_ mode: mode_t) -> String {
+        let allowed = [(0o044, "readable"), (0o022, "writable"), (0o011, "executable")].filter { mode & mode_t($0.0) != 0 }.map(\.1)
+        return allowed.joined(separator: " and ")
+    }
+
     private static func readFile(_ path: String) throws(KeyError) -> MasterKey? {
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -105,7 +113,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
         }
         guard info.st_mode & 0o077 == 0 else {
             throw KeyError.masterKey.with(
-                "\(path) is readable by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 on it")
+                "\(path) is \(openness(info.st_mode)) by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 on it")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw KeyError.masterKey.with("cannot read \(path)")

@@ -171,6 +171,17 @@ import Testing
             #expect(refused.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users (mode 644); run chmod 600 on it"), "\(refused.stderr)")
             #expect(!refused.stderr.contains("Usage"))
         }
+        // Write (or other) bits without read are refused too — whoever can replace the key chooses it — and the
+        // message says what they allow (it said "readable" for 620).
+        for (mode, allowed) in [(0o620, "writable"), (0o602, "writable"), (0o610, "executable"), (0o666, "readable and writable")] {
+            #expect(chmod(keyFile, mode_t(mode)) == 0)
+            let refused = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--cache-dir", cache.path])
+            #expect(refused.status == 78, "\(String(mode, radix: 8)): \(refused.stderr)")
+            #expect(
+                refused.stderr.hasPrefix(
+                    "hlscache: config error: the master key is unusable: \(keyFile) is \(allowed) by other users (mode \(String(mode, radix: 8))); run chmod 600 on it"),
+                "\(refused.stderr)")
+        }
     }
 
     @Test func badOptionsAreClearErrors() async throws {

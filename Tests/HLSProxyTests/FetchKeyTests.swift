@@ -127,6 +127,65 @@ import Testing
         await origin.stop()
     }
 
+    /// An origin answers the key with 200 and the wrong 16 bytes: the segments fail the check, and the key they
+    /// failed with is dropped instead of staying "valid" for the whole key TTL. Once the origin is fixed, a
+    /// `resume` fetches the key again and completes; the stored key is the right one.
+    @Test func aWrongKeyIsDroppedSoAResumeFetchesTheRightOne() async throws {
+        let (origin, fetch, right) = try await Self.originAnsweringAWrongKey()
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        let id = keys.id(for: try OriginURL(fetch.url("/keys/key0.key")))
+
+        let failed = try await fetch.fetch("/index.m3u8", id: "wrong-key", seconds: 4)
+        #expect(failed.state == .failed)
+        #expect(failed.errorCode == "corrupted", "\(failed.errorMessage ?? "")")
+        let record = try #require(try keys.record(id))
+        #expect(!record.isStored, "the key the segments failed with is still stored")
+        #expect(keys.state(of: record) == .pending)
+        #expect(record.lastError?.contains("segment") == true, "\(record.lastError ?? "")")
+        #expect(try keys.storedKey(id) == nil, "the proxy would serve the wrong key")
+
+        origin.setBody(nil, for: "/keys/key0.key")
+        _ = try fetch.downloader.resume("wrong-key")
+        let resumed = try await fetch.downloader.run("wrong-key")
+        #expect(resumed.state == .partiallyCached, "\(resumed.errorCode ?? "") \(resumed.errorMessage ?? "")")
+        #expect(try keys.storedKey(id) == right)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// A wrong key already in the key store (the proxy fetched it while the origin was answering it wrong) is
+    /// found out by the first segment it fails, fetched again, and the same run completes with the origin's
+    /// current key.
+    @Test func aWrongStoredKeyIsReplacedWithinTheSameRun() async throws {
+        let (origin, fetch, right) = try await Self.originAnsweringAWrongKey()
+        defer { Task { await fetch.shutdown() } }
+        let keys = try #require(fetch.keys)
+        let id = try keys.register(try OriginURL(fetch.url("/keys/key0.key")))
+        let wrong = try await keys.key(id)
+        #expect(wrong != right)
+        #expect(try keys.storedKey(id) == wrong)
+
+        origin.setBody(nil, for: "/keys/key0.key")
+        let item = try await fetch.fetch("/index.m3u8", id: "stale-key", seconds: 4)
+        #expect(item.state == .partiallyCached, "\(item.errorCode ?? "") \(item.errorMessage ?? "")")
+        #expect(try keys.storedKey(id) == right)
+        #expect(try fetch.stored("/p0/seg000.ts") != nil && fetch.stored("/p0/seg001.ts") != nil)
+        await fetch.shutdown()
+        await origin.stop()
+    }
+
+    /// An origin of the `aes128-rotation` stream that answers `/keys/key0.key` with 200 and 16 wrong bytes (until
+    /// `setBody(nil, for:)`), a harness with a key store in front of it, and the right key.
+    static func originAnsweringAWrongKey() async throws -> (TestOrigin, DownloaderHarness, right: [UInt8]) {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let right = [UInt8](try Data(contentsOf: aes.appendingPathComponent("keys/key0.key")))
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        origin.setBody(right.map { $0 ^ 0xA5 }, contentType: "application/octet-stream", for: "/keys/key0.key")
+        return (origin, try DownloaderHarness(origin: origin, withKeyStore: true), right)
+    }
+
     /// A key two live items share stays stored while one of them remains.
     @Test func aKeySharedWithALiveItemIsKept() async throws {
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
