@@ -95,11 +95,11 @@ import Testing
         let miss = try await harness.get(url)
         #expect(miss.status == 200)
         #expect(miss.headers.first(name: "X-Cache") == "MISS")
-        #expect(miss.body == segment, "\(miss.body.count) bytes")
+        #expect(sameBytes(miss.body, segment), "\(miss.body.count) bytes")
         try await harness.waitForIdle()
         let hit = try await harness.get(url)
         #expect(hit.headers.first(name: "X-Cache") == "HIT")
-        #expect(hit.body == segment, "\(hit.body.count) bytes")
+        #expect(sameBytes(hit.body, segment), "\(hit.body.count) bytes")
         #expect(origin.requests.count == 1)
         // Verification stays on: a certificate the trusted CA signed for another name is refused.
         let other = try Self.httpsOrigin(serving: dir, certs, leaf: "other")

@@ -22,7 +22,7 @@ import Testing
         let body = Self.randomBody(70_000)
         harness.origin.setBody(body, contentType: "video/mp2t", for: "/r.ts")
         let url = harness.url("/r.ts")
-        #expect(try await harness.get(url).body == body)
+        #expect(sameBytes(try await harness.get(url).body, body))
         try await harness.waitForIdle()
         let first = try await harness.get(url)  // the ordinary path; renders the replay
         let second = try await harness.get(url)  // replayed
@@ -30,7 +30,7 @@ import Testing
         #expect(first.headers.first(name: "X-Cache") == "HIT")
         #expect(Self.headerList(second) == Self.headerList(first))
         #expect(Self.headerList(third) == Self.headerList(first))
-        #expect(second.body == body && third.body == body)
+        #expect(sameBytes(second.body, body) && sameBytes(third.body, body))
         let head = try await harness.get(url, method: .HEAD)
         #expect(head.status == 200)
         #expect(head.body.isEmpty)
@@ -67,7 +67,7 @@ import Testing
         _ = try await harness.get(url)
         try await harness.waitForIdle()
         let before = try await harness.get(url)
-        #expect(try await harness.get(url).body == original)  // replayed
+        #expect(sameBytes(try await harness.get(url).body, original))  // replayed
 
         // Another writer (hlscache fetch, a new origin version) replaces the object: new bytes, new length, new tag.
         let key = CacheKey(try OriginURL(harness.originURL("/v.ts")))
@@ -76,17 +76,17 @@ import Testing
         try writer.write(replacement)
         _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
         let after = try await harness.get(url)
-        #expect(after.body == replacement)
+        #expect(sameBytes(after.body, replacement))
         #expect(after.headers.first(name: "Content-Length") == String(replacement.count))
         #expect(after.headers.first(name: "ETag") != before.headers.first(name: "ETag"))
-        #expect(try await harness.get(url).body == replacement)  // the new object's own replay
+        #expect(sameBytes(try await harness.get(url).body, replacement))  // the new object's own replay
 
         // Removed: the next request goes to the origin again.
         #expect(try harness.store.remove(key))
         let fresh = Self.randomBody(9_000)
         harness.origin.setBody(fresh, contentType: "video/mp2t", for: "/v.ts")
         let miss = try await harness.get(url)
-        #expect(miss.body == fresh)
+        #expect(sameBytes(miss.body, fresh))
         #expect(miss.headers.first(name: "X-Cache") == "MISS")
         #expect(harness.origin.requests(matching: "/v.ts").count == 2)
     }
@@ -104,7 +104,7 @@ import Testing
         let etag = try #require(hit.headers.first(name: "ETag"))
         let partial = try await harness.get(url, headers: [("range", "bytes=10-19")])
         #expect(partial.status == 206)
-        #expect(partial.body == Array(body[10...19]))
+        #expect(sameBytes(partial.body, Array(body[10...19])))
         let notModified = try await harness.get(url, headers: [("IF-NONE-MATCH", etag)])
         #expect(notModified.status == 304)
         #expect(notModified.body.isEmpty)

@@ -79,7 +79,7 @@ import Testing
         let path = try #require(KeyServingTests.keyPaths(playlist.text).first)
         for _ in 0..<3 {
             let served = try await harness.get(harness.base + path)
-            #expect(served.body == Self.key)
+            #expect(sameBytes(served.body, Self.key))
         }
         // The key by its origin URL is redirected to /keys/, never cached as a plain object.
         let direct = try await harness.get(harness.url("/secret.key"))

@@ -23,3 +23,10 @@ func randomBytes(_ count: Int) -> [UInt8] {
     }
     return bytes
 }
+
+/// Byte-for-byte equality as a plain `Bool`. `#expect(a == b)` on two arrays makes Swift Testing compute their
+/// difference when they differ, which for two different megabyte bodies is O(N·D) and ran for many minutes (a whole
+/// test run stuck at full CPU after one failed comparison); this reports the failure at once.
+func sameBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Bool where A.Element == UInt8, B.Element == UInt8 {
+    a.elementsEqual(b)
+}
