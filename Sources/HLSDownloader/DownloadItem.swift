@@ -67,6 +67,13 @@ public struct DownloadItem: Sendable, Hashable, Codable {
         self.updatedAt = now
     }
 
+    /// Whether the process recorded as downloading it still runs (the check ``ItemStore/recoverInterrupted()``
+    /// makes: the PID with its boot id and start time, a zombie counting as gone); `false` without an owner.
+    public var ownerIsAlive: Bool {
+        guard let ownerPID else { return false }
+        return ProcessIdentity.isAlive(ownerPID, token: ownerToken)
+    }
+
     /// A fresh id: 12 hex digits.
     public static func generateID() -> String {
         (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
