@@ -336,6 +336,11 @@ public final class ItemStore: Sendable {
         return try totals(Row.fetchOne(statement, arguments: [id]))
     }
 
+    /// The item's progress sums as stored now (its `item_totals` row; zeros without resources).
+    func resourceTotals(_ id: String) throws(DownloadError) -> ResourceTotals {
+        try read { db in try Self.resourceTotals(db, id: id) }
+    }
+
     /// The same sums the slow way, over every resource row (the migration's source; tests compare the two).
     static func summedResourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
         try totals(
