@@ -79,9 +79,10 @@ public struct DownloadItem: Sendable, Hashable, Codable {
         (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
-    /// Whether `id` is acceptable as a user-given id: 1…64 of `[A-Za-z0-9._-]`.
+    /// Whether `id` is acceptable as a user-given id: 1…64 of `[A-Za-z0-9._-]`, but not `.` or `..` — HTTP clients
+    /// normalise those path segments away (`/items/../lock` is sent as `/lock`), so the API could not name the item.
     public static func isValidID(_ id: String) -> Bool {
-        !id.isEmpty && id.count <= 64
+        !id.isEmpty && id.count <= 64 && id != "." && id != ".."
             && id.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
     }
 }

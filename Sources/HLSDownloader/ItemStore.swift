@@ -175,7 +175,10 @@ public final class ItemStore: Sendable {
                 item.ownerPID = nil
                 item.ownerToken = nil
             case .expire:
+                // api.md: `error` and `message` say why an item failed or expired.
                 item.errorCode = DownloadError.expired.code
+                item.errorMessage = item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
+                    ?? "the item expired"
                 item.ownerPID = nil
                 item.ownerToken = nil
             case .resume:
