@@ -101,7 +101,14 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         guard path.hasPrefix("/api/v1/") else {
             return responder.send(error: AdminError.notFound("the admin API lives under /api/v1/ (docs/api.md)"))
         }
-        let segments = path.dropFirst("/api/v1/".count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // Each segment percent-decoded after the split (an id is a segment; `%2F` inside one is no separator):
+        // clients escape what they put in a path, and `.`/`..` only reach the server as `%2E`/`%2E%2E`.
+        let raw = path.dropFirst("/api/v1/".count).split(separator: "/", omittingEmptySubsequences: false)
+        let decoded = raw.map { $0.removingPercentEncoding }
+        guard decoded.allSatisfy({ $0 != nil }) else {
+            return responder.send(error: AdminError.badRequest("malformed percent-encoding in \(path)"))
+        }
+        let segments = decoded.compactMap { $0 }
         if let denied = access.check(request, queryToken: segments == ["events"] ? query["access_token"] : nil) {
             var extra: HTTPHeaders = [:]
             if denied.httpStatus == 401 { extra.add(name: "WWW-Authenticate", value: "Bearer realm=\"hlscache\"") }
@@ -130,7 +137,14 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             return blocking(responder) { try self.showItem(id) }
         case 2 where route[0] == "items" && method == .DELETE:
             let id = route[1]
-            let keep = query["keepMetadata"].map { $0 == "true" || $0 == "1" } ?? false
+            let keep: Bool
+            switch query["keepMetadata"] {
+            case nil, "false", "0": keep = false
+            case "true", "1": keep = true
+            case let other?:
+                // Not taken as false: an unrecognised spelling (`yes`) would purge what the client meant to keep.
+                return responder.send(error: AdminError.badRequest("keepMetadata=\(other): expected true, false, 1 or 0"))
+            }
             return blocking(responder) { try self.removeItem(id, keepMetadata: keep) }
         case 3 where route[0] == "items" && actions.contains(route[2]) && method == .POST:
             let (id, action) = (route[1], route[2])

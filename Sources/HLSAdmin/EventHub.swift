@@ -63,15 +63,11 @@ public final class EventHub: Sendable {
         switch event {
         case .stateChanged(let id, let itemState, let error):
             announce(id: id, state: itemState, error: error)
-        case .planned(let id, _, let segments, let estimate):
-            let progress = state.withLockedValue { s -> AdminEvent? in
-                guard var known = s.known[id] else { return nil }
-                known.segmentsTotal = segments
-                if let estimate { known.bytesTotal = estimate }
-                s.known[id] = known
-                return .progress(id: id, bytes: known.bytes, bytesTotal: known.bytesTotal, segments: known.segments, segmentsTotal: segments)
-            }
-            if let progress { throttle(progress, force: false) }
+        case .planned:
+            // Not a progress event: the estimate is the whole stream's, whatever is stored already (a resumed item has
+            // done more than it), and announced `bytesTotal` below `bytes`. The downloader follows it with a
+            // `progress` whose total is the stored sizes plus the estimate's share for what is left.
+            break
         case .note:
             break  // shown by the CLI; an API client reads the item's renditions
         case .progress(let id, let p):

@@ -98,7 +98,7 @@ struct ItemRequest {
             expiresAt = now.addingTimeInterval(interval)
         }
         let id = fields.id ?? DownloadItem.generateID()
-        guard DownloadItem.isValidID(id) else { throw .badRequest("\"id\": expected 1…64 of A-Z a-z 0-9 . _ -") }
+        guard DownloadItem.isValidID(id) else { throw .badRequest("\"id\": expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
         var lines: [String] = []
         switch fields.headers {
         case .object(let object): lines = object.keys.sorted().map { "\($0): \(object[$0]!)" }

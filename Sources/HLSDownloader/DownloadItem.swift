@@ -67,14 +67,22 @@ public struct DownloadItem: Sendable, Hashable, Codable {
         self.updatedAt = now
     }
 
+    /// Whether the process recorded as downloading it still runs (the check ``ItemStore/recoverInterrupted()``
+    /// makes: the PID with its boot id and start time, a zombie counting as gone); `false` without an owner.
+    public var ownerIsAlive: Bool {
+        guard let ownerPID else { return false }
+        return ProcessIdentity.isAlive(ownerPID, token: ownerToken)
+    }
+
     /// A fresh id: 12 hex digits.
     public static func generateID() -> String {
         (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
-    /// Whether `id` is acceptable as a user-given id: 1…64 of `[A-Za-z0-9._-]`.
+    /// Whether `id` is acceptable as a user-given id: 1…64 of `[A-Za-z0-9._-]`, but not `.` or `..` — HTTP clients
+    /// normalise those path segments away (`/items/../lock` is sent as `/lock`), so the API could not name the item.
     public static func isValidID(_ id: String) -> Bool {
-        !id.isEmpty && id.count <= 64
+        !id.isEmpty && id.count <= 64 && id != "." && id != ".."
             && id.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
     }
 }

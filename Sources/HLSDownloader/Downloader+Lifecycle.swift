@@ -28,8 +28,17 @@ extension Downloader {
 
     /// `hlscache lock` / `unlock`: sets the item's lock and the `locked` flag of its stored objects (an object
     /// another locked item lists stays locked).
+    ///
+    /// An object is locked exactly when a live (not expired or deleted) locked item lists it, so a `deleted` or
+    /// `expired` item is refused: locking it would lock the objects it shares with live items, and nothing would
+    /// ever unlock them (its own objects are gone).
+    /// - Throws: ``DownloadError/invalidState`` for a `deleted` or `expired` item, ``DownloadError/unknownItem``.
     @discardableResult
     public func setLocked(_ id: String, _ locked: Bool) throws(DownloadError) -> DownloadItem {
+        let current = try items.require(id)
+        if current.state == .deleted || current.state == .expired {
+            throw DownloadError.invalidState.with("cannot \(locked ? "lock" : "unlock") an item that is \(current.state.rawValue)")
+        }
         let item = try items.update(id) { $0.locked = locked }
         var keys: [CacheKey] = []
         for resource in try items.resources(id) {
@@ -74,10 +83,15 @@ extension Downloader {
     }
 
     /// Removes `resources` of item `id` from the cache (and their keys from the key store), except those another
-    /// item lists.
+    /// live item lists; those are unlocked unless another live locked item lists them (item `id` may have been the
+    /// one that locked them, and nothing else would unlock them: the cache would fill with locked objects).
     func evict(_ resources: [ItemResource], of id: String) throws(DownloadError) {
+        var unlock: [CacheKey] = []
         for resource in resources {
-            if try items.isShared(resource.key, except: id) { continue }
+            if try items.isShared(resource.key, except: id) {
+                if try !items.isShared(resource.key, except: id, lockedOnly: true) { unlock.append(CacheKey(storedValue: resource.key)) }
+                continue
+            }
             if resource.kind == CacheObjectKind.key.rawValue { forgetKey(resource) }
             var keys = [resource.key]
             if resource.kind == CacheObjectKind.playlist.rawValue {
@@ -91,6 +105,12 @@ extension Downloader {
                     throw DownloadError.from(error)
                 }
             }
+        }
+        guard !unlock.isEmpty else { return }
+        do {
+            try store.setLocked(unlock, false)
+        } catch {
+            throw DownloadError.from(error)
         }
     }
 

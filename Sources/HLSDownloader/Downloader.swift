@@ -180,19 +180,32 @@ public final class Downloader: Sendable {
         let plan = try await makePlan(for: item, storing: true)
         let estimate = plan.estimatedBytes
         let segmentCount = plan.segmentCount
-        try items.update(item.id) { stored in
-            stored.renditions = plan.renditions.map(\.selected.url)
-            stored.segmentsTotal = segmentCount
-            stored.bytesTotal = max(stored.bytesDone, estimate ?? 0)
-        }
         let resources = plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) }
         try items.setResources(item.id, resources)
+        // The total as every progress write computes it — stored sizes plus the estimate's share for what is left —
+        // not the whole-stream estimate: a resumed item has stored more than that estimate's share of it (or, with
+        // no BANDWIDTH to estimate from, the total would equal what is done).
+        let estimator = Self.estimator(estimate: estimate, segments: segmentCount)
+        let totals = try items.resourceTotals(item.id)
+        let planned = try items.update(item.id) { stored in
+            stored.renditions = plan.renditions.map(\.selected.url)
+            stored.segmentsTotal = segmentCount
+            stored.bytesDone = totals.bytesDone
+            stored.segmentsDone = totals.segmentsDone
+            stored.bytesTotal = max(totals.bytesDone, estimator(totals))
+        }
         emit(.planned(id: item.id, resources: plan.resources.count, segments: segmentCount, estimatedBytes: estimate))
+        emit(
+            .progress(
+                id: item.id,
+                progress: DownloadProgress(
+                    bytesDone: planned.bytesDone, bytesTotal: planned.bytesTotal, segmentsDone: planned.segmentsDone,
+                    segmentsTotal: planned.segmentsTotal, bytesPerSecond: 0)))
         for note in plan.notes { emit(.note(id: item.id, message: note)) }
         try checkFits(plan)
 
         let progress = ProgressBatch(
-            id: item.id, items: items, estimator: Self.estimator(estimate: estimate, segments: segmentCount),
+            id: item.id, items: items, estimator: estimator,
             interval: configuration.progressWriteInterval
         ) { [self] id, counts in
             emit(

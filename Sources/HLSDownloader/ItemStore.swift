@@ -174,7 +174,10 @@ public final class ItemStore: Sendable {
                 item.ownerPID = nil
                 item.ownerToken = nil
             case .expire:
+                // api.md: `error` and `message` say why an item failed or expired.
                 item.errorCode = DownloadError.expired.code
+                item.errorMessage = item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
+                    ?? "the item expired"
                 item.ownerPID = nil
                 item.ownerToken = nil
             case .resume:
@@ -333,6 +336,11 @@ public final class ItemStore: Sendable {
     static func resourceTotals(_ db: Database, id: String) throws -> ResourceTotals {
         let statement = try db.cachedStatement(sql: "SELECT \(totalsColumns) FROM item_totals WHERE item_id = ?")
         return try totals(Row.fetchOne(statement, arguments: [id]))
+    }
+
+    /// The item's progress sums as stored now (its `item_totals` row; zeros without resources).
+    func resourceTotals(_ id: String) throws(DownloadError) -> ResourceTotals {
+        try read { db in try Self.resourceTotals(db, id: id) }
     }
 
     /// The same sums the slow way, over every resource row (the migration's source; tests compare the two).

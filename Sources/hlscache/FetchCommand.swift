@@ -66,7 +66,7 @@ struct FetchCommand: AsyncParsableCommand {
         guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
             throw ValidationError("--seconds \(seconds): expected 0…\(DownloadItem.maxPrecacheSeconds)")
         }
-        if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -") }
+        if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
         if let expires, ItemFormatter.duration(expires) == nil { throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d") }
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
@@ -105,8 +105,15 @@ struct FetchCommand: AsyncParsableCommand {
                         throw DownloadError.invalidState.with(
                             "item \(existing.id) already prewarms another stream (\(existing.url)); pick another --id, or `hlscache rm \(existing.id)` first")
                     }
-                    if existing.precacheSeconds != item.precacheSeconds || existing.selection != item.selection || existing.locked != item.locked {
-                        let note = "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); `hlscache rm \(existing.id)` first to change them"
+                    if existing.state == .deleted {
+                        // `rm --keep-metadata` left its record: its objects are gone and `resume` refuses it too.
+                        throw DownloadError.invalidState.with(
+                            "item \(existing.id) is deleted (its record was kept by `rm --keep-metadata`); `hlscache rm \(existing.id)` to forget it, or pick another --id")
+                    }
+                    let ignored = ignoredOptions(existing: existing, given: item)
+                    if !ignored.isEmpty {
+                        let note = "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); ignored: "
+                            + ignored.joined(separator: ", ") + "; `hlscache rm \(existing.id)` first to change them"
                         printer.emit(json ? ItemFormatter.json(["event": "note", "id": existing.id, "message": note]) : "note: " + note)
                     }
                     item = existing
@@ -130,6 +137,27 @@ struct FetchCommand: AsyncParsableCommand {
                     printer.emit(json ? ItemFormatter.json(["event": "note", "id": item.id, "message": note]) : "note: " + note)
                 }
         }
+    }
+
+    /// The item options of this command line that an existing item keeps its own value of, as the note names them
+    /// (`--rate` and the origin flags are this run's, not the item's: never ignored). `--seconds` and the selection
+    /// are named when they differ from the item's (their defaults included: the item keeps its own); the flags
+    /// `--lock` and `--iframes` when given and the item has not; `--expires` whenever given (it is relative to now);
+    /// `--header` when the item's headers differ, by name only (a value may be a token).
+    private func ignoredOptions(existing: DownloadItem, given: DownloadItem) -> [String] {
+        var ignored: [String] = []
+        if given.precacheSeconds != existing.precacheSeconds { ignored.append("--seconds \(seconds)") }
+        let selection = existing.selection
+        let wanted = given.selection
+        if wanted.variants != selection.variants { ignored.append("--variants \(variants)") }
+        if wanted.audio != selection.audio { ignored.append("--audio \(audio)") }
+        if wanted.subtitles != selection.subtitles { ignored.append("--subtitles \(subtitles)") }
+        if iframes && !selection.iFrames { ignored.append("--iframes") }
+        if lock && !existing.locked { ignored.append("--lock (`hlscache lock \(existing.id)` locks it)") }
+        if let expires { ignored.append("--expires \(expires)") }
+        // Names only: a header's value may be a token.
+        if given.headers != existing.headers { ignored += given.headers.map { "--header '\($0.name): …'" } }
+        return ignored
     }
 
     private func dryRunReport(_ item: DownloadItem, context: ItemContext, proxyURL: String, printer: ProgressPrinter) async throws {

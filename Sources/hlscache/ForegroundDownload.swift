@@ -6,14 +6,21 @@ import HLSDownloader
 /// Runs one item in this process until it settles (`fetch`, `resume`): SIGINT/SIGTERM interrupt it (it
 /// becomes `idle` and resumes on the next `fetch`, `resume` or `serve`), the summary and exit status follow
 /// the final state.
+///
+/// When another live process downloads the item, this one follows its progress until it settles; if that
+/// process dies meanwhile (killed, a zombie) or stops without settling it (`idle`, `queued`), this one takes the
+/// download over, as the next command would.
 enum ForegroundDownload {
     static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
         let task = Task { () async throws -> DownloadItem in
-            do {
-                return try await context.downloader.run(id)
-            } catch let error as DownloadError where error == .invalidState {
-                // Another live process (a `serve`, another `fetch`) downloads it: follow its progress instead.
-                return try await follow(id, context: context, printer: printer)
+            while true {
+                do {
+                    return try await context.downloader.run(id)
+                } catch let error as DownloadError where error == .invalidState {
+                    // Another live process (a `serve`, another `fetch`) downloads it: follow its progress instead.
+                    if let settled = try await follow(id, context: context, printer: printer) { return settled }
+                    // Its owner is gone: claim it (another process may be quicker; then follow that one).
+                }
             }
         }
         signal(SIGINT, SIG_IGN)
@@ -25,11 +32,26 @@ enum ForegroundDownload {
             return source
         }
         defer { sources.forEach { $0.cancel() } }
-        let item = try await task.value
+        let item: DownloadItem
+        do {
+            item = try await task.value
+        } catch let error as DownloadError where error == .unknownItem {
+            // `rm` (or the API's DELETE) forgot the item while it ran: it was removed meanwhile, exit 0.
+            printer.finishLine()
+            printer.emit(printer.json ? ItemFormatter.json(["event": "done", "id": id, "state": "deleted", "removed": true]) : "\(id): removed")
+            return
+        }
         printer.finishLine()
         report(item, printer: printer, proxyBase: proxyBase)
         switch item.state {
-        case .cached, .partiallyCached, .paused, .deleted, .queued, .downloading:
+        case .queued, .downloading:
+            // Only a follower ends in these states: interrupted while another process downloads the item.
+            if task.isCancelled {
+                let owner = item.ownerPID.map { " by process \($0)" } ?? ""
+                throw DownloadError.cancelled.with("interrupted; \(item.id) is still \(item.state.rawValue)\(owner)")
+            }
+            return
+        case .cached, .partiallyCached, .paused, .deleted:
             return
         case .idle:
             throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")
@@ -41,10 +63,17 @@ enum ForegroundDownload {
     }
 
     /// Polls an item another process downloads until it settles.
-    private static func follow(_ id: String, context: ItemContext, printer: ProgressPrinter) async throws(DownloadError) -> DownloadItem {
+    /// - Returns: the item once settled (or as it is when this task is cancelled); `nil` when this process should
+    ///   take the download over: its owner died (the liveness check ``ItemStore/recoverInterrupted()`` makes) or
+    ///   left it `idle` or `queued`.
+    private static func follow(_ id: String, context: ItemContext, printer: ProgressPrinter) async throws(DownloadError) -> DownloadItem? {
         while true {
             let item = try context.items.require(id)
-            if item.state != .downloading { return item }
+            switch item.state {
+            case .downloading where !item.ownerIsAlive, .idle, .queued: return nil
+            case .downloading: break
+            default: return item
+            }
             printer.handle(
                 .progress(
                     id: id,

@@ -9,7 +9,8 @@ import NIOConcurrencyHelpers
 import NIOPosix
 
 /// A ``Downloader`` on a temporary cache directory in front of a ``TestOrigin``, with fast retries and an
-/// event log, for the `hlscache fetch` integration tests.
+/// event log (and `observe`, called with each event as the downloader emits it), for the `hlscache fetch`
+/// integration tests.
 final class DownloaderHarness: Sendable {
     let origin: TestOrigin
     let cacheDirectory: URL
@@ -25,7 +26,8 @@ final class DownloaderHarness: Sendable {
         commitThreadPool: NIOThreadPool? = nil,
         configure: (inout DownloaderConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
-        logger explicitLogger: Logger? = nil
+        logger explicitLogger: Logger? = nil,
+        observe: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws {
         self.origin = origin
         self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
@@ -57,7 +59,10 @@ final class DownloaderHarness: Sendable {
         self.keys = keys
         downloader = Downloader(
             store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            commitThreadPool: commitThreadPool, configuration: configuration, keys: keys, logger: logger, onEvent: { event in log.withLockedValue { $0.append(event) } })
+            commitThreadPool: commitThreadPool, configuration: configuration, keys: keys, logger: logger, onEvent: { event in
+                log.withLockedValue { $0.append(event) }
+                observe(event)
+            })
     }
 
     var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }
