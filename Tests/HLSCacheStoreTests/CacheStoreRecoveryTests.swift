@@ -48,7 +48,12 @@ import Testing
     /// A store closed while an eviction still unlinks the files of rows it already deleted (a SIGTERM during a large
     /// eviction) keeps its session file, so the next open alone runs the full pass; otherwise the files left behind
     /// would be orphans for good: uncounted, outside the cap, never checked again.
-    @Test func closingDuringAnEvictionsUnlinksLeavesTheFullPassToTheNextOpen() throws {
+    @Test func closingDuringAnEvictionsUnlinksLeavesTheFullPassToTheNextOpen() async throws {
+        // Seconds of file creation and waiting: off Swift's cooperative pool, which the other tests need.
+        try await onOwnThread { try Self.closeDuringEviction() }
+    }
+
+    private static func closeDuringEviction() throws {
         let dir = try TemporaryDirectory()
         try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0).close()  // the schema
         let count = 10_000
