@@ -323,7 +323,8 @@ import Testing
         }
         task.cancel()
         await task.value
-        #expect(try fetch.items.items().allSatisfy { $0.state == .cached })
+        let settled = try fetch.items.items()
+        #expect(settled.allSatisfy { $0.state == .cached }, "\(settled.map { "\($0.id) \($0.state) \($0.errorCode ?? "") \($0.errorMessage ?? "")" })")
         #expect(maxActive <= 2)
         await fetch.shutdown()
         await origin.stop()
