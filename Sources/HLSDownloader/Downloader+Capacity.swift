@@ -36,10 +36,18 @@ extension Downloader {
     /// writes then evict its first segments (LRU); pressure from the proxy can do the same to a long prewarm. Such an
     /// item is not `cached`: it fails `cacheFull`, and a resume fetches what went missing.
     /// - Throws: ``DownloadError/cacheFull``.
-    func checkStillStored(_ plan: DownloadPlan) throws(DownloadError) {
+    ///
+    /// An object another download is replacing at this moment (two items of one stream) is a miss for the instant of
+    /// its commit (the old row goes before the new file comes, ``CacheStore``): what is missing is looked at again a
+    /// few times, a tenth of a second apart, before it counts.
+    func checkStillStored(_ plan: DownloadPlan) async throws(DownloadError) {
         // AES-128 keys go to the key store, not the object cache (unless there is no key store).
         let objects = plan.resources.filter { keys == nil || $0.kind != .key }
-        let missing = objects.filter { store.lookup($0.key) == nil }
+        var missing = objects.filter { store.lookup($0.key) == nil }
+        for _ in 0..<3 where !missing.isEmpty {
+            try? await Task.sleep(for: .milliseconds(100))
+            missing = missing.filter { store.lookup($0.key) == nil }
+        }
         guard let first = missing.first else { return }
         throw DownloadError.cacheFull.with(
             "\(missing.count) of the item's \(objects.count) objects (the first: \(first.url.redacted)) were evicted before the download ended:"

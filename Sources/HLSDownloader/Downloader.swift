@@ -237,7 +237,7 @@ public final class Downloader: Sendable {
                 throw DownloadError.from(error)
             }
         }
-        try checkStillStored(plan)
+        try await checkStillStored(plan)
         return plan
     }
 
