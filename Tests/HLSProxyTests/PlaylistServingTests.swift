@@ -220,16 +220,21 @@ import Testing
         defer { Task { await harness.shutdown() } }
         // Target duration 8 s: TTL 4 s, room for a loaded machine between the first two requests.
         harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 8).utf8), for: "/live/index.m3u8")
+        let asked = ContinuousClock.now
         let first = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(first.text.contains("MEDIA-SEQUENCE:10"))
         harness.origin.setBody(Array(Self.live(sequence: 11, targetDuration: 8).utf8), for: "/live/index.m3u8")
         let cached = try await harness.get(harness.url("/live/index.m3u8"))
-        #expect(cached.text.contains("MEDIA-SEQUENCE:10"), "served from memory within TTL")
-        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
+        // Within the TTL only if this test was not stalled for seconds between the two (a starved CI process was).
+        if ContinuousClock.now - asked < .milliseconds(3500) {
+            #expect(cached.text.contains("MEDIA-SEQUENCE:10"), "served from memory within TTL")
+            #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
+        }
+        let before = harness.origin.requests(matching: "/live/index.m3u8").count
         try await Task.sleep(for: .milliseconds(4100))  // TTL = 8 s × 0.5
         let fresh = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(fresh.text.contains("MEDIA-SEQUENCE:11"), "never stale beyond half the target duration")
-        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 2)
+        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == before + 1)
     }
 
     /// A live playlist stored in the cache (an older `hlscache fetch` refused the item but kept it) is never
