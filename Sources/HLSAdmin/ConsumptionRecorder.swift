@@ -47,6 +47,9 @@ final class ConsumptionRecorder: Sendable {
         var keys: [String]
         /// The flush that last used it (for the bound).
         var lastUsed: UInt64
+        /// Whether every one of its media playlists was stored when it was loaded; if not, it is loaded again the next
+        /// time one of its resources is served (the playlist may be stored by then: a player fetched it).
+        var complete: Bool
     }
 
     private struct Timelines {
@@ -66,10 +69,10 @@ final class ConsumptionRecorder: Sendable {
             }
         }
 
-        mutating func load(_ id: String, renditions: [String], placements: [String: Placement], bound: Int) {
+        mutating func load(_ id: String, renditions: [String], timeline: Timeline, bound: Int) {
             unload(id)
-            for (key, placement) in placements { byKey[key, default: []].append(placement) }
-            loaded[id] = Loaded(renditions: renditions, keys: Array(placements.keys), lastUsed: flushes)
+            for (key, placement) in timeline.placements { byKey[key, default: []].append(placement) }
+            loaded[id] = Loaded(renditions: renditions, keys: Array(timeline.placements.keys), lastUsed: flushes, complete: timeline.complete)
             while loaded.count > bound, let oldest = loaded.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key {
                 unload(oldest)
             }
@@ -223,10 +226,11 @@ final class ConsumptionRecorder: Sendable {
     }
 
     /// Loads the timelines of the items listing any of `keys` (a playlist or a precached segment) that are not loaded
-    /// yet; an item with no stored media playlist is tried again the next time one of its resources is served.
+    /// yet; an item with a media playlist missing from the store (none stored yet, evicted, or being replaced at that
+    /// instant) is loaded again the next time one of its resources is served.
     private func loadTimelines(listing keys: Set<String>) throws(DownloadError) {
         let listed = try items.items(listing: keys)
-        let loaded = timelines.withLockedValue { Set($0.loaded.keys) }
+        let loaded = timelines.withLockedValue { Set($0.loaded.filter(\.value.complete).keys) }
         var wanted: [String] = []
         var seen = loaded
         for ids in listed.values {
@@ -234,39 +238,50 @@ final class ConsumptionRecorder: Sendable {
         }
         for id in wanted.sorted().prefix(Self.maxLoadedItems) {
             guard let item = try items.item(id), item.state != .deleted, item.state != .expired,
-                let placements = timeline(of: item)
+                let timeline = timeline(of: item)
             else { continue }
-            timelines.withLockedValue { $0.load(id, renditions: item.renditions, placements: placements, bound: Self.maxLoadedItems) }
+            timelines.withLockedValue { $0.load(id, renditions: item.renditions, timeline: timeline, bound: Self.maxLoadedItems) }
         }
     }
 
-    /// Segment key → placement for every stored media playlist of the item; `nil` until one is stored.
-    private func timeline(of item: DownloadItem) -> [String: Placement]? {
-        let playlists = item.renditions.isEmpty ? [item.url] : item.renditions
+    /// An item's segments on its media timeline, as far as its stored media playlists tell.
+    struct Timeline {
+        /// Segment cache key → placement.
         var placements: [String: Placement] = [:]
+        /// Whether every media playlist of the item was stored.
+        var complete = true
+    }
+
+    /// The placements of every stored media playlist of the item; `nil` until one is stored.
+    private func timeline(of item: DownloadItem) -> Timeline? {
+        let playlists = item.renditions.isEmpty ? [item.url] : item.renditions
+        var timeline = Timeline()
         var foundAny = false
         for playlistURL in playlists {
             guard let url = try? OriginURL(playlistURL), let object = store.lookup(CacheKey(url, volatileParameters: volatileParameters)),
                 object.kind == .playlist, let data = FileManager.default.contents(atPath: object.path),
                 let playlist = try? Playlist(bytes: [UInt8](data)), playlist.kind == .media,
                 let media = try? playlist.media(baseURL: object.location ?? url.string)
-            else { continue }
+            else {
+                timeline.complete = false
+                continue
+            }
             foundAny = true
             for segment in media.segments {
                 guard let segmentURL = try? OriginURL(segment.url) else { continue }
                 let key = CacheKey(segmentURL, volatileParameters: volatileParameters).value
                 let end = segment.startTime + segment.duration
-                if var existing = placements[key] {
+                if var existing = timeline.placements[key] {
                     // Byte ranges of one file: the file covers all of them.
                     existing.start = min(existing.start, segment.startTime)
                     existing.end = max(existing.end, end)
-                    placements[key] = existing
+                    timeline.placements[key] = existing
                 } else {
-                    placements[key] = Placement(item: item.id, start: segment.startTime, end: end)
+                    timeline.placements[key] = Placement(item: item.id, start: segment.startTime, end: end)
                 }
             }
         }
-        return foundAny ? placements : nil
+        return foundAny ? timeline : nil
     }
 
     /// Marks every object of the item as just used (at most once a minute per item).

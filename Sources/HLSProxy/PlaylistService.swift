@@ -145,7 +145,8 @@ final class PlaylistService: Sendable {
 
     /// Parses, rewrites and (when `store`) keeps a playlist fetched from `url`, the URL that answered: relative
     /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
-    /// `fromStore`: the raw bytes are a stored copy; a live one throws ``StoredLivePlaylist``.
+    /// `fromStore`: the raw bytes are a stored copy (only the rewritten and gzipped copies are written); a live one
+    /// throws ``StoredLivePlaylist``.
     /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
     /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
     /// Runs on the thread pool (registering a new key writes to the key database).
@@ -215,8 +216,12 @@ final class PlaylistService: Sendable {
             remember(result, key: key)
         } else {
             do {
-                let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
-                try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens)
+                // A stored raw copy stays as it is: replacing it with the same bytes would drop its expiry and
+                // make it a miss for the instant of the commit (a second player, the playback recorder).
+                if !fromStore {
+                    let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
+                    try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens)
+                }
                 try write(rewritten, key: PlaylistService.rewrittenKey(key))
                 if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
             } catch {

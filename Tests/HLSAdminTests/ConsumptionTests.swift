@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSCacheCore
 @testable import HLSAdmin
 import HLSDownloader
 import NIOConcurrencyHelpers
@@ -101,6 +102,32 @@ struct ConsumptionTests {
         // Removing an item drops its timeline.
         #expect(try await h.request(.DELETE, h.api("/items/partial")).status == 204)
         _ = try await h.eventually("partial unloaded") { h.admin.recorder.loadedItems == ["other"] ? true : nil }
+        await h.shutdown()
+    }
+
+    @Test("an item read while one of its media playlists was missing from the store is read again once it is back: its segments are recorded")
+    func aTimelineReadWithoutARenditionIsReadAgain() async throws {
+        let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
+        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"gap"}"#)
+        #expect(created.status == 201)
+        _ = try await h.eventually("cached") { try h.items.item("gap")?.state == .cached ? true : nil }
+        // The 400k rendition's playlist leaves the store (evicted, or being replaced at the instant the timeline is read).
+        #expect(try h.store.remove(CacheKey(try OriginURL(h.originURL("/v0/index.m3u8")))))
+
+        // The player's master is recorded: the item's timeline is read, without the 400k rendition.
+        #expect(try await h.request(.GET, h.proxyURL("/master.m3u8")).status == 200)
+        _ = try await h.eventually("the timeline") { h.admin.recorder.loadedItems.contains("gap") ? true : nil }
+        // The playlist comes back (a miss, stored again), then a segment of that rendition is played.
+        for path in ["/v0/index.m3u8", "/v0/seg001.ts"] {
+            #expect(try await h.request(.GET, h.proxyURL(path)).status == 200, "\(path)")
+        }
+        let record = try await h.eventually("the playback record") { () -> ItemConsumption? in
+            guard let record = try h.items.consumption("gap"), abs(record.servedSeconds - 2) < 0.1 else { return nil }
+            return record
+        }
+        #expect(abs(record.served[0][0] - 2) < 0.05 && abs(record.served[0][1] - 4) < 0.05, "\(record.served)")
         await h.shutdown()
     }
 

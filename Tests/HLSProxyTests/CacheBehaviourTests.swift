@@ -260,6 +260,30 @@ import Testing
         }
     }
 
+    /// The first hit of a playlist `hlscache fetch` stored (raw only) makes the rewritten copies and leaves the raw
+    /// copy as it is: replacing it dropped its expiry and made it a miss for the instant of the commit, when the
+    /// playback recorder read the item's timeline without it and never recorded that rendition.
+    @Test func aPrewarmedPlaylistsFirstHitLeavesTheStoredCopyAsItIs() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let raw = Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXT-X-ENDLIST\n".utf8)
+        let key = CacheKey(try OriginURL(harness.originURL("/prewarmed/index.m3u8")))
+        let expiry = Date().addingTimeInterval(3600)
+        let writer = try harness.store.makeWriter(for: key, expectedLength: Int64(raw.count))
+        try writer.write(raw)
+        let stored = try writer.finish(contentType: "application/vnd.apple.mpegurl", kind: .playlist, expiresAt: expiry)
+
+        let hit = try await harness.get(harness.url("/prewarmed/index.m3u8"))
+        #expect(hit.status == 200)
+        #expect(hit.headers.first(name: "X-Cache") == "HIT")
+        #expect(hit.text.contains("/http/127.0.0.1:\(harness.origin.port)/prewarmed/s0.ts"))
+        let after = try #require(harness.store.lookup(key))
+        #expect(after.etag == stored.etag)
+        #expect(after.createdAt == stored.createdAt)
+        #expect(after.expiresAt.map { abs($0.timeIntervalSince(expiry)) < 0.01 } == true, "\(String(describing: after.expiresAt))")
+        #expect(harness.store.lookup(CacheKey(storedValue: key.value + "#hlscache-rewritten")) != nil)
+    }
+
     /// `hlscache fetch` stores a strong origin ETag with the object too, so a prewarmed segment's hits send the tag a
     /// miss of the same segment would have.
     @Test func prewarmedObjectsKeepTheOriginsStrongETag() async throws {
