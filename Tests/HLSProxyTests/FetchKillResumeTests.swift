@@ -34,10 +34,15 @@ import Testing
         let url = origin.baseURL + "/master.m3u8"
         let common = ["fetch", url, "--cache-dir", cache.path, "--free-disk-cushion", "0", "--id", "killme"]
 
+        // Each run names itself in a header, so a request is counted against the run that made it: a request a killed
+        // run sent just before it died can reach a starved test origin only after the next run started.
+        func run(_ name: String) -> [String] { ["--origin-header", "127.0.0.1=X-Run: \(name)"] }
+        func requests(of name: String) -> [String] {
+            origin.requests.filter { $0.headers.contains { $0.0.lowercased() == "x-run" && $0.1 == name } }.map(\.path)
+        }
         var completedBefore: Set<String> = []
         for cycle in 0..<3 {
-            origin.clearLog()
-            let process = try launch(common + ["--rate", "100KB"])
+            let process = try launch(common + ["--rate", "100KB"] + run("cycle\(cycle)"))
             // Killed from a plain thread, so a busy cooperative pool cannot delay the kill past the download.
             let pid = process.processIdentifier
             let delay = UInt32.random(in: 150_000...900_000)
@@ -47,18 +52,19 @@ import Testing
             }
             await process.waitForExit()
             #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): killed before it finished (exit \(process.terminationStatus))")
-            let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
+            let refetched = requests(of: "cycle\(cycle)").filter { completedBefore.contains($0) }
             #expect(refetched.isEmpty, "cycle \(cycle): complete files fetched again: \(refetched)")
             completedBefore = try storedPaths(cache: cache, origin: origin, dir: dir)
         }
 
         // The item was left `downloading` by a dead process; the next run resumes it to the end.
-        origin.clearLog()
-        let final = try launch(common + ["--json"])
+        let final = try launch(common + ["--json"] + run("final"))
         await final.waitForExit()
         #expect(final.terminationStatus == 0)
-        let refetched = origin.requests.map(\.path).filter { completedBefore.contains($0) }
+        let refetched = requests(of: "final").filter { completedBefore.contains($0) }
         #expect(refetched.isEmpty, "complete files fetched again: \(refetched)")
+        let unnamed = origin.requests.filter { !$0.headers.contains { $0.0.lowercased() == "x-run" } }.map(\.path)
+        #expect(unnamed.isEmpty, "every request is counted against its run: \(unnamed)")
 
         let items = try ItemStore(directory: cache.path)
         let item = try #require(try items.item("killme"))
