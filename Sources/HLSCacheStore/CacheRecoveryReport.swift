@@ -20,4 +20,23 @@ public struct CacheRecoveryReport: Sendable, Hashable {
 
     /// An empty report.
     public init() {}
+
+    /// Whether recovery changed anything (files removed, rows dropped, totals set).
+    public var repairedAnything: Bool {
+        tempFilesRemoved > 0 || rowsDropped > 0 || orphanFilesRemoved > 0 || totalsRecounted
+    }
+
+    /// One line for the log: what was repaired, or that the check found nothing.
+    public var summary: String {
+        var parts: [String] = []
+        if tempFilesRemoved > 0 { parts.append("removed \(tempFilesRemoved) unfinished download\(tempFilesRemoved == 1 ? "" : "s") from tmp/") }
+        if rowsDropped > 0 { parts.append("forgot \(rowsDropped) object\(rowsDropped == 1 ? "" : "s") whose file was missing or of the wrong size") }
+        if orphanFilesRemoved > 0 { parts.append("removed \(orphanFilesRemoved) file\(orphanFilesRemoved == 1 ? "" : "s") no object names") }
+        if totalsRecounted { parts.append("recounted the usage totals") }
+        let objects = "\(objectCount) object\(objectCount == 1 ? "" : "s") stored"
+        if parts.isEmpty {
+            return full ? "cache checked (every object against its file): nothing to repair; \(objects)" : "cache opened; \(objects)"
+        }
+        return "cache repaired (a process stopped uncleanly): " + parts.joined(separator: ", ") + "; \(objects)"
+    }
 }

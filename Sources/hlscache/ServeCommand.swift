@@ -101,6 +101,12 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CacheOpenFailure.report("the cache", directory: configuration.cacheDirectory, error)
         }
+        // What startup recovery did: a repair (after a crash, a kill, a power cut) is worth a notice.
+        if store.recovery.repairedAnything {
+            logger.notice("\(store.recovery.summary)")
+        } else {
+            logger.info("\(store.recovery.summary)")
+        }
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         let keys: KeyService

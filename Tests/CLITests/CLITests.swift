@@ -113,6 +113,40 @@ import Testing
         #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
     }
 
+    /// What startup recovery repaired is logged: a crashed writer's temp file and an object file no row names (left
+    /// by a process killed mid-commit) are removed, and the notice says so.
+    @Test func startupRecoveryIsLogged() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let hash = String(repeating: "ab", count: 32)
+        let temp = cache.appendingPathComponent("tmp/\(hash).999999.1.tmp")
+        let orphan = cache.appendingPathComponent("objects/ab/\(hash.dropFirst(2))")
+        for file in [temp, orphan] {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: file.path, contents: Data("left behind".utf8)))
+        }
+        let log = cache.appendingPathComponent("serve.log")
+        #expect(FileManager.default.createFile(atPath: log.path, contents: nil))
+        let process = ChildProcess()
+        process.executableURL = CLI.binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "notice"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = try FileHandle(forWritingTo: log)
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let firstLine = await onOwnThread { readFirstLine(of: out) }
+        #expect(firstLine.contains("serving on"))
+        process.terminate()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let logged = try String(contentsOf: log, encoding: .utf8)
+        #expect(
+            logged.contains("cache repaired (a process stopped uncleanly): removed 1 unfinished download from tmp/, removed 1 file no object names; 0 objects stored"),
+            "\(logged)")
+        #expect(!FileManager.default.fileExists(atPath: temp.path) && !FileManager.default.fileExists(atPath: orphan.path))
+    }
+
     /// A start that fails leaves the cache as cleanly closed as a stop: a port already taken (after the cache was
     /// opened), and a bad API token (checked before anything is opened).
     @Test func aRefusedStartLeavesNoSessionBehind() async throws {
