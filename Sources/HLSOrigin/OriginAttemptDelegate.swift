@@ -12,6 +12,8 @@ enum OriginAttemptOutcome: Sendable {
     case redirect(OriginURL, status: Int)
     /// A 502/503/504 to retry, and how long the origin asked to wait (`Retry-After`); its body was discarded.
     case retryStatus(Int, retryAfter: Duration?)
+    /// A 401/403 to ask again after fetching fresh cookies (``OriginClient/setCookieSource(_:)``); body discarded.
+    case authorizationRefused(Int)
     /// The exchange failed before any head arrived.
     case failedBeforeHead(any Error)
 }
@@ -36,15 +38,19 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     private let url: OriginURL
     private let method: OriginMethod
     private let retryStatuses: Bool
+    private let retryAuthorization: Bool
     private let task: OriginTask
     private let outcome: EventLoopPromise<OriginAttemptOutcome>
 
     /// Where the cookies of every answer go (redirects and retried ones included).
     private let cookieJar: OriginCookieJar?
 
-    /// - Parameter retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
-    init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, task: OriginTask, cookieJar: OriginCookieJar?) {
+    /// - Parameters:
+    ///   - retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
+    ///   - retryAuthorization: whether a 401/403 may be swallowed to ask again with fresh cookies.
+    init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, cookieJar: OriginCookieJar?) {
         self.url = url
+        self.retryAuthorization = retryAuthorization
         self.cookieJar = cookieJar
         self.method = method
         self.retryStatuses = retryStatuses
@@ -67,6 +73,8 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
             let target = try? OriginURL(URIResolver(baseURL: url.string).resolve(location))
         {
             state = .discarding(.redirect(target, status: status))
+        } else if retryAuthorization, status == 401 || status == 403 {
+            state = .discarding(.authorizationRefused(status))
         } else if retryStatuses, Self.retryableStatuses.contains(status) {
             state = .discarding(.retryStatus(status, retryAfter: answered.retryAfter))
         } else {

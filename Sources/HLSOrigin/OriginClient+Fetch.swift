@@ -10,9 +10,14 @@ extension OriginClient {
     /// - Throws: `OriginError.httpStatus(status)` for any other final status (after redirects and retries),
     ///   or the error that ended the request. Cancelling the Swift task cancels the request.
     public func fetch(_ url: OriginURL, headers: [(String, String)] = [], maxBytes: Int) async throws(OriginError) -> OriginResponse {
+        try await fetch(url, headers: headers, maxBytes: maxBytes, refreshingCookies: true)
+    }
+
+    /// ``fetch(_:headers:maxBytes:)``; `refreshingCookies: false` for the page of a cookie refresh itself.
+    func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int, refreshingCookies: Bool) async throws(OriginError) -> OriginResponse {
         let eventLoop = eventLoopGroup.next()
         let collector = OriginResponseCollector(maxBytes: maxBytes, eventLoop: eventLoop)
-        let task = stream(url, method: .GET, headers: headers, on: eventLoop, handler: collector)
+        let task = stream(url, method: .GET, headers: headers, on: eventLoop, refreshingCookies: refreshingCookies, handler: collector)
         let result: Result<OriginResponse, OriginError> = await withTaskCancellationHandler {
             do {
                 return .success(try await collector.futureResponse.get())

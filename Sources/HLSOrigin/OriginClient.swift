@@ -24,6 +24,15 @@ public final class OriginClient: Sendable {
     /// The most hosts remembered; beyond it, expired entries go, then all.
     private static let maxRememberedHosts = 1024
 
+    /// For a URL an origin answered with 401 or 403: the page whose answer sets the cookies it wants (the stream's
+    /// multivariant playlist), or `nil` when none is known. See ``setCookieSource(_:)``.
+    public typealias CookieSource = @Sendable (OriginURL) async -> OriginURL?
+    private let cookieSource = Mutex<CookieSource?>(nil)
+    /// Cookie refreshes by page: one request per page at a time, and none again within ``cookieRefreshInterval``.
+    private let cookieRefreshes = Mutex<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
+    /// How long a page's refresh counts as fresh: requests refused meanwhile only try again with the cookies it got.
+    static let cookieRefreshInterval = Duration.seconds(10)
+
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
@@ -52,6 +61,17 @@ public final class OriginClient: Sendable {
         self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
     }
 
+    /// Lets requests refused for want of a cookie get one, as a player would: a CDN that sets its access token as
+    /// a cookie on the multivariant playlist (Akamai's `hdntl`, CloudFront signed cookies) refuses segments and keys
+    /// with 403 once the token expired, or when this process never fetched that playlist (it was served from the
+    /// cache, prewarmed by `hlscache fetch`). With cookies kept (``OriginConfiguration/keepsCookies``) and a source
+    /// set, a 401 or 403 is not delivered at once: the page `source` names is fetched (its body discarded, its
+    /// cookies kept; at most once per ``cookieRefreshInterval`` per page) and the request made again, once; that
+    /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
+    public func setCookieSource(_ source: CookieSource?) {
+        cookieSource.withLock { $0 = source }
+    }
+
     /// Cancels what is in flight and closes all connections.
     public func shutdown() async throws {
         try await httpClient.shutdown()
@@ -71,20 +91,38 @@ public final class OriginClient: Sendable {
         on eventLoop: (any EventLoop)? = nil,
         handler: some OriginStreamHandler
     ) -> OriginTask {
+        stream(url, method: method, headers: headers, on: eventLoop, refreshingCookies: true, handler: handler)
+    }
+
+    /// ``stream(_:method:headers:on:handler:)``; `refreshingCookies: false` delivers a 401/403 as it is (the fetch of
+    /// a cookie source's page itself).
+    func stream(
+        _ url: OriginURL,
+        method: OriginMethod,
+        headers: [(String, String)],
+        on eventLoop: (any EventLoop)?,
+        refreshingCookies: Bool,
+        handler: some OriginStreamHandler
+    ) -> OriginTask {
         let task = OriginTask(eventLoop: eventLoop ?? eventLoopGroup.next(), handler: handler)
         let requestHeaders = headers.map { (name: $0.0, value: $0.1) }
-        let driver = Task { await self.drive(url: url, method: method, headers: requestHeaders, task: task) }
+        let driver = Task {
+            await self.drive(url: url, method: method, headers: requestHeaders, refreshingCookies: refreshingCookies, task: task)
+        }
         task.attach(driver: driver)
         return task
     }
 
     /// Follows redirects and retries until a head is delivered or the request fails.
-    private func drive(url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], task: OriginTask) async {
+    private func drive(
+        url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], refreshingCookies: Bool, task: OriginTask
+    ) async {
         var url = url
         var method = method
         var visited: Set<String> = [url.string]
         var redirects = 0
         var retries = 0
+        var mayRefreshCookies = refreshingCookies && cookieJar != nil && cookieSource.withLock { $0 != nil }
         while !task.isFinished {
             do {
                 try await checkDestination(url)
@@ -96,7 +134,8 @@ public final class OriginClient: Sendable {
             let canRetry = retries < configuration.retry.maxRetries
             let outcome: OriginAttemptOutcome
             do {
-                outcome = try await attempt(url: url, method: method, headers: headers, retryStatuses: canRetry, task: task)
+                outcome = try await attempt(
+                    url: url, method: method, headers: headers, retryStatuses: canRetry, retryAuthorization: mayRefreshCookies, task: task)
             } catch {
                 task.finish(.failure(OriginError.mapping(error, afterHead: false)))
                 return
@@ -118,6 +157,14 @@ public final class OriginClient: Sendable {
                 if status == 303 && method != .HEAD { method = .GET }
                 url = target
                 retries = 0
+            case .authorizationRefused(let status):
+                mayRefreshCookies = false
+                if let source = cookieSource.withLock({ $0 }), let page = await source(url), page.string != url.string {
+                    logger.debug("origin refused, fetching the page that sets its cookies", metadata: [
+                        "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
+                    ])
+                    await refreshCookies(from: page)
+                }
             case .retryStatus(let status, let retryAfter):
                 retries += 1
                 logger.debug("origin retry", metadata: ["url": "\(url)", "status": "\(status)", "retry": "\(retries)"])
@@ -132,6 +179,20 @@ public final class OriginClient: Sendable {
                 guard await backoff(retries) else { return }
             }
         }
+    }
+
+    /// Fetches `page` for the cookies its answer sets (the body is discarded), sharing a refresh under way or
+    /// done within ``cookieRefreshInterval``.
+    private func refreshCookies(from page: OriginURL) async {
+        let now = ContinuousClock.now
+        let refresh = cookieRefreshes.withLock { table -> Task<Void, Never> in
+            if let recent = table[page.string], now - recent.started < Self.cookieRefreshInterval { return recent.task }
+            if table.count >= 256 { table = table.filter { now - $0.value.started < Self.cookieRefreshInterval } }
+            let task = Task { _ = try? await self.fetch(page, headers: [], maxBytes: 16 << 20, refreshingCookies: false) }
+            table[page.string] = (task, now)
+            return task
+        }
+        await refresh.value
     }
 
     /// Sleeps before a retry, at least as long as the origin's `Retry-After` up to the policy's longest delay (a
@@ -197,6 +258,7 @@ public final class OriginClient: Sendable {
         method: OriginMethod,
         headers: [OriginConfiguration.Field],
         retryStatuses: Bool,
+        retryAuthorization: Bool,
         task: OriginTask
     ) async throws -> OriginAttemptOutcome {
         let request = try HTTPClient.Request(
@@ -204,7 +266,8 @@ public final class OriginClient: Sendable {
             method: method == .GET ? .GET : .HEAD,
             headers: requestHeaders(for: url, extra: headers)
         )
-        let delegate = OriginAttemptDelegate(url: url, method: method, retryStatuses: retryStatuses, task: task, cookieJar: cookieJar)
+        let delegate = OriginAttemptDelegate(
+            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,

@@ -107,6 +107,25 @@ final class PlaylistService: Sendable {
         }
     }
 
+    /// The multivariant playlist this process last read from each origin (`scheme://authority`), by URL: where a
+    /// refused request to that origin gets fresh cookies (``OriginClient/setCookieSource(_:)``), as a player
+    /// reloading the page would.
+    private let cookiePages = NIOLockedValueBox<[String: String]>([:])
+    private static let maxCookiePages = 1024
+
+    private func learnCookiePage(_ url: OriginURL) {
+        let origin = "\(url.scheme)://\(url.authority)"
+        cookiePages.withLockedValue { table in
+            if table.count >= Self.maxCookiePages, table[origin] == nil { table.removeAll() }
+            table[origin] = url.string
+        }
+    }
+
+    /// The multivariant playlist this process last read from `url`'s origin, if any.
+    func cookiePage(for url: OriginURL) -> OriginURL? {
+        cookiePages.withLockedValue { $0["\(url.scheme)://\(url.authority)"] }.flatMap { try? OriginURL($0) }
+    }
+
     /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
     /// plus two target durations, after which no player asks for it (it left every playlist). An encoder that
     /// restarts and reuses its segment names (ffmpeg numbers from 0 again) is then never answered with the previous
@@ -173,7 +192,10 @@ final class PlaylistService: Sendable {
             }
             let imports = playlist.kind == .media ? importsByPlaylist.withLockedValue { $0[key] } ?? [:] : [:]
             rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
-            if playlist.kind == .master { learnImports(from: playlist, url: url) }
+            if playlist.kind == .master {
+                learnImports(from: playlist, url: url)
+                learnCookiePage(url)
+            }
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }

@@ -25,10 +25,14 @@ public final class ProxyServer: Sendable {
     ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
     ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.
     ///   - routeExtension: answers `/api/…` and `/` and observes proxied responses (the admin API, `HLSAdmin`).
+    ///   - cookiePages: for a request an origin refused (401/403), the page that sets the cookies it wants when this
+    ///     process read no multivariant playlist from that origin (the stream was prewarmed: its playlists are
+    ///     served from the cache). The origin client gets a cookie source (``OriginClient/setCookieSource(_:)``):
+    ///     the multivariant playlist last read from the request's origin, else this.
     public init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil,
-        routeExtension: (any ProxyRouteExtension)? = nil
+        routeExtension: (any ProxyRouteExtension)? = nil, cookiePages: OriginClient.CookieSource? = nil
     ) {
         self.configuration = configuration
         var accessLog = accessLogger ?? Logger(label: "hlscache.access")
@@ -38,6 +42,11 @@ public final class ProxyServer: Sendable {
             metrics: metrics, accessLog: accessLog, routeExtension: routeExtension)
         self.router = ProxyRouter(services: services)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
+        let playlists = services.playlists
+        origin.setCookieSource { url in
+            if let page = playlists.cookiePage(for: url) { return page }
+            return await cookiePages?(url)
+        }
     }
 
     /// Binds the listening socket. Returns the bound address (useful with port 0).

@@ -105,7 +105,7 @@ struct ServeCommand: AsyncParsableCommand {
         if store.recovery.repairedAnything {
             logger.notice("\(store.recovery.summary)")
         } else {
-            logger.info("\(store.recovery.summary)")
+            logger.debug("\(store.recovery.summary)")
         }
         let group = MultiThreadedEventLoopGroup.singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
@@ -143,9 +143,18 @@ struct ServeCommand: AsyncParsableCommand {
         let admin = AdminAPI(
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
             volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
+        // A segment or key an origin refuses for want of its token cookie (set on the multivariant playlist, which
+        // a prewarmed stream serves from the cache) gets one from the playlist of the item it belongs to.
+        let volatile = configuration.volatileQueryParameters
+        let cookiePages: OriginClient.CookieSource = { url in
+            let key = CacheKey(url, volatileParameters: volatile).value
+            let origin = "\(url.scheme)://\(url.authority)"
+            let found = try? await NIOThreadPool.singleton.runIfActive { try? items.topURL(forResource: key, origin: origin) }
+            return found.flatMap { $0 }.flatMap { try? OriginURL($0) }
+        }
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger, routeExtension: admin)
+            logger: logger, routeExtension: admin, cookiePages: cookiePages)
         let bound: SocketAddress
         do {
             bound = try await server.start()

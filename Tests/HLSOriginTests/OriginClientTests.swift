@@ -137,6 +137,49 @@ struct OriginClientTests {
         }
     }
 
+    /// A request refused with 403 for want of a token cookie gets one from the page the cookie source names (fetched
+    /// once however many requests are refused meanwhile) and is asked again, once: the second answer is delivered.
+    /// Without a source, or with cookies not kept, the 403 is delivered as it came, after one request.
+    @Test func aRefusedRequestGetsItsCookieFromTheSourcesPage() async throws {
+        try await withOrigin { origin, client, _ in
+            let page = origin.url("/cookie/set")
+            let asked = NIOLockedValueBox<[String]>([])
+            client.setCookieSource { url in
+                asked.withLockedValue { $0.append(url.path) }
+                return url.path == "/cookie/need" ? page : nil
+            }
+            let response = try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024)
+            #expect(response.status == 200)
+            #expect(String(buffer: response.body) == "token=abc")
+            #expect(origin.hits("/cookie/need") == 2 && origin.hits("/cookie/set") == 1)
+            #expect(asked.withLockedValue { $0 } == ["/cookie/need"])
+        }
+        try await withOrigin { origin, client, _ in
+            // A URL the source knows no page for: asked again once, and its 403 delivered.
+            client.setCookieSource { _ in nil }
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            #expect(origin.hits("/cookie/need") == 2)
+        }
+        try await withOrigin { origin, client, _ in
+            // A page that sets no cookie: several refused requests share one fetch of it, then each gets its 403.
+            client.setCookieSource { _ in origin.url("/echo") }
+            for _ in 0..<3 {
+                await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            }
+            #expect(origin.hits("/echo") == 1)
+            #expect(origin.hits("/cookie/need") == 6)
+        }
+        try await withOrigin { origin, client, _ in
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            #expect(origin.hits("/cookie/need") == 1, "no source: no second request")
+        }
+        try await withOrigin { $0.keepsCookies = false } _: { origin, client, _ in
+            client.setCookieSource { _ in origin.url("/cookie/set") }
+            await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
+            #expect(origin.hits("/cookie/need") == 1 && origin.hits("/cookie/set") == 0, "cookies not kept: nothing to refresh")
+        }
+    }
+
     /// A 503 that says when to come back: the retry waits that long, up to the policy's longest delay.
     @Test func retryAfterIsObeyedUpToTheLongestDelay() async throws {
         try await withOrigin { $0.retry = OriginRetryPolicy(maxRetries: 2, baseDelay: .milliseconds(10), maxDelay: .seconds(1)) } _: { origin, client, _ in
