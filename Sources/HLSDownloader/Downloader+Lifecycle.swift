@@ -90,6 +90,7 @@ extension Downloader {
         for resource in resources {
             if try items.isShared(resource.key, except: id) {
                 if try !items.isShared(resource.key, except: id, lockedOnly: true) { unlock.append(CacheKey(storedValue: resource.key)) }
+                if resource.kind == CacheObjectKind.key.rawValue { try limitKey(resource, toItemsOtherThan: id) }
                 continue
             }
             if resource.kind == CacheObjectKind.key.rawValue { forgetKey(resource) }

@@ -252,4 +252,26 @@ import Testing
         await again.shutdown()
         await origin.stop()
     }
+
+    /// The longest-lived of the items sharing a key removed: the key is served as long as the items still holding
+    /// it, not as long as the one that went. (Expiry cannot take the longest-lived holder first.)
+    @Test func aSharedKeyIsCutBackWhenItsLongestLivedItemIsRemoved() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let now = Date()
+        let (minute, hour) = (now.addingTimeInterval(60), now.addingTimeInterval(3600))
+        _ = try await fetch.fetch("/index.m3u8", id: "long", seconds: 4, expiresAt: hour)
+        _ = try await fetch.fetch("/index.m3u8", id: "short", seconds: 4, expiresAt: minute)
+        _ = try await fetch.fetch("/index.m3u8", id: "shorter", seconds: 4, expiresAt: now.addingTimeInterval(30))
+        #expect(try fetch.downloader.keyStatus(of: "short").first?.expiresAt == hour)
+        try fetch.downloader.remove("long", keepMetadata: false)
+        let status = try fetch.downloader.keyStatus(of: "short")
+        #expect(status.map(\.state) == [.valid])
+        #expect(status.first?.expiresAt == minute, "the latest of the items still holding it")
+        await fetch.shutdown()
+    }
 }
