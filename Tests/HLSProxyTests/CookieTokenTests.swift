@@ -89,6 +89,42 @@ import Testing
         await serve.waitForExit()
     }
 
+    /// A protected stream prewarmed whole from such a CDN, its keys past their TTL when `serve` plays it: the renewal
+    /// of each key is refused without the cookie, which `serve` then gets from the item's playlist (a media playlist
+    /// here), and the stream decodes through serve as it does from the origin.
+    @Test func keysOfAPrewarmedStreamAreRenewedFromACookieGatedOrigin() async throws {
+        let dir = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: dir)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        origin.cookieGate.withLockedValue { $0 = ("/index.m3u8", Self.token) }
+        let direct = try await FFmpeg.frameMD5(origin.baseURL + "/index.m3u8")
+        #expect(direct.count > 50)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cookie-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        try FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        let config = cache.appendingPathComponent("short-keys.yaml")
+        try "keys:\n  ttl: 1s\n".write(to: config, atomically: true, encoding: .utf8)
+        let fetched = try await ServeShutdownTests.run([
+            "fetch", origin.baseURL + "/index.m3u8", "--cache-dir", cache.path, "--free-disk-cushion", "0", "--config", config.path,
+        ])
+        #expect(fetched.status == 0, "\(fetched.stdout)")
+        try await Task.sleep(for: .milliseconds(1500))  // the stored keys are past their TTL
+
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cookie-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        let (serve, base) = try await ServeShutdownTests.serve(cache: cache, extra: [], stderr: log)
+        defer { if serve.isRunning { serve.terminate() } }
+        origin.clearLog()
+        #expect(try await FFmpeg.frameMD5("\(base)/http/127.0.0.1:\(origin.port)/index.m3u8") == direct)
+        let keyRequests = origin.requests.filter { $0.path.hasSuffix(".key") }
+        #expect(!keyRequests.isEmpty, "the keys were renewed")
+        #expect(origin.requests.filter { $0.path.hasSuffix(".ts") }.isEmpty, "the segments were hits")
+        #expect(origin.requests.filter { $0.path == "/index.m3u8" }.count == 1, "\(origin.requests.map(\.path))")
+        serve.terminate()
+        await serve.waitForExit()
+    }
+
     @Test func aPrewarmCarriesTheTokenCookieToEverySegment() async throws {
         let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
         let origin = TestOrigin(root: dir)
