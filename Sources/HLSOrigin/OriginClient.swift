@@ -117,6 +117,7 @@ public final class OriginClient: Sendable {
     private func drive(
         url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], refreshingCookies: Bool, task: OriginTask
     ) async {
+        let requested = (url: url, method: method)
         var url = url
         var method = method
         var visited: Set<String> = [url.string]
@@ -158,13 +159,16 @@ public final class OriginClient: Sendable {
                 url = target
                 retries = 0
             case .authorizationRefused(let status):
+                // The page is looked up, and the request made again, for the URL asked for: a redirect's target
+                // (a CDN edge, a signed URL that may have expired) is the origin's to give again.
                 mayRefreshCookies = false
-                if let source = cookieSource.withLock({ $0 }), let page = await source(url), page.string != url.string {
+                if let source = cookieSource.withLock({ $0 }), let page = await source(requested.url), page.string != requested.url.string {
                     logger.debug("origin refused, fetching the page that sets its cookies", metadata: [
                         "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
                     ])
                     await refreshCookies(from: page)
                 }
+                (url, method, visited, redirects, retries) = (requested.url, requested.method, [requested.url.string], 0, 0)
             case .retryStatus(let status, let retryAfter):
                 retries += 1
                 logger.debug("origin retry", metadata: ["url": "\(url)", "status": "\(status)", "retry": "\(retries)"])

@@ -155,6 +155,18 @@ struct OriginClientTests {
             #expect(asked.withLockedValue { $0 } == ["/cookie/need"])
         }
         try await withOrigin { origin, client, _ in
+            // Refused after a redirect: the page is looked up for the URL asked for, and that URL is asked again.
+            let asked = NIOLockedValueBox<[String]>([])
+            client.setCookieSource { url in
+                asked.withLockedValue { $0.append(url.path) }
+                return origin.url("/cookie/set")
+            }
+            let response = try await client.fetch(origin.url("/cookie/hop"), maxBytes: 1024)
+            #expect(response.status == 200)
+            #expect(asked.withLockedValue { $0 } == ["/cookie/hop"])
+            #expect(origin.hits("/cookie/hop") == 2 && origin.hits("/cookie/need") == 2)
+        }
+        try await withOrigin { origin, client, _ in
             // A URL the source knows no page for: asked again once, and its 403 delivered.
             client.setCookieSource { _ in nil }
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }

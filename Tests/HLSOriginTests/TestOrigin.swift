@@ -184,12 +184,15 @@ final class TestOriginHandler: ChannelInboundHandler {
             }
         case "cookie":
             // /cookie/set: sets token=abc (and a cookie for another domain, which must be refused);
-            // /cookie/redirect: sets it on a 302 to /cookie/need; /cookie/need: 403 without it.
+            // /cookie/redirect: sets it on a 302 to /cookie/need; /cookie/hop: a 302 to /cookie/need setting nothing;
+            // /cookie/need: 403 without it.
             switch parts.count > 1 ? parts[1] : "" {
             case "set":
                 send(context, status: .ok, headers: ["Set-Cookie": "token=abc; Path=/cookie", "set-cookie": "stray=1; Domain=elsewhere.example"], body: Array("set".utf8))
             case "redirect":
                 send(context, status: .found, headers: ["Location": "/cookie/need", "Set-Cookie": "token=abc; Path=/"], body: [])
+            case "hop":
+                send(context, status: .found, headers: ["Location": "/cookie/need"], body: [])
             default:
                 let cookies = request.headers["Cookie"].joined(separator: "; ")
                 let ok = cookies.split(separator: ";").contains { $0.trimmingCharacters(in: .whitespaces) == "token=abc" }
