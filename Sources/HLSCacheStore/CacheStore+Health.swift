@@ -28,6 +28,11 @@ extension CacheStore {
         } catch {
             return .unavailable("the cache index cannot be read: \(error)")
         }
+        if let damage = index.damage.message {
+            return .unavailable(
+                "the cache index \(index.path) is damaged (\(damage)): lookups miss and nothing new is stored; stop the server and"
+                    + " move index.sqlite, index.sqlite-wal and index.sqlite-shm aside (the next start begins an empty cache)")
+        }
         let probe = "\(tmpDirectory)/readyz-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         do {
             let fd = try FileSystem.createExclusive(probe)

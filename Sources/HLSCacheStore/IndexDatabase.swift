@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// The SQLite index (`index.sqlite`): a WAL `DatabasePool`, shared safely by the server and `hlscache fetch`.
 ///
@@ -25,6 +26,19 @@ struct IndexDatabase: Sendable {
 
     /// The file's path (for messages).
     let path: String
+
+    /// The first sign of damage a read or write met (SQLite's `SQLITE_CORRUPT`, `SQLITE_NOTADB`), for `/readyz`: the
+    /// quick open after a clean close reads too little of the file to notice, and a damaged index answers every
+    /// lookup it cannot read as a miss.
+    let damage = Damage()
+
+    /// ``damage``'s box (the struct is copied; the record is shared).
+    final class Damage: Sendable {
+        private let first = Mutex<String?>(nil)
+        /// The first damage met, if any.
+        var message: String? { first.withLock { $0 } }
+        func record(_ message: String) { first.withLock { if $0 == nil { $0 = message } } }
+    }
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -84,6 +98,10 @@ struct IndexDatabase: Sendable {
         let directory = (path as NSString).deletingLastPathComponent
         if SQLiteFiles.isDiskFull(error, directory: directory) {
             return CacheStoreError.cacheFull.with("index: \(SQLiteFiles.fullDisk(directory))")
+        }
+        if error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+            let message = error.message ?? "\(error)"
+            damage.record(message)
         }
         return CacheStoreError.database.with(error.message ?? "\(error)")
     }

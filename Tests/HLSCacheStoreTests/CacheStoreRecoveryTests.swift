@@ -6,6 +6,39 @@ import HLSCrypto
 import Testing
 
 @Suite struct CacheStoreRecoveryTests {
+    /// An index damaged between runs (after a clean close, so the quick open reads too little of it to notice): the
+    /// lookups it cannot answer are misses, and `/readyz` says the index is damaged and what to do, instead of ready.
+    @Test func aDamagedIndexMakesTheStoreUnready() throws {
+        let dir = try TemporaryDirectory()
+        let names = (0..<400).map { "segment-\($0)-" + String(repeating: "x", count: 120) + ".ts" }
+        do {
+            let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+            for name in names { _ = try store(bytes(10), as: key(name), in: cache) }
+            #expect(cache.readiness() == .ready)
+            cache.close()
+        }
+        let index = dir.path + "/index.sqlite"
+        try DatabaseQueue(path: index).writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        // Garbage over the second half of the file: the objects' pages, not the schema at its start.
+        let handle = try #require(FileHandle(forUpdatingAtPath: index))
+        let size = try handle.seekToEnd()
+        try #require(size > 64 << 10)
+        try handle.seek(toOffset: size / 2)
+        handle.write(Data(repeating: 0xA5, count: Int(size - size / 2)))
+        try handle.close()
+
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        defer { cache.close() }
+        #expect(!cache.recovery.full)
+        let found = names.filter { cache.lookup(key($0)) != nil }.count
+        #expect(found < names.count, "some lookups met the damage")
+        guard case .unavailable(let reason) = cache.readiness() else {
+            Issue.record("a damaged index reads as \(cache.readiness())")
+            return
+        }
+        #expect(reason.contains("is damaged") && reason.contains("index.sqlite-wal"), "\(reason)")
+    }
+
     @Test func recoveryRepairsFilesAndIndexAfterAProcessThatDidNotClose() throws {
         let dir = try TemporaryDirectory()
         var paths: [String: String] = [:]
