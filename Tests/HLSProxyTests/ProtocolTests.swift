@@ -155,11 +155,16 @@ import Testing
     }
 
     @Test func connectionLimitIsEnforced() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.maxConnections = 2 }
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.maxConnections = 2
+            $0.requestHeadTimeout = .seconds(60)
+        }
         defer { Task { await harness.shutdown() } }
-        // Two connections held open (partial heads, long head timeout) fill the server.
-        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 5)
-        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 5)
+        // Two connections held open (partial heads, long head timeout) fill the server. Their clients wait 20 s
+        // before they give up (a CI run starved the test process past a 5 s wait: one gave up, and the third
+        // connection took its place).
+        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 20)
+        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 20)
         // Wait (bounded) until the server holds both, however slowly a loaded machine schedules them.
         for _ in 0..<200 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(harness.server.services.connections.count == 2)
