@@ -78,7 +78,6 @@ extension Downloader {
         return statuses
     }
 
-    /// Drops the stored copy of an item's key when the item goes (deleted, expired).
     /// A key item `id` shared with other live items, once `id` is removed or expired: it is served as long as the
     /// latest of those others, no longer as long as `id` (the longest-lived holder may be the one that went).
     func limitKey(_ resource: ItemResource, toItemsOtherThan id: String) throws(DownloadError) {
@@ -89,10 +88,11 @@ extension Downloader {
         do throws(KeyError) {
             try keys.register(url, itemExpiry: itemExpiry)
         } catch {
-            logger.warning("could not limit the key of \(resource.url) to the items still holding it: \(error.message)")
+            logger.warning("could not limit the key of \(url.redacted) to the items still holding it: \(error.message)")
         }
     }
 
+    /// Drops the stored copy of an item's key when the item goes (deleted, expired).
     func forgetKey(_ resource: ItemResource) {
         guard let keys, let url = try? OriginURL(resource.url) else { return }
         do throws(KeyError) {
