@@ -99,11 +99,9 @@ struct IndexDatabase: Sendable {
         if SQLiteFiles.isDiskFull(error, directory: directory) {
             return CacheStoreError.cacheFull.with("index: \(SQLiteFiles.fullDisk(directory))")
         }
-        if error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
-            let message = error.message ?? "\(error)"
-            damage.record(message)
-        }
-        return CacheStoreError.database.with(error.message ?? "\(error)")
+        let message = error.message ?? "\(error)"
+        if error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB { damage.record(message) }
+        return CacheStoreError.database.with(message)
     }
 
     /// Runs a read, mapping SQLite failures to ``CacheStoreError/database``.

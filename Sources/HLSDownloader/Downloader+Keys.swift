@@ -16,8 +16,7 @@ extension Downloader {
             // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
             // the master key and keeps it until the last item holding it expires; the proxy serves it from
             // /keys/{id}.
-            let holders = try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt]
-            let itemExpiry: ItemExpiry = holders.contains { $0 == nil } ? .never : .at(holders.compactMap { $0 }.max()!)
+            let itemExpiry = Self.latest(of: try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt])
             do {
                 // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
                 let id = try keys.register(resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) })
@@ -84,12 +83,17 @@ extension Downloader {
         guard let keys, let url = try? OriginURL(resource.url) else { return }
         let holders = try items.expiries(ofItemsListing: resource.key, except: id)
         guard !holders.isEmpty else { return }
-        let itemExpiry: ItemExpiry = holders.contains { $0 == nil } ? .never : .at(holders.compactMap { $0 }.max()!)
         do throws(KeyError) {
-            try keys.register(url, itemExpiry: itemExpiry)
+            try keys.register(url, itemExpiry: Self.latest(of: holders))
         } catch {
             logger.warning("could not limit the key of \(url.redacted) to the items still holding it: \(error.message)")
         }
+    }
+
+    /// The limit items with `expiries` put on a key they share: the latest of them, none if one never expires.
+    private static func latest(of expiries: [Date?]) -> ItemExpiry {
+        guard !expiries.contains(where: { $0 == nil }), let latest = expiries.compactMap({ $0 }).max() else { return .never }
+        return .at(latest)
     }
 
     /// Drops the stored copy of an item's key when the item goes (deleted, expired).
