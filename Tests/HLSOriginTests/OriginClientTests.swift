@@ -293,11 +293,20 @@ struct OriginClientTests {
     }
 
     @Test func connectionRefusedIsNetwork() async throws {
-        // Bind and close a listener to get a port nobody listens on.
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let closed = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
-        let port = closed.localAddress!.port!
-        try await closed.close()
+        // A port bound and never listened on: connections are refused, and no other test's server can take it
+        // meanwhile (a closed listener's port was once reused by a parallel test, which answered 404).
+        let reserved = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(reserved >= 0)
+        defer { close(reserved) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(reserved, $0, length) == 0 && getsockname(reserved, $0, &length) == 0 }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
         // With a 60 s connect timeout (× 3 attempts), failing within 30 s proves the refusal was not waited out,
         // with room for a loaded machine.
         try await withOrigin(configure: { $0.connectTimeout = .seconds(60) }) { _, client, _ in
@@ -310,7 +319,6 @@ struct OriginClientTests {
             #expect(error?.message == "the origin could not be reached: connection refused", "\(String(describing: error))")
             #expect(clock.now - started < .seconds(30), "a refused connection must fail fast, not wait for the connect timeout")
         }
-        try await group.shutdownGracefully()
     }
 
     @Test func truncatedBodyIsReportedAndNeverRetried() async throws {
