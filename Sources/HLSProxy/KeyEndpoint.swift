@@ -13,8 +13,14 @@ final class KeyEndpoint: Sendable {
         self.services = services
     }
 
-    /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`. Without a key service,
-    /// nobody.
+    /// Whether the client may receive keys: at loopback or inside `keys.allow`, and not a web page
+    /// `http.allowedWebOrigins` refuses (a hostile page in a browser on this machine is a loopback client too).
+    /// Without a key service, nobody.
+    static func allows(_ request: ProxyRequest, keys: KeyService?) -> Bool {
+        !request.page.isRefused && allows(peer: request.remoteAddress, keys: keys)
+    }
+
+    /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`.
     static func allows(peer: SocketAddress?, keys: KeyService?) -> Bool {
         guard let keys else { return false }
         return keys.configuration.access.allows(peer: peer?.ipAddress)
@@ -25,7 +31,12 @@ final class KeyEndpoint: Sendable {
             responder.send(error: KeyError.notFound.with("this server has no key service"))
             return
         }
-        guard KeyEndpoint.allows(peer: request.remoteAddress, keys: keys) else {
+        if case .refused(let page) = request.page {
+            services.logger.notice("key request from a web page refused", metadata: ["page": "\(page)"])
+            responder.send(error: ProxyError.pageNotAllowed(page))
+            return
+        }
+        guard KeyEndpoint.allows(request, keys: keys) else {
             services.logger.notice("key request from \(request.remoteAddress?.ipAddress ?? "an unknown peer") refused")
             responder.send(error: KeyError.forbidden)
             return

@@ -31,7 +31,10 @@ final class AdminHarness: Sendable {
     let tasks: NIOLockedValueBox<[Task<Void, Never>]> = NIOLockedValueBox([])
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
-    init(root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in }) async throws {
+    init(
+        root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in },
+        proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in }
+    ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
         cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-admin-\(UUID().uuidString)")
@@ -40,6 +43,7 @@ final class AdminHarness: Sendable {
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
         configuration.port = 0
         configuration.prefetchSegments = 0
+        configureProxy(&configuration)
         store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
@@ -102,10 +106,11 @@ final class AdminHarness: Sendable {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let json {
-            if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
-            request.body = .bytes(ByteBuffer(string: json))
+        // As a JSON client sends it: state-changing requests say application/json even without a body (CSRF rule).
+        if let contentType, json != nil || ![.GET, .HEAD, .OPTIONS].contains(method) {
+            request.headers.add(name: "Content-Type", value: contentType)
         }
+        if let json { request.body = .bytes(ByteBuffer(string: json)) }
         let response = try await client.execute(request, timeout: .seconds(30))
         var body: [UInt8] = []
         for try await chunk in response.body { body.append(contentsOf: chunk.readableBytesView) }
