@@ -41,14 +41,27 @@ final class KeyEndpoint: Sendable {
             responder.send(error: KeyError.forbidden)
             return
         }
-        guard let id = KeyID(text) else {
+        let idText = text.firstIndex(where: { $0 == "/" || $0 == "?" }).map { text[..<$0] } ?? text
+        guard let id = KeyID(idText) else {
             responder.send(error: KeyError.notFound.with("key ids are 32 hexadecimal digits"))
             return
         }
+        // `/keys/{id}/https/host/path`: the key URL rides along, so a server that has not registered the key (another
+        // node of a fleet, a restart) can; the id must be the URL's, or the path names something else.
+        var unregistered: OriginURL?
+        if idText.endIndex < text.endIndex, text[idText.endIndex] == "/" {
+            guard let url = try? OriginURL(proxyTarget: String(text[idText.endIndex...])), keys.id(for: url) == id else {
+                responder.send(error: KeyError.notFound.with("the URL after the key id is not the key's"))
+                return
+            }
+            if keys.registeredID(for: url) == nil { unregistered = url }
+        }
         let eventLoop = responder.eventLoop
         let logger = services.logger
+        let toRegister = unregistered
         services.runBlocking(on: eventLoop) { () throws(KeyError) -> [UInt8]? in
-            try keys.storedKey(id)
+            if let toRegister { try keys.register(toRegister) }
+            return try keys.storedKey(id)
         }.whenComplete { result in
             switch result {
             case .success(let bytes?):

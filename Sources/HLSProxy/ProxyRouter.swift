@@ -78,7 +78,7 @@ final class ProxyRouter: Sendable {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
             }
-            keys.handle(request, id: path.dropFirst("/keys/".count), responder: responder)
+            keys.handle(request, id: target.dropFirst("/keys/".count), responder: responder)
             return
         }
         switch path {

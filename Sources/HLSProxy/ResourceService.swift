@@ -56,7 +56,7 @@ final class ResourceService: Sendable {
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
         if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
             var headers = HTTPHeaders()
-            headers.add(name: "Location", value: id.path)
+            headers.add(name: "Location", value: id.path(for: url))
             headers.add(name: "Content-Length", value: "0")
             headers.add(name: "Cache-Control", value: "no-store")
             responder.send(status: .temporaryRedirect, headers: headers, body: .empty)
