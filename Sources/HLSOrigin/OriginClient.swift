@@ -17,6 +17,8 @@ public final class OriginClient: Sendable {
     /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
     public let cookieJar: OriginCookieJar?
     private let httpClient: HTTPClient
+    /// Requests in flight per origin host (``OriginConfiguration/maxConnectionsPerHost``).
+    private let slots: OriginConnectionSlots
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``).
@@ -58,6 +60,10 @@ public final class OriginClient: Sendable {
         // AHC would otherwise keep retrying a refused connection until the connect timeout, so a dead origin
         // took connectTimeout × attempts to report; the client's own bounded retries replace it.
         http.connectionPool.retryConnectionEstablishment = false
+        // The pool holds as many connections per host as requests may be in flight to it; requests beyond that wait
+        // in `slots`, under a limit of their own, instead of in the pool, where the connect timeout bounds the wait.
+        http.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, configuration.maxConnectionsPerHost)
+        self.slots = OriginConnectionSlots(limit: configuration.maxConnectionsPerHost, waitLimit: configuration.connectionWaitTimeout)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
     }
 
@@ -70,6 +76,12 @@ public final class OriginClient: Sendable {
     /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
     public func setCookieSource(_ source: CookieSource?) {
         cookieSource.withLock { $0 = source }
+    }
+
+    /// How often requests waited for a connection to their host, for `/metrics`.
+    public var connectionWaits: (waits: Int, timeouts: Int, waiting: Int) {
+        let statistics = slots.statistics
+        return (statistics.waits, statistics.timeouts, statistics.waiting)
     }
 
     /// Cancels what is in flight and closes all connections.
@@ -272,12 +284,22 @@ public final class OriginClient: Sendable {
         )
         let delegate = OriginAttemptDelegate(
             url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
+        // One slot per request on the wire, given back when AsyncHTTPClient is done with it (the body read or the
+        // request failed), not when the head is delivered: the connection stays busy until then.
+        let host = "\(url.scheme)://\(url.authority.lowercased())"
+        do {
+            try await slots.acquire(host, timerOn: task.eventLoop)
+        } catch let error as OriginError {
+            logger.notice("origin connections busy", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
+            throw error
+        }
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,
             eventLoop: .delegate(on: task.eventLoop),
             logger: logger
         )
+        requestTask.futureResult.whenComplete { [slots] _ in slots.release(host) }
         task.attach(request: requestTask)
         return try await delegate.futureOutcome.get()
     }
