@@ -37,13 +37,18 @@ final class PlaylistService: Sendable {
     private let keys: KeyService?
     private let logger: Logger
     private let metrics: ProxyMetrics
+    private let writeFailures: CacheWriteFailureLog
     let readAhead: ReadAheadIndex
     private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
     /// Media playlists this process has served live: when one ends (EXT-X-ENDLIST) it is still not kept on disk.
     private let seenLive = NIOLockedValueBox<Set<CacheKey>>([])
     private static let maxLiveEntries = 4096
 
-    init(configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics) {
+    init(
+        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics,
+        writeFailures: CacheWriteFailureLog
+    ) {
+        self.writeFailures = writeFailures
         self.configuration = configuration
         self.metrics = metrics
         self.store = store
@@ -247,8 +252,7 @@ final class PlaylistService: Sendable {
                 try write(rewritten, key: PlaylistService.rewrittenKey(key))
                 if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
             } catch {
-                logger.warning("could not cache playlist \(url): \(error)")
-                metrics.cacheWriteFailed(error)
+                writeFailures.record(error, label: "playlist \(url.redacted)")
             }
         }
         return result
