@@ -19,7 +19,7 @@ import Testing
             try await RawHTTP.exchange(port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 20)
         }
         let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         // Both connections are open (a loaded machine may start the idle one late) and the origin is streaming.
         while (harness.origin.requests(matching: "/seg0.ts").isEmpty || harness.server.openConnections < 2) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
@@ -47,7 +47,7 @@ import Testing
         // About 20 seconds of body.
         harness.origin.setFault(.slow(chunk: 1024, delay: .milliseconds(300)), for: "/seg0.ts")
         let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while harness.origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
