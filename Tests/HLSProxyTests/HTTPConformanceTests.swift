@@ -201,7 +201,7 @@ import Testing
         let port = harness.port
         func status(_ target: String, host: String = "127.0.0.1") async throws -> (String, String) {
             let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
-            let (response, _) = try await RawHTTP.exchange(port: port, Array(request.utf8), readTimeout: 30)
+            let (response, _) = try await RawHTTP.exchange(port: port, Array(request.utf8), readTimeout: 60)
             return (Self.statuses(response).first ?? "none", response)
         }
         let (proxied, response) = try await status("http://127.0.0.1:\(port)/http/127.0.0.1:\(harness.origin.port)/abs.ts")
