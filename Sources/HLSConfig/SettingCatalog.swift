@@ -57,7 +57,7 @@ public enum SettingCatalog {
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),
-            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
+            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept; serve holds it below ulimit -n minus a reserve"),
             .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
             .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
             .duration(

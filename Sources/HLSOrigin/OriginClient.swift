@@ -282,10 +282,9 @@ public final class OriginClient: Sendable {
             method: method == .GET ? .GET : .HEAD,
             headers: requestHeaders(for: url, extra: headers)
         )
-        let delegate = OriginAttemptDelegate(
-            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
         // One slot per request on the wire, given back when AsyncHTTPClient is done with it (the body read or the
-        // request failed), not when the head is delivered: the connection stays busy until then.
+        // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
+        // delegate exists: its promise must be completed once made.
         let host = "\(url.scheme)://\(url.authority.lowercased())"
         do {
             try await slots.acquire(host, timerOn: task.eventLoop)
@@ -293,6 +292,8 @@ public final class OriginClient: Sendable {
             logger.notice("origin connections busy", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
             throw error
         }
+        let delegate = OriginAttemptDelegate(
+            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,

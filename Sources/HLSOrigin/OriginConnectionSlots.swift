@@ -70,7 +70,7 @@ final class OriginConnectionSlots: Sendable {
         guard let number else { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let timer = eventLoop.scheduleTask(in: waitLimit) { [weak self] in self?.giveUp(number) }
+                let timer = eventLoop.scheduleTask(in: waitLimit) { [weak self] () -> Void in self?.giveUp(number) }
                 let queued = state.withLock { state -> Bool in
                     guard case .pending = state.waiters[number]?.waiter else {
                         state.waiters[number] = nil

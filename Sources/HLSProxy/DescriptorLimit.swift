@@ -42,7 +42,7 @@ public struct DescriptorLimit: Sendable, Equatable {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         let before = limit.rlim_cur
         var target = limit.rlim_max
-        if target == RLIM_INFINITY { target = rlim_t(nrOpen()) }
+        if target == rlim_t.max { target = rlim_t(nrOpen()) }
         guard target > before else { return DescriptorLimit(soft: count(before), hard: count(limit.rlim_max)) }
         var raised = limit
         raised.rlim_cur = target
@@ -69,7 +69,7 @@ public struct DescriptorLimit: Sendable, Equatable {
     }
 
     private static func count(_ value: rlim_t) -> Int {
-        value == RLIM_INFINITY || value > rlim_t(Int.max) ? Int.max : Int(value)
+        value == rlim_t.max || value > rlim_t(Int.max) ? Int.max : Int(value)
     }
 
     /// `/proc/sys/fs/nr_open`, or 1,048,576 (its default) when it cannot be read.

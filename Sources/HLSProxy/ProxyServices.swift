@@ -87,4 +87,7 @@ final class SharedFetchRegistry: Sendable {
     }
 
     var count: Int { fetches.withLockedValue { $0.count } }
+
+    /// The keys in flight (tests and diagnostics).
+    var keys: [String] { fetches.withLockedValue { Array($0.keys) } }
 }

@@ -27,7 +27,7 @@ struct DescriptorLimitTests {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let listener = try #require(harness.server.listener)
-        _ = try await listener.pipeline.handler(type: AcceptBackoffHandler.self).get()
+        try await listener.eventLoop.submit { _ = try listener.pipeline.syncOperations.handler(type: AcceptBackoffHandler.self) }.get()
         var report = AcceptFailureReport()
         let start = NIODeadline.now()
         let emfile = IOError(errnoCode: EMFILE, reason: "accept")
@@ -94,7 +94,7 @@ struct DescriptorLimitTests {
             let base = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fd-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
             let logFile = base.appendingPathComponent("serve.log")
-            FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
             let cache = base.appendingPathComponent("cache")
             let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -156,7 +156,7 @@ struct DescriptorLimitTests {
             let cpuBefore = cpuSeconds
             let started = ContinuousClock.now
             let port = self.port
-            let sockets = try await onOwnThread { () -> [Int32] in
+            let sockets = await onOwnThread { () -> [Int32] in
                 var sockets: [Int32] = []
                 for _ in 0..<count {
                     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

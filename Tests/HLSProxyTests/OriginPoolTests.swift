@@ -64,7 +64,7 @@ struct OriginPoolTests {
         #expect(harness.originClient.configuration.maxConnectionsPerHost >= 64)
         let responses = try await Self.stall(Self.stalled, on: harness, client: client)
         #expect(responses.count == Self.stalled && responses.allSatisfy { $0.status == .ok })
-        #expect(harness.server.services.fetches.count == Self.stalled, "the stalled transfers are in flight")
+        #expect(harness.server.services.fetches.count == Self.stalled, "the stalled transfers are in flight: \(harness.server.services.fetches.keys)")
 
         harness.origin.setBody(Array("small".utf8), contentType: "video/mp2t", for: "/small.ts")
         let small = try await harness.get(harness.url("/small.ts"))
@@ -72,7 +72,8 @@ struct OriginPoolTests {
         #expect(small.text == "small")
         // Answered while the sixteen were still stalled, not after one of them ended.
         #expect(harness.origin.requests(containing: "/slow").count == Self.stalled)
-        #expect(harness.server.services.fetches.count == Self.stalled)
+        // (The small one's fetch may still be finishing its cache entry: only the stalled ones are counted.)
+        #expect(harness.server.services.fetches.keys.filter { $0.contains("/slow") }.count == Self.stalled)
         #expect(harness.originClient.connectionWaits.waits == 0, "nothing had to wait for a connection")
     }
 
@@ -98,7 +99,7 @@ struct OriginPoolTests {
         harness.origin.setBody(Array("small".utf8), contentType: "video/mp2t", for: "/small.ts")
         let busy = try await harness.get(harness.url("/small.ts"))
         #expect(busy.status == 503, "\(busy.status) \(busy.text)")
-        #expect(busy.text.contains("\"busy\""), busy.text)
+        #expect(busy.text.contains("\"busy\""), "\(busy.text)")
         #expect(harness.origin.requests(matching: "/small.ts").isEmpty, "the origin was not asked")
         let waits = harness.originClient.connectionWaits
         #expect(waits.waits >= 1 && waits.timeouts >= 1 && waits.waiting == 0)

@@ -208,7 +208,7 @@ public final class ProxyMetrics: Sendable {
                 defer { last = max(last, waits.total) }
                 return last
             }
-            originConnectionWaits.increment(by: max(0, waits.total - previous))
+            originConnectionWaits.increment(by: Int64(max(0, waits.total - previous)))
             originRequestsWaiting.set(Int64(waits.waiting))
         }
         if let keys = snapshot.keys {
