@@ -192,6 +192,35 @@ final class PlaylistService: Sendable {
     private func rewriteAndStore(
         raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool, tokens: String?
     ) throws -> RewrittenPlaylist {
+        // The parsed playlist (its line and URI index: about three times the size of the text) is gone once `rewrite`
+        // returns, before the rewritten bytes are copied into buffers and stored.
+        let (rewritten, isLive, ttl) = try rewrite(raw: raw, key: key, url: url, fromStore: fromStore)
+        if raw.count >= Self.trimThreshold { MemoryTrim.giveBackFreedMemory() }
+        let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
+        let result = RewrittenPlaylist(
+            body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)
+        guard keep else { return result }
+        if isLive {
+            remember(result, key: key)
+        } else {
+            do {
+                // A stored raw copy stays as it is: replacing it with the same bytes would drop its expiry and
+                // make it a miss for the instant of the commit (a second player, the playback recorder).
+                if !fromStore {
+                    let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
+                    try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens)
+                }
+                try write(rewritten, key: PlaylistService.rewrittenKey(key))
+                if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
+            } catch {
+                writeFailures.record(error, label: "playlist \(url.redacted)")
+            }
+        }
+        return result
+    }
+
+    /// Parses and rewrites `raw`, and learns what the playlist says (keys, imports, read-ahead, live lifetimes).
+    private func rewrite(raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double) {
         let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
@@ -248,27 +277,7 @@ final class PlaylistService: Sendable {
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
         if fromStore && playlist.isLiveMedia { throw StoredLivePlaylist() }
-        let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
-        let result = RewrittenPlaylist(
-            body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)
-        guard keep else { return result }
-        if isLive {
-            remember(result, key: key)
-        } else {
-            do {
-                // A stored raw copy stays as it is: replacing it with the same bytes would drop its expiry and
-                // make it a miss for the instant of the commit (a second player, the playback recorder).
-                if !fromStore {
-                    let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
-                    try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens)
-                }
-                try write(rewritten, key: PlaylistService.rewrittenKey(key))
-                if let gzipped { try write(gzipped, key: PlaylistService.gzipKey(key)) }
-            } catch {
-                writeFailures.record(error, label: "playlist \(url.redacted)")
-            }
-        }
-        return result
+        return (rewritten, isLive, ttl)
     }
 
     private func write(_ bytes: [UInt8], key: CacheKey, location: String? = nil, tokens: String? = nil) throws {

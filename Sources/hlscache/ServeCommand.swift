@@ -90,6 +90,8 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = Logger(label: "hlscache")
         logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
 
+        // Buffers of 1 MiB or more (a large playlist's copies) go back to the system when freed (MemoryTrim).
+        MemoryTrim.mapAllocations(from: 1 << 20)
         var configuration = settings.proxyConfiguration(environment: environment)
         // Descriptors: the soft limit goes up to the hard one, and client connections stay below what it leaves once
         // cache files, origin sockets and SQLite have theirs, so a flood of idle connections is refused at accept

@@ -88,7 +88,8 @@ struct DescriptorLimitTests {
             self.port = port
         }
 
-        static func start(ulimit: Int) async throws -> Served {
+        /// - Parameter ulimit: the descriptor limit of the shell that starts it; nil: this process's.
+        static func start(ulimit: Int?) async throws -> Served {
             // This process opens the client side of every connection.
             _ = DescriptorLimit.raiseToHard()
             let base = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fd-\(UUID().uuidString)")
@@ -100,7 +101,8 @@ struct DescriptorLimitTests {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = [
                 "-c",
-                "ulimit -n \(ulimit) && exec '\(FetchKillResumeTests.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --prefetch-segments 0 --no-access-log",
+                (ulimit.map { "ulimit -n \($0) && " } ?? "")
+                    + "exec '\(FetchKillResumeTests.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log",
             ]
             var environment = ProcessInfo.processInfo.environment
             environment["HLSCACHE_LIMITS_IDLE_TIMEOUT"] = "2s"
@@ -129,6 +131,14 @@ struct DescriptorLimitTests {
             process.terminate()
             process.waitUntilExit()
             try? FileManager.default.removeItem(at: cache)
+        }
+
+        /// The server's resident memory (`VmRSS` in `/proc/PID/status`), in bytes.
+        var residentBytes: Int {
+            guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+            else { return 0 }
+            return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
         }
 
         /// CPU seconds (user + system) the server used so far, from `/proc/PID/stat`.
