@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 
 /// What `/readyz` says of the store.
 public enum CacheReadiness: Sendable, Equatable {
@@ -19,7 +20,8 @@ extension CacheStore {
 
     /// Checks what the server needs to keep caching, for `/readyz`: the store is open, the index answers a
     /// read, and a file can be created, written and removed in the temp directory. A write refused for want of
-    /// space (`ENOSPC`, `EDQUOT`) is ``CacheReadiness/degraded(_:)``, not unavailable.
+    /// space (`ENOSPC`, `EDQUOT`) is ``CacheReadiness/degraded(_:)``, not unavailable; a free-disk cushion as large as
+    /// the file system itself (nothing could ever be stored: a configuration error) is unavailable.
     /// Blocking (SQLite read, file I/O): call it off the event loops.
     public func readiness() -> CacheReadiness {
         if isClosed { return .unavailable("the cache store is closed") }
@@ -32,6 +34,11 @@ extension CacheStore {
             return .unavailable(
                 "the cache index \(index.path) is damaged (\(damage)): lookups miss and nothing new is stored; stop the server and"
                     + " move index.sqlite, index.sqlite-wal and index.sqlite-shm aside (the next start begins an empty cache)")
+        }
+        if let total = FileSystem.totalBytes(directory), freeDiskCushion >= total {
+            return .unavailable(
+                "cache.freeDiskCushion (\(ByteSize(bytes: freeDiskCushion))) is not smaller than the whole file system holding \(directory)"
+                    + " (\(ByteSize(bytes: total))): nothing can ever be cached; lower it")
         }
         let probe = "\(tmpDirectory)/readyz-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         do {

@@ -69,6 +69,13 @@ enum FileSystem {
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
+    /// The size of the file system holding `path` (`statvfs`: blocks × fragment size); nil when it cannot be read.
+    static func totalBytes(_ path: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int64(info.f_blocks) * Int64(info.f_frsize)
+    }
+
     /// Creates a new file exclusively for writing.
     static func createExclusive(_ path: String) throws -> Int32 {
         while true {

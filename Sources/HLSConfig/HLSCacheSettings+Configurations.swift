@@ -49,6 +49,8 @@ extension HLSCacheSettings {
         var configuration = OriginConfiguration()
         configuration.connectTimeout = Self.timeAmount(originConnectTimeout)
         configuration.readTimeout = Self.timeAmount(originReadTimeout)
+        configuration.maxConnectionsPerHost = originMaxConnectionsPerHost
+        configuration.connectionWaitTimeout = Self.timeAmount(originConnectionWaitTimeout)
         configuration.maxRedirects = originMaxRedirects
         configuration.retry = OriginRetryPolicy(
             maxRetries: retries ?? originRetries, baseDelay: Self.timeAmount(originRetryBaseDelay),

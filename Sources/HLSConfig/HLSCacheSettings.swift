@@ -63,6 +63,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     // Origin client
     public var originConnectTimeout: Duration
     public var originReadTimeout: Duration
+    public var originMaxConnectionsPerHost: Int
+    public var originConnectionWaitTimeout: Duration
     public var originMaxRedirects: Int
     public var originRetries: Int
     public var originRetryBaseDelay: Duration
@@ -121,6 +123,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)
         originReadTimeout = .nanoseconds(origin.readTimeout.nanoseconds)
+        originMaxConnectionsPerHost = origin.maxConnectionsPerHost
+        originConnectionWaitTimeout = .nanoseconds(origin.connectionWaitTimeout.nanoseconds)
         originMaxRedirects = origin.maxRedirects
         originRetries = origin.retry.maxRetries
         originRetryBaseDelay = .nanoseconds(origin.retry.baseDelay.nanoseconds)

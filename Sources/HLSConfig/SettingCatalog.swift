@@ -54,7 +54,7 @@ public enum SettingCatalog {
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),
-            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept"),
+            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept; serve holds it below ulimit -n minus a reserve"),
             .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
             .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
             .duration(
@@ -85,6 +85,12 @@ public enum SettingCatalog {
             .list("api.allow", \.apiAllow, flag: "--api-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),
             .duration("origin.connectTimeout", \.originConnectTimeout, "connecting to an origin (TCP and TLS); past it 502 network"),
             .duration("origin.readTimeout", \.originReadTimeout, "longest silence between two reads from an origin; past it 504 timeout"),
+            .int(
+                "origin.maxConnectionsPerHost", \.originMaxConnectionsPerHost, range: 1...4096,
+                "requests in flight (HTTP/1.1 connections) to one origin host at once; more wait for one to come free"),
+            .duration(
+                "origin.connectionWaitTimeout", \.originConnectionWaitTimeout,
+                "how long a request waits for a free connection to its origin host; past it 503 busy"),
             .int("origin.maxRedirects", \.originMaxRedirects, range: 0...20, "redirects followed per request, each re-checked against the policy"),
             .int(
                 "origin.retries", \.originRetries, range: 0...10,

@@ -107,7 +107,7 @@ extension DownloadError {
                 if status == 404 && isMaster { return DownloadError.notFound.with("the origin answered 404 for the playlist") }
                 return DownloadError.http.with("the origin answered \(status)")
             }
-            if error == .timeout { return DownloadError.timeout.with(error.message) }
+            if error == .timeout || error == .busy { return DownloadError.timeout.with(error.message) }
             if error == .cancelled { return DownloadError.cancelled.with(error.message) }
             if error == .tooLarge || error == .encoding { return DownloadError.corrupted.with(error.message) }
             return DownloadError.network.with(error.message)

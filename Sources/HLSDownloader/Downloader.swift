@@ -424,7 +424,7 @@ public final class Downloader: Sendable {
         switch error {
         case let error as OriginError:
             if error == .httpStatus { return error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429 }
-            return error == .network || error == .timeout || error == .truncated
+            return error == .network || error == .timeout || error == .truncated || error == .busy
         case let error as CacheStoreError:
             return error == .lengthMismatch
         default:

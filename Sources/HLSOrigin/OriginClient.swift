@@ -17,6 +17,8 @@ public final class OriginClient: Sendable {
     /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
     public let cookieJar: OriginCookieJar?
     private let httpClient: HTTPClient
+    /// Requests in flight per origin host (``OriginConfiguration/maxConnectionsPerHost``).
+    private let slots: OriginConnectionSlots
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``).
@@ -66,6 +68,10 @@ public final class OriginClient: Sendable {
         // AHC would otherwise keep retrying a refused connection until the connect timeout, so a dead origin
         // took connectTimeout × attempts to report; the client's own bounded retries replace it.
         http.connectionPool.retryConnectionEstablishment = false
+        // The pool holds as many connections per host as requests may be in flight to it; requests beyond that wait
+        // in `slots`, under a limit of their own, instead of in the pool, where the connect timeout bounds the wait.
+        http.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, configuration.maxConnectionsPerHost)
+        self.slots = OriginConnectionSlots(limit: configuration.maxConnectionsPerHost, waitLimit: configuration.connectionWaitTimeout)
         self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
     }
 
@@ -118,6 +124,12 @@ public final class OriginClient: Sendable {
             if let text = device.address?.ipAddress, let address = OriginIPAddress(text) { found.insert(address.embeddedIPv4 ?? address) }
         }
         return found
+    }
+
+    /// How often requests waited for a connection to their host, for `/metrics`.
+    public var connectionWaits: (waits: Int, timeouts: Int, waiting: Int) {
+        let statistics = slots.statistics
+        return (statistics.waits, statistics.timeouts, statistics.waiting)
     }
 
     /// Cancels what is in flight and closes all connections.
@@ -328,6 +340,16 @@ public final class OriginClient: Sendable {
             method: method == .GET ? .GET : .HEAD,
             headers: requestHeaders(for: url, extra: headers)
         )
+        // One slot per request on the wire, given back when AsyncHTTPClient is done with it (the body read or the
+        // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
+        // delegate exists: its promise must be completed once made.
+        let host = "\(url.scheme)://\(url.authority.lowercased())"
+        do {
+            try await slots.acquire(host, timerOn: task.eventLoop)
+        } catch let error as OriginError {
+            logger.notice("origin connections busy", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
+            throw error
+        }
         let delegate = OriginAttemptDelegate(
             url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
         let requestTask = httpClient.execute(
@@ -336,6 +358,7 @@ public final class OriginClient: Sendable {
             eventLoop: .delegate(on: task.eventLoop),
             logger: logger
         )
+        requestTask.futureResult.whenComplete { [slots] _ in slots.release(host) }
         task.attach(request: requestTask)
         return try await delegate.futureOutcome.get()
     }

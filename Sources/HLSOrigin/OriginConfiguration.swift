@@ -13,6 +13,12 @@ public struct OriginConfiguration: Sendable {
     /// The longest silence between two reads of the response. The clock also runs while a stream handler
     /// holds back the next chunk, so handler futures must complete well within it.
     public var readTimeout: TimeAmount = .seconds(30)
+    /// Requests in flight to one origin host (`scheme://host:port`) at once, which is also the number of HTTP/1.1
+    /// connections kept to it. AsyncHTTPClient's default of 8 let eight slow transfers from one CDN host stall
+    /// every other request for it; a few players reading ahead, and the background downloads, need more.
+    public var maxConnectionsPerHost: Int = 64
+    /// How long a request waits for one of those to come free before failing with ``OriginError/busy`` (503).
+    public var connectionWaitTimeout: TimeAmount = .seconds(30)
     /// Redirects followed per request (301, 302, 303, 307, 308); more is `OriginError.tooManyRedirects`.
     public var maxRedirects: Int = 5
     /// Retries of failures before the response head.

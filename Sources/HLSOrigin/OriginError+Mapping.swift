@@ -23,8 +23,11 @@ extension OriginError {
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .tlsHandshakeTimeout,
-                .httpProxyHandshakeTimeout, .socksHandshakeTimeout, .getConnectionFromPoolTimeout:
+                .httpProxyHandshakeTimeout, .socksHandshakeTimeout:
                 return OriginError.timeout.with(detail)
+            case .getConnectionFromPoolTimeout:
+                // Rare: requests wait for a connection in OriginConnectionSlots, not in AsyncHTTPClient's pool.
+                return OriginError.busy.with("no pooled connection to the origin came free (\(detail))")
             case .cancelled, .alreadyShutdown:
                 return OriginError.cancelled.with(detail)
             case .remoteConnectionClosed:

@@ -4,7 +4,7 @@ import HLSCacheCore
 /// detail text and the carried status. Every value maps to the status the proxy answers with (DESIGN.md §8).
 public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
     private enum Code: String, Sendable, Hashable {
-        case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled, encoding
+        case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled, encoding, busy
     }
 
     private var _code: Code
@@ -37,6 +37,9 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
     /// The body came in a `Content-Encoding` that cannot be undone: an unknown coding (`br`), stacked codings,
     /// a range of a compressed body, or compressed data that does not decode.
     public static let encoding = OriginError(_code: .encoding)
+    /// Every connection this process may open to the origin's host (`origin.maxConnectionsPerHost`) stayed busy
+    /// for the wait limit (`origin.connectionWaitTimeout`): the origin was not asked.
+    public static let busy = OriginError(_code: .busy)
 
     /// An `httpStatus` error carrying the origin's status.
     public static func httpStatus(_ status: Int) -> OriginError {
@@ -66,7 +69,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
         case .network, .tooManyRedirects, .tooLarge, .truncated, .tls, .encoding: 502
         case .timeout: 504
         case .forbiddenDestination: 403
-        case .cancelled: 503
+        case .cancelled, .busy: 503
         case .httpStatus: (400...599).contains(originStatus) ? originStatus : 502
         }
     }
@@ -93,6 +96,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
         case .tls: base = "the TLS handshake with the origin failed"
         case .cancelled: base = "the origin request was cancelled"
         case .encoding: base = "the origin's content encoding cannot be decoded"
+        case .busy: base = "no connection to the origin became free in time"
         }
         return detail.isEmpty ? base : "\(base): \(detail)"
     }

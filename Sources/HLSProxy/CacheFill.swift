@@ -48,7 +48,7 @@ final class CacheFill: Sendable {
     private let expectedLength: Int64?
     private let threadPool: NIOThreadPool
     private let logger: Logger
-    /// Told when the response cannot be stored (counted in `/metrics`).
+    /// Told when the response cannot be stored (logged and counted in `/metrics`; without one, logged here).
     private let failed: @Sendable (any Error) -> Void
     /// The origin URL without its query, for log lines.
     private let label: String
@@ -56,10 +56,10 @@ final class CacheFill: Sendable {
 
     init(
         store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String,
-        failed: @escaping @Sendable (any Error) -> Void = { _ in }
+        failed: (@Sendable (any Error) -> Void)? = nil
     ) {
         self.store = store
-        self.failed = failed
+        self.failed = failed ?? { [logger, label] error in logger.warning("not caching \(label): \(error)") }
         self.key = key
         self.expectedLength = expectedLength
         self.threadPool = threadPool
@@ -153,8 +153,8 @@ final class CacheFill: Sendable {
                     }
                     if !kept { writer.abort() }
                 } catch {
-                    // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues).
-                    logger.warning("not caching \(label): \(error)")
+                    // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues). `failed` logs
+                    // it: once, then counted (CacheWriteFailureLog), as every miss fails alike on a full disk.
                     failed(error)
                     abort()
                 }
@@ -164,10 +164,7 @@ final class CacheFill: Sendable {
                     for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
                 } catch {
                     // After an abort the writer is closed on purpose: nothing to report.
-                    if !state.withLockedValue({ $0.stopped }) {
-                        logger.warning("cache write for \(label) failed, serving without caching: \(error)")
-                        failed(error)
-                    }
+                    if !state.withLockedValue({ $0.stopped }) { failed(error) }
                     abort()
                 }
             case .commit(let commit):
@@ -179,7 +176,6 @@ final class CacheFill: Sendable {
                             contentType: commit.contentType, kind: commit.kind, etag: commit.etag, lastModified: commit.lastModified,
                             expiresAt: commit.expiresAt)
                     } catch {
-                        logger.warning("could not store \(label): \(error)")
                         failed(error)
                     }
                 }

@@ -59,7 +59,23 @@ public final class ProxyServer: Sendable {
         let observer = services.observer
         let dates = DateHeaders(group: services.group)
         self.dates.withLockedValue { $0 = dates }
+        let metrics = services.metrics
+        let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
+            // Out of descriptors (`EMFILE`, `ENFILE`), accept(2) fails while the listening socket stays readable: NIO
+            // called it again at once, and the server spun at full CPU serving nobody. The future-based bind does not
+            // install NIO's back-off (only the async one does); it pauses accepting for a moment after such a failure.
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    var report = AcceptFailureReport()
+                    let backoff = AcceptBackoffHandler(shouldForwardIOErrorCaught: false) { error in
+                        metrics.acceptBackedOff()
+                        if let line = report.failed(error, now: .now()) { logger.warning("\(line)") }
+                        return ProxyServer.acceptPause
+                    }
+                    try channel.pipeline.syncOperations.addHandler(backoff)
+                }
+            }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
@@ -131,4 +147,11 @@ public final class ProxyServer: Sendable {
 
     /// Open client connections.
     public var openConnections: Int { limiter.current }
+
+    /// How long accepting pauses after accept(2) failed (out of descriptors): short enough that a connection closing
+    /// meanwhile is soon followed by the next accept, long enough that the failing call is not a busy loop.
+    static let acceptPause = TimeAmount.milliseconds(200)
+
+    /// The client connections this server holds at most (`limits.maxConnections`, as given).
+    public var maxConnections: Int { limiter.limit }
 }

@@ -23,6 +23,8 @@ final class ProxyServices: Sendable {
     let metrics: ProxyMetrics
     let observer: ExchangeObserver
     let connections = ConnectionRegistry()
+    /// Responses relayed but not stored: counted, and logged once and then summed up (a full disk fails every miss).
+    let cacheWriteFailures: CacheWriteFailureLog
     /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
     let downloadStates = NIOLockedValueBox<(@Sendable () throws -> [String: Int])?>(nil)
 
@@ -42,7 +44,10 @@ final class ProxyServices: Sendable {
         self.threadPool = threadPool
         self.logger = logger
         self.keys = keys
-        self.playlists = PlaylistService(configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics)
+        let cacheWriteFailures = CacheWriteFailureLog(metrics: metrics, logger: logger)
+        self.cacheWriteFailures = cacheWriteFailures
+        self.playlists = PlaylistService(
+            configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics, writeFailures: cacheWriteFailures)
         self.metrics = metrics
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)
     }
@@ -82,4 +87,7 @@ final class SharedFetchRegistry: Sendable {
     }
 
     var count: Int { fetches.withLockedValue { $0.count } }
+
+    /// The keys in flight (tests and diagnostics).
+    var keys: [String] { fetches.withLockedValue { Array($0.keys) } }
 }

@@ -8,7 +8,9 @@ import NIOConcurrencyHelpers
 /// The index is learned from the playlists the proxy serves: each media playlist's segment order, and each
 /// multivariant playlist's variants (so a switch to another variant cancels the read-ahead of the one the
 /// player left). Audio and subtitle renditions are read ahead independently of the video variant. Bounded:
-/// the least recently used playlists are forgotten past `maxPlaylists`.
+/// the least recently used playlists are forgotten past `maxPlaylists`, or past `maxSegments` segments in all, and a
+/// media playlist of more than `maxSegmentsPerPlaylist` segments is not learned (no read-ahead for it): each segment
+/// costs a few hundred bytes here, and an 8 MiB playlist of 220,000 segments kept ~50 MB for good.
 final class ReadAheadIndex: Sendable {
     struct Segment: Sendable {
         var url: OriginURL
@@ -41,16 +43,27 @@ final class ReadAheadIndex: Sendable {
 
     let window: Int
     let maxPlaylists: Int
+    let maxSegmentsPerPlaylist: Int
+    let maxSegments: Int
     private let state = NIOLockedValueBox(State())
 
-    init(window: Int, maxPlaylists: Int = 512) {
+    /// - Parameters:
+    ///   - maxSegmentsPerPlaylist: 20,000 segments are 22 hours of 4-second segments.
+    init(window: Int, maxPlaylists: Int = 512, maxSegmentsPerPlaylist: Int = 20_000, maxSegments: Int = 200_000) {
         self.window = window
         self.maxPlaylists = maxPlaylists
+        self.maxSegmentsPerPlaylist = maxSegmentsPerPlaylist
+        self.maxSegments = maxSegments
     }
+
+    /// Segments learned, over every playlist.
+    var segmentCount: Int { state.withLockedValue { $0.positions.count } }
 
     /// Records what a served playlist says: segment order for media playlists, variants for multivariant ones.
     func learn(_ playlist: Playlist, key: CacheKey, url: OriginURL, volatileParameters: [String]) {
         guard window > 0 else { return }
+        // Counted before anything is resolved: resolving alone made a string per segment.
+        if playlist.kind == .media, playlist.uriSlots.lazy.filter({ $0.role == .segment }).count > maxSegmentsPerPlaylist { return }
         guard let uris = try? playlist.resolvedURIs(baseURL: url.string) else { return }
         switch playlist.kind {
         case .master:
@@ -80,7 +93,7 @@ final class ReadAheadIndex: Sendable {
                 for (index, segment) in segments.enumerated() {
                     state.positions[segment.key.value] = (key.value, index)
                 }
-                if state.playlists.count > maxPlaylists { forgetOldest(&state) }
+                if state.playlists.count > maxPlaylists || state.positions.count > maxSegments { forgetOldest(&state) }
             }
         }
     }
@@ -104,8 +117,8 @@ final class ReadAheadIndex: Sendable {
     }
 
     private func forgetOldest(_ state: inout State) {
-        let victims = state.playlists.sorted { $0.value.lastUsed < $1.value.lastUsed }.prefix(state.playlists.count - maxPlaylists)
-        for (playlistKey, entry) in victims {
+        for (playlistKey, entry) in state.playlists.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+            guard state.playlists.count > maxPlaylists || state.positions.count > maxSegments else { return }
             for segment in entry.segments where state.positions[segment.key.value]?.playlist == playlistKey {
                 state.positions[segment.key.value] = nil
             }

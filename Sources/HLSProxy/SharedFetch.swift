@@ -207,7 +207,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             cacheable && !isPlaylist && contentLength != KeySizedBody.size
             ? CacheFill(
                 store: services.store, key: key, expectedLength: contentLength, threadPool: services.threadPool, logger: services.logger,
-                label: url.redacted, failed: { [metrics = services.metrics] in metrics.cacheWriteFailed($0) })
+                label: url.redacted, failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) })
             : nil
         let info = Head(
             contentLength: contentLength,

@@ -92,7 +92,24 @@ struct ServeCommand: AsyncParsableCommand {
         var logger = Logger(label: "hlscache")
         logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
 
-        let configuration = settings.proxyConfiguration(environment: environment)
+        // Buffers of 1 MiB or more (a large playlist's copies) go back to the system when freed (MemoryTrim).
+        MemoryTrim.mapAllocations(from: 1 << 20)
+        var configuration = settings.proxyConfiguration(environment: environment)
+        // Descriptors: the soft limit goes up to the hard one, and client connections stay below what it leaves once
+        // cache files, origin sockets and SQLite have theirs, so a flood of idle connections is refused at accept
+        // rather than starving the server of descriptors.
+        if let limit = DescriptorLimit.raiseToHard() {
+            if let before = limit.raisedFrom {
+                logger.info("file descriptor limit raised from \(before) to \(limit.soft) (the hard limit)")
+            }
+            let allowed = limit.maxConnections(configured: configuration.maxConnections)
+            if allowed < configuration.maxConnections {
+                logger.notice(
+                    "limits.maxConnections lowered from \(configuration.maxConnections) to \(allowed): the file descriptor limit is \(limit.soft) (ulimit -n), \(DescriptorLimit.reserve(for: limit.soft)) of them kept for cache files and origin connections"
+                )
+                configuration.maxConnections = allowed
+            }
+        }
         let originConfiguration = settings.originConfiguration()
         let keyConfiguration = settings.keyConfiguration()
 

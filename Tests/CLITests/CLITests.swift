@@ -105,7 +105,7 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("index.sqlite").path))
 
         process.terminate()  // SIGTERM
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(90)
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!process.isRunning)
         #expect(process.terminationStatus == 0)
@@ -138,7 +138,7 @@ import Testing
         let firstLine = await onOwnThread { readFirstLine(of: out) }
         #expect(firstLine.contains("serving on"))
         process.terminate()
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(90)
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let logged = try String(contentsOf: log, encoding: .utf8)
         #expect(

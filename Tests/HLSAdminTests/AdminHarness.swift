@@ -111,7 +111,7 @@ final class AdminHarness: Sendable {
             request.headers.add(name: "Content-Type", value: contentType)
         }
         if let json { request.body = .bytes(ByteBuffer(string: json)) }
-        let response = try await client.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(120))
         var body: [UInt8] = []
         for try await chunk in response.body { body.append(contentsOf: chunk.readableBytesView) }
         return Response(status: Int(response.status.code), headers: response.headers, body: body)

@@ -150,7 +150,7 @@ struct ConsumptionTests {
         #expect(try h.items.consumption("held") == nil)
 
         await onOwnThread { other.release() }
-        let record = try await h.eventually("the playback record", timeout: .seconds(20)) { () -> ItemConsumption? in
+        let record = try await h.eventually("the playback record", timeout: .seconds(120)) { () -> ItemConsumption? in
             guard let record = try h.items.consumption("held"), abs(record.servedSeconds - 4) < 0.2 else { return nil }
             return record
         }

@@ -100,7 +100,10 @@ import Testing
             busy.abort()
         }
         var failure: CacheStoreError?
-        for _ in 0..<10_000 {
+        // Until the abort lands, however late a starved machine runs the other task (a bound of 120 s, not a count
+        // of writes that a slow scheduler could use up first).
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
             do { try busy.write(bytes(64)) } catch let error as CacheStoreError {
                 failure = error
                 break

@@ -249,7 +249,7 @@ enum SHA256Hex {
         setup.clock.advance(590)
         let service = KeyRenewalService(keys: keys, before: .seconds(60), interval: .milliseconds(20))
         let running = Task { try await service.run() }
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(120)
         while setup.origin.count < 2 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         running.cancel()
         _ = await running.result

@@ -123,7 +123,7 @@ import Testing
         harness.origin.setFault(.stallAfter(bytes: 64 << 10), for: "/seg.ts")
         var request = HTTPClientRequestFactory.make(harness.url("/seg.ts"))
         request.method = .GET
-        let response = try await harness.client.execute(request, timeout: .seconds(30))
+        let response = try await harness.client.execute(request, timeout: .seconds(120))
         #expect(response.status == .ok)
         var iterator = response.body.makeAsyncIterator()
         var received = 0

@@ -75,7 +75,7 @@ import Testing
         // Resources still in flight when the item failed are cancelled and their temp files removed as they wind
         // down (temp files are never served); wait for that, bounded, rather than racing it.
         let tmp = fetch.cacheDirectory.appendingPathComponent("tmp").path
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

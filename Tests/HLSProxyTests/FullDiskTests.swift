@@ -47,7 +47,7 @@ struct FullDiskTests {
             )
         }
         let pid = try #require(Int32(started.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(started.output)")
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(90)
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             if let base = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first(where: { $0.hasPrefix("http://127.0.0.1:") }) {
@@ -63,7 +63,7 @@ struct FullDiskTests {
     /// SIGTERM, then waits (up to 30 s) until the process is gone.
     static func stop(_ pid: Int32) async throws {
         kill(pid, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(90)
         while kill(pid, 0) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(kill(pid, 0) != 0, "serve \(pid) did not stop")
     }
@@ -78,7 +78,7 @@ struct FullDiskTests {
     /// was renamed into place or removed; up to 30 s, for a loaded machine), then a little longer for the index row.
     static func settled(_ disk: TinyDisk) async throws {
         let tmp = disk.outside.appendingPathComponent("cache/tmp")
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(90)
         while !files(in: tmp).isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         try await Task.sleep(for: .milliseconds(200))
     }

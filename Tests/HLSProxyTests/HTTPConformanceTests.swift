@@ -37,7 +37,7 @@ import Testing
             "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\(upgrade)\r\nabc",
             "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         ]
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, requests.map { Array($0.utf8) }, gap: gap, readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, requests.map { Array($0.utf8) }, gap: gap, readTimeout: 60)
         #expect(Self.statuses(response) == ["200", "200", "405", "200"], "\(response.prefix(400))")
         #expect(!response.contains("101"))
         #expect(closed)
@@ -49,7 +49,7 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let request = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
         #expect(Self.statuses(response) == ["400"], "\(response.prefix(300))")
         #expect(response.contains("\r\nConnection: close\r\n"))
         #expect(closed)
@@ -127,7 +127,7 @@ import Testing
         let head = "\(method) /http/127.0.0.1:\(harness.origin.port)/e.ts HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
         // Only the head is sent: without an answer to it, the read times out with nothing (and the connection open). The
         // GET is a miss the origin answers first: 20 s, as a loaded machine running the whole suite took over 5 s.
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(head.utf8), readTimeout: 20)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(head.utf8), readTimeout: 60)
         #expect(Self.statuses(response) == [status], "\(response.prefix(200))")
         #expect(!response.contains("100 Continue"))
         #expect(response.contains("\r\nConnection: close\r\n"))
@@ -166,7 +166,7 @@ import Testing
         _ = try await date("preflight") { try await harness.get(url, method: .OPTIONS) }
         _ = try await date("404") { try await harness.get("\(harness.base)/nope") }
         _ = try await date("origin 404") { try await harness.get(harness.url("/missing.ts")) }
-        let (raw, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 5)
+        let (raw, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 60)
         #expect(raw.hasPrefix("HTTP/1.1 400") && raw.contains("\r\nDate: "), "\(raw.prefix(200))")
         try await Task.sleep(for: .seconds(2))
         #expect(try await date("replayed hit, later") { try await harness.get(url) } > replayed)
@@ -183,7 +183,7 @@ import Testing
     func hostIsRequiredOnce(_ request: String, status: String) async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 5)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
         #expect(Self.statuses(response) == [status], "\(response.prefix(200))")
         #expect(closed)
     }
@@ -201,7 +201,7 @@ import Testing
         let port = harness.port
         func status(_ target: String, host: String = "127.0.0.1") async throws -> (String, String) {
             let request = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
-            let (response, _) = try await RawHTTP.exchange(port: port, Array(request.utf8), readTimeout: 30)
+            let (response, _) = try await RawHTTP.exchange(port: port, Array(request.utf8), readTimeout: 60)
             return (Self.statuses(response).first ?? "none", response)
         }
         let (proxied, response) = try await status("http://127.0.0.1:\(port)/http/127.0.0.1:\(harness.origin.port)/abs.ts")
@@ -277,17 +277,17 @@ import Testing
         defer { Task { await harness.shutdown() } }
         let path = "/http/127.0.0.1:\(harness.origin.port)/m.ts"
         let webdav = "PROPFIND \(path) HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        let (known, knownClosed) = try await RawHTTP.exchange(port: harness.port, Array(webdav.utf8), readTimeout: 5)
+        let (known, knownClosed) = try await RawHTTP.exchange(port: harness.port, Array(webdav.utf8), readTimeout: 60)
         #expect(Self.statuses(known) == ["501", "200"], "\(known.prefix(300))")
         #expect(known.contains("notImplemented"))
         #expect(knownClosed)
         for request in ["FOO \(path) HTTP/1.1\r\nHost: x\r\n\r\n", "\r\nBREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n"] {
-            let (unknown, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 5)
+            let (unknown, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
             #expect(Self.statuses(unknown) == ["501"], "\(unknown.prefix(300))")
             #expect(unknown.contains("\r\nConnection: close\r\n"))
             #expect(closed)
         }
-        let (garbage, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 5)
+        let (garbage, _) = try await RawHTTP.exchange(port: harness.port, Array("GARBAGE\r\n\r\n".utf8), readTimeout: 60)
         #expect(Self.statuses(garbage) == ["400"])
         let delete = try await harness.get(harness.url("/m.ts"), method: .DELETE)
         #expect(delete.status == 405)

@@ -51,7 +51,7 @@ import Testing
         _ = try await harness.get(url)
         let path = "/http/127.0.0.1:\(harness.origin.port)/c.ts"
         let (response, closed) = try await RawHTTP.exchange(
-            port: harness.port, Array("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 5)
+            port: harness.port, Array("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(response.contains("\r\nConnection: close\r\n"))
         #expect(response.contains("\r\nX-Cache: HIT\r\n"))

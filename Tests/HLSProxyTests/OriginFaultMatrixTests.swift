@@ -110,7 +110,7 @@ import Testing
     /// Temp files are removed as aborted writers wind down; wait for that, bounded.
     static func tempFiles(_ cache: URL) async throws -> [String] {
         let tmp = cache.appendingPathComponent("tmp").path
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             let left = (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []
             if left.isEmpty { return [] }
@@ -184,7 +184,7 @@ import Testing
         }
 
         // The store: nothing, or exactly the origin's bytes; no temp files.
-        try await harness.waitForIdle(timeout: .seconds(15))
+        try await harness.waitForIdle(timeout: .seconds(60))
         switch kind {
         case .segmentMiss, .coalescedMiss, .rangeMiss:
             let kept = try Self.stored(harness.store, harness.originURL("/seg.ts"))

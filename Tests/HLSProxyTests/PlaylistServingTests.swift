@@ -304,7 +304,7 @@ import Testing
         #expect(try await harness.get(harness.url("/vod/seg0.ts")).status == 200)
         // The commit follows the last byte sent to the player: wait for it.
         var waited = 0
-        while try stored("/long/seg0.ts") == nil || stored("/vod/seg0.ts") == nil, waited < 100 {
+        while try stored("/long/seg0.ts") == nil || stored("/vod/seg0.ts") == nil, waited < 1200 {
             try await Task.sleep(for: .milliseconds(50))
             waited += 1
         }

@@ -12,7 +12,7 @@ import Testing
         defer { Task { await harness.shutdown() } }
         let request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         // The server closes the connection, which ends the read at once; the 10 s bound is for a loaded machine.
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
         let statuses = response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
         #expect(statuses == ["200", "404", "200"])
         #expect(closed)
@@ -70,7 +70,7 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let smuggle = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(smuggle.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(smuggle.utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 400"))
         #expect(!response.contains("HTTP/1.1 200"), "the smuggled request must not be answered")
         #expect(closed)
@@ -80,7 +80,7 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestHeadTimeout = .milliseconds(300) }
         defer { Task { await harness.shutdown() } }
         // The socket's read timeout is 10 s; "closed" means the server hung up before it (the idle timeout is 60 s).
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 60)
         #expect(closed)
         #expect(response.isEmpty)
     }
@@ -96,7 +96,7 @@ import Testing
         // The socket's read timeout is 10 s; the head and idle timeouts are 10 s and 60 s: "closed" means the body
         // timeout did it.
         let request = "GET /healthz?stalled=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
         #expect(closed)
         #expect(response.isEmpty)
         #expect(try await harness.get("\(harness.base)/healthz").status == 200)
@@ -108,7 +108,8 @@ import Testing
     }
 
     /// A client that stops reading a large response used to stay connected for ever (nginx: `send_timeout`). Here it
-    /// takes nothing for 4 s while the send timeout is 1 s: it is disconnected after what the kernel had buffered,
+    /// takes nothing for 10 s while the send timeout is 1 s (ten checks' room for a starved server): it is disconnected
+    /// after what the kernel had buffered,
     /// long before the 16 MB body, and sees the connection end.
     @Test func aClientThatStopsReadingIsDisconnected() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.sendTimeout = .seconds(1) }
@@ -117,7 +118,7 @@ import Testing
         try Self.store(body, at: "/big.ts", in: harness)
         let request = "GET /http/127.0.0.1:\(harness.origin.port)/big.ts HTTP/1.1\r\nHost: x\r\n\r\n"
         let (response, closed) = try await RawHTTP.exchangeBytes(
-            port: harness.port, Array(request.utf8), readTimeout: 10, pauseAfter: 4, receiveBuffer: 16 << 10)
+            port: harness.port, Array(request.utf8), readTimeout: 60, pauseAfter: 10, receiveBuffer: 16 << 10)
         #expect(response.starts(with: Array("HTTP/1.1 200 OK\r\n".utf8)))
         #expect(response.count < body.count, "the whole body was sent to a client that did not read")
         #expect(closed)
@@ -133,15 +134,16 @@ import Testing
     }
 
     /// The send timeout measures what the kernel takes, not whole writes: a slow player that keeps reading a hit (one
-    /// sendfile of 16 MB, taking twice the timeout or more) gets all of it.
+    /// sendfile of 16 MB, taking twice the timeout or more) gets all of it. The timeout is 8 s, not less: this client
+    /// is a thread of the test process, and a starved process that does not read for that long is a stalled client.
     @Test func aSlowClientThatKeepsReadingIsNotDisconnected() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.sendTimeout = .seconds(3) }
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.sendTimeout = .seconds(8) }
         defer { Task { await harness.shutdown() } }
         let body = randomBytes(16 << 20)
         try Self.store(body, at: "/slow.ts", in: harness)
         let request = "GET /http/127.0.0.1:\(harness.origin.port)/slow.ts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         let (response, closed) = try await RawHTTP.exchangeBytes(
-            port: harness.port, Array(request.utf8), readTimeout: 10, receiveBuffer: 16 << 10, pace: (bytes: 256 << 10, seconds: 0.15))
+            port: harness.port, Array(request.utf8), readTimeout: 60, receiveBuffer: 16 << 10, pace: (bytes: 256 << 10, seconds: 0.3))
         let headEnd = try #require(response.firstRange(of: Array("\r\n\r\n".utf8)))
         // Compared here: a 16 MB expression in a failed expectation takes minutes to print.
         let received = response[headEnd.upperBound...]
@@ -156,7 +158,7 @@ import Testing
         // connecting and sending for longer than a 300 ms idle timeout (the server rightly closed the silent connection).
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.idleTimeout = .seconds(2) }
         defer { Task { await harness.shutdown() } }
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 200"))
         #expect(closed)
     }
@@ -164,20 +166,21 @@ import Testing
     @Test func connectionLimitIsEnforced() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
             $0.maxConnections = 2
-            $0.requestHeadTimeout = .seconds(60)
+            $0.requestHeadTimeout = .seconds(900)
         }
         defer { Task { await harness.shutdown() } }
-        // Two connections held open (partial heads, long head timeout) fill the server. Their clients wait 20 s
-        // before they give up (a CI run starved the test process past a 5 s wait: one gave up, and the third
-        // connection took its place).
-        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 20)
-        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 20)
+        // Two connections held open (partial heads, a head timeout longer than the test) fill the server. Their clients
+        // wait up to 600 s and are let go by the server closing them at the end (a CI run starved the test process past
+        // a 5 s wait, later 20 s would do the same: one gave up, and the third connection took its place).
+        async let first = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 600)
+        async let second = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 600)
         // Wait (bounded) until the server holds both, however slowly a loaded machine schedules them.
-        for _ in 0..<200 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<3000 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(harness.server.services.connections.count == 2)
-        let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 5)
+        let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
         #expect(third.isEmpty)
         #expect(closed)
+        for channel in harness.server.services.connections.open { try? await channel.close() }
         _ = try await (first, second)
     }
 
@@ -189,8 +192,8 @@ import Testing
         defer { Task { await harness.shutdown() } }
         // Held open (an unfinished head) until the checks are done, then closed by the server: a short client
         // timeout let the connection go before a loaded machine got to look at it.
-        async let held = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 30)
-        for _ in 0..<1000 where harness.server.services.connections.count < 1 { try await Task.sleep(for: .milliseconds(20)) }
+        async let held = RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\n".utf8), readTimeout: 600)
+        for _ in 0..<3000 where harness.server.services.connections.count < 1 { try await Task.sleep(for: .milliseconds(20)) }
         let channel = try #require(harness.server.services.connections.open.first)
         let noDelay = try await channel.getOption(.tcpOption(.tcp_nodelay)).get()
         let debug = try await channel.getOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_DEBUG))).get()

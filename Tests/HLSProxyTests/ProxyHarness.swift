@@ -111,14 +111,14 @@ final class ProxyHarness: Sendable {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let response = try await client.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(120))
         var body: [UInt8] = []
         for try await chunk in response.body { body.append(contentsOf: chunk.readableBytesView) }
         return Response(status: Int(response.status.code), headers: response.headers, body: body)
     }
 
     /// Waits until no origin download is in flight (background fills included).
-    func waitForIdle(timeout: Duration = .seconds(10)) async throws {
+    func waitForIdle(timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         while server.services.fetches.count > 0 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSPlaylist
 import Testing
 
 @testable import HLSProxy
@@ -54,5 +55,31 @@ import Testing
 
     static func key(_ harness: ProxyHarness, _ path: String) throws -> String {
         CacheKey(try OriginURL(harness.originURL(path))).value
+    }
+}
+
+/// The read-ahead index is bounded in segments, not only in playlists: a huge playlist is not learned at all, and
+/// past the total the least recently learned playlists go.
+@Suite struct ReadAheadIndexBoundsTests {
+    static func media(_ count: Int, prefix: String) throws -> Playlist {
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n"
+        for index in 0..<count { text += "#EXTINF:4,\n\(prefix)\(index).ts\n" }
+        return try Playlist(text + "#EXT-X-ENDLIST\n")
+    }
+
+    @Test func aPlaylistOfTooManySegmentsIsNotLearned() throws {
+        let index = ReadAheadIndex(window: 3, maxSegmentsPerPlaylist: 100, maxSegments: 250)
+        let url = try OriginURL("http://cdn.example/v/big.m3u8")
+        index.learn(try Self.media(101, prefix: "big"), key: CacheKey(url), url: url, volatileParameters: [])
+        #expect(index.segmentCount == 0)
+        for name in ["a", "b", "c"] {
+            let url = try OriginURL("http://cdn.example/v/\(name).m3u8")
+            index.learn(try Self.media(100, prefix: name), key: CacheKey(url), url: url, volatileParameters: [])
+        }
+        #expect(index.segmentCount == 200, "the oldest playlist was forgotten past 250 segments")
+        let first = try OriginURL("http://cdn.example/v/a0.ts")
+        #expect(index.requested(CacheKey(first)).prefetch.isEmpty)
+        let last = try OriginURL("http://cdn.example/v/c0.ts")
+        #expect(index.requested(CacheKey(last)).prefetch.count == 3)
     }
 }

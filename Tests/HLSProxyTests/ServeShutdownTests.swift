@@ -125,7 +125,7 @@ import Testing
         let port = try #require(URL(string: base)?.port)
 
         // The scheduler picks the item up.
-        var deadline = ContinuousClock.now + .seconds(30)
+        var deadline = ContinuousClock.now + .seconds(60)
         while try await Self.state(of: "slowitem", cache: cache) != "downloading" && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -138,7 +138,7 @@ import Testing
         kill(process.processIdentifier, SIGTERM)
 
         var refused = false
-        deadline = ContinuousClock.now + .seconds(30)
+        deadline = ContinuousClock.now + .seconds(60)
         while !refused && ContinuousClock.now < deadline {
             refused = await Self.connectionRefused(port: port)
             if !refused { try await Task.sleep(for: .milliseconds(20)) }

@@ -9,17 +9,21 @@ import Testing
     @Test func drainFinishesResponsesClosesIdleConnectionsAndRefusesNewOnes() async throws {
         let dir = try MetricsTests.originDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let harness = try await ProxyHarness.start(serving: dir, configure: { $0.prefetchSegments = 0 })
+        // The server's idle timeout is far beyond the client's wait, so only the shutdown can close the idle connection.
+        let harness = try await ProxyHarness.start(serving: dir, configure: {
+            $0.prefetchSegments = 0
+            $0.idleTimeout = .seconds(900)
+        })
         // About a second of body: 70,000 bytes in 8 KiB pieces, 100 ms apart.
         harness.origin.setFault(.slow(chunk: 8192, delay: .milliseconds(100)), for: "/seg0.ts")
         let port = harness.port
 
         // An idle keep-alive connection: its request is answered, then it waits for the next one.
         let idle = Task {
-            try await RawHTTP.exchange(port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 20)
+            try await RawHTTP.exchange(port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 600)
         }
         let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         // Both connections are open (a loaded machine may start the idle one late) and the origin is streaming.
         while (harness.origin.requests(matching: "/seg0.ts").isEmpty || harness.server.openConnections < 2) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
@@ -44,10 +48,10 @@ import Testing
         let dir = try MetricsTests.originDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let harness = try await ProxyHarness.start(serving: dir, configure: { $0.prefetchSegments = 0 })
-        // About 20 seconds of body.
-        harness.origin.setFault(.slow(chunk: 1024, delay: .milliseconds(300)), for: "/seg0.ts")
+        // About 200 seconds of body: still running at the deadline however starved this process is.
+        harness.origin.setFault(.slow(chunk: 1024, delay: .seconds(3)), for: "/seg0.ts")
         let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while harness.origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

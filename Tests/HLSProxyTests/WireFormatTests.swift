@@ -56,7 +56,7 @@ import Testing
         harness.origin.setFault(.noLength(chunk: 20_000), for: "/chunked.ts")
         let path = "/http/127.0.0.1:\(harness.origin.port)/chunked.ts"
         let request = "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         let (head, rest) = try #require(Self.split(response))
         #expect(head[0] == "HTTP/1.1 200 OK")
         #expect(Self.header("Transfer-Encoding", in: head) == "chunked")
@@ -75,7 +75,7 @@ import Testing
         harness.origin.setBody(body, contentType: "video/mp2t", for: "/old.ts")
         harness.origin.setFault(.noLength(chunk: 30_000), for: "/old.ts")
         let request = "GET /http/127.0.0.1:\(harness.origin.port)/old.ts HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         let (head, rest) = try #require(Self.split(response))
         #expect(head[0] == "HTTP/1.1 200 OK")
         #expect(Self.header("Transfer-Encoding", in: head) == nil)
@@ -90,7 +90,7 @@ import Testing
         // The second request on the same connection is answered only if the first left it open; the second
         // does not ask to keep it, so the server closes after it (no waiting on a read timeout).
         let request = "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /healthz HTTP/1.0\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         let (head, rest) = try #require(Self.split(response))
         #expect(head[0] == "HTTP/1.1 200 OK")
         #expect(Self.header("Connection", in: head) == "keep-alive")
@@ -108,7 +108,7 @@ import Testing
         harness.origin.setFault(.noLength(chunk: 10_000), for: "/head.ts")
         let path = "/http/127.0.0.1:\(harness.origin.port)/head.ts"
         let request = "HEAD \(path) HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         let (head, rest) = try #require(Self.split(response))
         #expect(head[0] == "HTTP/1.1 200 OK")
         #expect(String(decoding: rest, as: UTF8.self).hasPrefix("HTTP/1.1 200 OK\r\n"), "no body bytes between the two answers")
@@ -119,7 +119,7 @@ import Testing
     func aMalformedRequestIsAnswered400AndTheConnectionCloses(_ request: String) async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 5)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         let (head, rest) = try #require(Self.split(response), "\(request.debugDescription) → \(String(decoding: response, as: UTF8.self))")
         #expect(head[0] == "HTTP/1.1 400 Bad Request")
         #expect(Self.header("Connection", in: head) == "close")
@@ -131,7 +131,7 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let (response, closed) = try await RawHTTP.exchangeBytes(
-            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n".utf8), readTimeout: 5)
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n".utf8), readTimeout: 60)
         let text = String(decoding: response, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(text.components(separatedBy: "HTTP/1.1 ").count - 1 == 2, "one answer each: \(text)")
@@ -152,7 +152,7 @@ import Testing
         let request =
             "GET /http/127.0.0.1:\(harness.origin.port)/first.ts HTTP/1.1\r\nHost: x\r\n\r\n"
             + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n" + bad
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 10)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         var rest = response[...]
         var heads: [[String]] = []
         while let (head, after) = Self.split(rest) {
@@ -178,7 +178,7 @@ import Testing
         let count = 2_000
         var request = String(repeating: "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n", count: count - 1)
         request += "GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 20)
+        let (response, closed) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
         var rest = response[...]
         var answered = 0
         while let (head, after) = Self.split(rest) {

@@ -17,7 +17,7 @@ public final class ProxyMetrics: Sendable {
     static let statuses: [Int] = [200, 204, 206, 304, 307, 400, 403, 404, 405, 416, 431, 500, 502, 503, 504]
     static let originErrorCodes: [String] = [
         "network", "timeout", "notFound", "http", "tooManyRedirects", "forbiddenDestination", "tooLarge", "truncated", "tls", "cancelled",
-        "encoding", "corrupted", "other",
+        "encoding", "corrupted", "busy", "other",
     ]
     /// Origin latency buckets (time to the response head).
     static let latencyBuckets: [Duration] = [
@@ -42,6 +42,10 @@ public final class ProxyMetrics: Sendable {
     private let cacheDiskFree: Gauge
     /// Indexed by ``CacheWriteFailure``.
     private let cacheWriteFailures: [Counter]
+    private let originConnectionWaits: Counter
+    private let originRequestsWaiting: Gauge
+    private let lastConnectionWaits = NIOLockedValueBox(0)
+    private let acceptBackoffs: Counter
     private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
     private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
 
@@ -89,6 +93,17 @@ public final class ProxyMetrics: Sendable {
         self.cacheWriteFailures = CacheWriteFailure.allCases.map {
             registry.makeCounter(descriptor: failureName, labels: [("reason", $0.label)])
         }
+        self.originConnectionWaits = registry.makeCounter(
+            descriptor: name(
+                "origin_connection_waits", "total",
+                "Proxy origin requests that found every connection to their host busy and waited (origin.maxConnectionsPerHost)."),
+            labels: [])
+        self.originRequestsWaiting = registry.makeGauge(
+            descriptor: name("origin_requests_waiting", "", "Proxy origin requests waiting for a free connection to their host."), labels: [])
+        self.acceptBackoffs = registry.makeCounter(
+            descriptor: name(
+                "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
+            labels: [])
         self.keyExpiries = registry.makeCounter(
             descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
@@ -138,6 +153,13 @@ public final class ProxyMetrics: Sendable {
         (originErrors[code] ?? originErrors["other"])?.increment()
     }
 
+    // MARK: - Accepting
+
+    /// `accept(2)` failed (`EMFILE`, `ENFILE`, …) and the listener pauses before trying again.
+    func acceptBackedOff() {
+        acceptBackoffs.increment()
+    }
+
     // MARK: - Cache writes
 
     enum CacheWriteFailure: Int, CaseIterable {
@@ -170,6 +192,8 @@ public final class ProxyMetrics: Sendable {
         var diskFree: Int64?
         var keys: KeyStatistics?
         var downloadStates: [String: Int]?
+        /// The proxy's origin client: requests that waited for a connection so far, and waiting now.
+        var originConnectionWaits: (total: Int, waiting: Int)?
     }
 
     func update(_ snapshot: Snapshot) {
@@ -179,6 +203,14 @@ public final class ProxyMetrics: Sendable {
         if let count = snapshot.cacheObjects { cacheObjects.set(Int64(count)) }
         cacheBytesCap.set(snapshot.cacheCapacity)
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
+        if let waits = snapshot.originConnectionWaits {
+            let previous = lastConnectionWaits.withLockedValue { last in
+                defer { last = max(last, waits.total) }
+                return last
+            }
+            originConnectionWaits.increment(by: Int64(max(0, waits.total - previous)))
+            originRequestsWaiting.set(Int64(waits.waiting))
+        }
         if let keys = snapshot.keys {
             let previous = lastKeyStatistics.withLockedValue { last in
                 defer { last = keys }

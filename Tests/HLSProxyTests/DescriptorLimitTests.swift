@@ -1,0 +1,203 @@
+import Foundation
+import NIOCore
+import Testing
+
+@testable import HLSProxy
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Out of file descriptors: `serve` raises its soft limit to the hard one, holds `limits.maxConnections` below what
+/// the limit leaves, and pauses accepting when accept(2) fails instead of calling it again at once (it spun at
+/// 150 % CPU serving nobody). The real binary runs under a low `ulimit -n` in a shell of its own.
+@Suite(.serialized)
+struct DescriptorLimitTests {
+    @Test func theReserveKeepsDescriptorsForCacheFilesAndOriginSockets() {
+        #expect(DescriptorLimit.reserve(for: 256) == 128)
+        #expect(DescriptorLimit(soft: 256, hard: 256).connectionCap == 128)
+        #expect(DescriptorLimit(soft: 1024, hard: 4096).connectionCap == 768)
+        #expect(DescriptorLimit(soft: 4096, hard: 4096).maxConnections(configured: 4096) == 3072)
+        #expect(DescriptorLimit(soft: 1 << 20, hard: 1 << 20).maxConnections(configured: 4096) == 4096)
+        #expect(DescriptorLimit(soft: 64, hard: 64).connectionCap == 32)
+        #expect(DescriptorLimit(soft: 1, hard: 1).connectionCap == 1)
+    }
+
+    @Test func theListenerBacksOffWhenAcceptFails() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let listener = try #require(harness.server.listener)
+        try await listener.eventLoop.submit { _ = try listener.pipeline.syncOperations.handler(type: AcceptBackoffHandler.self) }.get()
+        var report = AcceptFailureReport()
+        let start = NIODeadline.now()
+        let emfile = IOError(errnoCode: EMFILE, reason: "accept")
+        #expect(report.failed(emfile, now: start)?.contains("out of file descriptors") == true)
+        #expect(report.failed(emfile, now: start + .seconds(1)) == nil, "one line, then counted")
+        #expect(report.failed(emfile, now: start + .seconds(59)) == nil)
+        #expect(report.failed(emfile, now: start + .seconds(61))?.contains("3 failed accept(s)") == true)
+    }
+
+    /// 400 idle connections to a server allowed 256 descriptors: it holds what it may (128), refuses the rest at
+    /// accept, stays cool, and answers `/healthz` once its idle timeout has closed the idle ones.
+    @Test func fourHundredIdleConnectionsUnderUlimit256() async throws {
+        let run = try await Served.start(ulimit: 256)
+        defer { run.stop() }
+        #expect(run.log.contains("limits.maxConnections lowered from 4096 to 128"), "\(run.log)")
+        let outcome = try await run.flood(connections: 400)
+        #expect(outcome.healthzAnswered)
+        // Spinning on accept burned more CPU than wall time (150 % on two cores); idle, the server uses next to none.
+        // Generous: half of the elapsed time, plus two seconds for the accepts themselves on a slow debug build.
+        #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
+    }
+
+    /// So few descriptors that accept(2) itself fails (`EMFILE`) before the connection cap is reached: the listener
+    /// pauses, says so once, counts, and serves again once descriptors are free.
+    @Test func outOfDescriptorsTheListenerPausesInsteadOfSpinning() async throws {
+        let run = try await Served.start(ulimit: Served.tightLimit)
+        defer { run.stop() }
+        let outcome = try await run.flood(connections: 200)
+        #expect(outcome.healthzAnswered)
+        #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
+        let metrics = try await RawHTTP.exchange(
+            port: run.port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60
+        ).response
+        let backoffs = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
+        let count = backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        #expect(count >= 1, "accept never failed: \(backoffs ?? "no metric")")
+        let text = run.log
+        let lines = text.split(separator: "\n").filter { $0.contains("cannot accept connections") }
+        #expect(lines.count == 1, "\(lines)")
+    }
+
+    /// `hlscache serve` under `ulimit -n LIMIT` with idle and head timeouts of 2 s.
+    final class Served: @unchecked Sendable {
+        /// Enough for the server to start (its own descriptors: event loops, SQLite, the log) and little more.
+        static let tightLimit = 64
+
+        let process: ChildProcess
+        let logFile: URL
+        let cache: URL
+        let port: Int
+
+        var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+        private init(process: ChildProcess, logFile: URL, cache: URL, port: Int) {
+            self.process = process
+            self.logFile = logFile
+            self.cache = cache
+            self.port = port
+        }
+
+        /// - Parameter ulimit: the descriptor limit of the shell that starts it; nil: this process's.
+        static func start(ulimit: Int?) async throws -> Served {
+            // This process opens the client side of every connection.
+            _ = DescriptorLimit.raiseToHard()
+            let base = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fd-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            let logFile = base.appendingPathComponent("serve.log")
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            let cache = base.appendingPathComponent("cache")
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = [
+                "-c",
+                (ulimit.map { "ulimit -n \($0) && " } ?? "")
+                    + "exec '\(FetchKillResumeTests.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log",
+            ]
+            var environment = ProcessInfo.processInfo.environment
+            environment["HLSCACHE_LIMITS_IDLE_TIMEOUT"] = "2s"
+            environment["HLSCACHE_LIMITS_REQUEST_HEAD_TIMEOUT"] = "2s"
+            environment["HLSCACHE_LOG_LEVEL"] = "info"
+            process.environment = environment
+            let handle = try FileHandle(forWritingTo: logFile)
+            process.standardOutput = handle
+            process.standardError = handle
+            try process.run()
+            try? handle.close()
+            let deadline = ContinuousClock.now + .seconds(120)
+            while ContinuousClock.now < deadline, process.isRunning {
+                let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+                if let range = text.range(of: "http://127.0.0.1:") {
+                    let digits = text[range.upperBound...].prefix { $0.isNumber }
+                    if let port = Int(digits), port > 0 { return Served(process: process, logFile: logFile, cache: base, port: port) }
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            process.terminate()
+            throw ChildProcess.SpawnError(call: "serve did not start: \((try? String(contentsOf: logFile, encoding: .utf8)) ?? "")", code: 0)
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(at: cache)
+        }
+
+        /// The server's resident memory (`VmRSS` in `/proc/PID/status`), in bytes.
+        var residentBytes: Int {
+            guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+            else { return 0 }
+            return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        }
+
+        /// CPU seconds (user + system) the server used so far, from `/proc/PID/stat`.
+        var cpuSeconds: Double {
+            guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return 0 }
+            // After the command name: state is field 3, utime and stime are fields 14 and 15.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+
+        struct Outcome: CustomStringConvertible {
+            var healthzAnswered: Bool
+            var cpuSeconds: Double
+            var elapsedSeconds: Double
+            var description: String { "healthz \(healthzAnswered), \(cpuSeconds) s of CPU in \(elapsedSeconds) s" }
+        }
+
+        /// Opens `connections` connections that send nothing, then asks `/healthz` (each attempt on a new
+        /// connection) until it is answered — once the server's idle timeout has closed the ones it held — or
+        /// 120 s have passed. The connections stay open meanwhile; the CPU the server used is measured across.
+        func flood(connections count: Int) async throws -> Outcome {
+            let cpuBefore = cpuSeconds
+            let started = ContinuousClock.now
+            let port = self.port
+            let sockets = await onOwnThread { () -> [Int32] in
+                var sockets: [Int32] = []
+                for _ in 0..<count {
+                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    guard fd >= 0 else { break }
+                    var address = sockaddr_in()
+                    address.sin_family = sa_family_t(AF_INET)
+                    address.sin_port = in_port_t(UInt16(port).bigEndian)
+                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
+                    if connected != 0 {
+                        close(fd)
+                        continue
+                    }
+                    sockets.append(fd)
+                }
+                return sockets
+            }
+            defer { for fd in sockets { close(fd) } }
+            var answered = false
+            let deadline = ContinuousClock.now + .seconds(120)
+            while !answered && ContinuousClock.now < deadline {
+                let (response, _) = try await RawHTTP.exchange(
+                    port: port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60)
+                answered = response.hasPrefix("HTTP/1.1 200")
+                if !answered { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            return Outcome(healthzAnswered: answered, cpuSeconds: cpuSeconds - cpuBefore, elapsedSeconds: seconds)
+        }
+    }
+}
