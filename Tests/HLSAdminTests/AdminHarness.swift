@@ -48,9 +48,11 @@ final class AdminHarness: Sendable {
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()
-        originConfiguration.readTimeout = .seconds(5)
+        // The in-process origin answers at once; only a starved test process (both cores loaded by other work) is slow,
+        // and a short read timeout then turned a normal answer into a 504. Tests of timeouts set their own.
+        originConfiguration.readTimeout = .seconds(60)
         // Loopback connects are refused or accepted at once; only a stalled test process waits (as in ProxyHarness).
-        originConfiguration.connectTimeout = .seconds(10)
+        originConfiguration.connectTimeout = .seconds(60)
         proxyOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         originConfiguration.retry.maxRetries = 0
         downloadOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
