@@ -5,7 +5,9 @@
 #   2. across the fleet every segment and key was fetched from the origin once, and every object is stored on
 #      exactly one node;
 #   3. a node killed during playback: ffmpeg plays on to the end, frame for frame, once the balancer moves its
-#      share to the other nodes.
+#      share to the other nodes;
+#   4. `hlscache fetch --through BALANCER --seconds 10` of another stream, then the origin stopped: its first 10 s
+#      play through the balancer, frame for frame.
 # Prints "PASS: fleet of 3" at the end; exits non-zero on the first failed check.
 #
 # usage: scripts/fleet-check.sh        env: HLSCACHE_BIN (.build/debug/hlscache), KEEP=1 keeps the work directory.
@@ -56,8 +58,18 @@ ffmpeg -v error -y -f lavfi -i testsrc=size=320x180:rate=25:duration=12 -f lavfi
     -hls_segment_filename "$ORIGIN/v%v/seg%03d.ts" "$ORIGIN/v%v/index.m3u8"
 [ -s "$ORIGIN/master.m3u8" ] || fail "ffmpeg made no stream"
 
+# A second stream, 20 s, that only step 4 uses (nothing else warms it).
+mkdir -p "$ORIGIN/second"
+ffmpeg -v error -y -f lavfi -i testsrc=size=320x180:rate=25:duration=20 -f lavfi -i sine=frequency=440:duration=20 \
+    -map 0:v -map 1:a -map 0:v -map 1:a -c:v libx264 -preset ultrafast -g 50 -pix_fmt yuv420p -c:a aac \
+    -s:v:1 160x90 -b:v:0 600k -b:v:1 200k \
+    -f hls -hls_time 2 -hls_playlist_type vod -hls_key_info_file "$WORK/keyinfo" \
+    -master_pl_name master.m3u8 -var_stream_map "v:0,a:0 v:1,a:1" \
+    -hls_segment_filename "$ORIGIN/second/v%v/seg%03d.ts" "$ORIGIN/second/v%v/index.m3u8"
+
 python3 "$ROOT/scripts/lib/slow-origin.py" "$ORIGIN" "$WORK/origin.port" --chunk 65536 --delay 0 --max-seconds 900 \
     --log "$WORK/origin.log" &
+ORIGIN_PID=$!
 for _ in $(seq 600); do [ -s "$WORK/origin.port" ] && break; sleep 0.1; done
 ORIGIN_URL="http://127.0.0.1:$(cat "$WORK/origin.port")"
 
@@ -67,6 +79,7 @@ frames() { # URL [extra ffmpeg input options]
     ffmpeg -v error -nostdin "$@" -i "$url" -map 0:v:0 -f framemd5 - | grep -v '^#'
 }
 frames "$ORIGIN_URL/master.m3u8" >"$WORK/direct.md5"
+frames "$ORIGIN_URL/second/master.m3u8" -t 10 >"$WORK/second.md5"
 [ -s "$WORK/direct.md5" ] || fail "ffmpeg decoded nothing from the origin"
 : >"$WORK/origin.log"
 
@@ -120,4 +133,14 @@ wait "$player" || fail "ffmpeg failed after $victim was killed"
 cmp -s "$WORK/direct.md5" "$WORK/killed.md5" || fail "frames differ after $victim was killed"
 grep -q 'v0/seg005.ts' "$WORK/origin.log" || fail "the killed node's segment was not fetched again by another node"
 echo "ok: $victim killed during playback, ffmpeg played to the end frame for frame ($(grep -c '\.ts' "$WORK/origin.log" || true) segments fetched again by the others)"
+# 4. Prewarm through the balancer, then play offline.
+"$HLSCACHE_BIN" fetch "$ORIGIN_URL/second/master.m3u8" --seconds 10 --through "$BALANCER" --cache-dir "$WORK/fetcher" >"$WORK/fetch.log" 2>&1 \
+    || fail "fetch --through failed: $(tail -5 "$WORK/fetch.log")"
+kill "$ORIGIN_PID"
+wait "$ORIGIN_PID" 2>/dev/null || true
+curl -s -o /dev/null "$ORIGIN_URL/second/master.m3u8" && fail "the origin still answers"
+frames "$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/second/master.m3u8" -t 10 >"$WORK/second-offline.md5" \
+    || fail "the prewarmed first 10 s do not play through the balancer with the origin stopped"
+cmp -s "$WORK/second.md5" "$WORK/second-offline.md5" || fail "frames of the prewarmed part differ ($(wc -l <"$WORK/second-offline.md5") vs $(wc -l <"$WORK/second.md5"))"
+echo "ok: fetch --through --seconds 10, origin stopped: the first 10 s play through the balancer frame for frame ($(wc -l <"$WORK/second.md5") frames)"
 echo "PASS: fleet of 3"

@@ -24,3 +24,29 @@ public struct ProxyPathRewriter: URIRewriter {
         return path
     }
 }
+
+/// The inverse of ``ProxyPathRewriter`` for a playlist as another hlscache served it (a fleet's balancer, for
+/// `hlscache fetch --through`): every URI that resolves to a proxy path on `server` (`/https/cdn…/seg.ts`, a key's
+/// `/keys/{id}/https/cdn…/k.key`) becomes the origin URL again; anything else is kept as written.
+public struct ServedPathRewriter: URIRewriter {
+    /// The serving hlscache, `scheme://authority` (no path).
+    public let server: String
+
+    public init(server: String) {
+        var server = server
+        while server.hasSuffix("/") { server.removeLast() }
+        self.server = server
+    }
+
+    public func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
+        guard resolvedURL.hasPrefix(server + "/") else { return nil }
+        var path = Substring(resolvedURL.dropFirst(server.count))
+        if path.hasPrefix("/keys/") {
+            // `/keys/{32 hex}/scheme/authority/…`: the key URL after the id.
+            let afterKeys = path.dropFirst("/keys/".count)
+            guard let slash = afterKeys.firstIndex(of: "/") else { return nil }
+            path = afterKeys[slash...]
+        }
+        return try? OriginURL(proxyTarget: String(path)).string
+    }
+}

@@ -531,7 +531,7 @@ public final class Downloader: Sendable {
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
         }
-        let bytes = [UInt8](response.body.readableBytesView)
+        let bytes = try Self.originForm(of: [UInt8](response.body.readableBytesView), url: url, through: configuration.throughServer, options: options)
         let playlist: Playlist
         do {
             playlist = try Playlist(bytes: bytes, options: options)
@@ -576,6 +576,20 @@ final class RunCounter: Sendable {
             let (seconds, attoseconds) = (ContinuousClock.now - state.start).components
             let elapsed = Double(seconds) + Double(attoseconds) / 1e18
             return elapsed > 0.05 ? Double(state.bytes) / elapsed : 0
+        }
+    }
+}
+
+extension Downloader {
+    /// A playlist as its origin wrote it: with `--through`, the balancer's hlscache served it rewritten, and its URIs
+    /// point back at that server; the origin's own URLs are what the plan and the store need.
+    static func originForm(of bytes: [UInt8], url: OriginURL, through server: String?, options: ParseOptions) throws(DownloadError) -> [UInt8] {
+        guard let server else { return bytes }
+        do {
+            return try Playlist(bytes: bytes, options: options).rewrite(
+                baseURL: server + url.proxyPath, keepingUnresolved: true, using: ServedPathRewriter(server: server))
+        } catch {
+            throw DownloadError.corrupted.with("\(url) through \(server) is not a valid playlist: \(error)")
         }
     }
 }

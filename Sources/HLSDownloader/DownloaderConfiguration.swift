@@ -26,6 +26,9 @@ public struct DownloaderConfiguration: Sendable {
     public var keepFilesOnExpiry: Bool = false
     /// Query parameters left out of cache keys (must match the proxy's).
     public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
+    /// `hlscache fetch --through`: the hlscache (a fleet's balancer, `scheme://authority`) the origin client asks for
+    /// every resource; its playlists come rewritten, and are read back as the origin's (``ServedPathRewriter``).
+    public var throughServer: String?
 
     /// The defaults.
     public init() {}

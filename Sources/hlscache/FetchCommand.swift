@@ -58,6 +58,11 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Record the item as queued and return; a running `hlscache serve` downloads it.")
     var detach = false
 
+    @Option(
+        name: .long,
+        help: "Request every resource through this hlscache (a fleet's load balancer, http://HOST:PORT), so each lands on the node that serves it (docs/scale-out.md).")
+    var through: String?
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -71,6 +76,12 @@ struct FetchCommand: AsyncParsableCommand {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
         do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+        if let through {
+            guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
+                throw ValidationError("--through \(through): expected the balancer's base URL, http://HOST:PORT")
+            }
+            if detach { throw ValidationError("--through downloads in this process: it cannot be combined with --detach") }
+        }
         do {
             _ = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
         } catch {
@@ -86,7 +97,10 @@ struct FetchCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+        try await ItemContext.with(
+            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, through: through.flatMap { try? OriginURL($0) },
+            onEvent: { printer.handle($0) }
+        ) { context in
                 let proxy = proxyBase.base(context)
                 let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
                 try context.items.recoverInterrupted()

@@ -15,14 +15,18 @@ struct ItemContext {
     let store: CacheStore
     let items: ItemStore
     let origin: OriginClient
+    /// The key store's client: `origin`, or with `--through` one that asks the balancer for `/keys/{id}/…`.
+    let keyOrigin: OriginClient
     /// `http://` + the configured listen address: the base of printed player URLs when `--proxy` is not given.
     let listenBase: String
     let downloader: Downloader
 
     /// Opens the cache of `cache`; `origins` are the command's origin flags (`--upstream-proxy`, …); `onEvent`
     /// receives the downloader's events.
+    /// - Parameter through: an hlscache (a fleet's balancer) every resource is requested through, at its proxy path
+    ///   (keys at `/keys/{id}/…`), so each lands on the node that serves it (`fetch --through`).
     static func open(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, through: OriginURL? = nil,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws -> ItemContext {
         var flags = CommandLineSettings()
@@ -49,19 +53,37 @@ struct ItemContext {
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
         // The configured origin settings; the downloader retries each resource itself, so the client does not.
-        let origin = OriginClient(
-            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(retries: 0), logger: logger)
+        var originConfiguration = settings.originConfiguration(retries: 0)
+        var keyOriginConfiguration = originConfiguration
+        let keyConfiguration = settings.keyConfiguration()
+        if let through {
+            let server = "\(through.scheme)://\(through.authority)"
+            let volatile = keyConfiguration.volatileQueryParameters
+            originConfiguration.through = { url in (try? OriginURL(server + url.proxyPath)) ?? url }
+            // A key at /keys/{id}/…: the node stores it sealed and serves it as a key (through its proxy path it
+            // would be a 16-byte body, never stored).
+            keyOriginConfiguration.through = { url in
+                (try? OriginURL(server + KeyID(CacheKey(url, volatileParameters: volatile)).path(for: url))) ?? url
+            }
+        }
+        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
+        let keyOrigin =
+            through == nil
+            ? origin : OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: keyOriginConfiguration, logger: logger)
         var configuration = settings.downloaderConfiguration()
         if let rate { configuration.bytesPerSecond = rate }
+        configuration.throughServer = through.map { "\($0.scheme)://\($0.authority)" }
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
-            let keyConfiguration = settings.keyConfiguration()
             keys = try KeyService(
-                directory: proxy.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
+                directory: proxy.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: keyOrigin, logger: logger)
         } catch {
-            // The caller never got the client: shut it down in the background so it is not leaked.
-            Task { try? await origin.shutdown() }
+            // The caller never got the clients: shut them down in the background so they are not leaked.
+            Task {
+                try? await origin.shutdown()
+                if keyOrigin !== origin { try? await keyOrigin.shutdown() }
+            }
             store.close()
             throw CacheOpenFailure.report("the key store", directory: proxy.cacheDirectory, error)
         }
@@ -69,22 +91,23 @@ struct ItemContext {
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: configuration, keys: keys, logger: logger, onEvent: onEvent)
         return ItemContext(
-            store: store, items: items, origin: origin, listenBase: ListenAddress(host: proxy.host, port: proxy.port).localBaseURL,
+            store: store, items: items, origin: origin, keyOrigin: keyOrigin, listenBase: ListenAddress(host: proxy.host, port: proxy.port).localBaseURL,
             downloader: downloader)
     }
 
     func close() async {
         try? await origin.shutdown()
+        if keyOrigin !== origin { try? await keyOrigin.shutdown() }
         store.close()
     }
 
     /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
     /// the context on every path (the origin client must be shut down before it is released).
     static func with(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, through: OriginURL? = nil,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }, _ body: (ItemContext) async throws -> Void
     ) async throws {
-        let context = try open(cache, origins: origins, rate: rate, onEvent: onEvent)
+        let context = try open(cache, origins: origins, rate: rate, through: through, onEvent: onEvent)
         do {
             try await ItemCommandRunner.run { try await body(context) }
         } catch {
