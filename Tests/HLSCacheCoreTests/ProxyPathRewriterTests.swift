@@ -43,3 +43,35 @@ import Testing
         #expect(String(decoding: out, as: UTF8.self) == "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"/keys/abc\"\n#EXTINF:2,\n/https/h/v/s.ts\n")
     }
 }
+
+/// `fetch --through`: a playlist another hlscache served is read back with the origin's URLs.
+@Suite struct ServedPathRewriterTests {
+    @Test func proxyPathsAndKeyPathsBecomeOriginURLsAgain() throws {
+        let served = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:2
+            #EXT-X-KEY:METHOD=AES-128,URI="/keys/0123456789abcdef0123456789abcdef/https/cdn.example.com/k/1.key?token=a",IV=0x01
+            #EXTINF:2,
+            /https/cdn.example.com/vod/v0/seg000.ts?token=a
+            #EXTINF:2,
+            https://elsewhere.example/seg001.ts
+            #EXT-X-ENDLIST
+
+            """
+        let playlist = try Playlist(bytes: Array(served.utf8))
+        let out = try playlist.rewrite(
+            baseURL: "http://127.0.0.1:8080/https/cdn.example.com/vod/v0/index.m3u8", using: ServedPathRewriter(server: "http://127.0.0.1:8080/"))
+        #expect(
+            String(decoding: out, as: UTF8.self) == """
+                #EXTM3U
+                #EXT-X-TARGETDURATION:2
+                #EXT-X-KEY:METHOD=AES-128,URI="https://cdn.example.com/k/1.key?token=a",IV=0x01
+                #EXTINF:2,
+                https://cdn.example.com/vod/v0/seg000.ts?token=a
+                #EXTINF:2,
+                https://elsewhere.example/seg001.ts
+                #EXT-X-ENDLIST
+
+                """)
+    }
+}
