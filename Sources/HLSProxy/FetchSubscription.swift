@@ -2,9 +2,9 @@ import HLSCacheCore
 import NIOCore
 import NIOHTTP1
 
-/// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then every chunk
-/// in order (or only a byte window, for a Range request), paced by its own connection. Confined to the
-/// client's event loop.
+/// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then the body in order
+/// (or only a byte window, for a Range request), paced by its own connection: from the fetch's memory window when
+/// it keeps up, from the growing cache file (sendfile) when it is behind. Confined to the client's event loop.
 final class FetchSubscription: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let responder: Responder
@@ -13,29 +13,33 @@ final class FetchSubscription: @unchecked Sendable {
     private let playlists: PlaylistService
     /// Whether this client may receive a 16-byte body (``KeySizedBody``).
     private let mayReceiveKeySized: Bool
-    private var nextChunk = 0
+    /// The first body byte this client wants.
+    let startOffset: Int64
+    /// The next body byte to send.
+    private var position: Int64
     private var headSent = false
     private var writing = false
     private var done = false
     /// Called instead of answering with the error when the fetch fails before anything was sent.
     var fallback: ((any HTTPMappableError) -> Void)?
 
+    /// The most sent from the cache file in one write, so the position (and the fetch's view of it) moves on.
+    static let maxFileWrite: Int64 = 8 << 20
+
     init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices) {
         self.eventLoop = responder.eventLoop
         self.responder = responder
         self.fetch = fetch
         self.range = range
+        self.startOffset = range?.first ?? 0
+        self.position = startOffset
         self.playlists = services.playlists
         self.mayReceiveKeySized = KeySizedBody.mayReceive(responder.request, services: services)
-        responder.whenCancelled { [weak self] in self?.cancel() }
+        responder.whenCancelled { [weak self] in self?.stop() }
     }
 
-    private func cancel() {
-        done = true
-        fetch.unsubscribe(self)
-    }
-
-    private func finish() {
+    /// Leaves the fetch: the response is complete, or the client is gone.
+    private func stop() {
         done = true
         fetch.unsubscribe(self)
     }
@@ -44,74 +48,77 @@ final class FetchSubscription: @unchecked Sendable {
     func pump() {
         eventLoop.preconditionInEventLoop()
         guard !done, !writing else { return }
-        let snapshot = fetch.snapshot(from: nextChunk)
-        if case .failed(let error) = snapshot.outcome {
+        let view = fetch.view(from: position)
+        let state = view.state
+        if let error = state.failure {
             if !headSent, let fallback {
-                finish()
+                stop()
                 fallback(error)
                 return
             }
             if headSent { responder.abort() } else { responder.send(error: error) }
-            finish()
+            stop()
             return
         }
-        guard let head = snapshot.head else { return }
+        guard let head = state.head else { return }
         if head.isPlaylist {
             responder.route = .playlist
-            guard case .playlist(let playlist) = snapshot.outcome else { return }
+            guard let playlist = state.playlist else { return }
             playlists.respond(with: playlist, to: responder, cache: "MISS")
-            finish()
+            stop()
             return
         }
         if !headSent, !mayReceiveKeySized {
             // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
-            let arrived = snapshot.offset + snapshot.chunks.reduce(0) { $0 + Int64($1.readableBytes) }
-            let ended: Bool
-            if case .complete = snapshot.outcome { ended = true } else { ended = false }
-            if head.contentLength == KeySizedBody.size || (head.contentLength == nil && ended && arrived == KeySizedBody.size) {
+            if head.contentLength == KeySizedBody.size || (head.contentLength == nil && state.ended && state.received == KeySizedBody.size) {
                 responder.send(error: KeySizedBody.refusal)
-                finish()
+                stop()
                 return
             }
-            if head.contentLength == nil && !ended && arrived <= KeySizedBody.size { return }
+            if head.contentLength == nil && !state.ended && state.received <= KeySizedBody.size { return }
         }
         if !headSent {
             sendHead(head)
             headSent = true
             if responder.request.isHead {
                 responder.end()
-                finish()
+                stop()
                 return
             }
         }
-        var offset = snapshot.offset
-        var slices: [ByteBuffer] = []
-        var consumedChunks = 0
-        for chunk in snapshot.chunks {
-            let chunkStart = offset
-            offset += Int64(chunk.readableBytes)
-            consumedChunks += 1
-            if let slice = window(chunk, start: chunkStart), slice.readableBytes > 0 { slices.append(slice) }
-        }
-        let complete: Bool
-        if case .complete = snapshot.outcome { complete = true } else { complete = false }
-        let rangeDone = range.map { offset > $0.last } ?? false
-        nextChunk += consumedChunks
+        let end = range.map { $0.last + 1 } ?? Int64.max
+        var next = position
         var last: EventLoopFuture<Void>?
-        for (index, slice) in slices.enumerated() {
-            last = responder.write(slice, flush: index == slices.count - 1)
+        if let fileEnd = state.fileEnd {
+            // Behind the memory window: what it lacks is on disk.
+            let upTo = min(fileEnd, end, position + Self.maxFileWrite)
+            guard let file = view.file else {
+                responder.abort()
+                stop()
+                return
+            }
+            last = responder.writeFile(file, offset: position, length: upTo - position)
+            next = upTo
+        } else {
+            var slices: [ByteBuffer] = []
+            for chunk in state.chunks where next < end {
+                let length = min(Int64(chunk.readableBytes), end - next)
+                slices.append(length == Int64(chunk.readableBytes) ? chunk : chunk.getSlice(at: chunk.readerIndex, length: Int(length))!)
+                next += length
+            }
+            for (index, slice) in slices.enumerated() {
+                last = responder.write(slice, flush: index == slices.count - 1)
+            }
         }
-        if complete || rangeDone {
+        position = next
+        if next >= end || (state.ended && next == state.received) {
             responder.end()
-            finish()
+            stop()
             return
         }
-        guard let last else {
-            if consumedChunks > 0 { fetch.progress(self, to: offset) }
-            return
-        }
+        guard let last else { return }
         writing = true
-        let consumed = offset
+        let consumed = next
         last.whenComplete { [self] result in
             writing = false
             switch result {
@@ -120,17 +127,9 @@ final class FetchSubscription: @unchecked Sendable {
                 pump()
             case .failure:
                 responder.abort()
-                finish()
+                stop()
             }
         }
-    }
-
-    private func window(_ chunk: ByteBuffer, start: Int64) -> ByteBuffer? {
-        guard let range else { return chunk }
-        let end = start + Int64(chunk.readableBytes)
-        let from = max(start, range.first), to = min(end, range.last + 1)
-        guard from < to else { return nil }
-        return chunk.getSlice(at: chunk.readerIndex + Int(from - start), length: Int(to - from))
     }
 
     private func sendHead(_ head: SharedFetch.Head) {
@@ -156,4 +155,3 @@ final class FetchSubscription: @unchecked Sendable {
         responder.beginStream(status: status, headers: headers)
     }
 }
-

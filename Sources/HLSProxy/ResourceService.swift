@@ -308,13 +308,13 @@ final class ResourceService: Sendable {
         // the player unrewritten URIs (ffmpeg asks for "bytes=0-" on every request). Servers may ignore Range.
         let looksLikePlaylist = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
         if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist, !RangeRequest.isWholeFromStart(rangeHeader) {
-            // Join an in-flight download only if it already has the start of the range; otherwise ask the
-            // origin for just the range and fill the cache in the background.
+            // Join an in-flight download only if it already has the start of the range (in memory or in its cache
+            // file); otherwise ask the origin for just the range and fill the cache in the background.
             if let existing = services.fetches.existing(fetchKey) {
                 let info = existing.progressInfo
                 if let head = info.head, !head.isPlaylist, !info.failed, let total = head.contentLength {
                     switch RangeRequest(header: rangeHeader, size: total) {
-                    case .partial(let first, let last) where info.received >= first:
+                    case .partial(let first, let last) where info.received >= first && first >= info.servableFrom:
                         responder.cacheResult = .coalesced
                         subscribe(responder, to: existing, range: (first, last), fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
                         return
@@ -325,8 +325,9 @@ final class ResourceService: Sendable {
                     }
                 }
             } else if cacheable {
+                // Nobody reads this one: it goes on only while worth storing (a known length within cache.maxObjectSize).
                 let (fetch, created) = services.fetches.join(fetchKey) {
-                    SharedFetch(key: key, url: url, cacheable: true, services: services)
+                    SharedFetch(key: key, url: url, cacheable: true, background: true, services: services)
                 }
                 if created { fetch.start() }
             }
