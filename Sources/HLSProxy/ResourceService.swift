@@ -431,7 +431,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private var handedOver = false
     /// A head that may belong to a playlist its type does not announce, held until the first bytes tell.
     private var held: OriginResponseHead?
-    private var heldBody: [ByteBuffer] = []
+    private var sniffer = PlaylistSniffer()
 
     private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, mayReceiveKeySized: Bool, onPlaylist: @escaping () -> Void) {
         self.responder = responder
@@ -503,10 +503,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         if held != nil {
-            heldBody.append(buffer)
-            guard let isPlaylist = MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: false) else {
-                return responder.eventLoop.makeSucceededVoidFuture()
-            }
+            guard let isPlaylist = sniffer.feed(buffer) else { return responder.eventLoop.makeSucceededVoidFuture() }
             return release(isPlaylist: isPlaylist)
         }
         guard headSent else {
@@ -527,8 +524,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         }
         sendHead(head)
         guard headSent else { return responder.eventLoop.makeFailedFuture(OriginError.cancelled) }
-        let body = heldBody
-        heldBody = []
+        let body = sniffer.take()
         var last = responder.eventLoop.makeSucceededVoidFuture()
         for chunk in body { last = responder.write(chunk) }
         return last
@@ -536,7 +532,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didFinish(_ result: Result<Void, OriginError>) {
         if held != nil, case .success = result {
-            _ = release(isPlaylist: MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
+            _ = release(isPlaylist: sniffer.decisionAtEnd)
         }
         guard !handedOver else { return }
         switch result {

@@ -88,7 +88,7 @@ struct SharedFetchStateMachine {
 
     private enum State {
         case awaitingHead
-        /// The type leaves open whether this is a playlist; the first bytes (in `collected`) tell.
+        /// The type leaves open whether this is a playlist; the first bytes (in `sniffer`) tell.
         case sniffing(OriginResponseHead)
         /// A playlist, collected whole in `collected`.
         case collectingPlaylist(SharedFetch.Head)
@@ -127,7 +127,9 @@ struct SharedFetchStateMachine {
     private var window = CircularBuffer<Chunk>()
     private var windowStart: Int64 = 0
     private var received: Int64 = 0
-    /// The sniffed prefix, or the playlist being collected.
+    /// The first bytes, while they decide whether this is a playlist.
+    private var sniffer = PlaylistSniffer()
+    /// The playlist being collected.
     private var collected: [ByteBuffer] = []
     private var collectedBytes: Int64 = 0
     /// Each client's position in the body.
@@ -136,7 +138,7 @@ struct SharedFetchStateMachine {
     /// No client wants the body (a read-ahead, a background fill, or every client left before the head): it is
     /// downloaded only when it is worth storing.
     private var unwatched: Bool
-    /// Bytes held in memory (window and collected).
+    /// Bytes held in memory (window, sniffed and collected).
     private var held: Int64 = 0
 
     /// - Parameters:
@@ -261,13 +263,9 @@ struct SharedFetchStateMachine {
         let count = Int64(buffer.readableBytes)
         switch state {
         case .sniffing(let head):
-            collected.append(buffer)
-            collectedBytes += count
             held += count
             var action = Action(memoryReleased: -count)
-            guard let isPlaylist = MediaTypes.sniffPlaylist(collected.lazy.flatMap { $0.readableBytesView }, complete: false) else {
-                return action
-            }
+            guard let isPlaylist = sniffer.feed(buffer) else { return action }
             action.merge(endSniffing(head, isPlaylist: isPlaylist))
             return action
         case .collectingPlaylist:
@@ -298,8 +296,7 @@ struct SharedFetchStateMachine {
                 return fail(ProxyError.corrupted("origin response ended without a head"), origin: false)
             case .sniffing(let head):
                 // A body too short to tell (or empty) was held until now.
-                let isPlaylist = MediaTypes.sniffPlaylist(collected.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false
-                var action = endSniffing(head, isPlaylist: isPlaylist)
+                var action = endSniffing(head, isPlaylist: sniffer.decisionAtEnd)
                 if action.fail == nil { action.merge(originFinished(.success(()))) }
                 return action
             case .collectingPlaylist(let head):
@@ -463,11 +460,10 @@ struct SharedFetchStateMachine {
 
     /// Decides what the held head is and replays the bytes that arrived meanwhile.
     private mutating func endSniffing(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {
-        let prefix = collected
-        collected = []
-        held -= collectedBytes
-        var action = Action(memoryReleased: collectedBytes)
-        collectedBytes = 0
+        let released = sniffer.heldBytes
+        let prefix = sniffer.take()
+        held -= released
+        var action = Action(memoryReleased: released)
         action.merge(begin(head, isPlaylist: isPlaylist))
         for chunk in prefix where action.fail == nil {
             action.merge(bodyReceived(chunk))
@@ -546,6 +542,7 @@ struct SharedFetchStateMachine {
         window.removeAll()
         collected = []
         collectedBytes = 0
+        _ = sniffer.take()
         windowStart = received
         held = 0
         if case .opening = file { file = .none }
