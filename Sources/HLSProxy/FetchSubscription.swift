@@ -4,130 +4,100 @@ import NIOHTTP1
 
 /// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then the body in order
 /// (or only a byte window, for a Range request), paced by its own connection: from the fetch's memory window when
-/// it keeps up, from the growing cache file (sendfile) when it is behind. Confined to the client's event loop.
+/// it keeps up, from the growing cache file (sendfile) when it is behind. The decisions are
+/// ``FetchSubscriptionStateMachine``'s; this class runs them. Confined to the client's event loop.
 final class FetchSubscription: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let responder: Responder
     private let fetch: SharedFetch
     private let range: (first: Int64, last: Int64)?
     private let playlists: PlaylistService
-    /// Whether this client may receive a 16-byte body (``KeySizedBody``).
-    private let mayReceiveKeySized: Bool
-    /// The first body byte this client wants.
-    let startOffset: Int64
-    /// The next body byte to send.
-    private var position: Int64
-    private var headSent = false
-    private var writing = false
-    private var done = false
+    private var state: FetchSubscriptionStateMachine
     /// Called instead of answering with the error when the fetch fails before anything was sent.
-    var fallback: ((any HTTPMappableError) -> Void)?
+    private let fallback: ((any HTTPMappableError) -> Void)?
 
-    /// The most sent from the cache file in one write, so the position (and the fetch's view of it) moves on.
-    static let maxFileWrite: Int64 = 8 << 20
+    /// The first body byte this client wants.
+    var startOffset: Int64 { range?.first ?? 0 }
 
-    init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices) {
+    init(
+        responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices,
+        fallback: ((any HTTPMappableError) -> Void)? = nil
+    ) {
         self.eventLoop = responder.eventLoop
         self.responder = responder
         self.fetch = fetch
         self.range = range
-        self.startOffset = range?.first ?? 0
-        self.position = startOffset
         self.playlists = services.playlists
-        self.mayReceiveKeySized = KeySizedBody.mayReceive(responder.request, services: services)
-        responder.whenCancelled { [weak self] in self?.stop() }
-    }
-
-    /// Leaves the fetch: the response is complete, or the client is gone.
-    private func stop() {
-        done = true
-        fetch.unsubscribe(self)
+        self.fallback = fallback
+        self.state = FetchSubscriptionStateMachine(
+            range: range, headOnly: responder.request.isHead, mayReceiveKeySized: KeySizedBody.mayReceive(responder.request, services: services),
+            hasFallback: fallback != nil)
+        responder.whenCancelled { [weak self] in
+            guard let self else { return }
+            self.state.cancelled()
+            self.fetch.unsubscribe(self)
+        }
     }
 
     /// Moves as far as the fetch allows. Called whenever the fetch has news, and after each write.
     func pump() {
         eventLoop.preconditionInEventLoop()
-        guard !done, !writing else { return }
-        let view = fetch.view(from: position)
-        let state = view.state
-        if let error = state.failure {
-            if !headSent, let fallback {
-                stop()
-                fallback(error)
-                return
-            }
-            if headSent { responder.abort() } else { responder.send(error: error) }
-            stop()
+        guard !state.isDone else { return }
+        let view = fetch.view(from: state.position)
+        switch state.pump(view.state) {
+        case .wait:
             return
-        }
-        guard let head = state.head else { return }
-        if head.isPlaylist {
+        case .markPlaylist:
             responder.route = .playlist
-            guard let playlist = state.playlist else { return }
+        case .respondPlaylist(let playlist):
+            responder.route = .playlist
             playlists.respond(with: playlist, to: responder, cache: "MISS")
-            stop()
-            return
-        }
-        if !headSent, !mayReceiveKeySized {
-            // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
-            if head.contentLength == KeySizedBody.size || (head.contentLength == nil && state.ended && state.received == KeySizedBody.size) {
-                responder.send(error: KeySizedBody.refusal)
-                stop()
-                return
+            fetch.unsubscribe(self)
+        case .fallback(let error):
+            fetch.unsubscribe(self)
+            fallback?(error)
+        case .sendError(let error):
+            responder.send(error: error)
+            fetch.unsubscribe(self)
+        case .abort:
+            responder.abort()
+            fetch.unsubscribe(self)
+        case .refuseKeySized:
+            responder.send(error: KeySizedBody.refusal)
+            fetch.unsubscribe(self)
+        case .send(let head, let body, let end):
+            if let head { sendHead(head) }
+            var written: EventLoopFuture<Void>?
+            switch body {
+            case .none:
+                break
+            case .chunks(let chunks):
+                for (index, chunk) in chunks.enumerated() { written = responder.write(chunk, flush: index == chunks.count - 1) }
+            case .file(let offset, let length):
+                if let file = view.file {
+                    written = responder.writeFile(file, offset: offset, length: length)
+                } else {
+                    // Cannot happen: bytes behind the window are on disk. Cut the client off rather than send a hole.
+                    written = eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+                }
             }
-            if head.contentLength == nil && !state.ended && state.received <= KeySizedBody.size { return }
-        }
-        if !headSent {
-            sendHead(head)
-            headSent = true
-            if responder.request.isHead {
+            if end {
                 responder.end()
-                stop()
+                fetch.unsubscribe(self)
                 return
             }
-        }
-        let end = range.map { $0.last + 1 } ?? Int64.max
-        var next = position
-        var last: EventLoopFuture<Void>?
-        if let fileEnd = state.fileEnd {
-            // Behind the memory window: what it lacks is on disk.
-            let upTo = min(fileEnd, end, position + Self.maxFileWrite)
-            guard let file = view.file else {
-                responder.abort()
-                stop()
-                return
-            }
-            last = responder.writeFile(file, offset: position, length: upTo - position)
-            next = upTo
-        } else {
-            var slices: [ByteBuffer] = []
-            for chunk in state.chunks where next < end {
-                let length = min(Int64(chunk.readableBytes), end - next)
-                slices.append(length == Int64(chunk.readableBytes) ? chunk : chunk.getSlice(at: chunk.readerIndex, length: Int(length))!)
-                next += length
-            }
-            for (index, slice) in slices.enumerated() {
-                last = responder.write(slice, flush: index == slices.count - 1)
-            }
-        }
-        position = next
-        if next >= end || (state.ended && next == state.received) {
-            responder.end()
-            stop()
-            return
-        }
-        guard let last else { return }
-        writing = true
-        let consumed = next
-        last.whenComplete { [self] result in
-            writing = false
-            switch result {
-            case .success:
-                fetch.progress(self, to: consumed)
+            written?.whenComplete { [self] result in
+                // The client went away meanwhile: already left.
+                guard !state.isDone else { return }
+                let success: Bool
+                if case .success = result { success = true } else { success = false }
+                guard let position = state.writeCompleted(success: success) else {
+                    responder.abort()
+                    fetch.unsubscribe(self)
+                    return
+                }
+                fetch.progress(self, to: position)
                 pump()
-            case .failure:
-                responder.abort()
-                stop()
             }
         }
     }

@@ -292,8 +292,7 @@ final class ResourceService: Sendable {
             responder.cacheResult = .hit
             servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
         }
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services)
-        subscription.fallback = fallback
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services, fallback: fallback)
         if !fetch.subscribe(subscription) {
             services.fetches.remove(fetch)
             fallback(fetch.failure ?? ProxyError.unavailable("origin \(url.host) is failing"))

@@ -57,7 +57,10 @@ import Testing
     @Test func aLateJoinerFarBehindTheWindowGetsExactBytesFromTheCacheFile() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        let harness = try await ProxyHarness.start(serving: root)
+        // The origin goes silent at the hold until the test releases it: longer than the harness's 5 s read timeout
+        // on a loaded machine.
+        let harness = try await ProxyHarness.start(serving: root, configureOrigin: { $0.readTimeout = .seconds(120) })
+        defer { Task { await harness.shutdown() } }
         let hold: Int64 = 160_000_000
         harness.origin.setFault(.pattern(length: Self.bigSize, holdAt: hold), for: "/big.ts")
         let url = harness.url("/big.ts")
@@ -94,13 +97,13 @@ import Testing
         let stored = harness.store.lookup(try CacheKey(OriginURL(harness.originURL("/big.ts")), volatileParameters: []))
         #expect(stored?.size == Self.bigSize)
         #expect(harness.server.services.inFlight.used == 0)
-        await harness.shutdown()
     }
 
     @Test func aNeverEndingBodyIsCancelledWhenItsLastClientLeaves() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let harness = try await ProxyHarness.start(serving: root)
+        defer { Task { await harness.shutdown() } }
         harness.origin.setFault(.pattern(length: nil), for: "/live.ts")
         let received = try await SlowReader.read(port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/live.ts", bodyBytes: 2 << 20)
         #expect(received.matches)
@@ -111,13 +114,13 @@ import Testing
         #expect(harness.server.services.inFlight.used == 0)
         let temp = try FileManager.default.contentsOfDirectory(atPath: harness.cacheDirectory.appendingPathComponent("tmp").path)
         #expect(temp.isEmpty, "\(temp)")
-        await harness.shutdown()
     }
 
     @Test func aKnownLengthWithinTheCapCompletesAfterItsClientLeaves() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let harness = try await ProxyHarness.start(serving: root)
+        defer { Task { await harness.shutdown() } }
         let size: Int64 = 24_000_000
         harness.origin.setFault(.pattern(length: size), for: "/vod.ts")
         let received = try await SlowReader.read(port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/vod.ts", bodyBytes: 1 << 20)
@@ -127,7 +130,6 @@ import Testing
         #expect(harness.store.lookup(key)?.size == size)
         let hit = try await Self.fetchPattern(harness.client, harness.url("/vod.ts"))
         #expect(hit.cache == "HIT" && hit.count == size && hit.matches)
-        await harness.shutdown()
     }
 
     @Test func aBodyWithoutLengthPastTheObjectCapIsRelayedButNotStored() async throws {
@@ -136,21 +138,26 @@ import Testing
         let size = 3_000_000
         try Data(TestPattern.bytes(at: 0, count: size).readableBytesView).write(to: root.appendingPathComponent("chunked.ts"))
         let harness = try await ProxyHarness.start(serving: root) { $0.maxObjectBytes = 1 << 20 }
+        defer { Task { await harness.shutdown() } }
         harness.origin.setFault(.noLength(chunk: 32 << 10), for: "/chunked.ts")
         let relayed = try await Self.fetchPattern(harness.client, harness.url("/chunked.ts"))
         #expect(relayed.status == 200 && relayed.count == Int64(size) && relayed.matches)
         try await harness.waitForIdle(timeout: .seconds(60))
         #expect(harness.store.lookup(try CacheKey(OriginURL(harness.originURL("/chunked.ts")), volatileParameters: [])) == nil)
-        await harness.shutdown()
     }
 
     @Test func manyDownloadsShareTheGlobalBudgetAndAllComplete() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        let harness = try await ProxyHarness.start(serving: root) {
-            $0.maxInFlightBufferBytes = 1 << 20
-            $0.maxInFlightMemoryBytes = 1 << 20
-        }
+        // A download waiting for the budget does not read its origin: the origin client's idle read timeout (5 s in
+        // the harness) would end it on a loaded machine.
+        let harness = try await ProxyHarness.start(
+            serving: root,
+            configure: {
+                $0.maxInFlightBufferBytes = 1 << 20
+                $0.maxInFlightMemoryBytes = 1 << 20
+            }, configureOrigin: { $0.readTimeout = .seconds(120) })
+        defer { Task { await harness.shutdown() } }
         let size: Int64 = 12_000_000
         for index in 0..<4 { harness.origin.setFault(.pattern(length: size), for: "/many\(index).ts") }
         let client = harness.client
@@ -165,7 +172,6 @@ import Testing
         #expect(harness.server.services.inFlight.used == 0)
         let metrics = try await harness.get(harness.base + "/metrics")
         #expect(metrics.text.contains("hlscache_inflight_bytes 0"), "\(metrics.text.split(separator: "\n").filter { $0.contains("inflight") })")
-        await harness.shutdown()
     }
 
     @Test func theBudgetWakesAWaiterWhenBytesAreLetGo() {
