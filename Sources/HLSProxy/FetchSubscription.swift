@@ -30,7 +30,8 @@ final class FetchSubscription: @unchecked Sendable {
         self.playlists = services.playlists
         self.fallback = fallback
         self.state = FetchSubscriptionStateMachine(
-            range: range, headOnly: responder.request.isHead, mayReceiveKeySized: KeySizedBody.mayReceive(responder.request, services: services),
+            range: range, headOnly: responder.request.isHead,
+            mayReceiveKeySized: KeySizedBody.mayReceive(responder.request, services: services),
             hasFallback: fallback != nil)
         responder.whenCancelled { [weak self] in
             guard let self else { return }

@@ -113,7 +113,9 @@ struct FetchSubscriptionStateMachine {
             }
             if !mayReceiveKeySized {
                 // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
-                if known.contentLength == KeySizedBody.size || (known.contentLength == nil && view.ended && view.received == KeySizedBody.size) {
+                if known.contentLength == KeySizedBody.size
+                    || (known.contentLength == nil && view.ended && view.received == KeySizedBody.size)
+                {
                     state = .done
                     return .refuseKeySized
                 }

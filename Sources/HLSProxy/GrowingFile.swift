@@ -1,7 +1,7 @@
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A read-only descriptor of a cache file being written (``CacheFill``): clients of a ``SharedFetch`` that are

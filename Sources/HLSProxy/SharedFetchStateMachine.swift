@@ -226,7 +226,8 @@ struct SharedFetchStateMachine {
                 let chunk = window[index]
                 if chunk.offset < offset {
                     let skip = Int(offset - chunk.offset)
-                    view.chunks.append(chunk.buffer.getSlice(at: chunk.buffer.readerIndex + skip, length: chunk.buffer.readableBytes - skip)!)
+                    view.chunks.append(
+                        chunk.buffer.getSlice(at: chunk.buffer.readerIndex + skip, length: chunk.buffer.readableBytes - skip)!)
                 } else {
                     view.chunks.append(chunk.buffer)
                 }
@@ -426,7 +427,9 @@ struct SharedFetchStateMachine {
         guard case .streaming(let head, ended: false) = state else { return Action() }
         if head.contentLength != nil, case .open = file { return Action() }
         if head.contentLength != nil, case .opening = file { return Action() }
-        return fail(ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"), origin: false)
+        return fail(
+            ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"),
+            origin: false)
     }
 
     private mutating func begin(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {

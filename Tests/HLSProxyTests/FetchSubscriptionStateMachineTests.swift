@@ -11,7 +11,8 @@ import Testing
 
     static func head(length: Int64? = 100, playlist: Bool = false) throws -> SharedFetch.Head {
         SharedFetch.Head(
-            contentLength: length, contentType: playlist ? MediaTypes.playlist : "video/mp2t", isPlaylist: playlist, etag: nil, lastModified: nil,
+            contentLength: length, contentType: playlist ? MediaTypes.playlist : "video/mp2t", isPlaylist: playlist, etag: nil,
+            lastModified: nil,
             url: try OriginURL("http://origin.test/v/seg1.ts"))
     }
 
@@ -54,7 +55,9 @@ import Testing
         guard case .markPlaylist = machine.pump(View(head: try Self.head(playlist: true))) else { Issue.record("mark"); return }
         guard case .wait = machine.pump(View(head: try Self.head(playlist: true))) else { Issue.record("marked once"); return }
         let playlist = RewrittenPlaylist(body: ByteBuffer(string: "#EXTM3U\n"), isLive: false, ttl: 0)
-        guard case .respondPlaylist = machine.pump(View(head: try Self.head(playlist: true), playlist: playlist)) else { Issue.record("answer"); return }
+        guard case .respondPlaylist = machine.pump(View(head: try Self.head(playlist: true), playlist: playlist)) else {
+            Issue.record("answer"); return
+        }
         #expect(machine.isDone)
     }
 
@@ -66,7 +69,9 @@ import Testing
             Issue.record("held")
             return
         }
-        guard case .send(.some, .chunks, false) = unknown.pump(View(head: try Self.head(length: nil), received: 17, chunks: [Self.chunk(17)])) else {
+        guard
+            case .send(.some, .chunks, false) = unknown.pump(View(head: try Self.head(length: nil), received: 17, chunks: [Self.chunk(17)]))
+        else {
             Issue.record("released")
             return
         }

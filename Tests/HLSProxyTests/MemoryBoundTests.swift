@@ -51,7 +51,8 @@ import Testing
     }
 
     static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> String {
-        CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters).value
+        CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters)
+            .value
     }
 
     @Test func aLateJoinerFarBehindTheWindowGetsExactBytesFromTheCacheFile() async throws {
@@ -76,7 +77,8 @@ import Testing
 
         // A Range at 150 MB joins the download and is read from its cache file.
         let rangeFirst: Int64 = 150_000_000
-        let ranged = try await Self.fetchPattern(client, url, headers: [("Range", "bytes=\(rangeFirst)-\(rangeFirst + (1 << 20) - 1)")], from: rangeFirst)
+        let ranged = try await Self.fetchPattern(
+            client, url, headers: [("Range", "bytes=\(rangeFirst)-\(rangeFirst + (1 << 20) - 1)")], from: rangeFirst)
         #expect(ranged.status == 206)
         #expect(ranged.count == 1 << 20)
         #expect(ranged.matches)
@@ -105,7 +107,8 @@ import Testing
         let harness = try await ProxyHarness.start(serving: root)
         defer { Task { await harness.shutdown() } }
         harness.origin.setFault(.pattern(length: nil), for: "/live.ts")
-        let received = try await SlowReader.read(port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/live.ts", bodyBytes: 2 << 20)
+        let received = try await SlowReader.read(
+            port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/live.ts", bodyBytes: 2 << 20)
         #expect(received.matches)
         try await Self.waitUntil("the origin to see its client go") { harness.origin.patternAbandonedCount("/live.ts") == 1 }
         try await harness.waitForIdle(timeout: .seconds(60))
@@ -123,7 +126,8 @@ import Testing
         defer { Task { await harness.shutdown() } }
         let size: Int64 = 24_000_000
         harness.origin.setFault(.pattern(length: size), for: "/vod.ts")
-        let received = try await SlowReader.read(port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/vod.ts", bodyBytes: 1 << 20)
+        let received = try await SlowReader.read(
+            port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/vod.ts", bodyBytes: 1 << 20)
         #expect(received.matches)
         let key = try CacheKey(OriginURL(harness.originURL("/vod.ts")), volatileParameters: [])
         try await Self.waitUntil("the object to be stored") { harness.store.lookup(key) != nil }
@@ -171,7 +175,8 @@ import Testing
         try await harness.waitForIdle(timeout: .seconds(60))
         #expect(harness.server.services.inFlight.used == 0)
         let metrics = try await harness.get(harness.base + "/metrics")
-        #expect(metrics.text.contains("hlscache_inflight_bytes 0"), "\(metrics.text.split(separator: "\n").filter { $0.contains("inflight") })")
+        #expect(
+            metrics.text.contains("hlscache_inflight_bytes 0"), "\(metrics.text.split(separator: "\n").filter { $0.contains("inflight") })")
     }
 
     @Test func theBudgetWakesAWaiterWhenBytesAreLetGo() {
@@ -211,7 +216,9 @@ import Testing
             port: port, target: "/http/127.0.0.1:\(origin.port)/big.ts", bodyBytes: 16 << 20, pause: (every: 256 << 10, seconds: 0.01))
         #expect(read.matches)
         // The client left; the object has a length within cache.maxObjectSize, so it completes in the background.
-        try await Self.waitUntil("the origin to send the whole object", timeout: .seconds(600)) { origin.patternBytesSent("/big.ts") >= Self.bigSize }
+        try await Self.waitUntil("the origin to send the whole object", timeout: .seconds(600)) {
+            origin.patternBytesSent("/big.ts") >= Self.bigSize
+        }
         let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton))
         try await Self.waitUntil("the object to be a hit", timeout: .seconds(120)) {
             var request = HTTPClientRequest(url: "\(base)/http/127.0.0.1:\(origin.port)/big.ts")
@@ -222,7 +229,9 @@ import Testing
         try await client.shutdown()
         let peak = try #require(ProcessMemory.kibibytes("VmHWM", pid: pid))
         let grew = (peak - baseline) * 1024
-        print("serve peak RSS \(peak / 1024) MiB, \(grew >> 20) MiB over its \(baseline / 1024) MiB at rest, for a \(Self.bigSize / 1_000_000) MB miss")
+        print(
+            "serve peak RSS \(peak / 1024) MiB, \(grew >> 20) MiB over its \(baseline / 1024) MiB at rest, for a \(Self.bigSize / 1_000_000) MB miss"
+        )
         // The window (4 MiB) plus buffers of the origin client, the sockets and the allocator; the whole object
         // (200 MB) held in memory is what this guards against.
         #expect(grew < 64 << 20, "peak \(peak) KiB, at rest \(baseline) KiB")
@@ -260,7 +269,8 @@ enum SlowReader {
 
     struct Failure: Error {}
 
-    private static func blockingRead(port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)?) throws -> (Int, Bool) {
+    private static func blockingRead(port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)?) throws -> (Int, Bool)
+    {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure() }
         defer { close(fd) }

@@ -14,11 +14,14 @@ import Testing
         _ path: String = "/v/seg1.ts", window: Int64 = 100, maxObject: Int64 = 1 << 20, cacheable: Bool = true, unwatched: Bool = false
     ) throws -> Machine {
         Machine(
-            limits: .init(window: window, maxPlaylistBytes: 1000, maxObjectBytes: maxObject), url: try OriginURL("http://origin.test\(path)"),
+            limits: .init(window: window, maxPlaylistBytes: 1000, maxObjectBytes: maxObject),
+            url: try OriginURL("http://origin.test\(path)"),
             cacheable: cacheable, unwatched: unwatched)
     }
 
-    static func head(_ status: Int = 200, type: String? = "video/mp2t", length: Int? = nil, path: String = "/v/seg1.ts") throws -> OriginResponseHead {
+    static func head(_ status: Int = 200, type: String? = "video/mp2t", length: Int? = nil, path: String = "/v/seg1.ts") throws
+        -> OriginResponseHead
+    {
         var headers = HTTPHeaders()
         if let type { headers.add(name: "Content-Type", value: type) }
         if let length { headers.add(name: "Content-Length", value: String(length)) }
