@@ -171,6 +171,20 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     func didFinish(_ result: Result<Void, OriginError>) {
         handle { $0.machine.originFinished(result) }
+        // The end may come while a read is held back (the origin client does not wait for it): nothing waits on it any
+        // more, and a promise must not outlive the fetch unfulfilled.
+        let (paused, budget) = state.withLockedValue { locked in
+            defer {
+                locked.paused = nil
+                locked.budgetWait = nil
+            }
+            return (locked.paused, locked.budgetWait)
+        }
+        paused?.succeed()
+        if let budget {
+            if let id = budget.id { services.inFlight.cancel(id) }
+            budget.promise.succeed()
+        }
     }
 
     // MARK: - Running actions
