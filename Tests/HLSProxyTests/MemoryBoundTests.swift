@@ -136,6 +136,34 @@ import Testing
         #expect(hit.cache == "HIT" && hit.count == size && hit.matches)
     }
 
+    /// A client that stops reading does not hold the download back (the cache file takes the bytes, not memory):
+    /// the object is stored while the client still sits there, and memory stays within the window.
+    @Test func aStalledClientDoesNotPaceTheOriginWhenTheBodyIsStored() async throws {
+        let root = try Self.emptyDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let harness = try await ProxyHarness.start(serving: root)
+        defer { Task { await harness.shutdown() } }
+        let size: Int64 = 48_000_000
+        harness.origin.setFault(.pattern(length: size), for: "/stall.ts")
+        let release = DispatchSemaphore(value: 0)
+        let reader = Task {
+            try await SlowReader.read(
+                port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/stall.ts", bodyBytes: 1 << 20, thenWaitFor: release)
+        }
+        let key = try CacheKey(OriginURL(harness.originURL("/stall.ts")), volatileParameters: [])
+        var peak: Int64 = 0
+        try await Self.waitUntil("the object to be stored while its client is stalled") {
+            peak = max(peak, harness.server.services.inFlight.used)
+            return harness.store.lookup(key) != nil
+        }
+        release.signal()
+        let read = try await reader.value
+        #expect(read.matches)
+        #expect(harness.store.lookup(key)?.size == size)
+        let window = Int64(harness.server.services.configuration.maxInFlightBufferBytes)
+        #expect(peak <= window + (1 << 20), "\(peak) bytes in memory at most")
+    }
+
     @Test func aBodyWithoutLengthPastTheObjectCapIsRelayedButNotStored() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
@@ -257,20 +285,25 @@ enum ProcessMemory {
 enum SlowReader {
     /// GETs `target`, reads `bodyBytes` of the body (pausing `pause.seconds` after each `pause.every` bytes), then
     /// closes. `matches`: the bytes read are the ``TestPattern``'s from 0.
+    /// - Parameter thenWaitFor: after reading, keep the connection open (reading nothing) until this is signalled.
     static func read(
-        port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)? = nil
+        port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)? = nil, thenWaitFor: DispatchSemaphore? = nil
     ) async throws -> (count: Int, matches: Bool) {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try blockingRead(port: port, target: target, bodyBytes: bodyBytes, pause: pause) })
+                continuation.resume(
+                    with: Result {
+                        try blockingRead(port: port, target: target, bodyBytes: bodyBytes, pause: pause, thenWaitFor: thenWaitFor)
+                    })
             }
         }
     }
 
     struct Failure: Error {}
 
-    private static func blockingRead(port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)?) throws -> (Int, Bool)
-    {
+    private static func blockingRead(
+        port: Int, target: String, bodyBytes: Int, pause: (every: Int, seconds: Double)?, thenWaitFor: DispatchSemaphore?
+    ) throws -> (Int, Bool) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure() }
         defer { close(fd) }
@@ -325,6 +358,8 @@ enum SlowReader {
                 Thread.sleep(forTimeInterval: pause.seconds)
             }
         }
+        // Generous: the test signals once it has seen what it waits for.
+        _ = thenWaitFor?.wait(timeout: .now() + 300)
         return (body, matches)
     }
 }
