@@ -181,14 +181,12 @@ import Testing
     @Test func manyDownloadsShareTheGlobalBudgetAndAllComplete() async throws {
         let root = try Self.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        // A download waiting for the budget does not read its origin: the origin client's idle read timeout (5 s in
-        // the harness) would end it on a loaded machine.
-        let harness = try await ProxyHarness.start(
-            serving: root,
-            configure: {
-                $0.maxInFlightBufferBytes = 1 << 20
-                $0.maxInFlightMemoryBytes = 1 << 20
-            }, configureOrigin: { $0.readTimeout = .seconds(120) })
+        // Downloads wait for the budget with their origin reads held back: the origin client's read timeout (5 s in
+        // the harness) does not run meanwhile.
+        let harness = try await ProxyHarness.start(serving: root) {
+            $0.maxInFlightBufferBytes = 1 << 20
+            $0.maxInFlightMemoryBytes = 1 << 20
+        }
         defer { Task { await harness.shutdown() } }
         let size: Int64 = 12_000_000
         for index in 0..<4 { harness.origin.setFault(.pattern(length: size), for: "/many\(index).ts") }
