@@ -168,8 +168,6 @@ struct SharedFetchStateMachine {
         }
     }
 
-    var hasSubscribers: Bool { !subscribers.isEmpty }
-
     /// Body bytes held in memory now.
     var heldBytes: Int64 { held }
 
