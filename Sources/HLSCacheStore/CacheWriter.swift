@@ -55,6 +55,17 @@ public final class CacheWriter: Sendable {
         state.withLock { $0.fileDescriptor != nil }
     }
 
+    /// A new read-only descriptor of the temp file, for a reader that follows the write (the proxy's clients that
+    /// are behind its memory window); the caller closes it. It stays valid after ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)``
+    /// renames the file and after ``abort()`` removes it. Nil when the writer is closed or the file cannot be opened.
+    public func openReader() -> Int32? {
+        state.withLock { state -> Int32? in
+            guard state.fileDescriptor != nil else { return nil }
+            let descriptor = open(tempPath, O_RDONLY | O_CLOEXEC)
+            return descriptor >= 0 ? descriptor : nil
+        }
+    }
+
     /// Appends `bytes` to the temp file.
     ///
     /// - Throws: ``CacheStoreError/cacheFull`` on `ENOSPC`, when the object grows past the cap, or (without

@@ -37,6 +37,8 @@ extension HLSCacheSettings {
         configuration.sendTimeout = Self.timeAmount(sendTimeout)
         configuration.maxHeaderCount = maxHeaderCount
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
+        configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
+        configuration.maxObjectBytes = maxObjectBytes
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace

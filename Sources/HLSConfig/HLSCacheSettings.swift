@@ -54,6 +54,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var sendTimeout: Duration
     public var maxHeaderCount: Int
     public var inFlightBufferBytes: Int
+    public var inFlightMemoryBytes: Int64
+    public var maxObjectBytes: Int64
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
     public var accessLog: Bool = true
@@ -119,6 +121,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         sendTimeout = .nanoseconds(proxy.sendTimeout.nanoseconds)
         maxHeaderCount = proxy.maxHeaderCount
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
+        inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
+        maxObjectBytes = proxy.maxObjectBytes
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

@@ -27,6 +27,9 @@ public enum SettingCatalog {
             .size(
                 "cache.freeDiskCushion", \.freeDiskCushion, flag: "--free-disk-cushion",
                 "free space left on the cache's file system; writes that would eat into it evict first or fail"),
+            .size(
+                "cache.maxObjectSize", \.maxObjectBytes, minimum: 1 << 20,
+                "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),
@@ -66,7 +69,10 @@ public enum SettingCatalog {
             .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),
             .size(
                 "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,
-                "origin bytes kept in memory per in-flight download for clients that join late"),
+                "body bytes of one download held in memory; past it the origin waits for the cache file (or the slowest client)"),
+            .size(
+                "limits.inFlightMemory", \.inFlightMemoryBytes, minimum: 1 << 20,
+                "body bytes all downloads hold in memory together; past it origin reads wait"),
             .duration(
                 "shutdown.grace", \.shutdownGrace, flag: "--shutdown-grace", allowZero: true,
                 "how long SIGTERM/SIGINT waits for requests in progress"),

@@ -45,10 +45,22 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     /// Where the cookies of every answer go (redirects and retried ones included).
     private let cookieJar: OriginCookieJar?
 
+    /// The longest silence of the origin while the next part is wanted (``OriginConfiguration/readTimeout``).
+    /// AsyncHTTPClient's own read timeout also runs while the stream handler holds a part back (backpressure: a full
+    /// memory window, a slow client), so a download its consumer paused for longer than the timeout failed as if the
+    /// origin had gone silent; this one runs only while this side is reading.
+    private let readTimeout: TimeAmount?
+    private var watchdog: Scheduled<Void>?
+    private var request: HTTPClient.Task<Void>?
+
     /// - Parameters:
     ///   - retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
     ///   - retryAuthorization: whether a 401/403 may be swallowed to ask again with fresh cookies.
-    init(url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, cookieJar: OriginCookieJar?) {
+    init(
+        url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, cookieJar: OriginCookieJar?,
+        readTimeout: TimeAmount?
+    ) {
+        self.readTimeout = readTimeout
         self.url = url
         self.retryAuthorization = retryAuthorization
         self.cookieJar = cookieJar
@@ -63,7 +75,28 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
     static let retryableStatuses: Set<Int> = [502, 503, 504]
 
+    func didSendRequest(task: HTTPClient.Task<Void>) {
+        request = task
+        if case .done = state { return }
+        armWatchdog()
+    }
+
+    /// (Re)starts the wait for the origin's next bytes.
+    private func armWatchdog() {
+        watchdog?.cancel()
+        guard let readTimeout, let request else { return }
+        watchdog = task.eventLoop.scheduleTask(in: readTimeout) {
+            request.fail(reason: HTTPClientError.readTimeout)
+        }
+    }
+
+    private func disarmWatchdog() {
+        watchdog?.cancel()
+        watchdog = nil
+    }
+
     func didReceiveHead(task _: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        armWatchdog()
         let status = Int(head.status.code)
         let answered = OriginResponseHead(status: status, headers: head.headers, url: url)
         // Every answer may set cookies, a redirect's too (a signed-cookie CDN sets them on the way).
@@ -116,6 +149,19 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didReceiveBodyPart(task _: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        // The origin is not waited for while the part is being taken; the wait starts again when it was.
+        disarmWatchdog()
+        let taken = receive(buffer)
+        taken.whenComplete { [self] _ in
+            switch state {
+            case .delivering, .discarding, .waitingForHead: armWatchdog()
+            case .done: break
+            }
+        }
+        return taken
+    }
+
+    private func receive(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         switch state {
         case .delivering(let received, let expected):
             state = .delivering(received: received + buffer.readableBytes, expected: expected)
@@ -141,6 +187,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didFinishRequest(task _: HTTPClient.Task<Void>) throws {
+        disarmWatchdog()
         let previous = state
         state = .done
         switch previous {
@@ -167,6 +214,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didReceiveError(task _: HTTPClient.Task<Void>, _ error: any Error) {
+        disarmWatchdog()
         let previous = state
         state = .done
         switch previous {

@@ -55,7 +55,9 @@ public final class OriginClient: Sendable {
         self.logger = logger
         var http = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
-            timeout: .init(connect: configuration.connectTimeout, read: configuration.readTimeout),
+            // The read timeout is the attempt delegate's: AsyncHTTPClient's would also run while a stream handler holds
+            // the body back.
+            timeout: .init(connect: configuration.connectTimeout, read: nil),
             proxy: configuration.proxy,
             decompression: .disabled
         )
@@ -351,7 +353,8 @@ public final class OriginClient: Sendable {
             throw error
         }
         let delegate = OriginAttemptDelegate(
-            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task, cookieJar: cookieJar)
+            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
+            cookieJar: cookieJar, readTimeout: configuration.readTimeout)
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,

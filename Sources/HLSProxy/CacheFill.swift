@@ -10,11 +10,21 @@ import NIOPosix
 /// may evict others: unlinks and an index transaction), appending the chunks in order and committing (fsync,
 /// rename, index row) all run on the blocking thread pool, one step at a time.
 ///
-/// The event loop only hands chunks over. They are the same buffers ``SharedFetch`` keeps for clients that join
-/// late, so trailing behind the network costs no memory of its own; a slow disk delays the cache entry, never a
-/// client. Caching is best effort: when the writer cannot be made or a write fails, the response is still
-/// served, just not stored, and nothing half-written is left.
+/// The event loop only hands chunks over. They are the same buffers ``SharedFetch`` holds in its memory window
+/// until ``Event/written(_:)`` says they are on disk, so trailing behind the network costs no memory of its own,
+/// and the window paces the origin to the disk. Caching is best effort: when the writer cannot be made or a write
+/// fails, the response is still served, just not stored, and nothing half-written is left.
 final class CacheFill: Sendable {
+    /// What the fill reports as it goes, from a thread-pool thread (or the caller of ``abort()``).
+    enum Event: Sendable {
+        /// The temp file exists; what is written can be read through this descriptor.
+        case opened(GrowingFile)
+        /// This many bytes of the body are written (readable through the descriptor).
+        case written(Int64)
+        /// Nothing more is written (the writer could not be made, a write failed, or ``abort()``).
+        case stopped
+    }
+
     private enum Step {
         case create
         case write([ByteBuffer])
@@ -40,6 +50,8 @@ final class CacheFill: Sendable {
         var running = false
         /// Creating or writing failed, or ``abort()`` was called: nothing more is written.
         var stopped = false
+        /// ``Event/stopped`` was reported.
+        var reportedStop = false
         var commit: Commit?
     }
 
@@ -50,16 +62,18 @@ final class CacheFill: Sendable {
     private let logger: Logger
     /// Told when the response cannot be stored (logged and counted in `/metrics`; without one, logged here).
     private let failed: @Sendable (any Error) -> Void
+    private let events: (@Sendable (Event) -> Void)?
     /// The origin URL without its query, for log lines.
     private let label: String
     private let state = NIOLockedValueBox(State())
 
     init(
         store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String,
-        failed: (@Sendable (any Error) -> Void)? = nil
+        failed: (@Sendable (any Error) -> Void)? = nil, events: (@Sendable (Event) -> Void)? = nil
     ) {
         self.store = store
         self.failed = failed ?? { [logger, label] error in logger.warning("not caching \(label): \(error)") }
+        self.events = events
         self.key = key
         self.expectedLength = expectedLength
         self.threadPool = threadPool
@@ -103,15 +117,18 @@ final class CacheFill: Sendable {
 
     /// Stops writing and removes the temp file; safe from any thread, at any time.
     func abort() {
-        let (writer, commit) = state.withLockedValue { state -> (CacheWriter?, Commit?) in
+        let (writer, commit, report) = state.withLockedValue { state -> (CacheWriter?, Commit?, Bool) in
             state.stopped = true
             state.pending.removeAll()
             defer { state.commit = nil }
-            return (state.writer, state.commit)
+            let report = !state.reportedStop
+            state.reportedStop = true
+            return (state.writer, state.commit, report)
         }
         // CacheWriter.abort is thread-safe, and cheap (close and unlink): it may run here.
         writer?.abort()
         commit?.completion(nil)
+        if report { events?(.stopped) }
     }
 
     /// Claims the right to start a job (false when one is already running and will see the new work).
@@ -146,12 +163,24 @@ final class CacheFill: Sendable {
             case .create:
                 do {
                     let writer = try store.makeWriter(for: key, expectedLength: expectedLength)
+                    // Opened before anything is written, so every written byte is readable through it.
+                    let reader = events == nil ? nil : writer.openReader().map { GrowingFile(descriptor: $0) }
+                    if events != nil && reader == nil {
+                        writer.abort()
+                        logger.warning("not caching \(label): its temp file cannot be opened for reading")
+                        abort()
+                        continue
+                    }
                     let kept = state.withLockedValue { state -> Bool in
                         guard !state.stopped else { return false }
                         state.writer = writer
                         return true
                     }
-                    if !kept { writer.abort() }
+                    if !kept {
+                        writer.abort()
+                    } else if let reader {
+                        events?(.opened(reader))
+                    }
                 } catch {
                     // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues). `failed` logs
                     // it: once, then counted (CacheWriteFailureLog), as every miss fails alike on a full disk.
@@ -162,6 +191,7 @@ final class CacheFill: Sendable {
                 guard let writer = state.withLockedValue({ $0.writer }) else { continue }
                 do {
                     for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
+                    events?(.written(writer.bytesWritten))
                 } catch {
                     // After an abort the writer is closed on purpose: nothing to report.
                     if !state.withLockedValue({ $0.stopped }) { failed(error) }

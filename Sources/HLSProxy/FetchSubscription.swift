@@ -2,135 +2,105 @@ import HLSCacheCore
 import NIOCore
 import NIOHTTP1
 
-/// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then every chunk
-/// in order (or only a byte window, for a Range request), paced by its own connection. Confined to the
-/// client's event loop.
+/// One client reading a ``SharedFetch``: sends the response head when the origin's arrives, then the body in order
+/// (or only a byte window, for a Range request), paced by its own connection: from the fetch's memory window when
+/// it keeps up, from the growing cache file (sendfile) when it is behind. The decisions are
+/// ``FetchSubscriptionStateMachine``'s; this class runs them. Confined to the client's event loop.
 final class FetchSubscription: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let responder: Responder
     private let fetch: SharedFetch
     private let range: (first: Int64, last: Int64)?
     private let playlists: PlaylistService
-    /// Whether this client may receive a 16-byte body (``KeySizedBody``).
-    private let mayReceiveKeySized: Bool
-    private var nextChunk = 0
-    private var headSent = false
-    private var writing = false
-    private var done = false
+    private var state: FetchSubscriptionStateMachine
     /// Called instead of answering with the error when the fetch fails before anything was sent.
-    var fallback: ((any HTTPMappableError) -> Void)?
+    private let fallback: ((any HTTPMappableError) -> Void)?
 
-    init(responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices) {
+    /// The first body byte this client wants.
+    var startOffset: Int64 { range?.first ?? 0 }
+
+    init(
+        responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices,
+        fallback: ((any HTTPMappableError) -> Void)? = nil
+    ) {
         self.eventLoop = responder.eventLoop
         self.responder = responder
         self.fetch = fetch
         self.range = range
         self.playlists = services.playlists
-        self.mayReceiveKeySized = KeySizedBody.mayReceive(responder.request, services: services)
-        responder.whenCancelled { [weak self] in self?.cancel() }
-    }
-
-    private func cancel() {
-        done = true
-        fetch.unsubscribe(self)
-    }
-
-    private func finish() {
-        done = true
-        fetch.unsubscribe(self)
+        self.fallback = fallback
+        self.state = FetchSubscriptionStateMachine(
+            range: range, headOnly: responder.request.isHead,
+            mayReceiveKeySized: KeySizedBody.mayReceive(responder.request, services: services),
+            hasFallback: fallback != nil)
+        responder.whenCancelled { [weak self] in
+            guard let self else { return }
+            self.state.cancelled()
+            self.fetch.unsubscribe(self)
+        }
     }
 
     /// Moves as far as the fetch allows. Called whenever the fetch has news, and after each write.
     func pump() {
         eventLoop.preconditionInEventLoop()
-        guard !done, !writing else { return }
-        let snapshot = fetch.snapshot(from: nextChunk)
-        if case .failed(let error) = snapshot.outcome {
-            if !headSent, let fallback {
-                finish()
-                fallback(error)
-                return
-            }
-            if headSent { responder.abort() } else { responder.send(error: error) }
-            finish()
+        guard !state.isDone else { return }
+        let view = fetch.view(from: state.position)
+        switch state.pump(view.state) {
+        case .wait:
             return
-        }
-        guard let head = snapshot.head else { return }
-        if head.isPlaylist {
+        case .markPlaylist:
             responder.route = .playlist
-            guard case .playlist(let playlist) = snapshot.outcome else { return }
+        case .respondPlaylist(let playlist):
+            responder.route = .playlist
             playlists.respond(with: playlist, to: responder, cache: "MISS")
-            finish()
-            return
-        }
-        if !headSent, !mayReceiveKeySized {
-            // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
-            let arrived = snapshot.offset + snapshot.chunks.reduce(0) { $0 + Int64($1.readableBytes) }
-            let ended: Bool
-            if case .complete = snapshot.outcome { ended = true } else { ended = false }
-            if head.contentLength == KeySizedBody.size || (head.contentLength == nil && ended && arrived == KeySizedBody.size) {
-                responder.send(error: KeySizedBody.refusal)
-                finish()
-                return
+            fetch.unsubscribe(self)
+        case .fallback(let error):
+            fetch.unsubscribe(self)
+            fallback?(error)
+        case .sendError(let error):
+            responder.send(error: error)
+            fetch.unsubscribe(self)
+        case .abort:
+            responder.abort()
+            fetch.unsubscribe(self)
+        case .refuseKeySized:
+            responder.send(error: KeySizedBody.refusal)
+            fetch.unsubscribe(self)
+        case .send(let head, let body, let end):
+            if let head { sendHead(head) }
+            var written: EventLoopFuture<Void>?
+            switch body {
+            case .none:
+                break
+            case .chunks(let chunks):
+                for (index, chunk) in chunks.enumerated() { written = responder.write(chunk, flush: index == chunks.count - 1) }
+            case .file(let offset, let length):
+                if let file = view.file {
+                    written = responder.writeFile(file, offset: offset, length: length)
+                } else {
+                    // Cannot happen: bytes behind the window are on disk. Cut the client off rather than send a hole.
+                    written = eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+                }
             }
-            if head.contentLength == nil && !ended && arrived <= KeySizedBody.size { return }
-        }
-        if !headSent {
-            sendHead(head)
-            headSent = true
-            if responder.request.isHead {
+            if end {
                 responder.end()
-                finish()
+                fetch.unsubscribe(self)
                 return
             }
-        }
-        var offset = snapshot.offset
-        var slices: [ByteBuffer] = []
-        var consumedChunks = 0
-        for chunk in snapshot.chunks {
-            let chunkStart = offset
-            offset += Int64(chunk.readableBytes)
-            consumedChunks += 1
-            if let slice = window(chunk, start: chunkStart), slice.readableBytes > 0 { slices.append(slice) }
-        }
-        let complete: Bool
-        if case .complete = snapshot.outcome { complete = true } else { complete = false }
-        let rangeDone = range.map { offset > $0.last } ?? false
-        nextChunk += consumedChunks
-        var last: EventLoopFuture<Void>?
-        for (index, slice) in slices.enumerated() {
-            last = responder.write(slice, flush: index == slices.count - 1)
-        }
-        if complete || rangeDone {
-            responder.end()
-            finish()
-            return
-        }
-        guard let last else {
-            if consumedChunks > 0 { fetch.progress(self, to: offset) }
-            return
-        }
-        writing = true
-        let consumed = offset
-        last.whenComplete { [self] result in
-            writing = false
-            switch result {
-            case .success:
-                fetch.progress(self, to: consumed)
+            written?.whenComplete { [self] result in
+                // The client went away meanwhile: already left.
+                guard !state.isDone else { return }
+                let success: Bool
+                if case .success = result { success = true } else { success = false }
+                guard let position = state.writeCompleted(success: success) else {
+                    responder.abort()
+                    fetch.unsubscribe(self)
+                    return
+                }
+                fetch.progress(self, to: position)
                 pump()
-            case .failure:
-                responder.abort()
-                finish()
             }
         }
-    }
-
-    private func window(_ chunk: ByteBuffer, start: Int64) -> ByteBuffer? {
-        guard let range else { return chunk }
-        let end = start + Int64(chunk.readableBytes)
-        let from = max(start, range.first), to = min(end, range.last + 1)
-        guard from < to else { return nil }
-        return chunk.getSlice(at: chunk.readerIndex + Int(from - start), length: Int(to - from))
     }
 
     private func sendHead(_ head: SharedFetch.Head) {
@@ -156,4 +126,3 @@ final class FetchSubscription: @unchecked Sendable {
         responder.beginStream(status: status, headers: headers)
     }
 }
-

@@ -31,9 +31,16 @@ public struct ProxyConfiguration: Sendable {
     public var sendTimeout: TimeAmount = .seconds(60)
     /// Requests with more header fields than this get 431.
     public var maxHeaderCount: Int = 100
-    /// Origin bytes kept in memory per in-flight download for clients that join late; past it, new clients
-    /// are sent to the origin on their own and the slowest joined client paces the download.
-    public var maxInFlightBufferBytes: Int = 64 << 20
+    /// Body bytes of one in-flight download held in memory (`limits.inFlightBuffer`): what its cache file has not
+    /// written yet (without a cache file: what its slowest client has not taken). Past it the origin waits; clients
+    /// that join late or fall behind read the growing cache file.
+    public var maxInFlightBufferBytes: Int = 4 << 20
+    /// Body bytes all in-flight downloads hold in memory together (`limits.inFlightMemory`); past it, origin reads
+    /// wait until some are let go.
+    public var maxInFlightMemoryBytes: Int64 = 256 << 20
+    /// Largest object stored (`cache.maxObjectSize`): larger ones, and bodies without a length that grow past it,
+    /// are relayed but not cached; a download whose clients all left completes only when it has a length within it.
+    public var maxObjectBytes: Int64 = 2 << 30
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

@@ -369,6 +369,30 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return context.write(wrapOutboundOut(.byteBuffer(buffer)))
     }
 
+    /// A streamed body chunk sent from a file with sendfile (a client behind a shared download's memory window);
+    /// `handle` is closed once written.
+    func writeStreamFile(_ handle: NIOFileHandle, offset: Int64, length: Int64, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        guard let context, streamFraming != .none else {
+            try? handle.close()
+            return context == nil ? eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) : eventLoop.makeSucceededVoidFuture()
+        }
+        let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
+        let written: EventLoopFuture<Void>
+        if streamFraming == .chunked {
+            var header = context.channel.allocator.buffer(capacity: 12)
+            ResponseEncoding.writeChunkHeader(count: Int(length), into: &header)
+            timeouts?.queued(bytes: header.readableBytes + Int(length) + 2)
+            context.write(wrapOutboundOut(.byteBuffer(header)), promise: nil)
+            context.write(wrapOutboundOut(.fileRegion(region)), promise: nil)
+            written = context.writeAndFlush(wrapOutboundOut(.byteBuffer(ByteBuffer(staticString: ResponseEncoding.chunkTrailer))))
+        } else {
+            timeouts?.queued(bytes: Int(length))
+            written = context.writeAndFlush(wrapOutboundOut(.fileRegion(region)))
+        }
+        written.whenComplete { _ in try? handle.close() }
+        return written
+    }
+
     func writeStreamEnd() {
         guard let context else { return }
         let done = context.eventLoop.makePromise(of: Void.self)

@@ -15,6 +15,8 @@ final class ProxyServices: Sendable {
     let group: any EventLoopGroup
     let threadPool: NIOThreadPool
     let fetches = SharedFetchRegistry()
+    /// Body bytes every in-flight download holds in memory (`limits.inFlightMemory`).
+    let inFlight: InFlightMemory
     let playlists: PlaylistService
     /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
@@ -38,6 +40,7 @@ final class ProxyServices: Sendable {
     ) {
         self.routeExtension = routeExtension
         self.configuration = configuration
+        self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes)
         self.store = store
         self.origin = origin
         self.group = group

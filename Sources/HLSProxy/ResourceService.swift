@@ -292,8 +292,7 @@ final class ResourceService: Sendable {
             responder.cacheResult = .hit
             servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
         }
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services)
-        subscription.fallback = fallback
+        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services, fallback: fallback)
         if !fetch.subscribe(subscription) {
             services.fetches.remove(fetch)
             fallback(fetch.failure ?? ProxyError.unavailable("origin \(url.host) is failing"))
@@ -308,13 +307,13 @@ final class ResourceService: Sendable {
         // the player unrewritten URIs (ffmpeg asks for "bytes=0-" on every request). Servers may ignore Range.
         let looksLikePlaylist = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
         if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist, !RangeRequest.isWholeFromStart(rangeHeader) {
-            // Join an in-flight download only if it already has the start of the range; otherwise ask the
-            // origin for just the range and fill the cache in the background.
+            // Join an in-flight download only if it already has the start of the range (in memory or in its cache
+            // file); otherwise ask the origin for just the range and fill the cache in the background.
             if let existing = services.fetches.existing(fetchKey) {
                 let info = existing.progressInfo
                 if let head = info.head, !head.isPlaylist, !info.failed, let total = head.contentLength {
                     switch RangeRequest(header: rangeHeader, size: total) {
-                    case .partial(let first, let last) where info.received >= first:
+                    case .partial(let first, let last) where info.received >= first && first >= info.servableFrom:
                         responder.cacheResult = .coalesced
                         subscribe(responder, to: existing, range: (first, last), fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
                         return
@@ -325,8 +324,9 @@ final class ResourceService: Sendable {
                     }
                 }
             } else if cacheable {
+                // Nobody reads this one: it goes on only while worth storing (a known length within cache.maxObjectSize).
                 let (fetch, created) = services.fetches.join(fetchKey) {
-                    SharedFetch(key: key, url: url, cacheable: true, services: services)
+                    SharedFetch(key: key, url: url, cacheable: true, background: true, services: services)
                 }
                 if created { fetch.start() }
             }
@@ -430,7 +430,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
     private var handedOver = false
     /// A head that may belong to a playlist its type does not announce, held until the first bytes tell.
     private var held: OriginResponseHead?
-    private var heldBody: [ByteBuffer] = []
+    private var sniffer = PlaylistSniffer()
 
     private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, mayReceiveKeySized: Bool, onPlaylist: @escaping () -> Void) {
         self.responder = responder
@@ -502,10 +502,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         if held != nil {
-            heldBody.append(buffer)
-            guard let isPlaylist = MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: false) else {
-                return responder.eventLoop.makeSucceededVoidFuture()
-            }
+            guard let isPlaylist = sniffer.feed(buffer) else { return responder.eventLoop.makeSucceededVoidFuture() }
             return release(isPlaylist: isPlaylist)
         }
         guard headSent else {
@@ -526,8 +523,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         }
         sendHead(head)
         guard headSent else { return responder.eventLoop.makeFailedFuture(OriginError.cancelled) }
-        let body = heldBody
-        heldBody = []
+        let body = sniffer.take()
         var last = responder.eventLoop.makeSucceededVoidFuture()
         for chunk in body { last = responder.write(chunk) }
         return last
@@ -535,7 +531,7 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didFinish(_ result: Result<Void, OriginError>) {
         if held != nil, case .success = result {
-            _ = release(isPlaylist: MediaTypes.sniffPlaylist(heldBody.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
+            _ = release(isPlaylist: sniffer.decisionAtEnd)
         }
         guard !handedOver else { return }
         switch result {

@@ -149,6 +149,17 @@ final class Responder: @unchecked Sendable {
         return handler.writeStreamBody(buffer, flush: flush, eventLoop: eventLoop)
     }
 
+    /// Writes `length` bytes of `file` from `offset` as a body chunk, with sendfile; the future completes when they
+    /// were handed to the kernel.
+    func writeFile(_ file: GrowingFile, offset: Int64, length: Int64) -> EventLoopFuture<Void> {
+        eventLoop.preconditionInEventLoop()
+        guard streaming, let handler else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        if request.isHead || length == 0 { return eventLoop.makeSucceededVoidFuture() }
+        guard let handle = file.handle() else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        bodyBytes += length
+        return handler.writeStreamFile(handle, offset: offset, length: length, eventLoop: eventLoop)
+    }
+
     func end() {
         eventLoop.preconditionInEventLoop()
         guard streaming, let handler else { return }

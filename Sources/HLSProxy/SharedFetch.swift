@@ -7,12 +7,14 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// One origin download shared by every client that asks for the same resource while it is in flight
-/// (DESIGN.md §6): the bytes go to the cache file and to each client as they arrive, and a client that joins
-/// late first gets what has already arrived, from memory. Playlists are collected whole, rewritten once and
-/// handed to every waiting client.
+/// (DESIGN.md §6): the bytes go to the cache file and to each client as they arrive. At most a window of the body
+/// (`limits.inFlightBuffer`) is in memory; a client that joins late or falls behind reads what has arrived from the
+/// growing cache file, then follows the live edge. Playlists are collected whole, rewritten once and handed to
+/// every waiting client. The decisions are ``SharedFetchStateMachine``'s; this class runs its actions.
 ///
-/// Thread model: the origin calls the `OriginStreamHandler` methods on its event loop; subscriptions live on
-/// their clients' event loops and pull from ``snapshot(from:)``. Shared state sits behind one lock.
+/// Thread model: the origin calls the `OriginStreamHandler` methods on its event loop, the cache file reports from
+/// the thread pool, and subscriptions live on their clients' event loops and pull with ``view(from:)``. Each event
+/// takes the lock once, asks the state machine, and runs the resulting action outside the lock.
 final class SharedFetch: OriginStreamHandler, Sendable {
     /// The origin's answer, as far as clients need it.
     struct Head: Sendable {
@@ -27,39 +29,23 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var url: OriginURL
     }
 
-    enum Outcome: Sendable {
-        /// Every byte arrived and matched Content-Length.
-        case complete
-        /// The playlist, rewritten for the proxy.
-        case playlist(RewrittenPlaylist)
-        case failed(any HTTPMappableError)
+    /// What a client can read now (``SharedFetchStateMachine/View``) and the file to read the part behind the
+    /// window from.
+    struct View {
+        var state: SharedFetchStateMachine.View
+        var file: GrowingFile?
     }
 
-    struct Snapshot {
-        var head: Head?
-        var chunks: ArraySlice<ByteBuffer>
-        /// Offset of the first chunk in `chunks`.
-        var offset: Int64
-        var outcome: Outcome?
-    }
-
-    private struct State {
-        var head: Head?
-        var chunks: [ByteBuffer] = []
-        /// Byte offset of each chunk, so a subscriber's position is an index lookup, not a sum under the lock.
-        var chunkOffsets: [Int64] = []
-        var received: Int64 = 0
-        var outcome: Outcome?
-        /// Where the body is being stored (off the event loop), for cacheable non-playlist responses.
-        var fill: CacheFill?
+    private struct Locked {
+        var machine: SharedFetchStateMachine
         var subscribers: [ObjectIdentifier: FetchSubscription] = [:]
-        /// Bytes each subscriber has consumed, for pacing the origin to the slowest client.
-        var consumed: [ObjectIdentifier: Int64] = [:]
-        var paused: EventLoopPromise<Void>?
+        var fill: CacheFill?
+        var file: GrowingFile?
         var task: OriginTask?
-        /// A head whose type and path leave open whether it is a playlist, until the body's first bytes tell.
-        var sniffing: OriginResponseHead?
-        var sniffed: [ByteBuffer] = []
+        /// The origin's pending read while the window is full.
+        var paused: EventLoopPromise<Void>?
+        /// The origin's pending read while the global memory budget is used up, and its waiter id.
+        var budgetWait: (promise: EventLoopPromise<Void>, id: Int?)?
     }
 
     let key: CacheKey
@@ -69,15 +55,28 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// Started by read-ahead rather than by a client; may be cancelled while nobody watches it.
     let isReadAhead: Bool
     private let services: ProxyServices
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<Locked>
     private let startedAt = ContinuousClock.now
 
-    init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, services: ProxyServices) {
+    /// - Parameter background: started for no client (read-ahead, the background fill of a Range miss): the body is
+    ///   downloaded only if it is worth storing (a known length within `cache.maxObjectSize`).
+    init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, background: Bool = false, services: ProxyServices) {
         self.key = key
         self.url = url
         self.cacheable = cacheable
         self.isReadAhead = isReadAhead
         self.services = services
+        let configuration = services.configuration
+        let limits = SharedFetchStateMachine.Limits(
+            window: Int64(configuration.maxInFlightBufferBytes), maxPlaylistBytes: Int64(configuration.maxPlaylistBytes),
+            maxObjectBytes: configuration.maxObjectBytes)
+        self.state = NIOLockedValueBox(
+            Locked(machine: SharedFetchStateMachine(limits: limits, url: url, cacheable: cacheable, unwatched: background || isReadAhead)))
+    }
+
+    deinit {
+        // Whatever is still held (a fetch dropped mid-way) leaves the global count.
+        services.inFlight.release(state.withLockedValue { $0.machine.heldBytes })
     }
 
     func start() {
@@ -89,18 +88,15 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     /// Why the fetch failed, once it has.
     var failure: (any HTTPMappableError)? {
-        state.withLockedValue { state in
-            if case .failed(let error) = state.outcome { return error }
-            return nil
-        }
+        state.withLockedValue { $0.machine.failure }
     }
 
-    /// Adds a client. Returns false when the fetch can no longer serve a newcomer from the start.
+    /// Adds a client reading from its ``FetchSubscription/startOffset``. Returns false when the fetch cannot serve it
+    /// from there (it failed, or the bytes before its memory window are not on disk).
     func subscribe(_ subscription: FetchSubscription) -> Bool {
-        let accepted = state.withLockedValue { state -> Bool in
-            if case .failed = state.outcome { return false }
-            state.subscribers[ObjectIdentifier(subscription)] = subscription
-            state.consumed[ObjectIdentifier(subscription)] = 0
+        let accepted = state.withLockedValue { locked -> Bool in
+            guard locked.machine.subscribe(ObjectIdentifier(subscription), from: subscription.startOffset) else { return false }
+            locked.subscribers[ObjectIdentifier(subscription)] = subscription
             return true
         }
         if accepted { subscription.eventLoop.execute { subscription.pump() } }
@@ -108,22 +104,15 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     func unsubscribe(_ subscription: FetchSubscription) {
-        let resume = state.withLockedValue { state -> EventLoopPromise<Void>? in
-            state.subscribers[ObjectIdentifier(subscription)] = nil
-            state.consumed[ObjectIdentifier(subscription)] = nil
-            return takePauseIfCaughtUp(&state)
+        handle { locked in
+            locked.subscribers[ObjectIdentifier(subscription)] = nil
+            return locked.machine.unsubscribe(ObjectIdentifier(subscription))
         }
-        resume?.succeed()
     }
 
-    /// A subscriber consumed up to `offset`; may let a paused origin continue.
+    /// A subscriber took the body up to `offset`; may let go of memory and let a paused origin continue.
     func progress(_ subscription: FetchSubscription, to offset: Int64) {
-        let resume = state.withLockedValue { state -> EventLoopPromise<Void>? in
-            guard state.consumed[ObjectIdentifier(subscription)] != nil else { return nil }
-            state.consumed[ObjectIdentifier(subscription)] = offset
-            return takePauseIfCaughtUp(&state)
-        }
-        resume?.succeed()
+        handle { $0.machine.progress(ObjectIdentifier(subscription), to: offset) }
     }
 
     /// Stops a read-ahead nobody is reading (the player switched rendition); nothing half-written is kept.
@@ -131,207 +120,172 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     @discardableResult
     func cancelIfUnwatched() -> Bool {
         guard isReadAhead else { return false }
-        let unwatched = state.withLockedValue { $0.subscribers.isEmpty && $0.outcome == nil }
-        guard unwatched else { return false }
-        fail(ProxyError.unavailable("read-ahead of \(url) cancelled"))
-        return true
+        let action = handle { $0.machine.cancelUnwatched(ProxyError.unavailable("read-ahead of \(url) cancelled")) }
+        return action.fail != nil
     }
 
-    func snapshot(from chunkIndex: Int) -> Snapshot {
-        state.withLockedValue { state in
-            let start = min(chunkIndex, state.chunks.count)
-            let offset = start < state.chunkOffsets.count ? state.chunkOffsets[start] : state.received
-            return Snapshot(head: state.head, chunks: state.chunks[start...], offset: offset, outcome: state.outcome)
-        }
+    /// Clients reading it now.
+    var subscriberCount: Int {
+        state.withLockedValue { $0.subscribers.count }
     }
 
-    /// Bytes received so far and whether the head is known (for deciding how to serve a Range on a miss).
-    var progressInfo: (head: Head?, received: Int64, failed: Bool) {
-        state.withLockedValue { state in
-            var failed = false
-            if case .failed = state.outcome { failed = true }
-            return (state.head, state.received, failed)
-        }
+    /// What a client at `offset` can read now.
+    func view(from offset: Int64) -> View {
+        state.withLockedValue { View(state: $0.machine.view(from: offset), file: $0.file) }
     }
 
-    private func takePauseIfCaughtUp(_ state: inout State) -> EventLoopPromise<Void>? {
-        guard let paused = state.paused else { return nil }
-        let slowest = state.consumed.values.min() ?? state.received
-        guard state.received - slowest <= Int64(services.configuration.maxInFlightBufferBytes) else { return nil }
-        state.paused = nil
-        return paused
-    }
-
-    private func notifySubscribers() {
-        let subscribers = state.withLockedValue { Array($0.subscribers.values) }
-        for subscriber in subscribers { subscriber.eventLoop.execute { subscriber.pump() } }
+    /// Bytes received so far, the first byte a newcomer can be served from, and whether the head is known (for
+    /// deciding how to serve a Range on a miss).
+    var progressInfo: (head: Head?, received: Int64, servableFrom: Int64, failed: Bool) {
+        state.withLockedValue { $0.machine.progress }
     }
 
     // MARK: - OriginStreamHandler
 
     func didReceiveHead(_ head: OriginResponseHead) {
         services.metrics.originResponded(after: ContinuousClock.now - startedAt)
-        guard head.status == 200 else {
-            let error: any HTTPMappableError =
-                (head.status == 206 || head.status == 304)
-                ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
-                : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
-            services.metrics.originFailed(code: error.code)
-            fail(error)
-            return
-        }
-        let originType = head.headers.first(name: "Content-Type")
-        let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
-        if isPlaylist
-            ? MediaTypes.mightBeMedia(contentType: originType, pathExtension: url.pathExtension)
-            : MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension)
-        {
-            state.withLockedValue { $0.sniffing = head }
-            return
-        }
-        begin(head, isPlaylist: isPlaylist)
-    }
-
-    /// Sets up the response once it is known whether it is a playlist, and lets the clients see the head.
-    private func begin(_ head: OriginResponseHead, isPlaylist: Bool) {
-        var originType = head.headers.first(name: "Content-Type")
-        // Media its origin called a playlist is sent with its extension's type.
-        if !isPlaylist, MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }
-        let contentLength = head.contentLength.map(Int64.init)
-        if isPlaylist, let contentLength, contentLength > Int64(services.configuration.maxPlaylistBytes) {
-            fail(ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
-            return
-        }
-        // A 16-byte body is handled as a key: never stored in clear (KeySizedBody).
-        let fill =
-            cacheable && !isPlaylist && contentLength != KeySizedBody.size
-            ? CacheFill(
-                store: services.store, key: key, expectedLength: contentLength, threadPool: services.threadPool, logger: services.logger,
-                label: url.redacted, failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) })
-            : nil
-        let info = Head(
-            contentLength: contentLength,
-            contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
-            isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"),
-            url: head.url)
-        state.withLockedValue {
-            $0.head = info
-            $0.fill = fill
-        }
-        notifySubscribers()
+        handle { $0.machine.headReceived(head) }
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let sniffing = state.withLockedValue { state -> (head: OriginResponseHead, buffered: [ByteBuffer])? in
-            guard let head = state.sniffing else { return nil }
-            state.sniffed.append(buffer)
-            return (head, state.sniffed)
-        }
-        if let sniffing {
-            let prefix = sniffing.buffered.lazy.flatMap { $0.readableBytesView }
-            guard let isPlaylist = MediaTypes.sniffPlaylist(prefix, complete: false) else {
-                return (state.withLockedValue { $0.task?.eventLoop } ?? services.anyEventLoop).makeSucceededVoidFuture()
-            }
-            return endSniffing(isPlaylist: isPlaylist)
-        }
-        return receive(buffer)
-    }
-
-    /// Decides what the held head is and replays the bytes that arrived meanwhile.
-    @discardableResult
-    private func endSniffing(isPlaylist: Bool) -> EventLoopFuture<Void> {
-        let (head, buffered) = state.withLockedValue { state -> (OriginResponseHead?, [ByteBuffer]) in
-            defer { state.sniffing = nil; state.sniffed = [] }
-            return (state.sniffing, state.sniffed)
-        }
-        guard let head else { return services.anyEventLoop.makeSucceededVoidFuture() }
-        if isPlaylist { services.logger.debug("origin response sniffed as a playlist", metadata: ["url": "\(url.redacted)"]) }
-        begin(head, isPlaylist: isPlaylist)
-        var last: EventLoopFuture<Void>?
-        for chunk in buffered { last = receive(chunk) }
-        return last ?? services.anyEventLoop.makeSucceededVoidFuture()
-    }
-
-    private func receive(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let eventLoop = state.withLockedValue { $0.task?.eventLoop }
-        let (fill, tooLarge, pause) = state.withLockedValue { state -> (CacheFill?, Bool, EventLoopPromise<Void>?) in
-            state.chunkOffsets.append(state.received)
-            state.chunks.append(buffer)
-            state.received += Int64(buffer.readableBytes)
-            let tooLarge = state.head?.isPlaylist == true && state.received > Int64(services.configuration.maxPlaylistBytes)
-            var pause: EventLoopPromise<Void>?
-            if let eventLoop, let slowest = state.consumed.values.min(),
-                state.received - slowest > Int64(services.configuration.maxInFlightBufferBytes)
-            {
+        let eventLoop = state.withLockedValue { $0.task?.eventLoop } ?? services.anyEventLoop
+        var pause: EventLoopPromise<Void>?
+        var collecting = false
+        let action = handle { locked in
+            let action = locked.machine.bodyReceived(buffer)
+            if action.pauseOrigin && action.fail == nil {
                 let promise = eventLoop.makePromise(of: Void.self)
-                state.paused = promise
+                locked.paused = promise
                 pause = promise
             }
-            return (state.fill, tooLarge, pause)
+            collecting = locked.machine.progress.head?.isPlaylist ?? true
+            return action
         }
-        if tooLarge {
-            fail(ProxyError.corrupted("playlist is over the \(services.configuration.maxPlaylistBytes)-byte limit"))
-            return (eventLoop ?? services.anyEventLoop).makeFailedFuture(OriginError.cancelled)
-        }
-        fill?.append(buffer)
-        if !state.withLockedValue({ $0.head?.isPlaylist ?? false }) { notifySubscribers() }
-        return pause?.futureResult ?? (eventLoop ?? services.anyEventLoop).makeSucceededVoidFuture()
+        if action.fail != nil { return eventLoop.makeFailedFuture(OriginError.cancelled) }
+        if let pause { return pause.futureResult }
+        // Past the global budget, the next read waits for another download to let go (playlists, bounded by their
+        // own cap and needed whole, are not held up).
+        if !collecting, services.inFlight.isExhausted { return waitForBudget(on: eventLoop) }
+        return eventLoop.makeSucceededVoidFuture()
     }
 
     func didFinish(_ result: Result<Void, OriginError>) {
-        switch result {
-        case .failure(let error):
-            if state.withLockedValue({ $0.outcome == nil }) { services.metrics.originFailed(code: error.code) }
-            fail(error)
-        case .success:
-            // A body too short to tell (or empty) was held until now.
-            if let prefix = state.withLockedValue({ $0.sniffing == nil ? nil : $0.sniffed }) {
-                endSniffing(isPlaylist: MediaTypes.sniffPlaylist(prefix.lazy.flatMap { $0.readableBytesView }, complete: true) ?? false)
+        handle { $0.machine.originFinished(result) }
+        // The end may come while a read is held back (the origin client does not wait for it): nothing waits on it any
+        // more, and a promise must not outlive the fetch unfulfilled.
+        let (paused, budget) = state.withLockedValue { locked in
+            defer {
+                locked.paused = nil
+                locked.budgetWait = nil
             }
-            let (head, fill, body, received) = state.withLockedValue { state -> (Head?, CacheFill?, [ByteBuffer], Int64) in
-                (state.head, state.fill, state.head?.isPlaylist == true ? state.chunks : [], state.received)
-            }
-            guard let head else {
-                fail(ProxyError.corrupted("origin response ended without a head"))
-                return
-            }
-            if head.isPlaylist {
-                finishPlaylist(head: head, body: body)
-            } else {
-                finish(.complete)
-                if let fill, received != KeySizedBody.size {
-                    storeSegment(fill, head: head)
-                } else {
-                    // A body of unknown length that turned out key-sized is not kept either.
-                    fill?.abort()
-                    services.fetches.remove(self)
-                }
-            }
+            return (locked.paused, locked.budgetWait)
+        }
+        paused?.succeed()
+        if let budget {
+            if let id = budget.id { services.inFlight.cancel(id) }
+            budget.promise.succeed()
         }
     }
 
-    private func fail(_ error: any HTTPMappableError) {
-        let (task, fill, first) = state.withLockedValue { state -> (OriginTask?, CacheFill?, Bool) in
-            guard state.outcome == nil else { return (nil, nil, false) }
-            state.outcome = .failed(error)
-            let fill = state.fill
-            state.fill = nil
-            return (state.task, fill, true)
+    // MARK: - Running actions
+
+    /// Takes the lock once for `event`, then runs the action it returns.
+    @discardableResult
+    private func handle(_ event: (inout Locked) -> SharedFetchStateMachine.Action) -> SharedFetchStateMachine.Action {
+        var notify: [FetchSubscription] = []
+        var resume: EventLoopPromise<Void>?
+        var budget: (promise: EventLoopPromise<Void>, id: Int?)?
+        var task: OriginTask?
+        var stopFill: CacheFill?
+        var fill: CacheFill?
+        let action = state.withLockedValue { locked -> SharedFetchStateMachine.Action in
+            let action = event(&locked)
+            if let begin = action.begin, begin.store {
+                locked.fill = makeFill(expectedLength: begin.head.contentLength)
+            }
+            fill = locked.fill
+            if action.notify { notify = Array(locked.subscribers.values) }
+            if action.resumeOrigin || action.fail != nil {
+                resume = locked.paused
+                locked.paused = nil
+            }
+            if action.fail != nil {
+                budget = locked.budgetWait
+                locked.budgetWait = nil
+                task = locked.task
+            }
+            if action.fail != nil || action.abandonFile {
+                stopFill = locked.fill
+                locked.fill = nil
+            }
+            return action
         }
-        guard first else { return }
-        fill?.abort()
-        task?.cancel()
-        services.fetches.remove(self)
-        state.withLockedValue { $0.paused }?.succeed()
-        notifySubscribers()
+        services.inFlight.release(action.memoryReleased)
+        if let error = action.fail {
+            if action.failureIsOrigin { services.metrics.originFailed(code: error.code) }
+            stopFill?.abort()
+            task?.cancel()
+            services.fetches.remove(self)
+        } else {
+            for chunk in action.store { fill?.append(chunk) }
+            if action.abandonFile {
+                stopFill?.abort()
+                services.logger.debug("not caching: grew past cache.maxObjectSize", metadata: ["url": "\(url.redacted)"])
+            }
+            if let head = action.commit, let fill { storeSegment(fill, head: head) }
+            if let (head, body) = action.processPlaylist { processPlaylist(head: head, body: body) }
+            if action.remove { services.fetches.remove(self) }
+        }
+        resume?.succeed()
+        if let budget {
+            if let id = budget.id { services.inFlight.cancel(id) }
+            budget.promise.succeed()
+        }
+        for subscriber in notify { subscriber.eventLoop.execute { subscriber.pump() } }
+        return action
     }
 
-    private func finish(_ outcome: Outcome) {
-        state.withLockedValue { $0.outcome = outcome }
-        notifySubscribers()
+    /// Called under the lock: a fill reporting its progress back into this fetch.
+    private func makeFill(expectedLength: Int64?) -> CacheFill {
+        CacheFill(
+            store: services.store, key: key, expectedLength: expectedLength, threadPool: services.threadPool, logger: services.logger,
+            label: url.redacted, failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) },
+            events: { [weak self] event in self?.fillReported(event) })
     }
 
-    /// Commits the cache entry once every chunk is on disk; until then late joiners are still served from memory.
+    private func fillReported(_ event: CacheFill.Event) {
+        switch event {
+        case .opened(let file):
+            handle { locked in
+                let action = locked.machine.fileOpened()
+                locked.file = file
+                return action
+            }
+        case .written(let total):
+            handle { $0.machine.fileWritten(total) }
+        case .stopped:
+            handle { $0.machine.fileStopped() }
+        }
+    }
+
+    private func waitForBudget(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        state.withLockedValue { $0.budgetWait = (promise, nil) }
+        let id = services.inFlight.whenAvailable { [weak self] in
+            guard let self else { return }
+            let waiting = self.state.withLockedValue { locked -> EventLoopPromise<Void>? in
+                defer { locked.budgetWait = nil }
+                return locked.budgetWait?.promise
+            }
+            waiting?.succeed()
+        }
+        state.withLockedValue { locked in
+            if locked.budgetWait != nil { locked.budgetWait?.id = id }
+        }
+        return promise.futureResult
+    }
+
+    /// Commits the cache entry once every chunk is on disk; until then late joiners are still served by this fetch.
     private func storeSegment(_ fill: CacheFill, head: Head) {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
@@ -342,7 +296,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         }
     }
 
-    private func finishPlaylist(head: Head, body: [ByteBuffer]) {
+    private func processPlaylist(head: Head, body: [ByteBuffer]) {
         var collected: [UInt8] = []
         collected.reserveCapacity(body.reduce(0) { $0 + $1.readableBytes })
         for chunk in body { collected.append(contentsOf: chunk.readableBytesView) }
@@ -354,14 +308,12 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             switch result {
             case .success(let playlist):
                 if self.cacheable { self.services.playlists.rememberTokens(of: self.url, for: self.key) }
-                self.finish(.playlist(playlist))
-                self.services.fetches.remove(self)
+                self.handle { $0.machine.playlistRewritten(playlist) }
             case .failure(let error as any HTTPMappableError):
-                self.state.withLockedValue { $0.outcome = nil }
-                self.fail(error)
+                self.handle { $0.machine.playlistFailed(error) }
             case .failure(let error):
-                self.state.withLockedValue { $0.outcome = nil }
-                self.fail(ProxyError.corrupted("playlist from \(self.url.host) could not be processed: \(error)"))
+                let wrapped = ProxyError.corrupted("playlist from \(self.url.host) could not be processed: \(error)")
+                self.handle { $0.machine.playlistFailed(wrapped) }
             }
         }
     }

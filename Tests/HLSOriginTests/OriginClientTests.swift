@@ -347,6 +347,20 @@ struct OriginClientTests {
         }
     }
 
+    /// The read timeout is the origin's silence while the body is wanted: a stream handler that holds each part back
+    /// for longer (backpressure from a full window or a slow client) does not make the download time out.
+    @Test func aHandlerHoldingTheBodyBackLongerThanTheReadTimeoutIsNotATimeout() async throws {
+        try await withOrigin { configuration in
+            configuration.readTimeout = .seconds(1)
+        } _: { origin, client, group in
+            let handler = await streamRecording(client, origin.url("/bytes/20000"), group: group, delay: .milliseconds(1500))
+            #expect(handler.snapshot.finishes.count == 1)
+            #expect(handler.error == nil, "\(String(describing: handler.error))")
+            #expect(handler.snapshot.body.count == 20_000)
+            #expect(handler.snapshot.chunks >= 2, "held back at least once")
+        }
+    }
+
     @Test func silentOriginTimesOutBeforeTheHead() async throws {
         try await withOrigin { configuration in
             configuration.readTimeout = .milliseconds(300)

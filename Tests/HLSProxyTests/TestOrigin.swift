@@ -36,6 +36,10 @@ final class TestOrigin: Sendable {
         /// Send the whole body with `Content-Encoding: NAME`, whatever the request accepts (as S3 sends objects
         /// stored gzipped): gzip-compressed for `gzip`, as it is for any other name.
         case encoded(String)
+        /// Serve `length` bytes of ``TestPattern`` (nil: a never-ending body without Content-Length) as `video/mp2t`,
+        /// honouring Range, written only as fast as the client takes them; no file needed. With `holdAt`, sending
+        /// stops at that offset until ``TestOrigin/releasePattern(_:)``.
+        case pattern(length: Int64?, holdAt: Int64? = nil)
     }
 
     struct LoggedRequest: Sendable {
@@ -59,6 +63,13 @@ final class TestOrigin: Sendable {
     let cookieGate = NIOLockedValueBox<(path: String, cookie: String)?>(nil)
     /// `ETag` values sent with 200 and 206 answers, by path.
     private let etags = NIOLockedValueBox<[String: String]>([:])
+    /// Body bytes of ``Fault/pattern(length:holdAt:)`` answers written to clients, by path.
+    private let patternSent = NIOLockedValueBox<[String: Int64]>([:])
+    /// Pattern answers that ended because the client went away, by path.
+    private let patternAbandoned = NIOLockedValueBox<[String: Int]>([:])
+    /// Held pattern answers waiting for ``releasePattern(_:)``, by path.
+    private let patternHeld = NIOLockedValueBox<[String: [@Sendable () -> Void]]>([:])
+    private let patternReleased = NIOLockedValueBox<Set<String>>([])
     /// Bytes to serve instead of a file, by path.
     private let overrides = NIOLockedValueBox<[String: (body: [UInt8], contentType: String)]>([:])
 
@@ -128,6 +139,37 @@ final class TestOrigin: Sendable {
 
     func setBody(_ body: [UInt8]?, contentType: String = "application/vnd.apple.mpegurl", for path: String) {
         overrides.withLockedValue { $0[path] = body.map { ($0, contentType) } }
+    }
+
+    /// Body bytes of pattern answers for `path` written so far.
+    func patternBytesSent(_ path: String) -> Int64 { patternSent.withLockedValue { $0[path] ?? 0 } }
+
+    /// Pattern answers for `path` that stopped because their client closed the connection.
+    func patternAbandonedCount(_ path: String) -> Int { patternAbandoned.withLockedValue { $0[path] ?? 0 } }
+
+    /// Lets held pattern answers for `path` go on (and later ones not stop).
+    func releasePattern(_ path: String) {
+        patternReleased.withLockedValue { _ = $0.insert(path) }
+        let waiting = patternHeld.withLockedValue { $0.removeValue(forKey: path) ?? [] }
+        for resume in waiting { resume() }
+    }
+
+    fileprivate func patternWrote(_ count: Int, path: String) {
+        patternSent.withLockedValue { $0[path, default: 0] += Int64(count) }
+    }
+
+    fileprivate func patternStopped(path: String) {
+        patternAbandoned.withLockedValue { $0[path, default: 0] += 1 }
+    }
+
+    /// Runs `resume` now when `path` was released, else when it is.
+    fileprivate func whenPatternReleased(_ path: String, _ resume: @escaping @Sendable () -> Void) {
+        let now = patternHeld.withLockedValue { held -> Bool in
+            if patternReleased.withLockedValue({ $0.contains(path) }) { return true }
+            held[path, default: []].append(resume)
+            return false
+        }
+        if now { resume() }
     }
 
     var requests: [LoggedRequest] { log.withLockedValue { $0 } }
@@ -237,6 +279,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
             return
+        case .pattern(let length, let holdAt):
+            servePattern(context: context, head: head, path: path, length: length, holdAt: holdAt)
+            return
         case .requireHeader(let name, let value):
             if head.headers.first(name: name) != value {
                 send(context, status: 403, body: Array("missing header\n".utf8), type: "text/plain", head: head)
@@ -315,6 +360,63 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         }
     }
 
+    private func servePattern(context: ChannelHandlerContext, head: HTTPRequestHead, path: String, length: Int64?, holdAt: Int64?) {
+        var status = HTTPResponseStatus.ok
+        var start: Int64 = 0
+        var end = length
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "video/mp2t")
+        if let etag = origin.etag(for: path) { headers.add(name: "ETag", value: etag) }
+        if let length, let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
+            let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            guard spec.count == 2, let first = Int64(spec[0]), first < length else {
+                send(context, status: 416, body: [], type: "text/plain", head: head)
+                return
+            }
+            let last = min(Int64(spec[1]) ?? length - 1, length - 1)
+            status = .partialContent
+            start = first
+            end = last + 1
+            headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(length)")
+        }
+        if let end { headers.add(name: "Content-Length", value: String(end - start)) }
+        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        if head.method == .HEAD {
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
+        }
+        writePattern(NIOLoopBound(context, eventLoop: context.eventLoop), path: path, offset: start, end: end, holdAt: holdAt)
+    }
+
+    /// One piece at a time, the next when the previous was written: paced by the client.
+    private func writePattern(_ context: NIOLoopBound<ChannelHandlerContext>, path: String, offset: Int64, end: Int64?, holdAt: Int64?) {
+        if let end, offset >= end {
+            context.value.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+            return
+        }
+        if let holdAt, offset >= holdAt {
+            let eventLoop = context.value.eventLoop
+            origin.whenPatternReleased(path) {
+                eventLoop.execute { self.writePattern(context, path: path, offset: offset, end: end, holdAt: nil) }
+            }
+            return
+        }
+        let count = Int(min(64 << 10, (end ?? Int64.max) - offset, (holdAt ?? Int64.max) - offset))
+        let piece = TestPattern.bytes(at: offset, count: count)
+        context.value.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(piece)))).whenComplete { result in
+            switch result {
+            case .success:
+                self.origin.patternWrote(count, path: path)
+                // A new task, so a write that completes at once does not deepen the stack.
+                context.value.eventLoop.execute {
+                    self.writePattern(context, path: path, offset: offset + Int64(count), end: end, holdAt: holdAt)
+                }
+            case .failure:
+                self.origin.patternStopped(path: path)
+            }
+        }
+    }
+
     private func sendSlowly(_ context: ChannelHandlerContext, bytes: [UInt8], chunk: Int, delay: TimeAmount) {
         guard !bytes.isEmpty else {
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
@@ -335,5 +437,46 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
         if head.method != .HEAD { context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
+    }
+}
+
+/// A deterministic body of any length, generated as it is sent, for objects too large to keep as arrays in a test:
+/// byte `i` is `table[i % period]`, with a period that no chunk or window size divides.
+enum TestPattern {
+    static let period = 1_000_003
+    static let table: [UInt8] = {
+        var state: UInt32 = 0x9E37_79B9
+        return (0..<period).map { _ in
+            state = state &* 1_664_525 &+ 1_013_904_223
+            return UInt8(truncatingIfNeeded: state >> 24)
+        }
+    }()
+
+    static func bytes(at offset: Int64, count: Int) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(count)
+        var position = Int(offset % Int64(period))
+        var left = count
+        while left > 0 {
+            let run = min(left, period - position)
+            buffer.writeBytes(table[position..<position + run])
+            left -= run
+            position = 0
+        }
+        return buffer
+    }
+
+    /// Whether `bytes` are the pattern's bytes from `offset`.
+    static func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Bool {
+        var position = Int(offset % Int64(period))
+        var done = 0
+        while done < bytes.count {
+            let run = min(bytes.count - done, period - position)
+            let same = table.withUnsafeBytes { memcmp($0.baseAddress! + position, bytes.baseAddress! + done, run) == 0 }
+            guard same else { return false }
+            done += run
+            position = 0
+        }
+        return true
     }
 }

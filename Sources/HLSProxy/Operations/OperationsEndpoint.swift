@@ -22,7 +22,8 @@ final class OperationsEndpoint: Sendable {
             let states = try? services.downloadStates.withLockedValue { $0 }?()
             services.metrics.update(
                 ProxyMetrics.Snapshot(
-                    activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count, cacheBytes: usage?.bytes,
+                    activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count, inFlightBytes: services.inFlight.used,
+                    cacheBytes: usage?.bytes,
                     cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, diskFree: services.store.freeDiskBytes(), keys: services.keys?.statistics,
                     downloadStates: states,
                     originConnectionWaits: { let waits = services.origin.connectionWaits; return (waits.waits, waits.waiting) }()))

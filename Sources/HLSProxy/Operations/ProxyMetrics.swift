@@ -33,6 +33,7 @@ public final class ProxyMetrics: Sendable {
     private let originErrors: [String: Counter]
     private let activeConnections: Gauge
     private let originFetchesInFlight: Gauge
+    private let inFlightBytes: Gauge
     private let cacheBytesUsed: Gauge
     private let cacheBytesCap: Gauge
     private let cacheObjects: Gauge
@@ -79,6 +80,9 @@ public final class ProxyMetrics: Sendable {
             descriptor: name("active_connections", "", "Open client connections."), labels: [])
         self.originFetchesInFlight = registry.makeGauge(
             descriptor: name("origin_fetches_in_flight", "", "Origin downloads of the proxy in progress (shared by coalesced clients)."),
+            labels: [])
+        self.inFlightBytes = registry.makeGauge(
+            descriptor: name("inflight", "bytes", "Body bytes of in-flight origin downloads held in memory (limits.inFlightMemory bounds them)."),
             labels: [])
         self.cacheBytesUsed = registry.makeGauge(descriptor: name("cache_used", "bytes", "Bytes of complete objects in the cache."), labels: [])
         self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
@@ -186,6 +190,7 @@ public final class ProxyMetrics: Sendable {
     struct Snapshot {
         var activeConnections: Int
         var originFetchesInFlight: Int
+        var inFlightBytes: Int64 = 0
         var cacheBytes: Int64?
         var cacheObjects: Int?
         var cacheCapacity: Int64
@@ -199,6 +204,7 @@ public final class ProxyMetrics: Sendable {
     func update(_ snapshot: Snapshot) {
         activeConnections.set(Int64(snapshot.activeConnections))
         originFetchesInFlight.set(Int64(snapshot.originFetchesInFlight))
+        inFlightBytes.set(snapshot.inFlightBytes)
         if let bytes = snapshot.cacheBytes { cacheBytesUsed.set(bytes) }
         if let count = snapshot.cacheObjects { cacheObjects.set(Int64(count)) }
         cacheBytesCap.set(snapshot.cacheCapacity)

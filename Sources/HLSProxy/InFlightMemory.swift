@@ -1,0 +1,57 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The body bytes every in-flight origin download holds in memory together (`limits.inFlightMemory`), shown as
+/// `hlscache_inflight_bytes`. Past the budget, a download's next origin read waits until another download lets go
+/// of bytes (its cache file took them, or its clients did); each download's own share is bounded by its window.
+final class InFlightMemory: Sendable {
+    let budget: Int64
+
+    private struct State {
+        var used: Int64 = 0
+        var nextID = 0
+        var waiters: [Int: @Sendable () -> Void] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    init(budget: Int64) {
+        self.budget = budget
+    }
+
+    /// Bytes held now.
+    var used: Int64 { state.withLockedValue { $0.used } }
+
+    /// Whether the budget is used up.
+    var isExhausted: Bool { state.withLockedValue { $0.used > budget } }
+
+    /// Records bytes let go (`bytes` > 0) or taken (`bytes` < 0); wakes the waiters once there is room.
+    func release(_ bytes: Int64) {
+        guard bytes != 0 else { return }
+        let woken = state.withLockedValue { state -> [@Sendable () -> Void] in
+            state.used -= bytes
+            guard state.used <= budget, !state.waiters.isEmpty else { return [] }
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for wake in woken { wake() }
+    }
+
+    /// Calls `wake` once the budget has room (at once when it has now). Returns an id for ``cancel(_:)``.
+    @discardableResult
+    func whenAvailable(_ wake: @escaping @Sendable () -> Void) -> Int? {
+        let id = state.withLockedValue { state -> Int? in
+            guard state.used > budget else { return nil }
+            state.nextID += 1
+            state.waiters[state.nextID] = wake
+            return state.nextID
+        }
+        if id == nil { wake() }
+        return id
+    }
+
+    /// Forgets a waiter that no longer waits.
+    func cancel(_ id: Int) {
+        _ = state.withLockedValue { $0.waiters.removeValue(forKey: id) }
+    }
+}

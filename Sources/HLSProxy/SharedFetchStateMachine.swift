@@ -1,0 +1,557 @@
+import HLSCacheCore
+import HLSOrigin
+import NIOCore
+
+/// The decisions of one shared origin download (``SharedFetch``), without I/O: what the head means (playlist or
+/// media, sniffed from the first bytes when the type leaves it open), which bytes stay in memory, when the origin
+/// must wait, when the download is worth finishing without a client, and what each client can read from where.
+///
+/// Phases: awaiting the head → sniffing (the first bytes decide) → streaming | collecting a playlist → (processing
+/// it →) finished, or failed from any of them.
+///
+/// **Memory.** Of a streamed body, at most ``Limits/window`` bytes are held in memory: bytes a client still needs
+/// or the cache file has not taken yet. Past the window, bytes on disk leave memory, and the origin waits
+/// (``Action/pauseOrigin``) for the cache file to take the rest — or, without a cache file, for the slowest client.
+/// A client behind the window reads what it lacks from the growing cache file (everything before ``View/fileEnd`` is
+/// on disk), then follows the live edge from memory, so a late joiner or a slow client costs no memory.
+struct SharedFetchStateMachine {
+    struct Limits: Sendable {
+        /// Body bytes of one download held in memory at most (`limits.inFlightBuffer`).
+        var window: Int64
+        /// Larger playlists are refused (`playlists.maxSize`).
+        var maxPlaylistBytes: Int64
+        /// Larger objects are relayed but not stored, and not downloaded for nobody (`cache.maxObjectSize`).
+        var maxObjectBytes: Int64
+    }
+
+    typealias SubscriberID = ObjectIdentifier
+
+    /// What the fetch does after an event: several effects can come from one (a chunk is stored, shown to the
+    /// clients, and fills the window).
+    struct Action {
+        /// Fail the download: cancel the origin request, abort the cache file, answer or cut off the clients.
+        var fail: (any HTTPMappableError)?
+        /// Whether ``fail`` is the origin's failure (counted in the metrics).
+        var failureIsOrigin = false
+        /// The head is known: make the cache file when `store`, then let the clients see the head.
+        var begin: (head: SharedFetch.Head, store: Bool)?
+        /// Chunks for the cache file, in order.
+        var store: [ByteBuffer] = []
+        /// Stop writing the cache file (the object is not stored); clients keep reading.
+        var abandonFile = false
+        /// The whole body arrived: commit the cache file.
+        var commit: SharedFetch.Head?
+        /// The whole playlist arrived: rewrite it, then report with ``SharedFetchStateMachine/playlistRewritten(_:)``.
+        var processPlaylist: (head: SharedFetch.Head, body: [ByteBuffer])?
+        /// The clients have something new.
+        var notify = false
+        /// The window is full: the origin waits until ``resumeOrigin``.
+        var pauseOrigin = false
+        var resumeOrigin = false
+        /// Nothing more to share: forget the fetch (new clients start another).
+        var remove = false
+        /// Bytes let go from memory; negative when taken (for the global budget).
+        var memoryReleased: Int64 = 0
+
+        mutating func merge(_ other: Action) {
+            if fail == nil {
+                fail = other.fail
+                failureIsOrigin = other.failureIsOrigin
+            }
+            if begin == nil { begin = other.begin }
+            store += other.store
+            abandonFile = abandonFile || other.abandonFile
+            if commit == nil { commit = other.commit }
+            if processPlaylist == nil { processPlaylist = other.processPlaylist }
+            notify = notify || other.notify
+            pauseOrigin = pauseOrigin || other.pauseOrigin
+            resumeOrigin = resumeOrigin || other.resumeOrigin
+            remove = remove || other.remove
+            memoryReleased += other.memoryReleased
+        }
+    }
+
+    /// What one client can read, from its position on.
+    struct View {
+        var head: SharedFetch.Head?
+        var failure: (any HTTPMappableError)?
+        var playlist: RewrittenPlaylist?
+        /// The whole body arrived.
+        var ended = false
+        /// Body bytes received so far.
+        var received: Int64 = 0
+        /// Bytes from the position on, in memory (the first chunk starts exactly at the position).
+        var chunks: [ByteBuffer] = []
+        /// When the position is behind the window: the bytes up to here are read from the cache file.
+        var fileEnd: Int64?
+    }
+
+    private enum State {
+        case awaitingHead
+        /// The type leaves open whether this is a playlist; the first bytes (in `sniffer`) tell.
+        case sniffing(OriginResponseHead)
+        /// A playlist, collected whole in `collected`.
+        case collectingPlaylist(SharedFetch.Head)
+        case processingPlaylist(SharedFetch.Head)
+        case playlistReady(SharedFetch.Head, RewrittenPlaylist)
+        /// Media, relayed and stored as it arrives; `ended` once every byte is in.
+        case streaming(SharedFetch.Head, ended: Bool)
+        case failed(any HTTPMappableError)
+    }
+
+    /// The cache file of a streamed body.
+    private enum File {
+        /// Not stored (a playlist, a key-sized body, too large, not cacheable).
+        case none
+        /// Being created on the thread pool.
+        case opening
+        /// Accepting bytes; `written` of them are on disk (readable by clients).
+        case open(written: Int64)
+        /// No longer written (a write failed, or the object turned out not worth storing); the first `readable`
+        /// bytes stay readable.
+        case stopped(readable: Int64)
+    }
+
+    private struct Chunk {
+        var offset: Int64
+        var buffer: ByteBuffer
+        var end: Int64 { offset + Int64(buffer.readableBytes) }
+    }
+
+    private let limits: Limits
+    private let url: OriginURL
+    private let cacheable: Bool
+    private var state: State = .awaitingHead
+    private var file: File = .none
+    /// Body bytes `[windowStart, received)` of a streamed body.
+    private var window = CircularBuffer<Chunk>()
+    private var windowStart: Int64 = 0
+    private var received: Int64 = 0
+    /// The first bytes, while they decide whether this is a playlist.
+    private var sniffer = PlaylistSniffer()
+    /// The playlist being collected.
+    private var collected: [ByteBuffer] = []
+    private var collectedBytes: Int64 = 0
+    /// Each client's position in the body.
+    private var subscribers: [SubscriberID: Int64] = [:]
+    private var originPaused = false
+    /// No client wants the body (a read-ahead, a background fill, or every client left before the head): it is
+    /// downloaded only when it is worth storing.
+    private var unwatched: Bool
+    /// Bytes held in memory (window, sniffed and collected).
+    private var held: Int64 = 0
+
+    /// - Parameters:
+    ///   - cacheable: whether the body may be stored.
+    ///   - unwatched: started for no client (read-ahead, the background fill of a Range miss).
+    init(limits: Limits, url: OriginURL, cacheable: Bool, unwatched: Bool = false) {
+        self.limits = limits
+        self.url = url
+        self.cacheable = cacheable
+        self.unwatched = unwatched
+    }
+
+    // MARK: - Queries
+
+    /// The download failed.
+    var failure: (any HTTPMappableError)? {
+        if case .failed(let error) = state { return error }
+        return nil
+    }
+
+    /// Whether the download still runs (no outcome yet).
+    var isRunning: Bool {
+        switch state {
+        case .awaitingHead, .sniffing, .collectingPlaylist, .processingPlaylist: return true
+        case .streaming(_, let ended): return !ended
+        case .playlistReady, .failed: return false
+        }
+    }
+
+    /// Body bytes held in memory now.
+    var heldBytes: Int64 { held }
+
+    /// The head (once known), the bytes received, and the first byte a new client can be served from.
+    var progress: (head: SharedFetch.Head?, received: Int64, servableFrom: Int64, failed: Bool) {
+        switch state {
+        case .awaitingHead, .sniffing: return (nil, 0, 0, false)
+        case .collectingPlaylist(let head), .processingPlaylist(let head), .playlistReady(let head, _): return (head, received, 0, false)
+        case .streaming(let head, _): return (head, received, servableFrom, false)
+        case .failed: return (nil, received, received, true)
+        }
+    }
+
+    /// The first byte still readable: 0 when everything before the window is on disk.
+    private var servableFrom: Int64 {
+        fileReadable >= windowStart ? 0 : windowStart
+    }
+
+    /// Bytes readable from the cache file.
+    private var fileReadable: Int64 {
+        switch file {
+        case .none, .opening: return 0
+        case .open(let written): return written
+        case .stopped(let readable): return readable
+        }
+    }
+
+    /// What a client at `offset` can read now: at most `maxChunks` chunks from memory, or a span of the file.
+    func view(from offset: Int64, maxChunks: Int = 64) -> View {
+        switch state {
+        case .awaitingHead, .sniffing:
+            return View()
+        case .collectingPlaylist(let head), .processingPlaylist(let head):
+            return View(head: head)
+        case .playlistReady(let head, let playlist):
+            return View(head: head, playlist: playlist, ended: true)
+        case .failed(let error):
+            return View(failure: error)
+        case .streaming(let head, let ended):
+            var view = View(head: head, ended: ended, received: received)
+            if offset < windowStart {
+                view.fileEnd = windowStart
+                return view
+            }
+            // The first chunk that ends after `offset` (chunks are contiguous and ordered).
+            var low = window.startIndex
+            var high = window.endIndex
+            while low < high {
+                let middle = window.index(low, offsetBy: window.distance(from: low, to: high) / 2)
+                if window[middle].end <= offset { low = window.index(after: middle) } else { high = middle }
+            }
+            var index = low
+            while index < window.endIndex && view.chunks.count < maxChunks {
+                let chunk = window[index]
+                if chunk.offset < offset {
+                    let skip = Int(offset - chunk.offset)
+                    view.chunks.append(
+                        chunk.buffer.getSlice(at: chunk.buffer.readerIndex + skip, length: chunk.buffer.readableBytes - skip)!)
+                } else {
+                    view.chunks.append(chunk.buffer)
+                }
+                index = window.index(after: index)
+            }
+            return view
+        }
+    }
+
+    // MARK: - Origin events
+
+    mutating func headReceived(_ head: OriginResponseHead) -> Action {
+        guard case .awaitingHead = state else { return Action() }
+        guard head.status == 200 else {
+            let error: any HTTPMappableError =
+                (head.status == 206 || head.status == 304)
+                ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
+                : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
+            return fail(error, origin: true)
+        }
+        let originType = head.headers.first(name: "Content-Type")
+        let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
+        if isPlaylist
+            ? MediaTypes.mightBeMedia(contentType: originType, pathExtension: url.pathExtension)
+            : MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension)
+        {
+            state = .sniffing(head)
+            return Action()
+        }
+        return begin(head, isPlaylist: isPlaylist)
+    }
+
+    mutating func bodyReceived(_ buffer: ByteBuffer) -> Action {
+        let count = Int64(buffer.readableBytes)
+        switch state {
+        case .sniffing(let head):
+            held += count
+            var action = Action(memoryReleased: -count)
+            guard let isPlaylist = sniffer.feed(buffer) else { return action }
+            action.merge(endSniffing(head, isPlaylist: isPlaylist))
+            return action
+        case .collectingPlaylist:
+            collected.append(buffer)
+            collectedBytes += count
+            held += count
+            received += count
+            var action = Action(memoryReleased: -count)
+            if received > limits.maxPlaylistBytes {
+                action.merge(fail(ProxyError.corrupted("playlist is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false))
+            }
+            return action
+        case .streaming(let head, ended: false):
+            return append(buffer, head: head)
+        case .awaitingHead, .processingPlaylist, .playlistReady, .streaming(_, ended: true), .failed:
+            return Action()
+        }
+    }
+
+    mutating func originFinished(_ result: Result<Void, OriginError>) -> Action {
+        switch result {
+        case .failure(let error):
+            guard isRunning else { return Action() }
+            return fail(error, origin: true)
+        case .success:
+            switch state {
+            case .awaitingHead:
+                return fail(ProxyError.corrupted("origin response ended without a head"), origin: false)
+            case .sniffing(let head):
+                // A body too short to tell (or empty) was held until now.
+                var action = endSniffing(head, isPlaylist: sniffer.decisionAtEnd)
+                if action.fail == nil { action.merge(originFinished(.success(()))) }
+                return action
+            case .collectingPlaylist(let head):
+                let body = collected
+                collected = []
+                held -= collectedBytes
+                let released = collectedBytes
+                collectedBytes = 0
+                state = .processingPlaylist(head)
+                return Action(processPlaylist: (head, body), memoryReleased: released)
+            case .streaming(let head, ended: false):
+                state = .streaming(head, ended: true)
+                var action = Action(notify: true)
+                switch file {
+                case .opening, .open:
+                    if head.contentLength == nil && received == KeySizedBody.size {
+                        // A body of unknown length that turned out key-sized is not kept (KeySizedBody).
+                        action.abandonFile = true
+                        file = .stopped(readable: fileReadable)
+                        action.remove = true
+                    } else {
+                        action.commit = head
+                    }
+                case .none, .stopped:
+                    action.remove = true
+                }
+                settle(&action)
+                return action
+            case .processingPlaylist, .playlistReady, .streaming(_, ended: true), .failed:
+                return Action()
+            }
+        }
+    }
+
+    /// The collected playlist was rewritten.
+    mutating func playlistRewritten(_ playlist: RewrittenPlaylist) -> Action {
+        guard case .processingPlaylist(let head) = state else { return Action() }
+        state = .playlistReady(head, playlist)
+        return Action(notify: true, remove: true)
+    }
+
+    /// The collected playlist could not be rewritten (not a playlist, too broken).
+    mutating func playlistFailed(_ error: any HTTPMappableError) -> Action {
+        guard case .processingPlaylist = state else { return Action() }
+        return fail(error, origin: false)
+    }
+
+    // MARK: - Cache file events
+
+    mutating func fileOpened() -> Action {
+        guard case .opening = file else { return Action() }
+        file = .open(written: 0)
+        return Action()
+    }
+
+    /// `total` bytes of the body are on disk.
+    mutating func fileWritten(_ total: Int64) -> Action {
+        guard case .open = file else { return Action() }
+        file = .open(written: total)
+        var action = Action()
+        settle(&action)
+        return action
+    }
+
+    /// The cache file takes no more bytes (creating or writing it failed); what it holds stays readable.
+    mutating func fileStopped() -> Action {
+        switch file {
+        case .none, .stopped: return Action()
+        case .opening, .open: file = .stopped(readable: fileReadable)
+        }
+        var action = Action()
+        if subscribers.isEmpty { action.merge(dropIfNotWorthIt()) }
+        settle(&action)
+        return action
+    }
+
+    // MARK: - Clients
+
+    /// Adds a client reading from `offset`. False when it cannot be served from there (the download failed, or
+    /// the bytes before the window are not on disk): it should start a download of its own.
+    mutating func subscribe(_ id: SubscriberID, from offset: Int64) -> Bool {
+        switch state {
+        case .failed: return false
+        case .streaming: if offset < servableFrom || offset > received { return false }
+        case .awaitingHead, .sniffing, .collectingPlaylist, .processingPlaylist, .playlistReady: break
+        }
+        subscribers[id] = offset
+        unwatched = false
+        return true
+    }
+
+    /// A client has taken the body up to `offset`.
+    mutating func progress(_ id: SubscriberID, to offset: Int64) -> Action {
+        guard subscribers[id] != nil else { return Action() }
+        subscribers[id] = offset
+        var action = Action()
+        settle(&action)
+        return action
+    }
+
+    /// A client left (done, or gone). The last one to leave a download that is not worth finishing for nobody
+    /// cancels it.
+    mutating func unsubscribe(_ id: SubscriberID) -> Action {
+        guard subscribers.removeValue(forKey: id) != nil else { return Action() }
+        var action = Action()
+        if subscribers.isEmpty {
+            switch state {
+            case .awaitingHead, .sniffing: unwatched = true
+            default: action.merge(dropIfNotWorthIt())
+            }
+        }
+        settle(&action)
+        return action
+    }
+
+    /// Cancels a download nobody reads (a read-ahead of a rendition the player left); nothing half-written is kept.
+    mutating func cancelUnwatched(_ error: any HTTPMappableError) -> Action {
+        guard subscribers.isEmpty, isRunning else { return Action() }
+        return fail(error, origin: false)
+    }
+
+    // MARK: - Internals
+
+    /// With no client left: a body of known length being stored completes in the background (as Varnish does);
+    /// anything else — unknown length, too large, not stored — is cancelled.
+    private mutating func dropIfNotWorthIt() -> Action {
+        guard case .streaming(let head, ended: false) = state else { return Action() }
+        if head.contentLength != nil, case .open = file { return Action() }
+        if head.contentLength != nil, case .opening = file { return Action() }
+        return fail(
+            ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"),
+            origin: false)
+    }
+
+    private mutating func begin(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {
+        var originType = head.headers.first(name: "Content-Type")
+        // Media its origin called a playlist is sent with its extension's type.
+        if !isPlaylist, MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }
+        let contentLength = head.contentLength.map(Int64.init)
+        if isPlaylist, let contentLength, contentLength > limits.maxPlaylistBytes {
+            return fail(
+                ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false)
+        }
+        let info = SharedFetch.Head(
+            contentLength: contentLength,
+            contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
+            isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"), url: head.url)
+        if isPlaylist {
+            state = .collectingPlaylist(info)
+            return Action(begin: (info, false), notify: true)
+        }
+        // A 16-byte body is handled as a key: never stored in clear (KeySizedBody).
+        let store = cacheable && contentLength != KeySizedBody.size && (contentLength ?? 0) <= limits.maxObjectBytes
+        state = .streaming(info, ended: false)
+        file = store ? .opening : .none
+        if unwatched && subscribers.isEmpty && !(store && contentLength != nil) {
+            return fail(
+                ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"),
+                origin: false)
+        }
+        return Action(begin: (info, store), notify: true)
+    }
+
+    /// Decides what the held head is and replays the bytes that arrived meanwhile.
+    private mutating func endSniffing(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {
+        let released = sniffer.heldBytes
+        let prefix = sniffer.take()
+        held -= released
+        var action = Action(memoryReleased: released)
+        action.merge(begin(head, isPlaylist: isPlaylist))
+        for chunk in prefix where action.fail == nil {
+            action.merge(bodyReceived(chunk))
+        }
+        return action
+    }
+
+    private mutating func append(_ buffer: ByteBuffer, head: SharedFetch.Head) -> Action {
+        let count = Int64(buffer.readableBytes)
+        guard count > 0 else { return Action() }
+        window.append(Chunk(offset: received, buffer: buffer))
+        received += count
+        held += count
+        var action = Action(notify: true, memoryReleased: -count)
+        switch file {
+        case .opening, .open:
+            if head.contentLength == nil && received > limits.maxObjectBytes {
+                // Grew past what is stored: relayed to its clients, not cached.
+                file = .stopped(readable: fileReadable)
+                action.abandonFile = true
+                if subscribers.isEmpty {
+                    action.merge(dropIfNotWorthIt())
+                    if action.fail != nil { return action }
+                }
+            } else {
+                action.store = [buffer]
+            }
+        case .none, .stopped:
+            if subscribers.isEmpty {
+                action.merge(dropIfNotWorthIt())
+                if action.fail != nil { return action }
+            }
+        }
+        settle(&action)
+        if received - windowStart > limits.window && !originPaused {
+            originPaused = true
+            action.pauseOrigin = true
+        }
+        return action
+    }
+
+    /// Lets go of the chunks nobody needs from memory any more, and lets a paused origin go on when the window
+    /// has room again. A chunk on disk stays while a client still needs it and the window has room (clients that keep
+    /// up are sent it from memory); past the window it goes, and a client behind reads the file.
+    private mutating func settle(_ action: inout Action) {
+        let slowest = subscribers.values.min() ?? received
+        while let first = window.first, droppable(first, slowest: slowest) {
+            window.removeFirst()
+            let count = Int64(first.buffer.readableBytes)
+            held -= count
+            action.memoryReleased += count
+            windowStart = first.end
+        }
+        if originPaused && received - windowStart <= limits.window {
+            originPaused = false
+            action.resumeOrigin = true
+        }
+    }
+
+    private func droppable(_ chunk: Chunk, slowest: Int64) -> Bool {
+        let full = received - windowStart > limits.window
+        switch file {
+        // The cache file takes every byte: until it has, the chunk stays (the origin waits past the window).
+        case .opening: return false
+        case .open(let written): return chunk.end <= written && (chunk.end <= slowest || full)
+        case .stopped(let readable): return chunk.end <= slowest || (chunk.end <= readable && full)
+        // Only the slowest client can let go of it.
+        case .none: return chunk.end <= slowest
+        }
+    }
+
+    private mutating func fail(_ error: any HTTPMappableError, origin: Bool) -> Action {
+        guard isRunning else { return Action() }
+        state = .failed(error)
+        var action = Action(fail: error, failureIsOrigin: origin, notify: true, memoryReleased: held)
+        window.removeAll()
+        collected = []
+        collectedBytes = 0
+        _ = sniffer.take()
+        windowStart = received
+        held = 0
+        if case .opening = file { file = .none }
+        if case .open = file { file = .none }
+        if originPaused {
+            originPaused = false
+            action.resumeOrigin = true
+        }
+        return action
+    }
+}

@@ -1,0 +1,269 @@
+import HLSCacheCore
+import HLSOrigin
+import NIOCore
+import NIOHTTP1
+import Testing
+
+@testable import HLSProxy
+
+/// ``SharedFetchStateMachine`` without a channel, an origin or a disk: each event's action.
+@Suite struct SharedFetchStateMachineTests {
+    typealias Machine = SharedFetchStateMachine
+
+    static func machine(
+        _ path: String = "/v/seg1.ts", window: Int64 = 100, maxObject: Int64 = 1 << 20, cacheable: Bool = true, unwatched: Bool = false
+    ) throws -> Machine {
+        Machine(
+            limits: .init(window: window, maxPlaylistBytes: 1000, maxObjectBytes: maxObject),
+            url: try OriginURL("http://origin.test\(path)"),
+            cacheable: cacheable, unwatched: unwatched)
+    }
+
+    static func head(_ status: Int = 200, type: String? = "video/mp2t", length: Int? = nil, path: String = "/v/seg1.ts") throws
+        -> OriginResponseHead
+    {
+        var headers = HTTPHeaders()
+        if let type { headers.add(name: "Content-Type", value: type) }
+        if let length { headers.add(name: "Content-Length", value: String(length)) }
+        return OriginResponseHead(status: status, headers: headers, url: try OriginURL("http://origin.test\(path)"))
+    }
+
+    static func bytes(_ count: Int, _ value: UInt8 = 0x47) -> ByteBuffer {
+        ByteBuffer(bytes: [UInt8](repeating: value, count: count))
+    }
+
+    /// A client, identified as the machine identifies them.
+    final class Client {}
+
+    @Test func mediaIsStreamedStoredAndCommitted() throws {
+        var machine = try Self.machine()
+        let begin = machine.headReceived(try Self.head(length: 30))
+        #expect(begin.begin?.store == true)
+        #expect(begin.begin?.head.contentType == "video/mp2t")
+        #expect(begin.notify)
+        let opened = machine.fileOpened()
+        #expect(opened.fail == nil)
+        let body = machine.bodyReceived(Self.bytes(30))
+        #expect(body.store.count == 1)
+        #expect(body.notify)
+        #expect(!body.pauseOrigin)
+        let end = machine.originFinished(.success(()))
+        #expect(end.commit != nil)
+        #expect(!end.remove)
+        #expect(!machine.isRunning)
+    }
+
+    @Test func memoryHoldsAtMostTheWindowAndTheDiskPacesTheOrigin() throws {
+        var machine = try Self.machine(window: 100)
+        _ = machine.headReceived(try Self.head(length: 1000))
+        _ = machine.fileOpened()
+        var released: Int64 = 0
+        for _ in 0..<2 {
+            let action = machine.bodyReceived(Self.bytes(40))
+            released += action.memoryReleased
+            #expect(!action.pauseOrigin)
+        }
+        let third = machine.bodyReceived(Self.bytes(40))
+        released += third.memoryReleased
+        #expect(third.pauseOrigin, "120 bytes unwritten is past the 100-byte window")
+        #expect(machine.heldBytes == 120)
+        // The disk took the first two chunks: they leave memory and the origin goes on.
+        let written = machine.fileWritten(80)
+        released += written.memoryReleased
+        #expect(written.resumeOrigin)
+        #expect(written.memoryReleased == 80)
+        #expect(machine.heldBytes == 40)
+        #expect(released == -machine.heldBytes)
+    }
+
+    @Test func aLateJoinerReadsWhatIsOnDiskThenTheWindow() throws {
+        var machine = try Self.machine(window: 100)
+        _ = machine.headReceived(try Self.head(length: 1000))
+        _ = machine.fileOpened()
+        for _ in 0..<5 { _ = machine.bodyReceived(Self.bytes(40)) }
+        _ = machine.fileWritten(160)
+        let late = Client()
+        let result1 = machine.subscribe(ObjectIdentifier(late), from: 0)
+        #expect(result1)
+        let behind = machine.view(from: 0)
+        #expect(behind.fileEnd == 160)
+        #expect(behind.chunks.isEmpty)
+        let edge = machine.view(from: 170)
+        #expect(edge.fileEnd == nil)
+        #expect(edge.chunks.map(\.readableBytes) == [30])
+        #expect(edge.received == 200)
+        #expect(machine.progress.servableFrom == 0)
+    }
+
+    @Test func withoutACacheFileTheSlowestClientPacesAndNewcomersCannotStartOver() throws {
+        var machine = try Self.machine(window: 100, cacheable: false)
+        let fast = Client(), slow = Client()
+        let result2 = machine.subscribe(ObjectIdentifier(fast), from: 0)
+        #expect(result2)
+        let result3 = machine.subscribe(ObjectIdentifier(slow), from: 0)
+        #expect(result3)
+        let begin = machine.headReceived(try Self.head(length: 1000))
+        #expect(begin.begin?.store == false)
+        for _ in 0..<2 { _ = machine.bodyReceived(Self.bytes(40)) }
+        let result4 = machine.bodyReceived(Self.bytes(40))
+        #expect(result4.pauseOrigin)
+        let fastTook = machine.progress(ObjectIdentifier(fast), to: 120)
+        #expect(fastTook.memoryReleased == 0)
+        let slowTook = machine.progress(ObjectIdentifier(slow), to: 80)
+        #expect(slowTook.memoryReleased == 80)
+        #expect(slowTook.resumeOrigin)
+        let result5 = machine.subscribe(ObjectIdentifier(Client()), from: 0)
+        #expect(!result5, "bytes 0-79 are gone")
+        let result6 = machine.subscribe(ObjectIdentifier(Client()), from: 80)
+        #expect(result6)
+    }
+
+    @Test func aPlaylistIsCollectedWholeWhateverTheWindow() throws {
+        var machine = try Self.machine("/v/index.m3u8", window: 10)
+        let begin = machine.headReceived(try Self.head(type: "application/vnd.apple.mpegurl", path: "/v/index.m3u8"))
+        #expect(begin.begin?.head.isPlaylist == true)
+        #expect(begin.begin?.store == false)
+        for _ in 0..<5 {
+            let action = machine.bodyReceived(Self.bytes(50, 0x23))
+            #expect(!action.pauseOrigin)
+        }
+        let end = machine.originFinished(.success(()))
+        #expect(end.processPlaylist?.body.count == 5)
+        #expect(machine.heldBytes == 0)
+        let ready = machine.playlistRewritten(RewrittenPlaylist(body: ByteBuffer(string: "#EXTM3U\n"), isLive: false, ttl: 0))
+        #expect(ready.notify && ready.remove)
+        #expect(machine.view(from: 0).playlist != nil)
+    }
+
+    @Test func aPlaylistOverItsCapFails() throws {
+        var machine = try Self.machine("/v/index.m3u8")
+        _ = machine.headReceived(try Self.head(type: "application/vnd.apple.mpegurl", path: "/v/index.m3u8"))
+        var failed: (any HTTPMappableError)?
+        for _ in 0..<30 where failed == nil { failed = machine.bodyReceived(Self.bytes(50, 0x23)).fail }
+        #expect(failed?.code == "corrupted")
+        #expect(machine.heldBytes == 0)
+    }
+
+    @Test func aGenericTypeIsSniffedAsAPlaylist() throws {
+        var machine = try Self.machine("/live/manifest")
+        let result7 = machine.headReceived(try Self.head(type: "application/octet-stream", path: "/live/manifest"))
+        #expect(result7.begin == nil)
+        let result8 = machine.bodyReceived(ByteBuffer(string: "#EX"))
+        #expect(result8.begin == nil)
+        let decided = machine.bodyReceived(ByteBuffer(string: "TM3U\n#EXT-X-VERSION:3\n"))
+        #expect(decided.begin?.head.isPlaylist == true)
+        #expect(decided.store.isEmpty)
+    }
+
+    @Test func mediaLabelledAPlaylistIsSniffedAndReplayedIntoTheFile() throws {
+        var machine = try Self.machine("/v/seg1.ts")
+        let result9 = machine.headReceived(try Self.head(type: "application/x-mpegURL", length: 20))
+        #expect(result9.begin == nil)
+        let decided = machine.bodyReceived(Self.bytes(20))
+        #expect(decided.begin?.head.isPlaylist == false)
+        #expect(decided.begin?.head.contentType == "video/mp2t")
+        #expect(decided.begin?.store == true)
+        #expect(decided.store.map(\.readableBytes) == [20])
+        #expect(decided.memoryReleased == -20)
+    }
+
+    @Test func anOriginErrorStatusFailsAndCounts() throws {
+        var machine = try Self.machine()
+        let action = machine.headReceived(try Self.head(404))
+        #expect(action.fail?.code == "notFound")
+        #expect(action.failureIsOrigin)
+        #expect(machine.failure != nil)
+        let result10 = machine.subscribe(ObjectIdentifier(Client()), from: 0)
+        #expect(!result10)
+    }
+
+    @Test func theLastClientLeavingCancelsABodyOfUnknownLength() throws {
+        var machine = try Self.machine()
+        let client = Client()
+        let result11 = machine.subscribe(ObjectIdentifier(client), from: 0)
+        #expect(result11)
+        _ = machine.headReceived(try Self.head(length: nil))
+        _ = machine.bodyReceived(Self.bytes(40))
+        let left = machine.unsubscribe(ObjectIdentifier(client))
+        #expect(left.fail != nil)
+        #expect(!left.failureIsOrigin)
+        #expect(machine.heldBytes == 0)
+    }
+
+    @Test func theLastClientLeavingLetsAStoredBodyOfKnownLengthComplete() throws {
+        var machine = try Self.machine()
+        let client = Client()
+        let result12 = machine.subscribe(ObjectIdentifier(client), from: 0)
+        #expect(result12)
+        _ = machine.headReceived(try Self.head(length: 1000))
+        _ = machine.fileOpened()
+        _ = machine.bodyReceived(Self.bytes(40))
+        let result13 = machine.unsubscribe(ObjectIdentifier(client))
+        #expect(result13.fail == nil)
+        #expect(machine.isRunning)
+        // Its writes still pace the origin.
+        _ = machine.bodyReceived(Self.bytes(40))
+        let result14 = machine.bodyReceived(Self.bytes(40))
+        #expect(result14.pauseOrigin)
+        // A cache file that fails leaves nothing worth the download.
+        let stopped = machine.fileStopped()
+        #expect(stopped.fail != nil)
+    }
+
+    @Test func aBackgroundDownloadGoesOnOnlyWhenWorthStoring() throws {
+        var unknown = try Self.machine(unwatched: true)
+        let result15 = unknown.headReceived(try Self.head(length: nil))
+        #expect(result15.fail != nil)
+        var tooLarge = try Self.machine(maxObject: 500, unwatched: true)
+        let result16 = tooLarge.headReceived(try Self.head(length: 501))
+        #expect(result16.fail != nil)
+        var known = try Self.machine(maxObject: 500, unwatched: true)
+        let result17 = known.headReceived(try Self.head(length: 500))
+        #expect(result17.begin?.store == true)
+    }
+
+    @Test func aBodyWithoutLengthGrowingPastTheObjectCapIsRelayedNotStored() throws {
+        var machine = try Self.machine(window: 1000, maxObject: 100)
+        let client = Client()
+        let result18 = machine.subscribe(ObjectIdentifier(client), from: 0)
+        #expect(result18)
+        _ = machine.headReceived(try Self.head(length: nil))
+        _ = machine.fileOpened()
+        let result19 = machine.bodyReceived(Self.bytes(60))
+        #expect(result19.store.count == 1)
+        let past = machine.bodyReceived(Self.bytes(60))
+        #expect(past.abandonFile)
+        #expect(past.store.isEmpty)
+        #expect(past.fail == nil)
+        // From now on the client paces it, and its end commits nothing.
+        let took = machine.progress(ObjectIdentifier(client), to: 120)
+        #expect(took.memoryReleased == 120)
+        let end = machine.originFinished(.success(()))
+        #expect(end.commit == nil)
+        #expect(end.remove)
+    }
+
+    @Test func aReadAheadNobodyWatchesIsCancelled() throws {
+        var machine = try Self.machine(unwatched: true)
+        _ = machine.headReceived(try Self.head(length: 100))
+        let result20 = machine.cancelUnwatched(ProxyError.unavailable("left"))
+        #expect(result20.fail != nil)
+        let result21 = machine.cancelUnwatched(ProxyError.unavailable("again"))
+        #expect(result21.fail == nil)
+    }
+
+    @Test func aRangeClientJoinsAtItsOffset() throws {
+        var machine = try Self.machine(window: 1000, cacheable: false)
+        let first = Client()
+        let result22 = machine.subscribe(ObjectIdentifier(first), from: 0)
+        #expect(result22)
+        _ = machine.headReceived(try Self.head(length: 1000))
+        for value in UInt8(1)...3 { _ = machine.bodyReceived(Self.bytes(10, value)) }
+        let ranged = Client()
+        let result23 = machine.subscribe(ObjectIdentifier(ranged), from: 15)
+        #expect(result23)
+        let view = machine.view(from: 15)
+        #expect(view.chunks.map(\.readableBytes) == [5, 10])
+        #expect(view.chunks.first?.getInteger(at: view.chunks.first!.readerIndex, as: UInt8.self) == 2)
+    }
+}
