@@ -44,7 +44,9 @@ final class AdminHarness: Sendable {
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()
-        originConfiguration.readTimeout = .seconds(5)
+        // Long: a starved test process (or origin) is silent for seconds, and 5 s turned answers into 504s under
+        // scripts/stress-tests.sh. Tests of stalls set their own.
+        originConfiguration.readTimeout = .seconds(60)
         // Loopback connects are refused or accepted at once; only a stalled test process waits (as in ProxyHarness).
         originConfiguration.connectTimeout = .seconds(10)
         proxyOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
@@ -113,7 +115,7 @@ final class AdminHarness: Sendable {
     }
 
     /// Polls `check` every 50 ms until it returns a value, for at most `timeout` (a bound, not a measurement).
-    func eventually<T>(_ what: String, timeout: Duration = .seconds(60), _ check: () async throws -> T?) async throws -> T {
+    func eventually<T>(_ what: String, timeout: Duration = .seconds(120), _ check: () async throws -> T?) async throws -> T {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let value = try await check() { return value }

@@ -39,7 +39,9 @@ final class DownloaderHarness: Sendable {
         if let explicitLogger { logger = explicitLogger }
         var originConfiguration = OriginConfiguration()
         originConfiguration.retry.maxRetries = 0
-        originConfiguration.readTimeout = .seconds(5)
+        // Long: a starved test process (or origin) is silent for seconds, and 5 s turned answers into 504s under
+        // scripts/stress-tests.sh. Tests of stalls set their own.
+        originConfiguration.readTimeout = .seconds(60)
         // Loopback connects are refused or accepted at once; only a stalled test process (a loaded CI machine paused
         // one for ~20 s) waits, and a short timeout then turned an origin's 404 into a 504.
         originConfiguration.connectTimeout = .seconds(10)

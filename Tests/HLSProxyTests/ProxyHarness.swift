@@ -51,7 +51,9 @@ final class ProxyHarness: Sendable {
         configuration.port = 0
         configure(&configuration)
         var originConfiguration = OriginConfiguration()
-        originConfiguration.readTimeout = .seconds(5)
+        // Long: a starved test process (or origin) is silent for seconds, and 5 s turned answers into 504s under
+        // scripts/stress-tests.sh. Tests of stalls set their own.
+        originConfiguration.readTimeout = .seconds(60)
         // Loopback connects are refused or accepted at once; only a stalled test process (a loaded CI machine paused
         // one for ~20 s) waits, and a short timeout then turned an origin's 404 into a 504.
         originConfiguration.connectTimeout = .seconds(10)
