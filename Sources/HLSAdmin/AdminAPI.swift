@@ -114,6 +114,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             if denied.httpStatus == 401 { extra.add(name: "WWW-Authenticate", value: "Bearer realm=\"hlscache\"") }
             return responder.send(error: denied, extraHeaders: extra)
         }
+        if let unsafe = AdminAccess.refusesUnsafe(request) { return responder.send(error: unsafe) }
         route(request, route: segments, query: query, responder: responder)
     }
 
@@ -127,9 +128,6 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         case 1 where route[0] == "items" && isRead:
             return blocking(responder) { try self.listItems(state: query["state"]) }
         case 1 where route[0] == "items" && method == .POST:
-            guard Self.isJSON(request) else {
-                return responder.send(error: AdminError.unsupportedMediaType("send the item as Content-Type: application/json"))
-            }
             let body = request.body.map { Array($0.readableBytesView) } ?? []
             return blocking(responder) { try self.createItem(body) }
         case 2 where route[0] == "items" && isRead:

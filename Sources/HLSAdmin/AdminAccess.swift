@@ -4,8 +4,8 @@ import HLSProxy
 import NIOCore
 import NIOHTTP1
 
-/// Who may use the API: loopback peers and `api.allow` networks (else 403), carrying the bearer token when one is
-/// configured (else 401). Without a token the request's `Host` must be an IP literal or `localhost`, so a web
+/// Who may use the API: loopback peers and `api.allow` networks (else 403), from no web page or one
+/// `http.allowedWebOrigins` allows (else 403), carrying the bearer token when one is configured (else 401). Without a token the request's `Host` must be an IP literal or `localhost`, so a web
 /// page on another name that rebinds its DNS to 127.0.0.1 cannot drive the API from a browser.
 struct AdminAccess: Sendable {
     let policy: KeyAccessPolicy
@@ -19,6 +19,11 @@ struct AdminAccess: Sendable {
     /// `nil` when the request may proceed. `queryToken` is the `access_token` query parameter, accepted only where
     /// a browser cannot send headers (`EventSource` on `/events`).
     func check(_ request: ProxyRequest, queryToken: String?, needsToken: Bool = true) -> AdminError? {
+        // A browser on this machine is a loopback peer whatever page it shows: the page must be one
+        // http.allowedWebOrigins allows (or none, as for curl and scripts).
+        if case .refused(let page) = request.page {
+            return .forbidden("a web page from \(page) may not use the admin API (http.allowedWebOrigins)")
+        }
         guard policy.allows(peer: request.remoteAddress?.ipAddress) else {
             return .forbidden("the admin API answers loopback clients and api.allow networks only")
         }
@@ -50,6 +55,18 @@ struct AdminAccess: Sendable {
             difference |= x ^ y
         }
         return difference == 0
+    }
+
+    /// Requests that change state must say `Content-Type: application/json`, with a body or without: a page can send
+    /// `text/plain`, a form or no type at all without asking the server first (no CORS preflight), so this is what
+    /// keeps a plain `<form>` on any site from driving the API (CSRF).
+    static func refusesUnsafe(_ request: ProxyRequest) -> AdminError? {
+        switch request.method {
+        case .GET, .HEAD, .OPTIONS: return nil
+        default:
+            guard !AdminAPI.isJSON(request) else { return nil }
+            return .unsupportedMediaType("\(request.method.rawValue) requests to the admin API need Content-Type: application/json (with a body or without)")
+        }
     }
 
     static func isLiteralOrLocalhost(_ hostHeader: String) -> Bool {

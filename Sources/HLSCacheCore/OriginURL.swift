@@ -54,7 +54,49 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         guard !OriginURL.hasDotSegment(path) else {
             throw OriginURLError.pathTraversal.with("dot segments are not allowed in proxied paths")
         }
+        // The path and query are sent to the origin as the octets the player sent: a malformed escape has no
+        // meaning to forward, and an escape the origin client cannot send as it is must not become another path.
+        if let problem = OriginURL.escapeProblem(u[j..<queryStart], inPath: true) ?? OriginURL.escapeProblem(u[min(queryStart + 1, end)..<end], inPath: false) {
+            throw OriginURLError.invalidEscape.with(problem)
+        }
         try self.init(scheme: scheme, authority: authority, path: path, query: query)
+    }
+
+    /// Why the percent escapes of a path or query cannot be forwarded exactly, or nil when they can: a `%` not
+    /// followed by two hexadecimal digits is malformed (RFC 3986 §2.1); in a path, escapes that do not decode to
+    /// UTF-8 (`%E9` alone) cannot be sent by the origin client as they are (AsyncHTTPClient takes a path whose
+    /// Foundation decoding fails for `/`), so they are refused rather than fetching another resource.
+    public static func escapeProblem(_ bytes: ArraySlice<UInt8>, inPath: Bool) -> String? {
+        guard bytes.contains(UInt8(ascii: "%")) else { return nil }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            guard bytes[i] == UInt8(ascii: "%") else {
+                decoded.append(bytes[i])
+                i += 1
+                continue
+            }
+            guard i + 2 < bytes.endIndex, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) else {
+                let shown = String(decoding: bytes[i..<min(i + 3, bytes.endIndex)], as: UTF8.self)
+                return "malformed percent escape \(shown) in the \(inPath ? "path" : "query"): % must be followed by two hexadecimal digits"
+            }
+            decoded.append(high << 4 | low)
+            i += 3
+        }
+        if inPath, String(validating: decoded, as: UTF8.self) == nil {
+            return "the path's percent escapes do not decode to UTF-8 text (such as %E9 alone): hlscache cannot send that path to the origin exactly as written, and refuses it rather than fetching another one"
+        }
+        return nil
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The authority segment of a proxy path as text, with `%5B`, `%5D` and `%3A` (either case) turned back into
@@ -224,7 +266,7 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
 /// Why a URL cannot be proxied.
 public struct OriginURLError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
-        case unsupportedScheme, invalidAuthority, invalidProxyPath, pathTraversal
+        case unsupportedScheme, invalidAuthority, invalidProxyPath, pathTraversal, invalidEscape
     }
     private var code: Code
     public private(set) var detail: String = ""
@@ -234,6 +276,7 @@ public struct OriginURLError: Error, Hashable, Sendable, CustomStringConvertible
     public static let invalidAuthority = OriginURLError(code: .invalidAuthority)
     public static let invalidProxyPath = OriginURLError(code: .invalidProxyPath)
     public static let pathTraversal = OriginURLError(code: .pathTraversal)
+    public static let invalidEscape = OriginURLError(code: .invalidEscape)
 
     func with(_ detail: String) -> OriginURLError {
         var copy = self

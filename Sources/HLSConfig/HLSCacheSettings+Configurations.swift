@@ -14,6 +14,11 @@ extension HLSCacheSettings {
         cacheDirectory ?? DefaultCacheDirectory.resolve(environment: environment)
     }
 
+    /// `http.allowedWebOrigins` as a policy (the values were checked when they were read).
+    public var webOriginPolicy: WebOriginPolicy {
+        (try? WebOriginPolicy(parsing: allowedWebOrigins)) ?? .default
+    }
+
     public func proxyConfiguration(environment: [String: String]) -> ProxyConfiguration {
         var configuration = ProxyConfiguration(cacheDirectory: resolvedCacheDirectory(environment: environment))
         configuration.host = listen.host
@@ -21,7 +26,7 @@ extension HLSCacheSettings {
         configuration.maxCacheBytes = maxCacheBytes
         configuration.freeDiskCushion = freeDiskCushion
         configuration.volatileQueryParameters = volatileQueryParameters
-        configuration.corsAllowOrigin = corsAllowOrigin
+        configuration.webOrigins = webOriginPolicy
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.liveTTLFactor = liveTTLFactor
         configuration.prefetchSegments = prefetchSegments

@@ -40,7 +40,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var maxCacheBytes: Int64
     public var freeDiskCushion: Int64
     public var volatileQueryParameters: [String]
-    public var corsAllowOrigin: String?
+    /// `http.allowedWebOrigins`, as written (parsed by ``webOriginPolicy``).
+    public var allowedWebOrigins: [String]
     public var logLevel: String
     public var logFormat: LogFormat = .text
     public var maxPlaylistBytes: Int
@@ -106,7 +107,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
         maxCacheBytes = proxy.maxCacheBytes
         freeDiskCushion = proxy.freeDiskCushion
         volatileQueryParameters = proxy.volatileQueryParameters
-        corsAllowOrigin = proxy.corsAllowOrigin
+        allowedWebOrigins = proxy.webOrigins.entries.map(\.description)
         logLevel = "info"
         maxPlaylistBytes = proxy.maxPlaylistBytes
         liveTTLFactor = proxy.liveTTLFactor

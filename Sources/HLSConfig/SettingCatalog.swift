@@ -30,12 +30,9 @@ public enum SettingCatalog {
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),
-            .single(
-                "cors.allowOrigin", flag: "--cors-origin", "Access-Control-Allow-Origin value; none disables CORS headers",
-                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
-                    settings.corsAllowOrigin = text.lowercased() == "none" || text.isEmpty ? nil : text
-                }, render: { $0.corsAllowOrigin ?? "none" }),
+            .list(
+                "http.allowedWebOrigins", \.allowedWebOrigins, flag: "--allowed-web-origins", validate: SettingKey.webOrigin,
+                "web pages allowed to read content, keys and the API: loopback, origins (https://host[:port]), null, or *"),
             .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in

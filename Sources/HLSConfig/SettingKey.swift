@@ -175,6 +175,15 @@ extension SettingKey {
         IPNetwork(text) == nil ? "not a network (try 192.168.1.0/24 or 10.0.0.0/8)" : nil
     }
 
+    static func webOrigin(_ text: String) -> String? {
+        do {
+            _ = try WebOriginPolicy(parsing: [text])
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
     static func headerValue(_ text: String) -> String? {
         text.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) ? "must be a single header value" : nil
     }

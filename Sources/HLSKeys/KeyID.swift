@@ -20,8 +20,14 @@ public struct KeyID: Sendable, Hashable, Comparable, CustomStringConvertible {
         value = text.lowercased()
     }
 
-    /// The path a rewritten playlist points at.
+    /// The short path of the key (`/keys/{keyid}`): served by a process that knows the key.
     public var path: String { "/keys/\(value)" }
+
+    /// The path a rewritten playlist points at: `/keys/{keyid}` followed by the key URL's proxy path
+    /// (`/keys/{keyid}/https/cdn.example.com/k/1.key`). Any server can answer it, one that never saw the playlist
+    /// included (a fleet behind a load balancer hashing paths: the key lands on a node of its own), since the id
+    /// is checked against the URL it names.
+    public func path(for url: OriginURL) -> String { path + url.proxyPath }
 
     public var description: String { value }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.value < rhs.value }

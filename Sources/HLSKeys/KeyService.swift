@@ -314,7 +314,8 @@ public final class KeyService: Sendable {
             do throws(OriginError) {
                 response = try await fetcher.fetch(url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
-                throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)")
+                // A key whose URL the destination policy refuses stays a 403, as the same URL through the proxy is.
+                throw KeyError.keyUnavailable.withStatus(error == .forbiddenDestination ? 403 : 502).with("origin \(url.host): \(error.message)")
             }
             let body = Array(response.body.readableBytesView)
             guard response.status == 200 || response.status == 203 else {

@@ -69,10 +69,16 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         // Every answer may set cookies, a redirect's too (a signed-cookie CDN sets them on the way).
         let setCookie = head.headers["Set-Cookie"]
         if let cookieJar, !setCookie.isEmpty { cookieJar.store(setCookie, from: url) }
-        if Self.redirectStatuses.contains(status), let location = head.headers.first(name: "Location"),
-            let target = try? OriginURL(URIResolver(baseURL: url.string).resolve(location))
-        {
-            state = .discarding(.redirect(target, status: status))
+        if Self.redirectStatuses.contains(status), let location = head.headers.first(name: "Location") {
+            do {
+                let target = try OriginURL(URIResolver(baseURL: url.string).resolve(location))
+                state = .discarding(.redirect(target, status: status))
+            } catch {
+                // Not an http(s) URL, or one carrying credentials: the redirect cannot be followed, and its own answer
+                // (a 3xx without the content) is no answer to give a player.
+                state = .discarding(
+                    .failedBeforeHead(OriginError.httpStatus(status).with("\(url.host) redirected to a URL that cannot be followed (\(error))")))
+            }
         } else if retryAuthorization, status == 401 || status == 403 {
             state = .discarding(.authorizationRefused(status))
         } else if retryStatuses, Self.retryableStatuses.contains(status) {

@@ -34,12 +34,20 @@ public final class OriginClient: Sendable {
     private let cookieRefreshes = Mutex<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     /// How long a page's refresh counts as fresh: requests refused meanwhile only try again with the cookies it got.
     static let cookieRefreshInterval = Duration.seconds(10)
+    /// Names this process in the `Via` header of every origin request (`1.1 hlscache-…`), so a request that comes back
+    /// to the server that sent it is recognised (the loop detection of Varnish and Squid).
+    public let instanceToken: String
+    /// The addresses and ports a server of this process listens on: never an origin (a proxied URL naming the proxy
+    /// itself would make it fetch from itself, its admin API and keys included, and nest without end).
+    private let ownListeners = Mutex<[(address: OriginIPAddress?, port: Int)]>([])
 
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
         self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
         self.eventLoopGroup = eventLoopGroup
+        let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        self.instanceToken = "hlscache-" + String(repeating: "0", count: 16 - random.count) + random
         // AsyncHTTPClient logs every request and response part at trace level, bodies in hex and headers in full:
         // AES-128 keys and origin credentials would end up in the log. Its logs stop at debug.
         var logger = logger
@@ -76,6 +84,46 @@ public final class OriginClient: Sendable {
     /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
     public func setCookieSource(_ source: CookieSource?) {
         cookieSource.withLock { $0 = source }
+    }
+
+    /// Tells the client that a server of this process listens at `host:port` (`0.0.0.0` or `::` for every local
+    /// address): requests to it are refused with ``OriginError/forbiddenDestination``.
+    public func addOwnListener(host: String, port: Int) {
+        let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        let address = OriginIPAddress(bare)
+        var entries: [(address: OriginIPAddress?, port: Int)] = []
+        if let address, address.kind == .unroutable {
+            // A wildcard: every address of this machine (loopback, and each interface's).
+            entries.append((nil, port))
+        } else {
+            entries.append((address, port))
+        }
+        ownListeners.withLock { $0 += entries }
+    }
+
+    /// Whether `address:port` is one this process listens on.
+    func isOwnListener(_ address: OriginIPAddress, port: Int) -> Bool {
+        let listeners = ownListeners.withLock { $0 }
+        guard !listeners.isEmpty else { return false }
+        let target = address.embeddedIPv4 ?? address
+        for listener in listeners where listener.port == port {
+            if let own = listener.address {
+                if (own.embeddedIPv4 ?? own) == target { return true }
+            } else if target.kind == .loopback || target.kind == .unroutable || Self.localAddresses().contains(target) {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The addresses of this machine's interfaces.
+    static func localAddresses() -> Set<OriginIPAddress> {
+        var found: Set<OriginIPAddress> = []
+        guard let devices = try? System.enumerateDevices() else { return found }
+        for device in devices {
+            if let text = device.address?.ipAddress, let address = OriginIPAddress(text) { found.insert(address.embeddedIPv4 ?? address) }
+        }
+        return found
     }
 
     /// How often requests waited for a connection to their host, for `/metrics`.
@@ -137,6 +185,10 @@ public final class OriginClient: Sendable {
         var retries = 0
         var mayRefreshCookies = refreshingCookies && cookieJar != nil && cookieSource.withLock { $0 != nil }
         while !task.isFinished {
+            if let problem = OriginURL.escapeProblem(Array(url.path.utf8)[...], inPath: true) {
+                task.finish(.failure(OriginError.forbiddenDestination.with(problem)))
+                return
+            }
             do {
                 try await checkDestination(url)
             } catch {
@@ -227,7 +279,10 @@ public final class OriginClient: Sendable {
     /// Applies the destination policy to the host and to every address it resolves to.
     private func checkDestination(_ url: OriginURL) async throws(OriginError) {
         let policy = configuration.destinationPolicy
-        let bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
+        var bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
+        // `127.0.0.1.` or `example.com.`: a fully qualified name is the same host (the policy judges it without the
+        // dot; the resolver would refuse a numeric address written so).
+        if bareHost.hasSuffix("."), bareHost.count > 1 { bareHost.removeLast() }
         guard policy.allowsHost(url.host) || policy.allowsHost(bareHost) else {
             throw OriginError.forbiddenDestination.with("\(url.host) is not in the allowed hosts")
         }
@@ -246,6 +301,9 @@ public final class OriginClient: Sendable {
         }
         for address in addresses where !policy.allowsAddress(address) {
             throw OriginError.forbiddenDestination.with("\(url.host) resolves to \(address) (\(address.kind.rawValue))")
+        }
+        for address in addresses where isOwnListener(address, port: url.effectivePort) {
+            throw OriginError.forbiddenDestination.with("\(url.authority) is this server itself")
         }
     }
 
@@ -330,6 +388,7 @@ public final class OriginClient: Sendable {
         // Without the header any coding is acceptable (RFC 9110 §12.5.3); segments and ranges are asked for as
         // they are, so a range means the same bytes as in the file. Whatever coding arrives is still decoded.
         if !headers.contains(name: "Accept-Encoding") { headers.add(name: "Accept-Encoding", value: "identity") }
+        headers.replaceOrAdd(name: "Via", value: "1.1 \(instanceToken)")
         return headers
     }
 

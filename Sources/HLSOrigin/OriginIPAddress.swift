@@ -54,16 +54,19 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
     /// Whether this is an IPv4 address.
     public var isIPv4: Bool { bytes.count == 4 }
 
-    /// The IPv4 address embedded in an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`) or
+    /// The IPv4 address embedded in an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`),
+    /// IPv4-compatible (`::a.b.c.d`) or
     /// NAT64 (`64:ff9b::a.b.c.d`) IPv6 address: such addresses reach the IPv4 host, so they are judged as it.
     var embeddedIPv4: OriginIPAddress? {
         guard bytes.count == 16 else { return nil }
         let head = bytes[0..<12]
         let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
         let nat64: [UInt8] = [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]
+        // IPv4-translated (SIIT, RFC 2765: `::ffff:0:a.b.c.d`).
+        let translated: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0]
         let compatible = head.allSatisfy { $0 == 0 } && bytes[12..<16].contains { $0 != 0 }
             && !(bytes[12..<15].allSatisfy { $0 == 0 } && bytes[15] <= 1)  // :: and ::1 are not IPv4
-        if Array(head) == mapped || Array(head) == nat64 || compatible {
+        if Array(head) == mapped || Array(head) == nat64 || Array(head) == translated || compatible {
             return OriginIPAddress(bytes: Array(bytes[12..<16]))
         }
         return nil

@@ -13,8 +13,14 @@ final class KeyEndpoint: Sendable {
         self.services = services
     }
 
-    /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`. Without a key service,
-    /// nobody.
+    /// Whether the client may receive keys: at loopback or inside `keys.allow`, and not a web page
+    /// `http.allowedWebOrigins` refuses (a hostile page in a browser on this machine is a loopback client too).
+    /// Without a key service, nobody.
+    static func allows(_ request: ProxyRequest, keys: KeyService?) -> Bool {
+        !request.page.isRefused && allows(peer: request.remoteAddress, keys: keys)
+    }
+
+    /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`.
     static func allows(peer: SocketAddress?, keys: KeyService?) -> Bool {
         guard let keys else { return false }
         return keys.configuration.access.allows(peer: peer?.ipAddress)
@@ -25,19 +31,37 @@ final class KeyEndpoint: Sendable {
             responder.send(error: KeyError.notFound.with("this server has no key service"))
             return
         }
-        guard KeyEndpoint.allows(peer: request.remoteAddress, keys: keys) else {
+        if case .refused(let page) = request.page {
+            services.logger.notice("key request from a web page refused", metadata: ["page": "\(page)"])
+            responder.send(error: ProxyError.pageNotAllowed(page))
+            return
+        }
+        guard KeyEndpoint.allows(request, keys: keys) else {
             services.logger.notice("key request from \(request.remoteAddress?.ipAddress ?? "an unknown peer") refused")
             responder.send(error: KeyError.forbidden)
             return
         }
-        guard let id = KeyID(text) else {
+        let idText = text.firstIndex(where: { $0 == "/" || $0 == "?" }).map { text[..<$0] } ?? text
+        guard let id = KeyID(idText) else {
             responder.send(error: KeyError.notFound.with("key ids are 32 hexadecimal digits"))
             return
         }
+        // `/keys/{id}/https/host/path`: the key URL rides along, so a server that has not registered the key (another
+        // node of a fleet, a restart) can; the id must be the URL's, or the path names something else.
+        var unregistered: OriginURL?
+        if idText.endIndex < text.endIndex, text[idText.endIndex] == "/" {
+            guard let url = try? OriginURL(proxyTarget: String(text[idText.endIndex...])), keys.id(for: url) == id else {
+                responder.send(error: KeyError.notFound.with("the URL after the key id is not the key's"))
+                return
+            }
+            if keys.registeredID(for: url) == nil { unregistered = url }
+        }
         let eventLoop = responder.eventLoop
         let logger = services.logger
+        let toRegister = unregistered
         services.runBlocking(on: eventLoop) { () throws(KeyError) -> [UInt8]? in
-            try keys.storedKey(id)
+            if let toRegister { try keys.register(toRegister) }
+            return try keys.storedKey(id)
         }.whenComplete { result in
             switch result {
             case .success(let bytes?):

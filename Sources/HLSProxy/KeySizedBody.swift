@@ -19,12 +19,12 @@ enum KeySizedBody {
     /// server has no key service (no key policy to keep).
     static func mayReceive(_ request: ProxyRequest, services: ProxyServices) -> Bool {
         guard let keys = services.keys else { return true }
-        return KeyEndpoint.allows(peer: request.remoteAddress, keys: keys)
+        return KeyEndpoint.allows(request, keys: keys)
     }
 
     /// The answer to a client that may not receive one.
     static var refusal: ProxyError {
-        ProxyError.forbidden("a 16-byte answer is handled as an AES-128 key: it goes only to the clients allowed keys (loopback and keys.allow)")
+        ProxyError.forbidden("a 16-byte answer is handled as an AES-128 key: it goes only to the clients allowed keys (loopback and keys.allow, from no web page or an allowed one)")
     }
 
     /// Whether an origin answer to a GET, whole (200) or a part (206), is of a 16-byte resource.

@@ -234,7 +234,7 @@ final class PlaylistService: Sendable {
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
                     let id = try keys.register(keyURL)
                     named.withLockedValue { $0.append(id) }
-                    return id.path
+                    return id.path(for: keyURL)
                 }
             }
             let imports = playlist.kind == .media ? importsByPlaylist.withLockedValue { $0[key] } ?? [:] : [:]

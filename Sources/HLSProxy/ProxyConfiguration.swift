@@ -12,8 +12,8 @@ public struct ProxyConfiguration: Sendable {
     public var freeDiskCushion: Int64 = 100 << 20
     /// Query parameters left out of cache keys (signed-URL tokens).
     public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
-    /// `Access-Control-Allow-Origin`; nil disables CORS headers.
-    public var corsAllowOrigin: String? = "*"
+    /// The web pages allowed to read content (CORS), keys and the admin API (`http.allowedWebOrigins`).
+    public var webOrigins: WebOriginPolicy = .default
     /// Playlists larger than this are refused (502 `corrupted`).
     public var maxPlaylistBytes: Int = 16 << 20
     /// A live playlist is cached for `targetDuration × liveTTLFactor` seconds (at most half the target duration).

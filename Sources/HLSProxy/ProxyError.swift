@@ -4,7 +4,7 @@ import HLSCacheCore
 public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
         case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable, payloadTooLarge,
-            preconditionFailed, notImplemented
+            preconditionFailed, notImplemented, pageNotAllowed, loopDetected
     }
     private var codeValue: Code
     public private(set) var httpStatus: Int
@@ -48,6 +48,12 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     public static func notImplemented(_ method: String) -> ProxyError {
         ProxyError(.notImplemented, 501, "method \(method) is not implemented")
     }
+    /// A web page `http.allowedWebOrigins` does not allow asked for keys or a preflight (403).
+    public static func pageNotAllowed(_ page: String) -> ProxyError {
+        ProxyError(.pageNotAllowed, 403, "a web page from \(page) may not use this server (http.allowedWebOrigins)")
+    }
+    /// A request that came back to this server through an origin fetch of its own (508, RFC 5842).
+    public static func loopDetected(_ message: String) -> ProxyError { ProxyError(.loopDetected, 508, message) }
     /// `If-Match` or `If-Unmodified-Since` did not hold for the cached object (412).
     public static func preconditionFailed(_ message: String) -> ProxyError { ProxyError(.preconditionFailed, 412, message) }
     /// A Range outside the representation (416).

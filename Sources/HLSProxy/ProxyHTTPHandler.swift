@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HLSCacheCore
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -23,7 +24,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// body timeout closed the connection, the client went away), so its answer is logged with its own path.
     private var headInProgress: HTTPRequestHead?
     private let router: ProxyRouter
-    private let corsAllowOrigin: String?
+    private let webOrigins: WebOriginPolicy
     private let observer: ExchangeObserver?
     /// The server is shutting down: no keep-alive, close when idle.
     private var draining = false
@@ -62,7 +63,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.timeouts = timeouts
         self.decoder = decoder
         self.date = date
-        self.corsAllowOrigin = configuration.corsAllowOrigin
+        self.webOrigins = configuration.webOrigins
         self.listenHost = configuration.host
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
@@ -213,10 +214,11 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             break
         case .dispatch(let head, _):
             requestIsHTTP10 = head.version.major == 1 && head.version.minor == 0
-            let request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
+            var request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
+            request.page = request.judgedPage(by: webOrigins)
             requestBody = nil
             let responder = Responder(
-                eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
+                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
             router.route(request, responder: responder)
         case .reject(let error):
@@ -226,7 +228,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let request = ProxyRequest(
                 head: cut ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: context.channel.remoteAddress)
             let responder = Responder(
-                eventLoop: context.eventLoop, request: request, handler: self, corsAllowOrigin: corsAllowOrigin, observer: observer)
+                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
             responder.send(error: error, extraHeaders: ["Connection": "close"])
         case .awaitNextRequest where draining:

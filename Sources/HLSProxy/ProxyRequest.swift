@@ -1,3 +1,4 @@
+import HLSCacheCore
 import NIOCore
 import NIOHTTP1
 
@@ -7,12 +8,22 @@ public struct ProxyRequest: Sendable {
     public var remoteAddress: SocketAddress?
     /// The request body, at most `maxRequestBodyBytes` (64 KiB); `nil` when the request had none.
     public var body: ByteBuffer? = nil
+    /// The web page behind the request, as `http.allowedWebOrigins` judges it (set when the request is dispatched).
+    public var page: WebOriginPolicy.Verdict = .noPage
 
     public var method: HTTPMethod { head.method }
     public var isHead: Bool { head.method == .HEAD }
     public var headers: HTTPHeaders { head.headers }
 
     public func header(_ name: String) -> String? { head.headers.first(name: name) }
+
+    /// The verdict of `policy` on the page behind this request (`Origin`, `Sec-Fetch-Site`, `Referer`, `Host`).
+    func judgedPage(by policy: WebOriginPolicy) -> WebOriginPolicy.Verdict {
+        let origin = header("Origin")
+        let fetchSite = header("Sec-Fetch-Site")
+        guard origin != nil || fetchSite != nil else { return .noPage }
+        return policy.judge(origin: origin, fetchSite: fetchSite, referer: header("Referer"), host: header("Host"))
+    }
 
     /// Whether the request asks for the whole current representation, unconditionally: no `Range` and no `If-…`
     /// precondition (`If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, `If-Range`): the

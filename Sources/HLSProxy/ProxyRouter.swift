@@ -48,23 +48,28 @@ final class ProxyRouter: Sendable {
         }
         let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
         responder.route = RequestRoute.classify(path: path)
+        let isAdmin = services.routeExtension != nil && (path == "/" || path == "/api" || path.utf8.hasPrefix("/api/"))
+        if request.method == .OPTIONS {
+            preflight(request, responder, admin: isAdmin)
+            return
+        }
         if let routeExtension = services.routeExtension {
-            if path == "/" || path == "/api" || path.utf8.hasPrefix("/api/") {
-                responder.omitsCORS = true
+            if isAdmin {
                 routeExtension.handle(request, responder: ProxyResponder(responder))
                 return
             }
             responder.routeObserver = routeExtension
-        }
-        if request.method == .OPTIONS {
-            preflight(request, responder)
-            return
         }
         if path.utf8.hasPrefix("/http/") || path.utf8.hasPrefix("/https/") || path == "/http" || path == "/https" {
             guard request.method == .GET || request.method == .HEAD else {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
             }
+            if let via = request.header("Via"), via.contains(services.origin.instanceToken) {
+                responder.send(error: ProxyError.loopDetected("this request came from this server's own origin fetch (Via): a proxied URL names the proxy itself"))
+                return
+            }
+            responder.isProxiedContent = true
             resources.handle(request, responder: responder)
             return
         }
@@ -73,7 +78,7 @@ final class ProxyRouter: Sendable {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
             }
-            keys.handle(request, id: path.dropFirst("/keys/".count), responder: responder)
+            keys.handle(request, id: target.dropFirst("/keys/".count), responder: responder)
             return
         }
         switch path {
@@ -97,11 +102,18 @@ final class ProxyRouter: Sendable {
 
     /// A CORS preflight: the methods, the request headers the page asked for (players add their own through hls.js
     /// `xhrSetup` or `fetchSetup`: `Authorization`, `If-Range`, custom tokens), and Chrome's Private Network Access
-    /// opt-in — the server listens on loopback or a LAN and is called from public pages, exactly the case PNA asks
-    /// a server to agree to.
-    private func preflight(_ request: ProxyRequest, _ responder: Responder) {
+    /// opt-in.
+    ///
+    /// Only pages `http.allowedWebOrigins` allows get one: for the others the answer is a 403 without CORS headers,
+    /// which the browser reads as a refusal (and Private Network Access is not granted).
+    private func preflight(_ request: ProxyRequest, _ responder: Responder, admin: Bool = false) {
+        if case .refused(let page) = request.page {
+            services.logger.notice("preflight refused", metadata: ["page": "\(page)", "path": "\(request.head.uri.prefix(200))"])
+            responder.send(error: ProxyError.pageNotAllowed(page))
+            return
+        }
         var headers = HTTPHeaders()
-        headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD, OPTIONS")
+        headers.add(name: "Access-Control-Allow-Methods", value: admin ? "GET, HEAD, POST, PATCH, DELETE, OPTIONS" : "GET, HEAD, OPTIONS")
         headers.add(name: "Access-Control-Allow-Headers", value: Self.allowedHeaders(requested: request.header("Access-Control-Request-Headers")))
         if request.header("Access-Control-Request-Private-Network")?.trimmingCharacters().lowercased() == "true" {
             headers.add(name: "Access-Control-Allow-Private-Network", value: "true")

@@ -102,7 +102,7 @@ public final class ProxyServer: Sendable {
                     // No HTTPServerPipelineHandler, HTTPResponseEncoder or error handler: ProxyHTTPHandler queues
                     // pipelined requests, answers decoder errors and writes the response bytes itself. Every
                     // header value we send is either ours or came through AsyncHTTPClient's parser (no CR/LF
-                    // possible), and the CORS value is checked at startup.
+                    // possible), and a CORS value is an Origin the policy matched.
                     // NIO's HTTPRequestDecoder, kept decoding after a request that asks for an upgrade (RequestDecoder).
                     let decoder = RequestDecoder()
                     try sync.addHandler(ByteToMessageHandler(decoder))
@@ -114,6 +114,9 @@ public final class ProxyServer: Sendable {
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         self.channel.withLockedValue { $0 = channel }
+        if let bound = channel.localAddress, let ip = bound.ipAddress, let port = bound.port {
+            services.origin.addOwnListener(host: ip, port: port)
+        }
         services.logger.info("hlscache listening on \(channel.localAddress?.description ?? "?")")
         return channel.localAddress!
     }

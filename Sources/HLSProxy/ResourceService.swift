@@ -56,7 +56,7 @@ final class ResourceService: Sendable {
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
         if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
             var headers = HTTPHeaders()
-            headers.add(name: "Location", value: id.path)
+            headers.add(name: "Location", value: id.path(for: url))
             headers.add(name: "Content-Length", value: "0")
             headers.add(name: "Cache-Control", value: "no-store")
             responder.send(status: .temporaryRedirect, headers: headers, body: .empty)
@@ -109,7 +109,7 @@ final class ResourceService: Sendable {
     /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
     /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
     private func replayHit(_ replay: HitReplay, request: ProxyRequest, responder: Responder) -> Bool {
-        guard request.isPlainFetch, responder.sendsPlainKeepAlive, let pin = services.store.pinIfUnchanged(replay.object) else { return false }
+        guard request.isPlainFetch, responder.sendsPlainKeepAlive, !responder.echoesOrigin, let pin = services.store.pinIfUnchanged(replay.object) else { return false }
         guard let handle = openMatching(replay.object) else {
             pin.unpin()
             return false
@@ -219,7 +219,7 @@ final class ResourceService: Sendable {
         switch range {
         case .full:
             headers.add(name: "Content-Length", value: String(object.size))
-            if let replay, replay.current?.object != object, request.isPlainFetch {
+            if let replay, replay.current?.object != object, request.isPlainFetch, !responder.echoesOrigin {
                 remember(HitReplay(object: object, headers: responder.decorated(headers)), for: replay.target)
             }
             responder.send(status: .ok, headers: headers, body: .file(handle, offset: 0, length: object.size, release: release))

@@ -37,7 +37,8 @@ final class Responder: @unchecked Sendable {
     private var streaming = false
     /// Called (on the event loop) if the connection closes before the response is complete.
     private var onCancel: (() -> Void)?
-    let corsAllowOrigin: String?
+    /// Who may read the answer from a web page (CORS).
+    let webOrigins: WebOriginPolicy
     /// What the exchange was, for metrics and the access log; the router and the services refine them.
     var route = RequestRoute.other
     var cacheResult = CacheResult.none
@@ -48,16 +49,17 @@ final class Responder: @unchecked Sendable {
     private let observer: ExchangeObserver?
     /// Told about the response head of a proxied resource (the admin layer records playback and hit ratio).
     var routeObserver: (any ProxyRouteExtension)?
-    /// Route extensions answering for themselves (the admin API) send no CORS headers.
-    var omitsCORS = false
+    /// A proxied origin resource: sent sandboxed (an HTML page an origin serves must not run as this server's own
+    /// origin, where it could call the admin API and `/keys/` as a same-origin page).
+    var isProxiedContent = false
 
     init(
-        eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, corsAllowOrigin: String?, observer: ExchangeObserver? = nil
+        eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, webOrigins: WebOriginPolicy, observer: ExchangeObserver? = nil
     ) {
         self.eventLoop = eventLoop
         self.request = request
         self.handler = handler
-        self.corsAllowOrigin = corsAllowOrigin
+        self.webOrigins = webOrigins
         self.observer = observer
     }
 
@@ -183,10 +185,32 @@ final class Responder: @unchecked Sendable {
         callback?()
     }
 
+    /// CORS for the pages `http.allowedWebOrigins` allows (docs/http.md): their `Origin` echoed, with `Vary: Origin`
+    /// so that a browser's cache never hands one page's answer to another; `*` for every request when the setting
+    /// says `*`; nothing for other pages, which then cannot read the answer.
     private func decorate(_ headers: inout HTTPHeaders) {
-        if let corsAllowOrigin, !omitsCORS {
-            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: corsAllowOrigin)
-            headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: "Content-Length, Content-Range, Accept-Ranges, ETag, X-Cache")
+        if webOrigins.allowsAnyPage {
+            headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: "*")
+            headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: Self.exposedHeaders)
+        } else {
+            if case .allowed(let origin?) = request.page {
+                headers.replaceOrAdd(name: "Access-Control-Allow-Origin", value: origin)
+                headers.replaceOrAdd(name: "Access-Control-Expose-Headers", value: Self.exposedHeaders)
+            }
+            headers.add(name: "Vary", value: "Origin")
+        }
+        if isProxiedContent {
+            headers.replaceOrAdd(name: "Content-Security-Policy", value: "sandbox")
+            headers.replaceOrAdd(name: "X-Content-Type-Options", value: "nosniff")
         }
     }
+
+    /// Whether the CORS headers name this request's page (its `Origin` echoed): such a head is not one to replay for
+    /// other requests.
+    var echoesOrigin: Bool {
+        guard !webOrigins.allowsAnyPage, case .allowed(let origin) = request.page else { return false }
+        return origin != nil
+    }
+
+    static let exposedHeaders = "Content-Length, Content-Range, Accept-Ranges, ETag, X-Cache"
 }

@@ -28,8 +28,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Address to listen on (host:port). Default: $HLSCACHE_LISTEN or 127.0.0.1:8080 (listen).")
     var listen: String?
 
-    @Option(name: .long, help: "Access-Control-Allow-Origin value; 'none' disables CORS headers. Default * (cors.allowOrigin).")
-    var corsOrigin: String?
+    @Option(
+        name: .long,
+        help: "Web page origin allowed to read content, keys and the API (repeatable): loopback, https://host[:port], null or *. Default loopback (http.allowedWebOrigins).")
+    var allowedWebOrigins: [String] = []
 
     @Option(name: .long, help: "Segments fetched ahead of a player in the rendition it plays (0 disables). Default 3 (prefetch.segments).")
     var prefetchSegments: String?
@@ -66,7 +68,7 @@ struct ServeCommand: AsyncParsableCommand {
         try origins.add(to: &commandLine)
         try keyOptions.add(to: &commandLine)
         commandLine.set("listen", listen)
-        commandLine.set("cors.allowOrigin", corsOrigin)
+        commandLine.set("http.allowedWebOrigins", allowedWebOrigins)
         commandLine.set("prefetch.segments", prefetchSegments)
         commandLine.set("log.level", logLevel)
         commandLine.set("log.format", logFormat)
@@ -137,6 +139,10 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw CacheOpenFailure.report("the key store", directory: configuration.cacheDirectory, error)
         }
+        if configuration.webOrigins.allowsAnyPage {
+            logger.warning(
+                "http.allowedWebOrigins includes *: any web page open in a browser on this machine can read what this server proxies, its keys (from loopback) and its admin API")
+        }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
         // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
@@ -183,6 +189,7 @@ struct ServeCommand: AsyncParsableCommand {
             ConsoleOutput.error("hlscache: cannot listen on \(address): \(error)")
             throw ExitCode(71)
         }
+        if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
         let banner = ServeBanner(
             line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams

@@ -132,7 +132,7 @@ import Testing
         #expect(!plain.stderr.contains("not in the allowed hosts"), "\(plain.stderr)")
     }
 
-    /// `listen` and `cors.allowOrigin` from the file take effect in the running server.
+    /// `listen` and `http.allowedWebOrigins` from the file take effect in the running server.
     @Test func fileSettingsTakeEffectInARunningServer() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -142,8 +142,8 @@ import Testing
             listen: 127.0.0.1:0
             cache:
               dir: \(directory.appendingPathComponent("cache").path)
-            cors:
-              allowOrigin: https://player.example
+            http:
+              allowedWebOrigins: [https://player.example]
             log:
               level: error
             """.utf8
@@ -161,7 +161,9 @@ import Testing
         let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init), "\(firstLine)")
         #expect(firstLine.contains(directory.appendingPathComponent("cache").path))
 
-        let (_, response) = try await URLSession.shared.data(from: URL(string: base + "/healthz")!)
+        var request = URLRequest(url: URL(string: base + "/healthz")!)
+        request.setValue("https://player.example", forHTTPHeaderField: "Origin")
+        let (_, response) = try await URLSession.shared.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
         #expect(http.statusCode == 200)
         #expect(http.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == "https://player.example")

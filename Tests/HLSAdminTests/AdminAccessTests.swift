@@ -136,7 +136,7 @@ struct AdminAccessTests {
         #expect(try await h.request(.GET, h.api("/nothing")).status == 404)
         let method = try await h.request(.PUT, h.api("/items"))
         #expect(method.status == 405 && method.headers.first(name: "Allow") == "GET, HEAD, POST")
-        // The API sends no CORS headers, and a proxied path still does.
+        // No page asked (no Origin): no CORS headers.
         #expect(method.headers.first(name: "Access-Control-Allow-Origin") == nil)
         await h.shutdown()
         let (exit, output) = try await openAPI.validate()

@@ -31,7 +31,10 @@ final class AdminHarness: Sendable {
     let tasks: NIOLockedValueBox<[Task<Void, Never>]> = NIOLockedValueBox([])
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
-    init(root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in }) async throws {
+    init(
+        root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in },
+        proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in }
+    ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
         cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-admin-\(UUID().uuidString)")
@@ -40,15 +43,16 @@ final class AdminHarness: Sendable {
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
         configuration.port = 0
         configuration.prefetchSegments = 0
+        configureProxy(&configuration)
         store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()
-        // Long: a starved test process (or origin) is silent for seconds, and 5 s turned answers into 504s under
-        // scripts/stress-tests.sh. Tests of stalls set their own.
+        // The in-process origin answers at once; only a starved test process (both cores loaded by other work) is slow,
+        // and a short read timeout then turned a normal answer into a 504. Tests of timeouts set their own.
         originConfiguration.readTimeout = .seconds(60)
         // Loopback connects are refused or accepted at once; only a stalled test process waits (as in ProxyHarness).
-        originConfiguration.connectTimeout = .seconds(10)
+        originConfiguration.connectTimeout = .seconds(60)
         proxyOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         originConfiguration.retry.maxRetries = 0
         downloadOrigin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
@@ -104,10 +108,11 @@ final class AdminHarness: Sendable {
         var request = HTTPClientRequest(url: url)
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let json {
-            if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
-            request.body = .bytes(ByteBuffer(string: json))
+        // As a JSON client sends it: state-changing requests say application/json even without a body (CSRF rule).
+        if let contentType, json != nil || ![.GET, .HEAD, .OPTIONS].contains(method) {
+            request.headers.add(name: "Content-Type", value: contentType)
         }
+        if let json { request.body = .bytes(ByteBuffer(string: json)) }
         let response = try await client.execute(request, timeout: .seconds(120))
         var body: [UInt8] = []
         for try await chunk in response.body { body.append(contentsOf: chunk.readableBytesView) }
@@ -115,7 +120,7 @@ final class AdminHarness: Sendable {
     }
 
     /// Polls `check` every 50 ms until it returns a value, for at most `timeout` (a bound, not a measurement).
-    func eventually<T>(_ what: String, timeout: Duration = .seconds(120), _ check: () async throws -> T?) async throws -> T {
+    func eventually<T>(_ what: String, timeout: Duration = .seconds(60), _ check: () async throws -> T?) async throws -> T {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let value = try await check() { return value }

@@ -52,7 +52,7 @@ import Testing
             "listen": "127.0.0.1:9999", "cache.dir": "/tmp/somewhere", "api.token": "secret-token-0123456789", "origin.proxy": "127.0.0.1:3128",
             "origin.userAgent": "test-agent", "downloads.rateLimit": "1MiB", "cache.volatileQueryParameters": "sig, exp",
             "origin.allowedHosts": "a.example,b.example", "keys.allow": "10.0.0.0/8", "api.allow": "192.168.0.0/16,10.1.0.0/16",
-            "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json", "cors.allowOrigin": "none",
+            "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json", "http.allowedWebOrigins": "loopback, https://player.example",
             "metrics.enabled": "false", "origin.allowLinkLocal": "true",
         ]
         let defaults = HLSCacheSettings()

@@ -89,11 +89,11 @@ import Testing
         defer { Task { await harness.shutdown() } }
         let url = harness.url("/v/seg.ts")
         func preflight(_ headers: [(String, String)]) async throws -> ProxyHarness.Response {
-            try await harness.get(url, headers: [("Origin", "https://player.example"), ("Access-Control-Request-Method", "GET")] + headers, method: .OPTIONS)
+            try await harness.get(url, headers: [("Origin", "http://localhost:8000"), ("Access-Control-Request-Method", "GET")] + headers, method: .OPTIONS)
         }
         let asked = try await preflight([("Access-Control-Request-Headers", "authorization,if-range, range ,x-player-session")])
         #expect(asked.status == 204)
-        #expect(asked.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        #expect(asked.headers.first(name: "Access-Control-Allow-Origin") == "http://localhost:8000")
         #expect(asked.headers.first(name: "Access-Control-Allow-Headers") == "authorization, if-range, range, x-player-session")
         #expect(asked.headers.first(name: "Access-Control-Allow-Private-Network") == nil)
         let fixed = ProxyRouter.defaultAllowedHeaders
@@ -103,13 +103,13 @@ import Testing
         }
         #expect(try await preflight([]).headers.first(name: "Access-Control-Allow-Headers") == fixed)
         #expect(fixed.contains("If-Range"))
-        // Chrome's Private Network Access: a public page calling the proxy on loopback asks, and is allowed.
+        // Chrome's Private Network Access: an allowed page asks, and is answered (a page not allowed is not: WebPageBoundaryTests).
         let pna = try await preflight([("Access-Control-Request-Private-Network", "true")])
         #expect(pna.headers.first(name: "Access-Control-Allow-Private-Network") == "true")
         #expect(harness.origin.requests.isEmpty)
         // Responses let the page read what players use for byte ranges and validation.
         harness.origin.setBody(randomBytes(1_000), contentType: "video/mp2t", for: "/v/seg.ts")
-        let exposed = try #require(try await harness.get(url).headers.first(name: "Access-Control-Expose-Headers"))
+        let exposed = try #require(try await harness.get(url, headers: [("Origin", "http://localhost:8000")]).headers.first(name: "Access-Control-Expose-Headers"))
         let names = Set(exposed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
         #expect(names.isSuperset(of: ["content-range", "content-length", "etag", "accept-ranges"]))
     }

@@ -68,7 +68,7 @@ import Testing
         let original = try String(contentsOf: dir.appendingPathComponent("index.m3u8"), encoding: .utf8)
         let paths = Self.keyPaths(served)
         #expect(paths.count == Self.keyLines(original).count)
-        #expect(paths.allSatisfy { $0.hasPrefix("/keys/") && KeyID($0.dropFirst(6)) != nil }, "\(paths)")
+        #expect(paths.allSatisfy { $0.hasPrefix("/keys/") && KeyID($0.dropFirst(6).prefix(32)) != nil }, "\(paths)")
         #expect(Set(paths).count == keys.count, "one id per key")
         // Only the URI changes: the IV and METHOD stay.
         for (servedLine, originalLine) in zip(Self.keyLines(served), Self.keyLines(original)) {
@@ -167,8 +167,9 @@ import Testing
         }
         let a = Self.keyPaths(try await harness.get(harness.url("/a/index.m3u8")).text)
         let b = Self.keyPaths(try await harness.get(harness.url("/b/index.m3u8")).text)
-        #expect(a == b, "a key shared by renditions (even with different tokens) has one id")
-        #expect(Set(a).count == 2)
+        // The key path carries the key URL (a node of a fleet that never saw the playlist can fetch it), with its token.
+        #expect(a.map { $0.prefix(38) } == b.map { $0.prefix(38) }, "a key shared by renditions (even with different tokens) has one id")
+        #expect(Set(a.map { $0.prefix(38) }).count == 2)
 
         try await withThrowingTaskGroup(of: [UInt8].self) { group in
             for path in a + b + a { group.addTask { try await harness.get(harness.base + path).body } }
@@ -213,6 +214,25 @@ import Testing
         #expect(sessionKeys[1] == "#EXT-X-SESSION-KEY:METHOD=SAMPLE-AES,URI=\"skd://session\",KEYFORMAT=\"com.apple.streamingkeydelivery\"")
     }
 
+    /// A fleet behind a load balancer hashing paths: `/keys/{id}/…` may reach a node that never served the playlist.
+    /// The key URL in the path lets it register and fetch the key; an id that is not the URL's is refused.
+    @Test func aKeyPathNamesItsURLSoAServerThatNeverSawThePlaylistAnswersIt() async throws {
+        let dir = try await Self.aes128()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let keyURL = try OriginURL(harness.originURL("/keys/key0.key"))
+        let id = harness.keys.id(for: keyURL)
+        #expect(try harness.keys.record(id) == nil, "never registered")
+        let answer = try await harness.get(harness.base + id.path(for: keyURL))
+        #expect(answer.status == 200)
+        #expect(sameBytes(answer.body, try #require(try Self.keyFiles(dir)["key0.key"])))
+        #expect(try harness.keys.record(id)?.isStored == true, "registered and stored sealed")
+        let other = try OriginURL(harness.originURL("/keys/key1.key"))
+        let mismatched = try await harness.get(harness.base + id.path + other.proxyPath)
+        #expect(mismatched.status == 404)
+        #expect(try harness.keys.record(harness.keys.id(for: other)) == nil)
+    }
+
     @Test func aKeyThatIsNot16BytesIsRefused() async throws {
         let dir = try await Self.aes128()
         let harness = try await ProxyHarness.start(serving: dir)
@@ -223,7 +243,7 @@ import Testing
         #expect(response.status == 502)
         #expect(response.text.contains("\"error\":\"keyUnavailable\""))
         #expect(!response.text.contains("AAAAAAAAAAAAAAAAA"))
-        let id = try #require(KeyID(path.dropFirst(6)))
+        let id = try #require(KeyID(path.dropFirst(6).prefix(32)))
         #expect(try harness.keys.record(id)?.isStored == false)
     }
 
@@ -260,7 +280,7 @@ import Testing
         let path = try #require(Self.keyPaths(try await harness.get(harness.url("/index.m3u8")).text).first)
         let key = try #require(try Self.keyFiles(dir)["key0.key"])
         #expect(sameBytes(try await harness.get(harness.base + path).body, key))
-        let id = try #require(KeyID(path.dropFirst(6)))
+        let id = try #require(KeyID(path.dropFirst(6).prefix(32)))
 
         // Another process with another master key (HLSCACHE_MASTER_KEY set differently) on the same cache.
         let other = try KeyService(

@@ -21,12 +21,19 @@ import Testing
     @Test func corsHeadersAndPreflight() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let preflight = try await harness.get(harness.url("/x.m3u8"), headers: [("Origin", "https://player.example")], method: .OPTIONS)
+        // Pages on loopback hosts are allowed by default (http.allowedWebOrigins); their Origin is echoed.
+        let preflight = try await harness.get(harness.url("/x.m3u8"), headers: [("Origin", "http://localhost:5173")], method: .OPTIONS)
         #expect(preflight.status == 204)
-        #expect(preflight.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        #expect(preflight.headers.first(name: "Access-Control-Allow-Origin") == "http://localhost:5173")
         #expect(preflight.headers.first(name: "Access-Control-Allow-Methods")?.contains("GET") == true)
-        let health = try await harness.get("\(harness.base)/healthz")
-        #expect(health.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        let health = try await harness.get("\(harness.base)/healthz", headers: [("Origin", "http://127.0.0.1:3000")])
+        #expect(health.headers.first(name: "Access-Control-Allow-Origin") == "http://127.0.0.1:3000")
+        #expect(health.headers[canonicalForm: "Vary"].contains("Origin"))
+        let native = try await harness.get("\(harness.base)/healthz")
+        #expect(native.headers.first(name: "Access-Control-Allow-Origin") == nil)
+        let other = try await harness.get(harness.url("/x.m3u8"), headers: [("Origin", "https://player.example")], method: .OPTIONS)
+        #expect(other.status == 403)
+        #expect(other.headers.first(name: "Access-Control-Allow-Origin") == nil)
     }
 
     @Test(arguments: [

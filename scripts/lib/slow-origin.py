@@ -5,13 +5,15 @@ Serves files from a directory with Content-Length, single Range requests and HEA
 CHUNK-byte pieces with DELAY seconds between them, so downloads take long enough to be interrupted.
 Writes the bound port to PORTFILE. Stops by itself after MAX_SECONDS (bounded: nothing is left running).
 
-usage: slow-origin.py DIR PORTFILE [--chunk 65536] [--delay 0.01] [--max-seconds 3600]
+usage: slow-origin.py DIR PORTFILE [--chunk 65536] [--delay 0.01] [--max-seconds 3600] [--log FILE]
+(--log: one "METHOD PATH" line per request, appended as it arrives.)
 """
 import argparse, os, re, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import unquote, urlsplit
 
 args = None
+LOG_LOCK = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -49,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def do_GET(self, head=False):
+        if args.log:
+            with LOG_LOCK, open(args.log, "a") as log:
+                log.write(f"{'HEAD' if head else 'GET'} {self.path}\n")
         if self.path.startswith("/live/"):
             generated = self.live(head)
             if generated is not None:
@@ -109,6 +114,7 @@ def main():
     parser.add_argument("--chunk", type=int, default=65536)
     parser.add_argument("--delay", type=float, default=0.01)
     parser.add_argument("--max-seconds", type=float, default=3600)
+    parser.add_argument("--log", default=None)
     args = parser.parse_args()
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Proves a fleet behind HAProxy (scripts/fleet.sh, docs/scale-out.md) with real players, on loopback:
+#   1. ffmpeg plays a two-variant AES-128 stream through the balancer, keys included, frame for frame as from the
+#      origin;
+#   2. across the fleet every segment and key was fetched from the origin once, and every object is stored on
+#      exactly one node;
+#   3. a node killed during playback: ffmpeg plays on to the end, frame for frame, once the balancer moves its
+#      share to the other nodes.
+# Prints "PASS: fleet of 3" at the end; exits non-zero on the first failed check.
+#
+# usage: scripts/fleet-check.sh        env: HLSCACHE_BIN (.build/debug/hlscache), KEEP=1 keeps the work directory.
+# Loopback only; bounded (the origin stops by itself, everything started here is stopped on exit).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export HLSCACHE_BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
+WORK=$(mktemp -d /tmp/hlscache-fleet-check.XXXXXX)
+export FLEET_DIR=$WORK/fleet
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cleanup() {
+    "$ROOT/scripts/fleet.sh" stop >/dev/null 2>&1 || true
+    for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null || true; done
+    [ "${KEEP:-0}" = 1 ] && echo "work directory kept: $WORK" || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Four consecutive free ports: the balancer, then the nodes.
+ports_free() { python3 - "$1" "$2" <<'EOF'
+import socket, sys
+base, count = int(sys.argv[1]), int(sys.argv[2])
+for port in range(base, base + count):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        sys.exit(1)
+    finally:
+        s.close()
+EOF
+}
+for _ in $(seq 50); do
+    base=$((20000 + RANDOM % 30000))
+    ports_free "$base" 4 && break
+done
+export BALANCER_PORT=$base NODE_PORT=$((base + 1))
+
+# The stream: two variants, AES-128, 12 s in 2 s segments.
+ORIGIN=$WORK/origin
+mkdir -p "$ORIGIN"
+head -c 16 /dev/urandom >"$ORIGIN/stream.key"
+printf '/stream.key\n%s\n%s\n' "$ORIGIN/stream.key" "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WORK/keyinfo"
+ffmpeg -v error -y -f lavfi -i testsrc=size=320x180:rate=25:duration=12 -f lavfi -i sine=frequency=440:duration=12 \
+    -map 0:v -map 1:a -map 0:v -map 1:a -c:v libx264 -preset ultrafast -g 50 -pix_fmt yuv420p -c:a aac \
+    -s:v:1 160x90 -b:v:0 600k -b:v:1 200k \
+    -f hls -hls_time 2 -hls_playlist_type vod -hls_key_info_file "$WORK/keyinfo" \
+    -master_pl_name master.m3u8 -var_stream_map "v:0,a:0 v:1,a:1" \
+    -hls_segment_filename "$ORIGIN/v%v/seg%03d.ts" "$ORIGIN/v%v/index.m3u8"
+[ -s "$ORIGIN/master.m3u8" ] || fail "ffmpeg made no stream"
+
+python3 "$ROOT/scripts/lib/slow-origin.py" "$ORIGIN" "$WORK/origin.port" --chunk 65536 --delay 0 --max-seconds 900 \
+    --log "$WORK/origin.log" &
+for _ in $(seq 600); do [ -s "$WORK/origin.port" ] && break; sleep 0.1; done
+ORIGIN_URL="http://127.0.0.1:$(cat "$WORK/origin.port")"
+
+frames() { # URL [extra ffmpeg input options]
+    local url=$1
+    shift
+    ffmpeg -v error -nostdin "$@" -i "$url" -map 0:v:0 -f framemd5 - | grep -v '^#'
+}
+frames "$ORIGIN_URL/master.m3u8" >"$WORK/direct.md5"
+[ -s "$WORK/direct.md5" ] || fail "ffmpeg decoded nothing from the origin"
+: >"$WORK/origin.log"
+
+"$ROOT/scripts/fleet.sh" start 3
+BALANCER="http://127.0.0.1:$BALANCER_PORT"
+PROXIED="$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/master.m3u8"
+
+# 1. Played through the balancer, keys included.
+frames "$PROXIED" >"$WORK/fleet.md5"
+cmp -s "$WORK/direct.md5" "$WORK/fleet.md5" || fail "frames through the fleet differ from the origin's ($(wc -l <"$WORK/fleet.md5") vs $(wc -l <"$WORK/direct.md5") frames)"
+curl -fsS "$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/v0/index.m3u8" | grep -q 'URI="/keys/[0-9a-f]\{32\}/http/' \
+    || fail "the key URI is not rewritten to /keys/{id}/…"
+echo "ok: two-variant AES-128 stream through the balancer, $(wc -l <"$WORK/fleet.md5") frames as from the origin"
+
+# 2. One origin fetch per object across the fleet, one node per object.
+segments=$(grep -c '\.ts' "$WORK/origin.log" || true)
+[ "$segments" -gt 0 ] || fail "the origin saw no segment request"
+repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '\.(ts|key)' | sort | uniq -d)
+[ -z "$repeated" ] || fail "objects fetched from the origin more than once across the fleet: $repeated"
+grep -q 'stream.key' "$WORK/origin.log" || fail "the key was never fetched"
+python3 - "$FLEET_DIR" "$segments" <<'EOF' || fail "an object is stored on more than one node, or a segment on none"
+import glob, sqlite3, sys
+where = {}
+for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
+    node = db.split("/")[-3]
+    for (key,) in sqlite3.connect(db).execute("SELECT key FROM objects"):
+        where.setdefault(key, []).append(node)
+shared = {k: v for k, v in where.items() if len(v) > 1}
+segments = [k for k in where if k.endswith(".ts")]
+nodes = {n for v in where.values() for n in v}
+print(f"ok: {len(where)} objects ({len(segments)} segments) on {len(nodes)} nodes, none on two")
+sys.exit(1 if shared or len(segments) != int(sys.argv[2]) or len(nodes) < 2 else 0)
+EOF
+
+# 3. A node killed during playback: the one holding the last segment, while ffmpeg reads in real time (that segment
+#    is asked for ~10 s in, after the kill).
+victim=$(python3 - "$FLEET_DIR" <<'EOF'
+import glob, sqlite3, sys
+for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
+    if any(k.endswith("/v0/seg005.ts") for (k,) in sqlite3.connect(db).execute("SELECT key FROM objects")):
+        print(db.split("/")[-3])
+EOF
+)
+[ -n "$victim" ] || fail "no node holds v0/seg005.ts"
+: >"$WORK/origin.log"
+frames "$PROXIED" -re >"$WORK/killed.md5" &
+player=$!
+sleep 3
+kill -9 "$(cat "$FLEET_DIR/$victim/pid")"
+wait "$player" || fail "ffmpeg failed after $victim was killed"
+cmp -s "$WORK/direct.md5" "$WORK/killed.md5" || fail "frames differ after $victim was killed"
+grep -q 'v0/seg005.ts' "$WORK/origin.log" || fail "the killed node's segment was not fetched again by another node"
+echo "ok: $victim killed during playback, ffmpeg played to the end frame for frame ($(grep -c '\.ts' "$WORK/origin.log" || true) segments fetched again by the others)"
+echo "PASS: fleet of 3"

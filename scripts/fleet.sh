@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A fleet of hlscache nodes behind HAProxy on this machine, for machines without a container engine (the
+# container equivalent is Docker/compose-fleet.yaml; docs/scale-out.md explains both).
+#
+#   scripts/fleet.sh start N     N `hlscache serve` processes on 127.0.0.1:NODE_PORT.. and HAProxy on BALANCER_PORT,
+#                                hashing the request path consistently over them (balance uri + hash-type consistent),
+#                                health-checked on /readyz
+#   scripts/fleet.sh stop        stops HAProxy and every node
+#   scripts/fleet.sh status      the balancer and each node, up or not
+#
+# env: FLEET_DIR (/tmp/hlscache-fleet: caches, logs, pid files, generated configs), HLSCACHE_BIN
+#      (.build/debug/hlscache), BALANCER_PORT (8080), NODE_PORT (18081: the first node's port), HLSCACHE_CONFIG (a
+#      config file every node reads; default: the one written to FLEET_DIR). Loopback only.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
+DIR=${FLEET_DIR:-/tmp/hlscache-fleet}
+BALANCER_PORT=${BALANCER_PORT:-8080}
+NODE_PORT=${NODE_PORT:-18081}
+
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
+
+wait_ready() { # URL
+    for _ in $(seq 600); do
+        curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "fleet: $1 did not become ready within 60 s" >&2
+    return 1
+}
+
+start() {
+    local count=$1
+    [[ $count =~ ^[1-9][0-9]*$ ]] || usage
+    [ -x "$BIN" ] || { echo "fleet: no hlscache binary at $BIN (swift build first, or set HLSCACHE_BIN)" >&2; exit 2; }
+    command -v haproxy >/dev/null || { echo "fleet: haproxy is not installed (apt-get install haproxy)" >&2; exit 2; }
+    mkdir -p "$DIR"
+    local config=${HLSCACHE_CONFIG:-$DIR/hlscache.yaml}
+    if [ -z "${HLSCACHE_CONFIG:-}" ]; then
+        # One file for every node. Read-ahead is off: a node fetching the next segments of a rendition would store
+        # them on itself, while the balancer sends their requests to the nodes their paths hash to.
+        cat >"$config" <<EOF
+prefetch:
+  segments: 0
+log:
+  level: notice
+EOF
+    fi
+    local servers=""
+    for i in $(seq "$count"); do
+        local port=$((NODE_PORT + i - 1))
+        mkdir -p "$DIR/node$i"
+        "$BIN" serve --config "$config" --cache-dir "$DIR/node$i/cache" --listen "127.0.0.1:$port" \
+            >>"$DIR/node$i/serve.log" 2>&1 &
+        echo $! >"$DIR/node$i/pid"
+        servers+="    server node$i 127.0.0.1:$port check"$'\n'
+    done
+    cat >"$DIR/haproxy.cfg" <<EOF
+global
+    maxconn 8192
+
+defaults
+    mode http
+    option http-keep-alive
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    # A node that died between two health checks: the request goes to the next node on the ring, once.
+    retries 2
+    option redispatch 1
+    retry-on conn-failure empty-response response-timeout
+
+frontend hls
+    bind 127.0.0.1:$BALANCER_PORT
+    default_backend nodes
+
+backend nodes
+    # The path (not the query: a fresh signing token keeps the object on its node) hashed onto a consistent ring:
+    # every object has one node, and a node lost or added moves only its own share.
+    balance uri
+    hash-type consistent
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 1s fall 2 rise 2
+$servers
+EOF
+    haproxy -c -q -f "$DIR/haproxy.cfg"
+    haproxy -f "$DIR/haproxy.cfg" >>"$DIR/haproxy.log" 2>&1 &
+    echo $! >"$DIR/haproxy.pid.own"
+    for i in $(seq "$count"); do wait_ready "http://127.0.0.1:$((NODE_PORT + i - 1))/readyz"; done
+    wait_ready "http://127.0.0.1:$BALANCER_PORT/healthz"
+    echo "fleet: $count nodes behind http://127.0.0.1:$BALANCER_PORT (state in $DIR)"
+}
+
+stop_pid() { # FILE
+    [ -f "$1" ] || return 0
+    local pid
+    pid=$(cat "$1")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$1"
+}
+
+stop() {
+    stop_pid "$DIR/haproxy.pid.own"
+    for pidfile in "$DIR"/node*/pid; do [ -e "$pidfile" ] && stop_pid "$pidfile"; done
+    echo "fleet: stopped"
+}
+
+status() {
+    curl -fsS -o /dev/null "http://127.0.0.1:$BALANCER_PORT/healthz" 2>/dev/null \
+        && echo "balancer 127.0.0.1:$BALANCER_PORT up" || echo "balancer 127.0.0.1:$BALANCER_PORT down"
+    for pidfile in "$DIR"/node*/pid; do
+        [ -e "$pidfile" ] || continue
+        local node
+        node=$(basename "$(dirname "$pidfile")")
+        kill -0 "$(cat "$pidfile")" 2>/dev/null && echo "$node up (pid $(cat "$pidfile"))" || echo "$node down"
+    done
+}
+
+case "${1:-}" in
+    start) start "${2:-3}" ;;
+    stop) stop ;;
+    status) status ;;
+    *) usage ;;
+esac
