@@ -82,7 +82,7 @@ struct OriginPoolTests {
         } configureOrigin: { origin in
             origin.readTimeout = .seconds(600)
             origin.maxConnectionsPerHost = 2
-            // Its own limit, shorter than the connect timeout (10 s): the answer is 503 busy, not a 504 timeout.
+            // Its own limit, shorter than the connect timeout (the harness's 60 s): the answer is 503 busy, not a 504 timeout.
             origin.connectionWaitTimeout = .seconds(2)
         }
         let client = Self.wideClient()
