@@ -24,7 +24,7 @@ struct AcceptFailureReport {
         if lastLine == nil {
             line = "cannot accept connections: \(what); pausing accepts (raise ulimit -n, or lower limits.maxConnections)"
         } else {
-            line = "cannot accept connections: \(what); \(unreported) failed accept(s) in the last minute"
+            line = "cannot accept connections: \(what); \(unreported) failed accept(s) since the last such line"
         }
         lastLine = now
         unreported = 0

@@ -120,7 +120,7 @@ final class AdminHarness: Sendable {
     }
 
     /// Polls `check` every 50 ms until it returns a value, for at most `timeout` (a bound, not a measurement).
-    func eventually<T>(_ what: String, timeout: Duration = .seconds(60), _ check: () async throws -> T?) async throws -> T {
+    func eventually<T>(_ what: String, timeout: Duration = .seconds(120), _ check: () async throws -> T?) async throws -> T {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let value = try await check() { return value }

@@ -216,7 +216,9 @@ import Testing
         defer { Task { await fetch.shutdown() } }
         let keys = try #require(fetch.keys)
         let now = Date()
-        let (minute, hour, twoHours) = (now.addingTimeInterval(60), now.addingTimeInterval(3600), now.addingTimeInterval(7200))
+        // Hours apart, and the shortest an hour away: a starved run took two minutes, and an item due in 60 s had expired
+        // before it was looked at.
+        let (minute, hour, twoHours) = (now.addingTimeInterval(3600), now.addingTimeInterval(7200), now.addingTimeInterval(10800))
         func expiry(_ harness: DownloaderHarness, _ id: String) throws -> TimeInterval? {
             let status = try harness.downloader.keyStatus(of: id)
             #expect(status.map(\.state) == [.valid])
@@ -263,10 +265,10 @@ import Testing
         let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
         defer { Task { await fetch.shutdown() } }
         let now = Date()
-        let (minute, hour) = (now.addingTimeInterval(60), now.addingTimeInterval(3600))
+        let (minute, hour) = (now.addingTimeInterval(3600), now.addingTimeInterval(7200))  // an hour apart, the first an hour away
         _ = try await fetch.fetch("/index.m3u8", id: "long", seconds: 4, expiresAt: hour)
         _ = try await fetch.fetch("/index.m3u8", id: "short", seconds: 4, expiresAt: minute)
-        _ = try await fetch.fetch("/index.m3u8", id: "shorter", seconds: 4, expiresAt: now.addingTimeInterval(30))
+        _ = try await fetch.fetch("/index.m3u8", id: "shorter", seconds: 4, expiresAt: now.addingTimeInterval(1800))
         // (Dates compared to the millisecond: they come back from SQLite as seconds since 1970.)
         func close(_ a: Date?, _ b: Date) -> Bool { a.map { abs($0.timeIntervalSince(b)) < 0.001 } ?? false }
         #expect(close(try fetch.downloader.keyStatus(of: "short").first?.expiresAt, hour))

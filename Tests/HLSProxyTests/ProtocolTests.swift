@@ -188,7 +188,8 @@ import Testing
     /// may set it, but without CAP_NET_ADMIN (a container with `--cap-drop ALL`) every accepted connection failed
     /// its setup and was reset.
     @Test func acceptedConnectionsGetNoDelayAndNotSODebug() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        // A head timeout longer than the test: a starved run (98 s) saw the server close the held connection first.
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestHeadTimeout = .seconds(900) }
         defer { Task { await harness.shutdown() } }
         // Held open (an unfinished head) until the checks are done, then closed by the server: a short client
         // timeout let the connection go before a loaded machine got to look at it.
