@@ -48,6 +48,10 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        if let started = item.startedAt { object["startedAt"] = iso(started) }
+        if let completed = item.completedAt { object["completedAt"] = iso(completed) }
+        if let since = item.interruptedAt { object["interruptedAt"] = iso(since) }
+        if let next = item.nextAttemptAt { object["nextAttemptAt"] = iso(next) }
         if let code = item.errorCode { object["error"] = code }
         if let message = item.errorMessage { object["message"] = message }
         if let url = try? OriginURL(item.url) { object["proxyPath"] = url.proxyPath }

@@ -178,7 +178,7 @@ extension Downloader {
             failure = error
         }
         let reason = "a segment did not decrypt with it (invalid PKCS#7 padding)"
-        try? keys.distrust(id, key: key, reason: reason)
+        _ = try? keys.distrust(id, key: key, reason: reason)
         let fresh: [UInt8]
         do throws(KeyError) {
             fresh = try await keys.key(id)
@@ -189,7 +189,7 @@ extension Downloader {
             logger.info("key \(id) was replaced: the stored copy did not decrypt a segment, the origin's current one does")
             return fresh
         }
-        try? keys.distrust(id, key: fresh, reason: reason)
+        _ = try? keys.distrust(id, key: fresh, reason: reason)
         throw failure
     }
 }

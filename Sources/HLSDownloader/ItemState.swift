@@ -9,13 +9,16 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     case downloading
     /// Stopped on request; only `resume` starts it again.
     case paused
-    /// Interrupted (process stopped, killed, origin gone); the next `fetch`, `resume` or `serve` continues it.
+    /// Interrupted: the process stopped or was killed (the next `fetch`, `resume` or `serve` continues it), or the
+    /// origin was unavailable after the retries (`errorCode` says why; `serve` or the waiting `fetch` tries it again
+    /// at ``DownloadItem/nextAttemptAt``).
     case idle
     /// Everything selected is in the cache (the whole stream).
     case cached
     /// The first N seconds of every selected rendition are in the cache (`--seconds N`).
     case partiallyCached
-    /// Gave up after the retry budget; the item's `errorCode` says why.
+    /// Stopped for what waiting cannot fix (404, corrupted, unsupported, refused credentials, cache full), or an
+    /// unavailable origin with `--fail-fast`; the item's `errorCode` says why.
     case failed
     /// Its expiry passed; its objects were evicted.
     case expired

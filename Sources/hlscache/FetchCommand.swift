@@ -58,6 +58,9 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Record the item as queued and return; a running `hlscache serve` downloads it.")
     var detach = false
 
+    @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
+    var failFast = false
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -86,7 +89,7 @@ struct FetchCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, onEvent: { printer.handle($0) }) { context in
                 let proxy = proxyBase.base(context)
                 let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
                 try context.items.recoverInterrupted()

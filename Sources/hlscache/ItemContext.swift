@@ -22,7 +22,7 @@ struct ItemContext {
     /// Opens the cache of `cache`; `origins` are the command's origin flags (`--upstream-proxy`, …); `onEvent`
     /// receives the downloader's events.
     static func open(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, failFast: Bool = false,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws -> ItemContext {
         var flags = CommandLineSettings()
@@ -53,6 +53,8 @@ struct ItemContext {
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(retries: 0), logger: logger)
         var configuration = settings.downloaderConfiguration()
         if let rate { configuration.bytesPerSecond = rate }
+        // `--fail-fast`: an unavailable origin fails the item instead of leaving it waiting (`idle`).
+        if failFast { configuration.waitForOrigin = false }
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
@@ -81,10 +83,10 @@ struct ItemContext {
     /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
     /// the context on every path (the origin client must be shut down before it is released).
     static func with(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, failFast: Bool = false,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }, _ body: (ItemContext) async throws -> Void
     ) async throws {
-        let context = try open(cache, origins: origins, rate: rate, onEvent: onEvent)
+        let context = try open(cache, origins: origins, rate: rate, failFast: failFast, onEvent: onEvent)
         do {
             try await ItemCommandRunner.run { try await body(context) }
         } catch {

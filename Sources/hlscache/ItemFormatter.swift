@@ -24,6 +24,10 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let started = iso(item.startedAt) { object["startedAt"] = started }
+        if let completed = iso(item.completedAt) { object["completedAt"] = completed }
+        if let since = iso(item.interruptedAt) { object["interruptedAt"] = since }
+        if let next = iso(item.nextAttemptAt) { object["nextAttemptAt"] = next }
         if let code = item.errorCode { object["error"] = code }
         if let message = item.errorMessage { object["message"] = message }
         if let base = proxyBase, let url = try? OriginURL(item.url) { object["proxyURL"] = url.proxyURL(base: base) }

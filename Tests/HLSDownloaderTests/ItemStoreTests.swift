@@ -39,6 +39,39 @@ import Testing
         #expect(throws: DownloadError.unknownItem) { try store.apply(.pause, to: "zz") }
     }
 
+    /// An item interrupted by an unavailable origin waits for its next attempt: the scheduler's query leaves it out
+    /// until then; a claim keeps the count of interruptions (the next wait is longer), a finish or resume clears it,
+    /// and the run's start and completion times are kept.
+    @Test func anIdleItemWaitsForItsNextAttempt() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "w", url: "https://x/m.m3u8"))
+        let claimed = try #require(try store.claim("w"))
+        let started = try #require(claimed.startedAt)
+        let now = Date()
+        let next = now.addingTimeInterval(60)
+        try store.apply(.interrupt, to: "w") { item in
+            item.errorCode = "network"
+            item.errorMessage = "connection refused"
+            item.interruptedAt = now
+            item.nextAttemptAt = next
+            item.interruptions = 1
+        }
+        let idle = try #require(try store.item("w"))
+        #expect(idle.state == .idle && idle.errorCode == "network" && idle.errorMessage == "connection refused")
+        #expect(idle.nextAttemptAt.map { abs($0.timeIntervalSince(next)) < 0.001 } == true)
+        #expect(try store.runnable(limit: 10, now: now).isEmpty, "not before its next attempt")
+        #expect(try store.runnable(limit: 10, now: next.addingTimeInterval(1)).map(\.id) == ["w"])
+
+        let again = try #require(try store.claim("w"))
+        #expect(again.interruptions == 1 && again.interruptedAt != nil && again.nextAttemptAt == nil && again.errorCode == nil)
+        #expect(again.startedAt.map { abs($0.timeIntervalSince(started)) < 0.001 } == true, "the first start is kept")
+        let (done, _) = try store.apply(.finish(partial: false), to: "w")
+        #expect(done.state == .cached && done.completedAt != nil && done.interruptions == 0 && done.interruptedAt == nil)
+        let (queued, _) = try store.apply(.resume, to: "w")
+        #expect(queued.completedAt == nil, "queued again: not complete any more")
+    }
+
     @Test func downloadsOfDeadProcessesBecomeIdle() throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
