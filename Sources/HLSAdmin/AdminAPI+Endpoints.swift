@@ -15,13 +15,13 @@ extension AdminAPI {
         }
         let list = try items.items(state: filter)
         let consumptions = try items.consumptions()
-        return Reply(status: .ok, json: AdminJSON.string(["items": list.map { AdminJSON.item($0, consumption: consumptions[$0.id]) }]))
+        return Reply(status: .ok, json: AdminJSON.string(["items": try list.map { try json($0, consumption: consumptions[$0.id]) }]))
     }
 
     func showItem(_ id: String) throws -> Reply {
         try items.recoverInterrupted()
         let item = try items.require(id)
-        var object = AdminJSON.item(item, consumption: try items.consumption(id))
+        var object = try json(item, consumption: try items.consumption(id))
         let resources = try items.resources(id)
         object["resources"] = resources.count
         object["resourcesDone"] = resources.count { $0.done }
@@ -44,7 +44,7 @@ extension AdminAPI {
         }
         wake()
         return Reply(
-            status: .created, json: AdminJSON.string(AdminJSON.item(item, consumption: nil)),
+            status: .created, json: AdminJSON.string(try json(item, consumption: nil)),
             headers: [("Location", "/api/v1/items/\(item.id)")])
     }
 
@@ -52,7 +52,7 @@ extension AdminAPI {
         try downloader.remove(id, keepMetadata: keepMetadata)
         if keepMetadata {
             let item = try items.require(id)
-            return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+            return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
         }
         hub.itemRemoved(id)
         return Reply(status: .noContent, json: "")
@@ -69,13 +69,20 @@ extension AdminAPI {
             // Announced before the scheduler is woken: subscribers see `queued` before `downloading`.
             hub.itemChanged(item, readAt: readAt)
             wake()
+        case "verify":
+            item = try downloader.verify(id)
         case "lock":
             item = try downloader.setLocked(id, true)
         default:
             item = try downloader.setLocked(id, false)
         }
         hub.itemChanged(item, readAt: readAt)
-        return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+        return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
+    }
+
+    /// An item as the API shows it, with whether it plays offline and until when.
+    func json(_ item: DownloadItem, consumption: ItemConsumption?) throws -> [String: Any] {
+        AdminJSON.item(item, consumption: consumption, offline: try downloader.offlineStatus(of: item))
     }
 
     func listKeys() throws -> Reply {

@@ -122,7 +122,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     private func route(_ request: ProxyRequest, route: [String], query: [String: String], responder: ProxyResponder) {
         let method = request.method
         let isRead = method == .GET || method == .HEAD
-        let actions: Set<String> = ["pause", "resume", "lock", "unlock"]
+        let actions: Set<String> = ["pause", "resume", "lock", "unlock", "verify"]
         switch route.count {
         case 1 where route[0] == "items" && isRead:
             return blocking(responder) { try self.listItems(state: query["state"]) }
@@ -167,7 +167,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     private static func allowedMethods(_ route: [String]) -> String? {
         if route == ["items"] { return "GET, HEAD, POST" }
         if route.count == 2 && route[0] == "items" { return "GET, HEAD, DELETE" }
-        if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock"].contains(route[2]) { return "POST" }
+        if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
         if route == ["keys"] || route == ["status"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
         return nil

@@ -39,7 +39,7 @@ enum AdminJSON {
     }
 
     /// An item. Header values are never shown (they may carry credentials), only their names.
-    static func item(_ item: DownloadItem, consumption: ItemConsumption?) -> [String: Any] {
+    static func item(_ item: DownloadItem, consumption: ItemConsumption?, offline: OfflineStatus) -> [String: Any] {
         var object: [String: Any] = [
             "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
             "locked": item.locked, "bytesDone": item.bytesDone, "bytesTotal": item.bytesTotal,
@@ -48,6 +48,9 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        object["playableOffline"] = offline.playable
+        if let until = offline.until { object["offlineUntil"] = iso(until) }
+        if item.missingResources > 0 { object["missingResources"] = item.missingResources }
         if let started = item.startedAt { object["startedAt"] = iso(started) }
         if let completed = item.completedAt { object["completedAt"] = iso(completed) }
         if let since = item.interruptedAt { object["interruptedAt"] = iso(since) }

@@ -36,7 +36,7 @@ enum StatusPage {
         th{font-weight:600;background:#f5f5f5}
         .bar{width:10em;height:.8em;background:#eee;border-radius:.4em;overflow:hidden;display:inline-block;vertical-align:middle}
         .bar>div{height:100%;background:#3a7;width:0}
-        .state-failed{color:#b22}.state-downloading{color:#27a}.state-paused{color:#a70}
+        .state-failed{color:#b22}.state-downloading{color:#27a}.state-paused{color:#a70}.state-evicted{color:#a70}
         .url{max-width:28em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#555}
         #conn{font-size:.85em;color:#888}
         </style></head>

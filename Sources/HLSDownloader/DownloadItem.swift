@@ -50,6 +50,9 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     /// Runs interrupted in a row by an unavailable origin without storing anything (the retry interval doubles
     /// with each); 0 once a run stores something or the item completes or is resumed.
     public var interruptions: Int = 0
+    /// Resources of a `cached`, `partiallyCached` or `evicted` item that the cache evicted (or a re-check found
+    /// gone) since it completed; 0 once a run completes it again. Not playable offline while above 0.
+    public var missingResources: Int = 0
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.

@@ -62,6 +62,12 @@ public final class Downloader: Sendable {
         self.limiter = configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) }
         self.logger = logger
         self.onEvent = onEvent
+        // Items tell what the cache evicted of them, whichever write of this process evicted it (the other process
+        // sharing the cache tells its own); off the evicting thread, which may be a transfer's.
+        store.onEviction { [weak self] keys in
+            guard let self else { return }
+            _ = self.threadPool.runIfActive(eventLoop: self.eventLoopGroup.any()) { self.noteEvicted(keys) }
+        }
     }
 
     /// The default commit threads: two, started on first use, running until the process ends (like

@@ -1,7 +1,8 @@
 /// Where an item is in its life (DESIGN.md §5). Persisted by its raw value.
 ///
 /// `queued → downloading → (cached | partiallyCached)`; `downloading ⇄ paused`; `downloading → idle` when
-/// interrupted (resumes by itself); `→ failed` after the retry budget; `→ expired`; `→ deleted`.
+/// interrupted (resumes by itself); `cached | partiallyCached → (partiallyCached | evicted)` when the cache evicts
+/// its objects; `→ failed` for what waiting cannot fix; `→ expired`; `→ deleted`.
 public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Recorded, waiting for a downloader (`fetch --detach`, `resume`).
     case queued
@@ -17,6 +18,9 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     case cached
     /// The first N seconds of every selected rendition are in the cache (`--seconds N`).
     case partiallyCached
+    /// Was `cached` or `partiallyCached` until the cache evicted every one of its segments (size cap, free-disk
+    /// cushion); `resume` downloads them again. An item that keeps some is `partiallyCached` instead.
+    case evicted
     /// Stopped for what waiting cannot fix (404, corrupted, unsupported, refused credentials, cache full), or an
     /// unavailable origin with `--fail-fast`; the item's `errorCode` says why.
     case failed
@@ -28,7 +32,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// States in which nothing more happens without a command.
     public var isSettled: Bool {
         switch self {
-        case .cached, .partiallyCached, .failed, .expired, .deleted, .paused: true
+        case .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
         case .queued, .downloading, .idle: false
         }
     }
@@ -37,7 +41,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     public var isRunnable: Bool {
         switch self {
         case .queued, .idle: true
-        case .downloading, .paused, .cached, .partiallyCached, .failed, .expired, .deleted: false
+        case .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
         }
     }
 }

@@ -121,6 +121,10 @@ public final class ItemStore: Sendable {
                 t.add(column: "interruptions", .integer).notNull().defaults(to: 0)
             }
         }
+        // The truth about what is stored (issue 25): resources of a complete item that the cache evicted since.
+        migrator.registerMigration("v7-missing-resources") { db in
+            try db.alter(table: "items") { t in t.add(column: "missing_resources", .integer).notNull().defaults(to: 0) }
+        }
         return migrator
     }
 
@@ -193,6 +197,7 @@ public final class ItemStore: Sendable {
                 item.ownerPID = nil
                 item.ownerToken = nil
                 item.completedAt = Date()
+                item.missingResources = 0
                 item.clearInterruption()
             case .expire:
                 // api.md: `error` and `message` say why an item failed or expired.
@@ -215,6 +220,8 @@ public final class ItemStore: Sendable {
             case .interrupt:
                 item.ownerPID = nil
                 item.ownerToken = nil
+            case .evict:
+                break
             }
             change(&item)
             item.updatedAt = Date()
@@ -529,16 +536,17 @@ public final class ItemStore: Sendable {
         item.interruptedAt = (row["interrupted_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
         item.nextAttemptAt = (row["next_attempt_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
         item.interruptions = (row["interruptions"] as Int?) ?? 0
+        item.missingResources = (row["missing_resources"] as Int?) ?? 0
         return item
     }
 
-    private func save(_ db: Database, _ item: DownloadItem) throws {
+    func save(_ db: Database, _ item: DownloadItem) throws {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
                   error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
-                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
@@ -547,6 +555,7 @@ public final class ItemStore: Sendable {
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
                 item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
+                item.missingResources,
             ])
     }
 }

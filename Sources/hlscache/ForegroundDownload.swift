@@ -50,7 +50,7 @@ enum ForegroundDownload {
             return
         }
         printer.finishLine()
-        report(item, printer: printer, proxyBase: proxyBase)
+        report(item, printer: printer, proxyBase: proxyBase, offline: try? context.downloader.offlineStatus(of: item))
         switch item.state {
         case .queued, .downloading:
             // Only a follower ends in these states: interrupted while another process downloads the item.
@@ -59,7 +59,7 @@ enum ForegroundDownload {
                 throw DownloadError.cancelled.with("interrupted; \(item.id) is still \(item.state.rawValue)\(owner)")
             }
             return
-        case .cached, .partiallyCached, .paused, .deleted:
+        case .cached, .partiallyCached, .paused, .deleted, .evicted:
             return
         case .idle:
             throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")
@@ -127,9 +127,9 @@ enum ForegroundDownload {
         }
     }
 
-    static func report(_ item: DownloadItem, printer: ProgressPrinter, proxyBase: String) {
+    static func report(_ item: DownloadItem, printer: ProgressPrinter, proxyBase: String, offline: OfflineStatus? = nil) {
         if printer.json {
-            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase)
+            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase, offline: offline)
             object["event"] = "done"
             printer.emit(ItemFormatter.json(object))
         } else {

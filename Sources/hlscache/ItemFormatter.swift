@@ -16,7 +16,7 @@ enum ItemFormatter {
     }
 
     /// The item as a JSON-ready dictionary (header values are not printed, only names).
-    static func dictionary(_ item: DownloadItem, proxyBase: String? = nil) -> [String: Any] {
+    static func dictionary(_ item: DownloadItem, proxyBase: String? = nil, offline: OfflineStatus? = nil) -> [String: Any] {
         var object: [String: Any] = [
             "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
             "locked": item.locked, "bytesDone": item.bytesDone, "bytesTotal": item.bytesTotal,
@@ -24,6 +24,11 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let offline {
+            object["playableOffline"] = offline.playable
+            if let until = iso(offline.until) { object["offlineUntil"] = until }
+        }
+        if item.missingResources > 0 { object["missingResources"] = item.missingResources }
         if let started = iso(item.startedAt) { object["startedAt"] = started }
         if let completed = iso(item.completedAt) { object["completedAt"] = completed }
         if let since = iso(item.interruptedAt) { object["interruptedAt"] = since }

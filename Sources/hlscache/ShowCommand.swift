@@ -22,7 +22,8 @@ struct ShowCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let item = try context.items.require(id)
             let resources = try context.items.resources(id)
-            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase.base(context))
+            var object = ItemFormatter.dictionary(
+                item, proxyBase: proxyBase.base(context), offline: try context.downloader.offlineStatus(of: item))
             object["resources"] = resources.count
             object["resourcesDone"] = resources.count { $0.done }
             // Playback through `serve` (the SDKs' "record consumption").

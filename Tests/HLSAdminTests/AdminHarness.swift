@@ -31,7 +31,9 @@ final class AdminHarness: Sendable {
     let tasks: NIOLockedValueBox<[Task<Void, Never>]> = NIOLockedValueBox([])
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
-    init(root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in }) async throws {
+    init(
+        root: URL, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in }
+    ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
         cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-admin-\(UUID().uuidString)")
@@ -40,7 +42,7 @@ final class AdminHarness: Sendable {
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
         configuration.port = 0
         configuration.prefetchSegments = 0
-        store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()

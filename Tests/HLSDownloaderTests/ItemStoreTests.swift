@@ -72,6 +72,45 @@ import Testing
         #expect(queued.completedAt == nil, "queued again: not complete any more")
     }
 
+    /// Evicted objects stop counting in every live item listing them: a cached item becomes partiallyCached while it
+    /// has segments left, then evicted; an item being downloaded only has its counters corrected; markStored counts
+    /// what is found again.
+    @Test func evictedResourcesStopCountingAndTheItemSaysSo() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let resources = [
+            ItemResource(key: "p", url: "https://x/m.m3u8", kind: "playlist", size: 100),
+            ItemResource(key: "s0", url: "https://x/s0.ts", kind: "segment", size: 1000),
+            ItemResource(key: "s1", url: "https://x/s1.ts", kind: "segment", size: 1000),
+        ]
+        for id in ["c", "d"] {
+            try store.insert(DownloadItem(id: id, url: "https://x/m.m3u8"))
+            _ = try store.claim(id)
+            try store.setResources(id, resources)
+            try store.markDone(id, resources: resources.map { ($0.key, $0.size!) }, estimatedTotal: { _ in 2100 })
+        }
+        try store.apply(.finish(partial: false), to: "c")
+
+        let first = try store.forgetStored(["s0", "unknown"])
+        #expect(first.map(\.item.id) == ["c", "d"])
+        let c = try #require(try store.item("c"))
+        #expect(c.state == .partiallyCached && c.bytesDone == 1100 && c.segmentsDone == 1 && c.missingResources == 1)
+        let d = try #require(try store.item("d"))
+        #expect(d.state == .downloading && d.bytesDone == 1100, "a running item keeps its state")
+        #expect(try store.forgetStored(["s0"]).isEmpty, "already not counted")
+
+        try store.forgetStored(["s1"], only: "c")
+        let gone = try #require(try store.item("c"))
+        #expect(gone.state == .evicted && gone.segmentsDone == 0 && gone.missingResources == 2)
+        #expect(try store.item("d")?.segmentsDone == 1, "only the item named")
+
+        let found = try #require(try store.markStored("c", [(key: "s0", size: 1000), (key: "s1", size: 1000)]))
+        #expect(found.found == 2 && found.item.missingResources == 0 && found.item.bytesDone == 2100)
+        #expect(found.item.state == .evicted, "only a run (resume) makes it cached again")
+        let (queued, _) = try store.apply(.resume, to: "c")
+        #expect(queued.state == .queued)
+    }
+
     @Test func downloadsOfDeadProcessesBecomeIdle() throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
