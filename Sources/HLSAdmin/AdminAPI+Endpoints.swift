@@ -80,6 +80,19 @@ extension AdminAPI {
         return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
     }
 
+    /// The item's playback playlist (only its renditions), or its offline form (media playlists ending after the
+    /// stored part, served by ``offlineMediaPlaylist(_:rendition:)``).
+    func playbackPlaylist(_ id: String, offline: Bool) throws -> Reply {
+        let media: ((Int) -> String)? = offline ? { DownloadItem.offlineMediaPath(of: id, rendition: $0) } : nil
+        let bytes = try downloader.playbackPlaylist(id, offlineMedia: media)
+        return Reply(status: .ok, json: String(decoding: bytes, as: UTF8.self), contentType: "application/vnd.apple.mpegurl")
+    }
+
+    func offlineMediaPlaylist(_ id: String, rendition: Int) throws -> Reply {
+        let bytes = try downloader.offlineMediaPlaylist(id, rendition: rendition)
+        return Reply(status: .ok, json: String(decoding: bytes, as: UTF8.self), contentType: "application/vnd.apple.mpegurl")
+    }
+
     /// An item as the API shows it, with whether it plays offline and until when.
     func json(_ item: DownloadItem, consumption: ItemConsumption?) throws -> [String: Any] {
         AdminJSON.item(item, consumption: consumption, offline: try downloader.offlineStatus(of: item))

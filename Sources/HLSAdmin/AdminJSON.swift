@@ -58,6 +58,8 @@ enum AdminJSON {
         if let code = item.errorCode { object["error"] = code }
         if let message = item.errorMessage { object["message"] = message }
         if let url = try? OriginURL(item.url) { object["proxyPath"] = url.proxyPath }
+        object["playbackPath"] = DownloadItem.playbackPath(of: item.id, offline: false)
+        object["offlinePlaybackPath"] = DownloadItem.playbackPath(of: item.id, offline: true)
         if let consumption {
             object["consumption"] = [
                 "lastPlayedAt": iso(consumption.lastPlayedAt), "served": consumption.served,

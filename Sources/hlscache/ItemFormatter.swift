@@ -36,7 +36,17 @@ enum ItemFormatter {
         if let code = item.errorCode { object["error"] = code }
         if let message = item.errorMessage { object["message"] = message }
         if let base = proxyBase, let url = try? OriginURL(item.url) { object["proxyURL"] = url.proxyURL(base: base) }
+        if let base = proxyBase {
+            // Served by `hlscache serve` (its admin API): only the item's renditions; the offline form stops after the stored part.
+            object["playbackURL"] = Self.joined(base, DownloadItem.playbackPath(of: item.id, offline: false))
+            object["offlinePlaybackURL"] = Self.joined(base, DownloadItem.playbackPath(of: item.id, offline: true))
+        }
         return object
+    }
+
+    /// `base` (`http://host:port`, perhaps with a trailing slash) followed by an absolute `path`.
+    static func joined(_ base: String, _ path: String) -> String {
+        (base.hasSuffix("/") ? String(base.dropLast()) : base) + path
     }
 
     /// An item's key as JSON: id, host, state, expiresAt.
