@@ -30,7 +30,8 @@ extension AdminAPI {
 
     func createItem(_ body: [UInt8]) throws -> Reply {
         let request = try ItemRequest.parse(body)
-        let item = request.item
+        var item = request.item
+        if !request.start { item.state = .ready }
         // A new item only: resuming an existing one is POST /items/{id}/resume (409 tells the client it exists).
         if try items.item(item.id) != nil { throw AdminError.conflict("an item with id \(item.id) already exists") }
         // Announced before the insert: the scheduler may claim the item the moment it is stored, and subscribers
@@ -42,10 +43,26 @@ extension AdminAPI {
             hub.itemRemoved(item.id)
             throw error
         }
-        wake()
+        if request.start {
+            wake()
+        } else {
+            // Loads its playlists, renditions and estimate in the background; it stays `ready` until resumed.
+            let downloader = self.downloader
+            let id = item.id
+            Task { _ = try? await downloader.prepare(id) }
+        }
         return Reply(
             status: .created, json: AdminJSON.string(try json(item, consumption: nil)),
             headers: [("Location", "/api/v1/items/\(item.id)")])
+    }
+
+    /// `PATCH /items/{id}`: expiry (relative or absolute; the item's keys follow it) and lock.
+    func changeItem(_ id: String, _ body: [UInt8]) throws -> Reply {
+        let changes = try ItemPatchRequest.parse(body)
+        let readAt = ContinuousClock.now
+        let item = try downloader.change(id, changes)
+        hub.itemChanged(item, readAt: readAt)
+        return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
     }
 
     func removeItem(_ id: String, keepMetadata: Bool) throws -> Reply {

@@ -135,6 +135,12 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         case 2 where route[0] == "items" && isRead:
             let id = route[1]
             return blocking(responder) { try self.showItem(id) }
+        case 2 where route[0] == "items" && method == .PATCH:
+            guard Self.isJSON(request) else {
+                return responder.send(error: AdminError.unsupportedMediaType("send the changes as Content-Type: application/json"))
+            }
+            let (id, body) = (route[1], request.body.map { Array($0.readableBytesView) } ?? [])
+            return blocking(responder) { try self.changeItem(id, body) }
         case 2 where route[0] == "items" && method == .DELETE:
             let id = route[1]
             let keep: Bool
@@ -175,7 +181,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
 
     private static func allowedMethods(_ route: [String]) -> String? {
         if route == ["items"] { return "GET, HEAD, POST" }
-        if route.count == 2 && route[0] == "items" { return "GET, HEAD, DELETE" }
+        if route.count == 2 && route[0] == "items" { return "GET, HEAD, PATCH, DELETE" }
         if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
         if route.count == 3 && route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) { return "GET, HEAD" }
         if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }

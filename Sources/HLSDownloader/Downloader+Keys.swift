@@ -91,7 +91,7 @@ extension Downloader {
     }
 
     /// The limit items with `expiries` put on a key they share: the latest of them, none if one never expires.
-    private static func latest(of expiries: [Date?]) -> ItemExpiry {
+    static func latest(of expiries: [Date?]) -> ItemExpiry {
         guard !expiries.contains(where: { $0 == nil }), let latest = expiries.compactMap({ $0 }).max() else { return .never }
         return .at(latest)
     }

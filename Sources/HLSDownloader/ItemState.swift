@@ -6,6 +6,9 @@
 public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Recorded, waiting for a downloader (`fetch --detach`, `resume`).
     case queued
+    /// Created without starting (`fetch --no-start`, API `"start": false`): its playlists are read, its renditions
+    /// and estimate recorded; it waits until `resume` starts it (DTG's `infoLoaded`, THEOplayer's idle task).
+    case ready
     /// A process is downloading it now.
     case downloading
     /// Stopped on request; only `resume` starts it again.
@@ -32,7 +35,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// States in which nothing more happens without a command.
     public var isSettled: Bool {
         switch self {
-        case .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
+        case .ready, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
         case .queued, .downloading, .idle: false
         }
     }
@@ -41,7 +44,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     public var isRunnable: Bool {
         switch self {
         case .queued, .idle: true
-        case .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
+        case .ready, .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
         }
     }
 }

@@ -63,6 +63,14 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .delete: return move(.deleted, .stopAndEvict)
             case .interrupt, .finish, .evict: throw refuse(event)
             }
+        case .ready:
+            switch event {
+            case .resume: return move(.queued, .persist)
+            case .fail: return move(.failed, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .start, .pause, .interrupt, .finish, .evict: throw refuse(event)
+            }
         case .downloading:
             switch event {
             case .pause: return move(.paused, .stopDownload)
@@ -116,7 +124,9 @@ public struct ItemStateMachine: Sendable, Hashable {
         case .deleted:
             switch event {
             case .delete: return move(.deleted, .persist)
-            case .start, .pause, .resume, .interrupt, .finish, .fail, .expire, .evict: throw refuse(event)
+            // `rm --keep-metadata` (PCD's deleteFiles) kept the record: resuming downloads it again.
+            case .resume: return move(.queued, .persist)
+            case .start, .pause, .interrupt, .finish, .fail, .expire, .evict: throw refuse(event)
             }
         }
     }

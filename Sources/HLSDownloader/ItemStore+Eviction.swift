@@ -46,6 +46,18 @@ extension ItemStore {
         }
     }
 
+    /// Marks none of the item's resources stored and zeroes its counters (its objects were removed: `rm`, expiry).
+    public func markNothingStored(_ id: String) throws(DownloadError) {
+        try write { db in
+            try db.execute(sql: "UPDATE item_resources SET done = 0 WHERE item_id = ? AND done = 1", arguments: [id])
+            guard var item = try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode) else { return }
+            item.bytesDone = 0
+            item.segmentsDone = 0
+            item.updatedAt = Date()
+            try save(db, item)
+        }
+    }
+
     /// Marks the item's resources under `keys` stored, with their sizes (what a re-check found in the store but the
     /// item did not count), and recounts its progress and missing resources (also with nothing found).
     @discardableResult
@@ -78,7 +90,7 @@ extension ItemStore {
                 _ = try machine.handle(.evict(segmentsLeft: totals.segmentsDone > 0))
                 item.state = machine.state
             }
-        case .queued, .downloading, .paused, .idle, .failed, .expired, .deleted:
+        case .queued, .ready, .downloading, .paused, .idle, .failed, .expired, .deleted:
             break
         }
         item.updatedAt = Date()

@@ -59,7 +59,7 @@ enum ForegroundDownload {
                 throw DownloadError.cancelled.with("interrupted; \(item.id) is still \(item.state.rawValue)\(owner)")
             }
             return
-        case .cached, .partiallyCached, .paused, .deleted, .evicted:
+        case .cached, .partiallyCached, .paused, .deleted, .evicted, .ready:
             return
         case .idle:
             throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")

@@ -75,7 +75,7 @@ import Testing
     @Test func invalidTransitionsThrowAndKeepTheState() {
         let invalid: [(ItemState, ItemStateMachine.Event)] = [
             (.queued, .finish(partial: false)), (.downloading, .start), (.downloading, .resume), (.paused, .start),
-            (.cached, .pause), (.cached, .start), (.failed, .finish(partial: true)), (.expired, .resume), (.deleted, .resume),
+            (.cached, .pause), (.cached, .start), (.failed, .finish(partial: true)), (.expired, .resume),
             (.deleted, .start), (.idle, .interrupt), (.partiallyCached, .fail(code: "http")),
         ]
         for (state, event) in invalid {
