@@ -49,6 +49,7 @@ enum AdminJSON {
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
         object["playableOffline"] = offline.playable
+        if let rate = item.rateLimit { object["rate"] = rate }
         if let until = offline.until { object["offlineUntil"] = iso(until) }
         if item.missingResources > 0 { object["missingResources"] = item.missingResources }
         if let started = item.startedAt { object["startedAt"] = iso(started) }

@@ -1,10 +1,12 @@
 import Foundation
+import HLSCacheCore
 import HLSDownloader
 
 /// The body of `PATCH /api/v1/items/{id}` (docs/api.md): `expires` (relative: seconds, `"45m"`, `"7d"`; `"never"` or
-/// `null`: no expiry), `expiresAt` (an absolute ISO 8601 date), `lock` (true or false). At least one; not both expiries.
+/// `null`: no expiry), `expiresAt` (an absolute ISO 8601 date), `lock` (true or false), `rate` (the item's own
+/// bandwidth cap: bytes per second, `"2MiB"`; `"none"` or `null`: none). At least one; not both expiries.
 enum ItemPatchRequest {
-    static let knownFields: Set<String> = ["expires", "expiresAt", "lock"]
+    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate"]
 
     static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemChanges {
         let object: [String: Any]
@@ -44,7 +46,17 @@ enum ItemPatchRequest {
             changes.expiresAt = .some(date)
         }
         changes.locked = fields.lock
-        guard !changes.isEmpty else { throw .badRequest("nothing to change: give \"expires\", \"expiresAt\" or \"lock\"") }
+        switch fields.rate {
+        case nil: break
+        case .never: changes.rateLimit = .some(nil)
+        case .seconds(let bytes):
+            guard bytes >= 1 && bytes < 1e15 else { throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"") }
+            changes.rateLimit = .some(Int64(bytes))
+        case .text(let text):
+            guard let bytes = ByteSize(text)?.bytes, bytes > 0 else { throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"") }
+            changes.rateLimit = .some(bytes)
+        }
+        guard !changes.isEmpty else { throw .badRequest("nothing to change: give \"expires\", \"expiresAt\", \"lock\" or \"rate\"") }
         return changes
     }
 
@@ -56,8 +68,9 @@ enum ItemPatchRequest {
         var expires: Expires?
         var expiresAt: String?
         var lock: Bool?
+        var rate: Expires?
 
-        enum CodingKeys: String, CodingKey { case expires, expiresAt, lock }
+        enum CodingKeys: String, CodingKey { case expires, expiresAt, lock, rate }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -72,6 +85,15 @@ enum ItemPatchRequest {
             }
             expiresAt = try container.decodeIfPresent(String.self, forKey: .expiresAt)
             lock = try container.decodeIfPresent(Bool.self, forKey: .lock)
+            if container.contains(.rate) {
+                if try container.decodeNil(forKey: .rate) {
+                    rate = .never
+                } else if let text = try? container.decode(String.self, forKey: .rate) {
+                    rate = text.lowercased() == "none" ? .never : .text(text)
+                } else {
+                    rate = .seconds(try container.decode(Double.self, forKey: .rate))
+                }
+            }
         }
     }
 

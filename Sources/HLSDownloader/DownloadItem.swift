@@ -53,6 +53,9 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     /// Resources of a `cached`, `partiallyCached` or `evicted` item that the cache evicted (or a re-check found
     /// gone) since it completed; 0 once a run completes it again. Not playable offline while above 0.
     public var missingResources: Int = 0
+    /// The item's own bandwidth cap in bytes per second (`hlscache set --rate`, PATCH `rate`), within the
+    /// process's; applied from its next run. `nil`: only the process's.
+    public var rateLimit: Int64?
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.

@@ -9,14 +9,17 @@ public struct ItemChanges: Sendable, Hashable {
     public var expiresAt: Date??
     /// Lock or unlock its objects.
     public var locked: Bool?
+    /// Its own bandwidth cap, bytes per second (`.some(nil)`: none); from its next run.
+    public var rateLimit: Int64??
 
-    public init(expiresAt: Date?? = nil, locked: Bool? = nil) {
+    public init(expiresAt: Date?? = nil, locked: Bool? = nil, rateLimit: Int64?? = nil) {
         self.expiresAt = expiresAt
         self.locked = locked
+        self.rateLimit = rateLimit
     }
 
     /// Whether nothing is asked for.
-    public var isEmpty: Bool { expiresAt == nil && locked == nil }
+    public var isEmpty: Bool { expiresAt == nil && locked == nil && rateLimit == nil }
 }
 
 extension Downloader {
@@ -68,7 +71,8 @@ extension Downloader {
         return loaded
     }
 
-    /// Changes an item after its creation (a rental extended, an absolute expiry, a lock): the expiry is the
+    /// Changes an item after its creation (a rental extended, an absolute expiry, a lock, its own bandwidth cap,
+    /// which a running download takes up at its next run): the expiry is the
     /// item's and its keys' (the key store serves each key until the latest expiry of the live items holding it,
     /// recomputed here); the lock goes to its stored objects as with ``setLocked(_:_:)``.
     ///
@@ -84,6 +88,9 @@ extension Downloader {
         if let expiry = changes.expiresAt {
             item = try items.update(id) { $0.expiresAt = expiry }
             try extendKeys(of: id, to: expiry)
+        }
+        if let rate = changes.rateLimit {
+            item = try items.update(id) { $0.rateLimit = rate }
         }
         if let locked = changes.locked, locked != current.locked {
             item = try setLocked(id, locked)

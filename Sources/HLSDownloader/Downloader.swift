@@ -207,7 +207,8 @@ public final class Downloader: Sendable {
 
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
     private func download(_ item: DownloadItem) async throws -> DownloadPlan {
-        let counter = RunCounter()
+        // The item's own cap (`hlscache set --rate`), inside the process's.
+        let counter = RunCounter(limiter: item.rateLimit.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter)
         let plan = try await makePlan(for: item, storing: true)
         let estimate = plan.estimatedBytes
         let segmentCount = plan.segmentCount
@@ -384,7 +385,7 @@ public final class Downloader: Sendable {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
-                limiter: self.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
+                limiter: counter.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
             let task = self.origin.stream(resource.url, headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
@@ -608,6 +609,12 @@ public final class Downloader: Sendable {
 /// Bytes fetched from origins during one run, for the rate shown on the progress line.
 final class RunCounter: Sendable {
     private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now))
+    /// What paces this run's transfers: the item's cap within the process's, or the process's.
+    let limiter: RateLimiter?
+
+    init(limiter: RateLimiter? = nil) {
+        self.limiter = limiter
+    }
 
     func add(_ bytes: Int) {
         state.withLockedValue { $0.bytes += Int64(bytes) }

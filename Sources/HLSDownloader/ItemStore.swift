@@ -125,6 +125,10 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("v7-missing-resources") { db in
             try db.alter(table: "items") { t in t.add(column: "missing_resources", .integer).notNull().defaults(to: 0) }
         }
+        // An item's own bandwidth cap (`hlscache set --rate`).
+        migrator.registerMigration("v8-item-rate") { db in
+            try db.alter(table: "items") { t in t.add(column: "rate_limit", .integer) }
+        }
         return migrator
     }
 
@@ -537,6 +541,7 @@ public final class ItemStore: Sendable {
         item.nextAttemptAt = (row["next_attempt_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
         item.interruptions = (row["interruptions"] as Int?) ?? 0
         item.missingResources = (row["missing_resources"] as Int?) ?? 0
+        item.rateLimit = row["rate_limit"]
         return item
     }
 
@@ -545,8 +550,8 @@ public final class ItemStore: Sendable {
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
                   error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
-                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources, rate_limit)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
@@ -555,7 +560,7 @@ public final class ItemStore: Sendable {
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
                 item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
-                item.missingResources,
+                item.missingResources, item.rateLimit,
             ])
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HLSCacheCore
 import HLSDownloader
 
 /// `hlscache set ID`: changes an item after its creation — its expiry (a rental extended: relative or an absolute
@@ -25,13 +26,21 @@ struct SetCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Unlock the item's objects.")
     var unlock = false
 
+    @Option(name: .long, help: "The item's own bandwidth cap, bytes per second (e.g. 2MiB), within the process's; none removes it. From its next run.")
+    var rate: String?
+
     @Flag(name: .long, help: "Print the item as a JSON object.")
     var json = false
 
     func validate() throws {
         if expires != nil && expiresAt != nil { throw ValidationError("give --expires or --expires-at, not both") }
         if lock && unlock { throw ValidationError("give --lock or --unlock, not both") }
-        if expires == nil && expiresAt == nil && !lock && !unlock { throw ValidationError("nothing to change: give --expires, --expires-at, --lock or --unlock") }
+        if expires == nil && expiresAt == nil && !lock && !unlock && rate == nil {
+            throw ValidationError("nothing to change: give --expires, --expires-at, --lock, --unlock or --rate")
+        }
+        if let rate, rate.lowercased() != "none", ByteSize(rate).map({ $0.bytes > 0 }) != true {
+            throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB, or none")
+        }
         if let expires, expires.lowercased() != "never", ItemFormatter.duration(expires) == nil {
             throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d, or never")
         }
@@ -46,6 +55,7 @@ struct SetCommand: AsyncParsableCommand {
         if let expiresAt { changes.expiresAt = .some(Self.date(expiresAt)) }
         if lock { changes.locked = true }
         if unlock { changes.locked = false }
+        if let rate { changes.rateLimit = .some(rate.lowercased() == "none" ? nil : ByteSize(rate)?.bytes) }
         try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
@@ -55,7 +65,8 @@ struct SetCommand: AsyncParsableCommand {
                 return
             }
             let expiry = ItemFormatter.iso(item.expiresAt).map { "expires \($0)" } ?? "never expires"
-            ConsoleOutput.line("\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")")
+            let rate = item.rateLimit.map { ", rate \(ItemFormatter.bytes($0))/s" } ?? ""
+            ConsoleOutput.line("\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")\(rate)")
         }
     }
 

@@ -35,7 +35,12 @@ struct AdminLifecycleTests {
         #expect(abs(expiry.timeIntervalSince(week)) < 120, "\(expiry)")
         let never = try await h.request(.PATCH, h.api("/items/idle-task"), json: #"{"expires":null}"#)
         #expect(never.status == 200 && never.json["expiresAt"] == nil, "\(never.text)")
-        for bad in [#"{}"#, #"{"expires":"soon"}"#, #"{"lock":"yes"}"#, #"{"rate":1}"#, #"{"expires":"7d","expiresAt":"2030-01-01T00:00:00Z"}"#] {
+        let capped = try await h.request(.PATCH, h.api("/items/idle-task"), json: #"{"rate":"4MiB"}"#)
+        openAPI.add("PATCH", "/items/{id}", capped)
+        #expect(capped.status == 200 && capped.json["rate"] as? Int == 4 << 20, "\(capped.text)")
+        let uncapped = try await h.request(.PATCH, h.api("/items/idle-task"), json: #"{"rate":null}"#)
+        #expect(uncapped.status == 200 && uncapped.json["rate"] == nil, "\(uncapped.text)")
+        for bad in [#"{}"#, #"{"expires":"soon"}"#, #"{"lock":"yes"}"#, #"{"rate":"fast"}"#, #"{"speed":1}"#, #"{"expires":"7d","expiresAt":"2030-01-01T00:00:00Z"}"#] {
             let refused = try await h.request(.PATCH, h.api("/items/idle-task"), json: bad)
             openAPI.add("PATCH", "/items/{id}", refused)
             #expect(refused.status == 400, "\(bad): \(refused.status) \(refused.text)")

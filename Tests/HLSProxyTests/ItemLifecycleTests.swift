@@ -110,11 +110,12 @@ import Testing
         #expect(origin.requests.allSatisfy { $0.path.hasSuffix(".m3u8") })
         #expect(try await show()["state"] as? String == "ready")
 
-        let set = try await ServeShutdownTests.run(["set", "cli", "--expires-at", "2030-01-01T00:00:00Z", "--lock"] + common)
+        let set = try await ServeShutdownTests.run(["set", "cli", "--expires-at", "2030-01-01T00:00:00Z", "--lock", "--rate", "4MiB"] + common)
         #expect(set.status == 0, "\(set.stdout)")
         let shown = try await show()
         #expect((shown["expiresAt"] as? String)?.hasPrefix("2030-01-01T00:00:00") == true, "\(shown)")
         #expect(shown["locked"] as? Bool == true)
+        #expect(shown["rate"] as? Int == 4 << 20, "\(shown)")
         #expect(try await ServeShutdownTests.run(["set", "cli"] + common).status == 64, "nothing to change")
 
         let resumed = try await ServeShutdownTests.run(["resume", "cli"] + common)
