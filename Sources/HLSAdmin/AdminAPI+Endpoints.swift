@@ -25,6 +25,7 @@ extension AdminAPI {
         let resources = try items.resources(id)
         object["resources"] = resources.count
         object["resourcesDone"] = resources.count { $0.done }
+        object["renditionsStored"] = try downloader.renditionStorage(of: id).map(AdminJSON.storage)
         return Reply(status: .ok, json: AdminJSON.string(object))
     }
 

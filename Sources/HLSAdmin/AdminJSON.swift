@@ -25,6 +25,15 @@ enum AdminJSON {
         return buffer
     }
 
+    /// How much of one rendition is stored, seconds to the millisecond.
+    static func storage(_ storage: RenditionStorage) -> [String: Any] {
+        func ms(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+        return [
+            "url": storage.url, "seconds": ms(storage.seconds), "storedSeconds": ms(storage.storedSeconds),
+            "storedFromStart": ms(storage.storedFromStart),
+        ]
+    }
+
     /// Progress in percent: segments when known, else bytes; 100 for a finished item with nothing to do.
     static func percent(bytes: Int64, bytesTotal: Int64, segments: Int, segmentsTotal: Int) -> Double {
         let value: Double

@@ -99,6 +99,31 @@ extension Downloader {
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }
 
+    /// How much of each rendition the item has in the cache: its duration, the seconds of its segments stored, and
+    /// the seconds playable from its start without a gap (what the offline form plays). Reads the stored media
+    /// playlists; a rendition whose playlist is not stored is left out.
+    public func renditionStorage(of id: String) throws(DownloadError) -> [RenditionStorage] {
+        let item = try items.require(id)
+        var result: [RenditionStorage] = []
+        for url in item.renditions {
+            guard let (playlist, base) = try? storedPlaylist(url, of: item), playlist.kind == .media,
+                let media = try? playlist.media(baseURL: base)
+            else { continue }
+            var storage = RenditionStorage(url: url, seconds: 0, storedSeconds: 0, storedFromStart: 0)
+            var gap = false
+            for segment in media.segments {
+                storage.seconds += segment.duration
+                let stored = (try? OriginURL(segment.url)).map {
+                    store.lookup(CacheKey($0, volatileParameters: configuration.volatileQueryParameters)) != nil
+                } ?? false
+                if stored { storage.storedSeconds += segment.duration } else { gap = true }
+                if stored && !gap { storage.storedFromStart += segment.duration }
+            }
+            result.append(storage)
+        }
+        return result
+    }
+
     /// The stored raw copy of one of the item's playlists and the URL its relative references resolve against.
     private func storedPlaylist(_ url: String, of item: DownloadItem) throws(DownloadError) -> (Playlist, String) {
         let origin: OriginURL
@@ -160,4 +185,16 @@ extension DownloadItem {
     private static func escaped(_ id: String) -> String {
         id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_."))) ?? id
     }
+}
+
+/// How much of one rendition of an item is stored (``Downloader/renditionStorage(of:)``).
+public struct RenditionStorage: Sendable, Hashable {
+    /// The media playlist's origin URL.
+    public var url: String
+    /// The rendition's duration.
+    public var seconds: Double
+    /// Seconds of its segments in the cache.
+    public var storedSeconds: Double
+    /// Seconds from its start up to the first segment missing: what plays offline.
+    public var storedFromStart: Double
 }

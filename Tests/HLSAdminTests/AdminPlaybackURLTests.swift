@@ -57,6 +57,14 @@ struct AdminPlaybackURLTests {
         _ = try await h.eventually("the item partially cached") { try h.items.item("four")?.state == .partiallyCached ? true : nil }
         let whole = try await Self.decode(h.originURL("/master.m3u8"))
         await h.origin.stop()
+        let shown = try await h.request(.GET, h.api("/items/four"))
+        let storage = try #require(shown.json["renditionsStored"] as? [[String: Any]], "\(shown.text)")
+        #expect(storage.count == 3)
+        for rendition in storage {
+            #expect(abs((rendition["seconds"] as? Double ?? 0) - 8) < 0.2, "\(rendition)")
+            #expect(abs((rendition["storedFromStart"] as? Double ?? 0) - 4) < 0.2, "\(rendition)")
+            #expect(rendition["storedSeconds"] as? Double == rendition["storedFromStart"] as? Double, "\(rendition)")
+        }
 
         let master = try await h.request(.GET, h.base + "/api/v1/items/four/offline.m3u8")
         #expect(master.status == 200)
