@@ -96,6 +96,7 @@ enum StatusPage {
             Object.assign(i, {bytesDone: d.bytes, bytesTotal: d.bytesTotal, segmentsDone: d.segments, segmentsTotal: d.segmentsTotal, percent: d.percent}); render(i); });
           es.addEventListener("removed", e => { const d = JSON.parse(e.data); items.delete(d.id); const r = document.getElementById("item-" + d.id); if (r) r.remove(); });
           es.addEventListener("played", e => { const d = JSON.parse(e.data); loadItem(d.id); });
+          es.addEventListener("evicted", e => { const d = JSON.parse(e.data); loadItem(d.id); });
         }
         const initial = /*INITIAL*/null;
         if (initial) initial.items.forEach(i => { items.set(i.id, i); render(i); });
