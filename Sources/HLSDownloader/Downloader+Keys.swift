@@ -23,7 +23,8 @@ extension Downloader {
                 _ = try await keys.key(id)
                 return 16
             } catch {
-                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)")
+                // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
+                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
             }
         }
         let headers = item.headers.map { ($0.name, $0.value) }
@@ -154,7 +155,7 @@ extension Downloader {
                     key = try await keys.key(id)
                 }
             } catch {
-                throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+                throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)").transient(error.isTransient)
             }
             do {
                 plainKeys[encryption.keyURL] = try await check(tail, iv: encryption.iv, key: key, id: id, keys: keys)

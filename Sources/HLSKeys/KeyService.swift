@@ -314,11 +314,15 @@ public final class KeyService: Sendable {
             do throws(OriginError) {
                 response = try await fetcher.fetch(url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
-                throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)")
+                let unavailable = error == .network || error == .timeout || error == .truncated
+                    || (error == .httpStatus && (error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429))
+                throw KeyError.keyUnavailable.with("origin \(url.host): \(error.message)").transient(unavailable)
             }
             let body = Array(response.body.readableBytesView)
             guard response.status == 200 || response.status == 203 else {
+                let status = response.status
                 throw KeyError.keyUnavailable.with("origin \(url.host) answered \(response.status) for key \(id)")
+                    .transient(status >= 500 || status == 408 || status == 429)
             }
             guard body.count == AES128CBC.keyByteCount else {
                 throw KeyError.keyUnavailable.with(

@@ -196,6 +196,30 @@ import Testing
         await origin.stop()
     }
 
+    /// A key server answering 503 is an unavailable origin too: the item waits (`idle`, `keyUnavailable` as its
+    /// reason); once the key server answers, the next run completes. A key answering 404 still fails it.
+    @Test func anUnavailableKeyServerLeavesTheItemWaiting() async throws {
+        let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
+        let origin = TestOrigin(root: aes)
+        try await origin.start()
+        defer { Task { await origin.stop() } }
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        origin.setFault(.status(503), for: "/keys/key0.key")
+        let waiting = try await fetch.fetch("/index.m3u8", id: "keyed", seconds: 4)
+        #expect(waiting.state == .idle && waiting.errorCode == "keyUnavailable" && waiting.nextAttemptAt != nil, "\(waiting)")
+        origin.setFault(nil, for: "/keys/key0.key")
+        let done = try await fetch.downloader.run("keyed")
+        #expect(done.state == .partiallyCached, "\(done.state) \(done.errorMessage ?? "")")
+
+        // A cache of its own, so the key is fetched (not shared with the first item's stored copy).
+        origin.setFault(.status(404), for: "/keys/key0.key")
+        let other = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await other.shutdown() } }
+        let failed = try await other.fetch("/index.m3u8", id: "keyless", seconds: 4)
+        #expect(failed.state == .failed && failed.errorCode == "keyUnavailable", "\(failed.state) \(failed.errorCode ?? "-")")
+    }
+
     /// `--fail-fast` (for scripts): an unreachable origin fails the item with `network` and exit status 3.
     @Test func failFastFailsInsteadOfWaiting() async throws {
         let reserved = try #require(Self.reserve())
