@@ -15,22 +15,24 @@ extension AdminAPI {
         }
         let list = try items.items(state: filter)
         let consumptions = try items.consumptions()
-        return Reply(status: .ok, json: AdminJSON.string(["items": list.map { AdminJSON.item($0, consumption: consumptions[$0.id]) }]))
+        return Reply(status: .ok, json: AdminJSON.string(["items": try list.map { try json($0, consumption: consumptions[$0.id]) }]))
     }
 
     func showItem(_ id: String) throws -> Reply {
         try items.recoverInterrupted()
         let item = try items.require(id)
-        var object = AdminJSON.item(item, consumption: try items.consumption(id))
+        var object = try json(item, consumption: try items.consumption(id))
         let resources = try items.resources(id)
         object["resources"] = resources.count
         object["resourcesDone"] = resources.count { $0.done }
+        object["renditionsStored"] = try downloader.renditionStorage(of: id).map(AdminJSON.storage)
         return Reply(status: .ok, json: AdminJSON.string(object))
     }
 
     func createItem(_ body: [UInt8]) throws -> Reply {
         let request = try ItemRequest.parse(body)
-        let item = request.item
+        var item = request.item
+        if !request.start { item.state = .ready }
         // A new item only: resuming an existing one is POST /items/{id}/resume (409 tells the client it exists).
         if try items.item(item.id) != nil { throw AdminError.conflict("an item with id \(item.id) already exists") }
         // Announced before the insert: the scheduler may claim the item the moment it is stored, and subscribers
@@ -42,17 +44,33 @@ extension AdminAPI {
             hub.itemRemoved(item.id)
             throw error
         }
-        wake()
+        if request.start {
+            wake()
+        } else {
+            // Loads its playlists, renditions and estimate in the background; it stays `ready` until resumed.
+            let downloader = self.downloader
+            let id = item.id
+            Task { _ = try? await downloader.prepare(id) }
+        }
         return Reply(
-            status: .created, json: AdminJSON.string(AdminJSON.item(item, consumption: nil)),
+            status: .created, json: AdminJSON.string(try json(item, consumption: nil)),
             headers: [("Location", "/api/v1/items/\(item.id)")])
+    }
+
+    /// `PATCH /items/{id}`: expiry (relative or absolute; the item's keys follow it) and lock.
+    func changeItem(_ id: String, _ body: [UInt8]) throws -> Reply {
+        let changes = try ItemPatchRequest.parse(body)
+        let readAt = ContinuousClock.now
+        let item = try downloader.change(id, changes)
+        hub.itemChanged(item, readAt: readAt)
+        return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
     }
 
     func removeItem(_ id: String, keepMetadata: Bool) throws -> Reply {
         try downloader.remove(id, keepMetadata: keepMetadata)
         if keepMetadata {
             let item = try items.require(id)
-            return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+            return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
         }
         hub.itemRemoved(id)
         return Reply(status: .noContent, json: "")
@@ -69,13 +87,33 @@ extension AdminAPI {
             // Announced before the scheduler is woken: subscribers see `queued` before `downloading`.
             hub.itemChanged(item, readAt: readAt)
             wake()
+        case "verify":
+            item = try downloader.verify(id)
         case "lock":
             item = try downloader.setLocked(id, true)
         default:
             item = try downloader.setLocked(id, false)
         }
         hub.itemChanged(item, readAt: readAt)
-        return Reply(status: .ok, json: AdminJSON.string(AdminJSON.item(item, consumption: try items.consumption(id))))
+        return Reply(status: .ok, json: AdminJSON.string(try json(item, consumption: try items.consumption(id))))
+    }
+
+    /// The item's playback playlist (only its renditions), or its offline form (media playlists ending after the
+    /// stored part, served by ``offlineMediaPlaylist(_:rendition:)``).
+    func playbackPlaylist(_ id: String, offline: Bool) throws -> Reply {
+        let media: ((Int) -> String)? = offline ? { DownloadItem.offlineMediaPath(of: id, rendition: $0) } : nil
+        let bytes = try downloader.playbackPlaylist(id, offlineMedia: media)
+        return Reply(status: .ok, json: String(decoding: bytes, as: UTF8.self), contentType: "application/vnd.apple.mpegurl")
+    }
+
+    func offlineMediaPlaylist(_ id: String, rendition: Int) throws -> Reply {
+        let bytes = try downloader.offlineMediaPlaylist(id, rendition: rendition)
+        return Reply(status: .ok, json: String(decoding: bytes, as: UTF8.self), contentType: "application/vnd.apple.mpegurl")
+    }
+
+    /// An item as the API shows it, with whether it plays offline and until when.
+    func json(_ item: DownloadItem, consumption: ItemConsumption?) throws -> [String: Any] {
+        AdminJSON.item(item, consumption: consumption, offline: try downloader.offlineStatus(of: item))
     }
 
     func listKeys() throws -> Reply {

@@ -123,7 +123,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     private func route(_ request: ProxyRequest, route: [String], query: [String: String], responder: ProxyResponder) {
         let method = request.method
         let isRead = method == .GET || method == .HEAD
-        let actions: Set<String> = ["pause", "resume", "lock", "unlock"]
+        let actions: Set<String> = ["pause", "resume", "lock", "unlock", "verify"]
         switch route.count {
         case 1 where route[0] == "items" && isRead:
             return blocking(responder) { try self.listItems(state: query["state"]) }
@@ -133,6 +133,12 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         case 2 where route[0] == "items" && isRead:
             let id = route[1]
             return blocking(responder) { try self.showItem(id) }
+        case 2 where route[0] == "items" && method == .PATCH:
+            guard Self.isJSON(request) else {
+                return responder.send(error: AdminError.unsupportedMediaType("send the changes as Content-Type: application/json"))
+            }
+            let (id, body) = (route[1], request.body.map { Array($0.readableBytesView) } ?? [])
+            return blocking(responder) { try self.changeItem(id, body) }
         case 2 where route[0] == "items" && method == .DELETE:
             let id = route[1]
             let keep: Bool
@@ -144,6 +150,15 @@ public final class AdminAPI: ProxyRouteExtension, Service {
                 return responder.send(error: AdminError.badRequest("keepMetadata=\(other): expected true, false, 1 or 0"))
             }
             return blocking(responder) { try self.removeItem(id, keepMetadata: keep) }
+        case 3 where route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) && isRead:
+            let (id, offline) = (route[1], route[2] == "offline.m3u8")
+            return blocking(responder) { try self.playbackPlaylist(id, offline: offline) }
+        case 4 where route[0] == "items" && route[2] == "offline" && route[3].hasSuffix(".m3u8") && isRead:
+            guard let rendition = Int(route[3].dropLast(".m3u8".count)), rendition >= 0 else {
+                return responder.send(error: AdminError.notFound("no such rendition: \(route[3])"))
+            }
+            let id = route[1]
+            return blocking(responder) { try self.offlineMediaPlaylist(id, rendition: rendition) }
         case 3 where route[0] == "items" && actions.contains(route[2]) && method == .POST:
             let (id, action) = (route[1], route[2])
             return blocking(responder) { try self.act(action, on: id) }
@@ -164,8 +179,10 @@ public final class AdminAPI: ProxyRouteExtension, Service {
 
     private static func allowedMethods(_ route: [String]) -> String? {
         if route == ["items"] { return "GET, HEAD, POST" }
-        if route.count == 2 && route[0] == "items" { return "GET, HEAD, DELETE" }
-        if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock"].contains(route[2]) { return "POST" }
+        if route.count == 2 && route[0] == "items" { return "GET, HEAD, PATCH, DELETE" }
+        if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
+        if route.count == 3 && route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) { return "GET, HEAD" }
+        if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }
         if route == ["keys"] || route == ["status"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
         return nil
@@ -192,6 +209,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         var status: HTTPResponseStatus
         var json: String
         var headers: [(String, String)] = []
+        /// The body's type: JSON, or a playlist (the item playback playlists).
+        var contentType = "application/json"
     }
 
     private func blocking(_ responder: ProxyResponder, _ body: @escaping @Sendable () throws -> Reply) {
@@ -199,7 +218,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             switch result {
             case .success(let reply):
                 var headers = HTTPHeaders()
-                headers.add(name: "Content-Type", value: "application/json")
+                headers.add(name: "Content-Type", value: reply.contentType)
                 headers.add(name: "Cache-Control", value: "no-store")
                 for (name, value) in reply.headers { headers.add(name: name, value: value) }
                 var buffer = ByteBuffer()

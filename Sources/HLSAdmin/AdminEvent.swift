@@ -9,6 +9,8 @@ public enum AdminEvent: Sendable, Hashable {
     case state(id: String, state: ItemState, error: String?)
     /// Counters of a downloading item.
     case progress(id: String, bytes: Int64, bytesTotal: Int64, segments: Int, segmentsTotal: Int)
+    /// The cache evicted `resources` of the item's objects (or a re-check found them gone); counters are what is left.
+    case evicted(id: String, state: ItemState, resources: Int, bytes: Int64, segments: Int)
     /// The item was removed without keeping its metadata.
     case removed(id: String)
     /// A player was served the item's segments through the proxy.
@@ -17,7 +19,7 @@ public enum AdminEvent: Sendable, Hashable {
     /// The item the event is about.
     public var id: String {
         switch self {
-        case .state(let id, _, _), .progress(let id, _, _, _, _), .removed(let id), .played(let id, _, _): id
+        case .state(let id, _, _), .progress(let id, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _): id
         }
     }
 
@@ -25,7 +27,7 @@ public enum AdminEvent: Sendable, Hashable {
     var isCoalescable: Bool {
         switch self {
         case .progress, .played: true
-        case .state, .removed: false
+        case .state, .evicted, .removed: false
         }
     }
 
@@ -33,6 +35,7 @@ public enum AdminEvent: Sendable, Hashable {
         switch self {
         case .state: "state"
         case .progress: "progress"
+        case .evicted: "evicted"
         case .removed: "removed"
         case .played: "played"
         }
@@ -50,6 +53,8 @@ public enum AdminEvent: Sendable, Hashable {
                 "type": "progress", "id": id, "bytes": bytes, "bytesTotal": bytesTotal, "segments": segments,
                 "segmentsTotal": segmentsTotal, "percent": AdminJSON.percent(bytes: bytes, bytesTotal: bytesTotal, segments: segments, segmentsTotal: segmentsTotal),
             ]
+        case .evicted(let id, let state, let resources, let bytes, let segments):
+            return ["type": "evicted", "id": id, "state": state.rawValue, "resources": resources, "bytes": bytes, "segments": segments]
         case .removed(let id):
             return ["type": "removed", "id": id]
         case .played(let id, let at, let seconds):

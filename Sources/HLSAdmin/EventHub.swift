@@ -70,6 +70,16 @@ public final class EventHub: Sendable {
             break
         case .note:
             break  // shown by the CLI; an API client reads the item's renditions
+        case .evicted(let id, let itemState, let resources, let bytes, let segments):
+            // The counters went down: remembered, so the next poll does not announce them again as progress.
+            state.withLockedValue { s in
+                if var known = s.known[id] {
+                    known.bytes = bytes
+                    known.segments = segments
+                    s.known[id] = known
+                }
+            }
+            broadcast(.evicted(id: id, state: itemState, resources: resources, bytes: bytes, segments: segments))
         case .progress(let id, let p):
             state.withLockedValue { s in
                 if var known = s.known[id] {

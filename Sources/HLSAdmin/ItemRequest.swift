@@ -5,9 +5,11 @@ import HLSDownloader
 /// The body of `POST /api/v1/items`: the options of `hlscache fetch` as JSON (docs/api.md).
 struct ItemRequest {
     var item: DownloadItem
+    /// `"start": false`: create it `ready` (playlists read, nothing downloaded) until `resume`.
+    var start = true
 
     static let knownFields: Set<String> = [
-        "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate",
+        "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
     ]
 
     private struct Body: Decodable {
@@ -22,6 +24,7 @@ struct ItemRequest {
         var headers: Headers?
         var lock: Bool?
         var rate: Rate?
+        var start: Bool?
     }
 
     /// `"12h"` or a number of seconds.
@@ -117,7 +120,7 @@ struct ItemRequest {
         let item = DownloadItem(
             id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
             headers: headers, now: now)
-        return ItemRequest(item: item)
+        return ItemRequest(item: item, start: fields.start ?? true)
     }
 
     private static func describe(_ type: Any.Type) -> String {

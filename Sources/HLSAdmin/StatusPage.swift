@@ -36,7 +36,7 @@ enum StatusPage {
         th{font-weight:600;background:#f5f5f5}
         .bar{width:10em;height:.8em;background:#eee;border-radius:.4em;overflow:hidden;display:inline-block;vertical-align:middle}
         .bar>div{height:100%;background:#3a7;width:0}
-        .state-failed{color:#b22}.state-downloading{color:#27a}.state-paused{color:#a70}
+        .state-failed{color:#b22}.state-downloading{color:#27a}.state-paused{color:#a70}.state-evicted{color:#a70}
         .url{max-width:28em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#555}
         #conn{font-size:.85em;color:#888}
         </style></head>
@@ -96,6 +96,7 @@ enum StatusPage {
             Object.assign(i, {bytesDone: d.bytes, bytesTotal: d.bytesTotal, segmentsDone: d.segments, segmentsTotal: d.segmentsTotal, percent: d.percent}); render(i); });
           es.addEventListener("removed", e => { const d = JSON.parse(e.data); items.delete(d.id); const r = document.getElementById("item-" + d.id); if (r) r.remove(); });
           es.addEventListener("played", e => { const d = JSON.parse(e.data); loadItem(d.id); });
+          es.addEventListener("evicted", e => { const d = JSON.parse(e.data); loadItem(d.id); });
         }
         const initial = /*INITIAL*/null;
         if (initial) initial.items.forEach(i => { items.set(i.id, i); render(i); });

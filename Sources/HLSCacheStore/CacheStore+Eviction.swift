@@ -28,10 +28,12 @@ extension CacheStore {
         defer { state.withLock { $0.unlinking -= 1 } }
         let now = Date().timeIntervalSince1970
         var victims: [String] = []
+        var victimKeys: [String] = []
         var hidden: [String: ObjectRow] = [:]
         var bytes: Int64 = 0
         let freed = try index.write { db -> Int64 in
             victims.removeAll()
+            victimKeys.removeAll()
             hidden.removeAll()
             bytes = wanted(try IndexDatabase.usage(db).bytes)
             guard bytes > 0 else { return 0 }
@@ -50,12 +52,14 @@ extension CacheStore {
                     }
                     if evictable {
                         victims.append(hash)
+                        victimKeys.append(row["key"])
                         freed += row["size"] as Int64
                     }
                 }
             }
             if allOrNothing && freed < bytes {
                 victims.removeAll()
+                victimKeys.removeAll()
                 return 0
             }
             try IndexDatabase.delete(db, keyHashes: victims)
@@ -68,6 +72,10 @@ extension CacheStore {
         }
         // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
         for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
+        if !victimKeys.isEmpty {
+            let keys = victimKeys.map(CacheKey.init(storedValue:))
+            for observer in evictionObservers.withLock({ $0 }) { observer(keys) }
+        }
         return (freed, bytes)
     }
 

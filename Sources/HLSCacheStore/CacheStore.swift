@@ -126,6 +126,16 @@ public final class CacheStore: Sendable {
     /// Set by ``close()``; the readiness check reports a closed store.
     let closed = Mutex(false)
 
+    /// Told the keys of the objects each eviction removed (``onEviction(_:)``).
+    let evictionObservers = Mutex<[@Sendable ([CacheKey]) -> Void]>([])
+
+    /// Calls `observer` after every eviction of this instance (size cap, free-disk cushion, expired objects) with the
+    /// keys of the objects it removed, once their rows are gone, on the evicting thread — which may be a write's:
+    /// hand slow work off. Not called for ``remove(_:)``, whose callers know what they removed.
+    public func onEviction(_ observer: @escaping @Sendable ([CacheKey]) -> Void) {
+        evictionObservers.withLock { $0.append(observer) }
+    }
+
     /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
     /// using the directory's lock. Open writers can still finish. Idempotent.
     public func close() {

@@ -102,6 +102,8 @@ extension HLSCacheSettings {
         configuration.retryMaxDelay = downloadRetryMaxDelay
         configuration.bytesPerSecond = downloadRateLimit
         configuration.keepFilesOnExpiry = keepFilesOnExpiry
+        configuration.idleRetryInterval = downloadIdleRetryInterval
+        configuration.idleRetryMaxInterval = downloadIdleRetryMaxInterval
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.volatileQueryParameters = volatileQueryParameters
         return configuration

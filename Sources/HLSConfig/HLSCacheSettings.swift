@@ -101,6 +101,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var downloadRetryMaxDelay: Duration
     public var downloadRateLimit: Int64?
     public var keepFilesOnExpiry: Bool
+    public var downloadIdleRetryInterval: Duration
+    public var downloadIdleRetryMaxInterval: Duration
 
     /// The built-in defaults.
     public init() {
@@ -151,6 +153,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         downloadRetryMaxDelay = downloads.retryMaxDelay
         downloadRateLimit = downloads.bytesPerSecond
         keepFilesOnExpiry = downloads.keepFilesOnExpiry
+        downloadIdleRetryInterval = downloads.idleRetryInterval
+        downloadIdleRetryMaxInterval = downloads.idleRetryMaxInterval
         shutdownGrace = proxy.shutdownGrace
         metricsEnabled = proxy.metricsEnabled
         accessLog = proxy.accessLog

@@ -155,6 +155,10 @@ public enum SettingCatalog {
             .int("downloads.attempts", \.downloadAttempts, range: 1...20, "attempts per resource before the item fails"),
             .duration("downloads.retryBaseDelay", \.downloadRetryBaseDelay, "delay before the second attempt; doubled each time, with jitter"),
             .duration("downloads.retryMaxDelay", \.downloadRetryMaxDelay, "the longest delay between attempts"),
+            .duration(
+                "downloads.idleRetryInterval", \.downloadIdleRetryInterval,
+                "an item interrupted by an unavailable origin (idle) is tried again after this; doubled each time in a row"),
+            .duration("downloads.idleRetryMaxInterval", \.downloadIdleRetryMaxInterval, "the longest wait between two tries of an idle item"),
             .single(
                 "downloads.rateLimit", flag: "--rate", "bandwidth cap per process over all items, bytes per second (~: none)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in

@@ -17,6 +17,9 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     private var _code: Code
     /// A human-readable explanation (never header values).
     public private(set) var detail: String = ""
+    /// Whether waiting can fix it: the origin was unreachable, timed out or answered 5xx, 408 or 429 on every
+    /// attempt. An item run ending so is interrupted (`idle`, retried later), not `failed`.
+    public internal(set) var isTransient: Bool = false
 
     private init(_code: Code) {
         self._code = _code
@@ -57,6 +60,13 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     public func with(_ detail: String) -> DownloadError {
         var copy = self
         copy.detail = detail
+        return copy
+    }
+
+    /// A copy marked as fixable by waiting (``isTransient``).
+    func transient(_ value: Bool = true) -> DownloadError {
+        var copy = self
+        copy.isTransient = value
         return copy
     }
 

@@ -8,6 +8,9 @@ public enum DownloadEvent: Sendable, Hashable {
     case note(id: String, message: String)
     /// A resource was stored (or found stored); the counters are the item's totals.
     case progress(id: String, progress: DownloadProgress)
+    /// The cache evicted `resources` of the item's stored objects (size cap, free-disk cushion), or a re-check
+    /// (`verify`) found them gone; the counters are what is left, `state` the item's state after it.
+    case evicted(id: String, state: ItemState, resources: Int, bytesDone: Int64, segmentsDone: Int)
 }
 
 /// The counters of one item at one moment.

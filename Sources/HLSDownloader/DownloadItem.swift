@@ -37,6 +37,25 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var createdAt: Date
     /// When it last changed.
     public var updatedAt: Date
+    /// When its first run started (a downloader claimed it); `nil` until then.
+    public var startedAt: Date?
+    /// When it last became `cached` or `partiallyCached`; cleared when it is queued again.
+    public var completedAt: Date?
+    /// While `idle` after an unavailable origin: since when its runs have been interrupted (the first of the
+    /// interruptions in a row); `errorCode` and `errorMessage` say why.
+    public var interruptedAt: Date?
+    /// While `idle` after an unavailable origin: when a scheduler (`serve`, a waiting `fetch`) tries it again.
+    /// `nil` for an item interrupted by a stop (SIGINT, a process gone): it is runnable at once.
+    public var nextAttemptAt: Date?
+    /// Runs interrupted in a row by an unavailable origin without storing anything (the retry interval doubles
+    /// with each); 0 once a run stores something or the item completes or is resumed.
+    public var interruptions: Int = 0
+    /// Resources of a `cached`, `partiallyCached` or `evicted` item that the cache evicted (or a re-check found
+    /// gone) since it completed; 0 once a run completes it again. Not playable offline while above 0.
+    public var missingResources: Int = 0
+    /// The item's own bandwidth cap in bytes per second (`hlscache set --rate`, PATCH `rate`), within the
+    /// process's; applied from its next run. `nil`: only the process's.
+    public var rateLimit: Int64?
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.
@@ -72,6 +91,13 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var ownerIsAlive: Bool {
         guard let ownerPID else { return false }
         return ProcessIdentity.isAlive(ownerPID, token: ownerToken)
+    }
+
+    /// Forgets an interruption by an unavailable origin (the item completed, failed, or was resumed by hand).
+    mutating func clearInterruption() {
+        interruptedAt = nil
+        nextAttemptAt = nil
+        interruptions = 0
     }
 
     /// A fresh id: 12 hex digits.

@@ -23,7 +23,8 @@ extension Downloader {
                 _ = try await keys.key(id)
                 return 16
             } catch {
-                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)")
+                // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
+                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
             }
         }
         let headers = item.headers.map { ($0.name, $0.value) }
@@ -91,7 +92,7 @@ extension Downloader {
     }
 
     /// The limit items with `expiries` put on a key they share: the latest of them, none if one never expires.
-    private static func latest(of expiries: [Date?]) -> ItemExpiry {
+    static func latest(of expiries: [Date?]) -> ItemExpiry {
         guard !expiries.contains(where: { $0 == nil }), let latest = expiries.compactMap({ $0 }).max() else { return .never }
         return .at(latest)
     }
@@ -154,7 +155,7 @@ extension Downloader {
                     key = try await keys.key(id)
                 }
             } catch {
-                throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)")
+                throw DownloadError.keyUnavailable.with("key \(encryption.keyURL): \(error.message)").transient(error.isTransient)
             }
             do {
                 plainKeys[encryption.keyURL] = try await check(tail, iv: encryption.iv, key: key, id: id, keys: keys)
@@ -178,7 +179,7 @@ extension Downloader {
             failure = error
         }
         let reason = "a segment did not decrypt with it (invalid PKCS#7 padding)"
-        try? keys.distrust(id, key: key, reason: reason)
+        _ = try? keys.distrust(id, key: key, reason: reason)
         let fresh: [UInt8]
         do throws(KeyError) {
             fresh = try await keys.key(id)
@@ -189,7 +190,7 @@ extension Downloader {
             logger.info("key \(id) was replaced: the stored copy did not decrypt a segment, the origin's current one does")
             return fresh
         }
-        try? keys.distrust(id, key: fresh, reason: reason)
+        _ = try? keys.distrust(id, key: fresh, reason: reason)
         throw failure
     }
 }

@@ -9,7 +9,8 @@ extension Downloader {
         try transition(id, .pause)
     }
 
-    /// `hlscache resume`: a paused, interrupted, failed or cached item goes back to `queued` (then a
+    /// `hlscache resume`: a paused, interrupted, failed, cached, evicted or deleted (`rm --keep-metadata`) item goes
+    /// back to `queued` (then a
     /// downloader runs it: the caller with ``run(_:)``, or a scheduler).
     @discardableResult
     public func resume(_ id: String) throws(DownloadError) -> DownloadItem {
@@ -76,10 +77,8 @@ extension Downloader {
     /// lists; playlists take the proxy's rewritten copies with them.
     func evictObjects(of id: String) throws(DownloadError) {
         try evict(try items.resources(id), of: id)
-        _ = try? items.update(id) { item in
-            item.bytesDone = 0
-            item.segmentsDone = 0
-        }
+        // Nothing of it is stored any more: a resumed `rm --keep-metadata` item counts from zero again.
+        try items.markNothingStored(id)
     }
 
     /// Removes `resources` of item `id` from the cache (and their keys from the key store), except those another

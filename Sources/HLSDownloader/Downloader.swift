@@ -62,6 +62,12 @@ public final class Downloader: Sendable {
         self.limiter = configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) }
         self.logger = logger
         self.onEvent = onEvent
+        // Items tell what the cache evicted of them, whichever write of this process evicted it (the other process
+        // sharing the cache tells its own); off the evicting thread, which may be a transfer's.
+        store.onEviction { [weak self] keys in
+            guard let self else { return }
+            _ = self.threadPool.runIfActive(eventLoop: self.eventLoopGroup.any()) { self.noteEvicted(keys) }
+        }
     }
 
     /// The default commit threads: two, started on first use, running until the process ends (like
@@ -126,11 +132,13 @@ public final class Downloader: Sendable {
             work.cancel()
         }
         watcher.cancel()
-        return try settle(id, result: result)
+        return try settle(id, result: result, bytesAtStart: item.bytesDone)
     }
 
-    /// Persists how a run ended.
-    private func settle(_ id: String, result: Result<DownloadPlan, any Error>) throws(DownloadError) -> DownloadItem {
+    /// Persists how a run ended: finished, failed, or interrupted — by a stop (no reason, runnable at once) or by an
+    /// unavailable origin (`idle` with the error as its reason and a next attempt, unless
+    /// ``DownloaderConfiguration/waitForOrigin`` is off).
+    private func settle(_ id: String, result: Result<DownloadPlan, any Error>, bytesAtStart: Int64) throws(DownloadError) -> DownloadItem {
         let current = try items.require(id)
         if current.state != .downloading || current.ownerPID != getpid() {
             // A command took over (pause, rm, expiry from another process); it already persisted its state.
@@ -139,6 +147,7 @@ public final class Downloader: Sendable {
         }
         if let expiry = current.expiresAt, expiry <= Date() { return try finishExpired(id) }
         let outcome: (ItemStateMachine.Event, String?)
+        var waitFor: DownloadError?
         switch result {
         case .success(let plan):
             outcome = (.finish(partial: plan.isPartial), nil)
@@ -146,17 +155,39 @@ public final class Downloader: Sendable {
             let failure = DownloadError.from(error)
             if failure == .cancelled || error is CancellationError {
                 outcome = (.interrupt, nil)
+            } else if failure.isTransient && configuration.waitForOrigin {
+                outcome = (.interrupt, failure.message)
+                waitFor = failure
             } else {
                 outcome = (.fail(code: failure.code), failure.message)
                 logger.warning("item \(id) failed: \(failure)")
             }
         }
-        let (item, _) = try items.apply(outcome.0, to: id) { item in
+        let now = Date()
+        let configuration = self.configuration
+        let (item, _) = try items.apply(outcome.0, to: id) { [waitFor] item in
             if let message = outcome.1 { item.errorMessage = message }
             if case .finish = outcome.0 { item.bytesTotal = item.bytesDone }
+            guard let waitFor else { return }
+            // A run that stored something found the origin up: the wait starts over from the shortest interval.
+            if item.bytesDone > bytesAtStart || item.interruptedAt == nil {
+                item.interruptions = 0
+                item.interruptedAt = now
+            }
+            item.interruptions += 1
+            item.errorCode = waitFor.code
+            item.nextAttemptAt = now.addingTimeInterval(Self.seconds(configuration.idleRetryDelay(after: item.interruptions)))
+        }
+        if let waitFor, let next = item.nextAttemptAt {
+            logger.notice("item \(id) is waiting for the origin (\(waitFor)); next attempt at \(next.ISO8601Format())")
         }
         emitState(item)
         return item
+    }
+
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        let (seconds, attoseconds) = duration.components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 
     private func finishExpired(_ id: String) throws(DownloadError) -> DownloadItem {
@@ -176,7 +207,8 @@ public final class Downloader: Sendable {
 
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
     private func download(_ item: DownloadItem) async throws -> DownloadPlan {
-        let counter = RunCounter()
+        // The item's own cap (`hlscache set --rate`), inside the process's.
+        let counter = RunCounter(limiter: item.rateLimit.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter)
         let plan = try await makePlan(for: item, storing: true)
         let estimate = plan.estimatedBytes
         let segmentCount = plan.segmentCount
@@ -353,7 +385,7 @@ public final class Downloader: Sendable {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
-                limiter: self.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
+                limiter: counter.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
             let task = self.origin.stream(resource.url, headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
@@ -405,7 +437,9 @@ public final class Downloader: Sendable {
                 if Task.isCancelled { throw DownloadError.cancelled }
                 guard attempt < configuration.attempts, Self.isRetryable(error) else {
                     let failure = DownloadError.from(error, isMaster: isMaster)
-                    throw failure.with("\(url): \(failure.message)")
+                    // What the origin did wrong on every attempt (unreachable, 5xx, 429) may pass; a body of the wrong
+                    // length (`corrupted`) is the origin's content, not its availability.
+                    throw failure.with("\(url): \(failure.message)").transient(Self.isOutage(error))
                 }
                 attempt += 1
                 logger.debug("retrying \(url) (attempt \(attempt)): \(error)")
@@ -419,6 +453,16 @@ public final class Downloader: Sendable {
 
     /// The longest `Retry-After` a prewarm waits out before an attempt.
     static let longestRetryAfter = Duration.seconds(60)
+
+    /// Whether `error` says the origin is unavailable for now (network, timeout, 5xx, 408, 429): retrying later can
+    /// fix it, so an item ends its run `idle`, not `failed`.
+    static func isOutage(_ error: any Error) -> Bool {
+        guard let error = error as? OriginError else { return false }
+        // Credentials the upstream proxy refused (its 407, reported as `network`) do not come right by waiting.
+        if error == .network && error.message.contains("(407)") { return false }
+        if error == .httpStatus { return error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429 }
+        return error == .network || error == .timeout || error == .truncated
+    }
 
     static func isRetryable(_ error: any Error) -> Bool {
         switch error {
@@ -565,6 +609,12 @@ public final class Downloader: Sendable {
 /// Bytes fetched from origins during one run, for the rate shown on the progress line.
 final class RunCounter: Sendable {
     private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now))
+    /// What paces this run's transfers: the item's cap within the process's, or the process's.
+    let limiter: RateLimiter?
+
+    init(limiter: RateLimiter? = nil) {
+        self.limiter = limiter
+    }
 
     func add(_ bytes: Int) {
         state.withLockedValue { $0.bytes += Int64(bytes) }

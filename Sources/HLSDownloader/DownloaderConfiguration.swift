@@ -14,6 +14,15 @@ public struct DownloaderConfiguration: Sendable {
     public var retryBaseDelay: Duration = .milliseconds(500)
     /// The longest delay between attempts.
     public var retryMaxDelay: Duration = .seconds(10)
+    /// When a run ends because the origin is unavailable (unreachable, timing out, 5xx, 408, 429 on every attempt):
+    /// `true` leaves the item `idle` with the error as its reason and a next attempt (``idleRetryDelay(after:)``);
+    /// `false` (`fetch --fail-fast`) fails it.
+    public var waitForOrigin: Bool = true
+    /// The wait before the first automatic retry of an item interrupted by an unavailable origin; doubled after
+    /// each further interruption in a row, up to ``idleRetryMaxInterval``.
+    public var idleRetryInterval: Duration = .seconds(5)
+    /// The longest wait between two automatic retries of an interrupted item.
+    public var idleRetryMaxInterval: Duration = .seconds(300)
     /// How often a running download re-reads its item's state (to notice `pause`/`rm` from another process).
     public var statePollInterval: Duration = .milliseconds(250)
     /// How often a running download records the resources it stored (and reports progress): one transaction per
@@ -32,6 +41,13 @@ public struct DownloaderConfiguration: Sendable {
 
     /// The defaults.
     public init() {}
+
+    /// The wait before the next run of an item interrupted `interruptions` times in a row (1, 2, …): the interval,
+    /// doubled each time, capped; no jitter (items of one origin waking together is harmless, and the wait is shown).
+    public func idleRetryDelay(after interruptions: Int) -> Duration {
+        let exponent = min(max(0, interruptions - 1), 20)
+        return min(idleRetryInterval * (1 << exponent), max(idleRetryInterval, idleRetryMaxInterval))
+    }
 
     /// The delay before attempt `attempt` (2, 3, …): exponential, capped, with jitter.
     public func delay(beforeAttempt attempt: Int) -> Duration {

@@ -1,21 +1,31 @@
 /// Where an item is in its life (DESIGN.md §5). Persisted by its raw value.
 ///
 /// `queued → downloading → (cached | partiallyCached)`; `downloading ⇄ paused`; `downloading → idle` when
-/// interrupted (resumes by itself); `→ failed` after the retry budget; `→ expired`; `→ deleted`.
+/// interrupted (resumes by itself); `cached | partiallyCached → (partiallyCached | evicted)` when the cache evicts
+/// its objects; `→ failed` for what waiting cannot fix; `→ expired`; `→ deleted`.
 public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Recorded, waiting for a downloader (`fetch --detach`, `resume`).
     case queued
+    /// Created without starting (`fetch --no-start`, API `"start": false`): its playlists are read, its renditions
+    /// and estimate recorded; it waits until `resume` starts it (DTG's `infoLoaded`, THEOplayer's idle task).
+    case ready
     /// A process is downloading it now.
     case downloading
     /// Stopped on request; only `resume` starts it again.
     case paused
-    /// Interrupted (process stopped, killed, origin gone); the next `fetch`, `resume` or `serve` continues it.
+    /// Interrupted: the process stopped or was killed (the next `fetch`, `resume` or `serve` continues it), or the
+    /// origin was unavailable after the retries (`errorCode` says why; `serve` or the waiting `fetch` tries it again
+    /// at ``DownloadItem/nextAttemptAt``).
     case idle
     /// Everything selected is in the cache (the whole stream).
     case cached
     /// The first N seconds of every selected rendition are in the cache (`--seconds N`).
     case partiallyCached
-    /// Gave up after the retry budget; the item's `errorCode` says why.
+    /// Was `cached` or `partiallyCached` until the cache evicted every one of its segments (size cap, free-disk
+    /// cushion); `resume` downloads them again. An item that keeps some is `partiallyCached` instead.
+    case evicted
+    /// Stopped for what waiting cannot fix (404, corrupted, unsupported, refused credentials, cache full), or an
+    /// unavailable origin with `--fail-fast`; the item's `errorCode` says why.
     case failed
     /// Its expiry passed; its objects were evicted.
     case expired
@@ -25,7 +35,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// States in which nothing more happens without a command.
     public var isSettled: Bool {
         switch self {
-        case .cached, .partiallyCached, .failed, .expired, .deleted, .paused: true
+        case .ready, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
         case .queued, .downloading, .idle: false
         }
     }
@@ -34,7 +44,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     public var isRunnable: Bool {
         switch self {
         case .queued, .idle: true
-        case .downloading, .paused, .cached, .partiallyCached, .failed, .expired, .deleted: false
+        case .ready, .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
         }
     }
 }

@@ -18,6 +18,9 @@ public struct ItemStateMachine: Sendable, Hashable {
         case finish(partial: Bool)
         /// The retry budget of a resource is spent, or the item cannot be downloaded at all.
         case fail(code: String)
+        /// The cache evicted some of its objects (size cap, free-disk cushion); `segmentsLeft` when some of its
+        /// segments are still stored.
+        case evict(segmentsLeft: Bool)
         /// The expiry passed.
         case expire
         /// `hlscache rm`.
@@ -58,7 +61,15 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .interrupt, .finish: throw refuse(event)
+            case .interrupt, .finish, .evict: throw refuse(event)
+            }
+        case .ready:
+            switch event {
+            case .resume: return move(.queued, .persist)
+            case .fail: return move(.failed, .persist)
+            case .expire: return move(.expired, .stopAndEvict)
+            case .delete: return move(.deleted, .stopAndEvict)
+            case .start, .pause, .interrupt, .finish, .evict: throw refuse(event)
             }
         case .downloading:
             switch event {
@@ -68,7 +79,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .stopDownload)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .start, .resume: throw refuse(event)
+            case .start, .resume, .evict: throw refuse(event)
             }
         case .paused:
             switch event {
@@ -76,7 +87,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
             case .pause: return move(.paused, .persist)
-            case .start, .interrupt, .finish, .fail: throw refuse(event)
+            case .start, .interrupt, .finish, .fail, .evict: throw refuse(event)
             }
         case .idle:
             switch event {
@@ -86,12 +97,13 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .interrupt, .finish: throw refuse(event)
+            case .interrupt, .finish, .evict: throw refuse(event)
             }
-        case .cached, .partiallyCached:
+        case .cached, .partiallyCached, .evicted:
             switch event {
             // Resuming a cached item re-checks it: objects evicted since are fetched again.
             case .resume: return move(.queued, .persist)
+            case .evict(let segmentsLeft): return move(segmentsLeft ? .partiallyCached : .evicted, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
             case .start, .pause, .interrupt, .finish, .fail: throw refuse(event)
@@ -101,18 +113,20 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .resume: return move(.queued, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .start, .pause, .interrupt, .finish, .fail: throw refuse(event)
+            case .start, .pause, .interrupt, .finish, .fail, .evict: throw refuse(event)
             }
         case .expired:
             switch event {
             case .delete: return move(.deleted, .stopAndEvict)
             case .expire: return move(.expired, .persist)
-            case .start, .pause, .resume, .interrupt, .finish, .fail: throw refuse(event)
+            case .start, .pause, .resume, .interrupt, .finish, .fail, .evict: throw refuse(event)
             }
         case .deleted:
             switch event {
             case .delete: return move(.deleted, .persist)
-            case .start, .pause, .resume, .interrupt, .finish, .fail, .expire: throw refuse(event)
+            // `rm --keep-metadata` (PCD's deleteFiles) kept the record: resuming downloads it again.
+            case .resume: return move(.queued, .persist)
+            case .start, .pause, .interrupt, .finish, .fail, .expire, .evict: throw refuse(event)
             }
         }
     }
@@ -135,6 +149,7 @@ public struct ItemStateMachine: Sendable, Hashable {
         case .finish: "finish"
         case .fail: "fail"
         case .expire: "expire"
+        case .evict: "evict"
         case .delete: "delete"
         }
     }

@@ -35,15 +35,19 @@ extension ItemStore {
             """
     }
 
-    /// Runnable items (`queued`, `idle`), oldest first, at most `limit`, leaving out `excluding`.
-    public func runnable(limit: Int, excluding: Set<String> = []) throws(DownloadError) -> [DownloadItem] {
+    /// Runnable items (`queued`, and `idle` ones whose next attempt is due at `now`), oldest first, at most `limit`,
+    /// leaving out `excluding`.
+    public func runnable(limit: Int, excluding: Set<String> = [], now: Date = Date()) throws(DownloadError) -> [DownloadItem] {
         guard limit > 0 else { return [] }
         return try read { db in
             // Enough rows to skip the excluded ones (items this process runs are `downloading`, so usually none).
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT * FROM items WHERE state IN (?, ?) ORDER BY created_at, id LIMIT ?",
-                arguments: [ItemState.queued.rawValue, ItemState.idle.rawValue, limit + excluding.count])
+                sql: """
+                    SELECT * FROM items WHERE state = ? OR (state = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?))
+                    ORDER BY created_at, id LIMIT ?
+                    """,
+                arguments: [ItemState.queued.rawValue, ItemState.idle.rawValue, now.timeIntervalSince1970, limit + excluding.count])
             return try rows.lazy.filter { !excluding.contains($0["id"]) }.prefix(limit).map(self.decode)
         }
     }

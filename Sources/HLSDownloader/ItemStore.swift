@@ -108,6 +108,27 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("v5-change-feed") { db in
             try db.execute(sql: Self.changeFeedSchema)
         }
+        // Items that tell the truth (issue 25): an item interrupted by an unavailable origin waits in `idle` with its
+        // reason and the time of its next attempt; started and completed times. An older process ignores these
+        // columns (it reads by name) and, rewriting a row, resets them to NULL/0: the item is then retried at once
+        // and its times are unknown, nothing worse.
+        migrator.registerMigration("v6-item-lifecycle") { db in
+            try db.alter(table: "items") { t in
+                t.add(column: "started_at", .double)
+                t.add(column: "completed_at", .double)
+                t.add(column: "interrupted_at", .double)
+                t.add(column: "next_attempt_at", .double)
+                t.add(column: "interruptions", .integer).notNull().defaults(to: 0)
+            }
+        }
+        // The truth about what is stored (issue 25): resources of a complete item that the cache evicted since.
+        migrator.registerMigration("v7-missing-resources") { db in
+            try db.alter(table: "items") { t in t.add(column: "missing_resources", .integer).notNull().defaults(to: 0) }
+        }
+        // An item's own bandwidth cap (`hlscache set --rate`).
+        migrator.registerMigration("v8-item-rate") { db in
+            try db.alter(table: "items") { t in t.add(column: "rate_limit", .integer) }
+        }
         return migrator
     }
 
@@ -169,10 +190,19 @@ public final class ItemStore: Sendable {
                 item.ownerToken = ProcessIdentity.current
                 item.errorCode = nil
                 item.errorMessage = nil
+                item.nextAttemptAt = nil
+                item.startedAt = item.startedAt ?? Date()
             case .fail(let code):
                 item.errorCode = code
                 item.ownerPID = nil
                 item.ownerToken = nil
+                item.clearInterruption()
+            case .finish:
+                item.ownerPID = nil
+                item.ownerToken = nil
+                item.completedAt = Date()
+                item.missingResources = 0
+                item.clearInterruption()
             case .expire:
                 // api.md: `error` and `message` say why an item failed or expired.
                 item.errorCode = DownloadError.expired.code
@@ -185,9 +215,17 @@ public final class ItemStore: Sendable {
                 item.errorMessage = nil
                 item.ownerPID = nil
                 item.ownerToken = nil
-            case .pause, .interrupt, .finish, .delete:
+                item.completedAt = nil
+                item.clearInterruption()
+            case .pause, .delete:
                 item.ownerPID = nil
                 item.ownerToken = nil
+                item.nextAttemptAt = nil
+            case .interrupt:
+                item.ownerPID = nil
+                item.ownerToken = nil
+            case .evict:
+                break
             }
             change(&item)
             item.updatedAt = Date()
@@ -212,6 +250,9 @@ public final class ItemStore: Sendable {
             item.ownerToken = ProcessIdentity.current
             item.errorCode = nil
             item.errorMessage = nil
+            // `interruptedAt` and `interruptions` stay: the next interruption in a row waits longer.
+            item.nextAttemptAt = nil
+            item.startedAt = item.startedAt ?? Date()
             item.updatedAt = Date()
             try self.save(db, item)
             return item
@@ -494,23 +535,32 @@ public final class ItemStore: Sendable {
         item.updatedAt = Date(timeIntervalSince1970: row["updated_at"])
         item.ownerPID = (row["owner_pid"] as Int64?).map { Int32(truncatingIfNeeded: $0) }
         item.ownerToken = row["owner_token"]
+        item.startedAt = (row["started_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+        item.completedAt = (row["completed_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+        item.interruptedAt = (row["interrupted_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+        item.nextAttemptAt = (row["next_attempt_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+        item.interruptions = (row["interruptions"] as Int?) ?? 0
+        item.missingResources = (row["missing_resources"] as Int?) ?? 0
+        item.rateLimit = row["rate_limit"]
         return item
     }
 
-    private func save(_ db: Database, _ item: DownloadItem) throws {
+    func save(_ db: Database, _ item: DownloadItem) throws {
         try db.execute(
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
                   error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
-                  owner_token)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources, rate_limit)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
                 item.expiresAt?.timeIntervalSince1970, item.locked, try headerCoding.encode(item.headers, itemID: item.id), item.state.rawValue,
                 item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
-                item.ownerToken,
+                item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,
+                item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
+                item.missingResources, item.rateLimit,
             ])
     }
 }

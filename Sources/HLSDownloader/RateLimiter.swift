@@ -6,10 +6,14 @@ public actor RateLimiter {
     private let burst: Double
     private var available: Double
     private var last: ContinuousClock.Instant
+    /// A wider bucket the bytes must pass too (an item's own cap inside the process's).
+    private let then: RateLimiter?
 
-    /// A bucket refilled at `bytesPerSecond`, holding at most a quarter second of bytes.
-    public init(bytesPerSecond: Int64) {
+    /// A bucket refilled at `bytesPerSecond`, holding at most a quarter second of bytes; bytes it lets through
+    /// then wait for `then`, when given.
+    public init(bytesPerSecond: Int64, then: RateLimiter? = nil) {
         precondition(bytesPerSecond > 0)
+        self.then = then
         self.bytesPerSecond = bytesPerSecond
         burst = max(16 * 1024, Double(bytesPerSecond) / 4)
         available = burst
@@ -22,7 +26,10 @@ public actor RateLimiter {
         available = min(burst, available + Double(bytesPerSecond) * Self.seconds(now - last))
         last = now
         available -= Double(bytes)
-        guard available < 0 else { return }
+        guard available < 0 else {
+            try await then?.acquire(bytes)
+            return
+        }
         // In debt: this caller goes when the debt is repaid; the debt itself orders later callers behind it.
         do {
             try await Task.sleep(until: now + .seconds(-available / Double(bytesPerSecond)), clock: .continuous)
@@ -31,6 +38,7 @@ public actor RateLimiter {
             available += Double(bytes)
             throw error
         }
+        try await then?.acquire(bytes)
     }
 
     private static func seconds(_ duration: Duration) -> Double {

@@ -12,6 +12,9 @@ public struct KeyError: Error, Hashable, Sendable, CustomStringConvertible, HTTP
     private var status: Int
     /// What happened, for logs and the JSON body.
     public private(set) var detail: String = ""
+    /// The key's origin was unavailable (unreachable, timing out, 5xx, 408, 429): waiting may fix it. A prewarm then
+    /// waits for the origin (`idle`) instead of failing.
+    public private(set) var isTransient = false
 
     private init(_ code: Code, _ status: Int) {
         _code = code
@@ -38,6 +41,13 @@ public struct KeyError: Error, Hashable, Sendable, CustomStringConvertible, HTTP
     public func with(_ detail: String) -> KeyError {
         var copy = self
         copy.detail = detail
+        return copy
+    }
+
+    /// A copy marked as fixable by waiting (``isTransient``).
+    func transient(_ value: Bool) -> KeyError {
+        var copy = self
+        copy.isTransient = value
         return copy
     }
 

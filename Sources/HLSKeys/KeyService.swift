@@ -314,12 +314,17 @@ public final class KeyService: Sendable {
             do throws(OriginError) {
                 response = try await fetcher.fetch(url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
+                let unavailable = error == .network || error == .timeout || error == .truncated
+                    || (error == .httpStatus && (error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429))
                 // A key whose URL the destination policy refuses stays a 403, as the same URL through the proxy is.
                 throw KeyError.keyUnavailable.withStatus(error == .forbiddenDestination ? 403 : 502).with("origin \(url.host): \(error.message)")
+                    .transient(unavailable)
             }
             let body = Array(response.body.readableBytesView)
             guard response.status == 200 || response.status == 203 else {
+                let status = response.status
                 throw KeyError.keyUnavailable.with("origin \(url.host) answered \(response.status) for key \(id)")
+                    .transient(status >= 500 || status == 408 || status == 429)
             }
             guard body.count == AES128CBC.keyByteCount else {
                 throw KeyError.keyUnavailable.with(

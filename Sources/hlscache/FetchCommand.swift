@@ -63,6 +63,12 @@ struct FetchCommand: AsyncParsableCommand {
         help: "Request every resource through this hlscache (a fleet's load balancer, http://HOST:PORT), so each lands on the node that serves it (docs/scale-out.md).")
     var through: String?
 
+    @Flag(name: .long, help: "Create the item without downloading: read its playlists, record its renditions and estimate; `hlscache resume ID` starts it.")
+    var noStart = false
+
+    @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
+    var failFast = false
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -98,7 +104,7 @@ struct FetchCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         try await ItemContext.with(
-            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, through: through.flatMap { try? OriginURL($0) },
+            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, through: through.flatMap { try? OriginURL($0) },
             onEvent: { printer.handle($0) }
         ) { context in
                 let proxy = proxyBase.base(context)
@@ -119,11 +125,6 @@ struct FetchCommand: AsyncParsableCommand {
                         throw DownloadError.invalidState.with(
                             "item \(existing.id) already prewarms another stream (\(existing.url)); pick another --id, or `hlscache rm \(existing.id)` first")
                     }
-                    if existing.state == .deleted {
-                        // `rm --keep-metadata` left its record: its objects are gone and `resume` refuses it too.
-                        throw DownloadError.invalidState.with(
-                            "item \(existing.id) is deleted (its record was kept by `rm --keep-metadata`); `hlscache rm \(existing.id)` to forget it, or pick another --id")
-                    }
                     let ignored = ignoredOptions(existing: existing, given: item)
                     if !ignored.isEmpty {
                         let note = "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); ignored: "
@@ -131,16 +132,34 @@ struct FetchCommand: AsyncParsableCommand {
                         printer.emit(json ? ItemFormatter.json(["event": "note", "id": existing.id, "message": note]) : "note: " + note)
                     }
                     item = existing
-                    if existing.state.isSettled && existing.state != .deleted && existing.state != .expired {
+                    // A `deleted` item (`rm --keep-metadata` kept its record) is downloaded again, as `resume` does.
+                    if existing.state.isSettled && existing.state != .expired {
                         try context.downloader.resume(existing.id)
                     }
                 } else {
+                    // Created without starting: `ready` until `resume` (the SDKs' load-metadata-then-start).
+                    if noStart { item.state = .ready }
                     try context.items.insert(item)
                 }
                 if json {
                     printer.emit(ItemFormatter.json(["event": "item", "id": item.id, "proxyURL": proxyURL]))
                 } else {
                     printer.emit("item \(item.id): play \(proxyURL)")
+                }
+                if noStart {
+                    let current = try context.items.require(item.id)
+                    let loaded = current.state == .ready ? try await context.downloader.prepare(item.id) : current
+                    if json {
+                        var object = ItemFormatter.dictionary(loaded, proxyBase: proxy)
+                        object["event"] = "done"
+                        printer.emit(ItemFormatter.json(object))
+                    } else {
+                        let estimate = loaded.bytesTotal > 0 ? ", estimated \(ItemFormatter.bytes(loaded.bytesTotal))" : ""
+                        printer.emit(
+                            "\(loaded.id): \(loaded.state.rawValue), \(loaded.renditions.count) renditions, \(loaded.segmentsTotal) segments\(estimate)"
+                                + (loaded.state == .ready ? "; `hlscache resume \(loaded.id)` starts it" : ""))
+                    }
+                    return
                 }
                 if detach {
                     if !json { printer.emit("queued; a running `hlscache serve` on this cache directory downloads it") }

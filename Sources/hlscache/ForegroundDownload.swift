@@ -15,11 +15,19 @@ enum ForegroundDownload {
         let task = Task { () async throws -> DownloadItem in
             while true {
                 do {
-                    return try await context.downloader.run(id)
+                    let item = try await context.downloader.run(id)
+                    // The origin is unavailable: wait for the item's next attempt, as `serve` would, then run it again.
+                    guard item.state == .idle, item.nextAttemptAt != nil, !Task.isCancelled else { return item }
+                    if let settled = try await waitForOrigin(item, context: context, printer: printer) { return settled }
                 } catch let error as DownloadError where error == .invalidState {
                     // Another live process (a `serve`, another `fetch`) downloads it: follow its progress instead.
                     if let settled = try await follow(id, context: context, printer: printer) { return settled }
-                    // Its owner is gone: claim it (another process may be quicker; then follow that one).
+                    // Its owner left it waiting for the origin: wait for the same next attempt rather than try at once.
+                    let current = try context.items.require(id)
+                    if current.state == .idle, let next = current.nextAttemptAt, next > Date() {
+                        if let settled = try await waitForOrigin(current, context: context, printer: printer) { return settled }
+                    }
+                    // Its owner is gone, or the attempt is due: claim it (another process may be quicker; then follow that one).
                 }
             }
         }
@@ -42,7 +50,7 @@ enum ForegroundDownload {
             return
         }
         printer.finishLine()
-        report(item, printer: printer, proxyBase: proxyBase)
+        report(item, printer: printer, proxyBase: proxyBase, offline: try? context.downloader.offlineStatus(of: item))
         switch item.state {
         case .queued, .downloading:
             // Only a follower ends in these states: interrupted while another process downloads the item.
@@ -51,7 +59,7 @@ enum ForegroundDownload {
                 throw DownloadError.cancelled.with("interrupted; \(item.id) is still \(item.state.rawValue)\(owner)")
             }
             return
-        case .cached, .partiallyCached, .paused, .deleted:
+        case .cached, .partiallyCached, .paused, .deleted, .evicted, .ready:
             return
         case .idle:
             throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")
@@ -60,6 +68,41 @@ enum ForegroundDownload {
         case .expired:
             throw DownloadError.expired.with("item \(item.id) expired")
         }
+    }
+
+    /// Prints "waiting for the origin" and waits until the item's next attempt is due.
+    /// - Returns: `nil` to run it again (due, or taken out of `idle` by another process: the next run follows that
+    ///   one); the item when this task is cancelled or the item was settled meanwhile (paused, deleted).
+    private static func waitForOrigin(_ item: DownloadItem, context: ItemContext, printer: ProgressPrinter) async throws(DownloadError)
+        -> DownloadItem?
+    {
+        guard let next = item.nextAttemptAt else { return nil }
+        printer.finishLine()
+        let reason = [item.errorCode, item.errorMessage].compactMap { $0 }.joined(separator: ": ")
+        if printer.json {
+            var object: [String: Any] = ["event": "waiting", "id": item.id, "nextAttemptAt": ItemFormatter.iso(next) ?? ""]
+            if let code = item.errorCode { object["error"] = code }
+            if let message = item.errorMessage { object["message"] = message }
+            if let since = ItemFormatter.iso(item.interruptedAt) { object["since"] = since }
+            printer.emit(ItemFormatter.json(object))
+        } else {
+            let wait = max(0, Int(next.timeIntervalSinceNow.rounded(.up)))
+            printer.emit("\(item.id): waiting for the origin (\(reason)); next attempt in \(wait) s (Ctrl-C to stop; --fail-fast fails instead)")
+        }
+        while Date() < next {
+            do {
+                try await Task.sleep(for: .milliseconds(min(250, max(1, Int(next.timeIntervalSinceNow * 1000)))))
+            } catch {
+                return try context.items.require(item.id)
+            }
+            let current = try context.items.require(item.id)
+            switch current.state {
+            case .idle: continue
+            case .queued, .downloading: return nil
+            default: return current
+            }
+        }
+        return nil
     }
 
     /// Polls an item another process downloads until it settles.
@@ -84,9 +127,9 @@ enum ForegroundDownload {
         }
     }
 
-    static func report(_ item: DownloadItem, printer: ProgressPrinter, proxyBase: String) {
+    static func report(_ item: DownloadItem, printer: ProgressPrinter, proxyBase: String, offline: OfflineStatus? = nil) {
         if printer.json {
-            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase)
+            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase, offline: offline)
             object["event"] = "done"
             printer.emit(ItemFormatter.json(object))
         } else {

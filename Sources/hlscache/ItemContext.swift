@@ -26,7 +26,7 @@ struct ItemContext {
     /// - Parameter through: an hlscache (a fleet's balancer) every resource is requested through, at its proxy path
     ///   (keys at `/keys/{id}/…`), so each lands on the node that serves it (`fetch --through`).
     static func open(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, through: OriginURL? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, failFast: Bool = false, through: OriginURL? = nil,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws -> ItemContext {
         var flags = CommandLineSettings()
@@ -73,6 +73,8 @@ struct ItemContext {
         var configuration = settings.downloaderConfiguration()
         if let rate { configuration.bytesPerSecond = rate }
         configuration.throughServer = through.map { "\($0.scheme)://\($0.authority)" }
+        // `--fail-fast`: an unavailable origin fails the item instead of leaving it waiting (`idle`).
+        if failFast { configuration.waitForOrigin = false }
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {
@@ -104,10 +106,10 @@ struct ItemContext {
     /// Opens the context, runs `body` (a ``DownloadError`` becomes its message and exit status) and closes
     /// the context on every path (the origin client must be shut down before it is released).
     static func with(
-        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, through: OriginURL? = nil,
+        _ cache: CacheOptions, origins: OriginOptions? = nil, rate: Int64? = nil, failFast: Bool = false, through: OriginURL? = nil,
         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }, _ body: (ItemContext) async throws -> Void
     ) async throws {
-        let context = try open(cache, origins: origins, rate: rate, through: through, onEvent: onEvent)
+        let context = try open(cache, origins: origins, rate: rate, failFast: failFast, through: through, onEvent: onEvent)
         do {
             try await ItemCommandRunner.run { try await body(context) }
         } catch {

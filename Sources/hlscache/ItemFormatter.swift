@@ -16,7 +16,7 @@ enum ItemFormatter {
     }
 
     /// The item as a JSON-ready dictionary (header values are not printed, only names).
-    static func dictionary(_ item: DownloadItem, proxyBase: String? = nil) -> [String: Any] {
+    static func dictionary(_ item: DownloadItem, proxyBase: String? = nil, offline: OfflineStatus? = nil) -> [String: Any] {
         var object: [String: Any] = [
             "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
             "locked": item.locked, "bytesDone": item.bytesDone, "bytesTotal": item.bytesTotal,
@@ -24,10 +24,30 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let offline {
+            object["playableOffline"] = offline.playable
+            if let until = iso(offline.until) { object["offlineUntil"] = until }
+        }
+        if item.missingResources > 0 { object["missingResources"] = item.missingResources }
+        if let rate = item.rateLimit { object["rate"] = rate }
+        if let started = iso(item.startedAt) { object["startedAt"] = started }
+        if let completed = iso(item.completedAt) { object["completedAt"] = completed }
+        if let since = iso(item.interruptedAt) { object["interruptedAt"] = since }
+        if let next = iso(item.nextAttemptAt) { object["nextAttemptAt"] = next }
         if let code = item.errorCode { object["error"] = code }
         if let message = item.errorMessage { object["message"] = message }
         if let base = proxyBase, let url = try? OriginURL(item.url) { object["proxyURL"] = url.proxyURL(base: base) }
+        if let base = proxyBase {
+            // Served by `hlscache serve` (its admin API): only the item's renditions; the offline form stops after the stored part.
+            object["playbackURL"] = Self.joined(base, DownloadItem.playbackPath(of: item.id, offline: false))
+            object["offlinePlaybackURL"] = Self.joined(base, DownloadItem.playbackPath(of: item.id, offline: true))
+        }
         return object
+    }
+
+    /// `base` (`http://host:port`, perhaps with a trailing slash) followed by an absolute `path`.
+    static func joined(_ base: String, _ path: String) -> String {
+        (base.hasSuffix("/") ? String(base.dropLast()) : base) + path
     }
 
     /// An item's key as JSON: id, host, state, expiresAt.

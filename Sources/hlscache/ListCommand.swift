@@ -8,7 +8,7 @@ struct ListCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Option(name: .long, help: "Only items in this state (queued, downloading, paused, idle, cached, partiallyCached, failed, expired, deleted).")
+    @Option(name: .long, help: "Only items in this state (queued, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted).")
     var state: String?
 
     @Flag(name: .long, help: "One JSON object per line.")
@@ -27,7 +27,9 @@ struct ListCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let items = try context.items.items(state: filter)
             if json {
-                for item in items { ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item))) }
+                for item in items {
+                    ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
+                }
                 return
             }
             ConsoleOutput.line("ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "URL")

@@ -35,6 +35,10 @@ final class ProgressPrinter: Sendable {
                 finishLine()
                 emit("note: " + message)
             }
+        case .evicted(let id, let state, let resources, _, _):
+            if json {
+                emit(ItemFormatter.json(["event": "evicted", "id": id, "state": state.rawValue, "resources": resources]))
+            }
         case .progress(let id, let progress):
             if json {
                 emit(ItemFormatter.progressJSON(id: id, progress))

@@ -15,6 +15,9 @@ struct ResumeCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Queue it and return; a running `hlscache serve` downloads it.")
     var detach = false
 
+    @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
+    var failFast = false
+
     @Flag(name: .long, help: "Print JSON lines.")
     var json = false
 
@@ -28,7 +31,7 @@ struct ResumeCommand: AsyncParsableCommand {
     func run() async throws {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         let printer = ProgressPrinter(json: json)
-        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, onEvent: { printer.handle($0) }) { context in
+        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, onEvent: { printer.handle($0) }) { context in
                 let current = try context.items.require(id)
                 if current.state != .idle && current.state != .queued {
                     try context.downloader.resume(id)

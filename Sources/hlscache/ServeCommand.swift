@@ -9,6 +9,7 @@ import HLSDownloader
 import HLSOrigin
 import HLSProxy
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -159,9 +160,15 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw CacheOpenFailure.report("the items database", directory: configuration.cacheDirectory, error)
         }
+        // Set once the server (and its metrics) exists; evictions before that are not counted.
+        let metricsBox = NIOLockedValueBox<ProxyMetrics?>(nil)
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
-            keys: keys, logger: logger, onEvent: { hub.publish($0) })
+            keys: keys, logger: logger,
+            onEvent: { event in
+                hub.publish(event)
+                if case .evicted = event { metricsBox.withLockedValue { $0 }?.itemEvicted() }
+            })
         let scheduler = DownloadScheduler(downloader: downloader)
         let admin = AdminAPI(
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
@@ -178,6 +185,7 @@ struct ServeCommand: AsyncParsableCommand {
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
             logger: logger, routeExtension: admin, cookiePages: cookiePages)
+        metricsBox.withLockedValue { $0 = server.metrics }
         let bound: SocketAddress
         do {
             bound = try await server.start()

@@ -22,9 +22,22 @@ struct ShowCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let item = try context.items.require(id)
             let resources = try context.items.resources(id)
-            var object = ItemFormatter.dictionary(item, proxyBase: proxyBase.base(context))
+            var object = ItemFormatter.dictionary(
+                item, proxyBase: proxyBase.base(context), offline: try context.downloader.offlineStatus(of: item))
             object["resources"] = resources.count
             object["resourcesDone"] = resources.count { $0.done }
+            // Seconds stored per rendition: in all, and from its start without a gap (what plays offline).
+            let storage = try context.downloader.renditionStorage(of: id)
+            if json {
+                object["renditionsStored"] = storage.map { r -> [String: Any] in
+                    ["url": r.url, "seconds": (r.seconds * 1000).rounded() / 1000, "storedSeconds": (r.storedSeconds * 1000).rounded() / 1000,
+                     "storedFromStart": (r.storedFromStart * 1000).rounded() / 1000]
+                }
+            } else {
+                object["renditionsStored"] = storage.map {
+                    String(format: "%.1f of %.1f s stored, %.1f s from the start  ", $0.storedSeconds, $0.seconds, $0.storedFromStart) + $0.url
+                }
+            }
             // Playback through `serve` (the SDKs' "record consumption").
             if let played = try context.items.consumption(id) {
                 object["lastPlayedAt"] = ItemFormatter.iso(played.lastPlayedAt) ?? ""

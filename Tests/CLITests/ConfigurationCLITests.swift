@@ -127,7 +127,8 @@ import Testing
         let configured = try await Self.run(["fetch", url, "--config", file, "--cache-dir", directory.appendingPathComponent("a").path])
         #expect(configured.status != 0)
         #expect(configured.stderr.contains("not in the allowed hosts"), "\(configured.stderr)")
-        let plain = try await Self.run(["fetch", url, "--cache-dir", directory.appendingPathComponent("b").path])
+        // --fail-fast: an unreachable origin would otherwise be waited for.
+        let plain = try await Self.run(["fetch", url, "--fail-fast", "--cache-dir", directory.appendingPathComponent("b").path])
         #expect(plain.status != 0)
         #expect(!plain.stderr.contains("not in the allowed hosts"), "\(plain.stderr)")
     }

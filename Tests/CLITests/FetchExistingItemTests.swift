@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// `hlscache fetch --id` with an id that exists or cannot be one (cli.md `fetch --id`): every option the existing
-/// item keeps its own value of is named in the note; a deleted item is refused like `resume` refuses it; `.` and
-/// `..` are no ids; `lock` refuses a deleted item. Nothing here reaches an origin (`--detach`, port 1).
+/// item keeps its own value of is named in the note; a deleted item (`rm --keep-metadata`) is queued again by
+/// `fetch --id` and `resume`, as the SDKs' deleteFiles then download; `.` and `..` are no ids; `lock` refuses a
+/// deleted item. Nothing here reaches an origin (`--detach`, port 1).
 struct FetchExistingItemTests {
     private let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-existing-\(UUID().uuidString)")
     private let url = "http://127.0.0.1:1/a.m3u8"
@@ -30,15 +31,24 @@ struct FetchExistingItemTests {
         #expect(!plain.stdout.contains("note:"), "\(plain.stdout)")
     }
 
-    @Test func aDeletedItemIsRefusedLikeResumeRefusesIt() async throws {
+    private func state(_ id: String) async throws -> String? {
+        let show = try await run(["show", id, "--json"])
+        return (try? JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])?["state"] as? String
+    }
+
+    @Test func aDeletedItemIsQueuedAgainByFetchAndResume() async throws {
         defer { try? FileManager.default.removeItem(at: cache) }
         #expect(try await run(["fetch", url, "--detach", "--id", "gone"]).status == 0)
         #expect(try await run(["rm", "gone", "--keep-metadata"]).status == 0)
-        let fetch = try await run(["fetch", url, "--id", "gone"])
-        #expect(fetch.status == 8, "it exited 0 having downloaded nothing")
-        #expect(fetch.stderr.contains("invalidState") && fetch.stderr.contains("is deleted"), "\(fetch.stderr)")
-        #expect(!fetch.stdout.contains("play"), "no play URL for an item that will not be downloaded")
-        #expect(try await run(["resume", "gone"]).status == 8)
+        #expect(try await state("gone") == "deleted")
+        let fetch = try await run(["fetch", url, "--id", "gone", "--detach"])
+        #expect(fetch.status == 0, "\(fetch.stderr)")
+        #expect(fetch.stdout.contains("play"), "\(fetch.stdout)")
+        #expect(try await state("gone") == "queued")
+        #expect(try await run(["rm", "gone", "--keep-metadata"]).status == 0)
+        #expect(try await run(["resume", "gone", "--detach"]).status == 0)
+        #expect(try await state("gone") == "queued")
+        #expect(try await run(["rm", "gone", "--keep-metadata"]).status == 0)
         let lock = try await run(["lock", "gone"])
         #expect(lock.status == 8 && lock.stderr.contains("deleted"), "lock a deleted item: \(lock.stderr)")
         // `rm` forgets it; then the id is free again.

@@ -32,7 +32,7 @@ final class AdminHarness: Sendable {
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
     init(
-        root: URL, itemsBusyTimeout: TimeInterval = 10, configure: (inout AdminConfiguration) -> Void = { _ in },
+        root: URL, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in },
         proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in }
     ) async throws {
         origin = TestOrigin(root: root)
@@ -44,7 +44,7 @@ final class AdminHarness: Sendable {
         configuration.port = 0
         configuration.prefetchSegments = 0
         configureProxy(&configuration)
-        store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        store = try CacheStore.open(directory: cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
         items = try ItemStore(directory: cacheDirectory.path, busyTimeout: itemsBusyTimeout)
         let group = MultiThreadedEventLoopGroup.singleton
         var originConfiguration = OriginConfiguration()

@@ -18,7 +18,9 @@ final class OpenAPIRecords: Sendable {
 
     /// An event payload checked against `components/schemas/NAME`.
     func add(event: EventRecorder.Event) {
-        let schema = ["state": "StateEvent", "progress": "ProgressEvent", "removed": "RemovedEvent", "played": "PlayedEvent"][event.type] ?? "Unknown"
+        let schema = [
+            "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent", "played": "PlayedEvent",
+        ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])
     }
 

@@ -53,10 +53,29 @@ import Testing
         #expect(try expired.handle(.delete) == .stopAndEvict)
     }
 
+    /// Eviction moves a complete item to partiallyCached (segments left) or evicted (none); resume queues it again;
+    /// items that are not complete are refused (their counters change, not their state).
+    @Test func evictionOfACompleteItem() throws {
+        var cached = machine(.cached)
+        #expect(try cached.handle(.evict(segmentsLeft: true)) == .persist)
+        #expect(cached.state == .partiallyCached)
+        #expect(try cached.handle(.evict(segmentsLeft: false)) == .persist)
+        #expect(cached.state == .evicted)
+        #expect(ItemState.evicted.isSettled && !ItemState.evicted.isRunnable)
+        #expect(try cached.handle(.resume) == .persist)
+        #expect(cached.state == .queued)
+        for state in [ItemState.queued, .downloading, .paused, .idle, .failed, .expired, .deleted] {
+            var m = machine(state)
+            #expect(throws: DownloadError.invalidState) { try m.handle(.evict(segmentsLeft: false)) }
+        }
+        var evicted = machine(.evicted)
+        #expect(try evicted.handle(.delete) == .stopAndEvict)
+    }
+
     @Test func invalidTransitionsThrowAndKeepTheState() {
         let invalid: [(ItemState, ItemStateMachine.Event)] = [
             (.queued, .finish(partial: false)), (.downloading, .start), (.downloading, .resume), (.paused, .start),
-            (.cached, .pause), (.cached, .start), (.failed, .finish(partial: true)), (.expired, .resume), (.deleted, .resume),
+            (.cached, .pause), (.cached, .start), (.failed, .finish(partial: true)), (.expired, .resume),
             (.deleted, .start), (.idle, .interrupt), (.partiallyCached, .fail(code: "http")),
         ]
         for (state, event) in invalid {

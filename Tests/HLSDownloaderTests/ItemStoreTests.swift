@@ -39,6 +39,78 @@ import Testing
         #expect(throws: DownloadError.unknownItem) { try store.apply(.pause, to: "zz") }
     }
 
+    /// An item interrupted by an unavailable origin waits for its next attempt: the scheduler's query leaves it out
+    /// until then; a claim keeps the count of interruptions (the next wait is longer), a finish or resume clears it,
+    /// and the run's start and completion times are kept.
+    @Test func anIdleItemWaitsForItsNextAttempt() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try store.insert(DownloadItem(id: "w", url: "https://x/m.m3u8"))
+        let claimed = try #require(try store.claim("w"))
+        let started = try #require(claimed.startedAt)
+        let now = Date()
+        let next = now.addingTimeInterval(60)
+        try store.apply(.interrupt, to: "w") { item in
+            item.errorCode = "network"
+            item.errorMessage = "connection refused"
+            item.interruptedAt = now
+            item.nextAttemptAt = next
+            item.interruptions = 1
+        }
+        let idle = try #require(try store.item("w"))
+        #expect(idle.state == .idle && idle.errorCode == "network" && idle.errorMessage == "connection refused")
+        #expect(idle.nextAttemptAt.map { abs($0.timeIntervalSince(next)) < 0.001 } == true)
+        #expect(try store.runnable(limit: 10, now: now).isEmpty, "not before its next attempt")
+        #expect(try store.runnable(limit: 10, now: next.addingTimeInterval(1)).map(\.id) == ["w"])
+
+        let again = try #require(try store.claim("w"))
+        #expect(again.interruptions == 1 && again.interruptedAt != nil && again.nextAttemptAt == nil && again.errorCode == nil)
+        #expect(again.startedAt.map { abs($0.timeIntervalSince(started)) < 0.001 } == true, "the first start is kept")
+        let (done, _) = try store.apply(.finish(partial: false), to: "w")
+        #expect(done.state == .cached && done.completedAt != nil && done.interruptions == 0 && done.interruptedAt == nil)
+        let (queued, _) = try store.apply(.resume, to: "w")
+        #expect(queued.completedAt == nil, "queued again: not complete any more")
+    }
+
+    /// Evicted objects stop counting in every live item listing them: a cached item becomes partiallyCached while it
+    /// has segments left, then evicted; an item being downloaded only has its counters corrected; markStored counts
+    /// what is found again.
+    @Test func evictedResourcesStopCountingAndTheItemSaysSo() throws {
+        let (store, dir) = try makeStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let resources = [
+            ItemResource(key: "p", url: "https://x/m.m3u8", kind: "playlist", size: 100),
+            ItemResource(key: "s0", url: "https://x/s0.ts", kind: "segment", size: 1000),
+            ItemResource(key: "s1", url: "https://x/s1.ts", kind: "segment", size: 1000),
+        ]
+        for id in ["c", "d"] {
+            try store.insert(DownloadItem(id: id, url: "https://x/m.m3u8"))
+            _ = try store.claim(id)
+            try store.setResources(id, resources)
+            try store.markDone(id, resources: resources.map { ($0.key, $0.size!) }, estimatedTotal: { _ in 2100 })
+        }
+        try store.apply(.finish(partial: false), to: "c")
+
+        let first = try store.forgetStored(["s0", "unknown"])
+        #expect(first.map(\.item.id) == ["c", "d"])
+        let c = try #require(try store.item("c"))
+        #expect(c.state == .partiallyCached && c.bytesDone == 1100 && c.segmentsDone == 1 && c.missingResources == 1)
+        let d = try #require(try store.item("d"))
+        #expect(d.state == .downloading && d.bytesDone == 1100, "a running item keeps its state")
+        #expect(try store.forgetStored(["s0"]).isEmpty, "already not counted")
+
+        try store.forgetStored(["s1"], only: "c")
+        let gone = try #require(try store.item("c"))
+        #expect(gone.state == .evicted && gone.segmentsDone == 0 && gone.missingResources == 2)
+        #expect(try store.item("d")?.segmentsDone == 1, "only the item named")
+
+        let found = try #require(try store.markStored("c", [(key: "s0", size: 1000), (key: "s1", size: 1000)]))
+        #expect(found.found == 2 && found.item.missingResources == 0 && found.item.bytesDone == 2100)
+        #expect(found.item.state == .evicted, "only a run (resume) makes it cached again")
+        let (queued, _) = try store.apply(.resume, to: "c")
+        #expect(queued.state == .queued)
+    }
+
     @Test func downloadsOfDeadProcessesBecomeIdle() throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }

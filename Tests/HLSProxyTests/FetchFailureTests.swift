@@ -48,18 +48,45 @@ import Testing
         await origin.stop()
     }
 
-    @Test func aResourceFailingThreeTimesFailsTheItemWithHTTP() async throws {
+    /// A 503 on every attempt: the origin is unavailable, so the item waits in `idle` with the error as its reason
+    /// and a next attempt (DESIGN.md §5, "interrupted … resumes by itself"); `fetch --fail-fast` fails it instead.
+    @Test func aResourceFailingThreeTimesLeavesTheItemWaitingOrFailsFast() async throws {
         let (origin, _) = try await start()
         origin.setFault(.status(503), for: "/seg002.m4s")
-        let fetch = try DownloaderHarness(origin: origin)
+        // One resource at a time: a run stops at the failing segment, so a second run stores nothing new.
+        let fetch = try DownloaderHarness(origin: origin, configure: {
+            $0.idleRetryInterval = .seconds(30)
+            $0.resourcesPerItem = 1
+        })
         defer { Task { await fetch.shutdown() } }
+        let before = Date()
         let item = try await fetch.fetch("/index.m3u8")
-        #expect(item.state == .failed)
+        #expect(item.state == .idle)
         #expect(item.errorCode == "http")
+        #expect(item.errorMessage?.contains("503") == true, "\(item.errorMessage ?? "")")
+        #expect(item.interruptions == 1 && item.interruptedAt != nil)
+        let next = try #require(item.nextAttemptAt)
+        #expect(next.timeIntervalSince(before) >= 29, "the first wait is idleRetryInterval")
         #expect(origin.requests(matching: "/seg002.m4s").count == 3, "3 attempts per resource")
         #expect(try fetch.stored("/seg002.m4s") == nil)
-        #expect(fetch.events.contains(.stateChanged(id: item.id, state: .failed, errorCode: "http")))
+        #expect(fetch.events.contains(.stateChanged(id: item.id, state: .idle, errorCode: "http")))
+        #expect(try fetch.items.runnable(limit: 10).isEmpty, "a scheduler leaves it alone until its next attempt")
+
+        // Tried again, the origin still failing and nothing more stored: the wait doubles.
+        let second = try await fetch.downloader.run(item.id)
+        #expect(second.state == .idle && second.interruptions == 2)
+        #expect(second.interruptedAt == item.interruptedAt, "waiting since the first interruption")
+        #expect((second.nextAttemptAt?.timeIntervalSinceNow ?? 0) >= 59)
         await fetch.shutdown()
+
+        let failFast = try DownloaderHarness(origin: origin, configure: { $0.waitForOrigin = false })
+        defer { Task { await failFast.shutdown() } }
+        let failed = try await failFast.fetch("/index.m3u8")
+        #expect(failed.state == .failed)
+        #expect(failed.errorCode == "http")
+        #expect(failed.nextAttemptAt == nil)
+        #expect(failFast.events.contains(.stateChanged(id: failed.id, state: .failed, errorCode: "http")))
+        await failFast.shutdown()
         await origin.stop()
     }
 
@@ -69,7 +96,8 @@ import Testing
         let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8")
-        #expect(item.state == .failed)
+        // A body cut short on every attempt is the origin failing, not its content: the item waits for it.
+        #expect(item.state == .idle)
         #expect(item.errorCode == "network")
         #expect(try fetch.stored("/seg000.m4s") == nil)
         // Resources still in flight when the item failed are cancelled and their temp files removed as they wind

@@ -49,6 +49,7 @@ public final class ProxyMetrics: Sendable {
     private let acceptBackoffs: Counter
     private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
     private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
+    private let itemEvictions: Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -107,6 +108,9 @@ public final class ProxyMetrics: Sendable {
         self.acceptBackoffs = registry.makeCounter(
             descriptor: name(
                 "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
+            labels: [])
+        self.itemEvictions = registry.makeCounter(
+            descriptor: name("item_evictions", "total", "Times the cache evicted objects of a prewarm item (size cap, free-disk cushion), in this process."),
             labels: [])
         self.keyExpiries = registry.makeCounter(
             descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
@@ -182,6 +186,11 @@ public final class ProxyMetrics: Sendable {
         if store == .lengthMismatch { return }
         let reason: CacheWriteFailure = store == .cacheFull ? .full : .error
         cacheWriteFailures[reason.rawValue].increment()
+    }
+
+    /// Counts an eviction that took objects of a prewarm item (the item is told: `partiallyCached` or `evicted`).
+    public func itemEvicted() {
+        itemEvictions.increment()
     }
 
     // MARK: - Scrape time
