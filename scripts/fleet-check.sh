@@ -45,27 +45,24 @@ for _ in $(seq 50); do
 done
 export BALANCER_PORT=$base NODE_PORT=$((base + 1))
 
-# The stream: two variants, AES-128, 12 s in 2 s segments.
+# The streams: two variants, AES-128, 2 s segments.
 ORIGIN=$WORK/origin
 mkdir -p "$ORIGIN"
 head -c 16 /dev/urandom >"$ORIGIN/stream.key"
 printf '/stream.key\n%s\n%s\n' "$ORIGIN/stream.key" "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WORK/keyinfo"
-ffmpeg -v error -y -f lavfi -i testsrc=size=320x180:rate=25:duration=12 -f lavfi -i sine=frequency=440:duration=12 \
-    -map 0:v -map 1:a -map 0:v -map 1:a -c:v libx264 -preset ultrafast -g 50 -pix_fmt yuv420p -c:a aac \
-    -s:v:1 160x90 -b:v:0 600k -b:v:1 200k \
-    -f hls -hls_time 2 -hls_playlist_type vod -hls_key_info_file "$WORK/keyinfo" \
-    -master_pl_name master.m3u8 -var_stream_map "v:0,a:0 v:1,a:1" \
-    -hls_segment_filename "$ORIGIN/v%v/seg%03d.ts" "$ORIGIN/v%v/index.m3u8"
-[ -s "$ORIGIN/master.m3u8" ] || fail "ffmpeg made no stream"
-
+make_stream() { # DIR SECONDS
+    mkdir -p "$1"
+    ffmpeg -v error -y -f lavfi -i "testsrc=size=320x180:rate=25:duration=$2" -f lavfi -i "sine=frequency=440:duration=$2" \
+        -map 0:v -map 1:a -map 0:v -map 1:a -c:v libx264 -preset ultrafast -g 50 -pix_fmt yuv420p -c:a aac \
+        -s:v:1 160x90 -b:v:0 600k -b:v:1 200k \
+        -f hls -hls_time 2 -hls_playlist_type vod -hls_key_info_file "$WORK/keyinfo" \
+        -master_pl_name master.m3u8 -var_stream_map "v:0,a:0 v:1,a:1" \
+        -hls_segment_filename "$1/v%v/seg%03d.ts" "$1/v%v/index.m3u8"
+    [ -s "$1/master.m3u8" ] || fail "ffmpeg made no stream in $1"
+}
+make_stream "$ORIGIN" 12
 # A second stream, 20 s, that only step 4 uses (nothing else warms it).
-mkdir -p "$ORIGIN/second"
-ffmpeg -v error -y -f lavfi -i testsrc=size=320x180:rate=25:duration=20 -f lavfi -i sine=frequency=440:duration=20 \
-    -map 0:v -map 1:a -map 0:v -map 1:a -c:v libx264 -preset ultrafast -g 50 -pix_fmt yuv420p -c:a aac \
-    -s:v:1 160x90 -b:v:0 600k -b:v:1 200k \
-    -f hls -hls_time 2 -hls_playlist_type vod -hls_key_info_file "$WORK/keyinfo" \
-    -master_pl_name master.m3u8 -var_stream_map "v:0,a:0 v:1,a:1" \
-    -hls_segment_filename "$ORIGIN/second/v%v/seg%03d.ts" "$ORIGIN/second/v%v/index.m3u8"
+make_stream "$ORIGIN/second" 20
 
 python3 "$ROOT/scripts/lib/slow-origin.py" "$ORIGIN" "$WORK/origin.port" --chunk 65536 --delay 0 --max-seconds 900 \
     --log "$WORK/origin.log" &
