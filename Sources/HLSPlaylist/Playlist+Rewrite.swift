@@ -168,6 +168,10 @@ extension Playlist {
 struct VariableTable {
     private var values: [String: String] = [:]
 
+    init(values: [String: String]) {
+        self.values = values
+    }
+
     init(_ definitions: [VariableDefinition], baseURL: URIReference, imports: [String: String]) throws {
         for definition in definitions {
             switch definition.source {

@@ -156,6 +156,26 @@ final class PlaylistService: Sendable {
         liveLifetimes.withLockedValue { $0[key] }.map { Date().addingTimeInterval($0) }
     }
 
+    /// The playlist URLs (cache keys) whose warnings this process logged and counted, each kind once per URL: a
+    /// live playlist reloaded every two seconds is not a new warning each time.
+    private let warned = NIOLockedValueBox<Set<String>>([])
+    private static let maxWarned = 10_000
+
+    /// Logs and counts the tolerances of a playlist the first time each is met for its URL.
+    private func report(_ warnings: [PlaylistWarning], key: CacheKey, url: OriginURL) {
+        guard !warnings.isEmpty else { return }
+        let fresh = warned.withLockedValue { seen in
+            if seen.count >= Self.maxWarned { seen.removeAll() }
+            return warnings.filter { seen.insert(key.value + "#" + $0.kind.rawValue).inserted }
+        }
+        for warning in fresh {
+            metrics.playlistWarning(warning.kind)
+            logger.warning(
+                "playlist departs from RFC 8216, served as players read it",
+                metadata: ["url": "\(url.redacted)", "kind": "\(warning.kind.rawValue)", "line": "\(warning.line)", "detail": "\(warning.detail)"])
+        }
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
@@ -179,7 +199,8 @@ final class PlaylistService: Sendable {
         let rewritten: [UInt8]
         let keys = self.keys
         do {
-            playlist = try Playlist(bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes))
+            playlist = try Playlist(
+                bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
             var rewriter = ProxyPathRewriter()
             if let keys {
                 // AES-128 keys go to the key store's /keys/{id}; the engine never passes SAMPLE-AES or skd:// here.
@@ -199,6 +220,7 @@ final class PlaylistService: Sendable {
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
+        report(playlist.warnings, key: key, url: url)
         readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
         var isLive = false
         var ttl = 0.0

@@ -1,5 +1,6 @@
 import HLSCacheStore
 import HLSKeys
+import HLSPlaylist
 import NIOConcurrencyHelpers
 import Prometheus
 
@@ -39,6 +40,8 @@ public final class ProxyMetrics: Sendable {
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
+    /// Indexed by the position of a ``PlaylistWarning/Kind`` in `allCases`.
+    private let playlistWarnings: [Counter]
     private let cacheDiskFree: Gauge
     /// Indexed by ``CacheWriteFailure``.
     private let cacheWriteFailures: [Counter]
@@ -92,6 +95,11 @@ public final class ProxyMetrics: Sendable {
         self.keyExpiries = registry.makeCounter(
             descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
+        let warningName = name(
+            "playlist_warnings", "total", "Playlists served although they depart from RFC 8216 as players tolerate, by kind (once per playlist URL).")
+        self.playlistWarnings = PlaylistWarning.Kind.allCases.map {
+            registry.makeCounter(descriptor: warningName, labels: [("kind", $0.rawValue)])
+        }
     }
 
     // MARK: - Request path
@@ -156,6 +164,12 @@ public final class ProxyMetrics: Sendable {
         if store == .lengthMismatch { return }
         let reason: CacheWriteFailure = store == .cacheFull ? .full : .error
         cacheWriteFailures[reason.rawValue].increment()
+    }
+
+    /// A playlist URL met with a tolerance of `kind` for the first time in this process.
+    func playlistWarning(_ kind: PlaylistWarning.Kind) {
+        guard let index = PlaylistWarning.Kind.allCases.firstIndex(of: kind) else { return }
+        playlistWarnings[index].increment()
     }
 
     // MARK: - Scrape time
