@@ -176,6 +176,45 @@ final class PlaylistService: Sendable {
         }
     }
 
+    /// The request headers IPTV channel lists name (`#EXTVLCOPT:http-user-agent=…`, `http-referrer=…`), by origin
+    /// URL without its query (``channelKey(_:)``): a channel's own URL, and every URL of the playlists reached from
+    /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
+    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). In memory: after a restart a player
+    /// reloading the channel list teaches them again.
+    private let channelHeaderTable = NIOLockedValueBox<[String: [(String, String)]]>([:])
+    private static let maxChannelHeaderURLs = 100_000
+
+    private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
+
+    /// The headers a channel list asked for `url`, if any.
+    func channelHeaders(for url: OriginURL) -> [(String, String)] {
+        channelHeaderTable.withLockedValue { $0[Self.channelKey(url)] } ?? []
+    }
+
+    /// Learns the headers of each channel of a channel list, and hands the headers of a playlist reached from a
+    /// channel on to every URL it names.
+    private func learnChannelHeaders(from playlist: Playlist, url: OriginURL, imports: [String: String]) {
+        var learnt: [(String, [(String, String)])] = []
+        if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
+            for channel in channels where !channel.httpHeaders.isEmpty {
+                guard let channelURL = try? OriginURL(channel.url) else { continue }
+                learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))
+            }
+        } else {
+            let inherited = channelHeaders(for: url)
+            guard !inherited.isEmpty, let children = try? playlist.resolvedURIs(baseURL: url.string, imports: imports) else { return }
+            for child in children {
+                guard let childURL = try? OriginURL(child.url) else { continue }
+                learnt.append((Self.channelKey(childURL), inherited))
+            }
+        }
+        guard !learnt.isEmpty else { return }
+        channelHeaderTable.withLockedValue { table in
+            if table.count + learnt.count > Self.maxChannelHeaderURLs { table.removeAll() }
+            for (key, headers) in learnt { table[key] = headers }
+        }
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
@@ -221,7 +260,12 @@ final class PlaylistService: Sendable {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
         report(playlist.warnings, key: key, url: url)
-        readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
+        learnChannelHeaders(from: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+        // A channel list's URLs are channels, not segments played in turn: no read-ahead (it would open the next
+        // channels' endless streams), and no live lifetimes.
+        if !playlist.isChannelList {
+            readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
+        }
         var isLive = false
         var ttl = 0.0
         if playlist.kind == .media {
@@ -234,7 +278,7 @@ final class PlaylistService: Sendable {
             }
             isLive = playlist.isLiveMedia
             if isLive {
-                let lifetime = learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
                 if let keys, let lifetime {
                     for id in named.withLockedValue({ $0 }) {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
