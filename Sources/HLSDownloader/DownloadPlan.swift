@@ -88,8 +88,8 @@ public struct DownloadPlan: Sendable {
                 media.append(PlannedResource(url: url, key: key, kind: kind, knownLength: end))
             }
             for segment in segments {
-                for key in segment.keys where key.method == .aes128 {
-                    if let url = key.url, url.hasPrefix("http://") || url.hasPrefix("https://") { try add(url, .key, range: nil) }
+                for key in segment.keys where key.isFetchable {
+                    if let url = key.url { try add(url, .key, range: nil) }
                 }
                 if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
                 try add(segment.url, .segment, range: segment.byteRange)

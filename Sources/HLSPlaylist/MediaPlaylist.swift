@@ -106,6 +106,13 @@ public struct Key: Sendable, Hashable {
     public var iv: [UInt8]?
     public var keyFormat: String
     public var keyFormatVersions: String?
+
+    /// A key a proxy can fetch and keep: any method but `NONE`, the identity key format, an `http(s)` URL. Its
+    /// length says the cipher: 16 bytes for AES-128, SAMPLE-AES, SAMPLE-AES-CTR; 32 for AES-256, AES-256-CTR.
+    public var isFetchable: Bool {
+        guard method != .none, keyFormat == "identity", let url else { return false }
+        return Playlist.isHTTP(url)
+    }
 }
 
 public struct MapSection: Sendable, Hashable {

@@ -156,7 +156,7 @@ public struct URISlot: Sendable, Hashable {
     /// The value's byte range (inside the quotes for attributes, trimmed for URI lines).
     public let range: Range<Int>
     public let role: URIRole
-    /// False for keys the proxy must not touch (`SAMPLE-AES`, `SAMPLE-AES-CTR`, other DRM methods).
+    /// False for keys the proxy must not touch: a `KEYFORMAT` other than `identity` (a licence server), `METHOD=NONE`.
     public let rewritable: Bool
     /// Whether the value contains a `{$name}` variable reference.
     public let hasVariables: Bool

@@ -337,9 +337,13 @@ struct PlaylistParser {
                 try fail(PlaylistError.missingAttribute.at(line: line, "#\(tag.rawValue) with METHOD other than NONE needs a URI"))
             }
             if let uri {
+                // Every method's key at an http(s) URI in the identity key format (AES-128, SAMPLE-AES,
+                // SAMPLE-AES-CTR, AES-256, AES-256-CTR) is the key itself, which a proxy can keep; another KEYFORMAT
+                // names a licence server (Widevine, PlayReady, FairPlay) whose answer depends on the player's request.
+                let keyFormat = attributes.first(where: { $0.nameEquals("KEYFORMAT", in: bytes) })
                 try addSlot(
                     bytes, line: line, uri.valueStart..<uri.valueEnd, role: tag == .key ? .key : .sessionKey,
-                    rewritable: method.valueEquals("AES-128", in: bytes))
+                    rewritable: !isNone && (keyFormat == nil || keyFormat!.valueEquals("identity", in: bytes)))
             }
         case .map:
             try attributeSlot(tag, bytes, start, end, line, name: "URI", role: .map, required: true)
