@@ -100,6 +100,7 @@ extension HLSCacheSettings {
         configuration.bytesPerSecond = downloadRateLimit
         configuration.keepFilesOnExpiry = keepFilesOnExpiry
         configuration.maxPlaylistBytes = maxPlaylistBytes
+        configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
         return configuration
     }
