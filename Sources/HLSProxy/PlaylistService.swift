@@ -225,11 +225,12 @@ final class PlaylistService: Sendable {
     /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
     /// `fromStore`: the raw bytes are a stored copy (only the rewritten and gzipped copies are written); a live one
     /// throws ``StoredLivePlaylist``.
-    /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
-    /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
+    /// Keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) of every method in the identity key format are registered with the
+    /// key service and point at `/keys/{keyid}`; the engine never hands over licence servers (another KEYFORMAT) or
+    /// non-HTTP key URIs, which stay as they are. Read tolerantly unless `playlists.strict` (docs/playlist-engine.md).
     /// Runs on the thread pool (registering a new key writes to the key database).
-    /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
-    ///   key cannot be registered.
+    /// - Throws: ``ProxyError/corrupted(_:)`` for what is no playlist at all or over the size cap (strict: for any
+    ///   departure from the RFC); a ``KeyError`` when a key cannot be registered.
     func process(
         raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false, tokens: String? = nil
     ) throws -> RewrittenPlaylist {
@@ -242,7 +243,7 @@ final class PlaylistService: Sendable {
                 bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
             var rewriter = ProxyPathRewriter()
             if let keys {
-                // AES-128 keys go to the key store's /keys/{id}; the engine never passes SAMPLE-AES or skd:// here.
+                // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
                 rewriter.keyRewrite = { @Sendable resolved, _ in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
                     let id = try keys.register(keyURL)
