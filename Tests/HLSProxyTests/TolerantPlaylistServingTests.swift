@@ -115,6 +115,18 @@ import Testing
         #expect(response.text.contains("line 1"), "\(name): \(response.text)")
     }
 
+    /// A playlist whose type and path do not say so, with blank lines before `#EXTM3U`: still recognised by its first
+    /// bytes and rewritten, not relayed as media.
+    @Test func blankLinesBeforeTheHeaderOfAPlaylistOfAGenericType() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let text = "\r\n\n#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n"
+        harness.origin.setBody(Array(text.utf8), contentType: "text/plain", for: "/t/play")
+        let response = try await harness.get(harness.url("/t/play"))
+        #expect(response.status == 200)
+        #expect(response.text == text.replacingOccurrences(of: "\na.ts", with: "\n/http/127.0.0.1:\(harness.origin.port)/t/a.ts"))
+    }
+
     @Test func overTheSizeCapIsRefused() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.maxPlaylistBytes = 1024 })
         defer { Task { await harness.shutdown() } }
