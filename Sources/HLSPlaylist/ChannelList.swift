@@ -4,6 +4,10 @@ public struct Channel: Sendable, Hashable {
     public struct Option: Sendable, Hashable {
         public var name: String
         public var value: String
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 
     /// The text after the `#EXTINF` attributes' comma (`Channel One`).
@@ -12,6 +16,8 @@ public struct Channel: Sendable, Hashable {
     public var attributes: [Option]
     /// `#EXTVLCOPT:name=value` lines before the URL (`http-user-agent`, `http-referrer`, …), in order.
     public var options: [Option]
+    /// Kodi's request headers after the URL (`URL|User-Agent=Kodi%2F20&Referer=…`), values percent-decoded.
+    public var urlHeaders: [Option] = []
     /// The reference as written (variables substituted).
     public var uri: String
     /// The absolute URL (equal to ``uri`` when read without a base URL).
@@ -20,7 +26,8 @@ public struct Channel: Sendable, Hashable {
     public var line: Int
 
     /// The HTTP request headers the channel's options ask players to send: `http-user-agent` → `User-Agent`,
-    /// `http-referrer` (and VLC's other spelling `http-referer`) → `Referer`. The last of each wins.
+    /// `http-referrer` (and VLC's other spelling `http-referer`) → `Referer`; then Kodi's `URL|Name=value` headers.
+    /// The last of each name wins.
     public var httpHeaders: [Option] {
         var headers: [Option] = []
         func set(_ name: String, _ value: String) {
@@ -34,6 +41,7 @@ public struct Channel: Sendable, Hashable {
             default: continue
             }
         }
+        for header in urlHeaders { set(header.name, header.value) }
         return headers
     }
 }
@@ -47,6 +55,9 @@ extension Playlist {
         var name = ""
         var attributes: [Channel.Option] = []
         var options: [Channel.Option] = []
+        // Where each URI line's URL ends (before a Kodi header suffix).
+        var slotEnds: [Int: Int] = [:]
+        for slot in uriSlots { slotEnds[slot.lineIndex] = slot.range.upperBound }
         for (index, line) in lines.enumerated() {
             switch line.kind {
             case .tag(.inf):
@@ -65,12 +76,52 @@ extension Playlist {
                     attributes = []
                     options = []
                 }
-                guard let (uri, url) = try? context.reference(text(ofLine: index).trimmingLineSpace(), line: index + 1) else { continue }
-                result.append(Channel(name: name, attributes: attributes, options: options, uri: uri, url: url, line: index + 1))
+                var reference = text(ofLine: index).trimmingLineSpace()
+                var urlHeaders: [Channel.Option] = []
+                if let pipe = slotEnds[index], pipe < line.range.upperBound,
+                    bytes[pipe] == UInt8(ascii: "|")
+                {
+                    let suffix = String(decoding: bytes[(pipe + 1)..<line.range.upperBound], as: UTF8.self).trimmingLineSpace()
+                    reference = String(decoding: bytes[line.range.lowerBound..<pipe], as: UTF8.self).trimmingLineSpace()
+                    for item in suffix.split(separator: "&") {
+                        guard let equals = item.firstIndex(of: "=") else { continue }
+                        urlHeaders.append(
+                            Channel.Option(name: String(item[..<equals]), value: Self.percentDecoded(String(item[item.index(after: equals)...]))))
+                    }
+                }
+                guard let (uri, url) = try? context.reference(reference, line: index + 1) else { continue }
+                result.append(
+                    Channel(name: name, attributes: attributes, options: options, urlHeaders: urlHeaders, uri: uri, url: url, line: index + 1))
             default: continue
             }
         }
         return result
+    }
+
+    /// `%2F` → `/`; a malformed escape stays as written.
+    static func percentDecoded(_ text: String) -> String {
+        let u = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count)
+        func hex(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var i = 0
+        while i < u.count {
+            if u[i] == UInt8(ascii: "%"), i + 2 < u.count, let high = hex(u[i + 1]), let low = hex(u[i + 2]) {
+                out.append(high << 4 | low)
+                i += 3
+            } else {
+                out.append(u[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// `-1 tvg-id="one" group-title="News",Channel One` → the attributes and the name: the duration, then

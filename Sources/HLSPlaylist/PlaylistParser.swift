@@ -140,6 +140,11 @@ struct PlaylistParser {
     private mutating func uriLine(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ lineNumber: Int) throws
         -> URIRole
     {
+        var end = end
+        if tolerant, let pipe = headerSuffixStart(bytes, start, end) {
+            warn(.urlHeaders, line: lineNumber, "request headers after the URL (Kodi's URL|Name=value); the URL is rewritten, the headers kept")
+            end = pipe
+        }
         let role: URIRole
         if pendingVariantLine > 0 {
             pendingVariantLine = 0
@@ -171,6 +176,26 @@ struct PlaylistParser {
         }
         try addSlot(bytes, line: lineNumber, start..<end, role: role, rewritable: true)
         return role
+    }
+
+    /// Where Kodi's header suffix (`|User-Agent=Kodi%2F20&Referer=…`) starts on a URI line, if it has one: a `|`
+    /// followed by `Name=value` items joined by `&`, each name an HTTP header token. A `|` is not a URL character
+    /// (it must be percent-encoded), so it cannot be part of the URL.
+    func headerSuffixStart(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Int? {
+        guard let found = memchr(bytes.baseAddress! + start, Int32(UInt8(ascii: "|")), end - start) else { return nil }
+        let pipe = bytes.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        guard pipe > start else { return nil }
+        var i = pipe + 1
+        var items = 0
+        while i < end {
+            let nameStart = i
+            while i < end, URIReference.isAlpha(bytes[i]) || (bytes[i] &- UInt8(ascii: "0")) < 10 || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard i > nameStart, i < end, bytes[i] == UInt8(ascii: "=") else { return nil }
+            while i < end, bytes[i] != UInt8(ascii: "&") { i += 1 }
+            items += 1
+            if i < end { i += 1 }
+        }
+        return items > 0 ? pipe : nil
     }
 
     private mutating func addSlot(

@@ -20,6 +20,8 @@ public struct PlaylistWarning: Sendable, Hashable, CustomStringConvertible {
         case uriWithoutTag
         /// An IPTV channel list (`#EXTINF:-1 tvg-id="…" group-title="…",Name`): each URL is a channel.
         case channelList
+        /// Kodi's `URL|User-Agent=…&Referer=…`: request headers after the URL; the URL is rewritten, the suffix kept.
+        case urlHeaders
         /// `#EXTINF:10.000 tvg-id="BBC",`: a duration followed by attributes; the duration is read.
         case durationWithAttributes
         /// A tag without an attribute it needs (`EXT-X-MAP` without `URI`, `EXT-X-KEY` without `METHOD`): ignored.

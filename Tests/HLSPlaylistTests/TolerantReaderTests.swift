@@ -123,6 +123,35 @@ import Testing
         #expect(media.segments.map(\.url) == ["http://iptv.example/live/one/index.m3u8", "http://iptv.example:8000/live/user/pass/1234.ts"])
     }
 
+    /// Kodi's `URL|Name=value&…` header suffix: the URL is rewritten, the suffix kept; the channel's headers include it.
+    @Test func kodiHeaderSuffix() throws {
+        let text = """
+            #EXTM3U
+            #EXTINF:-1 tvg-id="one",One
+            #EXTVLCOPT:http-user-agent=VLC-Agent
+            #EXTVLCOPT:http-referrer=http://portal.example/vlc
+            http://iptv.example/one.m3u8|User-Agent=Kodi%2F20.0&Referer=http://portal.example/
+            #EXTINF:-1 tvg-id="two",Two
+            http://iptv.example/two.m3u8?a=1|b
+
+            """
+        let playlist = try Self.parse(text)
+        #expect(playlist.warnings.map(\.kind).contains(.urlHeaders))
+        let expected = text
+            .replacingOccurrences(of: "\nhttp://iptv.example/one.m3u8|", with: "\n/p/http://iptv.example/one.m3u8|")
+            .replacingOccurrences(of: "\nhttp://iptv.example/two.m3u8?a=1|b", with: "\n/p/http://iptv.example/two.m3u8?a=1|b")
+        #expect(try Self.rewritten(playlist) == expected)
+        let channels = try playlist.channels(baseURL: Self.base)
+        #expect(channels.map(\.url) == ["http://iptv.example/one.m3u8", "http://iptv.example/two.m3u8?a=1|b"])
+        #expect(channels.map(\.name) == ["One", "Two"])
+        #expect(channels[0].attributes == [Channel.Option(name: "tvg-id", value: "one")])
+        #expect(
+            channels[0].httpHeaders == [
+                Channel.Option(name: "User-Agent", value: "Kodi/20.0"), Channel.Option(name: "Referer", value: "http://portal.example/"),
+            ])
+        #expect(channels[1].httpHeaders.isEmpty)
+    }
+
     /// A list of URLs without any EXTINF (the simplest M3U).
     @Test func plainListOfURLs() throws {
         let text = "#EXTM3U\nhttp://a.example/one.m3u8\nhttp://b.example/two.ts\n"

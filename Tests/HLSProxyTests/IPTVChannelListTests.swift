@@ -30,6 +30,8 @@ import Testing
             #EXTGRP:Sport
             #KODIPROP:inputstream=inputstream.adaptive
             \(origin)/v1/index.m3u8
+            #EXTINF:-1 tvg-id="three",Channel Three
+            \(origin)/venglish/index.m3u8|User-Agent=Kodi%2F20.0&Referer=http://portal.example/three
 
             """
         harness.origin.setBody(Array(list.utf8), contentType: "audio/x-mpegurl", for: "/tv/list.m3u")
@@ -37,6 +39,13 @@ import Testing
         #expect(served.status == 200)
         let proxied = "/http/127.0.0.1:\(harness.origin.port)"
         #expect(served.text == list.replacingOccurrences(of: "\n\(origin)/v", with: "\n\(proxied)/v"))
+        // Kodi's `URL|User-Agent=…` suffix: kept in the list, and honoured by the proxy.
+        harness.origin.setFault(.requireHeader("User-Agent", "Kodi/20.0"), for: "/venglish/index.m3u8")
+        let three = try await harness.get(harness.base + proxied + "/venglish/index.m3u8")
+        #expect(three.status == 200, "\(three.text)")
+        #expect(harness.origin.requests(containing: "/venglish/index.m3u8").allSatisfy { request in
+            request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/three" }
+        })
 
         // Straight from the origin without the agent: refused.
         #expect(try await harness.get(harness.originURL("/v0/index.m3u8")).status == 403)

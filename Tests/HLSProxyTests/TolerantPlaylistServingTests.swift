@@ -192,7 +192,7 @@ import Testing
         let bandwidth = try #require(text.range(of: #"BANDWIDTH=\d+"#, options: .regularExpression))
         text.replaceSubrange(bandwidth, with: text[bandwidth] + ".0")
         try text.write(to: master, atomically: true, encoding: .utf8)
-        for variant in ["v0", "v1", "v2"] {
+        for variant in ["v0", "v1", "venglish"] {
             let url = dir.appendingPathComponent("\(variant)/index.m3u8")
             guard var media = try? String(contentsOf: url, encoding: .utf8) else { continue }
             media = media.replacingOccurrences(of: #"#EXT-X-TARGETDURATION:(\d+)"#, with: "#EXT-X-TARGETDURATION:$1.5", options: .regularExpression)
