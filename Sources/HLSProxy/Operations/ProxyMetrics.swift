@@ -83,9 +83,9 @@ public final class ProxyMetrics: Sendable {
         self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
         self.cacheObjects = registry.makeGauge(descriptor: name("cache_objects", "", "Complete objects in the cache."), labels: [])
         self.keyFetches = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "ok")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "ok")])
         self.keyFetchFailures = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "error")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "error")])
         self.cacheDiskFree = registry.makeGauge(
             descriptor: name("cache_disk_free", "bytes", "Free space on the cache's file system (statvfs), the cushion included."), labels: [])
         let failureName = name("cache_write_failures", "total", "Origin responses the proxy relayed but could not store, by reason.")
