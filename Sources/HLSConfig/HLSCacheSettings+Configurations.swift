@@ -28,6 +28,7 @@ extension HLSCacheSettings {
         configuration.volatileQueryParameters = volatileQueryParameters
         configuration.webOrigins = webOriginPolicy
         configuration.maxPlaylistBytes = maxPlaylistBytes
+        configuration.strictPlaylists = strictPlaylists
         configuration.liveTTLFactor = liveTTLFactor
         configuration.prefetchSegments = prefetchSegments
         configuration.maxConnections = maxConnections
@@ -105,6 +106,7 @@ extension HLSCacheSettings {
         configuration.idleRetryInterval = downloadIdleRetryInterval
         configuration.idleRetryMaxInterval = downloadIdleRetryMaxInterval
         configuration.maxPlaylistBytes = maxPlaylistBytes
+        configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
         return configuration
     }

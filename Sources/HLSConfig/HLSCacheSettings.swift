@@ -45,6 +45,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var logLevel: String
     public var logFormat: LogFormat = .text
     public var maxPlaylistBytes: Int
+    public var strictPlaylists: Bool
     public var liveTTLFactor: Double
     public var prefetchSegments: Int
     public var maxConnections: Int
@@ -114,6 +115,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
         allowedWebOrigins = proxy.webOrigins.entries.map(\.description)
         logLevel = "info"
         maxPlaylistBytes = proxy.maxPlaylistBytes
+        strictPlaylists = proxy.strictPlaylists
         liveTTLFactor = proxy.liveTTLFactor
         prefetchSegments = proxy.prefetchSegments
         maxConnections = proxy.maxConnections

@@ -51,6 +51,9 @@ public enum SettingCatalog {
                 }, render: { $0.logFormat.rawValue }),
             .bool("log.access", \.accessLog, flag: "--[no-]access-log", "one access-log line per request (logger hlscache.access, level info)"),
             .size("playlists.maxSize", \.maxPlaylistBytes, minimum: 1024, "larger playlists are refused (502 corrupted)"),
+            .bool(
+                "playlists.strict", \.strictPlaylists,
+                "refuse (502 corrupted) playlists that depart from RFC 8216 instead of reading them as players do"),
             .double(
                 "playlists.liveTTLFactor", \.liveTTLFactor, range: 0...0.5,
                 "a live playlist is cached targetDuration × factor seconds (at most 0.5)"),

@@ -55,6 +55,13 @@ public struct DownloadPlan: Sendable {
         var isPartial = false
         for (selected, playlist) in renditions {
             let segments = playlist.segments(startingBefore: Double(seconds))
+            // The first N seconds need the durations: a segment without one (an EXTINF that is missing, negative
+            // or not a number, read by the tolerant reader as 0) makes them unknowable. Said, never guessed.
+            if seconds > 0, let unknown = segments.first(where: { $0.duration <= 0 }) {
+                throw DownloadError.corrupted.with(
+                    "cannot tell the first \(seconds) s of \(selected.url): the segment at line \(unknown.line) has no usable duration "
+                        + "(its #EXTINF is missing, negative or not a number); fetch the whole stream (without --seconds) instead")
+            }
             if segments.count < playlist.segments.count { isPartial = true }
             let duration = segments.reduce(0.0) { $0 + $1.duration }
             // A file addressed by byte ranges is stored whole (a player may seek anywhere in it): its size is the
@@ -88,8 +95,8 @@ public struct DownloadPlan: Sendable {
                 media.append(PlannedResource(url: url, key: key, kind: kind, knownLength: end))
             }
             for segment in segments {
-                for key in segment.keys where key.method == .aes128 {
-                    if let url = key.url, url.hasPrefix("http://") || url.hasPrefix("https://") { try add(url, .key, range: nil) }
+                for key in segment.keys where key.isFetchable {
+                    if let url = key.url { try add(url, .key, range: nil) }
                 }
                 if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
                 try add(segment.url, .segment, range: segment.byteRange)

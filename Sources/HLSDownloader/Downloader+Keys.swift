@@ -10,7 +10,7 @@ extension Downloader {
     /// The only place keys are fetched and stored: for now a key is a plain `.key` object (expiring with the
     /// item), which the proxy serves like any resource. The encrypted key store (DESIGN.md §7) replaces this
     /// function's body.
-    /// - Throws: ``DownloadError/keyUnavailable`` when the key cannot be fetched or is not 16 bytes.
+    /// - Throws: ``DownloadError/keyUnavailable`` when the key cannot be fetched or is not 16 or 32 bytes.
     func storeKey(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64 {
         if let keys {
             // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
@@ -20,8 +20,7 @@ extension Downloader {
             do {
                 // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
                 let id = try keys.register(resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) })
-                _ = try await keys.key(id)
-                return 16
+                return Int64(try await keys.key(id).count)
             } catch {
                 // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
                 throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
@@ -39,13 +38,13 @@ extension Downloader {
         } catch {
             throw DownloadError.keyUnavailable.with("key \(resource.url): \(error)")
         }
-        guard bytes.count == 16 else {
-            throw DownloadError.keyUnavailable.with("key \(resource.url) is \(bytes.count) bytes, not 16")
+        guard KeyService.keySizes.contains(bytes.count) else {
+            throw DownloadError.keyUnavailable.with("key \(resource.url) is \(bytes.count) bytes, not 16 or 32")
         }
         let locked = item.locked
         let expiresAt = item.expiresAt
         try await threadPool.runIfActive { [store] in
-            let writer = try store.makeWriter(for: resource.key, expectedLength: 16)
+            let writer = try store.makeWriter(for: resource.key, expectedLength: Int64(bytes.count))
             do {
                 try writer.write(bytes)
                 _ = try writer.finish(contentType: "application/octet-stream", kind: .key, expiresAt: expiresAt, locked: locked)
@@ -54,7 +53,7 @@ extension Downloader {
                 throw error
             }
         }
-        return 16
+        return Int64(bytes.count)
     }
 
     /// The AES-128 keys of an item with where each stands (valid until when, expired, pending), for `show` and

@@ -492,6 +492,11 @@ public final class Downloader: Sendable {
             var renditions: [(SelectedPlaylist, MediaPlaylist)] = []
             var playlistURLs = [url]
             var notes: [String] = []
+            var tolerated: [String] = Self.toleranceNotes(top.playlist, url: url)
+            if top.playlist.isChannelList, let first = top.playlist.warnings.first(where: { $0.kind == .channelList }) {
+                throw DownloadError.unsupported.with(
+                    "\(url.redacted) is an IPTV channel list (line \(first.line): #EXTINF:-1 …), not a stream: fetch one channel's URL")
+            }
             switch top.playlist.kind {
             case .media:
                 let media = try top.playlist.media(baseURL: top.baseURL)
@@ -515,6 +520,7 @@ public final class Downloader: Sendable {
                     }
                     renditions.append((choice, try playlist.playlist.media(baseURL: playlist.baseURL, imports: master.variables)))
                     playlistURLs.append(mediaURL)
+                    tolerated += Self.toleranceNotes(playlist.playlist, url: mediaURL)
                 }
             }
             if let live = renditions.first(where: { $0.1.isLive }) {
@@ -523,11 +529,16 @@ public final class Downloader: Sendable {
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
                 volatileParameters: configuration.volatileQueryParameters)
-            plan.notes = notes
+            plan.notes = notes + tolerated
             return plan
         } catch {
             throw DownloadError.from(error)
         }
+    }
+
+    /// One note per tolerance of a playlist read as players read it (the first line of each kind).
+    static func toleranceNotes(_ playlist: Playlist, url: OriginURL) -> [String] {
+        playlist.warnings.map { "\(url.redacted) departs from RFC 8216, read as players read it: \($0)" }
     }
 
     /// Loads media playlists in parallel; the results are in the order of `urls`.
@@ -562,7 +573,7 @@ public final class Downloader: Sendable {
         -> (playlist: Playlist, baseURL: String)
     {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
-        let options = ParseOptions(maxBytes: configuration.maxPlaylistBytes)
+        let options = ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists)
         let maxBytes = configuration.maxPlaylistBytes
         // Playlists may come gzipped (the client decodes them); the item's own headers come after and win.
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }

@@ -30,6 +30,9 @@ public struct DownloaderConfiguration: Sendable {
     public var progressWriteInterval: Duration = .milliseconds(100)
     /// Playlists larger than this are refused (`corrupted`).
     public var maxPlaylistBytes: Int = 16 << 20
+    /// Refuse playlists that depart from RFC 8216 (`playlists.strict`); by default they are read as players read
+    /// them (docs/playlist-engine.md), and the plan's notes list what was tolerated.
+    public var strictPlaylists: Bool = false
     /// At expiry, keep the item's segments and playlists as ordinary cache objects (unlocked, evicted by LRU like
     /// anything the proxy cached) instead of evicting them; its keys are purged either way.
     public var keepFilesOnExpiry: Bool = false

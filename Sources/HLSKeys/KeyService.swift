@@ -12,6 +12,9 @@ import NIOConcurrencyHelpers
 /// The plaintext of a key exists only in memory, on its way from the origin to the client; logs and errors
 /// carry ids and hosts, never bytes. Concurrent requests for one key share one origin fetch.
 public final class KeyService: Sendable {
+    /// The lengths of a key: 16 bytes (AES-128, SAMPLE-AES, SAMPLE-AES-CTR), 32 (AES-256, AES-256-CTR). Any other
+    /// answer of a key's origin is refused.
+    public static let keySizes: Set<Int> = [16, 32]
     /// The settings this service runs with.
     public let configuration: KeyConfiguration
     private let database: KeyDatabase
@@ -326,9 +329,9 @@ public final class KeyService: Sendable {
                 throw KeyError.keyUnavailable.with("origin \(url.host) answered \(response.status) for key \(id)")
                     .transient(status >= 500 || status == 408 || status == 429)
             }
-            guard body.count == AES128CBC.keyByteCount else {
+            guard KeyService.keySizes.contains(body.count) else {
                 throw KeyError.keyUnavailable.with(
-                    "origin \(url.host) sent \(body.count) bytes for key \(id); an AES-128 key has exactly 16")
+                    "origin \(url.host) sent \(body.count) bytes for key \(id); a key has 16 bytes (AES-128, SAMPLE-AES) or 32 (AES-256)")
             }
             let now = clock()
             // The items' limit is kept apart (KeyRecord.itemExpiresAt) and may move later: a longer-lived item
@@ -359,7 +362,7 @@ public final class KeyService: Sendable {
         guard let sealed = record.sealed else { return nil }
         if record.masterKeyID == masterKey.id,
             let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id)),
-            plain.count == AES128CBC.keyByteCount
+            KeyService.keySizes.contains(plain.count)
         {
             return plain
         }

@@ -30,6 +30,10 @@ public final class OriginClient: Sendable {
     /// multivariant playlist), or `nil` when none is known. See ``setCookieSource(_:)``.
     public typealias CookieSource = @Sendable (OriginURL) async -> OriginURL?
     private let cookieSource = Mutex<CookieSource?>(nil)
+    /// Request headers for a URL on top of the configured ones (the proxy's: those an IPTV list's `#EXTVLCOPT`
+    /// names for a channel and what is reached from it). See ``setHeaderSource(_:)``.
+    public typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
+    private let headerSource = Mutex<HeaderSource?>(nil)
     /// Cookie refreshes by page: one request per page at a time, and none again within ``cookieRefreshInterval``.
     private let cookieRefreshes = Mutex<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     /// How long a page's refresh counts as fresh: requests refused meanwhile only try again with the cookies it got.
@@ -86,6 +90,13 @@ public final class OriginClient: Sendable {
     /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
     public func setCookieSource(_ source: CookieSource?) {
         cookieSource.withLock { $0 = source }
+    }
+
+    /// Adds the headers `source` gives for a URL to every request for it (after the configured headers of its
+    /// origin, before the request's own): how the proxy sends the `User-Agent` and `Referer` an IPTV channel list
+    /// names for a channel (`#EXTVLCOPT:http-user-agent=…`) with the requests of that channel.
+    public func setHeaderSource(_ source: HeaderSource?) {
+        headerSource.withLock { $0 = source }
     }
 
     /// Tells the client that a server of this process listens at `host:port` (`0.0.0.0` or `::` for every local
@@ -368,13 +379,14 @@ public final class OriginClient: Sendable {
 
     private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]
 
-    /// User-Agent, then the origin's configured headers and cookies, then the request's own headers
+    /// User-Agent, then the origin's configured headers, those of the header source and cookies, then the request's own headers
     /// (which replace configured ones of the same name), and `Accept-Encoding: identity` unless one of them
     /// asked for another coding.
     func requestHeaders(for url: OriginURL, extra: [OriginConfiguration.Field]) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
-        for field in configuration.extraHeaders(for: url) + extra {
+        let sourced = headerSource.withLock { $0 }.map { $0(url).map { (name: $0.0, value: $0.1) } } ?? []
+        for field in configuration.extraHeaders(for: url) + sourced + extra {
             guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
             headers.replaceOrAdd(name: field.name, value: field.value)
         }

@@ -78,6 +78,69 @@ func scanAttributes(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end
     return result
 }
 
+/// ``scanAttributes(_:from:to:line:)`` for the tolerant reader: never throws; an item that does not parse (no `=`,
+/// an empty value, garbage after a quoted string) is skipped up to the next comma, an unterminated quoted string
+/// ends the list. `malformed` says whether anything was skipped.
+func scanAttributesLeniently(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> (items: [RawAttribute], malformed: Bool) {
+    var result: [RawAttribute] = []
+    var malformed = false
+    var i = start
+    let comma = UInt8(ascii: ","), equals = UInt8(ascii: "="), quote = UInt8(ascii: "\"")
+    func skipSpace() { while i < end, bytes[i] == UInt8(ascii: " ") || bytes[i] == UInt8(ascii: "\t") { i += 1 } }
+    func skipToComma() {
+        while i < end, bytes[i] != comma { i += 1 }
+        if i < end { i += 1 }
+    }
+    while i < end {
+        skipSpace()
+        if i == end { break }
+        let nameStart = i
+        while i < end, bytes[i] != equals, bytes[i] != comma, bytes[i] != quote { i += 1 }
+        var nameEnd = i
+        while nameEnd > nameStart, bytes[nameEnd - 1] == UInt8(ascii: " ") { nameEnd -= 1 }
+        guard i < end, bytes[i] == equals, nameEnd > nameStart else {
+            malformed = true
+            if i < end, bytes[i] == quote {
+                // A stray quoted string: skip it whole, commas inside included.
+                i += 1
+                while i < end, bytes[i] != quote { i += 1 }
+                if i < end { i += 1 }
+            }
+            skipToComma()
+            continue
+        }
+        i += 1
+        if i < end, bytes[i] == quote {
+            let valueStart = i + 1
+            var j = valueStart
+            while j < end, bytes[j] != quote { j += 1 }
+            if j == end {
+                malformed = true
+                break
+            }
+            result.append(RawAttribute(nameStart: nameStart, nameEnd: nameEnd, valueStart: valueStart, valueEnd: j, quoted: true))
+            i = j + 1
+            skipSpace()
+            if i < end, bytes[i] != comma { malformed = true }
+            skipToComma()
+        } else {
+            let valueStart = i
+            while i < end, bytes[i] != comma { i += 1 }
+            var valueEnd = i
+            while valueEnd > valueStart, bytes[valueEnd - 1] == UInt8(ascii: " ") || bytes[valueEnd - 1] == UInt8(ascii: "\t") {
+                valueEnd -= 1
+            }
+            if valueEnd == valueStart {
+                malformed = true
+            } else {
+                result.append(RawAttribute(nameStart: nameStart, nameEnd: nameEnd, valueStart: valueStart, valueEnd: valueEnd, quoted: false))
+            }
+            if i < end { i += 1 }
+        }
+    }
+    return (result, malformed)
+}
+
 /// The attributes of one tag, decoded to strings, in their original order.
 public struct AttributeList: Sendable, Hashable {
     public struct Item: Sendable, Hashable {
@@ -88,8 +151,11 @@ public struct AttributeList: Sendable, Hashable {
     }
 
     public private(set) var items: [Item]
+    /// Numbers are read as players read them (``Playlist/isTolerant``).
+    var tolerant = false
 
-    init(_ raw: [RawAttribute], _ bytes: UnsafeBufferPointer<UInt8>) {
+    init(_ raw: [RawAttribute], _ bytes: UnsafeBufferPointer<UInt8>, tolerant: Bool = false) {
+        self.tolerant = tolerant
         items = raw.map {
             Item(
                 name: String(decoding: UnsafeBufferPointer(rebasing: bytes[$0.nameStart..<$0.nameEnd]), as: UTF8.self),
@@ -105,11 +171,16 @@ public struct AttributeList: Sendable, Hashable {
 
     func integer(_ name: String, line: Int, max: UInt64 = UInt64.max) throws -> UInt64? {
         guard let text = self[name] else { return nil }
+        if tolerant {
+            guard let (value, _) = Numbers.tolerantInteger(text), value <= max else { return nil }
+            return value
+        }
         return try Numbers.integer(text, line: line, what: name, max: max)
     }
 
     func decimal(_ name: String, line: Int, range: ClosedRange<Double>) throws -> Double? {
         guard let text = self[name] else { return nil }
+        if tolerant { return try? Numbers.decimal(text, line: line, what: name, range: range) }
         return try Numbers.decimal(text, line: line, what: name, range: range)
     }
 

@@ -91,6 +91,8 @@ extension Playlist {
         var pending: (attributes: AttributeList, line: Int)?
         for (index, line) in lines.enumerated() {
             let lineNumber = index + 1
+            // Tolerant: a line whose value cannot be read is skipped, as a player skips it.
+            do {
             switch line.kind {
             case .uri(.variant):
                 guard let inf = pending else { continue }
@@ -129,6 +131,9 @@ extension Playlist {
             case .tag(.independentSegments): master.independentSegments = true
             case .tag(.start): master.start = try makeStart(try attributes(ofLine: index), line: lineNumber)
             default: continue
+            }
+            } catch is PlaylistError where isTolerant {
+                continue
             }
         }
         return master

@@ -106,6 +106,13 @@ public struct Key: Sendable, Hashable {
     public var iv: [UInt8]?
     public var keyFormat: String
     public var keyFormatVersions: String?
+
+    /// A key a proxy can fetch and keep: any method but `NONE`, the identity key format, an `http(s)` URL. Its
+    /// length says the cipher: 16 bytes for AES-128, SAMPLE-AES, SAMPLE-AES-CTR; 32 for AES-256, AES-256-CTR.
+    public var isFetchable: Bool {
+        guard method != .none, keyFormat == "identity", let url else { return false }
+        return Playlist.isHTTP(url)
+    }
 }
 
 public struct MapSection: Sendable, Hashable {
@@ -192,6 +199,8 @@ extension Playlist {
 
         for (index, line) in lines.enumerated() {
             let lineNumber = index + 1
+            // Tolerant: a line whose value cannot be read is skipped, as a player skips it.
+            do {
             switch line.kind {
             case .blank, .comment: continue
             case .uri:
@@ -238,6 +247,14 @@ extension Playlist {
                 partIndex = 0
             case .tag(let tag):
                 switch tag {
+                case .inf where isTolerant:
+                    // `-1` (IPTV), `10.000 tvg-id="BBC"`: the leading number, as players read it; negative is unknown (0).
+                    let value = tagValue(ofLine: index)
+                    let comma = value.firstIndex(of: ",")
+                    var head = String(value[..<(comma ?? value.endIndex)]).trimmingLineSpace()
+                    duration = head.withUTF8 { Numbers.leadingDecimal($0, 0, $0.count)?.value } ?? 0
+                    if !(duration >= 0 && duration <= Numbers.maxSegmentDuration) { duration = 0 }
+                    title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
                 case .inf:
                     let value = tagValue(ofLine: index)
                     let comma = value.firstIndex(of: ",")
@@ -246,6 +263,25 @@ extension Playlist {
                         range: 0...Numbers.maxSegmentDuration)
                     title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
                 case .version: playlist.version = Int(try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "version"))
+                case .targetDuration where isTolerant:
+                    // 2.5 → 2, as hls.js (parseInt) and VLC (%d) read it.
+                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value,
+                        value <= UInt64(Numbers.maxSegmentDuration)
+                    {
+                        playlist.targetDuration = Int(value)
+                    }
+                case .mediaSequence where isTolerant:
+                    // A negative media sequence is read as 0 (the numbers of the segments then start at 0).
+                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
+                        playlist.mediaSequence = value
+                    }
+                case .discontinuitySequence where isTolerant:
+                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
+                        playlist.discontinuitySequence = value
+                    }
+                case .map where isTolerant && (try? attributes(ofLine: index)).flatMap({ $0["URI"] }) == nil:
+                    // EXT-X-MAP without URI: ignored, as players ignore it.
+                    break
                 case .targetDuration:
                     playlist.targetDuration = Int(
                         try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "target duration"))
@@ -350,6 +386,9 @@ extension Playlist {
                 default: break
                 }
             }
+            } catch is PlaylistError where isTolerant {
+                continue
+            }
         }
         return playlist
     }
@@ -358,7 +397,7 @@ extension Playlist {
         let reference = try attributes["URI"].map { try context.reference($0, line: line) }
         return Key(
             method: Key.Method(attributes["METHOD"] ?? "NONE"), uri: reference?.uri, url: reference?.url,
-            iv: attributes["IV"].flatMap(Numbers.hexBytes), keyFormat: attributes["KEYFORMAT"] ?? "identity",
+            iv: try attributes["IV"].flatMap { Numbers.hexBytes(try context.substitute($0, line: line)) }, keyFormat: attributes["KEYFORMAT"] ?? "identity",
             keyFormatVersions: attributes["KEYFORMATVERSIONS"])
     }
 

@@ -104,6 +104,49 @@ enum Numbers {
         return value
     }
 
+    /// An integer read the way players read one (hls.js's `parseInt`): a decimal-integer as it is; a decimal
+    /// (`2.5`, `1280000.0`) as its integer part; a negative number as 0. The kind says which tolerance applied
+    /// (nil: none). Nil when the text is no number at all.
+    static func tolerantInteger(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> (value: UInt64, tolerance: PlaylistWarning.Kind?)? {
+        if let (value, overflow) = integer(bytes, start, end) {
+            return overflow ? nil : (value, nil)
+        }
+        guard let value = decimal(bytes, start, end) else { return nil }
+        if value < 0 { return (0, .negativeNumber) }
+        guard value < 9.2e18 else { return nil }
+        return (UInt64(value), .decimalInteger)
+    }
+
+    static func tolerantInteger(_ text: String) -> (value: UInt64, tolerance: PlaylistWarning.Kind?)? {
+        var text = text
+        return text.withUTF8 { tolerantInteger($0, 0, $0.count) }
+    }
+
+    /// The number at the start of `bytes[start..<end]` (`-?[0-9]*(.[0-9]*)?`), as players read an `EXTINF`
+    /// duration followed by something else (`10.000 tvg-id="BBC"`, `-1 tvg-id=…`), and where it ends.
+    static func leadingDecimal(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> (value: Double, end: Int)? {
+        var i = start
+        if i < end, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
+        var sawDigit = false, sawDot = false
+        while i < end {
+            if (bytes[i] &- UInt8(ascii: "0")) < 10 {
+                sawDigit = true
+            } else if bytes[i] == UInt8(ascii: "."), !sawDot {
+                sawDot = true
+            } else {
+                break
+            }
+            i += 1
+        }
+        guard sawDigit else { return nil }
+        var from = start
+        if bytes[from] == UInt8(ascii: "+") { from += 1 }
+        var to = i
+        if bytes[to - 1] == UInt8(ascii: ".") { to -= 1 }
+        guard let value = decimal(bytes, from, to) else { return nil }
+        return (value, i)
+    }
+
     /// A hexadecimal-sequence `0x…` decoded to bytes (used for IVs).
     static func hexBytes(_ text: String) -> [UInt8]? {
         let u = Array(text.utf8)

@@ -3,9 +3,10 @@ extension Playlist {
     ///
     /// Each rewritable URI is variable-substituted, resolved against `baseURL` (RFC 3986) and handed to `transform`
     /// with its role; the returned string replaces the value as written, and every other byte stays as it was.
-    /// `transform` returning `nil` keeps the original value. URIs that are not rewritten at all: keys whose METHOD is
-    /// not `AES-128` (`SAMPLE-AES`, `SAMPLE-AES-CTR`, vendor DRM) and anything that does not resolve to `http(s)`
-    /// (`skd://`, `data:`).
+    /// `transform` returning `nil` keeps the original value. URIs that are not rewritten at all: keys in a `KEYFORMAT`
+    /// other than `identity` (licence servers of DRM systems) and anything that does not resolve to `http(s)`
+    /// (`skd://`, `data:`). Keys of every method in the identity format are handed over (`AES-128`, `SAMPLE-AES`,
+    /// `SAMPLE-AES-CTR`, `AES-256`, `AES-256-CTR`).
     ///
     /// - Parameters:
     ///   - baseURL: the playlist's own absolute URL (after redirects), the base for relative references and the
@@ -167,6 +168,10 @@ extension Playlist {
 /// Variable values for `{$name}` substitution (RFC 8216bis §4.3).
 struct VariableTable {
     private var values: [String: String] = [:]
+
+    init(values: [String: String]) {
+        self.values = values
+    }
 
     init(_ definitions: [VariableDefinition], baseURL: URIReference, imports: [String: String]) throws {
         for definition in definitions {

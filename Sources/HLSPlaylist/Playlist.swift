@@ -14,15 +14,27 @@ public struct Playlist: Sendable {
     public let uriSlots: [URISlot]
     /// `EXT-X-DEFINE` tags, in order.
     public let definitions: [VariableDefinition]
+    /// Read with ``ParseOptions/tolerant``: the typed views read values as players do too.
+    public let isTolerant: Bool
+    /// What the tolerant reader accepted that the RFC does not allow: the first of each kind, with its line.
+    /// Always empty for the strict reader (which throws instead).
+    public let warnings: [PlaylistWarning]
+    /// An IPTV channel list (`#EXTINF:-1 tvg-id=… group-title=…,Name` followed by a stream URL): each URI line is a
+    /// channel (a playlist or an endless stream), not a segment. Only the tolerant reader recognises one.
+    public let isChannelList: Bool
 
     /// Parses `bytes`.
-    /// - Throws: ``PlaylistError`` with the line number of the first problem.
+    /// - Throws: ``PlaylistError`` with the line number of the first problem; with ``ParseOptions/tolerant`` only
+    ///   ``PlaylistError/notHLS`` and ``PlaylistError/tooLarge``.
     public init(bytes: [UInt8], options: ParseOptions = ParseOptions()) throws {
         guard bytes.count <= options.maxBytes else {
             throw PlaylistError.tooLarge.at(line: 0, "\(bytes.count) bytes is over the limit of \(options.maxBytes)")
         }
-        var parser = PlaylistParser()
+        var parser = PlaylistParser(tolerant: options.tolerant)
         try bytes.withUnsafeBufferPointer { try parser.parse($0) }
+        isTolerant = options.tolerant
+        warnings = parser.warnings
+        isChannelList = parser.isChannelList
         self.bytes = bytes
         lines = parser.lines
         kind = parser.kind
@@ -82,7 +94,10 @@ public struct Playlist: Sendable {
             return AttributeList([], UnsafeBufferPointer(start: nil, count: 0))
         }
         return try bytes.withUnsafeBufferPointer { buffer in
-            AttributeList(try scanAttributes(buffer, from: colon + 1, to: line.range.upperBound, line: index + 1), buffer)
+            if isTolerant {
+                return AttributeList(scanAttributesLeniently(buffer, from: colon + 1, to: line.range.upperBound).items, buffer, tolerant: true)
+            }
+            return AttributeList(try scanAttributes(buffer, from: colon + 1, to: line.range.upperBound, line: index + 1), buffer)
         }
     }
 
@@ -98,8 +113,12 @@ public struct Playlist: Sendable {
 public struct ParseOptions: Sendable {
     /// Inputs larger than this are refused with ``PlaylistError/tooLarge``. Default 16 MiB.
     public var maxBytes: Int
-    public init(maxBytes: Int = 16 << 20) {
+    /// Read as players read: refuse only what is no playlist at all (``PlaylistError/notHLS``, ``PlaylistError/tooLarge``);
+    /// every other departure from the RFC becomes a ``PlaylistWarning`` (``Playlist/warnings``). Default false (strict).
+    public var tolerant: Bool
+    public init(maxBytes: Int = 16 << 20, tolerant: Bool = false) {
         self.maxBytes = maxBytes
+        self.tolerant = tolerant
     }
 }
 
@@ -137,7 +156,7 @@ public struct URISlot: Sendable, Hashable {
     /// The value's byte range (inside the quotes for attributes, trimmed for URI lines).
     public let range: Range<Int>
     public let role: URIRole
-    /// False for keys the proxy must not touch (`SAMPLE-AES`, `SAMPLE-AES-CTR`, other DRM methods).
+    /// False for keys the proxy must not touch: a `KEYFORMAT` other than `identity` (a licence server), `METHOD=NONE`.
     public let rewritable: Bool
     /// Whether the value contains a `{$name}` variable reference.
     public let hasVariables: Bool

@@ -9,6 +9,11 @@ struct ResolutionContext {
             playlist.definitions, baseURL: resolver?.base ?? URIReference(path: ""), imports: imports)
     }
 
+    /// `raw` with its variables substituted (a quoted-string, enumerated-string or hexadecimal-sequence value).
+    func substitute(_ raw: String, line: Int) throws -> String {
+        raw.utf8.contains(UInt8(ascii: "{")) ? try variables.substitute(raw, line: line) : raw
+    }
+
     /// The reference as written, with variables substituted, and its absolute form (the same when no base was given).
     func reference(_ raw: String, line: Int) throws -> (uri: String, url: String) {
         let uri = raw.utf8.contains(UInt8(ascii: "{")) ? try variables.substitute(raw, line: line) : raw

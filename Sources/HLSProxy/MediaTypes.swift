@@ -48,13 +48,19 @@ public enum MediaTypes {
         return type != playlist && type != "application/json"
     }
 
-    /// Decides from a body's first bytes whether it is a playlist: an optional UTF-8 byte-order mark, then
-    /// `#EXTM3U` ending its line (what the parser requires). `nil` while too few bytes arrived to tell, unless
-    /// `complete`.
+    /// Decides from a body's first bytes whether it is a playlist: an optional UTF-8 byte-order mark, optional
+    /// blank lines and spaces (fewer than ``maxLeadingBlank`` bytes; players and the tolerant reader read past
+    /// them), then `#EXTM3U` ending its line. `nil` while too few bytes arrived to tell, unless `complete`.
     public static func sniffPlaylist(_ prefix: some Collection<UInt8>, complete: Bool) -> Bool? {
-        var bytes = Array(prefix.prefix(11))
+        var bytes = Array(prefix.prefix(3 + maxLeadingBlank + 8))
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         else if bytes.count < 3 && [UInt8]([0xEF, 0xBB, 0xBF]).starts(with: bytes) && !complete { return nil }
+        let blank = bytes.prefix { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }.count
+        if blank > 0 {
+            if blank >= maxLeadingBlank { return false }
+            bytes.removeFirst(blank)
+            if bytes.isEmpty { return complete ? false : nil }
+        }
         let signature = Array("#EXTM3U".utf8)
         guard bytes.count > signature.count else {
             if complete || !signature.starts(with: bytes) { return bytes == signature }
@@ -63,6 +69,9 @@ public enum MediaTypes {
         let next = bytes[signature.count]
         return bytes.starts(with: signature) && (next == 0x0A || next == 0x0D || next == 0x20 || next == 0x09)
     }
+
+    /// The most whitespace before `#EXTM3U` that still lets a body of a generic type be taken for a playlist.
+    public static let maxLeadingBlank = 64
 
     /// The type to send: the origin's when it is specific, else the extension's, else octet-stream.
     public static func choose(origin: String?, pathExtension: String?) -> String {

@@ -161,6 +161,65 @@ final class PlaylistService: Sendable {
         liveLifetimes.withLockedValue { $0[key] }.map { Date().addingTimeInterval($0) }
     }
 
+    /// The playlist URLs (cache keys) whose warnings this process logged and counted, each kind once per URL: a
+    /// live playlist reloaded every two seconds is not a new warning each time.
+    private let warned = NIOLockedValueBox<Set<String>>([])
+    private static let maxWarned = 10_000
+
+    /// Logs and counts the tolerances of a playlist the first time each is met for its URL.
+    private func report(_ warnings: [PlaylistWarning], key: CacheKey, url: OriginURL) {
+        guard !warnings.isEmpty else { return }
+        let fresh = warned.withLockedValue { seen in
+            if seen.count >= Self.maxWarned { seen.removeAll() }
+            return warnings.filter { seen.insert(key.value + "#" + $0.kind.rawValue).inserted }
+        }
+        for warning in fresh {
+            metrics.playlistWarning(warning.kind)
+            logger.warning(
+                "playlist departs from RFC 8216, served as players read it",
+                metadata: ["url": "\(url.redacted)", "kind": "\(warning.kind.rawValue)", "line": "\(warning.line)", "detail": "\(warning.detail)"])
+        }
+    }
+
+    /// The request headers IPTV channel lists name (`#EXTVLCOPT:http-user-agent=…`, `http-referrer=…`), by origin
+    /// URL without its query (``channelKey(_:)``): a channel's own URL, and every URL of the playlists reached from
+    /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
+    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). In memory: after a restart a player
+    /// reloading the channel list teaches them again.
+    private let channelHeaderTable = NIOLockedValueBox<[String: [(String, String)]]>([:])
+    private static let maxChannelHeaderURLs = 100_000
+
+    private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
+
+    /// The headers a channel list asked for `url`, if any.
+    func channelHeaders(for url: OriginURL) -> [(String, String)] {
+        channelHeaderTable.withLockedValue { $0[Self.channelKey(url)] } ?? []
+    }
+
+    /// Learns the headers of each channel of a channel list, and hands the headers of a playlist reached from a
+    /// channel on to every URL it names.
+    private func learnChannelHeaders(from playlist: Playlist, url: OriginURL, imports: [String: String]) {
+        var learnt: [(String, [(String, String)])] = []
+        if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
+            for channel in channels where !channel.httpHeaders.isEmpty {
+                guard let channelURL = try? OriginURL(channel.url) else { continue }
+                learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))
+            }
+        } else {
+            let inherited = channelHeaders(for: url)
+            guard !inherited.isEmpty, let children = try? playlist.resolvedURIs(baseURL: url.string, imports: imports) else { return }
+            for child in children {
+                guard let childURL = try? OriginURL(child.url) else { continue }
+                learnt.append((Self.channelKey(childURL), inherited))
+            }
+        }
+        guard !learnt.isEmpty else { return }
+        channelHeaderTable.withLockedValue { table in
+            if table.count + learnt.count > Self.maxChannelHeaderURLs { table.removeAll() }
+            for (key, headers) in learnt { table[key] = headers }
+        }
+    }
+
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
     static func gzipKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten.gz") }
 
@@ -171,11 +230,12 @@ final class PlaylistService: Sendable {
     /// URIs resolve against it, and the raw copy remembers it when it is not `key`'s own (a redirect).
     /// `fromStore`: the raw bytes are a stored copy (only the rewritten and gzipped copies are written); a live one
     /// throws ``StoredLivePlaylist``.
-    /// AES-128 keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) are registered with the key service and point at
-    /// `/keys/{keyid}`; the engine never hands over SAMPLE-AES keys or non-HTTP key URIs, which stay as they are.
+    /// Keys (`EXT-X-KEY`, `EXT-X-SESSION-KEY`) of every method in the identity key format are registered with the
+    /// key service and point at `/keys/{keyid}`; the engine never hands over licence servers (another KEYFORMAT) or
+    /// non-HTTP key URIs, which stay as they are. Read tolerantly unless `playlists.strict` (docs/playlist-engine.md).
     /// Runs on the thread pool (registering a new key writes to the key database).
-    /// - Throws: ``ProxyError/corrupted(_:)`` for anything that is not a valid playlist; a ``KeyError`` when a
-    ///   key cannot be registered.
+    /// - Throws: ``ProxyError/corrupted(_:)`` for what is no playlist at all or over the size cap (strict: for any
+    ///   departure from the RFC); a ``KeyError`` when a key cannot be registered.
     func process(
         raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false, tokens: String? = nil
     ) throws -> RewrittenPlaylist {
@@ -226,10 +286,11 @@ final class PlaylistService: Sendable {
         let rewritten: [UInt8]
         let keys = self.keys
         do {
-            playlist = try Playlist(bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes))
+            playlist = try Playlist(
+                bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
             var rewriter = ProxyPathRewriter()
             if let keys {
-                // AES-128 keys go to the key store's /keys/{id}; the engine never passes SAMPLE-AES or skd:// here.
+                // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
                 rewriter.keyRewrite = { @Sendable resolved, _ in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
                     let id = try keys.register(keyURL)
@@ -246,7 +307,13 @@ final class PlaylistService: Sendable {
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
-        readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
+        report(playlist.warnings, key: key, url: url)
+        learnChannelHeaders(from: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+        // A channel list's URLs are channels, not segments played in turn: no read-ahead (it would open the next
+        // channels' endless streams), and no live lifetimes.
+        if !playlist.isChannelList {
+            readAhead.learn(playlist, key: key, url: url, volatileParameters: configuration.volatileQueryParameters)
+        }
         var isLive = false
         var ttl = 0.0
         if playlist.kind == .media {
@@ -259,7 +326,7 @@ final class PlaylistService: Sendable {
             }
             isLive = playlist.isLiveMedia
             if isLive {
-                let lifetime = learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
                 if let keys, let lifetime {
                     for id in named.withLockedValue({ $0 }) {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }

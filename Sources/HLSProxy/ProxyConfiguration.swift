@@ -16,6 +16,9 @@ public struct ProxyConfiguration: Sendable {
     public var webOrigins: WebOriginPolicy = .default
     /// Playlists larger than this are refused (502 `corrupted`).
     public var maxPlaylistBytes: Int = 16 << 20
+    /// Refuse (502 `corrupted`) every playlist that departs from RFC 8216 (`playlists.strict`). Default false: the
+    /// serve path reads playlists as players do and counts each tolerance as a warning (docs/playlist-engine.md).
+    public var strictPlaylists: Bool = false
     /// A live playlist is cached for `targetDuration × liveTTLFactor` seconds (at most half the target duration).
     public var liveTTLFactor: Double = 0.5
     /// Simultaneous client connections; more are closed at once.

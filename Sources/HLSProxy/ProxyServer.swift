@@ -47,6 +47,7 @@ public final class ProxyServer: Sendable {
             if let page = playlists.cookiePage(for: url) { return page }
             return await cookiePages?(url)
         }
+        origin.setHeaderSource { url in playlists.channelHeaders(for: url) }
     }
 
     /// Binds the listening socket. Returns the bound address (useful with port 0).

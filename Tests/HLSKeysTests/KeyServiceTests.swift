@@ -86,8 +86,9 @@ import Testing
         #expect(setup.origin.count == 2)
     }
 
-    @Test(arguments: [0, 15, 17, 32])
-    func refusesKeysThatAreNot16Bytes(_ count: Int) async throws {
+    /// A key has 16 bytes (AES-128, SAMPLE-AES, SAMPLE-AES-CTR) or 32 (AES-256, AES-256-CTR); nothing else.
+    @Test(arguments: [0, 15, 17, 31, 33, 64])
+    func refusesKeysThatAreNot16Or32Bytes(_ count: Int) async throws {
         let setup = Setup()
         defer { setup.directory.cleanup() }
         setup.origin.set { $0.body = Array(repeating: 7, count: count) }
@@ -97,6 +98,17 @@ import Testing
         #expect(error?.httpStatus == 502)
         #expect(keys.state(of: try #require(try keys.record(id))) == .pending)
         #expect(try keys.record(id)?.lastError?.contains("\(count) bytes") == true)
+    }
+
+    @Test func acceptsAnAES256Key() async throws {
+        let setup = Setup()
+        defer { setup.directory.cleanup() }
+        let key = (0..<32).map { UInt8($0) }
+        setup.origin.set { $0.body = key }
+        let keys = try setup.service()
+        let id = try keys.register(Self.url)
+        #expect(try await keys.key(id) == key)
+        #expect(keys.state(of: try #require(try keys.record(id))) == .valid)
     }
 
     @Test func unknownIdIsNotFound() async throws {

@@ -127,11 +127,31 @@ import Testing
         #expect(roles == Set(URIRole.allCases))
     }
 
+    /// Keys of every method in the identity key format are handed over (issue 31): their URI's answer is the key.
+    @Test func keysOfEveryMethodAreHandedOver() throws {
+        let methods = ["AES-128", "SAMPLE-AES", "SAMPLE-AES-CTR", "AES-256", "AES-256-CTR"]
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n"
+        for (index, method) in methods.enumerated() {
+            let format = index % 2 == 0 ? "" : ",KEYFORMAT=\"identity\""
+            text += "#EXT-X-KEY:METHOD=\(method),URI=\"keys/\(index).key\"\(format)\n#EXTINF:4,\ns\(index).ts\n"
+        }
+        let playlist = try Playlist(text)
+        #expect(playlist.uriSlots.filter { $0.role == .key }.allSatisfy { $0.rewritable })
+        var keys: [String] = []
+        _ = try playlist.rewrite(baseURL: "https://origin.example.com/a/b.m3u8") { url, role in
+            if role == .key { keys.append(url) }
+            return nil
+        }
+        #expect(keys == (0..<methods.count).map { "https://origin.example.com/a/keys/\($0).key" })
+        let segments = try playlist.media(baseURL: "https://origin.example.com/a/b.m3u8").segments
+        #expect(segments.allSatisfy { $0.key?.isFetchable == true })
+    }
+
     @Test func drmKeysAndNonHTTPURIsAreUntouched() throws {
         let text = """
             #EXTM3U
             #EXT-X-TARGETDURATION:4
-            #EXT-X-KEY:METHOD=SAMPLE-AES,URI="keys/sample-aes.key"
+            #EXT-X-KEY:METHOD=SAMPLE-AES,URI="https://licence.example/k",KEYFORMAT="com.microsoft.playready"
             #EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI="keys/cenc.key",KEYFORMAT="urn:uuid:1077efec-c0b2-4d02-ace3-3c1e52e2fb4b"
             #EXT-X-KEY:METHOD=AES-128,URI="skd://vendor/key",KEYFORMAT="com.vendor"
             #EXT-X-KEY:METHOD=AES-128,URI="data:application/octet-stream;base64,AAECAwQFBgcICQoLDA0ODw=="
@@ -143,7 +163,7 @@ import Testing
 
             """
         let playlist = try Playlist(text)
-        #expect(playlist.uriSlots.map(\.rewritable) == [false, false, true, true, true, true])
+        #expect(playlist.uriSlots.map(\.rewritable) == [false, false, false, true, true, true])
         let out = try playlist.rewrite(baseURL: "https://origin.example.com/a/b.m3u8") { url, role in
             Issue.record("closure called for \(role) \(url)")
             return "/proxy"

@@ -129,10 +129,12 @@ import Testing
         await origin.stop()
     }
 
+    /// Strict (`playlists.strict`), a malformed playlist is `corrupted` and not cached; the default tolerant reader
+    /// reads it as players do (FetchTolerantPlaylistTests). What is no playlist is `corrupted` either way.
     @Test func aMalformedPlaylistIsCorruptedAndNotCached() async throws {
         let (origin, _) = try await start()
         origin.setBody(Array("#EXTM3U\n#EXTINF:abc,\nseg.ts\n".utf8), for: "/bad.m3u8")
-        let fetch = try DownloaderHarness(origin: origin)
+        let fetch = try DownloaderHarness(origin: origin, configure: { $0.strictPlaylists = true })
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/bad.m3u8")
         #expect(item.state == .failed)

@@ -18,6 +18,13 @@ import Testing
         #expect(sniff([0x47, 0x40, 0x11]) == false, "a TS packet is known at its first byte")
         #expect(sniff([], complete: true) == false)
         #expect(sniff([]) == nil)
+        // Blank lines before the header: players (and the tolerant reader) read past them.
+        #expect(sniff(Array("\n\r\n  #EXTM3U\n".utf8)) == true)
+        #expect(sniff([0xEF, 0xBB, 0xBF] + Array("\n#EXTM3U\n".utf8)) == true)
+        #expect(sniff(Array("\n\n".utf8)) == nil)
+        #expect(sniff(Array("\n\n".utf8), complete: true) == false)
+        #expect(sniff(Array("\n<html>".utf8)) == false)
+        #expect(sniff(Array(repeating: 0x0A, count: 64) + Array("#EXTM3U\n".utf8)) == false)
         #expect(MediaTypes.mightBePlaylist(contentType: "application/octet-stream", pathExtension: nil))
         #expect(MediaTypes.mightBePlaylist(contentType: "Text/Plain; charset=utf-8", pathExtension: "php"))
         #expect(MediaTypes.mightBePlaylist(contentType: nil, pathExtension: nil))

@@ -182,12 +182,14 @@ import Testing
         #expect(harness.origin.requests(containing: "/k/other.key").count == 1)
     }
 
-    @Test func sampleAESAndNonHTTPKeysPassThrough() async throws {
+    /// Licence servers (a KEYFORMAT other than identity) and non-HTTP key URIs stay as written; SAMPLE-AES keys in
+    /// the identity format go through /keys/ (EveryKeyMethodTests).
+    @Test func licenceServersAndNonHTTPKeysPassThrough() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
         defer { Task { await harness.shutdown() } }
         let lines = [
-            "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"https://drm.example.com/k1\",KEYFORMAT=\"identity\"",
-            "#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI=\"k2.key\"",
+            "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"https://drm.example.com/k1\",KEYFORMAT=\"com.microsoft.playready\"",
+            "#EXT-X-KEY:METHOD=SAMPLE-AES-CTR,URI=\"k2.key\",KEYFORMAT=\"urn:uuid:edef8ba9-79d6-4ace-a3c8-27dcd51d21ed\"",
             "#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://asset-1\",KEYFORMAT=\"com.apple.streamingkeydelivery\"",
             "#EXT-X-KEY:METHOD=AES-128,URI=\"data:text/plain;base64,AAECAwQFBgcICQoLDA0ODw==\"",
             "#EXT-X-KEY:METHOD=NONE",

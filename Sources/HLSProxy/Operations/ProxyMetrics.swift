@@ -1,5 +1,6 @@
 import HLSCacheStore
 import HLSKeys
+import HLSPlaylist
 import NIOConcurrencyHelpers
 import Prometheus
 
@@ -40,6 +41,8 @@ public final class ProxyMetrics: Sendable {
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
+    /// Indexed by the position of a ``PlaylistWarning/Kind`` in `allCases`.
+    private let playlistWarnings: [Counter]
     private let cacheDiskFree: Gauge
     /// Indexed by ``CacheWriteFailure``.
     private let cacheWriteFailures: [Counter]
@@ -89,9 +92,9 @@ public final class ProxyMetrics: Sendable {
         self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
         self.cacheObjects = registry.makeGauge(descriptor: name("cache_objects", "", "Complete objects in the cache."), labels: [])
         self.keyFetches = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "ok")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "ok")])
         self.keyFetchFailures = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "AES-128 keys fetched from their origin, by result."), labels: [("result", "error")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "error")])
         self.cacheDiskFree = registry.makeGauge(
             descriptor: name("cache_disk_free", "bytes", "Free space on the cache's file system (statvfs), the cushion included."), labels: [])
         let failureName = name("cache_write_failures", "total", "Origin responses the proxy relayed but could not store, by reason.")
@@ -115,6 +118,11 @@ public final class ProxyMetrics: Sendable {
         self.keyExpiries = registry.makeCounter(
             descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
+        let warningName = name(
+            "playlist_warnings", "total", "Playlists served although they depart from RFC 8216 as players tolerate, by kind (once per playlist URL).")
+        self.playlistWarnings = PlaylistWarning.Kind.allCases.map {
+            registry.makeCounter(descriptor: warningName, labels: [("kind", $0.rawValue)])
+        }
     }
 
     // MARK: - Request path
@@ -191,6 +199,12 @@ public final class ProxyMetrics: Sendable {
     /// Counts an eviction that took objects of a prewarm item (the item is told: `partiallyCached` or `evicted`).
     public func itemEvicted() {
         itemEvictions.increment()
+    }
+
+    /// A playlist URL met with a tolerance of `kind` for the first time in this process.
+    func playlistWarning(_ kind: PlaylistWarning.Kind) {
+        guard let index = PlaylistWarning.Kind.allCases.firstIndex(of: kind) else { return }
+        playlistWarnings[index].increment()
     }
 
     // MARK: - Scrape time

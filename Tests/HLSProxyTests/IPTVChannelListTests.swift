@@ -1,0 +1,71 @@
+import Foundation
+import HLSCacheCore
+import HLSPlaylist
+import Testing
+
+@testable import HLSProxy
+
+/// IPTV channel lists (issue 31): each channel URL through the proxy, the list's tags byte for byte, and the
+/// `User-Agent` / `Referer` an `#EXTVLCOPT` names sent with that channel's requests and those of the playlists
+/// and segments reached from it.
+@Suite struct IPTVChannelListTests {
+    @Test func aChannelThatWantsItsUserAgentPlaysThroughTheProxy() async throws {
+        let made = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let harness = try await ProxyHarness.start(serving: made)
+        defer { Task { await harness.shutdown() } }
+        let agent = "HLSCacheTestTV/1.0 (channel one)"
+        let referrer = "http://portal.example/one"
+        let channel = try String(contentsOf: made.appendingPathComponent("v0/index.m3u8"), encoding: .utf8)
+        let segments = channel.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map { "/v0/" + $0 }
+        #expect(segments.count >= 2)
+        for path in ["/v0/index.m3u8"] + segments { harness.origin.setFault(.requireHeader("User-Agent", agent), for: path) }
+        let origin = "http://127.0.0.1:\(harness.origin.port)"
+        let list = """
+            #EXTM3U x-tvg-url="\(origin)/epg.xml"
+            #EXTINF:-1 tvg-id="one" tvg-logo="\(origin)/logo.png" group-title="News",Channel One
+            #EXTVLCOPT:http-user-agent=\(agent)
+            #EXTVLCOPT:http-referrer=\(referrer)
+            \(origin)/v0/index.m3u8
+            #EXTINF:-1 tvg-id="two" group-title="Sport",Channel Two
+            #EXTGRP:Sport
+            #KODIPROP:inputstream=inputstream.adaptive
+            \(origin)/v1/index.m3u8
+            #EXTINF:-1 tvg-id="three",Channel Three
+            \(origin)/venglish/index.m3u8|User-Agent=Kodi%2F20.0&Referer=http://portal.example/three
+
+            """
+        harness.origin.setBody(Array(list.utf8), contentType: "audio/x-mpegurl", for: "/tv/list.m3u")
+        let served = try await harness.get(harness.url("/tv/list.m3u"))
+        #expect(served.status == 200)
+        let proxied = "/http/127.0.0.1:\(harness.origin.port)"
+        #expect(served.text == list.replacingOccurrences(of: "\n\(origin)/v", with: "\n\(proxied)/v"))
+        // Kodi's `URL|User-Agent=…` suffix: kept in the list, and honoured by the proxy.
+        harness.origin.setFault(.requireHeader("User-Agent", "Kodi/20.0"), for: "/venglish/index.m3u8")
+        let three = try await harness.get(harness.base + proxied + "/venglish/index.m3u8")
+        #expect(three.status == 200, "\(three.text)")
+        #expect(harness.origin.requests(containing: "/venglish/index.m3u8").allSatisfy { request in
+            request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/three" }
+        })
+
+        // Straight from the origin without the agent: refused.
+        #expect(try await harness.get(harness.originURL("/v0/index.m3u8")).status == 403)
+        harness.origin.clearLog()
+        // Through the proxy: ffmpeg (its own User-Agent) plays channel one; every origin request of it had the agent.
+        let frames = try await FFmpeg.frameMD5(harness.base + proxied + "/v0/index.m3u8")
+        #expect(frames.count > 25)
+        let requests = harness.origin.requests(containing: "/v0/")
+        #expect(requests.count >= segments.count + 1)
+        for request in requests {
+            #expect(request.headers.contains { $0.0.lowercased() == "user-agent" && $0.1 == agent }, "\(request.path)")
+            #expect(request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == referrer }, "\(request.path)")
+        }
+        // Channel two names no agent: its requests carry the proxy's own.
+        let two = try await harness.get(harness.base + proxied + "/v1/index.m3u8")
+        #expect(two.status == 200)
+        #expect(harness.origin.requests(containing: "/v1/index.m3u8").allSatisfy { request in
+            !request.headers.contains { $0.1 == agent }
+        })
+        // No read-ahead across channels: asking for channel one's playlist did not open channel two.
+        #expect(harness.origin.requests(containing: "/v1/").count == 1)
+    }
+}
