@@ -5,8 +5,9 @@ import NIOCore
 import NIOHTTP1
 
 /// Who may use the API: loopback peers and `api.allow` networks (else 403), from no web page or one
-/// `http.allowedWebOrigins` allows (else 403), carrying the bearer token when one is configured (else 401). Without a token the request's `Host` must be an IP literal or `localhost`, so a web
-/// page on another name that rebinds its DNS to 127.0.0.1 cannot drive the API from a browser.
+/// `http.allowedWebOrigins` allows (else 403), carrying the bearer token when one is configured (else 401). Without a
+/// token the request's `Host` must be an IP literal or `localhost`, so a web page on another name that rebinds its
+/// DNS to 127.0.0.1 cannot drive the API from a browser.
 struct AdminAccess: Sendable {
     let policy: KeyAccessPolicy
     let token: [UInt8]?
