@@ -112,14 +112,14 @@ struct FetchSubscriptionStateMachine {
                 return .respondPlaylist(playlist)
             }
             if !mayReceiveKeySized {
-                // Known to be key-sized: refused. Of unknown length: held back until more than 16 bytes or the end came.
-                if known.contentLength == KeySizedBody.size
-                    || (known.contentLength == nil && view.ended && view.received == KeySizedBody.size)
+                // Known to be key-sized: refused. Of unknown length: held back until more than 32 bytes or the end came.
+                if KeySizedBody.isKeySize(known.contentLength)
+                    || (known.contentLength == nil && view.ended && KeySizedBody.isKeySize(view.received))
                 {
                     state = .done
                     return .refuseKeySized
                 }
-                if known.contentLength == nil && !view.ended && view.received <= KeySizedBody.size { return .wait }
+                if known.contentLength == nil && !view.ended && view.received <= KeySizedBody.largest { return .wait }
             }
             head = known
             if headOnly {

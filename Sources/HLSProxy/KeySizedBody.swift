@@ -2,18 +2,26 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// What the generic path does with a body of exactly 16 bytes, the size of every AES-128 key (DESIGN.md §7).
+/// What the generic path does with a body of exactly 16 or 32 bytes, the sizes of AES-128 and AES-256 keys (DESIGN.md §7).
 ///
 /// Keys a playlist names are rewritten to `/keys/{id}`, and a registered key's origin URL asked for on the generic
 /// path is redirected there. But a key's URL has countless other spellings (`a//k.bin`, `%6b.bin`, an extra query
 /// parameter, another name of its host), a key the proxy has not met since it started is not registered, and an
 /// origin may redirect anywhere: keys cannot be told by their URL alone. By their size they can. So the generic path
-/// never stores a 16-byte body (no plaintext key on disk, whatever URL it came by) and sends one only to the
+/// never stores a key-sized body (no plaintext key on disk, whatever URL it came by) and sends one only to the
 /// clients `/keys/` answers (loopback and `keys.allow`); others get `403 forbidden`. A body of unknown length is held
-/// back from such a client until more than 16 bytes have arrived. Nothing a stream needs besides keys is that small.
+/// back from such a client until more than 32 bytes have arrived. Nothing a stream needs besides keys is that small.
 enum KeySizedBody {
-    /// The length of an AES-128 key.
-    static let size: Int64 = 16
+    /// The lengths of an AES-128 key (also SAMPLE-AES, SAMPLE-AES-CTR) and of an AES-256 key.
+    static let sizes: Set<Int64> = [16, 32]
+    /// The largest of ``sizes``: a body of unknown length is held back until it is longer.
+    static let largest: Int64 = 32
+
+    /// Whether `length` is the length of a key.
+    static func isKeySize(_ length: Int64?) -> Bool {
+        guard let length else { return false }
+        return sizes.contains(length)
+    }
 
     /// Whether the client of `request` may receive a 16-byte body: the clients `/keys/` answers; everyone when the
     /// server has no key service (no key policy to keep).
@@ -24,12 +32,12 @@ enum KeySizedBody {
 
     /// The answer to a client that may not receive one.
     static var refusal: ProxyError {
-        ProxyError.forbidden("a 16-byte answer is handled as an AES-128 key: it goes only to the clients allowed keys (loopback and keys.allow, from no web page or an allowed one)")
+        ProxyError.forbidden("a 16- or 32-byte answer is handled as a key: it goes only to the clients allowed keys (loopback and keys.allow, from no web page or an allowed one)")
     }
 
-    /// Whether an origin answer to a GET, whole (200) or a part (206), is of a 16-byte resource.
+    /// Whether an origin answer to a GET, whole (200) or a part (206), is of a key-sized resource.
     static func isKeySized(status: Int, headers: HTTPHeaders) -> Bool {
-        (status == 200 || status == 206) && totalLength(status: status, headers: headers) == size
+        (status == 200 || status == 206) && isKeySize(totalLength(status: status, headers: headers))
     }
 
     /// The whole length of an origin answer, from `Content-Length` (200) or the total of `Content-Range` (206).

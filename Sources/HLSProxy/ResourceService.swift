@@ -93,10 +93,10 @@ final class ResourceService: Sendable {
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
     }
 
-    /// A stored 16-byte object (an older version, or a download without a key store, kept a key in clear) is removed
+    /// A stored key-sized object (an older version, or a download without a key store, kept a key in clear) is removed
     /// and the request served as a miss, which does not store it again (``KeySizedBody``). Returns whether it was.
     private func dropKeySized(_ object: CachedObject, pin: CachePin, key: CacheKey) -> Bool {
-        guard object.size == KeySizedBody.size, object.kind != .playlist, services.keys != nil else { return false }
+        guard KeySizedBody.isKeySize(object.size), object.kind != .playlist, services.keys != nil else { return false }
         pin.unpin()
         let store = services.store
         let logger = services.logger

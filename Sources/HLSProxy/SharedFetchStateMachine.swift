@@ -311,7 +311,7 @@ struct SharedFetchStateMachine {
                 var action = Action(notify: true)
                 switch file {
                 case .opening, .open:
-                    if head.contentLength == nil && received == KeySizedBody.size {
+                    if head.contentLength == nil && KeySizedBody.isKeySize(received) {
                         // A body of unknown length that turned out key-sized is not kept (KeySizedBody).
                         action.abandonFile = true
                         file = .stopped(readable: fileReadable)
@@ -447,8 +447,8 @@ struct SharedFetchStateMachine {
             state = .collectingPlaylist(info)
             return Action(begin: (info, false), notify: true)
         }
-        // A 16-byte body is handled as a key: never stored in clear (KeySizedBody).
-        let store = cacheable && contentLength != KeySizedBody.size && (contentLength ?? 0) <= limits.maxObjectBytes
+        // A key-sized body is handled as a key: never stored in clear (KeySizedBody).
+        let store = cacheable && !KeySizedBody.isKeySize(contentLength) && (contentLength ?? 0) <= limits.maxObjectBytes
         state = .streaming(info, ended: false)
         file = store ? .opening : .none
         if unwatched && subscribers.isEmpty && !(store && contentLength != nil) {

@@ -69,10 +69,22 @@ import Testing
             Issue.record("held")
             return
         }
+        // 17 bytes could still become an AES-256 key (32): held until more than 32 have come.
+        guard case .wait = unknown.pump(View(head: try Self.head(length: nil), received: 32, chunks: [Self.chunk(32)])) else {
+            Issue.record("held to 32")
+            return
+        }
         guard
-            case .send(.some, .chunks, false) = unknown.pump(View(head: try Self.head(length: nil), received: 17, chunks: [Self.chunk(17)]))
+            case .send(.some, .chunks, false) = unknown.pump(View(head: try Self.head(length: nil), received: 33, chunks: [Self.chunk(33)]))
         else {
             Issue.record("released")
+            return
+        }
+        var aes256 = Self.machine(keySized: false)
+        guard case .refuseKeySized = aes256.pump(View(head: try Self.head(length: 32))) else { Issue.record("known 32"); return }
+        var endedAt32 = Self.machine(keySized: false)
+        guard case .refuseKeySized = endedAt32.pump(View(head: try Self.head(length: nil), ended: true, received: 32, chunks: [Self.chunk(32)])) else {
+            Issue.record("ended at 32")
             return
         }
     }

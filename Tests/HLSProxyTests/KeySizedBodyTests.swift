@@ -8,49 +8,52 @@ import Testing
 
 @testable import HLSProxy
 
-/// A 16-byte body on the generic path is handled as the AES-128 key it most likely is, whatever URL it came by:
+/// A 16- or 32-byte body on the generic path is handled as the key it most likely is, whatever URL it came by:
 /// never stored in clear, and sent only to the clients `/keys/` answers (``KeySizedBody``). Spellings of a key's URL
 /// the proxy cannot recognise (an extra query parameter, a doubled slash, another name of the host) and keys it has
 /// not registered since it started (a restart, a prewarmed cache) all end up here.
 @Suite struct KeySizedBodyTests {
-    static let key: [UInt8] = Array("0123456789abcdef".utf8)
+    static let key32: [UInt8] = Array("0123456789abcdef0123456789ABCDEF".utf8)
 
-    @Test func aKeySizedBodyIsNeverStoredAndGoesOnlyToClientsAllowedKeys() async throws {
+    /// 16 bytes: an AES-128 (or SAMPLE-AES) key; 32: an AES-256 key.
+    @Test(arguments: [16, 32])
+    func aKeySizedBodyIsNeverStoredAndGoesOnlyToClientsAllowedKeys(size: Int) async throws {
+        let key = Array(Self.key32.prefix(size))
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
         defer { Task { await harness.shutdown() } }
         let segment = randomBytes(40_000)
-        harness.origin.setBody(Self.key, contentType: "application/octet-stream", for: "/a/k.bin")
-        harness.origin.setBody(Self.key, contentType: "application/octet-stream", for: "/b/k.bin")
+        harness.origin.setBody(key, contentType: "application/octet-stream", for: "/a/k.bin")
+        harness.origin.setBody(key, contentType: "application/octet-stream", for: "/b/k.bin")
         harness.origin.setFault(.noLength(chunk: 5), for: "/b/k.bin")
-        harness.origin.setBody(Self.key, contentType: "text/plain", for: "/c/k.bin")
+        harness.origin.setBody(key, contentType: "text/plain", for: "/c/k.bin")
         harness.origin.setBody(segment, contentType: "video/mp2t", for: "/s.ts")
 
         // A local client gets it (known length, unknown length, a range of it), and nothing reaches the store.
         for path in ["/a/k.bin", "/b/k.bin", "/c/k.bin"] {
             let response = try await harness.get(harness.url(path))
             #expect(response.status == 200, "\(path)")
-            #expect(sameBytes(response.body, Self.key), "\(path)")
+            #expect(sameBytes(response.body, key), "\(path)")
         }
         let part = try await harness.get(harness.url("/a/k.bin"), headers: [("Range", "bytes=0-7")])
         #expect(part.status == 206)
-        #expect(sameBytes(part.body, Array(Self.key[0...7])))
+        #expect(sameBytes(part.body, Array(key[0...7])))
         try await harness.waitForIdle()
         for path in ["/a/k.bin", "/b/k.bin", "/c/k.bin"] {
             #expect(harness.store.lookup(CacheKey(try OriginURL(harness.originURL(path)))) == nil, "\(path) was stored")
         }
-        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: Self.key), "the key reached the disk in plaintext")
+        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: key), "the key reached the disk in plaintext")
 
         // A copy an older version stored in clear is removed when asked for, and the answer is not stored again.
         let old = CacheKey(try OriginURL(harness.originURL("/c/k.bin")))
-        let writer = try harness.store.makeWriter(for: old, expectedLength: KeySizedBody.size)
-        try writer.write(Self.key)
+        let writer = try harness.store.makeWriter(for: old, expectedLength: Int64(size))
+        try writer.write(key)
         _ = try writer.finish(contentType: "application/octet-stream", kind: .key)
         let again = try await harness.get(harness.url("/c/k.bin"))
-        #expect(sameBytes(again.body, Self.key))
+        #expect(sameBytes(again.body, key))
         #expect(again.headers.first(name: "X-Cache") != "HIT")
         try await harness.waitForIdle()
         #expect(harness.store.lookup(old) == nil)
-        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: Self.key), "the old plaintext copy is gone")
+        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: key), "the old plaintext copy is gone")
 
         // A client on another network: refused for a known length and an unknown one. (A range of it takes the
         // passthrough relay, which streams on the client's event loop: a test channel's is not the origin client's,
@@ -59,7 +62,7 @@ import Testing
             let wire = try await Self.exchangeAsRemoteClient(harness, "/http/127.0.0.1:\(harness.origin.port)\(path)", headers: headers)
             #expect(wire.starts(with: Array("HTTP/1.1 403 Forbidden\r\n".utf8)), "\(path) \(headers): \(String(decoding: wire.prefix(80), as: UTF8.self))")
             #expect(String(decoding: wire, as: UTF8.self).contains("\"error\":\"forbidden\""))
-            #expect(!wire.contains(Self.key), "\(path) \(headers): the key reached the client")
+            #expect(!wire.contains(key), "\(path) \(headers): the key reached the client")
         }
         // Anything else is served to it as usual.
         let media = try await Self.exchangeAsRemoteClient(harness, "/http/127.0.0.1:\(harness.origin.port)/s.ts")
@@ -75,6 +78,9 @@ import Testing
         #expect(!sized(206, [("Content-Range", "bytes 0-15/*"), ("Content-Length", "16")]), "a part of a resource of unknown size")
         #expect(!sized(206, [("Content-Range", "bytes 0-15/17")]))
         #expect(!sized(200, [("Content-Length", "17")]))
+        #expect(sized(200, [("Content-Length", "32")]), "an AES-256 key")
+        #expect(sized(206, [("Content-Range", "bytes 0-7/32")]))
+        #expect(!sized(200, [("Content-Length", "33")]))
         #expect(!sized(200, []))
         #expect(!sized(416, [("Content-Range", "bytes */16")]), "no key bytes in a 416")
     }
