@@ -11,7 +11,7 @@ import Glibc
 /// hlscache, and a page on a loopback host plays an AES-128 stream with the browser's own `<video>` HLS support and
 /// reads the API. Pages report what happened by requesting `/report?name=value` from the server that served them;
 /// the test waits for those requests (bounded, never a measured time).
-@Suite("Browser: a hostile page gets nothing, a local one plays and reads the API")
+@Suite("Browser (headless Chromium): the web-page boundary and native HLS playback through the proxy")
 struct BrowserBoundaryTests {
     static let script = """
         const proxy = "PROXY";
@@ -114,6 +114,44 @@ struct BrowserBoundaryTests {
         }
         #expect(localResults["video"] == "played", "\(localResults)")
         #expect(localResults["items"]?.hasPrefix("read-200-") == true, "\(localResults)")
+        await pages.stop()
+        await h.shutdown()
+    }
+
+    /// Issue 31's tolerances as a browser meets them: Chromium 156's own HLS refuses a decimal BANDWIDTH or
+    /// TARGETDURATION and a media playlist carrying EXT-X-SESSION-KEY even from the origin (DEMUXER_ERROR_COULD_NOT_PARSE),
+    /// and the proxy keeps those bytes as written; a dangling #EXTINF at the end it plays, through the proxy too.
+    @Test(
+        "Chromium's native HLS plays through the proxy a stream ending with a dangling #EXTINF, as it does from the origin",
+        .enabled(if: Chromium.path != nil, "chromium is not installed (apt-get install chromium, or make test-deps)"))
+    func chromiumPlaysAToleratedStream() async throws {
+        let made = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-tolerated-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: made, to: dir)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for variant in ["v0", "v1", "venglish"] {
+            let url = dir.appendingPathComponent("\(variant)/index.m3u8")
+            guard let media = try? String(contentsOf: url, encoding: .utf8) else { continue }
+            try media.replacingOccurrences(of: "#EXT-X-ENDLIST", with: "#EXTINF:2.0,\n#EXT-X-ENDLIST").write(to: url, atomically: true, encoding: .utf8)
+        }
+        let h = try await AdminHarness(root: dir)
+        defer { h.shutdownLater() }
+        let proxied = try await h.request(.GET, h.proxyURL("/v0/index.m3u8"))
+        #expect(proxied.status == 200 && proxied.text.hasSuffix("#EXTINF:2.0,\n#EXT-X-ENDLIST\n"), "\(proxied.text.suffix(300))")
+
+        let pagesRoot = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-pages-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: pagesRoot, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: pagesRoot) }
+        let pages = TestOrigin(root: pagesRoot)
+        pages.setBody(
+            Array(Self.page(#"play("video", proxy + "/http/127.0.0.1:\#(h.origin.port)/master.m3u8");"#, proxy: h.base).utf8),
+            contentType: "text/html; charset=utf-8", for: "/play.html")
+        try await pages.start()
+        defer { Task { await pages.stop() } }
+        let result = try await Self.browse(
+            "http://localhost:\(pages.port)/play.html", h: h, progress: { "\(pages.requests(containing: "/report?").map(\.path))" }
+        ) { pages.requests(containing: "/report?video=").first.map(\.path) }
+        #expect(result.hasSuffix("video=played"), "\(result)")
         await pages.stop()
         await h.shutdown()
     }
