@@ -1,4 +1,5 @@
 import Foundation
+import HLSCacheCore
 import HLSKeys
 import HLSProxy
 import NIOCore
@@ -29,7 +30,7 @@ struct AdminAccess: Sendable {
             return .forbidden("the admin API answers loopback clients and api.allow networks only")
         }
         guard let token else {
-            if let host = request.header("host"), !Self.isLiteralOrLocalhost(host) {
+            if let host = request.header("host"), !WebOriginPolicy.isLiteralOrLocalhost(hostHeader: host) {
                 return .forbidden("without api.token the API answers only requests addressed to an IP or localhost")
             }
             return nil
@@ -68,17 +69,5 @@ struct AdminAccess: Sendable {
             guard !AdminAPI.isJSON(request) else { return nil }
             return .unsupportedMediaType("\(request.method.rawValue) requests to the admin API need Content-Type: application/json (with a body or without)")
         }
-    }
-
-    static func isLiteralOrLocalhost(_ hostHeader: String) -> Bool {
-        var host = Substring(hostHeader.lowercased())
-        if host.hasPrefix("[") {
-            // [v6]:port
-            return host.contains("]")
-        }
-        if let colon = host.lastIndex(of: ":") { host = host[..<colon] }
-        if host == "localhost" || host.hasSuffix(".localhost") { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil }
     }
 }

@@ -127,6 +127,12 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
+    /// Whether a `Host` header names this server by an IP literal or `localhost`/`*.localhost` (with or without a
+    /// port): names a DNS rebinding cannot take over.
+    public static func isLiteralOrLocalhost(hostHeader: String) -> Bool {
+        WebOrigin.hostAuthority(hostHeader)?.isLiteralOrLocalhost ?? false
+    }
+
     /// At most 200 printable ASCII characters of a header value, for logs and messages.
     static func printable(_ value: String) -> String {
         String(String.UnicodeScalarView(value.unicodeScalars.prefix(200).map { (0x20..<0x7F).contains($0.value) ? $0 : "?" }))

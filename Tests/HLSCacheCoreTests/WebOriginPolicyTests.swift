@@ -42,6 +42,16 @@ import Testing
         #expect(lan.judge(origin: "http://192.168.1.5:8081", fetchSite: nil, referer: nil, host: "192.168.1.5:8080").isRefused)
     }
 
+    /// The admin API's DNS-rebinding rule without a token: only hosts a rebinding cannot take over.
+    @Test func hostHeadersThatNameTheServerByLiteralOrLocalhost() {
+        for host in ["127.0.0.1:8080", "192.168.1.5", "[::1]:8080", "localhost", "LOCALHOST:80", "app.localhost:3000"] {
+            #expect(WebOriginPolicy.isLiteralOrLocalhost(hostHeader: host), "\(host)")
+        }
+        for host in ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "localhost.evil.example", "", "a b"] {
+            #expect(!WebOriginPolicy.isLiteralOrLocalhost(hostHeader: host), "\(host)")
+        }
+    }
+
     @Test func listsParseAndMatchExactly() throws {
         let listed = try WebOriginPolicy(parsing: ["https://Player.Example:443", "http://tv.example:8000", "null"])
         #expect(listed.description == "https://player.example, http://tv.example:8000, null")
