@@ -11,7 +11,7 @@ src=$out/request-src
 mkdir -p "$out" "$src" Fuzz/corpus-request Fuzz/artifacts
 # One module: the sources without their cross-module imports.
 rm -f "$src"/*.swift
-for f in Sources/HLSPlaylist/*.swift Sources/HLSCacheCore/*.swift Sources/HLSProxy/RangeRequest.swift; do
+for f in Sources/HLSPlaylist/*.swift Sources/HLSCacheCore/*.swift Sources/HLSProxy/Resources/RangeRequest.swift; do
   sed -e '/^import HLSPlaylist$/d' "$f" > "$src/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 swiftc -O -parse-as-library -sanitize=fuzzer,address -D FUZZING -module-name RequestFuzzer \
