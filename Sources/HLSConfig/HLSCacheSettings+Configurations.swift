@@ -40,6 +40,8 @@ extension HLSCacheSettings {
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
+        configuration.memoryCacheBytes = memoryCacheBytes
+        configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace

@@ -57,6 +57,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var inFlightBufferBytes: Int
     public var inFlightMemoryBytes: Int64
     public var maxObjectBytes: Int64
+    public var memoryCacheBytes: Int
+    public var memoryMaxObjectBytes: Int
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
     public var accessLog: Bool = true
@@ -127,6 +129,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
+        memoryCacheBytes = proxy.memoryCacheBytes
+        memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

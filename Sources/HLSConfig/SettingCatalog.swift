@@ -30,6 +30,10 @@ public enum SettingCatalog {
             .size(
                 "cache.maxObjectSize", \.maxObjectBytes, minimum: 1 << 20,
                 "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
+            .size(
+                "cache.memorySize", \.memoryCacheBytes,
+                "small hot objects kept in memory as well, so their hits read no file (0 disables)"),
+            .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

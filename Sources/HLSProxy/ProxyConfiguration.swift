@@ -44,6 +44,11 @@ public struct ProxyConfiguration: Sendable {
     /// Largest object stored (`cache.maxObjectSize`): larger ones, and bodies without a length that grow past it,
     /// are relayed but not cached; a download whose clients all left completes only when it has a length within it.
     public var maxObjectBytes: Int64 = 2 << 30
+    /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
+    /// 0 disables the memory tier).
+    public var memoryCacheBytes: Int = 64 << 20
+    /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
+    public var memoryMaxObjectBytes: Int = 1 << 20
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).
