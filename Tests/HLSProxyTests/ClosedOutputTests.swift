@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// The commands run with their standard output closed by the reader (`hlscache fetch URL | :`): every write fails

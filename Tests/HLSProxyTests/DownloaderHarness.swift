@@ -4,6 +4,7 @@ import HLSCacheStore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix

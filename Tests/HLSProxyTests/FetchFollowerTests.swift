@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch` processes around one item, as cli.md `fetch` and fetch.md (States, Resume) describe them: a

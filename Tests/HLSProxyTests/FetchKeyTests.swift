@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Testing
 
 /// Keys of prewarmed items: fetched with the item's headers, reported by `keyStatus(of:)`, purged with the item.

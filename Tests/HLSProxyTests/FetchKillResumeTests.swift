@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch` processes killed with SIGKILL at random points, then resumed: every cached file is

@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
 import HLSKeys
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch --seconds N` against ffmpeg streams on a real origin: exactly the first N seconds of every

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import NIOCore
 import NIOPosix
 import Testing

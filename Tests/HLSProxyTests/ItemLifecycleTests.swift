@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// Issue 25, the SDKs' lifecycle: create without starting then start; delete the files keeping the record, then

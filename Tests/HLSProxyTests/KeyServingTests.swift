@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

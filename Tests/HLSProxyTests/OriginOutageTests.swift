@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// Issue 25, "interrupted, not failed": the origin stops in the middle of a download → the item is `idle` with

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 
 /// Runs one of the repository's scripts (`scripts/…`) with the hlscache binary under test, and returns its exit
 /// status and everything it printed (stdout and stderr, in order), for the tests that prove a script's scenario.
