@@ -147,7 +147,10 @@ let package = Package(
         // player, child processes and own-thread waits, the CLI binary, random and pattern bytes.
         .target(
             name: "HLSTestSupport",
-            dependencies: ["HLSProxy"] + nio,
+            dependencies: [
+                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore",
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             path: "Tests/HLSTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -179,7 +182,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore", "HLSKeys", "HLSTestSupport"],
+            name: "HLSDownloaderTests",
+            dependencies: [
+                "HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore", "HLSKeys", "HLSOrigin", "HLSTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSConfigTests",

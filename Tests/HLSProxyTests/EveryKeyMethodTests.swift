@@ -60,7 +60,7 @@ import Testing
         }
         try await harness.waitForIdle()
         for (index, body) in bodies.enumerated() {
-            #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
+            #expect(!anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
         }
     }
 
@@ -90,7 +90,7 @@ import Testing
         for (index, entry) in Self.methods.enumerated() {
             let id = keys.id(for: try OriginURL(origin.baseURL + entry.path))
             #expect(try await keys.key(id) == bodies[index], "\(entry.method)")
-            #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
+            #expect(!anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
         }
     }
 }

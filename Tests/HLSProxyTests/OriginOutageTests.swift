@@ -165,7 +165,7 @@ import Testing
         let output = work.appendingPathComponent("fetch.out")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let fetch = ChildProcess()
-        fetch.executableURL = FetchKillResumeTests.binary
+        fetch.executableURL = CLI.binary
         fetch.arguments = [
             "fetch", origin.baseURL + "/vod.m3u8", "--id", "fg", "--cache-dir", cache.path, "--free-disk-cushion", "0", "--config", config.path,
         ]

@@ -36,7 +36,7 @@ import Testing
         #expect(origin.requests(matching: "/keys/key0.key").allSatisfy { request in
             request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
         })
-        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
+        #expect(!anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
         await fetch.shutdown()
         await origin.stop()
     }
