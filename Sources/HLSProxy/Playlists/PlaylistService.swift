@@ -291,9 +291,10 @@ final class PlaylistService: Sendable {
             var rewriter = ProxyPathRewriter()
             if let keys {
                 // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-                rewriter.keyRewrite = { @Sendable resolved, _ in
+                rewriter.keyRewrite = { @Sendable resolved, _, method in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    let id = try keys.register(keyURL)
+                    // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+                    let id = try keys.register(keyURL, method: method)
                     named.withLockedValue { $0.append(id) }
                     return id.path(for: keyURL)
                 }
