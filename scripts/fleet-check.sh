@@ -104,17 +104,24 @@ segments=$(grep -c '\.ts' "$WORK/origin.log" || true)
 repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '\.(ts|key)' | sort | uniq -d)
 [ -z "$repeated" ] || fail "objects fetched from the origin more than once across the fleet: $repeated"
 grep -q 'stream.key' "$WORK/origin.log" || fail "the key was never fetched"
+# A node commits a segment to its index just after the last byte went out: on a loaded machine the last ones may
+# still be on their way when ffmpeg is done, so the check waits for them (at most 60 s).
 python3 - "$FLEET_DIR" "$segments" <<'EOF' || fail "an object is stored on more than one node, or a segment on none"
-import glob, sqlite3, sys
-where = {}
-for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
-    node = db.split("/")[-3]
-    for (key,) in sqlite3.connect(db).execute("SELECT key FROM objects"):
-        where.setdefault(key, []).append(node)
-shared = {k: v for k, v in where.items() if len(v) > 1}
-segments = [k for k in where if k.endswith(".ts")]
-nodes = {n for v in where.values() for n in v}
-print(f"ok: {len(where)} objects ({len(segments)} segments) on {len(nodes)} nodes, none on two")
+import glob, sqlite3, sys, time
+deadline = time.monotonic() + 60
+while True:
+    where = {}
+    for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
+        node = db.split("/")[-3]
+        for (key,) in sqlite3.connect(db).execute("SELECT key FROM objects"):
+            where.setdefault(key, []).append(node)
+    shared = {k: v for k, v in where.items() if len(v) > 1}
+    segments = [k for k in where if k.endswith(".ts")]
+    nodes = {n for v in where.values() for n in v}
+    if shared or len(segments) >= int(sys.argv[2]) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print(f"{'ok' if not shared else 'FAIL'}: {len(where)} objects ({len(segments)} segments, {sys.argv[2]} fetched) on {len(nodes)} nodes")
 sys.exit(1 if shared or len(segments) != int(sys.argv[2]) or len(nodes) < 2 else 0)
 EOF
 
@@ -162,10 +169,16 @@ third_segments=$(grep -c '/third/.*\.ts' "$WORK/origin.log" || true)
 [ "$third_segments" -gt 0 ] || fail "the origin saw no segment of the item posted with through"
 repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '/third/.*\.(ts|m3u8)' | sort | uniq -d)
 [ -z "$repeated" ] || fail "resources of the item posted with through fetched from the origin more than once: $repeated"
-on_fleet=$(python3 - "$FLEET_DIR" <<'EOF'
-import glob, sqlite3, sys
-print(sum(1 for db in glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")
-          for (k,) in sqlite3.connect(db).execute("SELECT key FROM objects") if "/third/" in k and k.endswith(".ts")))
+on_fleet=$(python3 - "$FLEET_DIR" "$third_segments" <<'EOF'
+import glob, sqlite3, sys, time
+deadline = time.monotonic() + 60
+while True:
+    count = sum(1 for db in glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")
+                for (k,) in sqlite3.connect(db).execute("SELECT key FROM objects") if "/third/" in k and k.endswith(".ts"))
+    if count >= int(sys.argv[2]) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print(count)
 EOF
 )
 [ "$on_fleet" = "$third_segments" ] || fail "$third_segments segments fetched for the item, $on_fleet of them on the fleet's nodes"
