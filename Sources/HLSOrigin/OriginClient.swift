@@ -192,7 +192,7 @@ public final class OriginClient: Sendable {
     private func drive(
         url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], refreshingCookies: Bool, task: OriginTask
     ) async {
-        let requested = (url: configuration.through?(url) ?? url, method: method)
+        let requested = (url: url, method: method)
         var url = requested.url
         var method = method
         var visited: Set<String> = [url.string]

@@ -32,6 +32,23 @@ struct AdminItemEdgeTests {
         await h.shutdown()
     }
 
+    @Test("through: a balancer's base URL is recorded with the item and shown; anything else is 400 naming the field")
+    func through() async throws {
+        let h = try await AdminHarness(root: try await AdminItemsTests.tsStream())
+        defer { h.shutdownLater() }
+        let master = h.originURL("/master.m3u8")
+        for bad in ["http://127.0.0.1:9/path", "not a url", "http://127.0.0.1:9/?q=1"] {
+            let refused = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(master)","through":"\#(bad)","start":false}"#)
+            #expect(refused.status == 400 && refused.text.contains("through"), "\(bad): \(refused.status) \(refused.text)")
+        }
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(master)","id":"via","through":"http://127.0.0.1:9/","start":false}"#)
+        #expect(created.status == 201, "\(created.text)")
+        #expect(created.json["through"] as? String == "http://127.0.0.1:9")
+        #expect(try h.items.item("via")?.through == "http://127.0.0.1:9")
+        await h.shutdown()
+    }
+
     @Test("DELETE ?keepMetadata= takes true/false/1/0 only; expired items carry a message; deleted and expired items cannot be locked")
     func flagsAndSettledItems() async throws {
         let h = try await AdminHarness(root: try await AdminItemsTests.tsStream())

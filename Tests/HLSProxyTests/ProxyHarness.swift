@@ -128,6 +128,15 @@ final class ProxyHarness: Sendable {
         }
     }
 
+    /// Stops the server and its clients, and keeps the origin running and the cache directory as they are: a
+    /// restart is another harness started on the same origin with the same `cacheDirectory`.
+    func stopKeepingOriginAndCache() async {
+        try? await client.shutdown()
+        try? await server.stop()
+        try? await originClient.shutdown()
+        store.close()
+    }
+
     func shutdown() async {
         try? await client.shutdown()
         try? await server.stop()
