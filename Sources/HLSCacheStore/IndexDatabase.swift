@@ -81,10 +81,18 @@ struct IndexDatabase: Sendable {
         migrator.registerMigration("v4-location") { db in
             try db.execute(sql: "ALTER TABLE objects ADD COLUMN location TEXT; ALTER TABLE objects ADD COLUMN tokens TEXT")
         }
+        // The headers IPTV channel lists name for their channels, sealed by the proxy (CacheStore+ChannelHeaders.swift).
+        migrator.registerMigration("v5-channel-headers") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE channel_headers (url TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL, learned_at REAL NOT NULL);
+                    CREATE INDEX channel_headers_learned ON channel_headers (learned_at);
+                    """)
+        }
         // Large objects are stored as slices, each an object of its own (its own file, LRU position and pin) that
         // says which object it belongs to, which slice it is and how large the whole object is; its `etag` is the
         // whole object's validator, so slices of two versions are told apart (docs/store.md, "Slices").
-        migrator.registerMigration("v5-slices") { db in
+        migrator.registerMigration("v6-slices") { db in
             try db.execute(
                 sql: """
                     ALTER TABLE objects ADD COLUMN slice_of TEXT;

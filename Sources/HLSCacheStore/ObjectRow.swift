@@ -19,7 +19,7 @@ struct ObjectRow: Sendable, Hashable {
     var location: String?
     /// A digest of the volatile query parameters (tokens) a playlist was fetched with; `nil` otherwise.
     var tokens: String?
-    /// For a slice of a large object (migration `v5-slices`): its set, index and the whole object's size.
+    /// For a slice of a large object (migration `v6-slices`): its set, index and the whole object's size.
     var slice: ObjectSlice?
 
     static let columns =

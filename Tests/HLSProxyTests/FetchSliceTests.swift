@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch --seconds 10` of a single-file `EXT-X-BYTERANGE` stream larger than its slice threshold stores

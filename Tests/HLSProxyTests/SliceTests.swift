@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
