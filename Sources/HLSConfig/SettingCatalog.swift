@@ -30,6 +30,9 @@ public enum SettingCatalog {
             .size(
                 "cache.maxObjectSize", \.maxObjectBytes, minimum: 1 << 20,
                 "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
+            .size(
+                "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
+                "objects of more than 8 slices asked for by range are fetched and stored as slices of this size"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

@@ -385,9 +385,13 @@ public final class Downloader: Sendable {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
-                limiter: counter.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
-            let task = self.origin.stream(
-                self.requestURL(resource.url, for: item), headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
+                limiter: counter.limiter, eventLoop: eventLoop, slice: resource.slice, onBytes: { counter.add($0) })
+            var headers = item.headers.map { ($0.name, $0.value) }
+            if let slice = resource.slice {
+                let first = slice.index * slice.layout.sliceSize
+                headers.append(("Range", "bytes=\(first)-\(first + slice.layout.sliceSize - 1)"))
+            }
+            let task = self.origin.stream(self.requestURL(resource.url, for: item), headers: headers, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
             } onCancel: {
@@ -530,7 +534,7 @@ public final class Downloader: Sendable {
             }
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
-                volatileParameters: configuration.volatileQueryParameters)
+                volatileParameters: configuration.volatileQueryParameters, slicing: SliceLayout(sliceSize: configuration.sliceSize))
             plan.notes = notes + tolerated
             return plan
         } catch {
