@@ -25,6 +25,40 @@ enum AdminJSON {
         return buffer
     }
 
+    /// A dry-run estimate (`POST /items` with `"dryRun": true`), as `fetch --dry-run --json` prints it.
+    static func plan(_ plan: DownloadPlan, item: DownloadItem, refusal: DownloadError?) -> [String: Any] {
+        var object: [String: Any] = [
+            "dryRun": true, "url": item.url, "seconds": item.precacheSeconds, "partial": plan.isPartial,
+            "resources": plan.resources.count, "segments": plan.segmentCount, "notes": plan.notes,
+            "renditions": plan.renditions.map { rendition -> [String: Any] in
+                var r: [String: Any] = [
+                    "url": rendition.selected.url, "role": rendition.selected.role.rawValue, "segments": rendition.segmentCount,
+                    "duration": (rendition.duration * 1000).rounded() / 1000,
+                ]
+                if let b = rendition.selected.bandwidth { r["bandwidth"] = b }
+                if let e = rendition.estimatedBytes { r["estimatedBytes"] = e }
+                if let n = rendition.selected.name { r["name"] = n }
+                if let l = rendition.selected.language { r["language"] = l }
+                return r
+            },
+            "fits": refusal == nil,
+        ]
+        if let url = try? OriginURL(item.url) { object["proxyPath"] = url.proxyPath }
+        if let estimate = plan.estimatedBytes { object["estimatedBytes"] = estimate }
+        if let refusal {
+            object["error"] = refusal.code
+            object["message"] = refusal.message
+        }
+        return object
+    }
+
+    /// One of an item's keys (never its bytes or URL).
+    static func key(_ status: ItemKeyStatus) -> [String: Any] {
+        var object: [String: Any] = ["id": status.id, "host": status.host, "state": status.state.rawValue]
+        if let expires = status.expiresAt { object["expiresAt"] = iso(expires) }
+        return object
+    }
+
     /// How much of one rendition is stored, seconds to the millisecond.
     static func storage(_ storage: RenditionStorage) -> [String: Any] {
         func ms(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
@@ -57,6 +91,13 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        object["tags"] = item.tags
+        if let title = item.title { object["title"] = title }
+        if let poster = item.posterURL { object["posterURL"] = poster }
+        if let path = ItemMetadata.posterPath(of: item) { object["posterPath"] = path }
+        if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
+        if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
+        if let window = item.downloadWindow { object["window"] = window.description }
         object["playableOffline"] = offline.playable
         if let rate = item.rateLimit { object["rate"] = rate }
         if let until = offline.until { object["offlineUntil"] = iso(until) }

@@ -108,6 +108,10 @@ extension HLSCacheSettings {
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
+        configuration.policies.maxItemBytes = downloadMaxItemBytes
+        configuration.policies.dailyBytes = downloadDailyLimit
+        configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
+        configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
     }
 

@@ -41,6 +41,8 @@ public struct DownloaderConfiguration: Sendable {
     /// `hlscache fetch --through`: the hlscache (a fleet's balancer, `scheme://authority`) the origin client asks for
     /// every resource; its playlists come rewritten, and are read back as the origin's (``ServedPathRewriter``).
     public var throughServer: String?
+    /// The download policies: maximum item size, daily volume, download hours, per-item rate (docs/fetch.md).
+    public var policies = DownloadPolicies()
 
     /// The defaults.
     public init() {}

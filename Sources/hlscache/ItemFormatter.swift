@@ -24,6 +24,12 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let title = item.title { object["title"] = title }
+        if !item.tags.isEmpty { object["tags"] = item.tags }
+        if let poster = item.posterURL { object["posterURL"] = poster }
+        if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
+        if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
+        if let window = item.downloadWindow { object["window"] = window.description }
         if let offline {
             object["playableOffline"] = offline.playable
             if let until = iso(offline.until) { object["offlineUntil"] = until }
