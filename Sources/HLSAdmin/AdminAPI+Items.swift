@@ -101,41 +101,23 @@ extension AdminAPI {
             keepMetadata = flag
         }
         let ids: [String]
-        switch (object["ids"], object["filter"]) {
-        case (let list?, nil):
+        if let list = object["ids"] {
+            guard object["filter"] == nil else { throw AdminError.badRequest("give \"ids\" or \"filter\", one of them") }
             guard let list = list as? [String], !list.isEmpty, list.count <= Self.maxBatchIDs else {
                 throw AdminError.badRequest("\"ids\": expected a list of 1…\(Self.maxBatchIDs) item ids")
             }
             var seen: Set<String> = []
             ids = list.filter { seen.insert($0).inserted }
-        case (nil, let filter?):
-            guard let filter = filter as? [String: Any] else { throw AdminError.badRequest("\"filter\": expected an object") }
-            if let unknown = filter.keys.sorted().first(where: { !Self.batchFilterFields.contains($0) }) {
-                throw AdminError.badRequest("unknown filter field \"\(unknown)\" (expected \(Self.batchFilterFields.sorted().joined(separator: ", ")))")
-            }
-            func strings(_ name: String) throws(AdminError) -> [String]? {
-                guard let value = filter[name] else { return nil }
-                if let text = value as? String { return Self.split(text) }
-                if let list = value as? [String] { return list }
-                throw AdminError.badRequest("\"filter.\(name)\": expected a string or a list of strings")
-            }
-            let played: String?
-            switch filter["played"] {
-            case nil: played = nil
-            case let flag as Bool: played = flag ? "true" : "false"
-            default: throw AdminError.badRequest("\"filter.played\": expected true or false")
-            }
-            if let url = filter["url"], !(url is String) { throw AdminError.badRequest("\"filter.url\": expected a string") }
-            let query = try Self.filter(states: try strings("state"), tags: try strings("tag"), played: played, url: filter["url"] as? String)
-            ids = try items.ids(query)
-        default:
+        } else if let filter = object["filter"] {
+            ids = try items.ids(try Self.batchFilter(filter))
+        } else {
             throw AdminError.badRequest("give \"ids\" or \"filter\", one of them")
         }
         var results: [[String: Any]] = []
         var succeeded = 0
         var resumed = false
         for id in ids {
-            do {
+            do throws(DownloadError) {
                 let readAt = ContinuousClock.now
                 var result: [String: Any] = ["id": id, "ok": true]
                 switch action {
@@ -164,7 +146,7 @@ extension AdminAPI {
                 }
                 succeeded += 1
                 results.append(result)
-            } catch let error as DownloadError {
+            } catch {
                 let mapped = Self.map(error)
                 results.append(["id": id, "ok": false, "error": mapped.code, "message": mapped.message])
             }
@@ -175,6 +157,36 @@ extension AdminAPI {
             json: AdminJSON.string([
                 "action": action, "results": results, "succeeded": succeeded, "failed": results.count - succeeded,
             ]))
+    }
+
+    /// The `filter` of a batch request: the listing's filters as JSON.
+    static func batchFilter(_ value: Any) throws -> ItemQuery {
+        guard let filter = value as? [String: Any] else { throw AdminError.badRequest("\"filter\": expected an object") }
+        if let unknown = filter.keys.sorted().first(where: { !batchFilterFields.contains($0) }) {
+            throw AdminError.badRequest("unknown filter field \"\(unknown)\" (expected \(batchFilterFields.sorted().joined(separator: ", ")))")
+        }
+        var lists: [String: [String]] = [:]
+        for name in ["state", "tag"] {
+            guard let value = filter[name] else { continue }
+            if let text = value as? String {
+                lists[name] = split(text)
+            } else if let list = value as? [String] {
+                lists[name] = list
+            } else {
+                throw AdminError.badRequest("\"filter.\(name)\": expected a string or a list of strings")
+            }
+        }
+        var played: String?
+        if let value = filter["played"] {
+            guard let flag = value as? Bool else { throw AdminError.badRequest("\"filter.played\": expected true or false") }
+            played = flag ? "true" : "false"
+        }
+        var url: String?
+        if let value = filter["url"] {
+            guard let text = value as? String else { throw AdminError.badRequest("\"filter.url\": expected a string") }
+            url = text
+        }
+        return try Self.filter(states: lists["state"], tags: lists["tag"], played: played, url: url)
     }
 
     // MARK: - An item's keys

@@ -55,7 +55,7 @@ public final class WebhookNotifier: Service, Sendable {
 
     let configuration: WebhookConfiguration
     private let receivers: [Receiver]
-    private let client: HTTPClient
+    private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     private let onOutcome: @Sendable (WebhookOutcome) -> Void
     private let sequence = NIOLockedValueBox<Int64>(0)
@@ -71,9 +71,7 @@ public final class WebhookNotifier: Service, Sendable {
             let (stream, continuation) = AsyncStream.makeStream(of: Delivery.self, bufferingPolicy: .bufferingNewest(max(1, configuration.queueSize)))
             return Receiver(url: url, stream: stream, continuation: continuation)
         }
-        self.client = HTTPClient(
-            eventLoopGroupProvider: .shared(eventLoopGroup),
-            configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onOutcome = onOutcome
     }
@@ -115,13 +113,16 @@ public final class WebhookNotifier: Service, Sendable {
 
     /// Delivers until the task is cancelled or the service group shuts down; then stops the HTTP client.
     public func run() async throws {
+        // Made here, so a notifier that never runs (serve failing to start) leaves no client to shut down.
+        let client = HTTPClient(
+            eventLoopGroupProvider: .shared(eventLoopGroup), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for receiver in self.receivers {
                     group.addTask {
                         for await delivery in receiver.stream {
                             if Task.isCancelled { break }
-                            await self.deliver(delivery, to: receiver.url)
+                            await self.deliver(delivery, to: receiver.url, client: client)
                         }
                     }
                 }
@@ -138,7 +139,7 @@ public final class WebhookNotifier: Service, Sendable {
     }
 
     /// One event to one receiver: up to ``WebhookConfiguration/attempts`` POSTs until one gets a 2xx.
-    func deliver(_ delivery: Delivery, to url: String) async {
+    func deliver(_ delivery: Delivery, to url: String, client: HTTPClient) async {
         var lastProblem = ""
         for attempt in 1...max(1, configuration.attempts) {
             if Task.isCancelled { return }

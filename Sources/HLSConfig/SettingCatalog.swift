@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSDownloader
 import HLSKeys
 
 /// Every setting hlscache knows, in the order of Config/hlscache.yaml and docs/configuration.md. `origins`
@@ -200,8 +201,13 @@ public enum SettingCatalog {
             .single(
                 "webhooks.secret", secret: true, "HMAC-SHA256 key signing each webhook (X-Hlscache-Signature); required with webhooks.urls",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    if !text.isEmpty, text.count < 16 { throw SettingProblem("expected at least 16 characters") }
-                    settings.webhookSecret = text.isEmpty ? nil : text
+                    if text.isEmpty || text == "~" {
+                        settings.webhookSecret = nil
+                        return
+                    }
+                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    guard text.count >= 16 else { throw SettingProblem("expected at least 16 characters") }
+                    settings.webhookSecret = text
                 }, render: { $0.webhookSecret }),
             .int("webhooks.attempts", \.webhookAttempts, range: 1...20, "deliveries tried per event and receiver (a 2xx answer ends them)"),
             .duration("webhooks.retryBaseDelay", \.webhookRetryBaseDelay, "wait before the second delivery; doubled for each further one, at most 5m"),

@@ -274,11 +274,14 @@ public final class Downloader: Sendable {
         do {
             try await storeMedia(of: plan, for: item, counter: counter, progress: progress, bytesAtStart: planned.bytesDone)
         } catch {
-            // What was stored counts, whatever stopped the run (pause, rm, a failure).
+            // What was fetched counts in the day's volume, what was stored in the progress, whatever stopped the run
+            // (pause, rm, a failure).
+            _ = volume.used(items: items, policies: configuration.policies, force: true)
             try? progress.flush()
             evictIfRemoved(item.id, resources)
             throw error
         }
+        _ = volume.used(items: items, policies: configuration.policies, force: true)
         try progress.flush()
         evictIfRemoved(item.id, resources)
         let lockedNow = try items.item(item.id)?.locked ?? false

@@ -14,6 +14,10 @@ public enum ItemMetadata {
     public struct Problem: Error, Sendable, CustomStringConvertible {
         public let message: String
         public var description: String { message }
+
+        public init(message: String) {
+            self.message = message
+        }
     }
 
     /// A title: 1…200 characters, no control characters; surrounding spaces dropped.

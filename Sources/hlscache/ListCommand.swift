@@ -20,7 +20,7 @@ struct ListCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Only items whose URL contains this text.")
     var url: String?
 
-    @Option(name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (e.g. -updatedAt).")
+    @Option(name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (--sort=-updatedAt).")
     var sort: String?
 
     @Option(name: .long, help: "At most this many items.")
