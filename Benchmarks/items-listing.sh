@@ -7,7 +7,8 @@
 #   HLSCACHE_BIN=/path/to/hlscache Benchmarks/items-listing.sh     (measure another build, e.g. a debug one)
 #
 # The items are copies of one item recorded by `hlscache fetch --detach` (nothing is downloaded: no origin), with
-# states, tags, titles and playback records varied by SQL, created a second apart. Items are settled (cached,
+# states, tags, titles and playback records varied by SQL, created a second apart, each with 60 resource rows
+# (one of them a key, which the listing looks up in the key store for `playableOffline`). Items are settled (cached,
 # failed, paused, …) so the scheduler of `serve` leaves them alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,12 @@ SELECT 'item-' || i, 'https://cdn.example.com/course' || (i % 50) || '/lesson' |
   json_array('course' || (i % 50), 'week' || (i % 12))
 FROM items, n WHERE id = 'seed';
 DELETE FROM items WHERE id = 'seed';
+-- 60 resources per item, as a 2-minute rendition has: 4 playlists, a key, 55 segments (the listing reads the keys).
+WITH RECURSIVE r(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM r WHERE j < 59)
+INSERT INTO item_resources (item_id, key, url, kind, size, done, position)
+SELECT id, url || '#' || j, replace(url, 'master.m3u8', 'r' || j),
+  CASE WHEN j < 4 THEN 'playlist' WHEN j = 4 THEN 'key' ELSE 'segment' END, 200000, 1, j
+FROM items, r;
 INSERT INTO item_consumption (item_id, last_played_at, served)
 SELECT id, created_at, '[[0,30]]' FROM items WHERE CAST(substr(id, 6) AS INTEGER) % 3 = 0;
 SQL

@@ -356,6 +356,16 @@ public final class ItemStore: Sendable {
         try read { db in try Self.fetchResources(db, id: id) }
     }
 
+    /// The item's resources of one kind (its keys), in download order: a listing page asks this of every item on it.
+    public func resources(_ id: String, kind: String) throws(DownloadError) -> [ItemResource] {
+        try read { db in
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? AND kind = ? ORDER BY position"),
+                arguments: [id, kind]
+            ).map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
+        }
+    }
+
     /// Marks one resource stored and updates the item's progress counters in the same transaction.
     ///
     /// The counters come from SQL aggregates and only the progress columns are written: decoding and re-sealing

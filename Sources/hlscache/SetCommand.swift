@@ -7,7 +7,7 @@ import HLSDownloader
 /// date; its keys follow) and its lock.
 struct SetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "set", abstract: "Change an item's expiry (its keys follow), lock, rate, policies or metadata.")
+        commandName: "set", abstract: "Change an item's expiry, lock, policies or metadata.")
 
     @OptionGroup var cache: CacheOptions
 
