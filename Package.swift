@@ -120,7 +120,8 @@ let package = Package(
         .target(
             name: "HLSAdmin",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader",
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio,

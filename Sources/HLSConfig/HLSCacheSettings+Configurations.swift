@@ -110,6 +110,10 @@ extension HLSCacheSettings {
         configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
         configuration.sliceSize = sliceSize
+        configuration.policies.maxItemBytes = downloadMaxItemBytes
+        configuration.policies.dailyBytes = downloadDailyLimit
+        configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
+        configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
     }
 

@@ -53,6 +53,8 @@ public final class ProxyMetrics: Sendable {
     private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
     private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
     private let itemEvictions: Counter
+    /// Indexed by ``WebhookOutcome``.
+    private let webhookOutcomes: [Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -112,6 +114,10 @@ public final class ProxyMetrics: Sendable {
             descriptor: name(
                 "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
             labels: [])
+        self.webhookOutcomes = WebhookOutcome.allCases.map { outcome in
+            registry.makeCounter(
+                descriptor: name(outcome.metric, "total", outcome.help), labels: [])
+        }
         self.itemEvictions = registry.makeCounter(
             descriptor: name("item_evictions", "total", "Times the cache evicted objects of a prewarm item (size cap, free-disk cushion), in this process."),
             labels: [])
@@ -201,6 +207,11 @@ public final class ProxyMetrics: Sendable {
         itemEvictions.increment()
     }
 
+    /// A webhook event delivered, given up on after its attempts, or dropped from a full queue.
+    public func webhook(_ outcome: WebhookOutcome) {
+        webhookOutcomes[outcome.rawValue].increment()
+    }
+
     /// A playlist URL met with a tolerance of `kind` for the first time in this process.
     func playlistWarning(_ kind: PlaylistWarning.Kind) {
         guard let index = PlaylistWarning.Kind.allCases.firstIndex(of: kind) else { return }
@@ -266,5 +277,26 @@ public final class ProxyMetrics: Sendable {
     /// The Prometheus text exposition of every metric.
     func emit() -> [UInt8] {
         registry.emitToBuffer()
+    }
+}
+
+/// What became of one webhook event for one receiver (`hlscache_webhook_*_total`).
+public enum WebhookOutcome: Int, CaseIterable, Sendable {
+    case delivered, failed, dropped
+
+    var metric: String {
+        switch self {
+        case .delivered: "webhook_delivered"
+        case .failed: "webhook_failed"
+        case .dropped: "webhook_dropped"
+        }
+    }
+
+    var help: String {
+        switch self {
+        case .delivered: "Webhook events a receiver accepted (2xx)."
+        case .failed: "Webhook events given up on after webhooks.attempts deliveries."
+        case .dropped: "Webhook events dropped because the delivery queue (webhooks.queueSize) was full."
+        }
     }
 }
