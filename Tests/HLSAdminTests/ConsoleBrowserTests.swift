@@ -25,7 +25,8 @@ struct ConsoleBrowserTests {
     static func until(_ page: HeadlessChromium.Page, _ h: AdminHarness, _ what: String, _ expression: String) async throws -> String {
         do {
             return try await h.eventually(what, timeout: .seconds(120)) { () -> String? in
-                let value = try await page.evaluate(expression)
+                // An expression that throws (the page still loading, a row not drawn yet) is "not yet".
+                guard let value = try? await page.evaluate(expression) else { return nil }
                 return value == "null" || value == "false" ? nil : value
             }
         } catch {
@@ -127,8 +128,10 @@ struct ConsoleBrowserTests {
 
             // The preview: the browser's own HLS playback of the item's proxy URL.
             try await Self.press(page, "play", on: "from-form")
-            let time = try await Self.until(page, h, "the preview to play 1.5 s", "document.getElementById('player').currentTime > 1.5 && document.getElementById('preview-time').textContent")
-            #expect(Double(time.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? 0 > 1.5, "\(time)")
+            let time = try await Self.until(page, h, "the preview to play 1.5 s", "document.getElementById('player').currentTime > 1.5 && document.getElementById('player').currentTime")
+            #expect(Double(time) ?? 0 > 1.5, "\(time)")
+            let shown = try await page.evaluate("document.getElementById('preview-time').textContent")
+            #expect(Double(shown.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? 0 > 0, "the page shows the time: \(shown)")
             // What the preview read from the cache shows in the traffic plot.
             try await Self.until(page, h, "the plot to count bytes from the cache", "Number(document.getElementById('traffic-plot').dataset.bytesFromCache) > 0")
             try await Self.until(page, h, "the states plot to count the items", "document.getElementById('states-plot').dataset.total === '2'")
@@ -139,6 +142,7 @@ struct ConsoleBrowserTests {
             // Pause the stalled item again for the picture: one cached and playing, one paused.
             try await Self.press(page, "pause", on: "stalled")
             try await Self.until(page, h, "stalled to show paused", "\(Self.row("stalled")).dataset.state === 'paused'")
+            try await Self.until(page, h, "the states plot to show the pause", "document.getElementById('states-summary').textContent.includes('1 paused')")
             try Self.save(try await page.screenshot(), as: "console.png")
 
             try await Self.press(page, "unlock", on: "from-form")

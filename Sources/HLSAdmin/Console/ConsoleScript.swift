@@ -15,6 +15,8 @@ enum ConsoleScript {
         const RESUMABLE = new Set(["ready", "paused", "idle", "failed", "cached", "partiallyCached", "evicted", "deleted"]);
         const LOCKABLE = item => item.state !== "deleted" && item.state !== "expired";
         const SVGNS = "http://www.w3.org/2000/svg";
+        const STATE_CLASS = {cached: "st-good", partiallyCached: "st-good", queued: "st-busy", downloading: "st-busy", ready: "st-wait", paused: "st-wait",
+          idle: "st-wait", failed: "st-bad", expired: "st-bad", evicted: "st-bad", deleted: "st-gone"};
 
         // The token lives in this tab only. An old link of the status page (`/#token=…`) still works: the token moves to
         // sessionStorage and leaves the address bar.
@@ -238,7 +240,7 @@ enum ConsoleScript {
         function drawTraffic(stats) {
           const plot = $("traffic-plot");
           plot.replaceChildren();
-          const [W, H, left, right, top, bottom] = [360, 150, 48, 30, 8, 18];
+          const [W, H, left, right, top, bottom] = [360, 150, 58, 30, 8, 18];
           const width = W - left - right, height = H - top - bottom;
           const series = stats.traffic || [];
           const max = Math.max(1, ...series.map(s => s.bytesFromCache + s.bytesFromOrigin));
@@ -302,7 +304,7 @@ enum ConsoleScript {
             const y = i * rowHeight;
             label(plot, 0, y + rowHeight * 0.7, state);
             const bar = svg("rect", {x: 100, y: y + 3, width: Math.max(2, 220 * n / max).toFixed(1), height: rowHeight - 6, rx: 2, class: "state-bar"}, plot);
-            bar.classList.add(["cached", "partiallyCached"].includes(state) ? "cache" : ["failed", "expired", "evicted"].includes(state) ? "origin" : "neutral");
+            bar.classList.add(STATE_CLASS[state] || "st-gone");
             bar.appendChild(svg("title", {})).textContent = n + " " + state;
             label(plot, 104 + 220 * n / max, y + rowHeight * 0.7, String(n));
           });

@@ -25,7 +25,8 @@ enum ConsoleStyle {
         svg .axis{stroke:#ccc;stroke-width:1}
         svg .cache{fill:#3a9d6a}svg .origin{fill:#e8912f}
         svg .ratio{fill:none;stroke:#2762b0;stroke-width:1.5}svg .ratio-dot{fill:#2762b0}
-        svg .track{fill:#e6e9ee}svg .used{fill:#3a9d6a}svg .used.full{fill:#c0392b}svg .used.high{fill:#e8912f}svg .neutral{fill:#5b8bd0}
+        svg .track{fill:#e6e9ee}svg .used{fill:#3a9d6a}svg .used.full{fill:#c0392b}svg .used.high{fill:#e8912f}
+        svg .st-good{fill:#3a9d6a}svg .st-busy{fill:#4a7fd0}svg .st-wait{fill:#e0a030}svg .st-bad{fill:#c0392b}svg .st-gone{fill:#aab2bd}
         .add{display:flex;flex-wrap:wrap;gap:.6em;align-items:flex-end}
         .add label{display:flex;flex-direction:column;font-size:.8em;color:#555;gap:.2em}
         .add label.wide{flex:1 1 24em}
@@ -53,7 +54,7 @@ enum ConsoleStyle {
         .bar>span{display:block;height:100%;background:#3a9d6a;width:0}
         .pct{font-size:.85em;color:#555;margin-left:.3em}
         td.actions{white-space:nowrap}td.actions button{margin-right:.25em}
-        video{width:100%;max-width:640px;background:#000;border-radius:4px}
+        video{width:100%;max-width:480px;background:#000;border-radius:4px}
 
         """#
 }
