@@ -221,4 +221,65 @@ struct ConsoleBrowserTests {
         await browser.close()
         await h.shutdown()
     }
+
+    /// `HLSCACHE_CONSOLE_ITEMS=10000` runs it with more items (scripts/console-scale.sh prints the figure).
+    @Test(
+        "thousands of items: the table shows a page of them, a removal and a state change show live, the pager and the filter work",
+        .enabled(if: Chromium.path != nil, "chromium is not installed (apt-get install chromium, or make test-deps)"))
+    func manyItems() async throws {
+        let count = Int(ProcessInfo.processInfo.environment["HLSCACHE_CONSOLE_ITEMS"] ?? "") ?? 3000
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-console-many-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
+        let id: @Sendable (Int) -> String = { String(format: "bulk-%05d", $0) }
+        let items = h.items
+        let origin = h.originURL("/bulk")
+        try await offThread {
+            for n in 0..<count {
+                var item = DownloadItem(id: id(n), url: "\(origin)/\(n).m3u8", precacheSeconds: 2)
+                item.state = .paused
+                try items.insert(item)
+            }
+        }
+        let browser = try HeadlessChromium(executable: try #require(Chromium.path), width: 1280, height: 900)
+        do {
+            let page = try await browser.open(h.base + "/")
+            let rows = min(count, 100)
+            let drawnAt = try await Self.until(
+                page, h, "the first page of \(count) items",
+                "document.getElementById('item-count').textContent === '(\(count))' && document.querySelectorAll('#items tr').length === \(rows) && performance.now()")
+            // Figures for scripts/console-scale.sh (printed, never asserted): the listing is the server's, the rest the page's.
+            let lastPage = try await page.evaluate(
+                "Math.round(Math.max(...performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items')).map(e => e.responseEnd)))")
+            let drawn = Int(Double(drawnAt) ?? 0), listed = Int(lastPage) ?? 0
+            print("console: \(count) items: last page of GET /items in at \(listed) ms, shown at \(drawn) ms (\(drawn - listed) ms after it)")
+            #expect(try await page.evaluate("document.querySelector('#items tr').dataset.id") == "\"\(id(0))\"")
+            try await Self.until(page, h, "the console to follow /events", "document.getElementById('conn').textContent === 'live'")
+
+            // Removed through the API from the page shown: its row goes, the next item moves up.
+            let removed = id(1), failing = id(count - 2), last = id(count - 1)
+            #expect(try await h.request(.DELETE, h.api("/items/\(removed)")).status == 204)
+            try await Self.until(
+                page, h, "the removed row to go",
+                "\(Self.row(removed)) === null && document.getElementById('item-count').textContent === '(\(count - 1))' && document.querySelectorAll('#items tr').length === \(min(count - 1, 100))")
+            // Resumed through the API on the last page: its origin answers 404, so it fails; the row follows over /events.
+            #expect(try await h.request(.POST, h.api("/items/\(failing)/resume")).status == 200)
+            try await page.evaluate("(() => { document.getElementById('page-last').click(); return true; })()")
+            try await Self.until(page, h, "the last page", "\(Self.row(last)) !== null")
+            try await Self.until(page, h, "the resumed row to show failed", "\(Self.row(failing)).dataset.state === 'failed'")
+
+            try await page.evaluate(
+                "(() => { const f = document.getElementById('filter'); f.value = '\(last)'; f.dispatchEvent(new Event('input')); return true; })()")
+            try await Self.until(
+                page, h, "the filter to leave one row", "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === '\(last)'")
+            #expect(!browser.log.contains { $0.hasPrefix("exception") }, "\(browser.log)")
+        } catch {
+            await browser.close()
+            throw error
+        }
+        await browser.close()
+        await h.shutdown()
+    }
 }

@@ -91,6 +91,8 @@ enum ConsolePage {
         <input id="filter" type="search" placeholder="filter: id, URL, state, tag" aria-label="filter"></div>
         <table><thead><tr><th>Item</th><th>State</th><th>Progress</th><th>Size</th><th>Expires</th><th>Last played</th><th>Actions</th></tr></thead>
         <tbody id="items"></tbody></table>
+        <p id="pager" class="pager" hidden><button type="button" id="page-first">First</button> <button type="button" id="page-prev">Previous</button>
+        <span id="page-info"></span> <button type="button" id="page-next">Next</button> <button type="button" id="page-last">Last</button></p>
         <p id="empty" class="summary" hidden>No items yet: add a stream above, or run <code>hlscache fetch URL</code>.</p>
         </section>
         </main>

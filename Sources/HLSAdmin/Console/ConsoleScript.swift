@@ -54,10 +54,13 @@ enum ConsoleScript {
           return (i ? n.toFixed(1) : String(n)) + " " + units[i];
         }
         const percent = ratio => (ratio * 100).toFixed(ratio > 0 && ratio < 0.1 ? 1 : 0) + "%";
+        const dayFormat = new Intl.DateTimeFormat(undefined, {dateStyle: "short"});
+        const timeFormat = new Intl.DateTimeFormat(undefined, {timeStyle: "medium"});
+        const dateTimeFormat = new Intl.DateTimeFormat(undefined, {dateStyle: "short", timeStyle: "short"});
         function when(iso) {
           if (!iso) return "–";
           const date = new Date(iso);
-          return date.toLocaleDateString() === new Date().toLocaleDateString() ? date.toLocaleTimeString() : date.toLocaleString();
+          return dayFormat.format(date) === dayFormat.format(new Date()) ? timeFormat.format(date) : dateTimeFormat.format(date);
         }
         let messageTimer = 0;
         function say(text, error) {
@@ -70,10 +73,17 @@ enum ConsoleScript {
         // ---- Items: a Map, one row each, redrawn in batches
 
         const items = new Map();
+        // Ids in the list's order (the API's: oldest first; new ones last).
+        const order = [];
+        // Rows exist for the shown page only: the table never holds more than ROWS rows, however many items.
+        const ROWS = 100;
         const rows = new Map();
         const dirty = new Set();
         let frame = 0;
         let filterText = "";
+        let viewDirty = true;
+        let pageStart = 0;
+        let shownTotal = 0;
 
         function schedule() {
           if (frame) return;
@@ -81,25 +91,46 @@ enum ConsoleScript {
           frame = document.hidden ? setTimeout(flush, 100) : requestAnimationFrame(flush);
         }
         function touch(id) { dirty.add(id); schedule(); }
+        function refreshView() { viewDirty = true; schedule(); }
         function flush() {
           frame = 0;
-          let done = 0;
-          for (const id of dirty) {
-            dirty.delete(id);
-            draw(id);
-            if (++done >= 300) break;
-          }
-          if (dirty.size) schedule();
+          if (viewDirty) { viewDirty = false; dirty.clear(); buildView(); }
+          for (const id of dirty) if (rows.has(id)) draw(id);
+          dirty.clear();
           $("item-count").textContent = items.size ? "(" + items.size + ")" : "";
           $("empty").hidden = items.size > 0;
         }
-        function upsert(item) { items.set(item.id, Object.assign(items.get(item.id) || {}, item)); touch(item.id); }
+        // The page of the (filtered) list that is shown: ROWS rows from pageStart.
+        function buildView() {
+          const ids = filterText ? order.filter(id => matches(items.get(id))) : order;
+          shownTotal = ids.length;
+          if (pageStart >= shownTotal) pageStart = Math.max(0, Math.floor((shownTotal - 1) / ROWS) * ROWS);
+          const page = ids.slice(pageStart, pageStart + ROWS);
+          const shown = new Set(page);
+          for (const id of [...rows.keys()]) if (!shown.has(id)) rows.delete(id);
+          $("items").replaceChildren(...page.map(id => { const row = rows.get(id) || makeRow(id); draw(id); return row; }));
+          $("pager").hidden = shownTotal <= ROWS;
+          $("page-info").textContent = shownTotal ? (pageStart + 1) + "–" + (pageStart + page.length) + " of " + shownTotal : "none";
+          $("page-first").disabled = $("page-prev").disabled = pageStart === 0;
+          $("page-next").disabled = $("page-last").disabled = pageStart + ROWS >= shownTotal;
+        }
+        function upsert(item) {
+          const known = items.get(item.id);
+          if (!known) order.push(item.id);
+          const merged = Object.assign(known || {}, item);
+          items.set(item.id, merged);
+          // A new item, or any change while a filter is on, can change what the page shows.
+          if (!known || filterText) refreshView(); else touch(item.id);
+        }
         function forget(id) {
-          items.delete(id); dirty.delete(id);
-          const row = rows.get(id); if (row) row.remove();
-          rows.delete(id);
-          $("item-count").textContent = items.size ? "(" + items.size + ")" : "";
-          $("empty").hidden = items.size > 0;
+          if (!items.delete(id)) return;
+          const at = order.indexOf(id);
+          if (at >= 0) order.splice(at, 1);
+          refreshView();
+        }
+        for (const [button, move] of [["page-first", () => 0], ["page-prev", () => pageStart - ROWS], ["page-next", () => pageStart + ROWS],
+                                      ["page-last", () => Math.floor((shownTotal - 1) / ROWS) * ROWS]]) {
+          $(button).addEventListener("click", () => { pageStart = Math.max(0, move()); refreshView(); });
         }
 
         function element(tag, className, parent) {
@@ -111,19 +142,24 @@ enum ConsoleScript {
         function makeRow(id) {
           const row = element("tr", "item");
           row.dataset.id = id;
+          // The cells a redraw touches, kept on the row so a redraw looks nothing up.
+          const parts = {};
           const first = element("td", "item", row);
-          element("div", "name", first); element("div", "url", first); element("div", "tags", first);
+          parts.poster = element("img", "poster", first);
+          parts.poster.alt = ""; parts.poster.loading = "lazy"; parts.poster.hidden = true;
+          parts.name = element("div", "name", first); parts.url = element("div", "url", first); parts.tags = element("div", "tags", first);
           const state = element("td", "state", row);
-          element("span", "badge", state); element("span", "lock", state); element("span", "why", state);
+          parts.badge = element("span", "badge", state); parts.lock = element("span", "lock", state); parts.why = element("span", "why", state);
           const progress = element("td", "progress", row);
-          element("span", "", element("span", "bar", progress)); element("span", "pct", progress);
-          element("td", "size", row); element("td", "expires", row); element("td", "played", row);
+          parts.bar = element("span", "", element("span", "bar", progress)); parts.pct = element("span", "pct", progress);
+          parts.size = element("td", "size", row); parts.expires = element("td", "expires", row); parts.played = element("td", "played", row);
           const actions = element("td", "actions", row);
+          parts.buttons = {};
           for (const [action, label] of [["play", "Play"], ["pause", "Pause"], ["resume", "Resume"], ["lock", "Lock"], ["unlock", "Unlock"], ["delete", "Delete"]]) {
-            const button = element("button", "", actions);
+            const button = parts.buttons[action] = element("button", "", actions);
             button.type = "button"; button.dataset.action = action; button.textContent = label;
           }
-          $("items").appendChild(row);
+          row.parts = parts;
           rows.set(id, row);
           return row;
         }
@@ -132,27 +168,36 @@ enum ConsoleScript {
           const text = [item.id, item.title || "", item.url, item.state, ...(item.tags || [])].join(" ").toLowerCase();
           return filterText.split(/\s+/).every(word => text.includes(word));
         }
+        // Only what changed is written, so a progress event costs a few comparisons and one or two text nodes.
+        function text(node, value) { if (node.textContent !== value) node.textContent = value; }
         function draw(id) {
           const item = items.get(id);
           if (!item) return;
           const row = rows.get(id) || makeRow(id);
-          row.hidden = !matches(item);
-          row.querySelector(".name").textContent = item.title ? item.title + " (" + item.id + ")" : item.id;
-          const url = row.querySelector(".url"); url.textContent = item.url; url.title = item.url;
-          const tags = row.querySelector(".tags");
-          tags.replaceChildren(...(item.tags || []).map(tag => { const chip = element("span", "tag"); chip.textContent = tag; return chip; }));
-          const badge = row.querySelector(".badge");
-          badge.textContent = item.state; badge.className = "badge " + item.state;
-          row.dataset.state = item.state;
-          row.querySelector(".lock").textContent = item.locked ? "locked" : "";
-          row.querySelector(".why").textContent = item.error ? item.error + (item.message ? ": " + item.message : "") : "";
+          const parts = row.parts;
+          text(parts.name, item.title ? item.title + " (" + item.id + ")" : item.id);
+          if (parts.url.title !== item.url) { parts.url.textContent = item.url; parts.url.title = item.url; }
+          // Through the proxy (`posterPath`), never from the origin: the page loads nothing from elsewhere.
+          if (item.posterPath && parts.poster.getAttribute("src") !== item.posterPath) parts.poster.src = item.posterPath;
+          parts.poster.hidden = !item.posterPath;
+          const tags = (item.tags || []).join("\n");
+          if (parts.tags.dataset.tags !== tags) {
+            parts.tags.dataset.tags = tags;
+            parts.tags.replaceChildren(...(item.tags || []).map(tag => { const chip = element("span", "tag"); chip.textContent = tag; return chip; }));
+          }
+          if (row.dataset.state !== item.state) {
+            row.dataset.state = item.state;
+            parts.badge.textContent = item.state; parts.badge.className = "badge " + item.state;
+          }
+          text(parts.lock, item.locked ? "locked" : "");
+          text(parts.why, item.error ? item.error + (item.message ? ": " + item.message : "") : "");
           const pct = Number(item.percent) || 0;
-          row.querySelector(".bar>span").style.width = pct + "%";
-          row.querySelector(".pct").textContent = pct.toFixed(1) + "%";
-          row.querySelector(".size").textContent = size(item.bytesDone) + (item.bytesTotal ? " / " + size(item.bytesTotal) : "");
-          row.querySelector(".expires").textContent = item.expiresAt ? when(item.expiresAt) : "never";
-          row.querySelector(".played").textContent = item.consumption ? when(item.consumption.lastPlayedAt) + " (" + Math.round(item.consumption.servedSeconds) + " s)" : "–";
-          const show = (action, visible) => { row.querySelector('[data-action="' + action + '"]').hidden = !visible; };
+          if (parts.bar.style.width !== pct + "%") parts.bar.style.width = pct + "%";
+          text(parts.pct, pct.toFixed(1) + "%");
+          text(parts.size, size(item.bytesDone) + (item.bytesTotal ? " / " + size(item.bytesTotal) : ""));
+          text(parts.expires, item.expiresAt ? when(item.expiresAt) : "never");
+          text(parts.played, item.consumption ? when(item.consumption.lastPlayedAt) + " (" + Math.round(item.consumption.servedSeconds) + " s)" : "–");
+          const show = (action, visible) => { if (parts.buttons[action].hidden === visible) parts.buttons[action].hidden = !visible; };
           show("play", Boolean(item.proxyPath) && item.state !== "deleted");
           show("pause", PAUSABLE.has(item.state));
           show("resume", RESUMABLE.has(item.state));
@@ -160,24 +205,24 @@ enum ConsoleScript {
           show("unlock", item.locked && LOCKABLE(item));
         }
 
-        // Pages of the list (`limit`, then the cursor the answer names, when the server pages), appended as they come.
+        // Pages of the list (`limit`, then `offset=nextOffset` while the server says more follow), drawn as they come.
         async function loadItems() {
           const seen = new Set();
           let path = "/items?limit=" + PAGE;
-          for (let pages = 0; path && pages < 10000; pages++) {
+          let total = null;
+          for (let pages = 0; path && pages < 100000; pages++) {
             const body = await call("GET", path);
             for (const item of body.items || []) { seen.add(item.id); upsert(item); }
+            if (typeof body.total === "number") total = body.total;
             path = nextPage(body);
           }
-          // After a reconnect: items removed meanwhile go too.
-          for (const id of [...items.keys()]) if (!seen.has(id)) forget(id);
+          // After a reconnect: items removed meanwhile go too (unless the pages shifted under us and missed some).
+          if (total === null || seen.size >= total) for (const id of [...items.keys()]) if (!seen.has(id)) forget(id);
           flush();
         }
         function nextPage(body) {
           if (!body || !(body.items || []).length) return null;
-          if (typeof body.next === "string") return body.next.startsWith(API) ? body.next.slice(API.length) : body.next;
-          const cursor = body.nextCursor || body.cursor;
-          if (typeof cursor === "string" && cursor) return "/items?limit=" + PAGE + "&cursor=" + encodeURIComponent(cursor);
+          if (typeof body.nextOffset === "number") return "/items?limit=" + PAGE + "&offset=" + body.nextOffset;
           return null;
         }
         async function reload(id) {
@@ -207,7 +252,7 @@ enum ConsoleScript {
           events.addEventListener("state", e => {
             const d = JSON.parse(e.data);
             const item = items.get(d.id);
-            if (item) { item.state = d.state; if (d.error) item.error = d.error; else delete item.error; touch(d.id); }
+            if (item) { item.state = d.state; if (d.error) item.error = d.error; else delete item.error; if (filterText) refreshView(); else touch(d.id); }
             reload(d.id);
             statsSoon();
           });
@@ -373,6 +418,8 @@ enum ConsoleScript {
           try {
             const item = await call("POST", "/items", body);
             upsert(item);
+            // Shown where it is: the last page, unless a filter hides it.
+            if (!filterText) { pageStart = Math.floor(order.indexOf(item.id) / ROWS) * ROWS; refreshView(); }
             say("added " + item.id);
             $("add-form").reset();
           } catch (e) {
@@ -384,8 +431,8 @@ enum ConsoleScript {
 
         $("filter").addEventListener("input", () => {
           filterText = $("filter").value.trim().toLowerCase();
-          for (const id of items.keys()) dirty.add(id);
-          schedule();
+          pageStart = 0;
+          refreshView();
         });
 
         // ---- Preview: the browser's own HLS playback of the item's proxy URL

@@ -41,6 +41,7 @@ enum ConsoleStyle {
         th,td{text-align:left;padding:.35em .5em;border-bottom:1px solid #e3e3e3;vertical-align:middle}
         th{font-weight:600;background:#f7f7f7;font-size:.9em}
         td.item .name{font-weight:600}
+        td.item .poster{float:left;width:48px;height:27px;object-fit:cover;margin:.1em .5em 0 0;border-radius:2px;background:#ddd}
         td.item .url{max-width:30em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#777;font-size:.85em}
         .tag{display:inline-block;background:#e7eefb;color:#2762b0;border-radius:3px;padding:0 .35em;margin-right:.3em;font-size:.8em}
         .badge{display:inline-block;border-radius:3px;padding:.05em .45em;font-size:.85em;background:#e6e9ee}
@@ -53,6 +54,7 @@ enum ConsoleStyle {
         .bar{width:8em;height:.7em;background:#e6e9ee;border-radius:.35em;overflow:hidden;display:inline-block;vertical-align:middle}
         .bar>span{display:block;height:100%;background:#3a9d6a;width:0}
         .pct{font-size:.85em;color:#555;margin-left:.3em}
+        .pager{margin:.6em 0 0;color:#555}#page-info{margin:0 .6em}
         td.actions{white-space:nowrap}td.actions button{margin-right:.25em}
         video{width:100%;max-width:480px;background:#000;border-radius:4px}
 
