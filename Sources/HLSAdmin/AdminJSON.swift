@@ -57,6 +57,7 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        if let through = item.through { object["through"] = through }
         object["playableOffline"] = offline.playable
         if let rate = item.rateLimit { object["rate"] = rate }
         if let until = offline.until { object["offlineUntil"] = iso(until) }

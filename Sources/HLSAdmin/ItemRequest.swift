@@ -10,6 +10,7 @@ struct ItemRequest {
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
+        "through",
     ]
 
     private struct Body: Decodable {
@@ -25,6 +26,7 @@ struct ItemRequest {
         var lock: Bool?
         var rate: Rate?
         var start: Bool?
+        var through: String?
     }
 
     /// `"12h"` or a number of seconds.
@@ -117,9 +119,16 @@ struct ItemRequest {
             // `fetch --rate` caps the bandwidth of its own process; the server's downloads share the server's.
             throw .badRequest("\"rate\" is per process (`hlscache fetch --rate`); items downloaded by `serve` share its bandwidth")
         }
-        let item = DownloadItem(
+        var item = DownloadItem(
             id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
             headers: headers, now: now)
+        if let through = fields.through {
+            // A fleet's balancer (`hlscache fetch --through`): every resource of the item is requested through it.
+            guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
+                throw .badRequest("\"through\": expected the balancer's base URL, http://HOST:PORT")
+            }
+            item.through = "\(server.scheme)://\(server.authority)"
+        }
         return ItemRequest(item: item, start: fields.start ?? true)
     }
 

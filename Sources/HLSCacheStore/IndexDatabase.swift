@@ -81,6 +81,14 @@ struct IndexDatabase: Sendable {
         migrator.registerMigration("v4-location") { db in
             try db.execute(sql: "ALTER TABLE objects ADD COLUMN location TEXT; ALTER TABLE objects ADD COLUMN tokens TEXT")
         }
+        // The headers IPTV channel lists name for their channels, sealed by the proxy (CacheStore+ChannelHeaders.swift).
+        migrator.registerMigration("v5-channel-headers") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE channel_headers (url TEXT NOT NULL PRIMARY KEY, value BLOB NOT NULL, learned_at REAL NOT NULL);
+                    CREATE INDEX channel_headers_learned ON channel_headers (learned_at);
+                    """)
+        }
         return migrator
     }
 

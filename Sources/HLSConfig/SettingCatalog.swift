@@ -148,7 +148,7 @@ public enum SettingCatalog {
                 "origin.keepCookies", \.originKeepCookies,
                 "keep the cookies origins set (Set-Cookie) in memory and send them back, as a player would"),
             .optionalDuration(
-                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched AES-128 key is served before it is fetched again; none: no limit"),
+                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched key (any method) is served before it is fetched again; none: no limit"),
             .list("keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback whose clients may receive keys"),
             .optionalDuration(
                 "keys.autoRenewBefore", \.keyAutoRenewBefore, flag: "--key-auto-renew",

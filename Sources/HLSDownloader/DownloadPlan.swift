@@ -77,7 +77,7 @@ public struct DownloadPlan: Sendable {
             }
             var rangeFiles: [String: Int64] = [:]
             var allRanges = !segments.isEmpty
-            func add(_ string: String, _ kind: CacheObjectKind, range: ByteRange?) throws(DownloadError) {
+            func add(_ string: String, _ kind: CacheObjectKind, range: ByteRange?, keyMethod: String? = nil) throws(DownloadError) {
                 let url: OriginURL
                 do { url = try OriginURL(string) } catch { throw DownloadError.corrupted.with("cannot fetch \(string): \(error)") }
                 let key = CacheKey(url, volatileParameters: volatileParameters)
@@ -92,11 +92,13 @@ public struct DownloadPlan: Sendable {
                 guard seen.insert(key).inserted else { return }
                 if let end { rangeFiles[key.value] = end }  // counted by the rendition that adds it
                 indexByKey[key] = media.count
-                media.append(PlannedResource(url: url, key: key, kind: kind, knownLength: end))
+                var resource = PlannedResource(url: url, key: key, kind: kind, knownLength: end)
+                resource.keyMethod = keyMethod
+                media.append(resource)
             }
             for segment in segments {
                 for key in segment.keys where key.isFetchable {
-                    if let url = key.url { try add(url, .key, range: nil) }
+                    if let url = key.url { try add(url, .key, range: nil, keyMethod: key.method.name) }
                 }
                 if let map = segment.map { try add(map.url, .initSection, range: map.byteRange) }
                 try add(segment.url, .segment, range: segment.byteRange)

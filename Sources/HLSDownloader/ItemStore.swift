@@ -129,6 +129,10 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("v8-item-rate") { db in
             try db.alter(table: "items") { t in t.add(column: "rate_limit", .integer) }
         }
+        // The balancer an item is downloaded through (`fetch --through`, the API's `through`; docs/scale-out.md).
+        migrator.registerMigration("item-through") { db in
+            try db.alter(table: "items") { t in t.add(column: "through", .text) }
+        }
         return migrator
     }
 
@@ -525,6 +529,7 @@ public final class ItemStore: Sendable {
             headers: try headerCoding.decode(row["headers"], itemID: row["id"]),
             now: Date(timeIntervalSince1970: row["created_at"]))
         item.renditions = try Self.decoder.decode([String].self, from: Data((row["renditions"] as String).utf8))
+        item.through = row["through"]
         item.state = ItemState(rawValue: row["state"]) ?? .failed
         item.errorCode = row["error_code"]
         item.errorMessage = row["error_message"]
@@ -562,5 +567,7 @@ public final class ItemStore: Sendable {
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
                 item.missingResources, item.rateLimit,
             ])
+        // Its own statement, so the long one above stays as it is for the other columns.
+        try db.execute(sql: "UPDATE items SET through = ? WHERE id = ?", arguments: [item.through, item.id])
     }
 }

@@ -12,6 +12,9 @@ public struct PlannedResource: Sendable, Hashable {
     public var kind: CacheObjectKind
     /// Bytes the playlist already tells (sum of byte ranges), if any.
     public var knownLength: Int64?
+    /// For a key: its `METHOD` as the playlist writes it (`AES-128`, `SAMPLE-AES`, `AES-256`, …), which says the
+    /// key's length (``KeyService/keySize(method:)``).
+    public var keyMethod: String?
     /// For an AES-128 segment file: each encrypted segment in it (the whole file, or each `EXT-X-BYTERANGE` of
     /// it) with its key's URL and IV, so the download can be checked by decrypting the last block of each (a
     /// wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
