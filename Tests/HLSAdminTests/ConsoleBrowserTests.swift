@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// The console in a real browser (headless Chromium over the DevTools protocol, ``HeadlessChromium``): the test

@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import HLSProxy
 import NIOConcurrencyHelpers
 import Testing
