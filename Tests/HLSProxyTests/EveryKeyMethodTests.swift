@@ -149,7 +149,7 @@ import Testing
         let item = try await fetch.fetch("/short.m3u8", id: "short-key")
         #expect(item.state == .failed, "\(item.state)")
         #expect(item.errorMessage?.contains("AES-256 keys have 32 bytes") == true, "\(item.errorMessage ?? "")")
-        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: key))
+        #expect(!anyFile(under: fetch.cacheDirectory, contains: key))
         let keys = try #require(fetch.keys)
         let id = keys.id(for: try OriginURL(origin.baseURL + "/k/short.key"))
         #expect(try keys.record(id)?.isStored == false)
