@@ -42,7 +42,11 @@ enum ConsoleScript {
           const text = await answer.text();
           let data = null;
           try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
-          if (!answer.ok) throw new Error((data && data.message) || method + " " + path + ": HTTP " + answer.status);
+          if (!answer.ok) {
+            const error = new Error((data && data.message) || method + " " + path + ": HTTP " + answer.status);
+            error.status = answer.status;
+            throw error;
+          }
           return data;
         }
 
@@ -227,7 +231,7 @@ enum ConsoleScript {
         }
         async function reload(id) {
           try { upsert(await call("GET", "/items/" + encodeURIComponent(id))); }
-          catch (e) { if (String(e.message).includes("no such item") || String(e.message).includes("404")) forget(id); }
+          catch (e) { if (e.status === 404) forget(id); }
         }
 
         // ---- Live: Server-Sent Events
