@@ -163,6 +163,8 @@ struct ConsoleBrowserTests {
             let seenStalled = try await page.evaluate("window.seen['stalled'] || []")
             #expect(seenStalled.contains("\"downloading\",\"paused\""), "\(seenStalled)")
             #expect(!browser.log.contains { $0.hasPrefix("exception") }, "\(browser.log)")
+            // The page's CSP let its own script, style, requests and the preview through (Chromium logs each refusal).
+            #expect(!browser.log.contains { $0.contains("Content Security Policy") }, "\(browser.log)")
         } catch {
             await browser.close()
             throw error
@@ -215,6 +217,17 @@ struct ConsoleBrowserTests {
             #expect(["queued", "downloading", "partiallyCached", "cached"].contains(state))
             // Live over /events with ?access_token: the download's end reaches the row.
             try await Self.until(page, h, "waiting to finish on the page", "['partiallyCached', 'cached'].includes(\(Self.row("waiting")).dataset.state)")
+
+            // Forget token: the prompt again, nothing kept in the tab.
+            try await page.evaluate("(() => { document.getElementById('forget-token').click(); return true; })()")
+            try await Self.until(page, h, "the prompt after forgetting", "!document.getElementById('token-form').hidden && document.getElementById('console').hidden")
+            #expect(try await page.evaluate("sessionStorage.getItem('hlscache.token')") == "null")
+            #expect(!browser.log.contains { $0.contains("Content Security Policy") }, "\(browser.log)")
+            // A script injected into the page (as an XSS would) does not run, and the refusal is what the log shows.
+            try await page.evaluate(
+                "(() => { const s = document.createElement('script'); s.textContent = 'window.injected = true'; document.body.appendChild(s); return true; })()")
+            #expect(try await page.evaluate("window.injected === undefined") == "true")
+            _ = try await h.eventually("Chromium to report the refused script") { browser.log.contains { $0.contains("Content Security Policy") } ? true : nil }
         } catch {
             await browser.close()
             throw error
