@@ -7,9 +7,13 @@ struct ItemRequest {
     var item: DownloadItem
     /// `"start": false`: create it `ready` (playlists read, nothing downloaded) until `resume`.
     var start = true
+    /// `"dryRun": true`: answer the estimate (`fetch --dry-run`); nothing is recorded or stored.
+    var dryRun = false
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
+        "through",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dryRun",
     ]
 
     private struct Body: Decodable {
@@ -25,6 +29,30 @@ struct ItemRequest {
         var lock: Bool?
         var rate: Rate?
         var start: Bool?
+        var through: String?
+        var title: String?
+        var tags: [String]?
+        var poster: String?
+        var maxSize: Size?
+        var window: String?
+        var dryRun: Bool?
+    }
+
+    /// Bytes, or a size such as `"2GiB"`.
+    enum Size: Decodable {
+        case bytes(Double), text(String)
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) { self = .text(text) } else { self = .bytes(try container.decode(Double.self)) }
+        }
+
+        /// The byte count, or nil for a size that is not one (zero, negative, unparsable).
+        var value: Int64? {
+            switch self {
+            case .bytes(let value): value >= 1 && value < 1e18 ? Int64(value) : nil
+            case .text(let text): ByteSize(text).map(\.bytes).flatMap { $0 > 0 ? $0 : nil }
+            }
+        }
     }
 
     /// `"12h"` or a number of seconds.
@@ -117,10 +145,33 @@ struct ItemRequest {
             // `fetch --rate` caps the bandwidth of its own process; the server's downloads share the server's.
             throw .badRequest("\"rate\" is per process (`hlscache fetch --rate`); items downloaded by `serve` share its bandwidth")
         }
-        let item = DownloadItem(
+        var item = DownloadItem(
             id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
             headers: headers, now: now)
-        return ItemRequest(item: item, start: fields.start ?? true)
+        if let through = fields.through {
+            // A fleet's balancer (`hlscache fetch --through`): every resource of the item is requested through it.
+            guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
+                throw .badRequest("\"through\": expected the balancer's base URL, http://HOST:PORT")
+            }
+            item.through = "\(server.scheme)://\(server.authority)"
+        }
+        do throws(ItemMetadata.Problem) {
+            if let title = fields.title { item.title = try ItemMetadata.title(title) }
+            if let tags = fields.tags { item.tags = try ItemMetadata.tags(tags) }
+            if let poster = fields.poster { item.posterURL = try ItemMetadata.poster(poster) }
+            if let meta = object["meta"], !(meta is NSNull) { item.metadata = try ItemMetadata.meta(meta) }
+        } catch {
+            throw .badRequest(error.message)
+        }
+        if let size = fields.maxSize {
+            guard let bytes = size.value else { throw .badRequest("\"maxSize\": expected bytes or a size such as \"2GiB\"") }
+            item.maxBytes = bytes
+        }
+        if let text = fields.window {
+            guard let window = DownloadWindow(parsing: text) else { throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"") }
+            item.downloadWindow = window
+        }
+        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false)
     }
 
     private static func describe(_ type: Any.Type) -> String {

@@ -40,6 +40,7 @@ extension HLSCacheSettings {
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
+        configuration.sliceSize = sliceSize
         configuration.memoryCacheBytes = memoryCacheBytes
         configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.accessLog = accessLog
@@ -110,6 +111,11 @@ extension HLSCacheSettings {
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
+        configuration.sliceSize = sliceSize
+        configuration.policies.maxItemBytes = downloadMaxItemBytes
+        configuration.policies.dailyBytes = downloadDailyLimit
+        configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
+        configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
     }
 

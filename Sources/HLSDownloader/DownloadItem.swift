@@ -11,6 +11,10 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var selection: RenditionSelection
     /// The media playlist URLs the selection chose (filled when the master has been read).
     public var renditions: [String]
+    /// The hlscache (a fleet's load balancer, `http://HOST:PORT`) every resource of the item is requested through,
+    /// at its proxy path (keys at `/keys/{id}/…`), so each lands on the node that serves it (`fetch --through`,
+    /// the API's `through`); `nil`: straight from the origins. docs/scale-out.md.
+    public var through: String?
     /// Seconds to precache from the start of every selected rendition; 0 = the whole stream (0…32767).
     public var precacheSeconds: Int
     /// When the item expires: its state becomes `expired` and its objects are evicted.
@@ -56,6 +60,18 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     /// The item's own bandwidth cap in bytes per second (`hlscache set --rate`, PATCH `rate`), within the
     /// process's; applied from its next run. `nil`: only the process's.
     public var rateLimit: Int64?
+    /// The item's own maximum size in bytes (`fetch --max-size`, PATCH `maxSize`), in place of `downloads.maxItemSize`.
+    public var maxBytes: Int64?
+    /// The item's own download hours (`fetch --window`, PATCH `window`), in place of `downloads.window`.
+    public var downloadWindow: DownloadWindow?
+    /// A title for people (`fetch --title`); `nil`: none.
+    public var title: String?
+    /// Tags to find it by (`fetch --tag`, `GET /items?tag=`), in the order given, without duplicates.
+    public var tags: [String] = []
+    /// A poster image URL (`fetch --poster`): stored with the item, served through the proxy.
+    public var posterURL: String?
+    /// The caller's own JSON object (`fetch --meta`, `"meta"`), as compact JSON text; hlscache never reads it.
+    public var metadata: String?
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.

@@ -50,11 +50,13 @@ struct ShowCommand: AsyncParsableCommand {
                 ConsoleOutput.line(ItemFormatter.json(object))
                 return
             }
-            // `keys:` one line per AES-128 key: id, host, state and until when it is served.
+            // `keys:` one line per key (every method): id, host, state and until when it is served.
             if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.line) }
             for key in object.keys.sorted() {
                 let value = object[key]!
-                if let list = value as? [String] {
+                if key == "meta", let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                    ConsoleOutput.line("meta: " + String(decoding: data, as: UTF8.self))
+                } else if let list = value as? [String] {
                     ConsoleOutput.line("\(key):" + (list.isEmpty ? " -" : ""))
                     for entry in list { ConsoleOutput.line("  \(entry)") }
                 } else {

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import NIOConcurrencyHelpers
 
 /// Collects API responses and validates them against docs/openapi.yaml with `openapi_validate.py`
@@ -22,6 +23,12 @@ final class OpenAPIRecords: Sendable {
             "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent", "played": "PlayedEvent",
         ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])
+    }
+
+    /// A JSON body checked against `components/schemas/NAME` (a webhook's).
+    func add(schema: String, body: String) {
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) ?? NSNull()
+        append(["schema": schema, "body": json])
     }
 
     private func append(_ record: [String: Any]) {

@@ -61,7 +61,7 @@ final class PlaylistService: Sendable {
         var liveResources = 50_000
         /// Playlist warnings already logged.
         var warnings = 10_000
-        /// URLs with request headers from a channel list.
+        /// URLs with request headers from a channel list, and channel URLs.
         var channelHeaderURLs = 100_000
     }
 
@@ -78,6 +78,7 @@ final class PlaylistService: Sendable {
         liveLifetimes = NIOLockedValueBox(BoundedLRU(maxCount: limits.liveResources))
         warned = NIOLockedValueBox(BoundedLRU(maxCount: limits.warnings))
         channelHeaderTable = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
+        channelURLs = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
         self.writeFailures = writeFailures
         self.configuration = configuration
         self.metrics = metrics
@@ -85,6 +86,7 @@ final class PlaylistService: Sendable {
         self.keys = keys
         self.logger = logger
         self.readAhead = ReadAheadIndex(window: configuration.prefetchSegments)
+        loadChannelHeaders()
     }
 
     /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
@@ -212,11 +214,67 @@ final class PlaylistService: Sendable {
     /// The request headers IPTV channel lists name (`#EXTVLCOPT:http-user-agent=…`, `http-referrer=…`), by origin
     /// URL without its query (``channelKey(_:)``): a channel's own URL, and every URL of the playlists reached from
     /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
-    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). In memory: after a restart a player
-    /// reloading the channel list teaches them again.
+    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
+    /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
+    /// channel's playlist or segment directly still gets them sent. Without a key store, in memory only.
     private let channelHeaderTable: NIOLockedValueBox<BoundedLRU<String, [(String, String)]>>
+    /// Rows written since the table on disk was last trimmed to ``TableLimits/channelHeaderURLs``.
+    private let channelHeaderWrites = NIOLockedValueBox(0)
+
+    private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
+
+    /// Reads back the channel headers a previous run learnt (the newest ``TableLimits/channelHeaderURLs``).
+    private func loadChannelHeaders() {
+        guard let masterKey = keys?.masterKey else { return }
+        do {
+            var table = BoundedLRU<String, [(String, String)]>(maxCount: limits.channelHeaderURLs)
+            // Newest first: inserted oldest first, so the newest are the most recently used.
+            for row in try store.channelHeaders(limit: limits.channelHeaderURLs).reversed() {
+                guard let plain = masterKey.unseal(row.value, context: Self.channelHeaderContext(row.url)),
+                    let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
+                else { continue }
+                table.setValue(pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }, forKey: row.url)
+            }
+            channelHeaderTable.withLockedValue { $0 = table }
+        } catch {
+            logger.warning("cannot read the channel headers kept in the index: \(error)")
+        }
+    }
+
+    /// Keeps newly learnt channel headers in the index, sealed (they may carry a token in a `Referer` or Kodi's
+    /// `|Cookie=`); trimmed to the newest ``TableLimits/channelHeaderURLs`` every few thousand writes.
+    private func persistChannelHeaders(_ learnt: [(String, [(String, String)])]) {
+        guard let masterKey = keys?.masterKey, !learnt.isEmpty else { return }
+        var rows: [(url: String, value: [UInt8])] = []
+        for (url, headers) in learnt {
+            guard let json = try? JSONEncoder().encode(headers.map { [$0.0, $0.1] }),
+                let sealed = try? masterKey.seal(Array(json), context: Self.channelHeaderContext(url))
+            else { continue }
+            rows.append((url, sealed))
+        }
+        let trim = channelHeaderWrites.withLockedValue { written -> Bool in
+            written += rows.count
+            guard written >= 5_000 else { return false }
+            written = 0
+            return true
+        }
+        do {
+            try store.saveChannelHeaders(rows, trimTo: trim ? limits.channelHeaderURLs : nil)
+        } catch {
+            writeFailures.record(error, label: "channel headers")
+        }
+    }
 
     private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
+
+    /// The channel URLs of the channel lists this process served (``channelKey(_:)``): a body of unknown length
+    /// at one of them is a live stream, relayed and never stored (``SharedFetchStateMachine``). In memory, bounded.
+    private let channelURLs: NIOLockedValueBox<BoundedLRU<String, Bool>>
+
+    /// Whether a channel list this process served names `url` as a channel.
+    func isChannel(_ url: OriginURL) -> Bool {
+        channelURLs.withLockedValue { $0.value(forKey: Self.channelKey(url)) != nil }
+    }
 
     /// The headers a channel list asked for `url`, if any.
     func channelHeaders(for url: OriginURL) -> [(String, String)] {
@@ -228,6 +286,10 @@ final class PlaylistService: Sendable {
     private func learnChannelHeaders(from playlist: Playlist, url: OriginURL, imports: [String: String]) {
         var learnt: [(String, [(String, String)])] = []
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
+            let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
+            channelURLs.withLockedValue { known in
+                for url in urls { known.setValue(true, forKey: url) }
+            }
             for channel in channels where !channel.httpHeaders.isEmpty {
                 guard let channelURL = try? OriginURL(channel.url) else { continue }
                 learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))
@@ -241,9 +303,17 @@ final class PlaylistService: Sendable {
             }
         }
         guard !learnt.isEmpty else { return }
-        channelHeaderTable.withLockedValue { table in
-            for (key, headers) in learnt { table.setValue(headers, forKey: key) }
+        // Only what is new is written to the index: a live playlist reloaded every few seconds names mostly known URLs.
+        let fresh = channelHeaderTable.withLockedValue { table -> [(String, [(String, String)])] in
+            var fresh: [(String, [(String, String)])] = []
+            for (key, headers) in learnt {
+                let known = table.peekValue(forKey: key)
+                if known == nil || !known!.elementsEqual(headers, by: { $0.0 == $1.0 && $0.1 == $1.1 }) { fresh.append((key, headers)) }
+                table.setValue(headers, forKey: key)
+            }
+            return fresh
         }
+        persistChannelHeaders(fresh)
     }
 
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
@@ -317,9 +387,10 @@ final class PlaylistService: Sendable {
             var rewriter = ProxyPathRewriter()
             if let keys {
                 // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-                rewriter.keyRewrite = { @Sendable resolved, _ in
+                rewriter.keyRewrite = { @Sendable resolved, _, method in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    let id = try keys.register(keyURL)
+                    // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+                    let id = try keys.register(keyURL, method: method)
                     named.withLockedValue { $0.append(id) }
                     return id.path(for: keyURL)
                 }
