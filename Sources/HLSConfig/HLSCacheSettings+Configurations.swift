@@ -41,6 +41,8 @@ extension HLSCacheSettings {
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
         configuration.sliceSize = sliceSize
+        configuration.memoryCacheBytes = memoryCacheBytes
+        configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace
@@ -110,6 +112,10 @@ extension HLSCacheSettings {
         configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
         configuration.sliceSize = sliceSize
+        configuration.policies.maxItemBytes = downloadMaxItemBytes
+        configuration.policies.dailyBytes = downloadDailyLimit
+        configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
+        configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
     }
 

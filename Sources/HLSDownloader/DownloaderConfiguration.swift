@@ -45,6 +45,8 @@ public struct DownloaderConfiguration: Sendable {
     /// `cache.sliceSize`: a file addressed by byte ranges of more than 8 slices is stored as the slices the selected
     /// segments cover, cut as the proxy cuts them (docs/fetch.md).
     public var sliceSize: Int64 = SliceLayout.defaultSliceSize
+    /// The download policies: maximum item size, daily volume, download hours, per-item rate (docs/fetch.md).
+    public var policies = DownloadPolicies()
 
     /// The defaults.
     public init() {}
