@@ -7,7 +7,7 @@ DEB_PACKAGES := libssl-dev zlib1g-dev libsqlite3-dev pkg-config ffmpeg
 # Only for the test run: the status page test loads it in headless Chromium; the OpenAPI test validates with Python;
 # the AES and HTTPS-origin tests use the openssl command (a cipher to compare with, a test CA); the fleet test runs
 # HAProxy in front of three servers (scripts/fleet-check.sh, with curl).
-TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema openssl haproxy curl
+TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema python3-cryptography openssl haproxy curl
 LISTEN ?= 127.0.0.1:8080
 CACHE_DIR ?=
 

@@ -7,7 +7,10 @@
 #   3. a node killed during playback: ffmpeg plays on to the end, frame for frame, once the balancer moves its
 #      share to the other nodes;
 #   4. `hlscache fetch --through BALANCER --seconds 10` of another stream, then the origin stopped: its first 10 s
-#      play through the balancer, frame for frame.
+#      play through the balancer, frame for frame;
+#   5. the same through the admin API: an item posted with `"through": BALANCER` to a fourth, standalone `serve`
+#      lands its segments on the fleet (the origin saw each once); with the origin stopped its first 10 s play
+#      through the balancer, frame for frame.
 # Prints "PASS: fleet of 3" at the end; exits non-zero on the first failed check.
 #
 # usage: scripts/fleet-check.sh        env: HLSCACHE_BIN (.build/debug/hlscache), KEEP=1 keeps the work directory.
@@ -41,9 +44,11 @@ EOF
 }
 for _ in $(seq 50); do
     base=$((20000 + RANDOM % 30000))
-    ports_free "$base" 4 && break
+    ports_free "$base" 5 && break
 done
 export BALANCER_PORT=$base NODE_PORT=$((base + 1))
+# The standalone serve of step 5, outside the fleet.
+STANDALONE_PORT=$((base + 4))
 
 # The streams: two variants, AES-128, 2 s segments.
 ORIGIN=$WORK/origin
@@ -61,8 +66,9 @@ make_stream() { # DIR SECONDS
     [ -s "$1/master.m3u8" ] || fail "ffmpeg made no stream in $1"
 }
 make_stream "$ORIGIN" 12
-# A second stream, 20 s, that only step 4 uses (nothing else warms it).
+# A second stream, 20 s, that only step 4 uses (nothing else warms it), and a third for step 5.
 make_stream "$ORIGIN/second" 20
+make_stream "$ORIGIN/third" 20
 
 python3 "$ROOT/scripts/lib/slow-origin.py" "$ORIGIN" "$WORK/origin.port" --chunk 65536 --delay 0 --max-seconds 900 \
     --log "$WORK/origin.log" &
@@ -77,6 +83,7 @@ frames() { # URL [extra ffmpeg input options]
 }
 frames "$ORIGIN_URL/master.m3u8" >"$WORK/direct.md5"
 frames "$ORIGIN_URL/second/master.m3u8" -t 10 >"$WORK/second.md5"
+frames "$ORIGIN_URL/third/master.m3u8" -t 10 >"$WORK/third.md5"
 [ -s "$WORK/direct.md5" ] || fail "ffmpeg decoded nothing from the origin"
 : >"$WORK/origin.log"
 
@@ -97,17 +104,24 @@ segments=$(grep -c '\.ts' "$WORK/origin.log" || true)
 repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '\.(ts|key)' | sort | uniq -d)
 [ -z "$repeated" ] || fail "objects fetched from the origin more than once across the fleet: $repeated"
 grep -q 'stream.key' "$WORK/origin.log" || fail "the key was never fetched"
+# A node commits a segment to its index just after the last byte went out: on a loaded machine the last ones may
+# still be on their way when ffmpeg is done, so the check waits for them (at most 60 s).
 python3 - "$FLEET_DIR" "$segments" <<'EOF' || fail "an object is stored on more than one node, or a segment on none"
-import glob, sqlite3, sys
-where = {}
-for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
-    node = db.split("/")[-3]
-    for (key,) in sqlite3.connect(db).execute("SELECT key FROM objects"):
-        where.setdefault(key, []).append(node)
-shared = {k: v for k, v in where.items() if len(v) > 1}
-segments = [k for k in where if k.endswith(".ts")]
-nodes = {n for v in where.values() for n in v}
-print(f"ok: {len(where)} objects ({len(segments)} segments) on {len(nodes)} nodes, none on two")
+import glob, sqlite3, sys, time
+deadline = time.monotonic() + 60
+while True:
+    where = {}
+    for db in sorted(glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")):
+        node = db.split("/")[-3]
+        for (key,) in sqlite3.connect(db).execute("SELECT key FROM objects"):
+            where.setdefault(key, []).append(node)
+    shared = {k: v for k, v in where.items() if len(v) > 1}
+    segments = [k for k in where if k.endswith(".ts")]
+    nodes = {n for v in where.values() for n in v}
+    if shared or len(segments) >= int(sys.argv[2]) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print(f"{'ok' if not shared else 'FAIL'}: {len(where)} objects ({len(segments)} segments, {sys.argv[2]} fetched) on {len(nodes)} nodes")
 sys.exit(1 if shared or len(segments) != int(sys.argv[2]) or len(nodes) < 2 else 0)
 EOF
 
@@ -133,6 +147,43 @@ echo "ok: $victim killed during playback, ffmpeg played to the end frame for fra
 # 4. Prewarm through the balancer, then play offline.
 "$HLSCACHE_BIN" fetch "$ORIGIN_URL/second/master.m3u8" --seconds 10 --through "$BALANCER" --cache-dir "$WORK/fetcher" >"$WORK/fetch.log" 2>&1 \
     || fail "fetch --through failed: $(tail -5 "$WORK/fetch.log")"
+# 5. The admin API's `through`: a standalone serve (not a fleet node) downloads an item through the balancer.
+"$HLSCACHE_BIN" serve --cache-dir "$WORK/standalone" --listen "127.0.0.1:$STANDALONE_PORT" --log-level notice \
+    >"$WORK/standalone.log" 2>&1 &
+API="http://127.0.0.1:$STANDALONE_PORT/api/v1"
+for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$STANDALONE_PORT/readyz" 2>/dev/null && break; sleep 0.1; done
+: >"$WORK/origin.log"
+curl -fsS -X POST -H 'Content-Type: application/json' "$API/items" \
+    -d "{\"url\": \"$ORIGIN_URL/third/master.m3u8\", \"seconds\": 10, \"id\": \"through-api\", \"through\": \"$BALANCER\"}" \
+    >"$WORK/posted.json" || fail "POST /api/v1/items with through was refused: $(cat "$WORK/posted.json" 2>/dev/null)"
+[ "$(python3 -c 'import json, sys; print(json.load(sys.stdin).get("through"))' <"$WORK/posted.json")" = "$BALANCER" ] \
+    || fail "the item does not show its through: $(cat "$WORK/posted.json")"
+state=""
+for _ in $(seq 1200); do
+    state=$(curl -fsS "$API/items/through-api" | python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])')
+    case "$state" in cached | partiallyCached | failed) break ;; esac
+    sleep 0.1
+done
+[ "$state" = cached ] || [ "$state" = partiallyCached ] || fail "the item posted with through ended $state: $(curl -fsS "$API/items/through-api")"
+third_segments=$(grep -c '/third/.*\.ts' "$WORK/origin.log" || true)
+[ "$third_segments" -gt 0 ] || fail "the origin saw no segment of the item posted with through"
+repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '/third/.*\.(ts|m3u8)' | sort | uniq -d)
+[ -z "$repeated" ] || fail "resources of the item posted with through fetched from the origin more than once: $repeated"
+on_fleet=$(python3 - "$FLEET_DIR" "$third_segments" <<'EOF'
+import glob, sqlite3, sys, time
+deadline = time.monotonic() + 60
+while True:
+    count = sum(1 for db in glob.glob(sys.argv[1] + "/node*/cache/index.sqlite")
+                for (k,) in sqlite3.connect(db).execute("SELECT key FROM objects") if "/third/" in k and k.endswith(".ts"))
+    if count >= int(sys.argv[2]) or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print(count)
+EOF
+)
+[ "$on_fleet" = "$third_segments" ] || fail "$third_segments segments fetched for the item, $on_fleet of them on the fleet's nodes"
+echo "ok: POST /api/v1/items with through to a standalone serve: $third_segments segments fetched once each, all on the fleet's nodes"
+
 kill "$ORIGIN_PID"
 wait "$ORIGIN_PID" 2>/dev/null || true
 curl -s -o /dev/null "$ORIGIN_URL/second/master.m3u8" && fail "the origin still answers"
@@ -140,4 +191,8 @@ frames "$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/second/master.m3u8" 
     || fail "the prewarmed first 10 s do not play through the balancer with the origin stopped"
 cmp -s "$WORK/second.md5" "$WORK/second-offline.md5" || fail "frames of the prewarmed part differ ($(wc -l <"$WORK/second-offline.md5") vs $(wc -l <"$WORK/second.md5"))"
 echo "ok: fetch --through --seconds 10, origin stopped: the first 10 s play through the balancer frame for frame ($(wc -l <"$WORK/second.md5") frames)"
+frames "$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/third/master.m3u8" -t 10 >"$WORK/third-offline.md5" \
+    || fail "the first 10 s of the item posted with through do not play through the balancer with the origin stopped"
+cmp -s "$WORK/third.md5" "$WORK/third-offline.md5" || fail "frames of the item posted with through differ ($(wc -l <"$WORK/third-offline.md5") vs $(wc -l <"$WORK/third.md5"))"
+echo "ok: the item posted with through, origin stopped: its first 10 s play through the balancer frame for frame"
 echo "PASS: fleet of 3"

@@ -174,6 +174,7 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        if let through = item.through { object["through"] = through }
         object["tags"] = item.tags
         if let title = item.title { object["title"] = title }
         if let poster = item.posterURL { object["posterURL"] = poster }

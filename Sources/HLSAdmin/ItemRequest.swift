@@ -12,6 +12,7 @@ struct ItemRequest {
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
+        "through",
         "title", "tags", "poster", "meta", "maxSize", "window", "dryRun",
     ]
 
@@ -28,6 +29,7 @@ struct ItemRequest {
         var lock: Bool?
         var rate: Rate?
         var start: Bool?
+        var through: String?
         var title: String?
         var tags: [String]?
         var poster: String?
@@ -146,6 +148,13 @@ struct ItemRequest {
         var item = DownloadItem(
             id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
             headers: headers, now: now)
+        if let through = fields.through {
+            // A fleet's balancer (`hlscache fetch --through`): every resource of the item is requested through it.
+            guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
+                throw .badRequest("\"through\": expected the balancer's base URL, http://HOST:PORT")
+            }
+            item.through = "\(server.scheme)://\(server.authority)"
+        }
         do throws(ItemMetadata.Problem) {
             if let title = fields.title { item.title = try ItemMetadata.title(title) }
             if let tags = fields.tags { item.tags = try ItemMetadata.tags(tags) }

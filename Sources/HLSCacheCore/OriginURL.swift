@@ -63,29 +63,21 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Why the percent escapes of a path or query cannot be forwarded exactly, or nil when they can: a `%` not
-    /// followed by two hexadecimal digits is malformed (RFC 3986 §2.1); in a path, escapes that do not decode to
-    /// UTF-8 (`%E9` alone) cannot be sent by the origin client as they are (AsyncHTTPClient takes a path whose
-    /// Foundation decoding fails for `/`), so they are refused rather than fetching another resource.
+    /// followed by two hexadecimal digits is malformed (RFC 3986 §2.1). Escapes are octets: what they decode to
+    /// (UTF-8 text or not, `%E9` alone) does not matter, the origin gets them as written.
     public static func escapeProblem(_ bytes: ArraySlice<UInt8>, inPath: Bool) -> String? {
         guard bytes.contains(UInt8(ascii: "%")) else { return nil }
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(bytes.count)
         var i = bytes.startIndex
         while i < bytes.endIndex {
             guard bytes[i] == UInt8(ascii: "%") else {
-                decoded.append(bytes[i])
                 i += 1
                 continue
             }
-            guard i + 2 < bytes.endIndex, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) else {
+            guard i + 2 < bytes.endIndex, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil else {
                 let shown = String(decoding: bytes[i..<min(i + 3, bytes.endIndex)], as: UTF8.self)
                 return "malformed percent escape \(shown) in the \(inPath ? "path" : "query"): % must be followed by two hexadecimal digits"
             }
-            decoded.append(high << 4 | low)
             i += 3
-        }
-        if inPath, String(validating: decoded, as: UTF8.self) == nil {
-            return "the path's percent escapes do not decode to UTF-8 text (such as %E9 alone): hlscache cannot send that path to the origin exactly as written, and refuses it rather than fetching another one"
         }
         return nil
     }

@@ -6,15 +6,21 @@ import HLSPlaylist
 /// Keys are not mapped here (`mapsKeys` false): with the key store they go to `/keys/{id}`, decided by the
 /// caller, so the directory fast path is never offered for key roles.
 public struct ProxyPathRewriter: URIRewriter {
-    /// Called for key and session-key URIs; nil keeps the generic proxy path.
-    public var keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole) throws -> String?)?
+    /// Called for key and session-key URIs with the key's `METHOD` as written (empty when unknown); nil keeps the
+    /// generic proxy path.
+    public var keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)?
 
-    public init(keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole) throws -> String?)? = nil) {
+    public init(keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)? = nil) {
         self.keyRewrite = keyRewrite
     }
 
     public func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
-        if let keyRewrite, role == .key || role == .sessionKey { return try keyRewrite(resolvedURL, role) }
+        if let keyRewrite, role == .key || role == .sessionKey { return try keyRewrite(resolvedURL, role, "") }
+        return try? OriginURL(resolvedURL).proxyPath
+    }
+
+    public func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+        if let keyRewrite { return try keyRewrite(resolvedURL, role, method) }
         return try? OriginURL(resolvedURL).proxyPath
     }
 

@@ -57,6 +57,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var inFlightBufferBytes: Int
     public var inFlightMemoryBytes: Int64
     public var maxObjectBytes: Int64
+    public var sliceSize: Int64
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
     public var accessLog: Bool = true
@@ -147,6 +148,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
+        sliceSize = proxy.sliceSize
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

@@ -31,6 +31,9 @@ public enum SettingCatalog {
             .size(
                 "cache.maxObjectSize", \.maxObjectBytes, minimum: 1 << 20,
                 "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
+            .size(
+                "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
+                "objects of more than 8 slices asked for by range are fetched and stored as slices of this size"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),
@@ -149,7 +152,7 @@ public enum SettingCatalog {
                 "origin.keepCookies", \.originKeepCookies,
                 "keep the cookies origins set (Set-Cookie) in memory and send them back, as a player would"),
             .optionalDuration(
-                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched AES-128 key is served before it is fetched again; none: no limit"),
+                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched key (any method) is served before it is fetched again; none: no limit"),
             .list("keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback whose clients may receive keys"),
             .optionalDuration(
                 "keys.autoRenewBefore", \.keyAutoRenewBefore, flag: "--key-auto-renew",

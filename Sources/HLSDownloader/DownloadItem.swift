@@ -11,6 +11,10 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var selection: RenditionSelection
     /// The media playlist URLs the selection chose (filled when the master has been read).
     public var renditions: [String]
+    /// The hlscache (a fleet's load balancer, `http://HOST:PORT`) every resource of the item is requested through,
+    /// at its proxy path (keys at `/keys/{id}/…`), so each lands on the node that serves it (`fetch --through`,
+    /// the API's `through`); `nil`: straight from the origins. docs/scale-out.md.
+    public var through: String?
     /// Seconds to precache from the start of every selected rendition; 0 = the whole stream (0…32767).
     public var precacheSeconds: Int
     /// When the item expires: its state becomes `expired` and its objects are evicted.

@@ -19,8 +19,9 @@ extension Downloader {
             let itemExpiry = Self.latest(of: try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt])
             do {
                 // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
-                let id = try keys.register(resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) })
-                return Int64(try await keys.key(id).count)
+                let id = try keys.register(
+                    resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) }, method: resource.keyMethod)
+                return Int64(try await keys.key(id, via: keyRequestURL(resource.url, id: id, for: item)).count)
             } catch {
                 // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
                 throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
@@ -30,7 +31,7 @@ extension Downloader {
         let bytes: [UInt8]
         do {
             let response = try await withRetries(resource.url) {
-                try await self.origin.fetch(resource.url, headers: headers, maxBytes: 1024)
+                try await self.origin.fetch(self.requestURL(resource.url, for: item), headers: headers, maxBytes: 1024)
             }
             bytes = [UInt8](response.body.readableBytesView)
         } catch let error as DownloadError where error == .cancelled {

@@ -144,9 +144,9 @@ extension Downloader {
     private func rewritten(_ playlist: Playlist, base: String) throws(DownloadError) -> [UInt8] {
         var rewriter = ProxyPathRewriter()
         if let keys {
-            rewriter.keyRewrite = { @Sendable resolved, _ in
+            rewriter.keyRewrite = { @Sendable resolved, _, method in
                 guard let url = try? OriginURL(resolved) else { return nil }
-                return try keys.register(url).path
+                return try keys.register(url, method: method).path
             }
         }
         do {

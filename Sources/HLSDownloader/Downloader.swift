@@ -413,8 +413,13 @@ public final class Downloader: Sendable {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
-                limiter: counter.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
-            let task = self.origin.stream(resource.url, headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
+                limiter: counter.limiter, eventLoop: eventLoop, slice: resource.slice, onBytes: { counter.add($0) })
+            var headers = item.headers.map { ($0.name, $0.value) }
+            if let slice = resource.slice {
+                let first = slice.index * slice.layout.sliceSize
+                headers.append(("Range", "bytes=\(first)-\(first + slice.layout.sliceSize - 1)"))
+            }
+            let task = self.origin.stream(self.requestURL(resource.url, for: item), headers: headers, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
             } onCancel: {
@@ -439,7 +444,8 @@ public final class Downloader: Sendable {
     /// a failure changes nothing); at most once a minute per item, shared by the resources waiting on it.
     /// Returns whether it ran (no cookie jar: no point).
     private func refreshCookies(for item: DownloadItem) async -> Bool {
-        guard origin.cookieJar != nil, let url = try? OriginURL(item.url) else { return false }
+        guard origin.cookieJar != nil, let top = try? OriginURL(item.url) else { return false }
+        let url = requestURL(top, for: item)
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         let maxBytes = configuration.maxPlaylistBytes
         let now = ContinuousClock.now
@@ -556,7 +562,7 @@ public final class Downloader: Sendable {
             }
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
-                volatileParameters: configuration.volatileQueryParameters)
+                volatileParameters: configuration.volatileQueryParameters, slicing: SliceLayout(sliceSize: configuration.sliceSize))
             plan.notes = notes + tolerated
             // The poster is stored with the item (first, so a page can show it while the rest downloads).
             if let poster = item.posterURL, let posterURL = try? OriginURL(poster) {
@@ -618,18 +624,21 @@ public final class Downloader: Sendable {
             // Stored after a redirect: relative URIs resolve against the URL that answered then.
             return (playlist, cached.location ?? url.string)
         }
+        let through = throughServer(of: item)
+        let requested = requestURL(url, for: item)
         let response = try await withRetries(url, isMaster: isMaster) {
-            try await self.origin.fetch(url, headers: headers, maxBytes: maxBytes)
+            try await self.origin.fetch(requested, headers: headers, maxBytes: maxBytes)
         }
         volume.add(response.body.readableBytes)
-        let bytes = try Self.originForm(of: [UInt8](response.body.readableBytesView), url: url, through: configuration.throughServer, options: options)
+        let bytes = try Self.originForm(of: [UInt8](response.body.readableBytesView), url: url, through: through, options: options)
         let playlist: Playlist
         do {
             playlist = try Playlist(bytes: bytes, options: options)
         } catch {
             throw DownloadError.corrupted.with("\(url) is not a valid playlist: \(error)")
         }
-        let answered = response.head.url
+        // Through a balancer, the playlist is the origin's at `url` (read back as written there).
+        let answered = through == nil ? response.head.url : url
         // A live playlist is never stored: a copy would go stale, and the proxy would serve it as a hit (the item is
         // refused as `unsupported` once the plan sees it is live).
         if storing && !playlist.isLiveMedia {
@@ -684,6 +693,27 @@ final class RunCounter: Sendable {
 }
 
 extension Downloader {
+    /// The hlscache (a fleet's balancer, `scheme://authority`) `item`'s resources are requested through: its own
+    /// (`fetch --through`, the API's `through`), else the process's; `nil`: straight from the origins.
+    func throughServer(of item: DownloadItem) -> String? {
+        item.through ?? configuration.throughServer
+    }
+
+    /// Where the request for `url` goes: the origin URL itself, or with ``throughServer(of:)`` its proxy path on
+    /// that server (`http://BALANCER/https/cdn…/seg.ts`), so the resource lands on the node that will serve it.
+    func requestURL(_ url: OriginURL, for item: DownloadItem) -> OriginURL {
+        guard let server = throughServer(of: item) else { return url }
+        return (try? OriginURL(server + url.proxyPath)) ?? url
+    }
+
+    /// Where a key is fetched from through ``throughServer(of:)``: the server's `/keys/{id}/…`, where the node
+    /// stores it sealed and serves it as a key (through its proxy path it would be a key-sized body, never stored);
+    /// `nil` without one (the key store fetches from the origin).
+    func keyRequestURL(_ url: OriginURL, id: KeyID, for item: DownloadItem) -> OriginURL? {
+        guard let server = throughServer(of: item) else { return nil }
+        return try? OriginURL(server + id.path(for: url))
+    }
+
     /// A playlist as its origin wrote it: with `--through`, the balancer's hlscache served it rewritten, and its URIs
     /// point back at that server; the origin's own URLs are what the plan and the store need.
     static func originForm(of bytes: [UInt8], url: OriginURL, through server: String?, options: ParseOptions) throws(DownloadError) -> [UInt8] {

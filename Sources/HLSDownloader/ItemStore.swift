@@ -129,6 +129,9 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("v8-item-rate") { db in
             try db.alter(table: "items") { t in t.add(column: "rate_limit", .integer) }
         }
+        // The balancer an item is downloaded through (`fetch --through`, the API's `through`; docs/scale-out.md).
+        migrator.registerMigration("item-through") { db in
+            try db.alter(table: "items") { t in t.add(column: "through", .text) }
         // Managing many items (issue 27): metadata (title, tags, poster, the caller's JSON), per-item policies (maximum
         // size, download hours), the day's download volume shared by every process, and the indexes the listing's
         // filters and sorts use at 10,000 items (docs/benchmarks.md).
@@ -575,6 +578,7 @@ public final class ItemStore: Sendable {
             headers: try headerCoding.decode(row["headers"], itemID: row["id"]),
             now: Date(timeIntervalSince1970: row["created_at"]))
         item.renditions = try Self.decoder.decode([String].self, from: Data((row["renditions"] as String).utf8))
+        item.through = row["through"]
         item.state = ItemState(rawValue: row["state"]) ?? .failed
         item.errorCode = row["error_code"]
         item.errorMessage = row["error_message"]
@@ -620,5 +624,7 @@ public final class ItemStore: Sendable {
                 item.missingResources, item.rateLimit, item.maxBytes, item.downloadWindow?.description, item.title,
                 try Self.json(item.tags), item.posterURL, item.metadata,
             ])
+        // Its own statement, so the long one above stays as it is for the other columns.
+        try db.execute(sql: "UPDATE items SET through = ? WHERE id = ?", arguments: [item.through, item.id])
     }
 }

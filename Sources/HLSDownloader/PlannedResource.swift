@@ -12,10 +12,30 @@ public struct PlannedResource: Sendable, Hashable {
     public var kind: CacheObjectKind
     /// Bytes the playlist already tells (sum of byte ranges), if any.
     public var knownLength: Int64?
+    /// For a key: its `METHOD` as the playlist writes it (`AES-128`, `SAMPLE-AES`, `AES-256`, …), which says the
+    /// key's length (``KeyService/keySize(method:)``).
+    public var keyMethod: String?
     /// For an AES-128 segment file: each encrypted segment in it (the whole file, or each `EXT-X-BYTERANGE` of
     /// it) with its key's URL and IV, so the download can be checked by decrypting the last block of each (a
     /// wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
     public var encryptions: [Encryption] = []
+    /// For a slice of a large file addressed by byte ranges: which one (its key is the slice's,
+    /// ``SliceLayout/key(of:slice:)``; `url` is the file's).
+    public var slice: Slice?
+
+    /// A slice of a large file: fetched with a `Range` request for its bytes and stored as the proxy stores slices.
+    public struct Slice: Sendable, Hashable {
+        /// The whole file's cache key.
+        public var objectKey: CacheKey
+        public var index: Int64
+        public var layout: SliceLayout
+
+        public init(objectKey: CacheKey, index: Int64, layout: SliceLayout) {
+            self.objectKey = objectKey
+            self.index = index
+            self.layout = layout
+        }
+    }
 
     /// One AES-128 segment: the whole file (`range` nil) or a byte range of it, each with its own PKCS#7 padding.
     public struct Encryption: Sendable, Hashable {

@@ -8,7 +8,7 @@ import HLSCacheStore
 struct KeyDatabase: Sendable {
     static let fileName = "keys.sqlite"
     private static let columns =
-        "id, url, host, registered_at, fetched_at, expires_at, item_expires_at, sealed, master_id, last_error, headers_sealed"
+        "id, url, host, registered_at, fetched_at, expires_at, item_expires_at, sealed, master_id, last_error, headers_sealed, method"
 
     let pool: DatabasePool
 
@@ -46,12 +46,19 @@ struct KeyDatabase: Sendable {
             // The headers of the item that registered the key (`hlscache fetch --header`), sealed like keys.
             try db.alter(table: "keys") { t in t.add(column: "headers_sealed", .blob) }
         }
+        migrator.registerMigration("v3-key-method") { db in
+            // The METHOD a playlist gave the key, which says its length (16 or 32 bytes): a wrong-sized answer of
+            // its origin is refused instead of stored.
+            try db.alter(table: "keys") { t in t.add(column: "method", .text) }
+        }
         return migrator
     }
 
     /// Adds a key, or updates its URL (a fresh token) and, unless `.unchanged`, its item expiry, and, when given,
     /// its sealed headers.
-    func register(id: KeyID, url: String, host: String, itemExpiry: ItemExpiry, sealedHeaders: [UInt8]?, now: Date) throws(KeyError) {
+    func register(
+        id: KeyID, url: String, host: String, itemExpiry: ItemExpiry, sealedHeaders: [UInt8]?, method: String? = nil, now: Date
+    ) throws(KeyError) {
         let (replace, date): (Bool, Date?) =
             switch itemExpiry {
             case .unchanged: (false, nil)
@@ -61,13 +68,15 @@ struct KeyDatabase: Sendable {
         try write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO keys (id, url, host, registered_at, item_expires_at, headers_sealed) VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO keys (id, url, host, registered_at, item_expires_at, headers_sealed, method) VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET url = excluded.url, host = excluded.host,
                         item_expires_at = CASE WHEN ? THEN excluded.item_expires_at ELSE keys.item_expires_at END,
-                        headers_sealed = COALESCE(excluded.headers_sealed, keys.headers_sealed)
+                        headers_sealed = COALESCE(excluded.headers_sealed, keys.headers_sealed),
+                        method = COALESCE(excluded.method, keys.method)
                     """,
                 arguments: [
-                    id.value, url, host, now.timeIntervalSince1970, date?.timeIntervalSince1970, sealedHeaders.map { Data($0) }, replace,
+                    id.value, url, host, now.timeIntervalSince1970, date?.timeIntervalSince1970, sealedHeaders.map { Data($0) }, method,
+                    replace,
                 ])
         }
     }
@@ -171,7 +180,7 @@ struct KeyDatabase: Sendable {
             registeredAt: date("registered_at") ?? Date(timeIntervalSince1970: 0),
             fetchedAt: date("fetched_at"), fetchedExpiresAt: date("expires_at"), itemExpiresAt: date("item_expires_at"),
             sealed: (row["sealed"] as Data?).map { [UInt8]($0) }, masterKeyID: row["master_id"], lastError: row["last_error"],
-            sealedHeaders: (row["headers_sealed"] as Data?).map { [UInt8]($0) })
+            sealedHeaders: (row["headers_sealed"] as Data?).map { [UInt8]($0) }, method: row["method"])
     }
 
     private func write<T>(_ body: (Database) throws -> T) throws(KeyError) -> T {

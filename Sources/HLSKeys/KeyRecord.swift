@@ -27,6 +27,10 @@ public struct KeyRecord: Sendable {
     public var lastError: String?
     /// The request headers of the item that registered the key (`hlscache fetch --header`), sealed like the key.
     var sealedHeaders: [UInt8]?
+    /// The `METHOD` the playlist that named the key last gave it (`AES-128`, `SAMPLE-AES`, `AES-256`, …), which
+    /// says the key's length (``KeyService/keySize(method:)``); `nil` when not known (registered before it was
+    /// recorded, or by a caller that does not say).
+    public var method: String?
 
     /// The moment the stored copy stops being served: the earlier of ``fetchedExpiresAt`` and ``itemExpiresAt``.
     public var expiresAt: Date? {

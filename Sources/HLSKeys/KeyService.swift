@@ -15,10 +15,34 @@ public final class KeyService: Sendable {
     /// The lengths of a key: 16 bytes (AES-128, SAMPLE-AES, SAMPLE-AES-CTR), 32 (AES-256, AES-256-CTR). Any other
     /// answer of a key's origin is refused.
     public static let keySizes: Set<Int> = [16, 32]
+
+    /// The length of a key of `method` (as a playlist writes it): 16 bytes for `AES-128`, `SAMPLE-AES` and
+    /// `SAMPLE-AES-CTR`, 32 for `AES-256` and `AES-256-CTR`; `nil` for a method this does not know (then any of
+    /// ``keySizes`` is taken).
+    public static func keySize(method: String) -> Int? {
+        switch method.uppercased() {
+        case "AES-128", "SAMPLE-AES", "SAMPLE-AES-CTR": 16
+        case "AES-256", "AES-256-CTR": 32
+        default: nil
+        }
+    }
+
+    /// What a key of `method` must measure, in words for errors.
+    static func expectedSize(method: String?) -> String {
+        if let method, let size = keySize(method: method) { return "\(method) keys have \(size) bytes" }
+        return "a key has 16 bytes (AES-128, SAMPLE-AES, SAMPLE-AES-CTR) or 32 (AES-256, AES-256-CTR)"
+    }
+
+    /// Whether `count` bytes can be a key of `method` (any of ``keySizes`` when the method is not known).
+    static func fits(_ count: Int, method: String?) -> Bool {
+        if let method, let size = keySize(method: method) { return count == size }
+        return keySizes.contains(count)
+    }
     /// The settings this service runs with.
     public let configuration: KeyConfiguration
     private let database: KeyDatabase
-    private let masterKey: MasterKey
+    /// The master key the keys are sealed under; other secrets the proxy keeps at rest (channel headers) use it too.
+    package let masterKey: MasterKey
     private let fetcher: any KeyFetcher
     private let logger: Logger
     private let clock: @Sendable () -> Date
@@ -31,6 +55,7 @@ public final class KeyService: Sendable {
     private struct Registry {
         var urls: [KeyID: String] = [:]
         var ids: [String: KeyID] = [:]
+        var methods: [KeyID: String] = [:]
     }
     private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
     /// Ids already reported as unreadable, so the log says it once.
@@ -91,12 +116,17 @@ public final class KeyService: Sendable {
     ///   - headers: the item's request headers (`hlscache fetch --header`, e.g. a cookie the key server wants),
     ///     sealed under the master key and sent with every later fetch of this key, renewals included, on top of
     ///     the origin's configured headers. Empty keeps the headers already recorded.
+    ///   - method: the key tag's `METHOD` as written, which says the key's length (``keySize(method:)``): an origin
+    ///     answering another length is refused, and nothing is stored. `nil` or empty keeps the one recorded.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func register(_ url: OriginURL, itemExpiry: ItemExpiry = .unchanged, headers: [(String, String)] = []) throws(KeyError) -> KeyID {
+    public func register(
+        _ url: OriginURL, itemExpiry: ItemExpiry = .unchanged, headers: [(String, String)] = [], method: String? = nil
+    ) throws(KeyError) -> KeyID {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
         let id = KeyID(key)
-        let known = registered.withLockedValue { $0.urls[id] == url.string }
+        let method = method.flatMap { $0.isEmpty ? nil : $0 }
+        let known = registered.withLockedValue { $0.urls[id] == url.string && (method == nil || $0.methods[id] == method) }
         if known && itemExpiry == .unchanged && headers.isEmpty { return id }
         var sealedHeaders: [UInt8]?
         if !headers.isEmpty {
@@ -107,10 +137,12 @@ public final class KeyService: Sendable {
                 throw KeyError.storage.with("cannot seal the headers of key \(id): \(error)")
             }
         }
-        try database.register(id: id, url: url.string, host: url.host, itemExpiry: itemExpiry, sealedHeaders: sealedHeaders, now: clock())
+        try database.register(
+            id: id, url: url.string, host: url.host, itemExpiry: itemExpiry, sealedHeaders: sealedHeaders, method: method, now: clock())
         registered.withLockedValue { registry in
             registry.urls[id] = url.string
             registry.ids[key.value] = id
+            if let method { registry.methods[id] = method }
         }
         return id
     }
@@ -174,7 +206,10 @@ public final class KeyService: Sendable {
     ///   copy is past its expiry and the origin does not renew it; ``KeyError/keyUnavailable`` when the origin
     ///   fails or answers something other than 16 bytes (502), or (403) when the stored copy cannot be
     ///   decrypted — another master key — and the origin does not answer. Never returns wrong bytes.
-    public func key(_ id: KeyID) async throws(KeyError) -> [UInt8] {
+    /// - Parameter via: where to fetch the key from when it must be fetched, instead of its origin URL: an
+    ///   item downloaded through a fleet's balancer (`through`) asks the balancer for `/keys/{id}/…`, so the node
+    ///   that serves the key stores it too.
+    public func key(_ id: KeyID, via: OriginURL? = nil) async throws(KeyError) -> [UInt8] {
         guard let record = try database.record(id) else {
             throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
         }
@@ -191,7 +226,7 @@ public final class KeyService: Sendable {
             }
         }
         do throws(KeyError) {
-            return try await fetchShared(record)
+            return try await fetchShared(record, via: via)
         } catch {
             if unreadable {
                 throw KeyError.keyUnavailable.withStatus(403).with(
@@ -280,7 +315,7 @@ public final class KeyService: Sendable {
     /// `record` is the caller's earlier look at the key. A fetch that finished between that look and this call
     /// (it stored its copy, then left the in-flight table) is not repeated: if the key was fetched since and the
     /// stored copy is valid, that copy is the answer. (Found by KeyLeakTests: a prewarm fetched a key twice.)
-    func fetchShared(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
+    func fetchShared(_ record: KeyRecord, via: OriginURL? = nil) async throws(KeyError) -> [UInt8] {
         let task = inFlight.withLockedValue { tasks in
             if let existing = tasks[record.id] { return existing }
             let task = Task<[UInt8], any Error> {
@@ -290,7 +325,7 @@ public final class KeyService: Sendable {
                 {
                     return plain
                 }
-                return try await self.fetchAndStore(record)
+                return try await self.fetchAndStore(record, via: via)
             }
             tasks[record.id] = task
             return task
@@ -304,7 +339,7 @@ public final class KeyService: Sendable {
         }
     }
 
-    private func fetchAndStore(_ record: KeyRecord) async throws(KeyError) -> [UInt8] {
+    private func fetchAndStore(_ record: KeyRecord, via: OriginURL?) async throws(KeyError) -> [UInt8] {
         let id = record.id
         do throws(KeyError) {
             let url: OriginURL
@@ -315,7 +350,7 @@ public final class KeyService: Sendable {
             }
             let response: OriginResponse
             do throws(OriginError) {
-                response = try await fetcher.fetch(url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
+                response = try await fetcher.fetch(via ?? url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
                 let unavailable = error == .network || error == .timeout || error == .truncated
                     || (error == .httpStatus && (error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429))
@@ -329,9 +364,11 @@ public final class KeyService: Sendable {
                 throw KeyError.keyUnavailable.with("origin \(url.host) answered \(response.status) for key \(id)")
                     .transient(status >= 500 || status == 408 || status == 429)
             }
-            guard KeyService.keySizes.contains(body.count) else {
+            guard KeyService.fits(body.count, method: record.method) else {
+                // Not stored: a wrong-sized answer (an error page, a truncated body, a key of another method) would
+                // be served as the key until it expires.
                 throw KeyError.keyUnavailable.with(
-                    "origin \(url.host) sent \(body.count) bytes for key \(id); a key has 16 bytes (AES-128, SAMPLE-AES) or 32 (AES-256)")
+                    "origin \(url.host) sent \(body.count) bytes for key \(id); \(KeyService.expectedSize(method: record.method))")
             }
             let now = clock()
             // The items' limit is kept apart (KeyRecord.itemExpiresAt) and may move later: a longer-lived item
@@ -360,11 +397,9 @@ public final class KeyService: Sendable {
     /// The plaintext of a stored copy, `nil` when it cannot be decrypted (another master key, damage).
     private func open(_ record: KeyRecord) -> [UInt8]? {
         guard let sealed = record.sealed else { return nil }
-        if record.masterKeyID == masterKey.id,
-            let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id)),
-            KeyService.keySizes.contains(plain.count)
-        {
-            return plain
+        if record.masterKeyID == masterKey.id, let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id)) {
+            // A copy of another length than the key's method now says (the playlist changed it): fetched again.
+            return KeyService.fits(plain.count, method: record.method) ? plain : nil
         }
         let first = reportedUnreadable.withLockedValue { $0.insert(record.id).inserted }
         if first {

@@ -18,10 +18,13 @@ enum OriginAttemptOutcome: Sendable {
     case failedBeforeHead(any Error)
 }
 
-/// The AsyncHTTPClient delegate of one attempt. It decides at the head whether the response is the one to
-/// deliver (then it forwards head and body to the task, keeping AHC's backpressure) or one to swallow
-/// (redirect, retryable status). AHC calls it on the task's event loop only (`.delegate(on:)`), and all its
-/// mutable state is touched there, hence the unchecked Sendable.
+/// What one attempt receives, from AsyncHTTPClient (as its delegate) or from a raw exchange
+/// (``OriginRawExchange``). It decides at the head whether the response is the one to deliver (then it forwards head
+/// and body to the task, keeping the transport's backpressure) or one to swallow (redirect, retryable status). Both
+/// transports call it on the task's event loop only (AHC with `.delegate(on:)`), and all its mutable state is
+/// touched there, hence the unchecked Sendable. A transport calls ``sent(abort:)`` once the request is on its way,
+/// then ``received(head:)``, ``received(part:)`` (the next only after the last one's future completed), and
+/// ``finished()`` or ``failed(_:)``.
 final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = Void
 
@@ -51,7 +54,8 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     /// origin had gone silent; this one runs only while this side is reading.
     private let readTimeout: TimeAmount?
     private var watchdog: Scheduled<Void>?
-    private var request: HTTPClient.Task<Void>?
+    /// Ends the exchange with an error (the transport then calls ``failed(_:)``).
+    private var abort: (@Sendable (any Error) -> Void)?
 
     /// - Parameters:
     ///   - retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
@@ -76,7 +80,11 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     static let retryableStatuses: Set<Int> = [502, 503, 504]
 
     func didSendRequest(task: HTTPClient.Task<Void>) {
-        request = task
+        sent(abort: { task.fail(reason: $0) })
+    }
+
+    func sent(abort: @escaping @Sendable (any Error) -> Void) {
+        self.abort = abort
         if case .done = state { return }
         armWatchdog()
     }
@@ -84,9 +92,9 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     /// (Re)starts the wait for the origin's next bytes.
     private func armWatchdog() {
         watchdog?.cancel()
-        guard let readTimeout, let request else { return }
+        guard let readTimeout, let abort else { return }
         watchdog = task.eventLoop.scheduleTask(in: readTimeout) {
-            request.fail(reason: HTTPClientError.readTimeout)
+            abort(HTTPClientError.readTimeout)
         }
     }
 
@@ -96,6 +104,10 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didReceiveHead(task _: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        received(head: head)
+    }
+
+    func received(head: HTTPResponseHead) -> EventLoopFuture<Void> {
         armWatchdog()
         let status = Int(head.status.code)
         let answered = OriginResponseHead(status: status, headers: head.headers, url: url)
@@ -149,6 +161,10 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didReceiveBodyPart(task _: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        received(part: buffer)
+    }
+
+    func received(part buffer: ByteBuffer) -> EventLoopFuture<Void> {
         // The origin is not waited for while the part is being taken; the wait starts again when it was.
         disarmWatchdog()
         let taken = receive(buffer)
@@ -187,6 +203,10 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didFinishRequest(task _: HTTPClient.Task<Void>) throws {
+        finished()
+    }
+
+    func finished() {
         disarmWatchdog()
         let previous = state
         state = .done
@@ -214,6 +234,10 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     }
 
     func didReceiveError(task _: HTTPClient.Task<Void>, _ error: any Error) {
+        failed(error)
+    }
+
+    func failed(_ error: any Error) {
         disarmWatchdog()
         let previous = state
         state = .done

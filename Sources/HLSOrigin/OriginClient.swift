@@ -44,6 +44,8 @@ public final class OriginClient: Sendable {
     /// The addresses and ports a server of this process listens on: never an origin (a proxied URL naming the proxy
     /// itself would make it fetch from itself, its admin API and keys included, and nest without end).
     private let ownListeners = Mutex<[(address: OriginIPAddress?, port: Int)]>([])
+    /// The TLS context of raw exchanges (``OriginRawExchange``), made on first use.
+    private let rawTLSContext = Mutex<NIOSSLContext?>(nil)
 
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
@@ -190,7 +192,7 @@ public final class OriginClient: Sendable {
     private func drive(
         url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], refreshingCookies: Bool, task: OriginTask
     ) async {
-        let requested = (url: configuration.through?(url) ?? url, method: method)
+        let requested = (url: url, method: method)
         var url = requested.url
         var method = method
         var visited: Set<String> = [url.string]
@@ -202,8 +204,9 @@ public final class OriginClient: Sendable {
                 task.finish(.failure(OriginError.forbiddenDestination.with(problem)))
                 return
             }
+            let addresses: [OriginIPAddress]
             do {
-                try await checkDestination(url)
+                addresses = try await checkDestination(url)
             } catch {
                 logger.notice("origin destination refused", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
                 task.finish(.failure(error))
@@ -213,7 +216,8 @@ public final class OriginClient: Sendable {
             let outcome: OriginAttemptOutcome
             do {
                 outcome = try await attempt(
-                    url: url, method: method, headers: headers, retryStatuses: canRetry, retryAuthorization: mayRefreshCookies, task: task)
+                    url: url, method: method, headers: headers, addresses: addresses, retryStatuses: canRetry,
+                    retryAuthorization: mayRefreshCookies, task: task)
             } catch {
                 task.finish(.failure(OriginError.mapping(error, afterHead: false)))
                 return
@@ -289,8 +293,9 @@ public final class OriginClient: Sendable {
         }
     }
 
-    /// Applies the destination policy to the host and to every address it resolves to.
-    private func checkDestination(_ url: OriginURL) async throws(OriginError) {
+    /// Applies the destination policy to the host and to every address it resolves to; returns those addresses
+    /// (none behind an upstream proxy that resolves names itself).
+    private func checkDestination(_ url: OriginURL) async throws(OriginError) -> [OriginIPAddress] {
         let policy = configuration.destinationPolicy
         var bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
         // `127.0.0.1.` or `example.com.`: a fully qualified name is the same host (the policy judges it without the
@@ -307,7 +312,7 @@ public final class OriginClient: Sendable {
                 addresses = try await configuration.resolver.resolve(host: bareHost)
             } catch {
                 // Behind an upstream proxy the proxy resolves; the local resolver may know nothing of the name.
-                if configuration.proxy != nil { return }
+                if configuration.proxy != nil { return [] }
                 throw OriginError.network.with("\(error)")
             }
             remember(addresses, of: bareHost)
@@ -318,6 +323,7 @@ public final class OriginClient: Sendable {
         for address in addresses where isOwnListener(address, port: url.effectivePort) {
             throw OriginError.forbiddenDestination.with("\(url.authority) is this server itself")
         }
+        return addresses
     }
 
     private func rememberedAddresses(of host: String) -> [OriginIPAddress]? {
@@ -339,21 +345,28 @@ public final class OriginClient: Sendable {
         }
     }
 
-    /// One HTTP exchange.
+    /// One HTTP exchange: through AsyncHTTPClient, or as a raw exchange when AsyncHTTPClient would not send the path
+    /// as written (``OriginRawExchange``).
     private func attempt(
         url: OriginURL,
         method: OriginMethod,
         headers: [OriginConfiguration.Field],
+        addresses: [OriginIPAddress],
         retryStatuses: Bool,
         retryAuthorization: Bool,
         task: OriginTask
     ) async throws -> OriginAttemptOutcome {
-        let request = try HTTPClient.Request(
+        let raw = OriginRawExchange.isNeeded(for: url)
+        if raw, configuration.proxy != nil {
+            throw OriginError.network.with(
+                "the path's percent escapes do not decode to UTF-8 text; such a path is sent as written on a direct connection only, not through the upstream proxy")
+        }
+        let request = raw ? nil : try HTTPClient.Request(
             url: url.string,
             method: method == .GET ? .GET : .HEAD,
             headers: requestHeaders(for: url, extra: headers)
         )
-        // One slot per request on the wire, given back when AsyncHTTPClient is done with it (the body read or the
+        // One slot per request on the wire, given back when the transport is done with it (the body read or the
         // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
         // delegate exists: its promise must be completed once made.
         let host = "\(url.scheme)://\(url.authority.lowercased())"
@@ -366,6 +379,22 @@ public final class OriginClient: Sendable {
         let delegate = OriginAttemptDelegate(
             url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
             cookieJar: cookieJar, readTimeout: configuration.readTimeout)
+        guard let request else {
+            let exchange: OriginRawExchange
+            do {
+                exchange = try await OriginRawExchange.start(
+                    url: url, method: method, headers: requestHeaders(for: url, extra: headers), addresses: addresses,
+                    tls: url.scheme == "https" ? try rawTLS() : nil, connectTimeout: configuration.connectTimeout,
+                    delegate: delegate, on: task.eventLoop)
+            } catch {
+                slots.release(host)
+                delegate.failed(error)
+                return try await delegate.futureOutcome.get()
+            }
+            exchange.closeFuture.whenComplete { [slots] _ in slots.release(host) }
+            task.attach(abort: { exchange.cancel() })
+            return try await delegate.futureOutcome.get()
+        }
         let requestTask = httpClient.execute(
             request: request,
             delegate: delegate,
@@ -375,6 +404,24 @@ public final class OriginClient: Sendable {
         requestTask.futureResult.whenComplete { [slots] _ in slots.release(host) }
         task.attach(request: requestTask)
         return try await delegate.futureOutcome.get()
+    }
+
+    /// Whether a request for `url` goes out on a raw exchange rather than through AsyncHTTPClient.
+    package static func needsRawExchange(_ url: OriginURL) -> Bool {
+        OriginRawExchange.isNeeded(for: url)
+    }
+
+    /// The client TLS context of raw exchanges: the system's trust roots and the configured extra ones, HTTP/1.1.
+    private func rawTLS() throws -> NIOSSLContext {
+        try rawTLSContext.withLock { context in
+            if let context { return context }
+            var tls = TLSConfiguration.makeClientConfiguration()
+            if let file = configuration.extraTrustRootsFile { tls.additionalTrustRoots = [.file(file)] }
+            tls.applicationProtocols = ["http/1.1"]
+            let made = try NIOSSLContext(configuration: tls)
+            context = made
+            return made
+        }
     }
 
     private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]

@@ -44,10 +44,6 @@ public struct OriginConfiguration: Sendable {
     /// Whether cookies an origin sets (`Set-Cookie`) are kept and sent back to it, as a player's HTTP stack does
     /// (``OriginCookieJar``).
     public var keepsCookies = true
-    /// Where a request for a URL really goes, when not to the URL's own host: `hlscache fetch --through` asks a
-    /// fleet's balancer for each resource at its proxy path, so that it lands on the node that will serve it. The
-    /// destination policy, redirects and retries apply to the URL this returns.
-    public var through: (@Sendable (OriginURL) -> OriginURL)?
     /// The `User-Agent` sent unless a request or an origin's headers set one.
     public var userAgent: String = HLSCacheVersion.userAgent
 

@@ -12,7 +12,8 @@ public final class OriginTask: Sendable {
 
     private struct State {
         var finished = false
-        var request: HTTPClient.Task<Void>?
+        /// Aborts the HTTP exchange in flight (an AsyncHTTPClient task, or a raw exchange's channel).
+        var abortRequest: (@Sendable () -> Void)?
         var driver: Task<Void, Never>?
         /// Let go once `didFinish` is scheduled: handlers keep their task (to cancel it), and the pair would keep
         /// each other — and every body chunk the handler holds — alive forever (the soak's memory growth).
@@ -31,12 +32,12 @@ public final class OriginTask: Sendable {
     /// Aborts the request (connection, retry wait or redirect) and finishes with `.cancelled`. Safe from any
     /// thread, any number of times; a no-op once finished.
     public func cancel() {
-        let (request, driver) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, Task<Void, Never>?) in
+        let (abortRequest, driver) = state.withLockedValue { state -> ((@Sendable () -> Void)?, Task<Void, Never>?) in
             guard !state.finished else { return (nil, nil) }
-            return (state.request, state.driver)
+            return (state.abortRequest, state.driver)
         }
         finish(.failure(.cancelled))
-        request?.cancel()
+        abortRequest?()
         driver?.cancel()
     }
 
@@ -52,11 +53,16 @@ public final class OriginTask: Sendable {
 
     /// Records the attempt in flight so `cancel` reaches it; cancels it at once if the task already finished.
     func attach(request: HTTPClient.Task<Void>) {
+        attach(abort: { request.cancel() })
+    }
+
+    /// Records how to abort the exchange in flight so `cancel` reaches it; aborts it at once if the task already finished.
+    func attach(abort: @escaping @Sendable () -> Void) {
         let finished = state.withLockedValue { state in
-            if !state.finished { state.request = request }
+            if !state.finished { state.abortRequest = abort }
             return state.finished
         }
-        if finished { request.cancel() }
+        if finished { abort() }
     }
 
     /// The handler while the task runs; nil once finished.
@@ -88,7 +94,7 @@ public final class OriginTask: Sendable {
     func finish(_ result: Result<Void, OriginError>) {
         let handler = state.withLockedValue { state -> (any OriginStreamHandler)? in
             guard !state.finished else { return nil }
-            defer { state.finished = true; state.request = nil; state.driver = nil; state.handler = nil }
+            defer { state.finished = true; state.abortRequest = nil; state.driver = nil; state.handler = nil }
             return state.handler
         }
         guard let handler else { return }

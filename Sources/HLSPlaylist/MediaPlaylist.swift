@@ -98,6 +98,17 @@ public struct Key: Sendable, Hashable {
             default: self = .other(text)
             }
         }
+
+        /// The method as a playlist writes it.
+        public var name: String {
+            switch self {
+            case .none: "NONE"
+            case .aes128: "AES-128"
+            case .sampleAES: "SAMPLE-AES"
+            case .sampleAESCTR: "SAMPLE-AES-CTR"
+            case .other(let text): text
+            }
+        }
     }
     public var method: Method
     public var uri: String?

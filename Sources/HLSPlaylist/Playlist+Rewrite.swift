@@ -86,9 +86,13 @@ extension Playlist {
                 } else {
                     (resolved, knownHTTP) = resolver.resolve(bytes: reference)
                 }
-                guard knownHTTP ? baseIsHTTP : Playlist.isHTTP(resolved), let replacement = try rewriter.rewrite(resolved, role: slot.role) else {
-                    continue
-                }
+                guard knownHTTP ? baseIsHTTP : Playlist.isHTTP(resolved) else { continue }
+                let isKey = slot.role == .key || slot.role == .sessionKey
+                guard
+                    let replacement = isKey
+                        ? try rewriter.rewriteKey(resolved, role: slot.role, method: keyMethod(ofLine: slot.lineIndex))
+                        : try rewriter.rewrite(resolved, role: slot.role)
+                else { continue }
                 let utf8 = Array(replacement.utf8)
                 let isAttribute = !isURILine(slot)
                 for c in utf8 where c == UInt8(ascii: "\n") || c == UInt8(ascii: "\r") || (isAttribute && c == UInt8(ascii: "\"")) {
@@ -145,6 +149,11 @@ extension Playlist {
             return nil
         }
         return result
+    }
+
+    /// The `METHOD` of a key tag line, as written (empty when it has none).
+    private func keyMethod(ofLine index: Int) -> String {
+        (try? attributes(ofLine: index))?["METHOD"] ?? ""
     }
 
     private func isURILine(_ slot: URISlot) -> Bool {

@@ -11,10 +11,18 @@ public protocol URIRewriter {
 
     /// The replacement of the base directory (`scheme://authority/dir/`) for references resolving inside it.
     func directoryPrefix(for directoryURL: String, role: URIRole) -> String?
+
+    /// The replacement for a key's URL (`EXT-X-KEY`, `EXT-X-SESSION-KEY`, role ``URIRole/key`` or
+    /// ``URIRole/sessionKey``), told the key's `METHOD` as written (`AES-128`, `SAMPLE-AES`, `AES-256`, …), which
+    /// says the key's length. By default ``rewrite(_:role:)``.
+    func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String?
 }
 
 extension URIRewriter {
     public func directoryPrefix(for directoryURL: String, role: URIRole) -> String? { nil }
+    public func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+        try rewrite(resolvedURL, role: role)
+    }
 }
 
 /// Adapts a closure to ``URIRewriter`` (no fast path).

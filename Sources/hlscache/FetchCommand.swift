@@ -105,7 +105,6 @@ struct FetchCommand: AsyncParsableCommand {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
                 throw ValidationError("--through \(through): expected the balancer's base URL, http://HOST:PORT")
             }
-            if detach { throw ValidationError("--through downloads in this process: it cannot be combined with --detach") }
         }
         do {
             _ = try RenditionSelection(variants: variants, audio: audio, subtitles: subtitles, iFrames: iframes)
@@ -134,6 +133,8 @@ struct FetchCommand: AsyncParsableCommand {
                     id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
                     expiresAt: expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }, locked: lock,
                     headers: header.compactMap(HeaderField.init(parsing:)))
+                // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
+                item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
                 try metadata().apply(to: &item)
                 if dryRun {
                     try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)

@@ -15,7 +15,7 @@ struct ItemContext {
     let store: CacheStore
     let items: ItemStore
     let origin: OriginClient
-    /// The key store's client: `origin`, or with `--through` one that asks the balancer for `/keys/{id}/…`.
+    /// The key store's client (`origin`).
     let keyOrigin: OriginClient
     /// `http://` + the configured listen address: the base of printed player URLs when `--proxy` is not given.
     let listenBase: String
@@ -53,23 +53,12 @@ struct ItemContext {
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
         // The configured origin settings; the downloader retries each resource itself, so the client does not.
-        var originConfiguration = settings.originConfiguration(retries: 0)
-        var keyOriginConfiguration = originConfiguration
+        let originConfiguration = settings.originConfiguration(retries: 0)
         let keyConfiguration = settings.keyConfiguration()
-        if let through {
-            let server = "\(through.scheme)://\(through.authority)"
-            let volatile = keyConfiguration.volatileQueryParameters
-            originConfiguration.through = { url in (try? OriginURL(server + url.proxyPath)) ?? url }
-            // A key at /keys/{id}/…: the node stores it sealed and serves it as a key (through its proxy path it
-            // would be a 16-byte body, never stored).
-            keyOriginConfiguration.through = { url in
-                (try? OriginURL(server + KeyID(CacheKey(url, volatileParameters: volatile)).path(for: url))) ?? url
-            }
-        }
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
-        let keyOrigin =
-            through == nil
-            ? origin : OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: keyOriginConfiguration, logger: logger)
+        // The downloader maps each request of an item with `through` (DownloadItem.through) itself; this is
+        // the process's default for items without their own.
+        let keyOrigin = origin
         var configuration = settings.downloaderConfiguration()
         if let rate { configuration.bytesPerSecond = rate }
         configuration.throughServer = through.map { "\($0.scheme)://\($0.authority)" }

@@ -4,7 +4,7 @@ import HLSKeys
 
 /// The `keys.*` settings of `serve` (and the TTL `keys renew` applies).
 struct KeyOptions: ParsableArguments {
-    @Option(name: .customLong("key-ttl"), help: "How long a fetched AES-128 key is served before it is fetched again, e.g. 24h, 30m, 7d; 'none' for no limit. Default 24h (keys.ttl).")
+    @Option(name: .customLong("key-ttl"), help: "How long a fetched key (any method) is served before it is fetched again, e.g. 24h, 30m, 7d; 'none' for no limit. Default 24h (keys.ttl).")
     var keyTTL: String?
 
     @Option(name: .long, help: ArgumentHelp("A network (CIDR) whose clients may receive keys besides loopback; repeatable.", valueName: "CIDR"))

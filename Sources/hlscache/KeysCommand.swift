@@ -7,11 +7,11 @@ import HLSOrigin
 import Logging
 import NIOPosix
 
-/// `hlscache keys`: the AES-128 keys in the key store.
+/// `hlscache keys`: the keys in the key store (every method: AES-128, SAMPLE-AES, AES-256, …).
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List and renew the cached AES-128 keys.",
+        abstract: "List and renew the cached keys (AES-128, SAMPLE-AES, AES-256, …).",
         subcommands: [KeysListCommand.self, KeysRenewCommand.self]
     )
 }

@@ -1,7 +1,7 @@
 import Foundation
 import HLSDownloader
 
-/// After a prewarm: a note when the item's AES-128 keys stop being served before the item expires.
+/// After a prewarm: a note when the item's keys stop being served before the item expires.
 ///
 /// A stored key is served until the earliest of its item's expiry, the origin's `max-age` and `keys.ttl`
 /// (docs/keys.md, "Expiry and renewal"); past it the key is fetched again, so with the origin unreachable playback
@@ -15,7 +15,7 @@ enum OfflineKeyNote {
         guard let earliest = limits.min(), item.expiresAt.map({ earliest < $0 }) ?? true else { return nil }
         let until = ItemFormatter.iso(earliest) ?? ""
         let itemEnd = item.expiresAt.map { "before the item expires (\(ItemFormatter.iso($0) ?? ""))" } ?? "and the item never expires"
-        return "the stream's AES-128 keys are served until \(until), \(itemEnd): with the origin unreachable, playback stops then."
+        return "the stream's keys are served until \(until), \(itemEnd): with the origin unreachable, playback stops then."
             + " The limit is keys.ttl (24h by default) or the origin's max-age; for longer offline use set keys.ttl"
             + " (config file or HLSCACHE_KEYS_TTL, `none` for no limit) before the prewarm"
     }

@@ -50,7 +50,7 @@ struct ShowCommand: AsyncParsableCommand {
                 ConsoleOutput.line(ItemFormatter.json(object))
                 return
             }
-            // `keys:` one line per AES-128 key: id, host, state and until when it is served.
+            // `keys:` one line per key (every method): id, host, state and until when it is served.
             if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.line) }
             for key in object.keys.sorted() {
                 let value = object[key]!

@@ -1,6 +1,7 @@
 import Foundation
 import HLSAdmin
 import HLSDownloader
+import HLSTestSupport
 import NIOHTTP1
 import Testing
 
@@ -28,6 +29,23 @@ struct AdminItemEdgeTests {
         // Sent as written (an HTTP client would escape the `%`).
         let malformed = try await RawSocket.exchange(port: h.port, Array("GET /api/v1/items/a%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(malformed.hasPrefix("HTTP/1.1 400"), "\(malformed.prefix(80))")
+        await h.shutdown()
+    }
+
+    @Test("through: a balancer's base URL is recorded with the item and shown; anything else is 400 naming the field")
+    func through() async throws {
+        let h = try await AdminHarness(root: try await AdminItemsTests.tsStream())
+        defer { h.shutdownLater() }
+        let master = h.originURL("/master.m3u8")
+        for bad in ["http://127.0.0.1:9/path", "not a url", "http://127.0.0.1:9/?q=1"] {
+            let refused = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(master)","through":"\#(bad)","start":false}"#)
+            #expect(refused.status == 400 && refused.text.contains("through"), "\(bad): \(refused.status) \(refused.text)")
+        }
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(master)","id":"via","through":"http://127.0.0.1:9/","start":false}"#)
+        #expect(created.status == 201, "\(created.text)")
+        #expect(created.json["through"] as? String == "http://127.0.0.1:9")
+        #expect(try h.items.item("via")?.through == "http://127.0.0.1:9")
         await h.shutdown()
     }
 

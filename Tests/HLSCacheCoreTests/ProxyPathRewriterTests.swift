@@ -39,7 +39,7 @@ import Testing
 
     @Test func keysAreLeftToTheKeyRewrite() throws {
         let playlist = try Playlist("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\"\n#EXTINF:2,\ns.ts\n")
-        let out = try playlist.rewrite(baseURL: "https://h/v/i.m3u8", using: ProxyPathRewriter(keyRewrite: { _, _ in "/keys/abc" }))
+        let out = try playlist.rewrite(baseURL: "https://h/v/i.m3u8", using: ProxyPathRewriter(keyRewrite: { _, _, _ in "/keys/abc" }))
         #expect(String(decoding: out, as: UTF8.self) == "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"/keys/abc\"\n#EXTINF:2,\n/https/h/v/s.ts\n")
     }
 }

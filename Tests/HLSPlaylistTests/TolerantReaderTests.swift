@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// The tolerant reader (`ParseOptions(tolerant: true)`, the proxy's serve path) refuses only what is no playlist at
@@ -259,5 +260,47 @@ import Testing
                 }
             }
         }
+    }
+
+    /// The table of docs/playlist-engine.md, for the three rows no player behaviour decides: each is a warning of its
+    /// kind, and the media view reads the value as the table says.
+    @Test func invalidIVByteRangeAndAbsurdDurationAreReadAsTheTableSays() throws {
+        let iv = try Self.parse("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\",IV=0xZZ\n#EXTINF:2,\ns.ts\n")
+        #expect(iv.warnings.map(\.kind).contains(.invalidIV))
+        let ivSegment = try #require(try iv.media(baseURL: Self.base).segments.first)
+        #expect(ivSegment.key?.iv == nil)
+        #expect(ivSegment.aes128IV == [UInt8](repeating: 0, count: 16))
+
+        let range = try Self.parse("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-BYTERANGE:ten@0\n#EXTINF:2,\ns.ts\n")
+        #expect(range.warnings.map(\.kind).contains(.invalidByteRange))
+        #expect(try range.media(baseURL: Self.base).segments.first?.byteRange == nil)
+
+        let long = try Self.parse("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:100000,\ns.ts\n#EXTINF:2,\nt.ts\n")
+        #expect(long.warnings.map(\.kind).contains(.absurdValue))
+        let segments = try long.media(baseURL: Self.base).segments
+        #expect(segments.count == 2)
+        #expect(segments.first?.duration == 0)
+        #expect(try Self.rewritten(long).contains("#EXTINF:100000,\n/p/https://cdn.example/live/s.ts\n"))
+    }
+
+    /// A rewriter is told each key's METHOD as written (``URIRewriter/rewriteKey(_:role:method:)``), which says the
+    /// key's length; other URIs go through ``URIRewriter/rewrite(_:role:)``.
+    @Test func keyURIsComeWithTheirMethod() throws {
+        struct Recorder: URIRewriter {
+            let seen: Box
+            final class Box: @unchecked Sendable { var methods: [String] = [] }
+            func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? { nil }
+            func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+                seen.methods.append("\(role.rawValue) \(method)")
+                return "/k"
+            }
+        }
+        let playlist = try Self.parse(
+            "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-SESSION-KEY:METHOD=SAMPLE-AES,URI=\"s\"\n#EXT-X-KEY:METHOD=AES-256,URI=\"a\"\n"
+                + "#EXTINF:2,\ns.ts\n#EXT-X-KEY:IV=0x01,URI=\"b\",METHOD=AES-128\n#EXTINF:2,\nt.ts\n")
+        let recorder = Recorder(seen: Recorder.Box())
+        let out = String(decoding: try playlist.rewrite(baseURL: Self.base, keepingUnresolved: true, using: recorder), as: UTF8.self)
+        #expect(recorder.seen.methods == ["sessionKey SAMPLE-AES", "key AES-256", "key AES-128"])
+        #expect(out.contains("#EXT-X-KEY:METHOD=AES-256,URI=\"/k\"\n"))
     }
 }

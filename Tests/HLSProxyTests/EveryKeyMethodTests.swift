@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy
@@ -59,7 +60,7 @@ import Testing
         }
         try await harness.waitForIdle()
         for (index, body) in bodies.enumerated() {
-            #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
+            #expect(!anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
         }
     }
 
@@ -89,7 +90,68 @@ import Testing
         for (index, entry) in Self.methods.enumerated() {
             let id = keys.id(for: try OriginURL(origin.baseURL + entry.path))
             #expect(try await keys.key(id) == bodies[index], "\(entry.method)")
-            #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
+            #expect(!anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
         }
+    }
+
+    /// Each method's key has one length (issue 31): 16 bytes for AES-128, SAMPLE-AES, SAMPLE-AES-CTR, 32 for AES-256,
+    /// AES-256-CTR. An origin answering the other length gets a clear 502 naming the method, and nothing is stored:
+    /// once it answers the right length, that key is served.
+    @Test func aKeyOfTheWrongLengthForItsMethodIsRefusedAndNotStored() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        defer { Task { await harness.shutdown() } }
+        let methods: [(method: String, size: Int)] = [
+            ("AES-128", 16), ("SAMPLE-AES", 16), ("SAMPLE-AES-CTR", 16), ("AES-256", 32), ("AES-256-CTR", 32),
+        ]
+        var lines = ["#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD"]
+        for (index, entry) in methods.enumerated() {
+            // The other length: a 32-byte answer for a 16-byte method, and the reverse.
+            harness.origin.setBody(Self.randomKey(48 - entry.size), contentType: "application/octet-stream", for: "/wrong/\(index).key")
+            lines += ["#EXT-X-KEY:METHOD=\(entry.method),URI=\"wrong/\(index).key\"", "#EXTINF:2,", "s\(index).ts"]
+        }
+        lines += ["#EXT-X-ENDLIST", ""]
+        harness.origin.setBody(Array(lines.joined(separator: "\n").utf8), for: "/wrong.m3u8")
+        let served = try await harness.get(harness.url("/wrong.m3u8"))
+        #expect(served.status == 200)
+        let paths = KeyServingTests.keyPaths(served.text)
+        try #require(paths.count == methods.count && paths.allSatisfy { $0.hasPrefix("/keys/") }, "\(served.text)")
+        for (index, entry) in methods.enumerated() {
+            let answer = try await harness.get(harness.base + paths[index])
+            #expect(answer.status == 502, "\(entry.method): \(answer.status)")
+            #expect(answer.text.contains("sent \(48 - entry.size) bytes"), "\(answer.text)")
+            #expect(answer.text.contains("\(entry.method) keys have \(entry.size) bytes"), "\(answer.text)")
+            let id = try #require(KeyID(paths[index].split(separator: "/")[1]))
+            #expect(try harness.keys.record(id)?.isStored == false, "\(entry.method): a wrong-sized key was stored")
+            #expect(try harness.keys.record(id)?.method == entry.method)
+            // The origin fixed: the key of the right length is served.
+            let good = Self.randomKey(entry.size)
+            harness.origin.setBody(good, contentType: "application/octet-stream", for: "/wrong/\(index).key")
+            let fixed = try await harness.get(harness.base + paths[index])
+            #expect(fixed.status == 200 && fixed.body == good, "\(entry.method): \(fixed.status) \(fixed.text)")
+        }
+    }
+
+    /// `hlscache fetch` checks the length against the method too: a 16-byte answer for an AES-256 key fails the item
+    /// naming the method, and stores nothing.
+    @Test func fetchRefusesAKeyOfTheWrongLengthForItsMethod() async throws {
+        let origin = TestOrigin(root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        try await origin.start()
+        let key = Self.randomKey(16)
+        origin.setBody(key, contentType: "application/octet-stream", for: "/k/short.key")
+        let text = [
+            "#EXTM3U", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD",
+            "#EXT-X-KEY:METHOD=AES-256,URI=\"k/short.key\"", "#EXTINF:2,", "s0.ts", "#EXT-X-ENDLIST", "",
+        ].joined(separator: "\n")
+        origin.setBody(Array(text.utf8), for: "/short.m3u8")
+        origin.setBody(Self.randomKey(1000), contentType: "video/mp2t", for: "/s0.ts")
+        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        defer { Task { await fetch.shutdown() } }
+        let item = try await fetch.fetch("/short.m3u8", id: "short-key")
+        #expect(item.state == .failed, "\(item.state)")
+        #expect(item.errorMessage?.contains("AES-256 keys have 32 bytes") == true, "\(item.errorMessage ?? "")")
+        #expect(!anyFile(under: fetch.cacheDirectory, contains: key))
+        let keys = try #require(fetch.keys)
+        let id = keys.id(for: try OriginURL(origin.baseURL + "/k/short.key"))
+        #expect(try keys.record(id)?.isStored == false)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import NIOCore
 import NIOSSL
 import Testing
@@ -101,12 +102,23 @@ import Testing
         #expect(hit.headers.first(name: "X-Cache") == "HIT")
         #expect(sameBytes(hit.body, segment), "\(hit.body.count) bytes")
         #expect(origin.requests.count == 1)
+        // A path whose escapes are no UTF-8 text goes out on a raw exchange: over TLS too, verified the same way.
+        origin.setBody(segment, contentType: "video/mp2t", for: "/seg%E9.ts")
+        let rawPath = "GET /https/127.0.0.1:\(origin.port)/seg%E9.ts HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        let (rawAnswer, _) = try await RawHTTP.exchangeBytes(port: harness.port, Array(rawPath.utf8), readTimeout: 60)
+        #expect(String(decoding: rawAnswer.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
+        #expect(sameBytes(rawAnswer.suffix(segment.count), segment))
+        #expect(origin.requests.map(\.path) == ["/seg0.ts", "/seg%E9.ts"])
         // Verification stays on: a certificate the trusted CA signed for another name is refused.
         let other = try Self.httpsOrigin(serving: dir, certs, leaf: "other")
         try await other.start()
         let wrongName = try await harness.get("\(harness.base)/https/127.0.0.1:\(other.port)/seg0.ts")
         #expect(wrongName.status == 502)
         #expect(wrongName.text.contains("\"error\":\"tls\""), "\(wrongName.text)")
+        let otherRaw = "GET /https/127.0.0.1:\(other.port)/seg%E9.ts HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        let (wrongNameRaw, _) = try await RawHTTP.exchange(port: harness.port, Array(otherRaw.utf8), readTimeout: 60)
+        #expect(wrongNameRaw.hasPrefix("HTTP/1.1 502"), "\(wrongNameRaw.prefix(300))")
+        #expect(wrongNameRaw.contains("\"error\":\"tls\""), "\(wrongNameRaw)")
         #expect(other.requests.isEmpty)
         await other.stop()
     }

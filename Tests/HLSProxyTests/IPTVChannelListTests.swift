@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy
@@ -67,5 +68,54 @@ import Testing
         })
         // No read-ahead across channels: asking for channel one's playlist did not open channel two.
         #expect(harness.origin.requests(containing: "/v1/").count == 1)
+    }
+
+    /// The headers a channel list names outlive a restart (issue 31): kept in the index, sealed under the master key.
+    /// After the restart a player asking for a channel's segment straight away — without the list or the channel's
+    /// playlist — still gets them sent to the origin, which refuses requests without them.
+    @Test func channelHeadersSurviveARestart() async throws {
+        let made = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
+        let origin = TestOrigin(root: made)
+        try await origin.start()
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-restart-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let agent = "HLSCacheTestTV/2.0 (after a restart)"
+        let channel = try String(contentsOf: made.appendingPathComponent("v0/index.m3u8"), encoding: .utf8)
+        let segments = channel.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }.map { "/v0/" + $0 }
+        try #require(segments.count >= 2)
+        for path in ["/v0/index.m3u8"] + segments { origin.setFault(.requireHeader("User-Agent", agent), for: path) }
+        let list = """
+            #EXTM3U
+            #EXTINF:-1 tvg-id="one",Channel One
+            #EXTVLCOPT:http-user-agent=\(agent)
+            #EXTVLCOPT:http-referrer=http://portal.example/restart
+            \(origin.baseURL)/v0/index.m3u8
+
+            """
+        origin.setBody(Array(list.utf8), contentType: "audio/x-mpegurl", for: "/tv/list.m3u")
+        let configure: (inout ProxyConfiguration) -> Void = {
+            $0.cacheDirectory = cache.path
+            $0.prefetchSegments = 0
+        }
+        let first = try await ProxyHarness.start(origin: origin, configure: configure)
+        #expect(try await first.get(first.url("/tv/list.m3u")).status == 200)
+        let playlist = try await first.get(first.url("/v0/index.m3u8"))
+        #expect(playlist.status == 200, "\(playlist.text)")
+        #expect(origin.requests(containing: "/v0/\(segments[1].split(separator: "/").last!)").isEmpty)
+        await first.stopKeepingOriginAndCache()
+
+        let second = try await ProxyHarness.start(origin: origin, configure: configure)
+        defer { Task { await second.shutdown() } }
+        origin.clearLog()
+        let segment = try await second.get(second.url(segments[1]))
+        #expect(segment.status == 200, "the segment after the restart: \(segment.status) \(segment.text.prefix(200))")
+        let asked = origin.requests(containing: segments[1])
+        #expect(asked.count == 1)
+        for request in asked {
+            #expect(request.headers.contains { $0.0.lowercased() == "user-agent" && $0.1 == agent })
+            #expect(request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/restart" })
+        }
+        // Sealed: the agent is not in the index in the clear.
+        #expect(!anyFile(under: cache, contains: Array(agent.utf8)))
     }
 }

@@ -4,6 +4,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -125,6 +126,15 @@ final class ProxyHarness: Sendable {
         while server.services.fetches.count > 0 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// Stops the server and its clients, and keeps the origin running and the cache directory as they are: a
+    /// restart is another harness started on the same origin with the same `cacheDirectory`.
+    func stopKeepingOriginAndCache() async {
+        try? await client.shutdown()
+        try? await server.stop()
+        try? await originClient.shutdown()
+        store.close()
     }
 
     func shutdown() async {

@@ -1,5 +1,6 @@
 import HLSCacheCore
 import HLSOrigin
+import HLSTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -116,6 +117,50 @@ import Testing
         #expect(!result5, "bytes 0-79 are gone")
         let result6 = machine.subscribe(ObjectIdentifier(Client()), from: 80)
         #expect(result6)
+    }
+
+    /// A channel of an IPTV list that is one never-ending MPEG-TS body (no length): not stored, and a client asking
+    /// for it whole once its start is gone joins at what memory still holds (up to the slowest client), at a 188-byte
+    /// packet boundary — one
+    /// origin connection for every player of it. A client of a body with a length, or of a Range, cannot.
+    @Test func aNeverEndingChannelIsNotStoredAndNewcomersJoinLiveAtAPacketBoundary() throws {
+        var machine = Machine(
+            limits: .init(window: 1000, maxPlaylistBytes: 1000, maxObjectBytes: 1 << 20), url: try OriginURL("http://origin.test/live/1.ts"),
+            cacheable: true, isChannel: true)
+        let first = Client()
+        let firstAt = machine.subscribe(ObjectIdentifier(first), from: 0, joiningLive: true)
+        #expect(firstAt == 0)
+        let begin = machine.headReceived(try Self.head(length: nil, path: "/live/1.ts"))
+        #expect(begin.begin?.store == false, "a never-ending channel is never written to disk")
+        for _ in 0..<10 { _ = machine.bodyReceived(Self.bytes(188 * 3)) }
+        _ = machine.progress(ObjectIdentifier(first), to: 1000)
+        let plainJoin = machine.subscribe(ObjectIdentifier(Client()), from: 0)
+        #expect(!plainJoin, "a plain subscriber cannot start over")
+        let joined = machine.subscribe(ObjectIdentifier(Client()), from: 0, joiningLive: true)
+        // Memory holds the chunk [564, 1128) the slowest client (at 1000) is in: 564 is a packet boundary.
+        #expect(joined == 564)
+        #expect(machine.view(from: 564).chunks.first?.readableBytes == 564)
+        // The body ended: nothing to join.
+        _ = machine.originFinished(.success(()))
+        let afterEnd = machine.subscribe(ObjectIdentifier(Client()), from: 0, joiningLive: true)
+        #expect(afterEnd == nil)
+
+        // The same body from a URL no list names as a channel is stored (up to cache.maxObjectSize).
+        var plain = try Self.machine("/live/1.ts", window: 1000)
+        let plainAt = plain.subscribe(ObjectIdentifier(Client()), from: 0, joiningLive: true)
+        #expect(plainAt == 0)
+        let plainBegin = plain.headReceived(try Self.head(length: nil, path: "/live/1.ts"))
+        #expect(plainBegin.begin?.store == true)
+        // A body with a length is never joined in the middle.
+        var sized = try Self.machine(window: 100, cacheable: false)
+        let reader = Client()
+        let sizedAt = sized.subscribe(ObjectIdentifier(reader), from: 0)
+        #expect(sizedAt)
+        _ = sized.headReceived(try Self.head(length: 1000))
+        for _ in 0..<3 { _ = sized.bodyReceived(Self.bytes(40)) }
+        _ = sized.progress(ObjectIdentifier(reader), to: 120)
+        let sizedJoin = sized.subscribe(ObjectIdentifier(Client()), from: 0, joiningLive: true)
+        #expect(sizedJoin == nil)
     }
 
     @Test func aPlaylistIsCollectedWholeWhateverTheWindow() throws {

@@ -17,7 +17,15 @@ final class FetchSubscription: @unchecked Sendable {
     private let fallback: ((any HTTPMappableError) -> Void)?
 
     /// The first body byte this client wants.
-    var startOffset: Int64 { range?.first ?? 0 }
+    var startOffset: Int64 { state.startOffset }
+
+    /// Whether the client asked for the whole body (no Range): it may join a never-ending stream live.
+    var wantsWholeBody: Bool { range == nil }
+
+    /// The download took the client on at `offset` (a never-ending stream joined live), before any pump.
+    func joined(at offset: Int64) {
+        state.joined(at: offset)
+    }
 
     init(
         responder: Responder, fetch: SharedFetch, range: (first: Int64, last: Int64)?, services: ProxyServices,

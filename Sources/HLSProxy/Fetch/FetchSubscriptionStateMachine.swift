@@ -67,8 +67,17 @@ struct FetchSubscriptionStateMachine {
         self.hasFallback = hasFallback
     }
 
+    /// Where a client of the whole body joined a never-ending stream (``joined(at:)``); 0 otherwise.
+    private var joinedAt: Int64 = 0
+
     /// The first body byte this client wants.
-    var startOffset: Int64 { range?.first ?? 0 }
+    var startOffset: Int64 { range?.first ?? joinedAt }
+
+    /// The client of the whole body joins a never-ending stream at `offset` (before the head is sent).
+    mutating func joined(at offset: Int64) {
+        guard range == nil, case .waitingForHead = state else { return }
+        joinedAt = offset
+    }
 
     /// Where the client reads from now (for ``SharedFetch/view(from:)``).
     var position: Int64 {

@@ -61,6 +61,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// - Parameter background: started for no client (read-ahead, the background fill of a Range miss): the body is
     ///   downloaded only if it is worth storing (a known length within `cache.maxObjectSize`).
     init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, background: Bool = false, services: ProxyServices) {
+        // A channel of an IPTV channel list the proxy served: a body without a length is a live stream, not stored.
+        let isChannel = services.playlists.isChannel(url)
         self.key = key
         self.url = url
         self.cacheable = cacheable
@@ -71,7 +73,9 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             window: Int64(configuration.maxInFlightBufferBytes), maxPlaylistBytes: Int64(configuration.maxPlaylistBytes),
             maxObjectBytes: configuration.maxObjectBytes)
         self.state = NIOLockedValueBox(
-            Locked(machine: SharedFetchStateMachine(limits: limits, url: url, cacheable: cacheable, unwatched: background || isReadAhead)))
+            Locked(
+                machine: SharedFetchStateMachine(
+                    limits: limits, url: url, cacheable: cacheable, unwatched: background || isReadAhead, isChannel: isChannel)))
     }
 
     deinit {
@@ -95,7 +99,12 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// from there (it failed, or the bytes before its memory window are not on disk).
     func subscribe(_ subscription: FetchSubscription) -> Bool {
         let accepted = state.withLockedValue { locked -> Bool in
-            guard locked.machine.subscribe(ObjectIdentifier(subscription), from: subscription.startOffset) else { return false }
+            guard
+                let at = locked.machine.subscribe(
+                    ObjectIdentifier(subscription), from: subscription.startOffset, joiningLive: subscription.wantsWholeBody)
+            else { return false }
+            // Joined a never-ending stream where it is now: set before the subscription can be pumped.
+            if at != subscription.startOffset { subscription.joined(at: at) }
             locked.subscribers[ObjectIdentifier(subscription)] = subscription
             return true
         }

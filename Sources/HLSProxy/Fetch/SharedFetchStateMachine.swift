@@ -138,17 +138,22 @@ struct SharedFetchStateMachine {
     /// No client wants the body (a read-ahead, a background fill, or every client left before the head): it is
     /// downloaded only when it is worth storing.
     private var unwatched: Bool
+    /// A channel of an IPTV channel list: a body of unknown length is a live stream that never ends, relayed to its
+    /// clients and never stored (its cache file would only grow to `cache.maxObjectSize` and be thrown away).
+    private let isChannel: Bool
     /// Bytes held in memory (window, sniffed and collected).
     private var held: Int64 = 0
 
     /// - Parameters:
     ///   - cacheable: whether the body may be stored.
     ///   - unwatched: started for no client (read-ahead, the background fill of a Range miss).
-    init(limits: Limits, url: OriginURL, cacheable: Bool, unwatched: Bool = false) {
+    ///   - isChannel: the URL is a channel of an IPTV channel list (a body of unknown length is not stored).
+    init(limits: Limits, url: OriginURL, cacheable: Bool, unwatched: Bool = false, isChannel: Bool = false) {
         self.limits = limits
         self.url = url
         self.cacheable = cacheable
         self.unwatched = unwatched
+        self.isChannel = isChannel
     }
 
     // MARK: - Queries
@@ -377,14 +382,29 @@ struct SharedFetchStateMachine {
     /// Adds a client reading from `offset`. False when it cannot be served from there (the download failed, or
     /// the bytes before the window are not on disk): it should start a download of its own.
     mutating func subscribe(_ id: SubscriberID, from offset: Int64) -> Bool {
+        subscribe(id, from: offset, joiningLive: false) != nil
+    }
+
+    /// Adds a client reading from `offset`, and returns where it reads from: `offset`, or — `joiningLive`, a client
+    /// asking for the whole body of a stream that never ends (no length, its start no longer on disk or in memory)
+    /// — at the start of what memory still holds (no later than the slowest client), at an MPEG-TS packet boundary
+    /// (188 bytes from the start): it joins the broadcast, as a tuner does, instead of opening another origin
+    /// connection. `nil` when it cannot be served
+    /// (the download failed, or the bytes from `offset` are gone and it cannot join live).
+    mutating func subscribe(_ id: SubscriberID, from offset: Int64, joiningLive: Bool) -> Int64? {
+        var offset = offset
         switch state {
-        case .failed: return false
-        case .streaming: if offset < servableFrom || offset > received { return false }
+        case .failed: return nil
+        case .streaming(let head, let ended):
+            if offset < servableFrom || offset > received {
+                guard joiningLive, offset == 0, head.contentLength == nil, !ended else { return nil }
+                offset = min(received, (windowStart + 187) / 188 * 188)
+            }
         case .awaitingHead, .sniffing, .collectingPlaylist, .processingPlaylist, .playlistReady: break
         }
         subscribers[id] = offset
         unwatched = false
-        return true
+        return offset
     }
 
     /// A client has taken the body up to `offset`.
@@ -448,7 +468,9 @@ struct SharedFetchStateMachine {
             return Action(begin: (info, false), notify: true)
         }
         // A key-sized body is handled as a key: never stored in clear (KeySizedBody).
-        let store = cacheable && !KeySizedBody.isKeySize(contentLength) && (contentLength ?? 0) <= limits.maxObjectBytes
+        let store =
+            cacheable && !KeySizedBody.isKeySize(contentLength) && (contentLength ?? 0) <= limits.maxObjectBytes
+            && !(isChannel && contentLength == nil)
         state = .streaming(info, ended: false)
         file = store ? .opening : .none
         if unwatched && subscribers.isEmpty && !(store && contentLength != nil) {

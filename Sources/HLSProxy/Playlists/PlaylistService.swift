@@ -55,6 +55,7 @@ final class PlaylistService: Sendable {
         self.keys = keys
         self.logger = logger
         self.readAhead = ReadAheadIndex(window: configuration.prefetchSegments)
+        loadChannelHeaders()
     }
 
     /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
@@ -184,12 +185,67 @@ final class PlaylistService: Sendable {
     /// The request headers IPTV channel lists name (`#EXTVLCOPT:http-user-agent=…`, `http-referrer=…`), by origin
     /// URL without its query (``channelKey(_:)``): a channel's own URL, and every URL of the playlists reached from
     /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
-    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). In memory: after a restart a player
-    /// reloading the channel list teaches them again.
+    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
+    /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
+    /// channel's playlist or segment directly still gets them sent. Without a key store, in memory only.
     private let channelHeaderTable = NIOLockedValueBox<[String: [(String, String)]]>([:])
     private static let maxChannelHeaderURLs = 100_000
+    /// Rows written since the table on disk was last trimmed to ``maxChannelHeaderURLs``.
+    private let channelHeaderWrites = NIOLockedValueBox(0)
+
+    private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
+
+    /// Reads back the channel headers a previous run learnt (the newest ``maxChannelHeaderURLs``).
+    private func loadChannelHeaders() {
+        guard let masterKey = keys?.masterKey else { return }
+        do {
+            var table: [String: [(String, String)]] = [:]
+            for row in try store.channelHeaders(limit: Self.maxChannelHeaderURLs) {
+                guard let plain = masterKey.unseal(row.value, context: Self.channelHeaderContext(row.url)),
+                    let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
+                else { continue }
+                table[row.url] = pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
+            }
+            channelHeaderTable.withLockedValue { $0 = table }
+        } catch {
+            logger.warning("cannot read the channel headers kept in the index: \(error)")
+        }
+    }
+
+    /// Keeps newly learnt channel headers in the index, sealed (they may carry a token in a `Referer` or Kodi's
+    /// `|Cookie=`); trimmed to the newest ``maxChannelHeaderURLs`` every few thousand writes.
+    private func persistChannelHeaders(_ learnt: [(String, [(String, String)])]) {
+        guard let masterKey = keys?.masterKey, !learnt.isEmpty else { return }
+        var rows: [(url: String, value: [UInt8])] = []
+        for (url, headers) in learnt {
+            guard let json = try? JSONEncoder().encode(headers.map { [$0.0, $0.1] }),
+                let sealed = try? masterKey.seal(Array(json), context: Self.channelHeaderContext(url))
+            else { continue }
+            rows.append((url, sealed))
+        }
+        let trim = channelHeaderWrites.withLockedValue { written -> Bool in
+            written += rows.count
+            guard written >= 5_000 else { return false }
+            written = 0
+            return true
+        }
+        do {
+            try store.saveChannelHeaders(rows, trimTo: trim ? Self.maxChannelHeaderURLs : nil)
+        } catch {
+            writeFailures.record(error, label: "channel headers")
+        }
+    }
 
     private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
+
+    /// The channel URLs of the channel lists this process served (``channelKey(_:)``): a body of unknown length
+    /// at one of them is a live stream, relayed and never stored (``SharedFetchStateMachine``). In memory, bounded.
+    private let channelURLs = NIOLockedValueBox<Set<String>>([])
+
+    /// Whether a channel list this process served names `url` as a channel.
+    func isChannel(_ url: OriginURL) -> Bool {
+        channelURLs.withLockedValue { $0.contains(Self.channelKey(url)) }
+    }
 
     /// The headers a channel list asked for `url`, if any.
     func channelHeaders(for url: OriginURL) -> [(String, String)] {
@@ -201,6 +257,11 @@ final class PlaylistService: Sendable {
     private func learnChannelHeaders(from playlist: Playlist, url: OriginURL, imports: [String: String]) {
         var learnt: [(String, [(String, String)])] = []
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
+            let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
+            channelURLs.withLockedValue { known in
+                if known.count + urls.count > Self.maxChannelHeaderURLs { known.removeAll() }
+                known.formUnion(urls)
+            }
             for channel in channels where !channel.httpHeaders.isEmpty {
                 guard let channelURL = try? OriginURL(channel.url) else { continue }
                 learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))
@@ -214,10 +275,18 @@ final class PlaylistService: Sendable {
             }
         }
         guard !learnt.isEmpty else { return }
-        channelHeaderTable.withLockedValue { table in
+        // Only what is new is written to the index: a live playlist reloaded every few seconds names mostly known URLs.
+        let fresh = channelHeaderTable.withLockedValue { table -> [(String, [(String, String)])] in
             if table.count + learnt.count > Self.maxChannelHeaderURLs { table.removeAll() }
-            for (key, headers) in learnt { table[key] = headers }
+            var fresh: [(String, [(String, String)])] = []
+            for (key, headers) in learnt {
+                let known = table[key]
+                if known == nil || !known!.elementsEqual(headers, by: { $0.0 == $1.0 && $0.1 == $1.1 }) { fresh.append((key, headers)) }
+                table[key] = headers
+            }
+            return fresh
         }
+        persistChannelHeaders(fresh)
     }
 
     static func rewrittenKey(_ key: CacheKey) -> CacheKey { CacheKey(storedValue: key.value + "#hlscache-rewritten") }
@@ -291,9 +360,10 @@ final class PlaylistService: Sendable {
             var rewriter = ProxyPathRewriter()
             if let keys {
                 // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-                rewriter.keyRewrite = { @Sendable resolved, _ in
+                rewriter.keyRewrite = { @Sendable resolved, _, method in
                     guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    let id = try keys.register(keyURL)
+                    // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+                    let id = try keys.register(keyURL, method: method)
                     named.withLockedValue { $0.append(id) }
                     return id.path(for: keyURL)
                 }
