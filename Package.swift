@@ -115,7 +115,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The admin API (/api/v1), Server-Sent Events, playback records and the status page: above the proxy and the
+        // The admin API (/api/v1), Server-Sent Events, playback records and the console: above the proxy and the
         // downloader, plugged into the proxy as its route extension.
         .target(
             name: "HLSAdmin",

@@ -10,7 +10,7 @@ import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 
-/// The admin API (`/api/v1`, docs/api.md) and the status page (`/`), plugged into the proxy as its
+/// The admin API (`/api/v1`, docs/api.md) and the console (`/`), plugged into the proxy as its
 /// ``ProxyRouteExtension``: items (the `hlscache fetch`/`pause`/`resume`/`lock`/`rm` of the SDKs, over HTTP), keys
 /// without their bytes, Server-Sent Events, playback records and cache statistics.
 ///
@@ -34,6 +34,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     let logger: Logger
     let wake: @Sendable () -> Void
     let startedAt = Date()
+    /// The last hour of the proxy's traffic, per minute (`GET /stats`, the console).
+    let traffic = TrafficHistory()
 
     var items: ItemStore { downloader.items }
     var store: CacheStore { downloader.store }
@@ -87,16 +89,10 @@ public final class AdminAPI: ProxyRouteExtension, Service {
                 return responder.send(error: denied)
             }
             guard request.method == .GET || request.method == .HEAD else {
-                return responder.send(error: AdminError.methodNotAllowed("the status page answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
+                return responder.send(error: AdminError.methodNotAllowed("the console answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
             }
-            // Without a token the page carries the items as they are now, so it shows them as soon as it loads
-            // (then follows /events); with a token it loads them with the token from its URL fragment.
-            guard configuration.token == nil else { return StatusPage.send(to: responder, headOnly: request.method == .HEAD) }
-            let headOnly = request.method == .HEAD
-            threadPool.runIfActive(eventLoop: responder.eventLoop) { try self.listItems([:]).json }.whenComplete { result in
-                StatusPage.send(to: responder, headOnly: headOnly, initialItems: try? result.get())
-            }
-            return
+            // The console holds no data: its script reads the API (with the token the user gives it, if one is set).
+            return ConsolePage.send(to: responder)
         }
         guard path.hasPrefix("/api/v1/") else {
             return responder.send(error: AdminError.notFound("the admin API lives under /api/v1/ (docs/api.md)"))
@@ -185,6 +181,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             return blocking(responder) { try self.listKeys() }
         case 1 where route[0] == "status" && isRead:
             return blocking(responder) { try self.status() }
+        case 1 where route[0] == "stats" && isRead:
+            return blocking(responder) { try self.stats() }
         case 1 where route[0] == "events" && method == .GET:
             return subscribe(responder)
         default:
@@ -206,7 +204,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
         if route.count == 3 && route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) { return "GET, HEAD" }
         if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }
-        if route == ["keys"] || route == ["status"] { return "GET, HEAD" }
+        if route == ["keys"] || route == ["status"] || route == ["stats"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
         return nil
     }
@@ -318,9 +316,11 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         let recorder = self.recorder
         let feed = self.feed
         let logger = self.logger
+        let traffic = self.traffic
         try? await threadPool.runIfActive {
             do {
                 let readAt = ContinuousClock.now
+                traffic.sample()
                 let changes = try feed.next(alsoKnown: hub.unpolledItems)
                 hub.poll(changes, readAt: readAt)
                 for (id, record) in recorder.flush(changes) {

@@ -132,6 +132,7 @@ public final class ItemStore: Sendable {
         // The balancer an item is downloaded through (`fetch --through`, the API's `through`; docs/scale-out.md).
         migrator.registerMigration("item-through") { db in
             try db.alter(table: "items") { t in t.add(column: "through", .text) }
+        }
         // Managing many items (issue 27): metadata (title, tags, poster, the caller's JSON), per-item policies (maximum
         // size, download hours), the day's download volume shared by every process, and the indexes the listing's
         // filters and sorts use at 10,000 items (docs/benchmarks.md).

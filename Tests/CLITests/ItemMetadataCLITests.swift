@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// `fetch --title --tag --poster --meta --max-size --window`, `ls` filters and columns, `show`, `set` (issue 27), on a

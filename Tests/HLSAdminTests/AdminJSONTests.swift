@@ -1,5 +1,6 @@
 import Foundation
 @testable import HLSAdmin
+import HLSTestSupport
 import Testing
 
 /// The API's own JSON writer (sorted keys, no escaped slashes): what it writes parses back to what it was given.

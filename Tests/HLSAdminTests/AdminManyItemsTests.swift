@@ -2,6 +2,7 @@ import Foundation
 import HLSAdmin
 import HLSCrypto
 import HLSDownloader
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1

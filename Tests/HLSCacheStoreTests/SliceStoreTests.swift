@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import Testing
 
 /// Slices in the store (docs/store.md, "Slices"): each slice an object of its own, a set per object and slice size,

@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// The download hours (`downloads.window`): parsing, membership across midnight, the next opening.

@@ -55,6 +55,10 @@ public final class ProxyMetrics: Sendable {
     private let itemEvictions: Counter
     /// Indexed by ``WebhookOutcome``.
     private let webhookOutcomes: [Counter]
+    private let trafficCounters = TrafficCounters()
+
+    /// What was served so far, from the cache and from the origin (the admin API's last-hour history samples it).
+    public var traffic: TrafficTotals { trafficCounters.totals }
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -139,7 +143,9 @@ public final class ProxyMetrics: Sendable {
         guard let source = cache.source else { return }
         cacheResults[cache.rawValue]?.increment()
         // Error bodies (JSON written by the proxy) are not content served from anywhere.
-        if bytes > 0 && status < 400 { servedBytes[source.rawValue].increment(by: bytes) }
+        let content = status < 400 ? bytes : 0
+        if content > 0 { servedBytes[source.rawValue].increment(by: content) }
+        trafficCounters.record(source, bytes: content)
     }
 
     static func statusIndex(_ status: Int) -> Int {
