@@ -20,12 +20,12 @@ NODE_PORT=${NODE_PORT:-18081}
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
-wait_ready() { # URL
-    for _ in $(seq 600); do
+wait_ready() { # URL (a debug build starting on a loaded machine can take a minute or more)
+    for _ in $(seq 1800); do
         curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
         sleep 0.1
     done
-    echo "fleet: $1 did not become ready within 60 s" >&2
+    echo "fleet: $1 did not become ready within 180 s" >&2
     return 1
 }
 

@@ -34,10 +34,9 @@ public final class OriginClient: Sendable {
     /// names for a channel and what is reached from it). See ``setHeaderSource(_:)``.
     public typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
     private let headerSource = Mutex<HeaderSource?>(nil)
-    /// Cookie refreshes by page: one request per page at a time, and none again within ``cookieRefreshInterval``.
+    /// Cookie refreshes by page: one request per page at a time, and none again within
+    /// ``OriginConfiguration/cookieRefreshInterval``.
     private let cookieRefreshes = Mutex<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
-    /// How long a page's refresh counts as fresh: requests refused meanwhile only try again with the cookies it got.
-    static let cookieRefreshInterval = Duration.seconds(10)
     /// Names this process in the `Via` header of every origin request (`1.1 hlscache-…`), so a request that comes back
     /// to the server that sent it is recognised (the loop detection of Varnish and Squid).
     public let instanceToken: String
@@ -88,7 +87,7 @@ public final class OriginClient: Sendable {
     /// with 403 once the token expired, or when this process never fetched that playlist (it was served from the
     /// cache, prewarmed by `hlscache fetch`). With cookies kept (``OriginConfiguration/keepsCookies``) and a source
     /// set, a 401 or 403 is not delivered at once: the page `source` names is fetched (its body discarded, its
-    /// cookies kept; at most once per ``cookieRefreshInterval`` per page) and the request made again, once; that
+    /// cookies kept; at most once per ``OriginConfiguration/cookieRefreshInterval`` per page) and the request made again, once; that
     /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
     public func setCookieSource(_ source: CookieSource?) {
         cookieSource.withLock { $0 = source }
@@ -267,12 +266,13 @@ public final class OriginClient: Sendable {
     }
 
     /// Fetches `page` for the cookies its answer sets (the body is discarded), sharing a refresh under way or
-    /// done within ``cookieRefreshInterval``.
+    /// done within ``OriginConfiguration/cookieRefreshInterval``.
     private func refreshCookies(from page: OriginURL) async {
         let now = ContinuousClock.now
+        let interval = configuration.cookieRefreshInterval
         let refresh = cookieRefreshes.withLock { table -> Task<Void, Never> in
-            if let recent = table[page.string], now - recent.started < Self.cookieRefreshInterval { return recent.task }
-            if table.count >= 256 { table = table.filter { now - $0.value.started < Self.cookieRefreshInterval } }
+            if let recent = table[page.string], now - recent.started < interval { return recent.task }
+            if table.count >= 256 { table = table.filter { now - $0.value.started < interval } }
             let task = Task { _ = try? await self.fetch(page, headers: [], maxBytes: 16 << 20, refreshingCookies: false) }
             table[page.string] = (task, now)
             return task

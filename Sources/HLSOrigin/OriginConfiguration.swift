@@ -44,6 +44,9 @@ public struct OriginConfiguration: Sendable {
     /// Whether cookies an origin sets (`Set-Cookie`) are kept and sent back to it, as a player's HTTP stack does
     /// (``OriginCookieJar``).
     public var keepsCookies = true
+    /// How long a page's cookie refresh counts as fresh: requests refused meanwhile try again with the cookies it got,
+    /// without fetching the page again.
+    public var cookieRefreshInterval = Duration.seconds(10)
     /// The `User-Agent` sent unless a request or an origin's headers set one.
     public var userAgent: String = HLSCacheVersion.userAgent
 

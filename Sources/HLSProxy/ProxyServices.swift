@@ -15,6 +15,8 @@ final class ProxyServices: Sendable {
     let group: any EventLoopGroup
     let threadPool: NIOThreadPool
     let fetches = SharedFetchRegistry()
+    /// Slices of large objects being fetched, so concurrent requests share one origin request per slice (Slices/).
+    let sliceFlights = SliceFlights()
     /// Body bytes every in-flight download holds in memory (`limits.inFlightMemory`).
     let inFlight: InFlightMemory
     let playlists: PlaylistService

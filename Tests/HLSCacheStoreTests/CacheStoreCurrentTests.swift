@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import Testing
 
 /// ``CacheStore/touchIfUnchanged(_:)`` and ``CacheStore/isCurrent(_:)``: what the proxy's memory tier asks before it

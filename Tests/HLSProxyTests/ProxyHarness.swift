@@ -76,7 +76,11 @@ final class ProxyHarness: Sendable {
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
             logger: logger, accessLogger: accessLogger)
         try await server.start()
-        let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        // Connections to the proxy on loopback are made at once; only a starved test process waits (a bound of 60 s,
+        // not AsyncHTTPClient's 10 s, which a machine at load 40 exceeded).
+        let client = HTTPClient(
+            eventLoopGroupProvider: .shared(group),
+            configuration: HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(60))))
         return ProxyHarness(
             origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client, keys: keys)
     }
@@ -149,8 +153,9 @@ final class ProxyHarness: Sendable {
 
 /// A blocking TCP client for protocol-level tests (pipelining, smuggling, slowloris), run off the test's executor.
 enum RawHTTP {
-    /// Sends `request`, then reads until the peer closes or `readTimeout` passes without data.
-    static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0) async throws -> (response: String, closedByPeer: Bool) {
+    /// Sends `request`, then reads until the peer closes or `readTimeout` passes without data (60 s by default: a
+    /// refusal closes the connection at once, and a loaded machine must not turn a late answer into none).
+    static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 60, pauseAfter: Double = 0) async throws -> (response: String, closedByPeer: Bool) {
         let (bytes, closed) = try await exchangeBytes(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter)
         return (String(decoding: bytes, as: UTF8.self), closed)
     }
@@ -160,7 +165,7 @@ enum RawHTTP {
     ///   the window: with a small one and `pauseAfter`, the client stops reading as a stalled player would.
     /// - Parameter pace: read like a slow player: after each `bytes` received, pause `seconds`.
     static func exchangeBytes(
-        port: Int, _ request: [UInt8], readTimeout: Double = 2, pauseAfter: Double = 0, receiveBuffer: Int32 = 0,
+        port: Int, _ request: [UInt8], readTimeout: Double = 60, pauseAfter: Double = 0, receiveBuffer: Int32 = 0,
         pace: (bytes: Int, seconds: Double)? = nil
     ) async throws -> (response: [UInt8], closedByPeer: Bool) {
         try await withCheckedThrowingContinuation { continuation in
@@ -176,7 +181,7 @@ enum RawHTTP {
 
     /// Sends each of `requests` on one connection, `gap` seconds apart (each arrives as a read of its own), then reads
     /// as ``exchange(port:_:readTimeout:pauseAfter:)`` does.
-    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 2) async throws -> (response: String, closedByPeer: Bool) {
+    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 60) async throws -> (response: String, closedByPeer: Bool) {
         let (bytes, closed) = try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Result { try blockingExchange(port: port, requests, gap: gap, readTimeout: readTimeout, pauseAfter: 0) })

@@ -81,6 +81,34 @@ import Testing
         #expect(harness.origin.patternBytesSent("/big.ts") == sent)
     }
 
+    @Test func concurrentRangesOfTheSameSlicesShareOneOriginRequest() async throws {
+        let root = try MemoryBoundTests.emptyDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let harness = try await ProxyHarness.start(serving: root, configureOrigin: { $0.readTimeout = .seconds(120) })
+        defer { Task { await harness.shutdown() } }
+        let first: Int64 = 100_000_000
+        let covering = Self.layout.index(of: first)...Self.layout.index(of: first + 999_999)
+        // The origin holds inside the first covering slice until released: the first request's run is in flight.
+        harness.origin.setFault(.pattern(length: MemoryBoundTests.bigSize, holdAt: covering.lowerBound * Self.layout.sliceSize + 1000), for: "/shared.ts")
+        harness.origin.setETag("\"shared-1\"", for: "/shared.ts")
+        let url = harness.url("/shared.ts")
+        let client = harness.client
+        let range = [("Range", "bytes=\(first)-\(first + 999_999)")]
+        let one = Task { try await MemoryBoundTests.fetchPattern(client, url, headers: range, from: first) }
+        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") { harness.origin.requests(matching: "/shared.ts").count == 1 }
+        let inner = first + 500_000
+        let two = Task { try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99)")], from: inner) }
+        let flights = harness.server.services.sliceFlights
+        try await MemoryBoundTests.waitUntil("the second request to wait for the first one's slice") { flights.waiting == 1 }
+        harness.origin.releasePattern("/shared.ts")
+        let (a, b) = (try await one.value, try await two.value)
+        #expect(a.status == 206 && a.count == 1_000_000 && a.matches)
+        #expect(b.status == 206 && b.count == 100 && b.matches)
+        #expect(harness.origin.requests(matching: "/shared.ts").count == 1, "one origin request for both")
+        #expect(harness.origin.patternBytesSent("/shared.ts") <= Int64(covering.count) * Self.layout.sliceSize)
+        try await MemoryBoundTests.waitUntil("no slice in flight") { flights.inFlight == 0 }
+    }
+
     @Test func aWholeGetOfAPartlySlicedObjectIsStitchedWithExactBytes() async throws {
         let root = try MemoryBoundTests.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }

@@ -38,6 +38,8 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     private let writer = NIOLockedValueBox<(index: Int64, writer: CacheWriter)?>(nil)
     /// A write failed (full disk, …): the rest is relayed, not stored.
     private let storing = NIOLockedValueBox(true)
+    /// The slices of ``indices`` whose waiters (``SliceFlights``) were told already.
+    private var released = Set<Int64>()
 
     init(
         stitcher: SliceStitcher, services: ProxyServices, layout: SliceLayout, key: CacheKey, url: OriginURL, indices: ClosedRange<Int64>,
@@ -76,7 +78,10 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
             return
         }
         set = accepted
-        if !store { storing.withLockedValue { $0 = false } }
+        if !store {
+            storing.withLockedValue { $0 = false }
+            releaseAll()
+        }
         contentType = head.headers.first(name: "Content-Type")
         lastModified = accepted.lastModified
         offset = firstByte
@@ -116,7 +121,22 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
             }
         }
         let outcome = result
-        settled.whenComplete { [self] _ in stitcher.runFinished(self, outcome) }
+        settled.whenComplete { [self] _ in
+            releaseAll()
+            stitcher.runFinished(self, outcome)
+        }
+    }
+
+    /// Tells the requests waiting for this run's slices (``SliceFlights``) that it stored `index`, or, with `stored`
+    /// false, that it will not: they fetch it themselves.
+    private func release(_ index: Int64, stored: Bool) {
+        guard indices.contains(index), released.insert(index).inserted else { return }
+        services.sliceFlights.release(layout.key(of: key, slice: index).value, stored: stored)
+    }
+
+    /// Every slice of the run not released yet is given up.
+    func releaseAll() {
+        for index in indices { release(index, stored: false) }
     }
 
     // MARK: - Disk
@@ -159,8 +179,11 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
         }
         let (threadPool, eventLoop, failures, label) = (services.threadPool, eventLoop, services.cacheWriteFailures, url.redacted)
         disk = disk.flatMap {
-            threadPool.runIfActive(eventLoop: eventLoop, job).map { committed in
-                if committed { stitcher.runStored(index) }
+            threadPool.runIfActive(eventLoop: eventLoop, job).map { [self] committed in
+                if committed {
+                    stitcher.runStored(index)
+                    release(index, stored: true)
+                }
             }.recover { error in failures.record(error, label: label) }
         }
     }

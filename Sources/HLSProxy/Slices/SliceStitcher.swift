@@ -91,11 +91,36 @@ final class SliceStitcher: @unchecked Sendable {
             return
         }
         let index = layout.index(of: startOffset)
+        // Another request fetching this slice: its commit tells the size and the version.
+        guard claimOrWait(index, then: { [self] in start(with: services.store.sliceSet(of: key, layout: layout)) }) else { return }
         var end = index
         if let requestedLast = Self.lastOffset(of: rangeHeader) {
-            end = min(layout.index(of: requestedLast), index + Self.maxRunSlices - 1)
+            let last = min(layout.index(of: requestedLast), index + Self.maxRunSlices - 1)
+            while end < last, claim(end + 1) { end += 1 }
         }
         startRun(index...end)
+    }
+
+    private func claim(_ index: Int64) -> Bool {
+        services.sliceFlights.claim(layout.key(of: key, slice: index).value)
+    }
+
+    /// Claims slice `index` for a run of this request (true), or — another request is fetching it — waits for that
+    /// fetch and then runs `next` on this request's event loop (false).
+    private func claimOrWait(_ index: Int64, then next: @escaping @Sendable () -> Void) -> Bool {
+        let sliceKey = layout.key(of: key, slice: index).value
+        let eventLoop = responder.eventLoop
+        while true {
+            if services.sliceFlights.claim(sliceKey) { return true }
+            let waiting = services.sliceFlights.wait(for: sliceKey) { [self] stored in
+                eventLoop.execute { [self] in
+                    guard !cancelled, !done else { return }
+                    if stored { set?.present.insert(index) }
+                    next()
+                }
+            }
+            if waiting { return false }
+        }
     }
 
     // MARK: - The response
@@ -205,9 +230,10 @@ final class SliceStitcher: @unchecked Sendable {
                 set.present.remove(index)
                 self.set = set
             }
+            guard claimOrWait(index, then: { [self] in pump() }) else { return }
             var end = index
             let lastIndex = layout.index(of: last)
-            while end < lastIndex, end - index + 1 < Self.maxRunSlices, !set.present.contains(end + 1) { end += 1 }
+            while end < lastIndex, end - index + 1 < Self.maxRunSlices, !set.present.contains(end + 1), claim(end + 1) { end += 1 }
             startRun(index...end)
             return
         }
@@ -286,6 +312,7 @@ final class SliceStitcher: @unchecked Sendable {
             // version changed and the range moved with the size (a suffix range): then start again from there.
             guard layout.index(of: first) == layout.index(of: firstByte) else {
                 self.run = nil
+                run.releaseAll()
                 pump()
                 return nil
             }
