@@ -11,7 +11,7 @@ import NIOPosix
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List and renew the cached keys (AES-128, SAMPLE-AES, AES-256, …).",
+        abstract: "List and renew the cached keys (every method).",
         subcommands: [KeysListCommand.self, KeysRenewCommand.self]
     )
 }
