@@ -143,11 +143,22 @@ let package = Package(
             path: "Benchmarks/PlaylistBenchmark",
             swiftSettings: swiftSettings
         ),
+        // What tests share: the test origin (a directory, overrides and injected faults), ffmpeg as stream maker and
+        // player, child processes and own-thread waits, the CLI binary, random and pattern bytes.
+        .target(
+            name: "HLSTestSupport",
+            dependencies: [
+                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore",
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
+            path: "Tests/HLSTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
-            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
+            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
-        .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto"], swiftSettings: swiftSettings),
-        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto", "HLSTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", "HLSTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSOriginTests",
             dependencies: ["HLSOrigin", "HLSCacheCore", "CZlib", .product(name: "Logging", package: "swift-log")] + nio,
@@ -161,7 +172,7 @@ let package = Package(
         .testTarget(
             name: "HLSProxyTests",
             dependencies: [
-                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist", "HLSDownloader",
+                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist", "HLSDownloader", "HLSTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -171,7 +182,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HLSDownloaderTests", dependencies: ["HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore", "HLSKeys"],
+            name: "HLSDownloaderTests",
+            dependencies: [
+                "HLSDownloader", "HLSPlaylist", "HLSCacheStore", "HLSCacheCore", "HLSKeys", "HLSOrigin", "HLSTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSConfigTests",
@@ -181,7 +196,7 @@ let package = Package(
         .testTarget(
             name: "HLSAdminTests",
             dependencies: [
-                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader",
+                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader", "HLSTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -193,7 +208,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", .product(name: "Logging", package: "swift-log"),
+                "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", "HLSTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

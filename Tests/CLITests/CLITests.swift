@@ -5,6 +5,7 @@ import Glibc
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HLSTestSupport
 import Testing
 
 @Suite struct CLITests {
@@ -308,13 +309,5 @@ import Testing
         #expect(state.contains("\"error\":\"network\""), "serve ran the queued item; last show: \(last); serve log: \(log)")
         process.terminate()
         await process.waitForExit()
-    }
-}
-
-/// Runs blocking work (a child process and its pipes) on its own thread, never on one of the few threads of
-/// Swift's cooperative pool: with two cores, a few blocked tests would stall every other test.
-func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSTestSupport
 import Testing
 
 /// Several `hlscache` processes started at the same moment on a fresh cache directory: each creates and migrates

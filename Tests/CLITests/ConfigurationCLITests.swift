@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HLSTestSupport
 import Testing
 
 /// The real binary with a config file, `HLSCACHE_*` variables and flags.

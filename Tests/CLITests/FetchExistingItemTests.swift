@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch --id` with an id that exists or cannot be one (cli.md `fetch --id`): every option the existing

@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// `serve` takes its listen address from `--listen`, else `$HLSCACHE_LISTEN` (what the Docker image sets to

@@ -1,5 +1,6 @@
 import Foundation
 import HLSKeys
+import HLSTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing

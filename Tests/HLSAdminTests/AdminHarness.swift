@@ -7,6 +7,7 @@ import HLSDownloader
 import HLSKeys
 import HLSOrigin
 import HLSProxy
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,6 +1,7 @@
 import Foundation
 import HLSAdmin
 import HLSDownloader
+import HLSTestSupport
 import NIOHTTP1
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -3,6 +3,7 @@ import GRDB
 import HLSCacheCore
 @testable import HLSAdmin
 import HLSDownloader
+import HLSTestSupport
 import NIOConcurrencyHelpers
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import NIOConcurrencyHelpers
 
 /// Collects API responses and validates them against docs/openapi.yaml with `openapi_validate.py`

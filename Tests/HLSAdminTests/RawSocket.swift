@@ -2,6 +2,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import HLSTestSupport
 #endif
 
 /// Blocking TCP clients for the tests, run on their own threads.

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import HLSProxy
+import HLSTestSupport
 import NIOHTTP1
 import Testing
 

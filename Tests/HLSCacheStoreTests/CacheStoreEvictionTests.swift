@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import HLSCacheCore
 @testable import HLSCacheStore
+import HLSTestSupport
 import Testing
 
 @Suite struct CacheStoreEvictionTests {

@@ -3,6 +3,7 @@ import GRDB
 import HLSCacheCore
 import HLSCrypto
 @testable import HLSCacheStore
+import HLSTestSupport
 import Testing
 
 @Suite struct CacheStoreRecoveryTests {

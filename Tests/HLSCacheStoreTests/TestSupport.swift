@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 
 /// A fresh directory under the system temp dir, removed when the value is dropped.
 final class TemporaryDirectory {

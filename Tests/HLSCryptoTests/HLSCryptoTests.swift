@@ -1,5 +1,6 @@
 import Foundation
 import HLSCrypto
+import HLSTestSupport
 import Testing
 
 func hexBytes(_ hex: String) -> [UInt8] {

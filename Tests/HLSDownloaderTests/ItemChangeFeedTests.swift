@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HLSTestSupport
 import Testing
 
 @testable import HLSDownloader

@@ -1,4 +1,5 @@
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 @Suite struct ItemStateMachineTests {

@@ -1,6 +1,7 @@
 import Foundation
 @testable import HLSDownloader
 import HLSKeys
+import HLSTestSupport
 import Testing
 
 @Suite struct ItemStoreTests {

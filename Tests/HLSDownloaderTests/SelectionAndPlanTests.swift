@@ -1,6 +1,7 @@
 import HLSCacheCore
 import HLSDownloader
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 @Suite struct SelectionAndPlanTests {

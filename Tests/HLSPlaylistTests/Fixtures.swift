@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 
 /// The ffmpeg-made playlists in `Fixtures/` (see `scripts/make-playlist-fixtures.sh`), loaded through `#filePath`
 /// so the test target needs no resources.

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// Replays every input the fuzzer ever found (Tests/HLSPlaylistTests/FuzzRegressions) against the property it checks.

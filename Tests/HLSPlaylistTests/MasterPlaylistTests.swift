@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// The multivariant view: variants, I-frame variants, renditions, session data and keys, steering.

@@ -1,5 +1,6 @@
 import Foundation
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// The timeline view: start times, sequence numbers, byte ranges, keys, IVs, maps, LL-HLS parts.

@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// Malformed input gives the right `PlaylistError` on the right line, never a crash.

@@ -2,6 +2,7 @@
 // property the fuzzer hunts for is the one the regression tests check.
 #if !FUZZING
 import HLSPlaylist
+import HLSTestSupport
 #endif
 
 /// Why an input broke the engine's promises.

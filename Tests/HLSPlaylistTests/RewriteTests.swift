@@ -1,5 +1,6 @@
 import Foundation
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// `rewrite(baseURL:imports:_:)` changes URI values and nothing else, hands the closure RFC 3986-resolved URLs with

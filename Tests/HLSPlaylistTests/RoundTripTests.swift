@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// `serialize()` gives back the input, byte for byte, whatever the formatting.

@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// A hand-written playlist with the URIs that RFC 3986 resolution of its references against ``baseURL`` gives,

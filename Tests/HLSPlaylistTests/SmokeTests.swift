@@ -1,5 +1,6 @@
 import Foundation
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 @Suite struct SmokeTests {

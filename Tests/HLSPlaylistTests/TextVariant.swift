@@ -1,3 +1,4 @@
+import HLSTestSupport
 /// Ways of writing the same playlist that a lossless engine must reproduce byte for byte and read the same way.
 enum TextVariant: String, CaseIterable, Sendable {
     case asIs

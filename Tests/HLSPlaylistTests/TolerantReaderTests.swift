@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// The tolerant reader (`ParseOptions(tolerant: true)`, the proxy's serve path) refuses only what is no playlist at

@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// RFC 3986 §5.4 reference resolution, plus the cases playlists meet in practice.

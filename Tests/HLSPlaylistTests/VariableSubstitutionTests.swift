@@ -1,4 +1,5 @@
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 /// EXT-X-DEFINE (RFC 8216bis §4.4.2.3): NAME/VALUE, QUERYPARAM, IMPORT, substituted before resolving.

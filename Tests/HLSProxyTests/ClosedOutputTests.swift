@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// The commands run with their standard output closed by the reader (`hlscache fetch URL | :`): every write fails
@@ -10,7 +11,7 @@ import Testing
     /// - Returns: how it ended and what it wrote on standard error.
     private func runWithClosedOutput(_ arguments: [String]) async throws -> (reason: ChildProcess.TerminationReason, status: Int32, stderr: String) {
         let process = ChildProcess()
-        process.executableURL = FetchKillResumeTests.binary
+        process.executableURL = CLI.binary
         process.arguments = arguments
         let output = Pipe(), errors = Pipe()
         try output.fileHandleForReading.close()

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

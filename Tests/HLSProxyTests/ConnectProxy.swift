@@ -1,3 +1,4 @@
+import HLSTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import HLSCacheCore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

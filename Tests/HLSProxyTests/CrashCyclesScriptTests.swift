@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// Runs `scripts/crash-cycles.sh 10` against the real binary: `serve` and `fetch` SIGKILLed at random moments,

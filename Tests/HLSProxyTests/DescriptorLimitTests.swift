@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import NIOCore
 import Testing
 
@@ -102,7 +103,7 @@ struct DescriptorLimitTests {
             process.arguments = [
                 "-c",
                 (ulimit.map { "ulimit -n \($0) && " } ?? "")
-                    + "exec '\(FetchKillResumeTests.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log",
+                    + "exec '\(CLI.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log",
             ]
             var environment = ProcessInfo.processInfo.environment
             environment["HLSCACHE_LIMITS_IDLE_TIMEOUT"] = "2s"

@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy
@@ -59,7 +60,7 @@ import Testing
         }
         try await harness.waitForIdle()
         for (index, body) in bodies.enumerated() {
-            #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
+            #expect(!anyFile(under: harness.cacheDirectory, contains: body), "\(Self.methods[index].method) key in the clear on disk")
         }
     }
 
@@ -89,7 +90,7 @@ import Testing
         for (index, entry) in Self.methods.enumerated() {
             let id = keys.id(for: try OriginURL(origin.baseURL + entry.path))
             #expect(try await keys.key(id) == bodies[index], "\(entry.method)")
-            #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
+            #expect(!anyFile(under: fetch.cacheDirectory, contains: bodies[index]), "\(entry.method) key in the clear on disk")
         }
     }
 
@@ -148,7 +149,7 @@ import Testing
         let item = try await fetch.fetch("/short.m3u8", id: "short-key")
         #expect(item.state == .failed, "\(item.state)")
         #expect(item.errorMessage?.contains("AES-256 keys have 32 bytes") == true, "\(item.errorMessage ?? "")")
-        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: key))
+        #expect(!anyFile(under: fetch.cacheDirectory, contains: key))
         let keys = try #require(fetch.keys)
         let id = keys.id(for: try OriginURL(origin.baseURL + "/k/short.key"))
         #expect(try keys.record(id)?.isStored == false)

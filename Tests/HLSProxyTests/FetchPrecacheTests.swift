@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
 import HLSKeys
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch --seconds N` against ffmpeg streams on a real origin: exactly the first N seconds of every
@@ -103,7 +104,7 @@ import Testing
         #expect(try keys.record(id)?.isStored == true)
         #expect(try fetch.stored("/keys/key0.key") == nil, "no plain key object")
         let plain = [UInt8](try Data(contentsOf: aes.appendingPathComponent("keys/key0.key")))
-        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory, contains: plain))
+        #expect(!anyFile(under: fetch.cacheDirectory, contains: plain))
         await fetch.shutdown()
         await origin.stop()
     }

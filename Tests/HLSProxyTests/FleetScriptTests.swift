@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// scripts/fleet-check.sh: three `serve` processes behind HAProxy (consistent URI hashing, health checks on /readyz),

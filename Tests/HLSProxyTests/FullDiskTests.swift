@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import NIOCore
 import NIOPosix
 import Testing
@@ -35,7 +36,7 @@ struct FullDiskTests {
         #expect(filled.status == 0, "\(filled.output)")
     }
 
-    static let hlscache = "'\(FetchKillResumeTests.binary.path)'"
+    static let hlscache = "'\(CLI.binary.path)'"
 
     /// Starts `serve` in the namespace with its cache in the tmpfs, its output in `log` (outside it); returns its
     /// pid and base URL.

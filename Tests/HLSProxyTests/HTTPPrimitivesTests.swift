@@ -1,4 +1,5 @@
 import HLSCacheCore
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import HLSKeys
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy
@@ -115,6 +116,6 @@ import Testing
             #expect(request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/restart" })
         }
         // Sealed: the agent is not in the index in the clear.
-        #expect(!KeyServingTests.anyFile(under: cache, contains: Array(agent.utf8)))
+        #expect(!anyFile(under: cache, contains: Array(agent.utf8)))
     }
 }

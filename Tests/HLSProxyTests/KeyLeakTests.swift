@@ -1,6 +1,7 @@
 import Foundation
 import HLSCrypto
 import HLSKeys
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import Testing

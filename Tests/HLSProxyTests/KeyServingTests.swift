@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -19,20 +20,6 @@ import Testing
     static func keyFiles(_ dir: URL) throws -> [String: [UInt8]] {
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("keys").path).filter { $0.hasSuffix(".key") }
         return Dictionary(uniqueKeysWithValues: try names.map { ($0, [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/" + $0)))) })
-    }
-
-    /// Whether `needle` occurs in any file under `directory`.
-    static func anyFile(under directory: URL, contains needle: [UInt8]) -> Bool {
-        guard let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return false }
-        for case let file as URL in files {
-            guard let data = try? Data(contentsOf: file) else { continue }
-            let bytes = [UInt8](data)
-            guard bytes.count >= needle.count else { continue }
-            for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
-                if bytes[start..<(start + needle.count)].elementsEqual(needle) { return true }
-            }
-        }
-        return false
     }
 
     static func keyLines(_ playlist: String) -> [Substring] {
@@ -88,7 +75,7 @@ import Testing
         #expect(offline == direct, "plays from the proxy with the origin stopped")
 
         for (name, bytes) in keys {
-            #expect(!Self.anyFile(under: harness.cacheDirectory, contains: bytes), "\(name) is in the clear under the cache dir")
+            #expect(!anyFile(under: harness.cacheDirectory, contains: bytes), "\(name) is in the clear under the cache dir")
         }
         let mode = try FileManager.default.attributesOfItem(atPath: harness.cacheDirectory.appendingPathComponent("master.key").path)[.posixPermissions]
         #expect(mode as? Int == 0o600)
@@ -272,7 +259,7 @@ import Testing
         let refused = try await harness.get(harness.base + path)
         #expect(refused.status == 403)
         #expect(refused.text.contains("\"error\":\"expired\""))
-        #expect(!Self.anyFile(under: harness.cacheDirectory, contains: key))
+        #expect(!anyFile(under: harness.cacheDirectory, contains: key))
     }
 
     @Test func aWrongMasterKeyRefetchesInsteadOfServingGarbage() async throws {
@@ -350,7 +337,7 @@ import Testing
         #expect(key.status == 200)
         #expect(key.body == [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/key0.key"))))
         try await harness.waitForIdle()
-        #expect(!Self.anyFile(under: harness.cacheDirectory, contains: key.body), "the key reached the disk in plaintext")
+        #expect(!anyFile(under: harness.cacheDirectory, contains: key.body), "the key reached the disk in plaintext")
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -41,7 +42,7 @@ import Testing
         for path in ["/a/k.bin", "/b/k.bin", "/c/k.bin"] {
             #expect(harness.store.lookup(CacheKey(try OriginURL(harness.originURL(path)))) == nil, "\(path) was stored")
         }
-        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: key), "the key reached the disk in plaintext")
+        #expect(!anyFile(under: harness.cacheDirectory, contains: key), "the key reached the disk in plaintext")
 
         // A copy an older version stored in clear is removed when asked for, and the answer is not stored again.
         let old = CacheKey(try OriginURL(harness.originURL("/c/k.bin")))
@@ -53,7 +54,7 @@ import Testing
         #expect(again.headers.first(name: "X-Cache") != "HIT")
         try await harness.waitForIdle()
         #expect(harness.store.lookup(old) == nil)
-        #expect(!KeyServingTests.anyFile(under: harness.cacheDirectory, contains: key), "the old plaintext copy is gone")
+        #expect(!anyFile(under: harness.cacheDirectory, contains: key), "the old plaintext copy is gone")
 
         // A client on another network: refused for a known length and an unknown one. (A range of it takes the
         // passthrough relay, which streams on the client's event loop: a test channel's is not the origin client's,

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
+import HLSTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import Testing

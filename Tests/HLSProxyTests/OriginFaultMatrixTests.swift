@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
 import HLSKeys
+import HLSTestSupport
 import NIOCore
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// Issue 25, "interrupted, not failed": the origin stops in the middle of a download → the item is `idle` with
@@ -164,7 +165,7 @@ import Testing
         let output = work.appendingPathComponent("fetch.out")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let fetch = ChildProcess()
-        fetch.executableURL = FetchKillResumeTests.binary
+        fetch.executableURL = CLI.binary
         fetch.arguments = [
             "fetch", origin.baseURL + "/vod.m3u8", "--id", "fg", "--cache-dir", cache.path, "--free-disk-cushion", "0", "--config", config.path,
         ]

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HLSTestSupport
 import NIOCore
 import NIOPosix
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSPlaylist
+import HLSTestSupport
 import Testing
 
 @testable import HLSProxy

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSTestSupport
 import NIOCore
 import Testing
 

@@ -1,3 +1,4 @@
+import HLSTestSupport
 import NIOHTTP1
 import Testing
 

@@ -4,6 +4,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOCore
 import NIOHTTP1

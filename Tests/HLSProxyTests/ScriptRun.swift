@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 
 /// Runs one of the repository's scripts (`scripts/…`) with the hlscache binary under test, and returns its exit
 /// status and everything it printed (stdout and stderr, in order), for the tests that prove a script's scenario.
@@ -10,7 +11,7 @@ enum ScriptRun {
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [repository.appendingPathComponent(script).path] + arguments
         var environment = ProcessInfo.processInfo.environment
-        environment["HLSCACHE_BIN"] = FetchKillResumeTests.binary.path
+        environment["HLSCACHE_BIN"] = CLI.binary.path
         process.environment = environment
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-script-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)

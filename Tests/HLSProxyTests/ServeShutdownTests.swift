@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HLSTestSupport
 import NIOCore
 import NIOPosix
 import Testing
@@ -7,7 +8,7 @@ import Testing
 /// SIGTERM to the real `hlscache serve`: a slow cache miss in flight finishes, new connections are refused, a
 /// background download is left resumable, the process exits 0, and its JSON log lines parse.
 @Suite(.serialized) struct ServeShutdownTests {
-    static var binary: URL { FetchKillResumeTests.binary }
+    static var binary: URL { CLI.binary }
 
     /// Runs a short-lived command of the binary off the cooperative pool.
     /// - Parameter stderr: return standard error instead of standard output.

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import NIOCore
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 
 /// A tmpfs of a few MiB in a mount namespace of its own (`unshare -Urm`: a user namespace, so no privilege is
 /// needed where user namespaces are enabled), with a shell in it that runs the test's commands. What runs there

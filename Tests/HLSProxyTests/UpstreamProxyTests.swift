@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// `--upstream-proxy` (`origin.proxy`): every origin request goes through an HTTP proxy, which resolves the names.

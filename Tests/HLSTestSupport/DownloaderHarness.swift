@@ -4,6 +4,7 @@ import HLSCacheStore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -11,17 +12,17 @@ import NIOPosix
 /// A ``Downloader`` on a temporary cache directory in front of a ``TestOrigin``, with fast retries and an
 /// event log (and `observe`, called with each event as the downloader emits it), for the `hlscache fetch`
 /// integration tests.
-final class DownloaderHarness: Sendable {
-    let origin: TestOrigin
-    let cacheDirectory: URL
-    let store: CacheStore
-    let items: ItemStore
-    let originClient: OriginClient
-    let downloader: Downloader
-    let keys: KeyService?
+package final class DownloaderHarness: Sendable {
+    package let origin: TestOrigin
+    package let cacheDirectory: URL
+    package let store: CacheStore
+    package let items: ItemStore
+    package let originClient: OriginClient
+    package let downloader: Downloader
+    package let keys: KeyService?
     private let eventLog = NIOLockedValueBox<[DownloadEvent]>([])
 
-    init(
+    package init(
         origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
         commitThreadPool: NIOThreadPool? = nil,
         configure: (inout DownloaderConfiguration) -> Void = { _ in },
@@ -67,27 +68,27 @@ final class DownloaderHarness: Sendable {
             })
     }
 
-    var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }
+    package var events: [DownloadEvent] { eventLog.withLockedValue { $0 } }
 
-    func url(_ path: String) -> String { "\(origin.baseURL)\(path)" }
+    package func url(_ path: String) -> String { "\(origin.baseURL)\(path)" }
 
-    func key(_ path: String) throws -> CacheKey { CacheKey(try OriginURL(url(path))) }
+    package func key(_ path: String) throws -> CacheKey { CacheKey(try OriginURL(url(path))) }
 
     /// Records an item and runs it to the end.
     @discardableResult
-    func fetch(_ path: String, id: String = DownloadItem.generateID(), seconds: Int = 0, selection: RenditionSelection = RenditionSelection(),
+    package func fetch(_ path: String, id: String = DownloadItem.generateID(), seconds: Int = 0, selection: RenditionSelection = RenditionSelection(),
                locked: Bool = false, expiresAt: Date? = nil) async throws -> DownloadItem {
         try items.insert(DownloadItem(id: id, url: url(path), selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: locked))
         return try await downloader.run(id)
     }
 
     /// The stored bytes of an origin path, or nil.
-    func stored(_ path: String) throws -> [UInt8]? {
+    package func stored(_ path: String) throws -> [UInt8]? {
         guard let object = store.lookup(try key(path)) else { return nil }
         return FileManager.default.contents(atPath: object.path).map { [UInt8]($0) }
     }
 
-    func shutdown(keepingCache: Bool = false) async {
+    package func shutdown(keepingCache: Bool = false) async {
         try? await originClient.shutdown()
         store.close()
         if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// An object is locked exactly when a live (not expired or deleted) locked item lists it: removing or expiring a

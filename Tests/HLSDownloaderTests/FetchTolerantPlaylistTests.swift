@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch` reads playlists with the tolerant reader too (issue 31): what players play is prewarmed,

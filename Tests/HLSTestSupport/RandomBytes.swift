@@ -3,7 +3,7 @@
 /// `(0..<n).map { _ in UInt8.random(in: 0...255) }` makes one `getrandom` system call per byte; in a debug build
 /// 256 KiB of it kept a thread of Swift's cooperative pool busy for seconds, and with 54 parameterised cases
 /// asking for it at once the pool (two threads here) stalled every other test for up to 37 s.
-func randomBytes(_ count: Int) -> [UInt8] {
+package func randomBytes(_ count: Int) -> [UInt8] {
     var state = UInt64.random(in: .min ... .max)
     var bytes = [UInt8](repeating: 0, count: count)
     bytes.withUnsafeMutableBytes { buffer in
@@ -27,6 +27,6 @@ func randomBytes(_ count: Int) -> [UInt8] {
 /// Byte-for-byte equality as a plain `Bool`. `#expect(a == b)` on two arrays makes Swift Testing compute their
 /// difference when they differ, which for two different megabyte bodies is O(N·D) and ran for many minutes (a whole
 /// test run stuck at full CPU after one failed comparison); this reports the failure at once.
-func sameBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Bool where A.Element == UInt8, B.Element == UInt8 {
+package func sameBytes<A: Sequence, B: Sequence>(_ a: A, _ b: B) -> Bool where A.Element == UInt8, B.Element == UInt8 {
     a.elementsEqual(b)
 }

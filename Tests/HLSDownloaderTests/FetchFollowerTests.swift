@@ -1,5 +1,6 @@
 import Foundation
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch` processes around one item, as cli.md `fetch` and fetch.md (States, Resume) describe them: a
@@ -35,7 +36,7 @@ import Testing
         let output = work.appendingPathComponent("out-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let process = ChildProcess()
-        process.executableURL = FetchKillResumeTests.binary
+        process.executableURL = CLI.binary
         process.arguments = arguments + ["--cache-dir", cache.path, "--free-disk-cushion", "0"]
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")

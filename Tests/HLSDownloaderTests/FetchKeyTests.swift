@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
+import HLSTestSupport
 import Testing
 
 /// Keys of prewarmed items: fetched with the item's headers, reported by `keyStatus(of:)`, purged with the item.
@@ -35,7 +36,7 @@ import Testing
         #expect(origin.requests(matching: "/keys/key0.key").allSatisfy { request in
             request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
         })
-        #expect(!KeyServingTests.anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
+        #expect(!anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
         await fetch.shutdown()
         await origin.stop()
     }

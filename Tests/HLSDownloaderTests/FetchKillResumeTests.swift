@@ -2,22 +2,15 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// `hlscache fetch` processes killed with SIGKILL at random points, then resumed: every cached file is
 /// byte-identical to the origin's and nothing complete is fetched twice.
 @Suite(.serialized) struct FetchKillResumeTests {
-    static var binary: URL {
-        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        if !FileManager.default.fileExists(atPath: dir.appendingPathComponent("hlscache").path) {
-            dir = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug")
-        }
-        return dir.appendingPathComponent("hlscache")
-    }
-
     private func launch(_ arguments: [String]) throws -> ChildProcess {
         let process = ChildProcess()
-        process.executableURL = Self.binary
+        process.executableURL = CLI.binary
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -123,7 +116,7 @@ import Testing
             let output = work.appendingPathComponent("\(name).out")
             _ = FileManager.default.createFile(atPath: output.path, contents: nil)
             let process = ChildProcess()
-            process.executableURL = Self.binary
+            process.executableURL = CLI.binary
             process.arguments = ["fetch", origin.baseURL + "/index.m3u8", "--cache-dir", work.appendingPathComponent(name).path, "--expires", "7d"]
             var environment = ProcessInfo.processInfo.environment
             environment["HLSCACHE_KEYS_TTL"] = ttl

@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSDownloader
+import HLSTestSupport
 import Testing
 
 /// Issue 25, the SDKs' lifecycle: create without starting then start; delete the files keeping the record, then
@@ -101,24 +102,24 @@ import Testing
         defer { try? FileManager.default.removeItem(at: cache) }
         let common = ["--cache-dir", cache.path, "--free-disk-cushion", "0"]
         func show() async throws -> [String: Any] {
-            let result = try await ServeShutdownTests.run(["show", "cli", "--json"] + common)
+            let result = try await CLI.run(["show", "cli", "--json"] + common)
             return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
         }
-        let created = try await ServeShutdownTests.run(["fetch", origin.baseURL + "/master.m3u8", "--id", "cli", "--no-start"] + common)
+        let created = try await CLI.run(["fetch", origin.baseURL + "/master.m3u8", "--id", "cli", "--no-start"] + common)
         #expect(created.status == 0)
         #expect(created.stdout.contains("cli: ready, 3 renditions"), "\(created.stdout)")
         #expect(origin.requests.allSatisfy { $0.path.hasSuffix(".m3u8") })
         #expect(try await show()["state"] as? String == "ready")
 
-        let set = try await ServeShutdownTests.run(["set", "cli", "--expires-at", "2030-01-01T00:00:00Z", "--lock", "--rate", "4MiB"] + common)
+        let set = try await CLI.run(["set", "cli", "--expires-at", "2030-01-01T00:00:00Z", "--lock", "--rate", "4MiB"] + common)
         #expect(set.status == 0, "\(set.stdout)")
         let shown = try await show()
         #expect((shown["expiresAt"] as? String)?.hasPrefix("2030-01-01T00:00:00") == true, "\(shown)")
         #expect(shown["locked"] as? Bool == true)
         #expect(shown["rate"] as? Int == 4 << 20, "\(shown)")
-        #expect(try await ServeShutdownTests.run(["set", "cli"] + common).status == 64, "nothing to change")
+        #expect(try await CLI.run(["set", "cli"] + common).status == 64, "nothing to change")
 
-        let resumed = try await ServeShutdownTests.run(["resume", "cli"] + common)
+        let resumed = try await CLI.run(["resume", "cli"] + common)
         #expect(resumed.status == 0)
         let done = try await show()
         #expect(done["state"] as? String == "cached", "\(done)")

@@ -7,8 +7,8 @@ import NIOPosix
 
 /// A real HTTP origin on 127.0.0.1 (port chosen by the OS) serving files from a directory, with a request log
 /// and per-path fault injection, for the proxy's integration tests.
-final class TestOrigin: Sendable {
-    enum Fault: Sendable {
+package final class TestOrigin: Sendable {
+    package enum Fault: Sendable {
         /// Answer with this status and a short body.
         case status(Int)
         /// Answer `status` for the first `times` requests, then normally.
@@ -42,14 +42,14 @@ final class TestOrigin: Sendable {
         case pattern(length: Int64?, holdAt: Int64? = nil)
     }
 
-    struct LoggedRequest: Sendable {
-        var method: String
-        var path: String
-        var headers: [(String, String)]
-        var time: ContinuousClock.Instant
+    package struct LoggedRequest: Sendable {
+        package var method: String
+        package var path: String
+        package var headers: [(String, String)]
+        package var time: ContinuousClock.Instant
     }
 
-    let root: URL
+    package let root: URL
     private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
     /// Accepted connections, closed by `stop()` so that a stopped origin is really gone (pooled keep-alive
     /// connections would otherwise keep answering).
@@ -60,7 +60,7 @@ final class TestOrigin: Sendable {
     private let log = NIOLockedValueBox<[LoggedRequest]>([])
     /// A CDN's token cookie: the response to `path` sets `cookie` (`name=value`), and every other request without
     /// it in its `Cookie` header is refused with 403 (Akamai's `hdntl`, signed CloudFront cookies).
-    let cookieGate = NIOLockedValueBox<(path: String, cookie: String)?>(nil)
+    package let cookieGate = NIOLockedValueBox<(path: String, cookie: String)?>(nil)
     /// `ETag` values sent with 200 and 206 answers, by path.
     private let etags = NIOLockedValueBox<[String: String]>([:])
     /// Body bytes of ``Fault/pattern(length:holdAt:)`` answers written to clients, by path.
@@ -79,7 +79,7 @@ final class TestOrigin: Sendable {
     /// a maker of the handler that answers requests (`HTTPServerRequestPart` in, `HTTPServerResponsePart` out).
     private let httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)?
 
-    init(
+    package init(
         root: URL, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil,
         httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)? = nil
     ) {
@@ -89,11 +89,11 @@ final class TestOrigin: Sendable {
     }
 
     /// The bound port; still the same after `stop()`, so URLs made later name the dead origin.
-    var port: Int { boundPort.withLockedValue { $0 } }
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    package var port: Int { boundPort.withLockedValue { $0 } }
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address).
-    func start(port: Int = 0) async throws {
+    package func start(port: Int = 0) async throws {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -116,7 +116,7 @@ final class TestOrigin: Sendable {
     }
 
     /// Closes the listener and every open connection.
-    func stop() async {
+    package func stop() async {
         let bound = channel.withLockedValue { $0 }
         try? await bound?.close()
         for connection in connections.withLockedValue({ Array($0.values) }) {
@@ -124,12 +124,12 @@ final class TestOrigin: Sendable {
         }
     }
 
-    func setFault(_ fault: Fault?, for path: String) {
+    package func setFault(_ fault: Fault?, for path: String) {
         faults.withLockedValue { $0[path] = fault }
     }
 
     /// Sends `etag` (as it is: strong `"x"` or weak `W/"x"`) with the answers for `path`.
-    func setETag(_ etag: String?, for path: String) {
+    package func setETag(_ etag: String?, for path: String) {
         etags.withLockedValue { $0[path] = etag }
     }
 
@@ -137,18 +137,18 @@ final class TestOrigin: Sendable {
         etags.withLockedValue { $0[path] }
     }
 
-    func setBody(_ body: [UInt8]?, contentType: String = "application/vnd.apple.mpegurl", for path: String) {
+    package func setBody(_ body: [UInt8]?, contentType: String = "application/vnd.apple.mpegurl", for path: String) {
         overrides.withLockedValue { $0[path] = body.map { ($0, contentType) } }
     }
 
     /// Body bytes of pattern answers for `path` written so far.
-    func patternBytesSent(_ path: String) -> Int64 { patternSent.withLockedValue { $0[path] ?? 0 } }
+    package func patternBytesSent(_ path: String) -> Int64 { patternSent.withLockedValue { $0[path] ?? 0 } }
 
     /// Pattern answers for `path` that stopped because their client closed the connection.
-    func patternAbandonedCount(_ path: String) -> Int { patternAbandoned.withLockedValue { $0[path] ?? 0 } }
+    package func patternAbandonedCount(_ path: String) -> Int { patternAbandoned.withLockedValue { $0[path] ?? 0 } }
 
     /// Lets held pattern answers for `path` go on (and later ones not stop).
-    func releasePattern(_ path: String) {
+    package func releasePattern(_ path: String) {
         patternReleased.withLockedValue { _ = $0.insert(path) }
         let waiting = patternHeld.withLockedValue { $0.removeValue(forKey: path) ?? [] }
         for resume in waiting { resume() }
@@ -172,10 +172,10 @@ final class TestOrigin: Sendable {
         if now { resume() }
     }
 
-    var requests: [LoggedRequest] { log.withLockedValue { $0 } }
-    func requests(matching suffix: String) -> [LoggedRequest] { requests.filter { $0.path.hasSuffix(suffix) } }
-    func requests(containing text: String) -> [LoggedRequest] { requests.filter { $0.path.contains(text) } }
-    func clearLog() { log.withLockedValue { $0.removeAll() } }
+    package var requests: [LoggedRequest] { log.withLockedValue { $0 } }
+    package func requests(matching suffix: String) -> [LoggedRequest] { requests.filter { $0.path.hasSuffix(suffix) } }
+    package func requests(containing text: String) -> [LoggedRequest] { requests.filter { $0.path.contains(text) } }
+    package func clearLog() { log.withLockedValue { $0.removeAll() } }
 
     fileprivate func record(_ head: HTTPRequestHead) {
         log.withLockedValue {
@@ -442,9 +442,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
 
 /// A deterministic body of any length, generated as it is sent, for objects too large to keep as arrays in a test:
 /// byte `i` is `table[i % period]`, with a period that no chunk or window size divides.
-enum TestPattern {
-    static let period = 1_000_003
-    static let table: [UInt8] = {
+package enum TestPattern {
+    package static let period = 1_000_003
+    package static let table: [UInt8] = {
         var state: UInt32 = 0x9E37_79B9
         return (0..<period).map { _ in
             state = state &* 1_664_525 &+ 1_013_904_223
@@ -452,7 +452,7 @@ enum TestPattern {
         }
     }()
 
-    static func bytes(at offset: Int64, count: Int) -> ByteBuffer {
+    package static func bytes(at offset: Int64, count: Int) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.reserveCapacity(count)
         var position = Int(offset % Int64(period))
@@ -467,7 +467,7 @@ enum TestPattern {
     }
 
     /// Whether `bytes` are the pattern's bytes from `offset`.
-    static func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Bool {
+    package static func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Bool {
         var position = Int(offset % Int64(period))
         var done = 0
         while done < bytes.count {

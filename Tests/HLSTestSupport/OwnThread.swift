@@ -10,23 +10,23 @@ import Foundation
 /// must see bytes while the origin is still sending. Blocking or long synchronous test bodies go through this.
 ///
 /// Shared by several test modules through symbolic links (the original is in `Tests/CLITests`).
-func onOwnThread<T>(_ body: () async throws -> T) async rethrows -> T {
+package func onOwnThread<T>(_ body: () async throws -> T) async rethrows -> T {
     let executor = OwnThreadExecutor()
     defer { executor.stop() }
     return try await withTaskExecutorPreference(executor) { try await body() }
 }
 
 /// A task executor with one dedicated thread, stopped when its user is done.
-final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
+package final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
     private var stopped = false
 
-    init() {
+    package init() {
         Thread.detachNewThread { [self] in run() }
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let queued = condition.withLock {
             guard !stopped else { return false }
@@ -39,7 +39,7 @@ final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     /// Lets the thread end once no job is left; later jobs get a thread each.
-    func stop() {
+    package func stop() {
         condition.withLock {
             stopped = true
             condition.signal()
@@ -60,7 +60,7 @@ final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
 
 /// Reads `pipe` until the first line is complete (or the writer closed it) and returns what was read. Blocking:
 /// call it inside ``onOwnThread(_:)``.
-func readFirstLine(of pipe: Pipe) -> String {
+package func readFirstLine(of pipe: Pipe) -> String {
     var line = ""
     let handle = pipe.fileHandleForReading
     while !line.contains("\n") {

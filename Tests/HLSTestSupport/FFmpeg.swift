@@ -1,15 +1,14 @@
 import Foundation
-import Testing
 
 /// Real HLS streams made by ffmpeg for the tests, and ffmpeg as a real player (`-f framemd5`).
-enum FFmpeg {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+package enum FFmpeg {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// Runs a program and returns stdout; throws with stderr when it fails.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> (stdout: Data, stderr: String) {
+    package static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> (stdout: Data, stderr: String) {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -31,10 +30,10 @@ enum FFmpeg {
         return (stdout, stderr)
     }
 
-    static let ffmpeg = "/usr/bin/ffmpeg"
+    package static let ffmpeg = "/usr/bin/ffmpeg"
 
     /// Decodes `url` and returns the per-frame MD5 lines (comments dropped), as a player would see the content.
-    static func frameMD5(_ url: String, extraArguments: [String] = []) async throws -> [String] {
+    package static func frameMD5(_ url: String, extraArguments: [String] = []) async throws -> [String] {
         let (stdout, _) = try await offThread { try run(
             ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"]) }
         return String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
@@ -48,7 +47,7 @@ enum FFmpeg {
     private static let h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0", "-pix_fmt", "yuv420p"]
 
     /// Clear TS: a master playlist with two video variants and an audio group (`master.m3u8`).
-    static func makeTSVariants(in dir: URL, seconds: Int = 8) throws {
+    package static func makeTSVariants(in dir: URL, seconds: Int = 8) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try run(
             ffmpeg,
@@ -65,7 +64,7 @@ enum FFmpeg {
     }
 
     /// AES-128 TS with a new key every 2 segments (`index.m3u8`, keys `key0.key`…).
-    static func makeAES128(in dir: URL, seconds: Int = 10) throws {
+    package static func makeAES128(in dir: URL, seconds: Int = 10) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         // Rotating keys with periodic_rekey needs the key info file rewritten while ffmpeg runs; making one
         // chunk per key and stitching the playlists gives the same playlist shape deterministically.
@@ -111,7 +110,7 @@ enum FFmpeg {
     }
 
     /// fMP4 segments with an EXT-X-MAP init section (`index.m3u8`).
-    static func makeFMP4(in dir: URL, seconds: Int = 6) throws {
+    package static func makeFMP4(in dir: URL, seconds: Int = 6) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try run(
             ffmpeg,
@@ -123,7 +122,7 @@ enum FFmpeg {
 
     /// A live sliding window: `live.m3u8` lists the last 3 of 5 segments, media sequence 2, no EXT-X-ENDLIST
     /// (what a live origin serves at one moment).
-    static func makeLiveWindow(in dir: URL) throws {
+    package static func makeLiveWindow(in dir: URL) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try run(
             ffmpeg,
@@ -146,7 +145,7 @@ enum FFmpeg {
     }
 
     /// One TS file addressed with EXT-X-BYTERANGE (`index.m3u8`, `index.ts`).
-    static func makeByteRange(in dir: URL, seconds: Int = 6) throws {
+    package static func makeByteRange(in dir: URL, seconds: Int = 6) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try run(
             ffmpeg,
@@ -159,7 +158,7 @@ enum FFmpeg {
 extension FFmpeg {
     /// AES-128 TS in one file addressed by `EXT-X-BYTERANGE`s (`index.m3u8`, `index.ts`, key `k.key`): each
     /// range is a separately padded AES-128 segment.
-    static func makeAES128ByteRange(in dir: URL, seconds: Int = 6) throws {
+    package static func makeAES128ByteRange(in dir: URL, seconds: Int = 6) throws {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let keyFile = dir.appendingPathComponent("k.key")
         try Data((0..<16).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile)
@@ -177,13 +176,13 @@ extension FFmpeg {
 }
 
 /// A mutable box for handing a value out of a thread.
-final class NIOSafeBox<T>: @unchecked Sendable {
-    var value: T?
+package final class NIOSafeBox<T>: @unchecked Sendable {
+    package var value: T?
 }
 
 /// Streams generated once per test process, shared by the suites.
-enum Streams {
-    static let root: URL = {
+package enum Streams {
+    package static let root: URL = {
         // One directory per test module: this file is compiled into several test targets (HLSAdminTests links it),
         // all in one test process, each with its own lock — a shared directory would let one module remove a
         // stream another is still making.
@@ -196,7 +195,7 @@ enum Streams {
     private static let made = NIOSafeLock()
 
     /// Makes the stream `name` with `maker` unless it exists; returns its directory.
-    static func stream(_ name: String, _ maker: @escaping @Sendable (URL) throws -> Void) async throws -> URL {
+    package static func stream(_ name: String, _ maker: @escaping @Sendable (URL) throws -> Void) async throws -> URL {
         try await offThread { try streamBlocking(name, maker) }
     }
 
@@ -213,9 +212,9 @@ enum Streams {
     }
 }
 
-final class NIOSafeLock: @unchecked Sendable {
+package final class NIOSafeLock: @unchecked Sendable {
     private let lock = NSLock()
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
@@ -224,7 +223,7 @@ final class NIOSafeLock: @unchecked Sendable {
 
 /// Runs blocking work (a child process, a socket read) on its own thread so it never occupies one of the few
 /// threads of Swift's cooperative pool: with two cores, two blocked tests would stall every other test.
-func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Runs the real `hlscache` binary built next to the test bundle.
-struct CLI {
-    static var binary: URL {
+package struct CLI {
+    package static var binary: URL {
         let testBundle = URL(fileURLWithPath: CommandLine.arguments[0])
         var dir = testBundle.deletingLastPathComponent()
         // On Linux the test runner is `.build/<triple>/debug/hlscachePackageTests.xctest`.
@@ -15,14 +15,14 @@ struct CLI {
     /// Runs the binary to its end. `environment` is added to this process's environment, or with `isolated` to
     /// PATH and HOME only (so no `HLSCACHE_*` variable of the test run leaks in). The wait happens on a thread of
     /// its own, never on Swift's cooperative pool (see ``onOwnThread(_:)``).
-    static func run(
+    package static func run(
         _ arguments: [String], environment: [String: String] = [:], isolated: Bool = false
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await onOwnThread { try runBlocking(arguments, environment: environment, isolated: isolated) }
     }
 
     /// ``run(_:environment:isolated:)`` for code that is already on a thread of its own.
-    static func runBlocking(
+    package static func runBlocking(
         _ arguments: [String], environment: [String: String] = [:], isolated: Bool = false
     ) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = ChildProcess()

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import NIOCore
 import Testing
 
@@ -223,7 +224,11 @@ import Testing
         let item = try await fetch.fetch("/v0/index.m3u8", id: "too-big")
         #expect(item.state == .failed)
         #expect(item.errorCode == "cacheFull")
-        #expect(item.errorMessage?.contains("were evicted before the download ended") == true, "\(item.errorMessage ?? "")")
+        // Either its own later writes evicted the first segments (the usual course), or — when the last write came
+        // while the segment before it was still pinned by its just-finished writer — the last one found no room.
+        // Both end the same way: failed, never `cached` with objects missing.
+        let message = item.errorMessage ?? ""
+        #expect(message.contains("were evicted before the download ended") || message.contains("do not fit under the cap"), "\(message)")
     }
 
     @Test func lockedBytesDoNotCountAsRoom() async throws {

@@ -16,23 +16,23 @@ import Glibc
 /// ignores SIGTERM no longer passes that on.
 ///
 /// Shared by several test modules through symbolic links (the original is in `Tests/CLITests`).
-final class ChildProcess: @unchecked Sendable {
-    enum TerminationReason: Sendable { case exit, uncaughtSignal }
+package final class ChildProcess: @unchecked Sendable {
+    package enum TerminationReason: Sendable { case exit, uncaughtSignal }
 
-    var executableURL: URL?
-    var arguments: [String] = []
+    package var executableURL: URL?
+    package var arguments: [String] = []
     /// nil: this process's environment.
-    var environment: [String: String]?
+    package var environment: [String: String]?
     /// A `Pipe`, a `FileHandle`, or nil to inherit this process's.
-    var standardInput: Any?
-    var standardOutput: Any?
-    var standardError: Any?
+    package var standardInput: Any?
+    package var standardOutput: Any?
+    package var standardError: Any?
 
     private let lock = NSLock()
     private var pid: pid_t = 0
     private var status: Int32?
 
-    init() {}
+    package init() {}
 
     /// glibc 2.34+; Swift's Glibc module does not export the `_np` functions, so it is looked up by name.
     private static let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32 = {
@@ -42,15 +42,19 @@ final class ChildProcess: @unchecked Sendable {
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
     }()
 
-    var processIdentifier: Int32 { lock.withLock { pid } }
+    package var processIdentifier: Int32 { lock.withLock { pid } }
 
-    struct SpawnError: Error, CustomStringConvertible {
-        var call: String
-        var code: Int32
-        var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
+    package struct SpawnError: Error, CustomStringConvertible {
+        package var call: String
+        package var code: Int32
+        package init(call: String, code: Int32) {
+            self.call = call
+            self.code = code
+        }
+        package var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
     }
 
-    func run() throws {
+    package func run() throws {
         guard let executable = executableURL?.path else { throw SpawnError(call: "run (no executableURL)", code: EINVAL) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -120,21 +124,21 @@ final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    var isRunning: Bool { lock.withLock { pid > 0 } && reap(block: false) == nil }
+    package var isRunning: Bool { lock.withLock { pid > 0 } && reap(block: false) == nil }
 
     /// Blocks the calling thread until the child exits.
-    func waitUntilExit() {
+    package func waitUntilExit() {
         guard lock.withLock({ pid > 0 }) else { return }
         while reap(block: true) == nil { usleep(10_000) }
     }
 
     /// Waits for exit without blocking a cooperative thread.
-    func waitForExit() async {
+    package func waitForExit() async {
         while isRunning { try? await Task.sleep(for: .milliseconds(20)) }
     }
 
-    func terminate() { send(SIGTERM) }
-    func interrupt() { send(SIGINT) }
+    package func terminate() { send(SIGTERM) }
+    package func interrupt() { send(SIGINT) }
 
     private func send(_ number: Int32) {
         let target = lock.withLock { status == nil ? pid : 0 }
@@ -147,10 +151,10 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// The exit code, or the signal number that ended the child.
-    var terminationStatus: Int32 {
+    package var terminationStatus: Int32 {
         let raw = self.raw
         return raw & 0x7f == 0 ? (raw >> 8) & 0xff : raw & 0x7f
     }
 
-    var terminationReason: TerminationReason { raw & 0x7f == 0 ? .exit : .uncaughtSignal }
+    package var terminationReason: TerminationReason { raw & 0x7f == 0 ? .exit : .uncaughtSignal }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSDownloader
+import HLSTestSupport
 import NIOCore
 import NIOPosix
 import Testing

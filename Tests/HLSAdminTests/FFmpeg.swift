@@ -1,1 +1,0 @@
-../HLSProxyTests/FFmpeg.swift

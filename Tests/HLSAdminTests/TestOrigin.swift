@@ -1,1 +1,0 @@
-../HLSProxyTests/TestOrigin.swift

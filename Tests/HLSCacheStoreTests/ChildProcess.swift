@@ -1,1 +1,0 @@
-../CLITests/ChildProcess.swift

@@ -1,1 +1,0 @@
-../CLITests/OwnThread.swift
