@@ -567,7 +567,7 @@ public final class ItemStore: Sendable {
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
                 item.missingResources, item.rateLimit,
             ])
-        // Its own statement, so the long one above stays as it is for the other columns.
-        try db.execute(sql: "UPDATE items SET through = ? WHERE id = ?", arguments: [item.through, item.id])
+        // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
+        try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])
     }
 }
