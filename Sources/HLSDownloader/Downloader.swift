@@ -35,7 +35,7 @@ public final class Downloader: Sendable {
     private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     let limiter: RateLimiter?
     let logger: Logger
-    /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
+    /// The encrypted key store; when set, keys are kept there (sealed) and never as plain cache objects.
     let keys: KeyService?
     private let onEvent: @Sendable (DownloadEvent) -> Void
 

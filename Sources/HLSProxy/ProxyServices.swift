@@ -18,7 +18,7 @@ final class ProxyServices: Sendable {
     /// Body bytes every in-flight download holds in memory (`limits.inFlightMemory`).
     let inFlight: InFlightMemory
     let playlists: PlaylistService
-    /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
+    /// Keys (every method); `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
     let keys: KeyService?
     /// Metrics, the access log, open connections and the shutdown flag (Operations/).
