@@ -115,12 +115,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The admin API (/api/v1), Server-Sent Events, playback records and the status page: above the proxy and the
+        // The admin API (/api/v1), Server-Sent Events, playback records and the console: above the proxy and the
         // downloader, plugged into the proxy as its route extension.
         .target(
             name: "HLSAdmin",
             dependencies: [
-                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader",
+                "HLSCacheCore", "HLSPlaylist", "HLSCacheStore", "HLSKeys", "HLSProxy", "HLSDownloader", "HLSCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio,

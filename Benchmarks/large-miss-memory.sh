@@ -10,7 +10,7 @@
 #   - nginx with proxy_cache (one worker, proxy_buffering on, the default 8×4k/8k buffers),
 #   - nginx with proxy_cache and `slice 1m` (the way nginx caches large objects in pieces).
 # For each: MISSES clients fetch MISSES different objects at once with curl; then one client asks a fresh object for
-# bytes 0-1048575. Printed: each server's peak RSS (VmHWM; nginx: the largest of master and worker), the origin
+# bytes 0-1048575 (hlscache answers it from the covering 1 MiB slice, cache.sliceSize; nginx + slice likewise). Printed: each server's peak RSS (VmHWM; nginx: the largest of master and worker), the origin
 # bytes, and the range's time to first byte. Loopback only; bounded by the sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,19 +5,6 @@ import HLSKeys
 
 /// The endpoints' work, on the thread pool (SQLite, the cache index).
 extension AdminAPI {
-    func listItems(state: String?) throws -> Reply {
-        var filter: ItemState?
-        if let state {
-            guard let parsed = ItemState(rawValue: state) else {
-                throw AdminError.badRequest("state \(state): expected one of \(ItemState.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            filter = parsed
-        }
-        let list = try items.items(state: filter)
-        let consumptions = try items.consumptions()
-        return Reply(status: .ok, json: AdminJSON.string(["items": try list.map { try json($0, consumption: consumptions[$0.id]) }]))
-    }
-
     func showItem(_ id: String) throws -> Reply {
         try items.recoverInterrupted()
         let item = try items.require(id)
@@ -29,8 +16,7 @@ extension AdminAPI {
         return Reply(status: .ok, json: AdminJSON.string(object))
     }
 
-    func createItem(_ body: [UInt8]) throws -> Reply {
-        let request = try ItemRequest.parse(body)
+    func createItem(_ request: ItemRequest) throws -> Reply {
         var item = request.item
         if !request.start { item.state = .ready }
         // A new item only: resuming an existing one is POST /items/{id}/resume (409 tells the client it exists).
@@ -132,6 +118,15 @@ extension AdminAPI {
         return Reply(status: .ok, json: AdminJSON.string(["keys": list]))
     }
 
+    /// Today's download volume and the policies that hold downloads back (`GET /status`).
+    func downloadsStatus() -> [String: Any] {
+        let policies = downloader.configuration.policies
+        var object: [String: Any] = ["today": downloader.volumeToday()]
+        if let limit = policies.dailyBytes { object["dailyLimit"] = limit }
+        if let window = policies.window { object["window"] = window.description }
+        return object
+    }
+
     func status() throws -> Reply {
         let usage = try store.usage()
         let (hits, misses) = recorder.hitsAndMisses
@@ -146,6 +141,7 @@ extension AdminAPI {
             ] as [String: Any],
             "items": byState,
             "eventSubscribers": hub.subscriberCount,
+            "downloads": downloadsStatus(),
         ]
         return Reply(status: .ok, json: AdminJSON.string(object))
     }

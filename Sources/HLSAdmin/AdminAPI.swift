@@ -10,7 +10,7 @@ import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 
-/// The admin API (`/api/v1`, docs/api.md) and the status page (`/`), plugged into the proxy as its
+/// The admin API (`/api/v1`, docs/api.md) and the console (`/`), plugged into the proxy as its
 /// ``ProxyRouteExtension``: items (the `hlscache fetch`/`pause`/`resume`/`lock`/`rm` of the SDKs, over HTTP), keys
 /// without their bytes, Server-Sent Events, playback records and cache statistics.
 ///
@@ -34,6 +34,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     let logger: Logger
     let wake: @Sendable () -> Void
     let startedAt = Date()
+    /// The last hour of the proxy's traffic, per minute (`GET /stats`, the console).
+    let traffic = TrafficHistory()
 
     var items: ItemStore { downloader.items }
     var store: CacheStore { downloader.store }
@@ -87,16 +89,10 @@ public final class AdminAPI: ProxyRouteExtension, Service {
                 return responder.send(error: denied)
             }
             guard request.method == .GET || request.method == .HEAD else {
-                return responder.send(error: AdminError.methodNotAllowed("the status page answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
+                return responder.send(error: AdminError.methodNotAllowed("the console answers GET"), extraHeaders: ["Allow": "GET, HEAD"])
             }
-            // Without a token the page carries the items as they are now, so it shows them as soon as it loads
-            // (then follows /events); with a token it loads them with the token from its URL fragment.
-            guard configuration.token == nil else { return StatusPage.send(to: responder, headOnly: request.method == .HEAD) }
-            let headOnly = request.method == .HEAD
-            threadPool.runIfActive(eventLoop: responder.eventLoop) { try self.listItems(state: nil).json }.whenComplete { result in
-                StatusPage.send(to: responder, headOnly: headOnly, initialItems: try? result.get())
-            }
-            return
+            // The console holds no data: its script reads the API (with the token the user gives it, if one is set).
+            return ConsolePage.send(to: responder)
         }
         guard path.hasPrefix("/api/v1/") else {
             return responder.send(error: AdminError.notFound("the admin API lives under /api/v1/ (docs/api.md)"))
@@ -126,10 +122,29 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         let actions: Set<String> = ["pause", "resume", "lock", "unlock", "verify"]
         switch route.count {
         case 1 where route[0] == "items" && isRead:
-            return blocking(responder) { try self.listItems(state: query["state"]) }
+            return blocking(responder) { try self.listItems(query) }
         case 1 where route[0] == "items" && method == .POST:
             let body = request.body.map { Array($0.readableBytesView) } ?? []
-            return blocking(responder) { try self.createItem(body) }
+            let parsed: ItemRequest
+            do {
+                parsed = try ItemRequest.parse(body)
+            } catch {
+                return responder.send(error: error)
+            }
+            if parsed.dryRun { return asynchronous(responder) { try await self.dryRun(parsed) } }
+            return blocking(responder) { try self.createItem(parsed) }
+        case 2 where route == ["items", "batch"] && method == .POST:
+            let body = request.body.map { Array($0.readableBytesView) } ?? []
+            return blocking(responder) { try self.batch(body) }
+        case 3 where route[0] == "items" && route[2] == "keys" && isRead:
+            let id = route[1]
+            return blocking(responder) { try self.itemKeys(id) }
+        case 4 where route[0] == "items" && route[2] == "keys" && route[3] == "renew" && method == .POST:
+            let id = route[1]
+            return asynchronous(responder) { try await self.renewItemKeys(id) }
+        case 3 where route[0] == "keys" && route[2] == "renew" && method == .POST:
+            let id = route[1]
+            return asynchronous(responder) { try await self.renewKey(id) }
         case 2 where route[0] == "items" && isRead:
             let id = route[1]
             return blocking(responder) { try self.showItem(id) }
@@ -166,6 +181,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             return blocking(responder) { try self.listKeys() }
         case 1 where route[0] == "status" && isRead:
             return blocking(responder) { try self.status() }
+        case 1 where route[0] == "stats" && isRead:
+            return blocking(responder) { try self.stats() }
         case 1 where route[0] == "events" && method == .GET:
             return subscribe(responder)
         default:
@@ -179,11 +196,15 @@ public final class AdminAPI: ProxyRouteExtension, Service {
 
     private static func allowedMethods(_ route: [String]) -> String? {
         if route == ["items"] { return "GET, HEAD, POST" }
+        if route == ["items", "batch"] { return "GET, HEAD, POST, PATCH, DELETE" }
+        if route.count == 3 && route[0] == "items" && route[2] == "keys" { return "GET, HEAD" }
+        if route.count == 4 && route[0] == "items" && route[2] == "keys" && route[3] == "renew" { return "POST" }
+        if route.count == 3 && route[0] == "keys" && route[2] == "renew" { return "POST" }
         if route.count == 2 && route[0] == "items" { return "GET, HEAD, PATCH, DELETE" }
         if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
         if route.count == 3 && route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) { return "GET, HEAD" }
         if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }
-        if route == ["keys"] || route == ["status"] { return "GET, HEAD" }
+        if route == ["keys"] || route == ["status"] || route == ["stats"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
         return nil
     }
@@ -199,7 +220,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
             let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
-            result[name] = value
+            // A repeated parameter (`state=idle&state=queued`) reads as a comma-separated list.
+            result[name] = result[name].map { $0 + "," + value } ?? value
         }
         return result
     }
@@ -214,7 +236,18 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     }
 
     private func blocking(_ responder: ProxyResponder, _ body: @escaping @Sendable () throws -> Reply) {
-        threadPool.runIfActive(eventLoop: responder.eventLoop, body).whenComplete { result in
+        reply(threadPool.runIfActive(eventLoop: responder.eventLoop, body), to: responder)
+    }
+
+    /// A JSON answer computed in a task (it waits on the network: a dry run, a key renewal).
+    private func asynchronous(_ responder: ProxyResponder, _ body: @escaping @Sendable () async throws -> Reply) {
+        let promise = responder.eventLoop.makePromise(of: Reply.self)
+        promise.completeWithTask(body)
+        reply(promise.futureResult, to: responder)
+    }
+
+    private func reply(_ future: EventLoopFuture<Reply>, to responder: ProxyResponder) {
+        future.whenComplete { result in
             switch result {
             case .success(let reply):
                 var headers = HTTPHeaders()
@@ -283,9 +316,11 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         let recorder = self.recorder
         let feed = self.feed
         let logger = self.logger
+        let traffic = self.traffic
         try? await threadPool.runIfActive {
             do {
                 let readAt = ContinuousClock.now
+                traffic.sample()
                 let changes = try feed.next(alsoKnown: hub.unpolledItems)
                 hub.poll(changes, readAt: readAt)
                 for (id, record) in recorder.flush(changes) {

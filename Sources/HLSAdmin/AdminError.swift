@@ -27,6 +27,9 @@ public struct AdminError: HTTPMappableError, Hashable, CustomStringConvertible {
     /// 415: a body that is not `application/json`.
     public static func unsupportedMediaType(_ message: String) -> AdminError { AdminError("unsupportedMediaType", 415, message) }
     /// 500: the items or key database failed.
+    /// An error of something the server relies on (the origin of a key), with that error's own code.
+    public static func upstream(_ code: String, _ message: String) -> AdminError { AdminError(code, 502, message) }
+
     public static func internalError(_ message: String) -> AdminError { AdminError("internal", 500, message) }
 
     public var description: String { "\(code) (\(httpStatus)): \(message)" }

@@ -2,20 +2,103 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import NIOCore
+import Synchronization
 
 /// The JSON shapes of the API (docs/openapi.yaml): objects built as dictionaries and written with sorted keys.
 enum AdminJSON {
     static func iso(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        isoFormatter.withLock { $0.string(from: date) }
     }
 
+    /// One formatter, not one per date: making one costs more than formatting a listing page's worth of dates
+    /// (docs/benchmarks.md, "listing 10,000 items").
+    private static let isoFormatter: Mutex<ISO8601DateFormatter> = {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return Mutex(formatter)
+    }()
+
+    /// `object` as compact JSON with sorted keys (slashes not escaped).
+    ///
+    /// Written here rather than by `JSONSerialization` with `.sortedKeys`, which on Linux sorts every object's keys
+    /// with a locale-aware string comparison (ICU): three quarters of the time a listing page of 100 items took
+    /// (docs/benchmarks.md, "listing 10,000 items").
     static func string(_ object: Any) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            return "{}"
+        var out = ""
+        out.reserveCapacity(256)
+        write(object, into: &out)
+        return out
+    }
+
+    private static func write(_ value: Any, into out: inout String) {
+        switch value {
+        case let text as String:
+            writeString(text, into: &out)
+        case let flag as Bool where type(of: value) == Bool.self:
+            out += flag ? "true" : "false"
+        case let number as Double where type(of: value) == Double.self:
+            if number.isFinite, number.rounded() == number, abs(number) < 1e15 {
+                out += String(Int64(number))
+            } else if number.isFinite {
+                out += "\(number)"
+            } else {
+                out += "null"
+            }
+        case _ where type(of: value) is NSNumber.Type:
+            // Parsed JSON (the caller's `meta`): JSONSerialization tells a boolean from a number.
+            writeFoundation(value, into: &out)
+        case let number as any BinaryInteger:
+            out += "\(number)"
+        case let object as [String: Any]:
+            out += "{"
+            var first = true
+            for key in object.keys.sorted() {
+                if !first { out += "," }
+                first = false
+                writeString(key, into: &out)
+                out += ":"
+                write(object[key]!, into: &out)
+            }
+            out += "}"
+        case let list as [Any]:
+            out += "["
+            for (index, element) in list.enumerated() {
+                if index > 0 { out += "," }
+                write(element, into: &out)
+            }
+            out += "]"
+        case is NSNull:
+            out += "null"
+        default:
+            writeFoundation(value, into: &out)
         }
-        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Anything else JSON can hold (an NSNumber, a Float), as JSONSerialization writes it.
+    private static func writeFoundation(_ value: Any, into out: inout String) {
+        if let data = try? JSONSerialization.data(withJSONObject: [value], options: [.withoutEscapingSlashes]) {
+            out += String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+        } else {
+            out += "null"
+        }
+    }
+
+    private static func writeString(_ text: String, into out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u00" + String(scalar.value >> 4, radix: 16) + String(scalar.value & 0xF, radix: 16)
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
     }
 
     static func buffer(_ object: Any) -> ByteBuffer {
@@ -23,6 +106,40 @@ enum AdminJSON {
         buffer.writeString(string(object))
         buffer.writeString("\n")
         return buffer
+    }
+
+    /// A dry-run estimate (`POST /items` with `"dryRun": true`), as `fetch --dry-run --json` prints it.
+    static func plan(_ plan: DownloadPlan, item: DownloadItem, refusal: DownloadError?) -> [String: Any] {
+        var object: [String: Any] = [
+            "dryRun": true, "url": item.url, "seconds": item.precacheSeconds, "partial": plan.isPartial,
+            "resources": plan.resources.count, "segments": plan.segmentCount, "notes": plan.notes,
+            "renditions": plan.renditions.map { rendition -> [String: Any] in
+                var r: [String: Any] = [
+                    "url": rendition.selected.url, "role": rendition.selected.role.rawValue, "segments": rendition.segmentCount,
+                    "duration": (rendition.duration * 1000).rounded() / 1000,
+                ]
+                if let b = rendition.selected.bandwidth { r["bandwidth"] = b }
+                if let e = rendition.estimatedBytes { r["estimatedBytes"] = e }
+                if let n = rendition.selected.name { r["name"] = n }
+                if let l = rendition.selected.language { r["language"] = l }
+                return r
+            },
+            "fits": refusal == nil,
+        ]
+        if let url = try? OriginURL(item.url) { object["proxyPath"] = url.proxyPath }
+        if let estimate = plan.estimatedBytes { object["estimatedBytes"] = estimate }
+        if let refusal {
+            object["error"] = refusal.code
+            object["message"] = refusal.message
+        }
+        return object
+    }
+
+    /// One of an item's keys (never its bytes or URL).
+    static func key(_ status: ItemKeyStatus) -> [String: Any] {
+        var object: [String: Any] = ["id": status.id, "host": status.host, "state": status.state.rawValue]
+        if let expires = status.expiresAt { object["expiresAt"] = iso(expires) }
+        return object
     }
 
     /// How much of one rendition is stored, seconds to the millisecond.
@@ -58,6 +175,13 @@ enum AdminJSON {
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
         if let through = item.through { object["through"] = through }
+        object["tags"] = item.tags
+        if let title = item.title { object["title"] = title }
+        if let poster = item.posterURL { object["posterURL"] = poster }
+        if let path = ItemMetadata.posterPath(of: item) { object["posterPath"] = path }
+        if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
+        if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
+        if let window = item.downloadWindow { object["window"] = window.description }
         object["playableOffline"] = offline.playable
         if let rate = item.rateLimit { object["rate"] = rate }
         if let until = offline.until { object["offlineUntil"] = iso(until) }

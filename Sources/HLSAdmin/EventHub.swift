@@ -36,6 +36,8 @@ public final class EventHub: Sendable {
 
     private let state = NIOLockedValueBox(State())
     let progressInterval: Duration
+    /// Told of every event as it is broadcast (the webhooks); they must not wait.
+    private let observers = NIOLockedValueBox<[@Sendable (AdminEvent) -> Void]>([])
 
     public init(progressInterval: Duration = .milliseconds(250)) {
         self.progressInterval = progressInterval
@@ -210,7 +212,13 @@ public final class EventHub: Sendable {
         if send { broadcast(event) }
     }
 
+    /// Calls `observer` with every event the hub sends from now on, in order, whether or not anyone subscribes.
+    public func observe(_ observer: @escaping @Sendable (AdminEvent) -> Void) {
+        observers.withLockedValue { $0.append(observer) }
+    }
+
     private func broadcast(_ event: AdminEvent) {
+        for observer in observers.withLockedValue({ $0 }) { observer(event) }
         let streams = state.withLockedValue { Array($0.subscribers.values) }
         for stream in streams { stream.enqueue(event) }
     }

@@ -6,7 +6,7 @@ import HLSDownloader
 /// `null`: no expiry), `expiresAt` (an absolute ISO 8601 date), `lock` (true or false), `rate` (the item's own
 /// bandwidth cap: bytes per second, `"2MiB"`; `"none"` or `null`: none). At least one; not both expiries.
 enum ItemPatchRequest {
-    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate"]
+    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate", "title", "tags", "poster", "meta", "maxSize", "window"]
 
     static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemChanges {
         let object: [String: Any]
@@ -56,8 +56,53 @@ enum ItemPatchRequest {
             guard let bytes = ByteSize(text)?.bytes, bytes > 0 else { throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"") }
             changes.rateLimit = .some(bytes)
         }
-        guard !changes.isEmpty else { throw .badRequest("nothing to change: give \"expires\", \"expiresAt\", \"lock\" or \"rate\"") }
+        try metadata(object, into: &changes)
+        guard !changes.isEmpty else { throw .badRequest("nothing to change: give one of \(knownFields.sorted().joined(separator: ", "))") }
         return changes
+    }
+
+    /// Title, tags, poster, meta, maxSize, window: each `null` removes it (tags: `[]`).
+    private static func metadata(_ object: [String: Any], into changes: inout ItemChanges) throws(AdminError) {
+        do throws(ItemMetadata.Problem) {
+            if let value = object["title"] {
+                guard value is NSNull || value is String else { throw ItemMetadata.Problem(message: "\"title\": expected a string or null") }
+                changes.title = .some(try (value as? String).map(ItemMetadata.title))
+            }
+            if let value = object["tags"] {
+                guard let list = value as? [String] ?? (value is NSNull ? [] : nil) else {
+                    throw ItemMetadata.Problem(message: "\"tags\": expected a list of strings")
+                }
+                changes.tags = try ItemMetadata.tags(list)
+            }
+            if let value = object["poster"] {
+                guard value is NSNull || value is String else { throw ItemMetadata.Problem(message: "\"poster\": expected a URL or null") }
+                changes.posterURL = .some(try (value as? String).map(ItemMetadata.poster))
+            }
+            if let value = object["meta"] {
+                changes.metadata = .some(value is NSNull ? nil : try ItemMetadata.meta(value))
+            }
+        } catch {
+            throw .badRequest(error.message)
+        }
+        if let value = object["maxSize"] {
+            if value is NSNull || (value as? String)?.lowercased() == "none" {
+                changes.maxBytes = .some(nil)
+            } else {
+                let size: ItemRequest.Size? = (value as? String).map { .text($0) } ?? (value as? NSNumber).map { .bytes($0.doubleValue) }
+                guard let bytes = size?.value else { throw .badRequest("\"maxSize\": expected bytes, a size such as \"2GiB\", or null") }
+                changes.maxBytes = .some(bytes)
+            }
+        }
+        if let value = object["window"] {
+            if value is NSNull || (value as? String)?.lowercased() == "none" {
+                changes.downloadWindow = .some(nil)
+            } else {
+                guard let window = (value as? String).flatMap(DownloadWindow.init(parsing:)) else {
+                    throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\", or null")
+                }
+                changes.downloadWindow = .some(window)
+            }
+        }
     }
 
     private enum Expires: Equatable {

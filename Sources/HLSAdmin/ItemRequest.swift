@@ -7,10 +7,13 @@ struct ItemRequest {
     var item: DownloadItem
     /// `"start": false`: create it `ready` (playlists read, nothing downloaded) until `resume`.
     var start = true
+    /// `"dryRun": true`: answer the estimate (`fetch --dry-run`); nothing is recorded or stored.
+    var dryRun = false
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
         "through",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dryRun",
     ]
 
     private struct Body: Decodable {
@@ -27,6 +30,29 @@ struct ItemRequest {
         var rate: Rate?
         var start: Bool?
         var through: String?
+        var title: String?
+        var tags: [String]?
+        var poster: String?
+        var maxSize: Size?
+        var window: String?
+        var dryRun: Bool?
+    }
+
+    /// Bytes, or a size such as `"2GiB"`.
+    enum Size: Decodable {
+        case bytes(Double), text(String)
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) { self = .text(text) } else { self = .bytes(try container.decode(Double.self)) }
+        }
+
+        /// The byte count, or nil for a size that is not one (zero, negative, unparsable).
+        var value: Int64? {
+            switch self {
+            case .bytes(let value): value >= 1 && value < 1e18 ? Int64(value) : nil
+            case .text(let text): ByteSize(text).map(\.bytes).flatMap { $0 > 0 ? $0 : nil }
+            }
+        }
     }
 
     /// `"12h"` or a number of seconds.
@@ -129,7 +155,23 @@ struct ItemRequest {
             }
             item.through = "\(server.scheme)://\(server.authority)"
         }
-        return ItemRequest(item: item, start: fields.start ?? true)
+        do throws(ItemMetadata.Problem) {
+            if let title = fields.title { item.title = try ItemMetadata.title(title) }
+            if let tags = fields.tags { item.tags = try ItemMetadata.tags(tags) }
+            if let poster = fields.poster { item.posterURL = try ItemMetadata.poster(poster) }
+            if let meta = object["meta"], !(meta is NSNull) { item.metadata = try ItemMetadata.meta(meta) }
+        } catch {
+            throw .badRequest(error.message)
+        }
+        if let size = fields.maxSize {
+            guard let bytes = size.value else { throw .badRequest("\"maxSize\": expected bytes or a size such as \"2GiB\"") }
+            item.maxBytes = bytes
+        }
+        if let text = fields.window {
+            guard let window = DownloadWindow(parsing: text) else { throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"") }
+            item.downloadWindow = window
+        }
+        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false)
     }
 
     private static func describe(_ type: Any.Type) -> String {

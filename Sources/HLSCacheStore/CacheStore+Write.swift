@@ -4,7 +4,7 @@ import HLSCacheCore
 
 extension CacheStore {
     /// Starts writing a new version of `key`; nothing is visible to lookups until
-    /// ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)`` commits it.
+    /// ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)`` commits it.
     ///
     /// - Parameter expectedLength: the length the origin announced, if any: checked now against the cap and
     ///   the free-disk cushion (evicting to make room), reserved while writing, and enforced at finish.
@@ -52,6 +52,7 @@ extension CacheStore {
         var locked: Bool
         var location: String?
         var tokens: String?
+        var slice: ObjectSlice? = nil
     }
 
     /// Moves a complete, fsynced, closed temp file into `objects/` and records it; the caller owns
@@ -104,15 +105,29 @@ extension CacheStore {
             locked: metadata.locked || wasLocked,
             kind: metadata.kind.rawValue,
             location: metadata.location,
-            tokens: metadata.tokens
+            tokens: metadata.tokens,
+            slice: metadata.slice
         )
+        let stale: [String]
         do {
-            try index.write { db in try IndexDatabase.upsert(db, row) }
+            stale = try index.write { db -> [String] in
+                try IndexDatabase.upsert(db, row)
+                // A slice of another version of its object: that version's slices go in the same transaction.
+                guard let slice = metadata.slice else { return [] }
+                return try Self.deleteOtherVersions(db, of: slice, validator: row.etag)
+            }
         } catch {
             FileSystem.remove(finalPath)
             throw error
         }
-        state.withLock { $0.entries[hash] = row }
+        state.withLock { state in
+            state.entries[hash] = row
+            for old in stale {
+                state.entries[old] = nil
+                state.pendingAccess[old] = nil
+            }
+        }
+        for old in stale { FileSystem.remove(objectPath(forHash: old)) }
         return row.object(path: finalPath)
     }
 

@@ -365,7 +365,7 @@ public final class CacheStore: Sendable {
 
     /// Sets the `locked` flag of the objects stored under `keys`; locked objects are never evicted.
     ///
-    /// Keys with no object yet are ignored: pass `locked: true` to ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)``
+    /// Keys with no object yet are ignored: pass `locked: true` to ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)``
     /// for objects an item downloads later.
     public func setLocked(_ keys: [CacheKey], _ locked: Bool) throws {
         let hashes = keys.map(Self.keyHash)

@@ -3,7 +3,7 @@ import HLSCacheCore
 import Synchronization
 
 /// Writes one object into `tmp/` and commits it into the cache with
-/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)``.
+/// ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)``.
 ///
 /// Until `finish` returns, lookups do not see the object. ``abort()`` may be called from any thread at any
 /// time (a client went away, the origin failed); a writer dropped without `finish` cleans up in `deinit`.
@@ -56,7 +56,7 @@ public final class CacheWriter: Sendable {
     }
 
     /// A new read-only descriptor of the temp file, for a reader that follows the write (the proxy's clients that
-    /// are behind its memory window); the caller closes it. It stays valid after ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:)``
+    /// are behind its memory window); the caller closes it. It stays valid after ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)``
     /// renames the file and after ``abort()`` removes it. Nil when the writer is closed or the file cannot be opened.
     public func openReader() -> Int32? {
         state.withLock { state -> Int32? in
@@ -138,6 +138,9 @@ public final class CacheWriter: Sendable {
     ///   - locked: whether an item holds it (never evicted); a replaced version's lock carries over.
     ///   - location: the URL that answered, when the origin redirected (``CachedObject/location``).
     ///   - tokens: a digest of the tokens a playlist was fetched with (``CachedObject/tokens``).
+    ///   - slice: for a slice of a large object, where it sits (``SliceLayout``); `etag` must then be the whole
+    ///     object's validator. Committing it removes the slices of the same object stored with another validator
+    ///     or object size (an older version), so two versions never sit side by side.
     /// - Returns: the committed object.
     /// - Throws: ``CacheStoreError/lengthMismatch`` when the byte count differs from the announced length,
     ///   ``CacheStoreError/writerClosed`` after ``abort()``, ``CacheStoreError/io`` or
@@ -151,12 +154,13 @@ public final class CacheWriter: Sendable {
         expiresAt: Date? = nil,
         locked: Bool = false,
         location: String? = nil,
-        tokens: String? = nil
+        tokens: String? = nil,
+        slice: ObjectSlice? = nil
     ) throws -> CachedObject {
         FileSystem.assertMayBlock("CacheWriter.finish(\(key))")
         let metadata = CacheStore.Metadata(
             contentType: contentType, kind: kind, etag: etag, lastModified: lastModified, expiresAt: expiresAt,
-            locked: locked, location: location, tokens: tokens)
+            locked: locked, location: location, tokens: tokens, slice: slice)
         // The lock is held to the end so an abort from another thread cannot remove the file mid-commit.
         let object = try state.withLock { state -> CachedObject in
             guard let fd = state.fileDescriptor else {

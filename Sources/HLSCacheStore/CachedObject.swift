@@ -35,6 +35,8 @@ public struct CachedObject: Sendable, Hashable {
     /// one: a player coming with other tokens gets a playlist fetched with them (origins write tokens into the
     /// URIs they return). Never the tokens themselves.
     public let tokens: String?
+    /// For a slice of a large object: which object, which slice, and the whole object's size (``SliceLayout``).
+    public let slice: ObjectSlice?
 
     /// Whether the object has expired at `date`.
     public func isExpired(at date: Date = Date()) -> Bool {

@@ -89,6 +89,18 @@ struct IndexDatabase: Sendable {
                     CREATE INDEX channel_headers_learned ON channel_headers (learned_at);
                     """)
         }
+        // Large objects are stored as slices, each an object of its own (its own file, LRU position and pin) that
+        // says which object it belongs to, which slice it is and how large the whole object is; its `etag` is the
+        // whole object's validator, so slices of two versions are told apart (docs/store.md, "Slices").
+        migrator.registerMigration("v6-slices") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE objects ADD COLUMN slice_of TEXT;
+                    ALTER TABLE objects ADD COLUMN slice_index INTEGER;
+                    ALTER TABLE objects ADD COLUMN object_size INTEGER;
+                    CREATE INDEX objects_slices ON objects (slice_of, slice_index) WHERE slice_of IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 
@@ -134,12 +146,13 @@ struct IndexDatabase: Sendable {
     static func upsert(_ db: Database, _ row: ObjectRow) throws {
         let statement = try db.cachedStatement(
             sql: """
-                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO objects (\(ObjectRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(key_hash) DO UPDATE SET key = excluded.key, size = excluded.size,
                   content_type = excluded.content_type, etag = excluded.etag, last_modified = excluded.last_modified,
                   created_at = excluded.created_at, last_access = excluded.last_access, expires_at = excluded.expires_at,
                   locked = excluded.locked, kind = excluded.kind, location = excluded.location,
-                  tokens = excluded.tokens
+                  tokens = excluded.tokens, slice_of = excluded.slice_of, slice_index = excluded.slice_index,
+                  object_size = excluded.object_size
                 """)
         try statement.execute(arguments: row.arguments)
     }

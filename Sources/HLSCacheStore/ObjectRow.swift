@@ -19,13 +19,16 @@ struct ObjectRow: Sendable, Hashable {
     var location: String?
     /// A digest of the volatile query parameters (tokens) a playlist was fetched with; `nil` otherwise.
     var tokens: String?
+    /// For a slice of a large object (migration `v6-slices`): its set, index and the whole object's size.
+    var slice: ObjectSlice?
 
     static let columns =
-        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind, location, tokens"
+        "key_hash, key, size, content_type, etag, last_modified, created_at, last_access, expires_at, locked, kind, location, tokens, slice_of, slice_index, object_size"
 
     init(
         keyHash: String, key: String, size: Int64, contentType: String?, etag: String, lastModified: Double?,
-        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil, tokens: String? = nil
+        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil, tokens: String? = nil,
+        slice: ObjectSlice? = nil
     ) {
         self.keyHash = keyHash
         self.key = key
@@ -40,6 +43,7 @@ struct ObjectRow: Sendable, Hashable {
         self.kind = kind
         self.location = location
         self.tokens = tokens
+        self.slice = slice
     }
 
     init(row: Row) {
@@ -56,10 +60,18 @@ struct ObjectRow: Sendable, Hashable {
         kind = row["kind"]
         location = row["location"]
         tokens = row["tokens"]
+        let set: String? = row["slice_of"]
+        let index: Int64? = row["slice_index"]
+        let objectSize: Int64? = row["object_size"]
+        if let set, let index, let objectSize {
+            slice = ObjectSlice(set: set, index: index, objectSize: objectSize)
+        } else {
+            slice = nil
+        }
     }
 
     var arguments: StatementArguments {
-        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location, tokens]
+        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location, tokens, slice?.set, slice?.index, slice?.objectSize]
     }
 
     func isExpired(at now: Double) -> Bool {
@@ -81,7 +93,8 @@ struct ObjectRow: Sendable, Hashable {
             kind: CacheObjectKind(rawValue: kind),
             locked: locked,
             location: location,
-            tokens: tokens
+            tokens: tokens,
+            slice: slice
         )
     }
 }

@@ -40,6 +40,7 @@ extension HLSCacheSettings {
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
+        configuration.sliceSize = sliceSize
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace
@@ -108,6 +109,11 @@ extension HLSCacheSettings {
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.volatileQueryParameters = volatileQueryParameters
+        configuration.sliceSize = sliceSize
+        configuration.policies.maxItemBytes = downloadMaxItemBytes
+        configuration.policies.dailyBytes = downloadDailyLimit
+        configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
+        configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
     }
 

@@ -57,6 +57,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var inFlightBufferBytes: Int
     public var inFlightMemoryBytes: Int64
     public var maxObjectBytes: Int64
+    public var sliceSize: Int64
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
     public var accessLog: Bool = true
@@ -104,6 +105,26 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var keepFilesOnExpiry: Bool
     public var downloadIdleRetryInterval: Duration
     public var downloadIdleRetryMaxInterval: Duration
+    /// `downloads.maxItemSize`: an item larger than this fails `tooLarge`.
+    public var downloadMaxItemBytes: Int64?
+    /// `downloads.dailyLimit`: bytes all downloads may fetch from origins per day.
+    public var downloadDailyLimit: Int64?
+    /// `downloads.window`: when background downloads may run (`HH:MM-HH:MM`, local time).
+    public var downloadWindow: String?
+    /// `downloads.itemRate`: the bandwidth cap of each item without its own.
+    public var downloadItemRate: Int64?
+
+    // Webhooks (issue 27)
+    /// `webhooks.urls`: receivers of a signed JSON POST for every item state change.
+    public var webhookURLs: [String] = []
+    /// `webhooks.secret`: the HMAC-SHA256 key of the signature.
+    public var webhookSecret: String?
+    /// `webhooks.attempts`: deliveries tried per event and receiver.
+    public var webhookAttempts: Int = 5
+    /// `webhooks.retryBaseDelay`: the wait before the second delivery; doubled each time.
+    public var webhookRetryBaseDelay: Duration = .seconds(1)
+    /// `webhooks.queueSize`: events waiting for delivery; past it the oldest is dropped (and counted).
+    public var webhookQueueSize: Int = 1024
 
     /// The built-in defaults.
     public init() {
@@ -127,6 +148,7 @@ public struct HLSCacheSettings: Sendable, Equatable {
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
+        sliceSize = proxy.sliceSize
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSDownloader
 import HLSKeys
 
 /// Every setting hlscache knows, in the order of Config/hlscache.yaml and docs/configuration.md. `origins`
@@ -30,6 +31,9 @@ public enum SettingCatalog {
             .size(
                 "cache.maxObjectSize", \.maxObjectBytes, minimum: 1 << 20,
                 "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
+            .size(
+                "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
+                "objects of more than 8 slices asked for by range are fetched and stored as slices of this size"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),
@@ -175,6 +179,44 @@ public enum SettingCatalog {
             .bool(
                 "downloads.keepFilesOnExpiry", \.keepFilesOnExpiry,
                 "at an item's expiry keep its files as ordinary (unlocked, LRU) cache objects instead of evicting them; keys are purged either way"),
+            .optionalSize(
+                "downloads.maxItemSize", \.downloadMaxItemBytes,
+                "an item whose estimate or download is larger fails tooLarge; an item's own maxSize takes its place (~: none)"),
+            .optionalSize(
+                "downloads.dailyLimit", \.downloadDailyLimit,
+                "bytes all downloads may fetch from origins per day; past it items wait in idle (dailyLimit) until midnight (~: none)"),
+            .single(
+                "downloads.window", "hours background downloads may run, HH:MM-HH:MM local time (22:00-06:00 runs over midnight); outside them items wait in idle (outsideWindow) (~: always)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text == "~" || text.lowercased() == "none" {
+                        settings.downloadWindow = nil
+                        return
+                    }
+                    guard let window = DownloadWindow(parsing: text) else { throw SettingProblem("expected HH:MM-HH:MM, e.g. 22:00-06:00") }
+                    settings.downloadWindow = window.description
+                }, render: { $0.downloadWindow }),
+            .optionalSize(
+                "downloads.itemRate", \.downloadItemRate,
+                "bandwidth cap of each item without its own rate, bytes per second, within downloads.rateLimit (~: none)"),
+            .list(
+                "webhooks.urls", \.webhookURLs, validate: SettingKey.webhookURL,
+                "URLs that receive a signed JSON POST for every item state change ([]: none)"),
+            .single(
+                "webhooks.secret", secret: true, "HMAC-SHA256 key signing each webhook (X-Hlscache-Signature); required with webhooks.urls",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text == "~" {
+                        settings.webhookSecret = nil
+                        return
+                    }
+                    if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
+                    guard text.count >= 16 else { throw SettingProblem("expected at least 16 characters") }
+                    settings.webhookSecret = text
+                }, render: { $0.webhookSecret }),
+            .int("webhooks.attempts", \.webhookAttempts, range: 1...20, "deliveries tried per event and receiver (a 2xx answer ends them)"),
+            .duration("webhooks.retryBaseDelay", \.webhookRetryBaseDelay, "wait before the second delivery; doubled for each further one, at most 5m"),
+            .int(
+                "webhooks.queueSize", \.webhookQueueSize, range: 1...1_000_000,
+                "events waiting for delivery; past it the oldest is dropped and counted (hlscache_webhook_dropped_total)"),
         ]
     }
 

@@ -105,6 +105,28 @@ extension SettingKey {
             }, render: { SettingText.format($0[keyPath: keyPath]) })
     }
 
+    /// A size that may be `~` or `none` (no limit).
+    static func optionalSize(_ name: String, _ keyPath: WritableKeyPath<Settings, Int64?>, flag: String? = nil, _ summary: String) -> SettingKey {
+        single(
+            name, flag: flag, summary,
+            apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                if text.isEmpty || text == "~" || text.lowercased() == "none" {
+                    settings[keyPath: keyPath] = nil
+                    return
+                }
+                guard let bytes = SettingText.size(text), bytes > 0 else { throw SettingProblem("not a size (try 10GiB, 500MiB or 4096), or ~") }
+                settings[keyPath: keyPath] = bytes
+            }, render: { $0[keyPath: keyPath].map { SettingText.format(bytes: $0) } })
+    }
+
+    /// A webhook receiver: an absolute http(s) URL.
+    static func webhookURL(_ text: String) -> String? {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            return "not an http(s) URL"
+        }
+        return nil
+    }
+
     /// A duration that may be `none` (no limit, or not enabled).
     static func optionalDuration(
         _ name: String, _ keyPath: WritableKeyPath<Settings, Duration?>, flag: String? = nil, _ summary: String

@@ -12,6 +12,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     private enum Code: String, Hashable, Sendable, CaseIterable {
         case notFound, network, http, timeout, corrupted, cacheFull, cancelled, keyUnavailable, expired
         case unknownItem, invalidState, unsupported
+        case tooLarge, dailyLimit, outsideWindow
     }
 
     private var _code: Code
@@ -50,6 +51,16 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     /// The stream is of a kind the downloader does not handle yet (live playlists).
     public static let unsupported = DownloadError(_code: .unsupported)
 
+    /// The item is larger than its maximum size (`downloads.maxItemSize`, the item's `maxSize`): its estimate, or what
+    /// its download fetched so far. The item fails.
+    public static let tooLarge = DownloadError(_code: .tooLarge)
+    /// The day's download volume (`downloads.dailyLimit`) is used up: the item waits in `idle` until the counter
+    /// resets at midnight.
+    public static let dailyLimit = DownloadError(_code: .dailyLimit)
+    /// Outside the hours background downloads may run (`downloads.window`, the item's `window`): the item waits in
+    /// `idle` until the window opens.
+    public static let outsideWindow = DownloadError(_code: .outsideWindow)
+
     /// The error with the given stable code, or `nil` for an unknown code.
     public init?(code: String) {
         guard let known = Code(rawValue: code) else { return nil }
@@ -84,6 +95,9 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
         case .expired: 410
         case .invalidState: 409
         case .unsupported: 422
+        case .tooLarge: 413
+        case .dailyLimit: 429
+        case .outsideWindow: 503
         }
     }
 
@@ -94,9 +108,14 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     var isRetryable: Bool {
         switch _code {
         case .network, .http, .timeout, .corrupted: true
-        case .notFound, .cacheFull, .cancelled, .keyUnavailable, .expired, .unknownItem, .invalidState, .unsupported: false
+        case .notFound, .cacheFull, .cancelled, .keyUnavailable, .expired, .unknownItem, .invalidState, .unsupported, .tooLarge, .dailyLimit,
+            .outsideWindow:
+            false
         }
     }
+
+    /// Whether a download policy holds the item back for now (``dailyLimit``, ``outsideWindow``): it waits in `idle`.
+    public var isPolicyHold: Bool { _code == .dailyLimit || _code == .outsideWindow }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs._code == rhs._code }
     public func hash(into hasher: inout Hasher) { hasher.combine(_code) }

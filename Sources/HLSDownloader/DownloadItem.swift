@@ -60,6 +60,18 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     /// The item's own bandwidth cap in bytes per second (`hlscache set --rate`, PATCH `rate`), within the
     /// process's; applied from its next run. `nil`: only the process's.
     public var rateLimit: Int64?
+    /// The item's own maximum size in bytes (`fetch --max-size`, PATCH `maxSize`), in place of `downloads.maxItemSize`.
+    public var maxBytes: Int64?
+    /// The item's own download hours (`fetch --window`, PATCH `window`), in place of `downloads.window`.
+    public var downloadWindow: DownloadWindow?
+    /// A title for people (`fetch --title`); `nil`: none.
+    public var title: String?
+    /// Tags to find it by (`fetch --tag`, `GET /items?tag=`), in the order given, without duplicates.
+    public var tags: [String] = []
+    /// A poster image URL (`fetch --poster`): stored with the item, served through the proxy.
+    public var posterURL: String?
+    /// The caller's own JSON object (`fetch --meta`, `"meta"`), as compact JSON text; hlscache never reads it.
+    public var metadata: String?
     /// The process downloading it, while `downloading`.
     public var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.

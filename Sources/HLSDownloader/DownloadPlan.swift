@@ -36,12 +36,16 @@ public struct DownloadPlan: Sendable {
     ///   - renditions: each chosen media playlist, parsed.
     ///   - seconds: the precache length; 0 = everything.
     ///   - volatileParameters: query parameters left out of cache keys.
+    ///   - slicing: how large files are cut into slices; a file addressed by byte ranges that reach past
+    ///     ``SliceLayout/threshold`` is planned as the slices the selected segments (and their init sections) cover,
+    ///     not whole. Nil: such files are stored whole.
     /// - Throws: ``DownloadError/corrupted`` for a URL that cannot be fetched.
     public static func make(
         playlists: [OriginURL],
         renditions: [(selected: SelectedPlaylist, media: MediaPlaylist)],
         seconds: Int,
-        volatileParameters: [String] = CacheKey.defaultVolatileParameters
+        volatileParameters: [String] = CacheKey.defaultVolatileParameters,
+        slicing: SliceLayout? = nil
     ) throws(DownloadError) -> DownloadPlan {
         var seen: Set<CacheKey> = []
         var plannedPlaylists: [PlannedResource] = []
@@ -81,6 +85,21 @@ public struct DownloadPlan: Sendable {
                 let url: OriginURL
                 do { url = try OriginURL(string) } catch { throw DownloadError.corrupted.with("cannot fetch \(string): \(error)") }
                 let key = CacheKey(url, volatileParameters: volatileParameters)
+                if let slicing, let range, let fileEnd = fileEnds[string], slicing.isSliced(total: fileEnd) {
+                    // A large file: only the slices this range covers (the file may be longer than the playlist tells;
+                    // a slice's real length comes with its answer).
+                    let first = Int64(range.offset)
+                    for index in slicing.index(of: first)...slicing.index(of: first + max(1, Int64(range.length)) - 1) {
+                        let sliceKey = slicing.key(of: key, slice: index)
+                        guard seen.insert(sliceKey).inserted else { continue }
+                        let bytes = slicing.bytes(of: index, total: fileEnd)
+                        rangeFiles[sliceKey.value] = bytes.last - bytes.first + 1
+                        var resource = PlannedResource(url: url, key: sliceKey, kind: .segment, knownLength: bytes.last - bytes.first + 1)
+                        resource.slice = PlannedResource.Slice(objectKey: key, index: index, layout: slicing)
+                        media.append(resource)
+                    }
+                    return
+                }
                 let end = range.map { Int64($0.offset + $0.length) }.map { max($0, fileEnds[string] ?? 0) }
                 if let index = indexByKey[key] {
                     // One file addressed by several ranges: stored whole, once; remember the furthest end. A

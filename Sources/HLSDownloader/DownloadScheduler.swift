@@ -36,7 +36,7 @@ public actor DownloadScheduler {
             _ = try? downloader.keys?.purgeExpired()
             let capacity = downloader.configuration.concurrentItems - running.count
             guard capacity > 0 else { return }
-            for item in try downloader.items.runnable(limit: capacity, excluding: Set(running.keys)) {
+            for item in try downloader.items.runnable(limit: capacity, excluding: Set(running.keys), now: downloader.now) {
                 let id = item.id
                 running[id] = Task {
                     do {

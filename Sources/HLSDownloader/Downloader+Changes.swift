@@ -11,6 +11,18 @@ public struct ItemChanges: Sendable, Hashable {
     public var locked: Bool?
     /// Its own bandwidth cap, bytes per second (`.some(nil)`: none); from its next run.
     public var rateLimit: Int64??
+    /// Its own maximum size in bytes (`.some(nil)`: `downloads.maxItemSize`).
+    public var maxBytes: Int64??
+    /// Its own download hours (`.some(nil)`: `downloads.window`).
+    public var downloadWindow: DownloadWindow??
+    /// Its title (`.some(nil)`: none).
+    public var title: String??
+    /// Its tags, all of them (replacing the old ones).
+    public var tags: [String]?
+    /// Its poster URL (`.some(nil)`: none); stored at its next run.
+    public var posterURL: String??
+    /// The caller's JSON object as compact text (`.some(nil)`: none).
+    public var metadata: String??
 
     public init(expiresAt: Date?? = nil, locked: Bool? = nil, rateLimit: Int64?? = nil) {
         self.expiresAt = expiresAt
@@ -19,7 +31,15 @@ public struct ItemChanges: Sendable, Hashable {
     }
 
     /// Whether nothing is asked for.
-    public var isEmpty: Bool { expiresAt == nil && locked == nil && rateLimit == nil }
+    public var isEmpty: Bool {
+        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && title == nil && tags == nil
+            && posterURL == nil && metadata == nil
+    }
+
+    /// Whether only fields that a `deleted` or `expired` item may still change are asked for (its metadata).
+    var isMetadataOnly: Bool {
+        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil
+    }
 }
 
 extension Downloader {
@@ -45,6 +65,12 @@ extension Downloader {
             } else if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) {
                 emitState(failed)
             }
+            throw error
+        }
+        do {
+            try checkSize(plan, for: item)
+        } catch {
+            if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) { emitState(failed) }
             throw error
         }
         try items.setResources(
@@ -81,10 +107,22 @@ extension Downloader {
     @discardableResult
     public func change(_ id: String, _ changes: ItemChanges) throws(DownloadError) -> DownloadItem {
         let current = try items.require(id)
-        if current.state == .deleted || current.state == .expired {
-            throw DownloadError.invalidState.with("cannot change an item that is \(current.state.rawValue)")
+        if (current.state == .deleted || current.state == .expired) && !changes.isMetadataOnly {
+            throw DownloadError.invalidState.with("cannot change the expiry, lock or policies of an item that is \(current.state.rawValue)")
         }
         var item = current
+        if changes.maxBytes != nil || changes.downloadWindow != nil || changes.title != nil || changes.tags != nil || changes.posterURL != nil
+            || changes.metadata != nil
+        {
+            item = try items.update(id) { item in
+                if let value = changes.maxBytes { item.maxBytes = value }
+                if let value = changes.downloadWindow { item.downloadWindow = value }
+                if let value = changes.title { item.title = value }
+                if let value = changes.tags { item.tags = value }
+                if let value = changes.posterURL { item.posterURL = value }
+                if let value = changes.metadata { item.metadata = value }
+            }
+        }
         if let expiry = changes.expiresAt {
             item = try items.update(id) { $0.expiresAt = expiry }
             try extendKeys(of: id, to: expiry)

@@ -62,7 +62,7 @@ extension Downloader {
     public func keyStatus(of id: String) throws(DownloadError) -> [ItemKeyStatus] {
         guard let keys else { return [] }
         var statuses: [ItemKeyStatus] = []
-        for resource in try items.resources(id) where resource.kind == CacheObjectKind.key.rawValue {
+        for resource in try items.resources(id, kind: CacheObjectKind.key.rawValue) {
             guard let url = try? OriginURL(resource.url) else { continue }
             let keyID = keys.id(for: url)
             let record: KeyRecord?

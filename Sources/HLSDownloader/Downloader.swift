@@ -34,6 +34,8 @@ public final class Downloader: Sendable {
     /// Per item id: the last time its top playlist was asked for again for its cookies (``refreshCookies(for:)``).
     private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     let limiter: RateLimiter?
+    /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
+    let volume = VolumeMeter()
     let logger: Logger
     /// The encrypted key store; when set, keys are kept there (sealed) and never as plain cache objects.
     let keys: KeyService?
@@ -97,6 +99,10 @@ public final class Downloader: Sendable {
     @discardableResult
     public func run(_ id: String) async throws(DownloadError) -> DownloadItem {
         try items.recoverInterrupted()
+        // A policy (outside the download hours, the day's volume used up) holds it back: `idle` until allowed.
+        if let current = try items.item(id), current.state.isRunnable, let (reason, until) = policyHold(for: current) {
+            return try hold(id, reason, until: until)
+        }
         guard let item = try items.claim(id) else {
             let current = try items.require(id)
             if current.state == .downloading, let owner = current.ownerPID {
@@ -148,6 +154,7 @@ public final class Downloader: Sendable {
         if let expiry = current.expiresAt, expiry <= Date() { return try finishExpired(id) }
         let outcome: (ItemStateMachine.Event, String?)
         var waitFor: DownloadError?
+        var holdFor: (reason: DownloadError, until: Date)?
         switch result {
         case .success(let plan):
             outcome = (.finish(partial: plan.isPartial), nil)
@@ -155,6 +162,10 @@ public final class Downloader: Sendable {
             let failure = DownloadError.from(error)
             if failure == .cancelled || error is CancellationError {
                 outcome = (.interrupt, nil)
+            } else if failure.isPolicyHold {
+                // Judged again now: the window may have opened (or the day turned) since; then it runs again at once.
+                holdFor = (failure, policyHold(for: current)?.until ?? self.now)
+                outcome = (.hold, failure.message)
             } else if failure.isTransient && configuration.waitForOrigin {
                 outcome = (.interrupt, failure.message)
                 waitFor = failure
@@ -165,9 +176,15 @@ public final class Downloader: Sendable {
         }
         let now = Date()
         let configuration = self.configuration
-        let (item, _) = try items.apply(outcome.0, to: id) { [waitFor] item in
+        let (item, _) = try items.apply(outcome.0, to: id) { [waitFor, holdFor] item in
             if let message = outcome.1 { item.errorMessage = message }
             if case .finish = outcome.0 { item.bytesTotal = item.bytesDone }
+            if let holdFor {
+                item.errorCode = holdFor.reason.code
+                item.nextAttemptAt = holdFor.until
+                item.interruptedAt = item.interruptedAt ?? now
+                return
+            }
             guard let waitFor else { return }
             // A run that stored something found the origin up: the wait starts over from the shortest interval.
             if item.bytesDone > bytesAtStart || item.interruptedAt == nil {
@@ -178,6 +195,7 @@ public final class Downloader: Sendable {
             item.errorCode = waitFor.code
             item.nextAttemptAt = now.addingTimeInterval(Self.seconds(configuration.idleRetryDelay(after: item.interruptions)))
         }
+        if let holdFor { logger.notice("item \(id) is held back: \(holdFor.reason.message)") }
         if let waitFor, let next = item.nextAttemptAt {
             logger.notice("item \(id) is waiting for the origin (\(waitFor)); next attempt at \(next.ISO8601Format())")
         }
@@ -208,8 +226,11 @@ public final class Downloader: Sendable {
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
     private func download(_ item: DownloadItem) async throws -> DownloadPlan {
         // The item's own cap (`hlscache set --rate`), inside the process's.
-        let counter = RunCounter(limiter: item.rateLimit.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter)
+        // The item's own cap (`hlscache set --rate`), else `downloads.itemRate`, inside the process's.
+        let itemRate = item.rateLimit ?? configuration.policies.itemBytesPerSecond
+        let counter = RunCounter(limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: volume)
         let plan = try await makePlan(for: item, storing: true)
+        try checkSize(plan, for: item)
         let estimate = plan.estimatedBytes
         let segmentCount = plan.segmentCount
         let resources = plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) }
@@ -251,13 +272,16 @@ public final class Downloader: Sendable {
             try progress.add(playlist.key, size: store.lookup(playlist.key)?.size ?? 0)
         }
         do {
-            try await storeMedia(of: plan, for: item, counter: counter, progress: progress)
+            try await storeMedia(of: plan, for: item, counter: counter, progress: progress, bytesAtStart: planned.bytesDone)
         } catch {
-            // What was stored counts, whatever stopped the run (pause, rm, a failure).
+            // What was fetched counts in the day's volume, what was stored in the progress, whatever stopped the run
+            // (pause, rm, a failure).
+            _ = volume.used(items: items, policies: configuration.policies, force: true)
             try? progress.flush()
             evictIfRemoved(item.id, resources)
             throw error
         }
+        _ = volume.used(items: items, policies: configuration.policies, force: true)
         try progress.flush()
         evictIfRemoved(item.id, resources)
         let lockedNow = try items.item(item.id)?.locked ?? false
@@ -304,7 +328,9 @@ public final class Downloader: Sendable {
     /// body committed (fsync, rename, index row) on ``commitThreadPool`` while the next transfers run, at most
     /// ``pendingCommitsPerItem`` commits outstanding. A resource counts as stored (progress) once committed and,
     /// when encrypted, verified.
-    private func storeMedia(of plan: DownloadPlan, for item: DownloadItem, counter: RunCounter, progress: ProgressBatch) async throws {
+    private func storeMedia(
+        of plan: DownloadPlan, for item: DownloadItem, counter: RunCounter, progress: ProgressBatch, bytesAtStart: Int64
+    ) async throws {
         try await withThrowingTaskGroup(of: ResourceStep.self) { group in
             var transfers = 0
             var commits = 0
@@ -339,6 +365,8 @@ public final class Downloader: Sendable {
                     take(step)
                 }
                 try Task.checkCancellation()
+                // The download policies, between resources: a run stops at the first boundary past a limit.
+                try checkPolicies(during: item, counter: counter, bytesAtStart: bytesAtStart)
                 group.addTask {
                     let size: Int64
                     if resource.kind != .key || self.keys == nil, let cached = self.store.lookup(resource.key) {
@@ -385,9 +413,13 @@ public final class Downloader: Sendable {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
-                limiter: counter.limiter, eventLoop: eventLoop, onBytes: { counter.add($0) })
-            let task = self.origin.stream(
-                self.requestURL(resource.url, for: item), headers: item.headers.map { ($0.name, $0.value) }, on: eventLoop, handler: handler)
+                limiter: counter.limiter, eventLoop: eventLoop, slice: resource.slice, onBytes: { counter.add($0) })
+            var headers = item.headers.map { ($0.name, $0.value) }
+            if let slice = resource.slice {
+                let first = slice.index * slice.layout.sliceSize
+                headers.append(("Range", "bytes=\(first)-\(first + slice.layout.sliceSize - 1)"))
+            }
+            let task = self.origin.stream(self.requestURL(resource.url, for: item), headers: headers, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
             } onCancel: {
@@ -530,8 +562,15 @@ public final class Downloader: Sendable {
             }
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
-                volatileParameters: configuration.volatileQueryParameters)
+                volatileParameters: configuration.volatileQueryParameters, slicing: SliceLayout(sliceSize: configuration.sliceSize))
             plan.notes = notes + tolerated
+            // The poster is stored with the item (first, so a page can show it while the rest downloads).
+            if let poster = item.posterURL, let posterURL = try? OriginURL(poster) {
+                let key = CacheKey(posterURL, volatileParameters: configuration.volatileQueryParameters)
+                if !plan.resources.contains(where: { $0.key == key }) {
+                    plan.media.insert(PlannedResource(url: posterURL, key: key, kind: .other), at: 0)
+                }
+            }
             return plan
         } catch {
             throw DownloadError.from(error)
@@ -590,6 +629,7 @@ public final class Downloader: Sendable {
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(requested, headers: headers, maxBytes: maxBytes)
         }
+        volume.add(response.body.readableBytes)
         let bytes = try Self.originForm(of: [UInt8](response.body.readableBytesView), url: url, through: through, options: options)
         let playlist: Playlist
         do {
@@ -627,14 +667,20 @@ final class RunCounter: Sendable {
     private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now))
     /// What paces this run's transfers: the item's cap within the process's, or the process's.
     let limiter: RateLimiter?
+    private let volume: VolumeMeter?
 
-    init(limiter: RateLimiter? = nil) {
+    init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil) {
         self.limiter = limiter
+        self.volume = volume
     }
 
     func add(_ bytes: Int) {
         state.withLockedValue { $0.bytes += Int64(bytes) }
+        volume?.add(bytes)
     }
+
+    /// Bytes fetched in this run.
+    var total: Int64 { state.withLockedValue { $0.bytes } }
 
     /// Bytes per second since the run started.
     var rate: Double {

@@ -1,4 +1,5 @@
 import HLSCacheCore
+import HLSCacheStore
 
 /// How the download engine behaves. Defaults are the documented ones (docs/fetch.md).
 public struct DownloaderConfiguration: Sendable {
@@ -41,6 +42,11 @@ public struct DownloaderConfiguration: Sendable {
     /// `hlscache fetch --through`: the hlscache (a fleet's balancer, `scheme://authority`) the origin client asks for
     /// every resource; its playlists come rewritten, and are read back as the origin's (``ServedPathRewriter``).
     public var throughServer: String?
+    /// `cache.sliceSize`: a file addressed by byte ranges of more than 8 slices is stored as the slices the selected
+    /// segments cover, cut as the proxy cuts them (docs/fetch.md).
+    public var sliceSize: Int64 = SliceLayout.defaultSliceSize
+    /// The download policies: maximum item size, daily volume, download hours, per-item rate (docs/fetch.md).
+    public var policies = DownloadPolicies()
 
     /// The defaults.
     public init() {}

@@ -25,6 +25,8 @@ public struct ItemStateMachine: Sendable, Hashable {
         case expire
         /// `hlscache rm`.
         case delete
+        /// A download policy (the daily limit, the window) holds the item back: it waits in `idle` until allowed.
+        case hold
     }
 
     /// What the caller must do after a transition.
@@ -61,6 +63,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
+            case .hold: return move(.idle, .persist)
             case .interrupt, .finish, .evict: throw refuse(event)
             }
         case .ready:
@@ -69,7 +72,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .start, .pause, .interrupt, .finish, .evict: throw refuse(event)
+            case .start, .pause, .interrupt, .finish, .evict, .hold: throw refuse(event)
             }
         case .downloading:
             switch event {
@@ -79,6 +82,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .stopDownload)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
+            case .hold: return move(.idle, .stopDownload)
             case .start, .resume, .evict: throw refuse(event)
             }
         case .paused:
@@ -87,7 +91,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
             case .pause: return move(.paused, .persist)
-            case .start, .interrupt, .finish, .fail, .evict: throw refuse(event)
+            case .start, .interrupt, .finish, .fail, .evict, .hold: throw refuse(event)
             }
         case .idle:
             switch event {
@@ -97,6 +101,7 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .fail: return move(.failed, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
+            case .hold: return move(.idle, .persist)
             case .interrupt, .finish, .evict: throw refuse(event)
             }
         case .cached, .partiallyCached, .evicted:
@@ -106,27 +111,27 @@ public struct ItemStateMachine: Sendable, Hashable {
             case .evict(let segmentsLeft): return move(segmentsLeft ? .partiallyCached : .evicted, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .start, .pause, .interrupt, .finish, .fail: throw refuse(event)
+            case .start, .pause, .interrupt, .finish, .fail, .hold: throw refuse(event)
             }
         case .failed:
             switch event {
             case .resume: return move(.queued, .persist)
             case .expire: return move(.expired, .stopAndEvict)
             case .delete: return move(.deleted, .stopAndEvict)
-            case .start, .pause, .interrupt, .finish, .fail, .evict: throw refuse(event)
+            case .start, .pause, .interrupt, .finish, .fail, .evict, .hold: throw refuse(event)
             }
         case .expired:
             switch event {
             case .delete: return move(.deleted, .stopAndEvict)
             case .expire: return move(.expired, .persist)
-            case .start, .pause, .resume, .interrupt, .finish, .fail, .evict: throw refuse(event)
+            case .start, .pause, .resume, .interrupt, .finish, .fail, .evict, .hold: throw refuse(event)
             }
         case .deleted:
             switch event {
             case .delete: return move(.deleted, .persist)
             // `rm --keep-metadata` (PCD's deleteFiles) kept the record: resuming downloads it again.
             case .resume: return move(.queued, .persist)
-            case .start, .pause, .interrupt, .finish, .fail, .expire, .evict: throw refuse(event)
+            case .start, .pause, .interrupt, .finish, .fail, .expire, .evict, .hold: throw refuse(event)
             }
         }
     }
@@ -151,6 +156,7 @@ public struct ItemStateMachine: Sendable, Hashable {
         case .expire: "expire"
         case .evict: "evict"
         case .delete: "delete"
+        case .hold: "hold"
         }
     }
 }

@@ -35,6 +35,21 @@ extension ItemStore {
         }
     }
 
+    /// The playback records of the items `ids` (a listing page), by item id.
+    public func consumptions(of ids: [String]) throws(DownloadError) -> [String: ItemConsumption] {
+        guard !ids.isEmpty else { return [:] }
+        return try read { db in
+            var all: [String: ItemConsumption] = [:]
+            for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+                let sql = "SELECT item_id, last_played_at, served FROM item_consumption WHERE item_id IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))"
+                for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk)) {
+                    all[row["item_id"]] = try Self.decodeConsumption(row)
+                }
+            }
+            return all
+        }
+    }
+
     /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).
     public func items(listing key: String) throws(DownloadError) -> [String] {
         try items(listing: [key])[key] ?? []

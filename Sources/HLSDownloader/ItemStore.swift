@@ -133,6 +133,27 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("item-through") { db in
             try db.alter(table: "items") { t in t.add(column: "through", .text) }
         }
+        // Managing many items (issue 27): metadata (title, tags, poster, the caller's JSON), per-item policies (maximum
+        // size, download hours), the day's download volume shared by every process, and the indexes the listing's
+        // filters and sorts use at 10,000 items (docs/benchmarks.md).
+        migrator.registerMigration("v9-items-at-scale") { db in
+            try db.alter(table: "items") { t in
+                t.add(column: "title", .text)
+                t.add(column: "tags", .text).notNull().defaults(to: "[]")
+                t.add(column: "poster_url", .text)
+                t.add(column: "meta", .text)
+                t.add(column: "max_bytes", .integer)
+                t.add(column: "download_window", .text)
+            }
+            try db.create(table: "download_volume") { t in
+                t.column("day", .text).notNull().primaryKey()
+                t.column("bytes", .integer).notNull().defaults(to: 0)
+            }
+            try db.create(index: "items_created", on: "items", columns: ["created_at", "id"])
+            try db.create(index: "items_updated", on: "items", columns: ["updated_at", "id"])
+            try db.create(index: "items_url", on: "items", columns: ["url"])
+            try db.create(index: "items_state_created", on: "items", columns: ["state", "created_at", "id"])
+        }
         return migrator
     }
 
@@ -225,7 +246,7 @@ public final class ItemStore: Sendable {
                 item.ownerPID = nil
                 item.ownerToken = nil
                 item.nextAttemptAt = nil
-            case .interrupt:
+            case .interrupt, .hold:
                 item.ownerPID = nil
                 item.ownerToken = nil
             case .evict:
@@ -337,6 +358,16 @@ public final class ItemStore: Sendable {
     /// The item's resources in download order.
     public func resources(_ id: String) throws(DownloadError) -> [ItemResource] {
         try read { db in try Self.fetchResources(db, id: id) }
+    }
+
+    /// The item's resources of one kind (its keys), in download order: a listing page asks this of every item on it.
+    public func resources(_ id: String, kind: String) throws(DownloadError) -> [ItemResource] {
+        try read { db in
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? AND kind = ? ORDER BY position"),
+                arguments: [id, kind]
+            ).map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
+        }
     }
 
     /// Marks one resource stored and updates the item's progress counters in the same transaction.
@@ -547,6 +578,12 @@ public final class ItemStore: Sendable {
         item.interruptions = (row["interruptions"] as Int?) ?? 0
         item.missingResources = (row["missing_resources"] as Int?) ?? 0
         item.rateLimit = row["rate_limit"]
+        item.maxBytes = row["max_bytes"]
+        item.downloadWindow = (row["download_window"] as String?).flatMap(DownloadWindow.init(parsing:))
+        item.title = row["title"]
+        item.tags = ((row["tags"] as String?).flatMap { try? Self.decoder.decode([String].self, from: Data($0.utf8)) }) ?? []
+        item.posterURL = row["poster_url"]
+        item.metadata = row["meta"]
         return item
     }
 
@@ -555,8 +592,9 @@ public final class ItemStore: Sendable {
             sql: """
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
                   error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
-                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources, rate_limit)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources, rate_limit,
+                  max_bytes, download_window, title, tags, poster_url, meta)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
@@ -565,7 +603,8 @@ public final class ItemStore: Sendable {
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
                 item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
-                item.missingResources, item.rateLimit,
+                item.missingResources, item.rateLimit, item.maxBytes, item.downloadWindow?.description, item.title,
+                try Self.json(item.tags), item.posterURL, item.metadata,
             ])
         // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
         try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])

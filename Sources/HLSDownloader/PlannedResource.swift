@@ -19,6 +19,23 @@ public struct PlannedResource: Sendable, Hashable {
     /// it) with its key's URL and IV, so the download can be checked by decrypting the last block of each (a
     /// wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
     public var encryptions: [Encryption] = []
+    /// For a slice of a large file addressed by byte ranges: which one (its key is the slice's,
+    /// ``SliceLayout/key(of:slice:)``; `url` is the file's).
+    public var slice: Slice?
+
+    /// A slice of a large file: fetched with a `Range` request for its bytes and stored as the proxy stores slices.
+    public struct Slice: Sendable, Hashable {
+        /// The whole file's cache key.
+        public var objectKey: CacheKey
+        public var index: Int64
+        public var layout: SliceLayout
+
+        public init(objectKey: CacheKey, index: Int64, layout: SliceLayout) {
+            self.objectKey = objectKey
+            self.index = index
+            self.layout = layout
+        }
+    }
 
     /// One AES-128 segment: the whole file (`range` nil) or a byte range of it, each with its own PKCS#7 padding.
     public struct Encryption: Sendable, Hashable {

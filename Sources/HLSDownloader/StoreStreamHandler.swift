@@ -18,11 +18,13 @@ struct WrittenBody: Sendable {
     /// The origin's strong ETag (the stored bytes are exactly the origin's), served with the object as `serve`'s
     /// own misses store it; nil: the store derives one.
     var etag: String? = nil
+    /// For a slice of a large file: where it sits (``etag`` is then the whole file's validator).
+    var slice: ObjectSlice? = nil
 
     /// Makes the object durable and visible (on an error `finish` leaves nothing behind). Blocking: call it on a
     /// thread pool.
     func commit() throws -> CachedObject {
-        try writer.finish(contentType: contentType, kind: kind, etag: etag, locked: locked)
+        try writer.finish(contentType: contentType, kind: kind, etag: etag, locked: locked, slice: slice)
     }
 }
 
@@ -63,6 +65,8 @@ final class StoreStreamHandler: OriginStreamHandler {
     private let threadPool: NIOThreadPool
     private let limiter: RateLimiter?
     private let onBytes: @Sendable (Int) -> Void
+    /// For a slice (a `Range` request): the answer must be a `206` for exactly its bytes, with a validator.
+    private let slice: PlannedResource.Slice?
     private let state = NIOLockedValueBox(State())
     private let promise: EventLoopPromise<WrittenBody>
 
@@ -72,8 +76,9 @@ final class StoreStreamHandler: OriginStreamHandler {
 
     init(
         store: CacheStore, key: CacheKey, kind: CacheObjectKind, locked: Bool, threadPool: NIOThreadPool, limiter: RateLimiter?,
-        eventLoop: any EventLoop, onBytes: @escaping @Sendable (Int) -> Void
+        eventLoop: any EventLoop, slice: PlannedResource.Slice? = nil, onBytes: @escaping @Sendable (Int) -> Void
     ) {
+        self.slice = slice
         self.store = store
         self.key = key
         self.kind = kind
@@ -91,7 +96,7 @@ final class StoreStreamHandler: OriginStreamHandler {
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let eventLoop = promise.futureResult.eventLoop
-        guard let head = state.withLockedValue({ $0.head }), head.status == 200 else {
+        guard let head = state.withLockedValue({ $0.head }), head.status == expectedStatus else {
             // An error status: its body is not the resource; didFinish reports the status.
             return eventLoop.makeSucceededVoidFuture()
         }
@@ -161,12 +166,38 @@ final class StoreStreamHandler: OriginStreamHandler {
                 promise.fail(OriginError.network)
                 return
             }
-            guard head.status == 200 else {
-                promise.fail(OriginError.httpStatus(head))
+            guard head.status == expectedStatus else {
+                if slice != nil, head.status == 200 {
+                    promise.fail(
+                        DownloadError.unsupported.with(
+                            "\(head.url.redacted) ignores Range requests: a slice of a large file cannot be fetched (cache.sliceSize)"))
+                } else {
+                    promise.fail(OriginError.httpStatus(head))
+                }
                 return
             }
             let contentType = head.headers.first(name: "Content-Type")
-            let etag = head.strongETag
+            var etag = head.strongETag
+            var placed: ObjectSlice?
+            if let slice {
+                let first = slice.index * slice.layout.sliceSize
+                guard
+                    let answer = SliceResponse(
+                        contentRange: head.headers.first(name: "Content-Range"), strongETag: head.strongETag,
+                        lastModified: head.headers.first(name: "Last-Modified")),
+                    answer.first == first, answer.last == min(first + slice.layout.sliceSize, answer.total) - 1
+                else {
+                    abort()
+                    promise.fail(
+                        DownloadError.corrupted.with(
+                            "\(head.url.redacted): the answer to a slice request names other bytes, or no ETag or Last-Modified tells its version"))
+                    return
+                }
+                etag = answer.validator
+                placed = ObjectSlice(set: slice.layout.setID(of: slice.objectKey), index: slice.index, objectSize: answer.total)
+            }
+            let placedSlice = placed
+            let validator = etag
             let eventLoop = promise.futureResult.eventLoop
             let rest = state.withLockedValue { state in
                 defer { state.gathered = nil }
@@ -176,7 +207,7 @@ final class StoreStreamHandler: OriginStreamHandler {
                 // The body may have been empty: no batch created the writer.
                 let writer = try writerForHead(head)
                 try writer.checkLength()
-                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked, etag: etag)
+                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked, etag: validator, slice: placedSlice)
             }
             let finished: EventLoopFuture<WrittenBody>
             if let rest, limiter == nil {
@@ -207,6 +238,8 @@ final class StoreStreamHandler: OriginStreamHandler {
             return state.pacing
         }?.cancel()
     }
+
+    private var expectedStatus: Int { slice == nil ? 200 : 206 }
 
     private func writerForHead(_ head: OriginResponseHead) throws -> CacheWriter {
         if let writer = state.withLockedValue({ $0.writer }) { return writer }

@@ -1,4 +1,5 @@
 import HLSCacheCore
+import HLSCacheStore
 import NIOCore
 
 /// Everything `hlscache serve` can be told. Defaults are the documented ones (docs/configuration.md).
@@ -44,6 +45,9 @@ public struct ProxyConfiguration: Sendable {
     /// Largest object stored (`cache.maxObjectSize`): larger ones, and bodies without a length that grow past it,
     /// are relayed but not cached; a download whose clients all left completes only when it has a length within it.
     public var maxObjectBytes: Int64 = 2 << 30
+    /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
+    /// slices when asked for by range (docs/architecture.md, "Slices").
+    public var sliceSize: Int64 = SliceLayout.defaultSliceSize
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

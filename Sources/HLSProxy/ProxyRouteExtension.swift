@@ -16,6 +16,14 @@ public protocol ProxyRouteExtension: Sendable {
     /// `headers` include `X-Cache: HIT|MISS` for proxied resources. Called on the event loop for every response,
     /// so it must be cheap (record and return).
     func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders)
+
+    /// Called once by the ``ProxyServer`` this extension is given to, with the server's metrics (the admin API
+    /// samples ``ProxyMetrics/traffic`` for its history). Does nothing unless implemented.
+    func attach(to metrics: ProxyMetrics)
+}
+
+extension ProxyRouteExtension {
+    public func attach(to metrics: ProxyMetrics) {}
 }
 
 /// How a ``ProxyRouteExtension`` answers: once with a complete response, or with a stream that stays open until

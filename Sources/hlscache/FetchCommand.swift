@@ -69,6 +69,24 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
     var failFast = false
 
+    @Option(name: .long, help: "A title for the item (shown by ls, show and the API).")
+    var title: String?
+
+    @Option(name: .long, help: "A tag to find the item by (repeatable; `hlscache ls --tag`, GET /api/v1/items?tag=).")
+    var tag: [String] = []
+
+    @Option(name: .long, help: "A poster image URL, stored with the item and served through the proxy.")
+    var poster: String?
+
+    @Option(name: .long, help: "Your own JSON object kept with the item (at most 16 KiB), e.g. '{\"course\": 12}'.")
+    var meta: String?
+
+    @Option(name: .long, help: "The item's maximum size (e.g. 2GiB): larger, it fails tooLarge (default: downloads.maxItemSize).")
+    var maxSize: String?
+
+    @Option(name: .long, help: "Hours `serve` may download the item, HH:MM-HH:MM local time (default: downloads.window).")
+    var window: String?
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -82,6 +100,7 @@ struct FetchCommand: AsyncParsableCommand {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
         do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+        _ = try metadata()
         if let through {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
                 throw ValidationError("--through \(through): expected the balancer's base URL, http://HOST:PORT")
@@ -116,6 +135,7 @@ struct FetchCommand: AsyncParsableCommand {
                     headers: header.compactMap(HeaderField.init(parsing:)))
                 // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
                 item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
+                try metadata().apply(to: &item)
                 if dryRun {
                     try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)
                     return
@@ -191,17 +211,40 @@ struct FetchCommand: AsyncParsableCommand {
         if let expires { ignored.append("--expires \(expires)") }
         // Names only: a header's value may be a token.
         if given.headers != existing.headers { ignored += given.headers.map { "--header '\($0.name): …'" } }
+        // Metadata and policies of an existing item change with `hlscache set`.
+        if title != nil { ignored.append("--title (`hlscache set \(existing.id) --title` changes it)") }
+        if !tag.isEmpty { ignored.append("--tag (`hlscache set \(existing.id) --tag` changes them)") }
+        if poster != nil { ignored.append("--poster") }
+        if meta != nil { ignored.append("--meta") }
+        if maxSize != nil { ignored.append("--max-size") }
+        if window != nil { ignored.append("--window") }
         return ignored
     }
 
-    private func dryRunReport(_ item: DownloadItem, context: ItemContext, proxyURL: String, printer: ProgressPrinter) async throws {
-        let plan = try await context.downloader.makePlan(for: item, storing: false)
-        var fits: DownloadError?
-        do {
-            try context.downloader.checkFits(plan)
+    /// `--title`, `--tag`, `--poster`, `--meta`, `--max-size`, `--window`, checked.
+    private func metadata() throws -> ItemMetadataOptions {
+        var options = ItemMetadataOptions()
+        do throws(ItemMetadata.Problem) {
+            options.title = try title.map(ItemMetadata.title)
+            options.tags = try ItemMetadata.tags(tag)
+            options.poster = try poster.map(ItemMetadata.poster)
+            options.meta = try meta.map { text throws(ItemMetadata.Problem) in try ItemMetadata.meta(text: text) }
         } catch {
-            fits = error
+            throw ValidationError(error.message)
         }
+        if let maxSize {
+            guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else { throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB") }
+            options.maxBytes = bytes
+        }
+        if let window {
+            guard let parsed = DownloadWindow(parsing: window) else { throw ValidationError("--window \(window): expected HH:MM-HH:MM, e.g. 22:00-06:00") }
+            options.window = parsed
+        }
+        return options
+    }
+
+    private func dryRunReport(_ item: DownloadItem, context: ItemContext, proxyURL: String, printer: ProgressPrinter) async throws {
+        let (plan, fits) = try await context.downloader.dryRun(item)
         if json {
             var object: [String: Any] = [
                 "event": "plan", "url": item.url, "proxyURL": proxyURL, "seconds": item.precacheSeconds, "partial": plan.isPartial,
@@ -235,5 +278,25 @@ struct FetchCommand: AsyncParsableCommand {
             for note in plan.notes { printer.emit("note: " + note) }
         }
         if let fits { throw fits }
+    }
+}
+
+
+/// The metadata and policy options of `fetch`, checked.
+struct ItemMetadataOptions {
+    var title: String?
+    var tags: [String] = []
+    var poster: String?
+    var meta: String?
+    var maxBytes: Int64?
+    var window: DownloadWindow?
+
+    func apply(to item: inout DownloadItem) {
+        item.title = title
+        item.tags = tags
+        item.posterURL = poster
+        item.metadata = meta
+        item.maxBytes = maxBytes
+        item.downloadWindow = window
     }
 }

@@ -64,6 +64,9 @@ struct ItemContext {
         configuration.throughServer = through.map { "\($0.scheme)://\($0.authority)" }
         // `--fail-fast`: an unavailable origin fails the item instead of leaving it waiting (`idle`).
         if failFast { configuration.waitForOrigin = false }
+        // Someone asked for this download now: the download hours (`downloads.window`) hold back `serve`'s background
+        // downloads only; the size and daily limits apply here too.
+        configuration.policies.enforcesWindow = false
         // Keys go to the same sealed key store `serve` uses, so prewarmed keys are never plain files.
         let keys: KeyService
         do throws(KeyError) {

@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import HLSKeys
+import Synchronization
 
 /// How items and progress are printed: one-line tables, JSON objects, the terminal progress line.
 enum ItemFormatter {
@@ -11,9 +12,11 @@ enum ItemFormatter {
 
     static func iso(_ date: Date?) -> String? {
         guard let date else { return nil }
-        let formatter = ISO8601DateFormatter()
-        return formatter.string(from: date)
+        return isoFormatter.withLock { $0.string(from: date) }
     }
+
+    /// One formatter for every date printed (`ls --json` of 10,000 items formats 30,000 of them).
+    private static let isoFormatter = Mutex(ISO8601DateFormatter())
 
     /// The item as a JSON-ready dictionary (header values are not printed, only names).
     static func dictionary(_ item: DownloadItem, proxyBase: String? = nil, offline: OfflineStatus? = nil) -> [String: Any] {
@@ -24,6 +27,12 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        if let title = item.title { object["title"] = title }
+        if !item.tags.isEmpty { object["tags"] = item.tags }
+        if let poster = item.posterURL { object["posterURL"] = poster }
+        if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
+        if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
+        if let window = item.downloadWindow { object["window"] = window.description }
         if let offline {
             object["playableOffline"] = offline.playable
             if let until = iso(offline.until) { object["offlineUntil"] = until }

@@ -11,7 +11,7 @@ import NIOPosix
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List and renew the cached keys (every method).",
+        abstract: "List and renew the cached keys (every key method).",
         subcommands: [KeysListCommand.self, KeysRenewCommand.self]
     )
 }

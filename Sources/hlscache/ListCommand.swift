@@ -8,39 +8,81 @@ struct ListCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Option(name: .long, help: "Only items in this state (queued, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted).")
+    @Option(name: .long, help: "Only items in these states, comma-separated (queued, ready, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted).")
     var state: String?
+
+    @Option(name: .long, help: "Only items with this tag (repeatable: all of them).")
+    var tag: [String] = []
+
+    @Flag(name: .long, help: "Only items never played through the proxy.")
+    var neverPlayed = false
+
+    @Option(name: .long, help: "Only items whose URL contains this text.")
+    var url: String?
+
+    @Option(name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (--sort=-updatedAt).")
+    var sort: String?
+
+    @Option(name: .long, help: "At most this many items.")
+    var limit: Int?
 
     @Flag(name: .long, help: "One JSON object per line.")
     var json = false
 
     func run() async throws {
-        var filter: ItemState?
-        if let state {
-            guard let parsed = ItemState(rawValue: state) else {
-                throw ValidationError("--state \(state): expected one of \(ItemState.allCases.map(\.rawValue).joined(separator: ", "))")
+        var query = ItemQuery()
+        for name in (state ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            guard let parsed = ItemState(rawValue: name) else {
+                throw ValidationError("--state \(name): expected one of \(ItemState.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            filter = parsed
+            query.states.append(parsed)
+        }
+        query.tags = tag
+        if neverPlayed { query.played = false }
+        query.urlContains = url
+        if var sort {
+            if sort.hasPrefix("-") {
+                query.descending = true
+                sort.removeFirst()
+            }
+            guard let parsed = ItemQuery.Sort(rawValue: sort) else {
+                throw ValidationError("--sort \(sort): expected one of \(ItemQuery.Sort.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            query.sort = parsed
+        }
+        if let limit {
+            guard limit > 0 else { throw ValidationError("--limit \(limit): expected 1 or more") }
+            query.limit = limit
         }
         try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
-            let items = try context.items.items(state: filter)
+            let items = try context.items.list(query).items
             if json {
                 for item in items {
                     ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
                 }
                 return
             }
-            ConsoleOutput.line("ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "URL")
+            ConsoleOutput.line(
+                "ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "TITLE".padding(24)
+                    + "TAGS".padding(16) + "URL")
             for item in items {
                 let bytes = "\(ItemFormatter.bytes(item.bytesDone))/\(ItemFormatter.bytes(item.bytesTotal))"
                 let state = item.state.rawValue + (item.locked ? "*" : "")
                 ConsoleOutput.line(
                     item.id.padding(14) + state.padding(16) + bytes.padding(22) + "\(item.segmentsDone)/\(item.segmentsTotal)".padding(10)
-                        + (item.precacheSeconds == 0 ? "all" : "\(item.precacheSeconds)").padding(8) + item.url)
+                        + (item.precacheSeconds == 0 ? "all" : "\(item.precacheSeconds)").padding(8) + Self.cell(item.title ?? "-", 24)
+                        + Self.cell(item.tags.isEmpty ? "-" : item.tags.joined(separator: ","), 16) + item.url)
             }
         }
+    }
+}
+
+extension ListCommand {
+    /// `text` cut to fit `width` columns (a long title does not push the URL off the line).
+    static func cell(_ text: String, _ width: Int) -> String {
+        (text.count < width ? text : String(text.prefix(width - 2)) + "…").padding(width)
     }
 }
 

@@ -162,6 +162,28 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // Set once the server (and its metrics) exists; evictions before that are not counted.
         let metricsBox = NIOLockedValueBox<ProxyMetrics?>(nil)
+        // Webhooks: every item state change the hub announces, POSTed signed to each receiver (api.md#webhooks).
+        var webhooks: WebhookNotifier?
+        if !settings.webhookURLs.isEmpty {
+            guard let secret = settings.webhookSecret else {
+                try? await downloadOrigin.shutdown()
+                try? await origin.shutdown()
+                store.close()
+                ConsoleOutput.error("hlscache: webhooks.urls is set but webhooks.secret is not: the receivers could not check the signatures")
+                throw ExitCode(64)
+            }
+            var webhookConfiguration = WebhookConfiguration()
+            webhookConfiguration.urls = settings.webhookURLs
+            webhookConfiguration.secret = secret
+            webhookConfiguration.attempts = settings.webhookAttempts
+            webhookConfiguration.retryBaseDelay = settings.webhookRetryBaseDelay
+            webhookConfiguration.queueSize = settings.webhookQueueSize
+            let notifier = WebhookNotifier(
+                configuration: webhookConfiguration, eventLoopGroup: group, logger: logger,
+                onOutcome: { metricsBox.withLockedValue { $0 }?.webhook($0) })
+            notifier.follow(hub)
+            webhooks = notifier
+        }
         let downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
             keys: keys, logger: logger,
@@ -203,7 +225,8 @@ struct ServeCommand: AsyncParsableCommand {
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
         // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
-        var running: [any Service] = []
+        // The webhooks stop last: the state changes of the drain (items becoming idle) still go out while they can.
+        var running: [any Service] = webhooks.map { [$0] } ?? []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
         }

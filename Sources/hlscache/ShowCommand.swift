@@ -54,7 +54,9 @@ struct ShowCommand: AsyncParsableCommand {
             if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.line) }
             for key in object.keys.sorted() {
                 let value = object[key]!
-                if let list = value as? [String] {
+                if key == "meta", let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                    ConsoleOutput.line("meta: " + String(decoding: data, as: UTF8.self))
+                } else if let list = value as? [String] {
                     ConsoleOutput.line("\(key):" + (list.isEmpty ? " -" : ""))
                     for entry in list { ConsoleOutput.line("  \(entry)") }
                 } else {

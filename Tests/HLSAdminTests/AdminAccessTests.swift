@@ -63,7 +63,7 @@ struct AdminAccessTests {
         _ = try await h.eventually("the refusal") { refused.responseStatus }
         #expect(refused.responseStatus == 401)
         #expect(h.hub.subscriberCount == 1)
-        // The status page itself needs no token (it carries none of the data).
+        // The console itself needs no token (it carries none of the data).
         let page = try await h.request(.GET, h.base + "/")
         #expect(page.status == 200)
         await events.stop()

@@ -30,11 +30,13 @@ final class AdminHarness: Sendable {
     let server: ProxyServer
     let client: HTTPClient
     let tasks: NIOLockedValueBox<[Task<Void, Never>]> = NIOLockedValueBox([])
+    let webhooks: WebhookNotifier?
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
     init(
         root: URL, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in },
-        proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in }
+        proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in },
+        downloader configureDownloader: (inout DownloaderConfiguration) -> Void = { _ in }, webhooks webhookConfiguration: WebhookConfiguration? = nil
     ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
@@ -68,6 +70,11 @@ final class AdminHarness: Sendable {
         var downloaderConfiguration = DownloaderConfiguration()
         downloaderConfiguration.retryBaseDelay = .milliseconds(20)
         downloaderConfiguration.statePollInterval = .milliseconds(50)
+        configureDownloader(&downloaderConfiguration)
+        // Following the hub before anything happens, as `serve` does.
+        let notifier = webhookConfiguration.map { WebhookNotifier(configuration: $0, eventLoopGroup: group, logger: logger) }
+        notifier?.follow(hub)
+        webhooks = notifier
         downloader = Downloader(
             store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: downloaderConfiguration, keys: keys,
             logger: logger, onEvent: { hub.publish($0) })
@@ -83,6 +90,7 @@ final class AdminHarness: Sendable {
         let admin = self.admin
         tasks.withLockedValue {
             $0 = [Task { await scheduler.run() }, Task { try? await admin.run() }]
+            if let notifier { $0.append(Task { try? await notifier.run() }) }
         }
     }
 

@@ -25,6 +25,12 @@ final class OpenAPIRecords: Sendable {
         append(["schema": schema, "body": event.json])
     }
 
+    /// A JSON body checked against `components/schemas/NAME` (a webhook's).
+    func add(schema: String, body: String) {
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) ?? NSNull()
+        append(["schema": schema, "body": json])
+    }
+
     private func append(_ record: [String: Any]) {
         let data = (try? JSONSerialization.data(withJSONObject: record)) ?? Data("{}".utf8)
         let text = String(decoding: data, as: UTF8.self)

@@ -53,7 +53,8 @@ import Testing
             "origin.userAgent": "test-agent", "downloads.rateLimit": "1MiB", "cache.volatileQueryParameters": "sig, exp",
             "origin.allowedHosts": "a.example,b.example", "keys.allow": "10.0.0.0/8", "api.allow": "192.168.0.0/16,10.1.0.0/16",
             "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json", "http.allowedWebOrigins": "loopback, https://player.example",
-            "metrics.enabled": "false", "origin.allowLinkLocal": "true",
+            "metrics.enabled": "false", "origin.allowLinkLocal": "true", "webhooks.urls": "http://127.0.0.1:9/hook, https://hooks.example/x",
+            "webhooks.secret": "a-webhook-secret-of-some-length", "downloads.window": "22:00-06:00", "downloads.dailyLimit": "5GiB",
         ]
         let defaults = HLSCacheSettings()
         for key in SettingCatalog.all {

@@ -182,3 +182,44 @@ func hexBytes(_ hex: String) -> [UInt8] {
         #expect(a.count == 32 && b.count == 32 && a != b)
     }
 }
+
+/// HMAC-SHA256 against RFC 4231's test vectors (the webhook signatures).
+@Suite struct HMACSHA256Tests {
+    private func bytes(_ hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            out.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return out
+    }
+
+    @Test func rfc4231Vectors() {
+        // Test case 1: 20 bytes of 0x0b, "Hi There".
+        #expect(
+            SHA256.hexString(HMACSHA256.authenticationCode(for: Array("Hi There".utf8), key: [UInt8](repeating: 0x0b, count: 20)))
+                == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        // Test case 2: key "Jefe".
+        #expect(
+            HMACSHA256.hex("what do ya want for nothing?", key: "Jefe")
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        // Test case 6: a key longer than the block (131 bytes of 0xaa) is hashed first.
+        #expect(
+            SHA256.hexString(
+                HMACSHA256.authenticationCode(
+                    for: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8), key: [UInt8](repeating: 0xaa, count: 131)))
+                == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+        #expect(HMACSHA256.authenticationCode(for: [], key: []).count == 32)
+    }
+
+    @Test func verificationIsExactAndCaseInsensitive() {
+        let tag = HMACSHA256.hex("payload", key: "secret-secret-secret")
+        #expect(HMACSHA256.isValid(tag, for: "payload", key: "secret-secret-secret"))
+        #expect(HMACSHA256.isValid(tag.uppercased(), for: "payload", key: "secret-secret-secret"))
+        #expect(!HMACSHA256.isValid(tag, for: "payload!", key: "secret-secret-secret"))
+        #expect(!HMACSHA256.isValid(String(tag.dropLast()), for: "payload", key: "secret-secret-secret"))
+        #expect(!HMACSHA256.isValid(tag, for: "payload", key: "another-secret-key"))
+    }
+}

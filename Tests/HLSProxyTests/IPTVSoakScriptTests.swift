@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// scripts/iptv-soak.sh --volume (issue 31): an IPTV channel list of three channels from a local provider through a

@@ -175,11 +175,14 @@ import Testing
             return
         }
 
+        // A range miss asks the origin for the whole slice around the range (Slices/): an origin that declares more
+        // than it sends runs short only after the bytes asked for, which arrive whole and are the origin's.
+        let faultAfterTheRange = kind == .rangeMiss && fault == .longerContentLength
         for outcome in outcomes {
             if case .wrong(let what) = outcome { Issue.record("\(kind) × \(fault): wrong response served as right: \(what)") }
             if fault.canSucceed {
                 #expect(outcome == .correct, "\(kind) × \(fault): \(outcome)")
-            } else if case .correct = outcome {
+            } else if case .correct = outcome, !faultAfterTheRange {
                 Issue.record("\(kind) × \(fault): a faulty origin cannot have produced the complete body")
             }
         }

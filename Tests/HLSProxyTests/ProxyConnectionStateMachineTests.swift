@@ -139,4 +139,104 @@ import Testing
         #expect(machine.receivedHead(head()) == .none)
         #expect(machine.responseCompleted(success: true) == .none)
     }
+
+    // MARK: - Pipelining, reads, refusals, draining, framing
+
+    @Test func pipelinedRequestsWaitForTheResponseBeforeThemAndReadsAreHeldMeanwhile() {
+        var machine = ProxyConnectionStateMachine()
+        for part: HTTPServerRequestPart in [.head(head("/a")), .end(nil), .head(head("/b")), .end(nil)] { machine.enqueue(part) }
+        let readNow = machine.readRequested()
+        #expect(!readNow, "parts wait: the socket is not read")
+        #expect(machine.nextPart() == .head(head("/a")))
+        #expect(machine.receivedHead(head("/a")) == .none)
+        #expect(machine.nextPart() == .end(nil))
+        #expect(machine.receivedEnd() == .dispatch(head("/a"), keepAlive: true))
+        #expect(machine.nextPart() == nil, "nothing is handed on while /a is answered")
+        #expect(machine.queueSettled() == .none)
+        #expect(machine.responseCompleted(success: true) == .awaitNextRequest)
+        #expect(machine.nextPart() == .head(head("/b")))
+        _ = machine.receivedHead(head("/b"))
+        #expect(machine.nextPart() == .end(nil))
+        #expect(machine.receivedEnd() == .dispatch(head("/b"), keepAlive: true))
+        _ = machine.responseCompleted(success: true)
+        #expect(machine.queueSettled() == .read, "the held read is issued once the queue is empty")
+        let readLater = machine.readRequested()
+        #expect(readLater)
+    }
+
+    @Test func aDecoderRefusalIsAnsweredAfterTheRequestsDecodedBeforeIt() {
+        var machine = ProxyConnectionStateMachine()
+        machine.enqueue(.head(head("/a")))
+        machine.enqueue(.end(nil))
+        let refusal = ProxyError.badRequest("malformed")
+        let first = machine.decoderRefused(refusal)
+        let again = machine.decoderRefused(refusal)
+        #expect(first)
+        #expect(!again, "the same bytes reported again are ignored")
+        _ = machine.nextPart()
+        _ = machine.receivedHead(head("/a"))
+        _ = machine.nextPart()
+        #expect(machine.receivedEnd() == .dispatch(head("/a"), keepAlive: true))
+        #expect(machine.queueSettled() == .none, "not while /a is answered")
+        #expect(machine.responseCompleted(success: true) == .awaitNextRequest)
+        #expect(machine.queueSettled() == .refuse(.reject(refusal)))
+        #expect(machine.responseCompleted(success: true) == .close)
+    }
+
+    @Test func aRequestCutShortByTheConnectionIsRejectedUnderItsOwnHead() {
+        var machine = ProxyConnectionStateMachine(maxRequestBodyBytes: 4)
+        _ = machine.receivedHead(head("/upload", headers: ["Content-Length": "4"]))
+        guard case .reject = machine.receivedBody(count: 8) else {
+            Issue.record("expected a rejection")
+            return
+        }
+        let taken = machine.takeRejectedHead()
+        let takenAgain = machine.takeRejectedHead()
+        #expect(taken?.uri == "/upload")
+        #expect(takenAgain == nil, "taken once")
+    }
+
+    @Test func drainingClosesAnIdleConnectionAndEndsABusyOneAfterItsResponse() {
+        var idle = ProxyConnectionStateMachine()
+        #expect(idle.drain() == .close)
+
+        var busy = ProxyConnectionStateMachine()
+        _ = busy.receivedHead(head())
+        _ = busy.receivedEnd()
+        #expect(busy.connectionHeader == nil)
+        #expect(busy.drain() == .none)
+        #expect(busy.connectionHeader == "close", "the response under way says the connection ends")
+        #expect(busy.responseCompleted(success: true) == .close)
+
+        var queued = ProxyConnectionStateMachine()
+        queued.enqueue(.head(head()))
+        #expect(queued.drain() == .none, "a queued request is answered first")
+        _ = queued.nextPart()
+        _ = queued.receivedHead(head())
+        #expect(queued.receivedEnd() == .dispatch(head(), keepAlive: false))
+        #expect(queued.responseCompleted(success: true) == .close)
+    }
+
+    @Test func http10ResponsesAreFramedForHTTP10() {
+        var machine = ProxyConnectionStateMachine()
+        let old = head(version: .http1_0, headers: ["Connection": "keep-alive"])
+        _ = machine.receivedHead(old)
+        #expect(machine.receivedEnd() == .dispatch(old, keepAlive: true))
+        #expect(!machine.chunkedAllowed)
+        #expect(machine.connectionHeader == "keep-alive", "an HTTP/1.0 client is told the connection stays")
+        machine.streamStarting(hasBody: true, hasLength: false)
+        #expect(machine.connectionHeader == "close", "a body of unknown length ends with the connection")
+        machine.streamStarted(framing: .untilClose)
+        #expect(machine.streamFraming == .untilClose)
+        machine.streamEnded()
+        #expect(machine.responseCompleted(success: true) == .close)
+
+        var current = ProxyConnectionStateMachine()
+        _ = current.receivedHead(head())
+        _ = current.receivedEnd()
+        #expect(current.chunkedAllowed)
+        current.streamStarting(hasBody: true, hasLength: false)
+        #expect(current.connectionHeader == nil, "HTTP/1.1 chunks it and keeps the connection")
+        #expect(current.responseCompleted(success: true) == .awaitNextRequest)
+    }
 }

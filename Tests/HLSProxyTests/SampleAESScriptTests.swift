@@ -1,4 +1,5 @@
 import Foundation
+import HLSTestSupport
 import Testing
 
 /// scripts/sample-aes-check.sh (issue 31): a SAMPLE-AES MPEG-TS stream with an http key URI, encrypted here and

@@ -1,8 +1,11 @@
+import NIOCore
 import NIOHTTP1
 
-/// The life of one client connection: requests arrive one at a time (``ProxyHTTPHandler`` queues pipelined
-/// requests until the response before them ends), each is answered once, and the connection is kept or closed.
-/// Pure: the handler feeds it events and runs the actions it returns; tests drive it without a channel.
+/// The life of one client connection: requests arrive one at a time (pipelined ones wait in its queue until the
+/// response before them ends), each is answered once, and the connection is kept or closed. It also owns what
+/// follows from that: when the socket may be read, the refusal of bytes the decoder gave up on (answered after every
+/// request decoded before them), draining at shutdown, and the framing of HTTP/1.0 and streamed responses.
+/// Pure: ``ProxyHTTPHandler`` feeds it events and runs the actions it returns; tests drive it without a channel.
 struct ProxyConnectionStateMachine {
     private enum State {
         /// Waiting for a request head.
@@ -29,6 +32,23 @@ struct ProxyConnectionStateMachine {
     }
 
     private var state: State = .idle
+    /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order. While any
+    /// wait here the socket is not read (``readRequested()``), so the queue holds at most one read's worth.
+    private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
+    /// A read the channel asked for while parts were queued; issued once the queue is empty.
+    private var readHeld = false
+    /// What the decoder refused, answered once every request decoded before it has been.
+    private var pendingRefusal: ProxyError?
+    /// The server is shutting down: no keep-alive, close when idle.
+    private(set) var draining = false
+    /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
+    private(set) var requestIsHTTP10 = false
+    /// The head of the request whose body is still being read: the request refused when the rest never comes (the
+    /// body timeout closed the connection, the client went away), so its answer is logged with its own path.
+    private var headInProgress: HTTPRequestHead?
+    /// How the body of the streamed response being written is framed.
+    private(set) var streamFraming = BodyFraming.none
+
     /// Why `head`'s `Host` is unacceptable (RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without
     /// one, and to any request with more than one or with an invalid value), or nil.
     static func hostProblem(_ head: HTTPRequestHead) -> String? {
@@ -101,6 +121,7 @@ struct ProxyConnectionStateMachine {
             }
             requestHasBody = (declared ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
             state = .receivingRequest(head, bodyBytes: 0)
+            headInProgress = head
             return .none
         case .rejecting, .closed:
             return .none
@@ -125,16 +146,28 @@ struct ProxyConnectionStateMachine {
         guard case .receivingRequest(let head, _) = state else { return .none }
         // What follows a CONNECT on the connection is not HTTP (the decoder stops there): close after the answer.
         let keepAlive = head.isKeepAlive && head.method != .CONNECT
-        state = .responding(keepAlive: keepAlive)
-        return .dispatch(head, keepAlive: keepAlive)
+        return dispatch(head, keepAlive: keepAlive)
+    }
+
+    private mutating func dispatch(_ head: HTTPRequestHead, keepAlive: Bool) -> Action {
+        state = .responding(keepAlive: keepAlive && !draining)
+        headInProgress = nil
+        requestIsHTTP10 = head.version.major == 1 && head.version.minor == 0
+        return .dispatch(head, keepAlive: keepAlive && !draining)
+    }
+
+    /// The head of the request being rejected, when it was received (its body was still being read); taken once.
+    mutating func takeRejectedHead() -> HTTPRequestHead? {
+        requestIsHTTP10 = false
+        defer { headInProgress = nil }
+        return headInProgress
     }
 
     /// The request whose head was received is answered now, without its body (it asked `Expect: 100-continue`
     /// and nothing will read the body): its body is never read, and the connection closes after the answer.
     mutating func answerWithoutBody() -> Action {
         guard case .receivingRequest(let head, _) = state else { return .none }
-        state = .responding(keepAlive: false)
-        return .dispatch(head, keepAlive: false)
+        return dispatch(head, keepAlive: false)
     }
 
     /// Whether the response being written should tell the client the connection stays open.
@@ -144,8 +177,9 @@ struct ProxyConnectionStateMachine {
     }
 
     mutating func responseCompleted(success: Bool) -> Action {
+        streamFraming = .none
         switch state {
-        case .responding(let keepAlive) where keepAlive && success:
+        case .responding(let keepAlive) where keepAlive && success && !draining:
             state = .idle
             return .awaitNextRequest
         case .closed:
@@ -180,5 +214,100 @@ struct ProxyConnectionStateMachine {
 
     mutating func channelClosed() {
         state = .closed
+        queued.removeAll()
+        pendingRefusal = nil
+    }
+
+    // MARK: - Pipelining and reads
+
+    /// A request part from the decoder; it waits in the queue until ``nextPart()`` hands it on.
+    mutating func enqueue(_ part: HTTPServerRequestPart) {
+        guard !isClosed else { return }
+        queued.append(part)
+    }
+
+    /// The next queued part to act on, or nil while a response is being written or nothing waits.
+    mutating func nextPart() -> HTTPServerRequestPart? {
+        guard !isResponding, !isClosed else { return nil }
+        return queued.popFirst()
+    }
+
+    /// What to do once the queue was handed on as far as it goes.
+    enum QueueOutcome: Equatable {
+        case none
+        /// Issue the read the channel asked for while parts were queued.
+        case read
+        /// Every request decoded before the refused bytes is answered: run this (the refusal).
+        case refuse(Action)
+    }
+
+    mutating func queueSettled() -> QueueOutcome {
+        guard queued.isEmpty, !isResponding, !isClosed else { return .none }
+        if let refusal = pendingRefusal {
+            // (A request cut short by the refused bytes, its head delivered and its end not, is the one refused.)
+            pendingRefusal = nil
+            return .refuse(parseFailed(refusal))
+        }
+        if readHeld {
+            readHeld = false
+            return .read
+        }
+        return .none
+    }
+
+    /// The channel asks for a read: true to read now, false when it waits until the queued parts are answered.
+    mutating func readRequested() -> Bool {
+        if queued.isEmpty { return true }
+        readHeld = true
+        return false
+    }
+
+    /// The decoder refused the bytes after the queued parts; true when this is the first refusal (the handler then
+    /// hands the queue on, and the refusal follows it). Later ones are the same bytes reported again.
+    mutating func decoderRefused(_ refusal: ProxyError) -> Bool {
+        guard pendingRefusal == nil, !isClosed else { return false }
+        pendingRefusal = refusal
+        return true
+    }
+
+    /// The server is shutting down: `.close` when the connection is idle now, else it closes after the response
+    /// under way (which says `Connection: close`).
+    mutating func drain() -> Action {
+        draining = true
+        if case .responding = state { state = .responding(keepAlive: false) }
+        return isIdle && queued.isEmpty ? .close : .none
+    }
+
+    private var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    // MARK: - Response framing
+
+    /// The `Connection` header of the response being written: `close` when the connection ends after it,
+    /// `keep-alive` for an HTTP/1.0 client that asked to keep it, none otherwise.
+    var connectionHeader: String? {
+        if !responseKeepsAlive { return "close" }
+        return requestIsHTTP10 ? "keep-alive" : nil
+    }
+
+    /// Chunked bodies may be sent (not to an HTTP/1.0 client).
+    var chunkedAllowed: Bool { !requestIsHTTP10 }
+
+    /// A streamed response (length unknown up front) is about to be written. To an HTTP/1.0 client a body without
+    /// `Content-Length` can only end with the connection: then it closes after this response.
+    mutating func streamStarting(hasBody: Bool, hasLength: Bool) {
+        if hasBody && !hasLength && requestIsHTTP10 { closeAfterResponse() }
+    }
+
+    /// The streamed response's head was written with `framing`.
+    mutating func streamStarted(framing: BodyFraming) {
+        streamFraming = framing
+    }
+
+    /// The streamed response's end was written.
+    mutating func streamEnded() {
+        streamFraming = .none
     }
 }

@@ -6,10 +6,11 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// One per client connection, right behind NIO's request decoder. Holds its state machine, the request being
-/// answered and the requests pipelined behind it; every decision about the connection comes from
-/// ``ProxyConnectionStateMachine``. It writes the response bytes itself (``ResponseEncoding``): NIO's
-/// pipelining and response-encoding handlers cost a cache hit more than everything they did for us.
+/// One per client connection, right behind NIO's request decoder. Holds its state machine and the responder of the
+/// request being answered, and runs what the machine decides: every decision about the connection (queueing
+/// pipelined requests, reads, refusals, draining, keep-alive, framing) comes from ``ProxyConnectionStateMachine``.
+/// It writes the response bytes itself (``ResponseEncoding``): NIO's pipelining and response-encoding handlers cost
+/// a cache hit more than everything they did for us.
 final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = IOData
@@ -20,31 +21,15 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var responder: Responder?
     /// The body of the request being received (bounded by the state machine's limit).
     private var requestBody: ByteBuffer?
-    /// The head of a request whose body is still being read: the request refused when the rest never comes (the
-    /// body timeout closed the connection, the client went away), so its answer is logged with its own path.
-    private var headInProgress: HTTPRequestHead?
     private let router: ProxyRouter
     private let webOrigins: WebOriginPolicy
     private let observer: ExchangeObserver?
-    /// The server is shutting down: no keep-alive, close when idle.
-    private var draining = false
     /// The timeout handler in front of the HTTP decoder, told directly (same channel, same event loop) where a
     /// request stands: a user event through the pipeline twice per request was a visible cost of a cache hit.
     private let timeouts: ConnectionTimeoutHandler?
-    /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order.
-    /// While any wait here, the socket is not read (`read(context:)`), so the queue holds at most one read's worth.
-    private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
-    /// A read the channel asked for while requests were queued; issued once the queue is empty.
-    private var readHeld = false
-    /// What the decoder refused, answered once every request decoded before it has been (``deliverQueued(context:)``).
-    private var pendingRefusal: ProxyError?
     /// Set while queued parts are being handed on (a response completing inside that loop must not start
     /// another one: every request of a long pipeline would nest a level deeper).
     private var delivering = false
-    /// How the body of the streamed response being written is framed.
-    private var streamFraming = BodyFraming.none
-    /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
-    private var requestIsHTTP10 = false
     /// The decoder in front, told when a request that stops it (`Upgrade`) has ended.
     private let decoder: RequestDecoder?
     /// The `Date` line of this connection's event loop.
@@ -79,7 +64,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if let decoder { tell(decoder, about: part) }
-        queued.append(part)
+        state.enqueue(part)
         deliverQueued(context: context)
     }
 
@@ -105,19 +90,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard !delivering else { return }
         delivering = true
         defer { delivering = false }
-        while !state.isResponding, self.context != nil, let part = queued.popFirst() {
+        while self.context != nil, let part = state.nextPart() {
             receive(part, context: context)
         }
-        if queued.isEmpty, !state.isResponding, self.context != nil, let refusal = pendingRefusal {
-            // The requests before the bytes the decoder refused are answered: now the refusal. (A request cut short
-            // by them, its head delivered and its end not, is the one refused.)
-            pendingRefusal = nil
-            run(state.parseFailed(refusal), context: context, head: nil)
-            return
-        }
-        if queued.isEmpty && readHeld {
-            readHeld = false
-            context.read()
+        guard self.context != nil else { return }
+        switch state.queueSettled() {
+        case .none: break
+        case .read: context.read()
+        case .refuse(let action): run(action, context: context, head: nil)
         }
     }
 
@@ -141,7 +121,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
             timeouts?.requestHeadReceived(awaitingBody: action == .none)
-            headInProgress = head
             run(action, context: context, head: head)
         case .body(var buffer):
             let action = state.receivedBody(count: buffer.readableBytes)
@@ -149,9 +128,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             run(action, context: context, head: nil)
         case .end:
             timeouts?.requestReceived()
-            let head = headInProgress
-            headInProgress = nil
-            run(state.receivedEnd(), context: context, head: head)
+            run(state.receivedEnd(), context: context, head: nil)
         }
     }
 
@@ -162,16 +139,11 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if queued.isEmpty {
-            context.read()
-        } else {
-            readHeld = true
-        }
+        if state.readRequested() { context.read() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         state.channelClosed()
-        queued.removeAll()
         let current = responder
         responder = nil
         current?.connectionClosed()
@@ -183,8 +155,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireUserInboundEventTriggered(event)
             return
         }
-        draining = true
-        if state.isIdle && queued.isEmpty { context.close(promise: nil) }
+        run(state.drain(), context: context, head: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -203,9 +174,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if !(error is ByteToMessageDecoderError) { context.close(promise: nil) }
             return
         }
-        guard pendingRefusal == nil else { return }
-        pendingRefusal = refusal
-        deliverQueued(context: context)
+        if state.decoderRefused(refusal) { deliverQueued(context: context) }
     }
 
     private func run(_ action: ProxyConnectionStateMachine.Action, context: ChannelHandlerContext, head: HTTPRequestHead?) {
@@ -213,7 +182,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .none:
             break
         case .dispatch(let head, _):
-            requestIsHTTP10 = head.version.major == 1 && head.version.minor == 0
             var request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
             request.page = request.judgedPage(by: webOrigins)
             requestBody = nil
@@ -222,17 +190,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.responder = responder
             router.route(request, responder: responder)
         case .reject(let error):
-            requestIsHTTP10 = false
-            let cut = head ?? headInProgress
-            headInProgress = nil
+            let received = state.takeRejectedHead()
+            let cut = head ?? received
             let request = ProxyRequest(
                 head: cut ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: context.channel.remoteAddress)
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
             responder.send(error: error, extraHeaders: ["Connection": "close"])
-        case .awaitNextRequest where draining:
-            context.close(promise: nil)
         case .awaitNextRequest:
             timeouts?.responseCompleted()
             deliverQueued(context: context)
@@ -243,25 +208,18 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: - Writing (called by the Responder, on the event loop)
 
-    /// The `Connection` header of the response being written: `close` when the connection ends after it,
-    /// `keep-alive` for an HTTP/1.0 client that asked to keep it.
-    private var connectionHeader: String? {
-        if !state.responseKeepsAlive || draining { return "close" }
-        return requestIsHTTP10 ? "keep-alive" : nil
-    }
-
     private func encodeHead(
         status: HTTPResponseStatus, headers: HTTPHeaders, bodyLength: Int64?, headOnly: Bool, context: ChannelHandlerContext
     ) -> (ByteBuffer, BodyFraming) {
         var buffer = context.channel.allocator.buffer(capacity: 512)
         let framing = ResponseEncoding.writeHead(
-            status: status, headers: headers, bodyLength: bodyLength, chunkedAllowed: !requestIsHTTP10, headOnly: headOnly,
-            connection: connectionHeader, date: date?.line, into: &buffer)
+            status: status, headers: headers, bodyLength: bodyLength, chunkedAllowed: state.chunkedAllowed, headOnly: headOnly,
+            connection: state.connectionHeader, date: date?.line, into: &buffer)
         return (buffer, framing)
     }
 
     /// No `Connection` header goes with the response being written (see ``Responder/sendsPlainKeepAlive``).
-    var sendsPlainKeepAlive: Bool { connectionHeader == nil }
+    var sendsPlainKeepAlive: Bool { state.connectionHeader == nil }
 
     func writeResponse(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody, headOnly: Bool) {
         guard let context else {
@@ -338,20 +296,17 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func writeStreamHead(status: HTTPResponseStatus, headers: HTTPHeaders, headOnly: Bool) {
         guard let context else { return }
-        if !headOnly && status.mayHaveResponseBody && requestIsHTTP10 && !headers.contains(name: "content-length") {
-            // No chunked encoding for HTTP/1.0: the body ends when the connection does.
-            state.closeAfterResponse()
-        }
+        state.streamStarting(hasBody: !headOnly && status.mayHaveResponseBody, hasLength: headers.contains(name: "content-length"))
         let (head, framing) = encodeHead(status: status, headers: headers, bodyLength: nil, headOnly: headOnly, context: context)
-        streamFraming = framing
+        state.streamStarted(framing: framing)
         timeouts?.queued(bytes: head.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: nil)
     }
 
     func writeStreamBody(_ buffer: ByteBuffer, flush: Bool, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         guard let context else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
-        if streamFraming == .none { return eventLoop.makeSucceededVoidFuture() }
-        if streamFraming == .chunked {
+        if state.streamFraming == .none { return eventLoop.makeSucceededVoidFuture() }
+        if state.streamFraming == .chunked {
             // An empty chunk would end the body.
             if buffer.readableBytes == 0 { return eventLoop.makeSucceededVoidFuture() }
             // Size line, the body as it is (no copy) and the CRLF after it; they leave in one writev, and the
@@ -372,13 +327,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A streamed body chunk sent from a file with sendfile (a client behind a shared download's memory window);
     /// `handle` is closed once written.
     func writeStreamFile(_ handle: NIOFileHandle, offset: Int64, length: Int64, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        guard let context, streamFraming != .none else {
+        guard let context, state.streamFraming != .none else {
             try? handle.close()
             return context == nil ? eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) : eventLoop.makeSucceededVoidFuture()
         }
         let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
         let written: EventLoopFuture<Void>
-        if streamFraming == .chunked {
+        if state.streamFraming == .chunked {
             var header = context.channel.allocator.buffer(capacity: 12)
             ResponseEncoding.writeChunkHeader(count: Int(length), into: &header)
             timeouts?.queued(bytes: header.readableBytes + Int(length) + 2)
@@ -399,8 +354,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         completeResponse(when: done.futureResult, context: context)
         var end = context.channel.allocator.buffer(capacity: 8)
         // An empty write keeps the promise in order behind the body's writes.
-        if streamFraming == .chunked { end.writeStaticString(ResponseEncoding.lastChunk) }
-        streamFraming = .none
+        if state.streamFraming == .chunked { end.writeStaticString(ResponseEncoding.lastChunk) }
+        state.streamEnded()
         timeouts?.queued(bytes: end.readableBytes)
         context.writeAndFlush(wrapOutboundOut(.byteBuffer(end)), promise: done)
     }
@@ -408,7 +363,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func abortConnection() {
         responder = nil
         state.channelClosed()
-        queued.removeAll()
         context?.close(promise: nil)
     }
 

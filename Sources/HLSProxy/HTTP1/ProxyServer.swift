@@ -41,6 +41,7 @@ public final class ProxyServer: Sendable {
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: threadPool, logger: logger,
             metrics: metrics, accessLog: accessLog, routeExtension: routeExtension)
         self.router = ProxyRouter(services: services)
+        routeExtension?.attach(to: metrics)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
         let playlists = services.playlists
         origin.setCookieSource { url in

@@ -53,6 +53,12 @@ public final class ProxyMetrics: Sendable {
     private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
     private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
     private let itemEvictions: Counter
+    /// Indexed by ``WebhookOutcome``.
+    private let webhookOutcomes: [Counter]
+    private let trafficCounters = TrafficCounters()
+
+    /// What was served so far, from the cache and from the origin (the admin API's last-hour history samples it).
+    public var traffic: TrafficTotals { trafficCounters.totals }
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -112,6 +118,10 @@ public final class ProxyMetrics: Sendable {
             descriptor: name(
                 "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
             labels: [])
+        self.webhookOutcomes = WebhookOutcome.allCases.map { outcome in
+            registry.makeCounter(
+                descriptor: name(outcome.metric, "total", outcome.help), labels: [])
+        }
         self.itemEvictions = registry.makeCounter(
             descriptor: name("item_evictions", "total", "Times the cache evicted objects of a prewarm item (size cap, free-disk cushion), in this process."),
             labels: [])
@@ -133,7 +143,9 @@ public final class ProxyMetrics: Sendable {
         guard let source = cache.source else { return }
         cacheResults[cache.rawValue]?.increment()
         // Error bodies (JSON written by the proxy) are not content served from anywhere.
-        if bytes > 0 && status < 400 { servedBytes[source.rawValue].increment(by: bytes) }
+        let content = status < 400 ? bytes : 0
+        if content > 0 { servedBytes[source.rawValue].increment(by: content) }
+        trafficCounters.record(source, bytes: content)
     }
 
     static func statusIndex(_ status: Int) -> Int {
@@ -201,6 +213,11 @@ public final class ProxyMetrics: Sendable {
         itemEvictions.increment()
     }
 
+    /// A webhook event delivered, given up on after its attempts, or dropped from a full queue.
+    public func webhook(_ outcome: WebhookOutcome) {
+        webhookOutcomes[outcome.rawValue].increment()
+    }
+
     /// A playlist URL met with a tolerance of `kind` for the first time in this process.
     func playlistWarning(_ kind: PlaylistWarning.Kind) {
         guard let index = PlaylistWarning.Kind.allCases.firstIndex(of: kind) else { return }
@@ -266,5 +283,26 @@ public final class ProxyMetrics: Sendable {
     /// The Prometheus text exposition of every metric.
     func emit() -> [UInt8] {
         registry.emitToBuffer()
+    }
+}
+
+/// What became of one webhook event for one receiver (`hlscache_webhook_*_total`).
+public enum WebhookOutcome: Int, CaseIterable, Sendable {
+    case delivered, failed, dropped
+
+    var metric: String {
+        switch self {
+        case .delivered: "webhook_delivered"
+        case .failed: "webhook_failed"
+        case .dropped: "webhook_dropped"
+        }
+    }
+
+    var help: String {
+        switch self {
+        case .delivered: "Webhook events a receiver accepted (2xx)."
+        case .failed: "Webhook events given up on after webhooks.attempts deliveries."
+        case .dropped: "Webhook events dropped because the delivery queue (webhooks.queueSize) was full."
+        }
     }
 }

@@ -15,11 +15,14 @@ final class ResourceService: Sendable {
     /// What is known about recently requested targets: players ask for the same ones again and again, and
     /// parsing the URL, making its cache key and rendering a hit's head were most of a hit's own work.
     private let targets = NIOLockedValueBox<[String: TargetMemo]>([:])
+    /// Large objects asked for by range, stored as slices (Slices/).
+    private let slices: SliceService
     /// Bound on ``targets`` (cleared when full): with a replayed head each entry is about 1.5 KB.
     static let maxRememberedTargets = 8_192
 
     init(services: ProxyServices) {
         self.services = services
+        self.slices = SliceService(services: services)
         self.keysShareCacheKeys = services.keys?.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
     }
 
@@ -324,19 +327,53 @@ final class ResourceService: Sendable {
                     }
                 }
             } else if cacheable {
-                // Nobody reads this one: it goes on only while worth storing (a known length within cache.maxObjectSize).
-                let (fetch, created) = services.fetches.join(fetchKey) {
-                    SharedFetch(key: key, url: url, cacheable: true, background: true, services: services)
-                }
-                if created { fetch.start() }
+                // The slices the range covers (Slices/); without slices, a relay and a background fill.
+                slices.rangeMiss(
+                    request, key: key, url: url, range: rangeHeader, responder: responder,
+                    backgroundFill: { self.backgroundFill(key: key, url: url, fetchKey: fetchKey) },
+                    withoutSlices: {
+                        self.rangeRelay(request, key: key, url: url, range: rangeHeader, fetchKey: fetchKey, background: true, responder: responder)
+                    })
+                return
             }
-            responder.cacheResult = .passthrough
-            PassthroughRelay.start(request: request, url: url, range: rangeHeader, responder: responder, services: services) {
-                // The origin says it is a playlist after all: answer with the whole rewritten playlist.
-                self.miss(request.withoutRange, key: key, url: url, cacheable: cacheable, responder: responder)
-            }
+            rangeRelay(request, key: key, url: url, range: rangeHeader, fetchKey: fetchKey, background: false, responder: responder)
             return
         }
+        // An object stored as slices (it was asked for by range) is served from them.
+        if cacheable, !looksLikePlaylist, services.fetches.existing(fetchKey) == nil,
+            slices.wholeMiss(
+                request, key: key, url: url, responder: responder,
+                withoutSlices: { self.wholeMiss(request, key: key, url: url, fetchKey: fetchKey, cacheable: cacheable, responder: responder) })
+        {
+            return
+        }
+        wholeMiss(request, key: key, url: url, fetchKey: fetchKey, cacheable: cacheable, responder: responder)
+    }
+
+    /// A range relayed from the origin, not stored; with `background`, the whole resource is fetched into the cache
+    /// meanwhile (only while worth storing: a known length within `cache.maxObjectSize`).
+    private func rangeRelay(
+        _ request: ProxyRequest, key: CacheKey, url: OriginURL, range: String, fetchKey: String, background: Bool, responder: Responder
+    ) {
+        if background { backgroundFill(key: key, url: url, fetchKey: fetchKey) }
+        responder.cacheResult = .passthrough
+        PassthroughRelay.start(request: request, url: url, range: range, responder: responder, services: services) {
+            // The origin says it is a playlist after all: answer with the whole rewritten playlist.
+            self.miss(request.withoutRange, key: key, url: url, cacheable: fetchKey == key.value, responder: responder)
+        }
+    }
+
+    /// Fetches the whole resource into the cache for no client: it goes on only while worth storing (a known length
+    /// within `cache.maxObjectSize`).
+    private func backgroundFill(key: CacheKey, url: OriginURL, fetchKey: String) {
+        let (fetch, created) = services.fetches.join(fetchKey) {
+            SharedFetch(key: key, url: url, cacheable: true, background: true, services: services)
+        }
+        if created { fetch.start() }
+    }
+
+    /// The whole resource, through the shared download of its key.
+    private func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, fetchKey: String, cacheable: Bool, responder: Responder) {
         let (fetch, created) = services.fetches.join(fetchKey) {
             SharedFetch(key: key, url: url, cacheable: cacheable, services: services)
         }

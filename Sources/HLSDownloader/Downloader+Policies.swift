@@ -1,0 +1,142 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// Bytes this process fetched from origins that the day's count (`download_volume` in `items.sqlite`) does not
+/// have yet: noted on the event loop (a lock, no I/O), added to the count between resources.
+final class VolumeMeter: Sendable {
+    private struct State {
+        var pending: Int64 = 0
+        var recorded: Int64 = 0
+        var day = ""
+        var lastWrite: ContinuousClock.Instant?
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    func add(_ bytes: Int) {
+        state.withLockedValue { $0.pending += Int64(bytes) }
+    }
+
+    /// The day's count with this process's pending bytes added to it. Writes them when `force` or once a second;
+    /// a failed write keeps them for the next time.
+    func used(items: ItemStore, policies: DownloadPolicies, force: Bool) -> Int64 {
+        let day = policies.day(of: policies.clock())
+        let (pending, due) = state.withLockedValue { state -> (Int64, Bool) in
+            let due = force || state.day != day || state.lastWrite.map { ContinuousClock.now - $0 >= .seconds(1) } ?? true
+            guard due else { return (0, false) }
+            defer { state.pending = 0 }
+            return (state.pending, true)
+        }
+        guard due else { return state.withLockedValue { $0.recorded + $0.pending } }
+        do {
+            // Nothing to add: a read (other processes may have added theirs).
+            let recorded = pending > 0 ? try items.addVolume(pending, day: day) : try items.volume(day: day)
+            return state.withLockedValue { state in
+                state.day = day
+                state.recorded = recorded
+                state.lastWrite = .now
+                return recorded + state.pending
+            }
+        } catch {
+            return state.withLockedValue { state in
+                state.pending += pending
+                return (state.day == day ? state.recorded : 0) + state.pending
+            }
+        }
+    }
+}
+
+extension Downloader {
+    /// The time the download policies are judged at (``DownloadPolicies/clock``).
+    public var now: Date { configuration.policies.clock() }
+
+    /// The item's maximum size: its own, else `downloads.maxItemSize`.
+    public func maxBytes(for item: DownloadItem) -> Int64? {
+        item.maxBytes ?? configuration.policies.maxItemBytes
+    }
+
+    /// The bytes fetched from origins today by every process on this cache directory.
+    public func volumeToday() -> Int64 {
+        volume.used(items: items, policies: configuration.policies, force: true)
+    }
+
+    /// Why `item` may not download now, and when it may: outside its download hours (when this process keeps to
+    /// them), or the day's volume used up. `nil` when it may.
+    public func policyHold(for item: DownloadItem) -> (reason: DownloadError, until: Date)? {
+        let policies = configuration.policies
+        let now = policies.clock()
+        if policies.enforcesWindow, let window = item.downloadWindow ?? policies.window, !window.contains(now, timeZone: policies.timeZone) {
+            let opens = window.nextOpening(after: now, timeZone: policies.timeZone)
+            let whose = item.downloadWindow != nil ? "the item's window" : "downloads.window"
+            return (
+                DownloadError.outsideWindow.with(
+                    "outside the download hours \(window) (\(whose), \(policies.timeZone.identifier)); waiting until \(opens.ISO8601Format())"),
+                opens
+            )
+        }
+        if let limit = policies.dailyBytes {
+            let used = volume.used(items: items, policies: policies, force: true)
+            if used >= limit {
+                let next = policies.nextDay(after: now)
+                return (
+                    DownloadError.dailyLimit.with(
+                        "the day's download volume is used up (\(Self.format(used)) of \(Self.format(limit)), downloads.dailyLimit); waiting until \(next.ISO8601Format())"
+                    ),
+                    next
+                )
+            }
+        }
+        return nil
+    }
+
+    /// `fetch --dry-run`, `POST /items` with `"dryRun": true`: the item's plan read from the origin (nothing stored), and
+    /// why a download would be refused (``DownloadError/tooLarge``, ``DownloadError/cacheFull``), if it would.
+    public func dryRun(_ item: DownloadItem) async throws(DownloadError) -> (plan: DownloadPlan, refusal: DownloadError?) {
+        let plan = try await makePlan(for: item, storing: false)
+        do {
+            try checkSize(plan, for: item)
+            try checkFits(plan)
+            return (plan, nil)
+        } catch {
+            return (plan, error)
+        }
+    }
+
+    /// Refuses a plan whose estimate is larger than the item's maximum size.
+    /// - Throws: ``DownloadError/tooLarge``.
+    public func checkSize(_ plan: DownloadPlan, for item: DownloadItem) throws(DownloadError) {
+        guard let limit = maxBytes(for: item), let estimate = plan.estimatedBytes, estimate > limit else { return }
+        throw DownloadError.tooLarge.with(
+            "the estimate (\(Self.format(estimate))) is more than the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))")
+    }
+
+    /// Between two resources of a run: the item's maximum size (what it had stored when the run began plus what this
+    /// run fetched), its download hours and the day's volume.
+    /// - Throws: ``DownloadError/tooLarge`` (the item fails), ``DownloadError/outsideWindow`` or
+    ///   ``DownloadError/dailyLimit`` (the item waits in `idle`).
+    func checkPolicies(during item: DownloadItem, counter: RunCounter, bytesAtStart: Int64) throws(DownloadError) {
+        if let limit = maxBytes(for: item), bytesAtStart + counter.total > limit {
+            throw DownloadError.tooLarge.with(
+                "the download passed the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))")
+        }
+        if let (reason, _) = policyHold(for: item) { throw reason }
+        if configuration.policies.dailyBytes == nil {
+            // Counted anyway (`GET /status`), at most once a second.
+            _ = volume.used(items: items, policies: configuration.policies, force: false)
+        }
+    }
+
+    /// Puts the item in `idle` with the policy as its reason and its next attempt at `until`.
+    func hold(_ id: String, _ reason: DownloadError, until: Date) throws(DownloadError) -> DownloadItem {
+        let now = self.now
+        let (item, _) = try items.apply(.hold, to: id) { item in
+            item.errorCode = reason.code
+            item.errorMessage = reason.message
+            item.nextAttemptAt = until
+            item.interruptedAt = item.interruptedAt ?? now
+        }
+        logger.notice("item \(id) is held back: \(reason.message)")
+        emitState(item)
+        return item
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSOrigin
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// One origin `Range` request for a run of consecutive slices of a large object (``SliceStitcher``): the body is
+/// cut at slice boundaries, each slice written to a cache writer of its own (temp file, then fsync, rename and index
+/// row, like any object) on the thread pool, and handed to the stitcher for the client. The next origin read waits for
+/// both, so a run holds one chunk in memory. A slice is committed only when all its bytes arrived, with the validator
+/// and size the origin answered with; a partial one is discarded.
+///
+/// Streams on the client's event loop: every callback runs there.
+final class SliceRun: OriginStreamHandler, @unchecked Sendable {
+    private let stitcher: SliceStitcher
+    private let services: ProxyServices
+    private let layout: SliceLayout
+    private let key: CacheKey
+    private let url: OriginURL
+    private let indices: ClosedRange<Int64>
+    private let eventLoop: any EventLoop
+    private var task: OriginTask?
+
+    /// The version the slices are stored as (nil until the head was accepted).
+    private var set: SliceSet?
+    private var contentType: String?
+    private var lastModified: Date?
+    /// The next byte expected, and the last one the origin announced.
+    private var offset: Int64 = 0
+    private var lastByte: Int64 = -1
+    private var stopped = false
+    /// Disk work, in order: each job waits for the one before.
+    private var disk: EventLoopFuture<Void>
+    /// The last client write.
+    private var client: EventLoopFuture<Void>
+    /// The slice being written (used only by the disk jobs, one at a time).
+    private let writer = NIOLockedValueBox<(index: Int64, writer: CacheWriter)?>(nil)
+    /// A write failed (full disk, …): the rest is relayed, not stored.
+    private let storing = NIOLockedValueBox(true)
+
+    init(
+        stitcher: SliceStitcher, services: ProxyServices, layout: SliceLayout, key: CacheKey, url: OriginURL, indices: ClosedRange<Int64>,
+        eventLoop: any EventLoop
+    ) {
+        self.stitcher = stitcher
+        self.services = services
+        self.layout = layout
+        self.key = key
+        self.url = url
+        self.indices = indices
+        self.eventLoop = eventLoop
+        disk = eventLoop.makeSucceededVoidFuture()
+        client = eventLoop.makeSucceededVoidFuture()
+    }
+
+    private var firstByte: Int64 { indices.lowerBound * layout.sliceSize }
+
+    func start() {
+        let requestedLast = (indices.upperBound + 1) * layout.sliceSize - 1
+        task = services.origin.stream(url, headers: [("Range", "bytes=\(firstByte)-\(requestedLast)")], on: eventLoop, handler: self)
+    }
+
+    func cancel() {
+        stopped = true
+        task?.cancel()
+    }
+
+    // MARK: - OriginStreamHandler
+
+    func didReceiveHead(_ head: OriginResponseHead) {
+        guard !stopped else { return }
+        guard let (accepted, store) = stitcher.runAnswered(self, head: head, firstByte: firstByte) else {
+            stopped = true
+            task?.cancel()
+            return
+        }
+        set = accepted
+        if !store { storing.withLockedValue { $0 = false } }
+        contentType = head.headers.first(name: "Content-Type")
+        lastModified = accepted.lastModified
+        offset = firstByte
+        lastByte = SliceResponse.parse(head.headers.first(name: "Content-Range") ?? "")?.last ?? -1
+    }
+
+    func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        guard !stopped, let set else { return eventLoop.makeFailedFuture(OriginError.cancelled) }
+        var buffer = buffer
+        guard offset + Int64(buffer.readableBytes) - 1 <= lastByte else {
+            return eventLoop.makeFailedFuture(OriginError.truncated)  // more than the Content-Range announced
+        }
+        while buffer.readableBytes > 0 {
+            let index = layout.index(of: offset)
+            let slice = layout.bytes(of: index, total: set.objectSize)
+            let count = min(buffer.readableBytes, Int(slice.last - offset + 1))
+            guard let piece = buffer.readSlice(length: count) else { break }
+            store(piece, slice: index, startsSlice: offset == slice.first, endsSlice: offset + Int64(count) - 1 == slice.last)
+            client = stitcher.runDelivered(piece, at: offset)
+            offset += Int64(count)
+        }
+        // A relayed run (nothing stored) is over once its client has what it asked for.
+        if !storing.withLockedValue({ $0 }), stitcher.isComplete { stopped = true }
+        return client.and(disk).map { _ in }
+    }
+
+    func didFinish(_ result: Result<Void, OriginError>) {
+        var result = result
+        if case .success = result, offset != lastByte + 1 { result = .failure(.truncated) }
+        if stopped, case .success = result { result = .failure(.cancelled) }
+        // The last slice's commit (or the abort of a partial one) comes first: a next run must find it stored.
+        let writer = self.writer
+        let settled = disk.always { _ in
+            writer.withLockedValue { current in
+                current?.writer.abort()
+                current = nil
+            }
+        }
+        let outcome = result
+        settled.whenComplete { [self] _ in stitcher.runFinished(self, outcome) }
+    }
+
+    // MARK: - Disk
+
+    /// Queues `piece` of slice `index` for its cache writer: a writer is made at the slice's first byte, and the slice
+    /// committed at its last (a run starts on a slice boundary; one that ends early leaves a partial slice, aborted).
+    private func store(_ piece: ByteBuffer, slice index: Int64, startsSlice: Bool, endsSlice: Bool) {
+        guard storing.withLockedValue({ $0 }), let set else { return }
+        let sliceKey = layout.key(of: key, slice: index)
+        let bytes = layout.bytes(of: index, total: set.objectSize)
+        let metadata = ObjectSlice(set: layout.setID(of: key), index: index, objectSize: set.objectSize)
+        let (store, writer, storing, contentType, lastModified) = (services.store, writer, storing, contentType, lastModified)
+        let stitcher = self.stitcher
+        let job: @Sendable () throws -> Bool = {
+            guard storing.withLockedValue({ $0 }) else { return false }
+            do {
+                let current: CacheWriter
+                if startsSlice {
+                    writer.withLockedValue { $0?.writer.abort() }
+                    current = try store.makeWriter(for: sliceKey, expectedLength: bytes.last - bytes.first + 1)
+                    writer.withLockedValue { $0 = (index, current) }
+                } else {
+                    guard let open = writer.withLockedValue({ $0 }), open.index == index else { return false }
+                    current = open.writer
+                }
+                try piece.withUnsafeReadableBytes { try current.write($0) }
+                guard endsSlice else { return false }
+                writer.withLockedValue { $0 = nil }
+                _ = try current.finish(
+                    contentType: contentType, kind: .segment, etag: set.validator, lastModified: lastModified, slice: metadata)
+                return true
+            } catch {
+                storing.withLockedValue { $0 = false }
+                writer.withLockedValue { current in
+                    current?.writer.abort()
+                    current = nil
+                }
+                throw error
+            }
+        }
+        let (threadPool, eventLoop, failures, label) = (services.threadPool, eventLoop, services.cacheWriteFailures, url.redacted)
+        disk = disk.flatMap {
+            threadPool.runIfActive(eventLoop: eventLoop, job).map { committed in
+                if committed { stitcher.runStored(index) }
+            }.recover { error in failures.record(error, label: label) }
+        }
+    }
+}

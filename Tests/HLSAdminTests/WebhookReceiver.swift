@@ -1,0 +1,86 @@
+import Foundation
+import HLSTestSupport
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A webhook receiver on 127.0.0.1 (OS-chosen port): keeps every POST (headers and body) and answers 500 to the
+/// first `failures` of them, 204 to the rest.
+final class WebhookReceiver: Sendable {
+    struct Received: Sendable {
+        var headers: HTTPHeaders
+        var body: String
+        var status: Int
+        var json: [String: Any] { ((try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]) ?? [:] }
+    }
+
+    private let received = NIOLockedValueBox<[Received]>([])
+    private let failuresLeft: NIOLockedValueBox<Int>
+    private let channel = NIOLockedValueBox<(any Channel)?>(nil)
+
+    init(failures: Int) {
+        failuresLeft = NIOLockedValueBox(failures)
+    }
+
+    var requests: [Received] { received.withLockedValue { $0 } }
+
+    var url: String {
+        let port = channel.withLockedValue { $0?.localAddress?.port } ?? 0
+        return "http://127.0.0.1:\(port)/hook"
+    }
+
+    func start() async throws {
+        let receiver = self
+        let bound = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(Handler(receiver: receiver))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        channel.withLockedValue { $0 = bound }
+    }
+
+    func stop() async {
+        try? await channel.withLockedValue { $0 }?.close()
+    }
+
+    fileprivate func answer(_ head: HTTPRequestHead, body: String) -> Int {
+        let status = failuresLeft.withLockedValue { left -> Int in
+            guard left > 0 else { return 204 }
+            left -= 1
+            return 500
+        }
+        received.withLockedValue { $0.append(Received(headers: head.headers, body: body, status: status)) }
+        return status
+    }
+
+    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let receiver: WebhookReceiver
+        var head: HTTPRequestHead?
+        var body = ByteBuffer()
+
+        init(receiver: WebhookReceiver) { self.receiver = receiver }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                self.head = head
+                body.clear()
+            case .body(var chunk):
+                body.writeBuffer(&chunk)
+            case .end:
+                guard let head else { return }
+                let status = receiver.answer(head, body: String(buffer: body))
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: "0")
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+    }
+}
