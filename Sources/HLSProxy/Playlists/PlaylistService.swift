@@ -194,19 +194,28 @@ final class PlaylistService: Sendable {
     private let channelHeaderWrites = NIOLockedValueBox(0)
 
     private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
+    /// The row of the channel table that says a URL is a channel (``isChannel(_:)``) rather than carries headers: its
+    /// key behind this prefix (a space never appears in a URL key).
+    private static let channelRowPrefix = "channel "
 
     /// Reads back the channel headers a previous run learnt (the newest ``maxChannelHeaderURLs``).
     private func loadChannelHeaders() {
         guard let masterKey = keys?.masterKey else { return }
         do {
             var table: [String: [(String, String)]] = [:]
+            var channels: Set<String> = []
             for row in try store.channelHeaders(limit: Self.maxChannelHeaderURLs) {
+                if row.url.hasPrefix(Self.channelRowPrefix) {
+                    channels.insert(String(row.url.dropFirst(Self.channelRowPrefix.count)))
+                    continue
+                }
                 guard let plain = masterKey.unseal(row.value, context: Self.channelHeaderContext(row.url)),
                     let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
                 else { continue }
                 table[row.url] = pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
             }
             channelHeaderTable.withLockedValue { $0 = table }
+            channelURLs.withLockedValue { $0 = channels }
         } catch {
             logger.warning("cannot read the channel headers kept in the index: \(error)")
         }
@@ -238,8 +247,10 @@ final class PlaylistService: Sendable {
 
     private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
 
-    /// The channel URLs of the channel lists this process served (``channelKey(_:)``): a body of unknown length
-    /// at one of them is a live stream, relayed and never stored (``SharedFetchStateMachine``). In memory, bounded.
+    /// The channel URLs of the channel lists served (``channelKey(_:)``): a body of unknown length at one of them is
+    /// a live stream, relayed and never stored (``SharedFetchStateMachine``). Bounded; kept in the index's channel
+    /// table too (rows ``channelRowPrefix`` + key), so a player coming back to a channel after a restart, without
+    /// the list, is not stored either.
     private let channelURLs = NIOLockedValueBox<Set<String>>([])
 
     /// Whether a channel list this process served names `url` as a channel.
@@ -258,10 +269,11 @@ final class PlaylistService: Sendable {
         var learnt: [(String, [(String, String)])] = []
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
             let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
-            channelURLs.withLockedValue { known in
+            let newChannels = channelURLs.withLockedValue { known -> [String] in
                 if known.count + urls.count > Self.maxChannelHeaderURLs { known.removeAll() }
-                known.formUnion(urls)
+                return urls.filter { known.insert($0).inserted }
             }
+            persistChannelHeaders(newChannels.map { (Self.channelRowPrefix + $0, []) })
             for channel in channels where !channel.httpHeaders.isEmpty {
                 guard let channelURL = try? OriginURL(channel.url) else { continue }
                 learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))
