@@ -14,6 +14,7 @@
 #   Benchmarks/hits-vs-peers.sh [seconds-per-run] [rounds]          (defaults 4 and 3)
 #   CELLS="2m:1 256k:64 playlist:64" Benchmarks/hits-vs-peers.sh    (only some cells)
 #   HLSCACHE_BIN=/path/to/hlscache ...                              (an existing build instead of a release build)
+#   HLSCACHE_BIN_B=/path/to/other/hlscache ...                      (a second build in the same rounds: before/after)
 # Loopback only; every run is bounded; everything started is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +97,15 @@ varnishd -a "127.0.0.1:$varnish_port" -f "$work/default.vcl" -s malloc,256m -n "
 "$bin" serve --listen "127.0.0.1:$hls_port" --cache-dir "$work/cache" --log-level error --prefetch-segments 0 >"$work/hlscache.log" 2>&1 &
 hls_pid=$!
 for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$hls_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+servers="static pcache varnish hlscache"
+if [ -n "${HLSCACHE_BIN_B:-}" ]; then
+  hls_b_port=$(free_port)
+  mkdir -p "$work/cache-b"
+  "$HLSCACHE_BIN_B" serve --listen "127.0.0.1:$hls_b_port" --cache-dir "$work/cache-b" --log-level error --prefetch-segments 0 >"$work/hlscache-b.log" 2>&1 &
+  hls_b_pid=$!
+  for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$hls_b_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+  servers="$servers hlscache_b"
+fi
 
 path_of() { case $1 in 2m) echo /vod/seg_2m.ts ;; 256k) echo /vod/seg_256k.ts ;; playlist) echo /vod/index.m3u8 ;; esac; }
 url_of() { # server object
@@ -106,12 +116,12 @@ url_of() { # server object
     pcache) echo "http://127.0.0.1:$pcache_port$p" ;;
     varnish) echo "http://127.0.0.1:$varnish_port$p" ;;
     hlscache) echo "http://127.0.0.1:$hls_port/http/127.0.0.1:$origin_port$p" ;;
+    hlscache_b) echo "http://127.0.0.1:$hls_b_port/http/127.0.0.1:$origin_port$p" ;;
   esac
 }
-servers="static pcache varnish hlscache"
 # Warm every cache and check that the second request is a hit.
 for object in 2m 256k playlist; do
-  for server in pcache varnish hlscache; do
+  for server in ${servers#static }; do
     curl -fsS -o /dev/null "$(url_of "$server" "$object")"
     sleep 0.2
     result=$(curl -fsS -D - -o /dev/null "$(url_of "$server" "$object")" | tr -d '\r' | awk -F': ' 'tolower($1)=="x-cache"{print $2}')
@@ -124,6 +134,7 @@ pids_of() { # server -> the processes whose CPU time counts
     static | pcache) pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ' ;;
     varnish) pgrep -f "varnishd.*$work/varnish" | tr '\n' ' ' ;;
     hlscache) echo "$hls_pid" ;;
+    hlscache_b) echo "$hls_b_pid" ;;
   esac
 }
 ticks() { local t=0 pid; for pid in "$@"; do [ -r "/proc/$pid/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
@@ -142,8 +153,15 @@ median() { python3 -c 'import sys, statistics; print(round(statistics.median(flo
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(varnishd -V 2>&1 | head -1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
 echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved; median req/s (CPU µs per request)"
 echo
-echo "| workload | connections | nginx static | nginx proxy_cache | Varnish | hlscache | hlscache / best |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+if [ -n "${HLSCACHE_BIN_B:-}" ]; then
+  echo "hlscache B: $HLSCACHE_BIN_B"
+  echo
+  echo "| workload | connections | nginx static | nginx proxy_cache | Varnish | hlscache | hlscache B | hlscache / best | B / best |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+else
+  echo "| workload | connections | nginx static | nginx proxy_cache | Varnish | hlscache | hlscache / best |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+fi
 for cell in $cells; do
   object=${cell%%:*}
   conns=${cell##*:}
@@ -165,13 +183,18 @@ for cell in $cells; do
     # shellcheck disable=SC2086
     c=$(median ${cpu[$server]})
     row+=" | ${m%.*} ($c)"
-    [ "$server" != hlscache ] && best=$(python3 -c "print(max($best, $m))")
-    [ "$server" = hlscache ] && mine=$m
+    case $server in
+      hlscache) mine=$m ;;
+      hlscache_b) theirs=$m ;;
+      *) best=$(python3 -c "print(max($best, $m))") ;;
+    esac
   done
-  echo "$row | $(python3 -c "print(f'{$mine / $best:.2f}' if $best else 'n/a')") |"
+  row+=" | $(python3 -c "print(f'{$mine / $best:.2f}' if $best else 'n/a')")"
+  [ -n "${HLSCACHE_BIN_B:-}" ] && row+=" | $(python3 -c "print(f'{$theirs / $best:.2f}' if $best else 'n/a')")"
+  echo "$row |"
   unset rps cpu
 done
 echo
 rss() { local t=0 pid; for pid in "$@"; do [ -r "/proc/$pid/status" ] && t=$((t + $(awk '/VmHWM/{print $2}' "/proc/$pid/status"))); done; echo "$((t / 1024)) MiB"; }
 # shellcheck disable=SC2046
-echo "peak RSS: nginx (all workers, both roles) $(rss $(pids_of static)), Varnish $(rss $(pids_of varnish)), hlscache $(rss "$hls_pid")"
+echo "peak RSS: nginx (all workers, both roles) $(rss $(pids_of static)), Varnish $(rss $(pids_of varnish)), hlscache $(rss "$hls_pid")${HLSCACHE_BIN_B:+, hlscache B $(rss "${hls_b_pid:-}")}"

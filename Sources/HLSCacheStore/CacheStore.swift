@@ -273,7 +273,7 @@ public final class CacheStore: Sendable {
 
     // MARK: - Access times
 
-    private static func recordAccess(_ state: inout State, hash: String, at now: Double) -> (Bool, Bool) {
+    static func recordAccess(_ state: inout State, hash: String, at now: Double) -> (Bool, Bool) {
         state.pendingAccess[hash] = now
         if state.pendingAccess.count >= accessFlushBatch && !state.flushScheduled {
             state.flushScheduled = true
@@ -286,7 +286,7 @@ public final class CacheStore: Sendable {
         return (false, false)
     }
 
-    private func scheduleAccessFlush(now: Bool, later: Bool) {
+    func scheduleAccessFlush(now: Bool, later: Bool) {
         if now {
             flushQueue.async { [weak self] in self?.flushAccessTimes() }
         } else if later {

@@ -41,6 +41,8 @@ extension HLSCacheSettings {
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
         configuration.sliceSize = sliceSize
+        configuration.memoryCacheBytes = memoryCacheBytes
+        configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace

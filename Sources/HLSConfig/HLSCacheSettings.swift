@@ -58,6 +58,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
     public var inFlightMemoryBytes: Int64
     public var maxObjectBytes: Int64
     public var sliceSize: Int64
+    public var memoryCacheBytes: Int
+    public var memoryMaxObjectBytes: Int
     public var shutdownGrace: Duration = .seconds(10)
     public var metricsEnabled: Bool = true
     public var accessLog: Bool = true
@@ -149,6 +151,8 @@ public struct HLSCacheSettings: Sendable, Equatable {
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
         sliceSize = proxy.sliceSize
+        memoryCacheBytes = proxy.memoryCacheBytes
+        memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

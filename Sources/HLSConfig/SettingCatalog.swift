@@ -34,6 +34,10 @@ public enum SettingCatalog {
             .size(
                 "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
                 "objects of more than 8 slices asked for by range are fetched and stored as slices of this size"),
+            .size(
+                "cache.memorySize", \.memoryCacheBytes,
+                "small hot objects kept in memory as well, so their hits read no file (0 disables)"),
+            .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

@@ -48,6 +48,11 @@ public struct ProxyConfiguration: Sendable {
     /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
     /// slices when asked for by range (docs/architecture.md, "Slices").
     public var sliceSize: Int64 = SliceLayout.defaultSliceSize
+    /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
+    /// 0 disables the memory tier).
+    public var memoryCacheBytes: Int = 64 << 20
+    /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
+    public var memoryMaxObjectBytes: Int = 1 << 20
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

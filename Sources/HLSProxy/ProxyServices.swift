@@ -18,6 +18,8 @@ final class ProxyServices: Sendable {
     /// Body bytes every in-flight download holds in memory (`limits.inFlightMemory`).
     let inFlight: InFlightMemory
     let playlists: PlaylistService
+    /// Small hot objects in memory (`cache.memorySize`).
+    let memory: MemoryTier
     /// Keys (every method); `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
     let keys: KeyService?
@@ -52,6 +54,9 @@ final class ProxyServices: Sendable {
         self.playlists = PlaylistService(
             configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics, writeFailures: cacheWriteFailures)
         self.metrics = metrics
+        let memory = MemoryTier(maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes)
+        self.memory = memory
+        if memory.isEnabled { store.onEviction { keys in memory.remove(keys) } }
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)
     }
 

@@ -39,15 +39,46 @@ final class PlaylistService: Sendable {
     private let metrics: ProxyMetrics
     private let writeFailures: CacheWriteFailureLog
     let readAhead: ReadAheadIndex
-    private let live = NIOLockedValueBox<[String: (playlist: RewrittenPlaylist, expires: NIODeadline)]>([:])
+    /// The bounds of the tables below.
+    let limits: TableLimits
+    /// Live playlists (and live ones that ended) served from memory until they expire.
+    private let live: NIOLockedValueBox<BoundedLRU<String, (playlist: RewrittenPlaylist, expires: NIODeadline)>>
     /// Media playlists this process has served live: when one ends (EXT-X-ENDLIST) it is still not kept on disk.
-    private let seenLive = NIOLockedValueBox<Set<CacheKey>>([])
-    private static let maxLiveEntries = 4096
+    private let seenLive: NIOLockedValueBox<BoundedLRU<CacheKey, Bool>>
+
+    /// How many entries each of the service's in-memory tables keeps. Each is a ``BoundedLRU``: when one is full the
+    /// entry used least recently goes — the playlists being played and the segments they name stay (a table that
+    /// emptied itself when full made an ended live playlist look like VOD, stored on disk for good, and stored live
+    /// segments without their expiry).
+    struct TableLimits: Sendable {
+        /// Live playlists in memory, and media playlists remembered as having been live.
+        var livePlaylists = 4096
+        /// The tokens each stored playlist was fetched for, and the imported variables of media playlists.
+        var playlistTokens = 10_000
+        /// The cookie page of each origin.
+        var cookiePages = 1024
+        /// Lifetimes of the media resources live playlists name.
+        var liveResources = 50_000
+        /// Playlist warnings already logged.
+        var warnings = 10_000
+        /// URLs with request headers from a channel list, and channel URLs.
+        var channelHeaderURLs = 100_000
+    }
 
     init(
         configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics,
-        writeFailures: CacheWriteFailureLog
+        writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
     ) {
+        self.limits = limits
+        live = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
+        seenLive = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
+        fetchedFor = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
+        importsByPlaylist = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
+        cookiePages = NIOLockedValueBox(BoundedLRU(maxCount: limits.cookiePages))
+        liveLifetimes = NIOLockedValueBox(BoundedLRU(maxCount: limits.liveResources))
+        warned = NIOLockedValueBox(BoundedLRU(maxCount: limits.warnings))
+        channelHeaderTable = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
+        channelURLs = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
         self.writeFailures = writeFailures
         self.configuration = configuration
         self.metrics = metrics
@@ -63,23 +94,24 @@ final class PlaylistService: Sendable {
     /// origin may write the viewer's token into the URIs of the playlist it returns (Wowza, token-propagating CDNs):
     /// a player coming with a new token gets a playlist fetched with it, not the one stored for an earlier, perhaps
     /// expired, token. Unknown (a prewarmed playlist): the stored one is served, as always.
-    private let fetchedFor = NIOLockedValueBox<[CacheKey: String]>([:])
-    private static let maxRememberedSignatures = 10_000
+    private let fetchedFor: NIOLockedValueBox<BoundedLRU<CacheKey, String>>
 
     /// Notes that the playlist stored under `key` was fetched for `url`.
     func rememberTokens(of url: OriginURL, for key: CacheKey) {
         let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
-        fetchedFor.withLockedValue { table in
-            if table.count >= Self.maxRememberedSignatures { table.removeAll() }
-            table[key] = signature
-        }
+        fetchedFor.withLockedValue { $0.setValue(signature, forKey: key) }
     }
 
     /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process
     /// remembers it, else as the stored copy's digest says (a restart); unknown (a prewarmed copy) is no.
     func hasOtherTokens(than url: OriginURL, key: CacheKey, stored object: CachedObject) -> Bool {
-        let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
-        if let remembered = fetchedFor.withLockedValue({ $0[key] }) { return remembered != signature }
+        hasOtherTokens(than: CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters), key: key, stored: object)
+    }
+
+    /// ``hasOtherTokens(than:key:stored:)`` for a request whose tokens (``CacheKey/volatileSignature(_:volatileParameters:)``
+    /// with this configuration's volatile parameters) are `signature`.
+    func hasOtherTokens(than signature: String, key: CacheKey, stored object: CachedObject) -> Bool {
+        if let remembered = fetchedFor.withLockedValue({ $0.value(forKey: key) }) { return remembered != signature }
         guard let digest = object.tokens else { return false }
         return digest != Self.digest(signature: signature)
     }
@@ -97,39 +129,36 @@ final class PlaylistService: Sendable {
     /// name: a media playlist's `EXT-X-DEFINE:IMPORT` takes its value from there (RFC 8216bis §4.4.2.3). Unknown
     /// (a restart, a player asking for a media playlist directly), the URI stays as written for the player to
     /// substitute from the multivariant playlist it has.
-    private let importsByPlaylist = NIOLockedValueBox<[CacheKey: [String: String]]>([:])
+    private let importsByPlaylist: NIOLockedValueBox<BoundedLRU<CacheKey, [String: String]>>
+
+    private func imports(of key: CacheKey) -> [String: String] {
+        importsByPlaylist.withLockedValue { $0.value(forKey: key) } ?? [:]
+    }
 
     private func learnImports(from playlist: Playlist, url: OriginURL) {
         guard !playlist.definitions.isEmpty, let master = try? playlist.master(baseURL: url.string), !master.variables.isEmpty,
             let children = try? playlist.resolvedURIs(baseURL: url.string)
         else { return }
         let volatile = configuration.volatileQueryParameters
+        let named = children.filter(\.role.isPlaylist).compactMap { try? OriginURL($0.url) }.map { CacheKey($0, volatileParameters: volatile) }
         importsByPlaylist.withLockedValue { table in
-            if table.count + children.count > Self.maxRememberedSignatures { table.removeAll() }
-            for child in children where child.role.isPlaylist {
-                guard let childURL = try? OriginURL(child.url) else { continue }
-                table[CacheKey(childURL, volatileParameters: volatile)] = master.variables
-            }
+            for key in named { table.setValue(master.variables, forKey: key) }
         }
     }
 
     /// The multivariant playlist this process last read from each origin (`scheme://authority`), by URL: where a
     /// refused request to that origin gets fresh cookies (``OriginClient/setCookieSource(_:)``), as a player
     /// reloading the page would.
-    private let cookiePages = NIOLockedValueBox<[String: String]>([:])
-    private static let maxCookiePages = 1024
+    private let cookiePages: NIOLockedValueBox<BoundedLRU<String, String>>
 
     private func learnCookiePage(_ url: OriginURL) {
         let origin = "\(url.scheme)://\(url.authority)"
-        cookiePages.withLockedValue { table in
-            if table.count >= Self.maxCookiePages, table[origin] == nil { table.removeAll() }
-            table[origin] = url.string
-        }
+        cookiePages.withLockedValue { $0.setValue(url.string, forKey: origin) }
     }
 
     /// The multivariant playlist this process last read from `url`'s origin, if any.
     func cookiePage(for url: OriginURL) -> OriginURL? {
-        cookiePages.withLockedValue { $0["\(url.scheme)://\(url.authority)"] }.flatMap { try? OriginURL($0) }
+        cookiePages.withLockedValue { $0.value(forKey: "\(url.scheme)://\(url.authority)") }.flatMap { try? OriginURL($0) }
     }
 
     /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
@@ -137,8 +166,7 @@ final class PlaylistService: Sendable {
     /// restarts and reuses its segment names (ffmpeg numbers from 0 again) is then never answered with the previous
     /// run's pictures, and a live stream does not fill the cache with segments nobody will ask for again. EVENT
     /// playlists keep everything (their segments stay listed).
-    private let liveLifetimes = NIOLockedValueBox<[CacheKey: Double]>([:])
-    private static let maxLiveLifetimes = 50_000
+    private let liveLifetimes: NIOLockedValueBox<BoundedLRU<CacheKey, Double>>
 
     /// Learns the lifetime of the live playlist's media and returns it (`nil` for an EVENT playlist).
     @discardableResult
@@ -151,28 +179,29 @@ final class PlaylistService: Sendable {
         let volatile = configuration.volatileQueryParameters
         let keys = Set(urls.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
         liveLifetimes.withLockedValue { table in
-            if table.count + keys.count > Self.maxLiveLifetimes { table.removeAll() }
-            for key in keys { table[key] = lifetime }
+            for key in keys { table.setValue(lifetime, forKey: key) }
         }
         return lifetime
     }
 
     /// When a media resource about to be stored stops being served: `nil` unless a live playlist names it.
     func liveExpiry(of key: CacheKey) -> Date? {
-        liveLifetimes.withLockedValue { $0[key] }.map { Date().addingTimeInterval($0) }
+        liveLifetimes.withLockedValue { $0.value(forKey: key) }.map { Date().addingTimeInterval($0) }
     }
 
     /// The playlist URLs (cache keys) whose warnings this process logged and counted, each kind once per URL: a
     /// live playlist reloaded every two seconds is not a new warning each time.
-    private let warned = NIOLockedValueBox<Set<String>>([])
-    private static let maxWarned = 10_000
+    private let warned: NIOLockedValueBox<BoundedLRU<String, Bool>>
 
     /// Logs and counts the tolerances of a playlist the first time each is met for its URL.
     private func report(_ warnings: [PlaylistWarning], key: CacheKey, url: OriginURL) {
         guard !warnings.isEmpty else { return }
         let fresh = warned.withLockedValue { seen in
-            if seen.count >= Self.maxWarned { seen.removeAll() }
-            return warnings.filter { seen.insert(key.value + "#" + $0.kind.rawValue).inserted }
+            warnings.filter { warning in
+                let name = key.value + "#" + warning.kind.rawValue
+                defer { seen.setValue(true, forKey: name) }
+                return !seen.contains(name)
+            }
         }
         for warning in fresh {
             metrics.playlistWarning(warning.kind)
@@ -188,9 +217,8 @@ final class PlaylistService: Sendable {
     /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
     /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
     /// channel's playlist or segment directly still gets them sent. Without a key store, in memory only.
-    private let channelHeaderTable = NIOLockedValueBox<[String: [(String, String)]]>([:])
-    private static let maxChannelHeaderURLs = 100_000
-    /// Rows written since the table on disk was last trimmed to ``maxChannelHeaderURLs``.
+    private let channelHeaderTable: NIOLockedValueBox<BoundedLRU<String, [(String, String)]>>
+    /// Rows written since the table on disk was last trimmed to ``TableLimits/channelHeaderURLs``.
     private let channelHeaderWrites = NIOLockedValueBox(0)
 
     private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
@@ -198,21 +226,22 @@ final class PlaylistService: Sendable {
     /// key behind this prefix (a space never appears in a URL key).
     private static let channelRowPrefix = "channel "
 
-    /// Reads back the channel headers a previous run learnt (the newest ``maxChannelHeaderURLs``).
+    /// Reads back the channel headers a previous run learnt (the newest ``TableLimits/channelHeaderURLs``).
     private func loadChannelHeaders() {
         guard let masterKey = keys?.masterKey else { return }
         do {
-            var table: [String: [(String, String)]] = [:]
-            var channels: Set<String> = []
-            for row in try store.channelHeaders(limit: Self.maxChannelHeaderURLs) {
+            var table = BoundedLRU<String, [(String, String)]>(maxCount: limits.channelHeaderURLs)
+            var channels = BoundedLRU<String, Bool>(maxCount: limits.channelHeaderURLs)
+            // Newest first: inserted oldest first, so the newest are the most recently used.
+            for row in try store.channelHeaders(limit: limits.channelHeaderURLs).reversed() {
                 if row.url.hasPrefix(Self.channelRowPrefix) {
-                    channels.insert(String(row.url.dropFirst(Self.channelRowPrefix.count)))
+                    channels.setValue(true, forKey: String(row.url.dropFirst(Self.channelRowPrefix.count)))
                     continue
                 }
                 guard let plain = masterKey.unseal(row.value, context: Self.channelHeaderContext(row.url)),
                     let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
                 else { continue }
-                table[row.url] = pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }
+                table.setValue(pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }, forKey: row.url)
             }
             channelHeaderTable.withLockedValue { $0 = table }
             channelURLs.withLockedValue { $0 = channels }
@@ -222,7 +251,7 @@ final class PlaylistService: Sendable {
     }
 
     /// Keeps newly learnt channel headers in the index, sealed (they may carry a token in a `Referer` or Kodi's
-    /// `|Cookie=`); trimmed to the newest ``maxChannelHeaderURLs`` every few thousand writes.
+    /// `|Cookie=`); trimmed to the newest ``TableLimits/channelHeaderURLs`` every few thousand writes.
     private func persistChannelHeaders(_ learnt: [(String, [(String, String)])]) {
         guard let masterKey = keys?.masterKey, !learnt.isEmpty else { return }
         var rows: [(url: String, value: [UInt8])] = []
@@ -239,7 +268,7 @@ final class PlaylistService: Sendable {
             return true
         }
         do {
-            try store.saveChannelHeaders(rows, trimTo: trim ? Self.maxChannelHeaderURLs : nil)
+            try store.saveChannelHeaders(rows, trimTo: trim ? limits.channelHeaderURLs : nil)
         } catch {
             writeFailures.record(error, label: "channel headers")
         }
@@ -251,16 +280,16 @@ final class PlaylistService: Sendable {
     /// a live stream, relayed and never stored (``SharedFetchStateMachine``). Bounded; kept in the index's channel
     /// table too (rows ``channelRowPrefix`` + key), so a player coming back to a channel after a restart, without
     /// the list, is not stored either.
-    private let channelURLs = NIOLockedValueBox<Set<String>>([])
+    private let channelURLs: NIOLockedValueBox<BoundedLRU<String, Bool>>
 
     /// Whether a channel list this process served names `url` as a channel.
     func isChannel(_ url: OriginURL) -> Bool {
-        channelURLs.withLockedValue { $0.contains(Self.channelKey(url)) }
+        channelURLs.withLockedValue { $0.value(forKey: Self.channelKey(url)) != nil }
     }
 
     /// The headers a channel list asked for `url`, if any.
     func channelHeaders(for url: OriginURL) -> [(String, String)] {
-        channelHeaderTable.withLockedValue { $0[Self.channelKey(url)] } ?? []
+        channelHeaderTable.withLockedValue { $0.value(forKey: Self.channelKey(url)) } ?? []
     }
 
     /// Learns the headers of each channel of a channel list, and hands the headers of a playlist reached from a
@@ -270,8 +299,10 @@ final class PlaylistService: Sendable {
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
             let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
             let newChannels = channelURLs.withLockedValue { known -> [String] in
-                if known.count + urls.count > Self.maxChannelHeaderURLs { known.removeAll() }
-                return urls.filter { known.insert($0).inserted }
+                urls.filter { url in
+                    defer { known.setValue(true, forKey: url) }
+                    return !known.contains(url)
+                }
             }
             persistChannelHeaders(newChannels.map { (Self.channelRowPrefix + $0, []) })
             for channel in channels where !channel.httpHeaders.isEmpty {
@@ -289,12 +320,11 @@ final class PlaylistService: Sendable {
         guard !learnt.isEmpty else { return }
         // Only what is new is written to the index: a live playlist reloaded every few seconds names mostly known URLs.
         let fresh = channelHeaderTable.withLockedValue { table -> [(String, [(String, String)])] in
-            if table.count + learnt.count > Self.maxChannelHeaderURLs { table.removeAll() }
             var fresh: [(String, [(String, String)])] = []
             for (key, headers) in learnt {
-                let known = table[key]
+                let known = table.peekValue(forKey: key)
                 if known == nil || !known!.elementsEqual(headers, by: { $0.0 == $1.0 && $0.1 == $1.1 }) { fresh.append((key, headers)) }
-                table[key] = headers
+                table.setValue(headers, forKey: key)
             }
             return fresh
         }
@@ -380,7 +410,7 @@ final class PlaylistService: Sendable {
                     return id.path(for: keyURL)
                 }
             }
-            let imports = playlist.kind == .media ? importsByPlaylist.withLockedValue { $0[key] } ?? [:] : [:]
+            let imports = playlist.kind == .media ? imports(of: key) : [:]
             rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
             if playlist.kind == .master {
                 learnImports(from: playlist, url: url)
@@ -390,7 +420,7 @@ final class PlaylistService: Sendable {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
         }
         report(playlist.warnings, key: key, url: url)
-        learnChannelHeaders(from: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+        learnChannelHeaders(from: playlist, url: url, imports: imports(of: key))
         // A channel list's URLs are channels, not segments played in turn: no read-ahead (it would open the next
         // channels' endless streams), and no live lifetimes.
         if !playlist.isChannelList {
@@ -408,17 +438,14 @@ final class PlaylistService: Sendable {
             }
             isLive = playlist.isLiveMedia
             if isLive {
-                let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: importsByPlaylist.withLockedValue { $0[key] } ?? [:])
+                let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: imports(of: key))
                 if let keys, let lifetime {
                     for id in named.withLockedValue({ $0 }) {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }
                 }
-                seenLive.withLockedValue { seen in
-                    if seen.count >= Self.maxLiveEntries { seen.removeAll() }
-                    seen.insert(key)
-                }
-            } else if !fromStore, seenLive.withLockedValue({ $0.contains(key) }) {
+                seenLive.withLockedValue { $0.setValue(true, forKey: key) }
+            } else if !fromStore, seenLive.withLockedValue({ $0.value(forKey: key) != nil }) {
                 // A live stream that ended (the encoder wrote EXT-X-ENDLIST): the same URL may go live again with
                 // the next run, so it is kept like a live playlist, briefly and in memory, not on disk for good.
                 isLive = true
@@ -444,22 +471,15 @@ final class PlaylistService: Sendable {
 
     private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
         let expires = NIODeadline.now() + .nanoseconds(Int64(playlist.ttl * 1e9))
-        live.withLockedValue { entries in
-            if entries.count >= PlaylistService.maxLiveEntries {
-                let now = NIODeadline.now()
-                entries = entries.filter { $0.value.expires > now }
-                if entries.count >= PlaylistService.maxLiveEntries { entries.removeAll() }
-            }
-            entries[key.value] = (playlist, expires)
-        }
+        live.withLockedValue { $0.setValue((playlist, expires), forKey: key.value) }
     }
 
     /// A live playlist still fresh in memory.
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
         live.withLockedValue { entries in
-            guard let entry = entries[key.value] else { return nil }
+            guard let entry = entries.value(forKey: key.value) else { return nil }
             guard entry.expires > .now() else {
-                entries[key.value] = nil
+                entries.removeValue(forKey: key.value)
                 return nil
             }
             return entry.playlist

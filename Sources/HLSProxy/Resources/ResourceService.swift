@@ -9,15 +9,15 @@ import NIOHTTP1
 /// Answers `/{scheme}/{authority}/{path}` requests: from the disk cache when it has the resource, otherwise
 /// from the origin through a ``SharedFetch`` that caches on the way.
 final class ResourceService: Sendable {
-    private let services: ProxyServices
+    let services: ProxyServices
     /// The key service makes cache keys like the proxy does, so a request's cache key finds a registered key.
     private let keysShareCacheKeys: Bool
     /// What is known about recently requested targets: players ask for the same ones again and again, and
     /// parsing the URL, making its cache key and rendering a hit's head were most of a hit's own work.
-    private let targets = NIOLockedValueBox<[String: TargetMemo]>([:])
+    let targets = NIOLockedValueBox(BoundedLRU<String, TargetMemo>(maxCount: ResourceService.maxRememberedTargets))
     /// Large objects asked for by range, stored as slices (Slices/).
     private let slices: SliceService
-    /// Bound on ``targets`` (cleared when full): with a replayed head each entry is about 1.5 KB.
+    /// Bound on ``targets`` (least recently used out): with replayed heads each entry is about 1.5-3 KB.
     static let maxRememberedTargets = 8_192
 
     init(services: ProxyServices) {
@@ -32,23 +32,22 @@ final class ResourceService: Sendable {
     func handle(_ request: ProxyRequest, responder: Responder) {
         let target = request.head.uri
         let memo: TargetMemo
-        if let known = targets.withLockedValue({ $0[target] }) {
+        if let known = targets.withLockedValue({ $0.value(forKey: target) }) {
             memo = known
         } else {
             do {
                 let url = try OriginURL(proxyTarget: target)
+                let volatile = services.configuration.volatileQueryParameters
                 memo = TargetMemo(
                     resolved: ResolvedTarget(
-                        url: url, key: CacheKey(url, volatileParameters: services.configuration.volatileQueryParameters),
-                        blocking: url.query.map(ResourceService.hasBlockingReloadParameters) ?? false))
+                        url: url, key: CacheKey(url, volatileParameters: volatile),
+                        blocking: url.query.map(ResourceService.hasBlockingReloadParameters) ?? false,
+                        tokens: CacheKey.volatileSignature(url, volatileParameters: volatile)))
             } catch {
                 responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
                 return
             }
-            targets.withLockedValue { targets in
-                if targets.count >= Self.maxRememberedTargets { targets.removeAll(keepingCapacity: true) }
-                targets[target] = memo
-            }
+            targets.withLockedValue { $0.setValue(memo, forKey: target) }
         }
         handle(request, target: target, memo: memo, responder: responder)
     }
@@ -76,6 +75,7 @@ final class ResourceService: Sendable {
                 return
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
+            if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) { return }
             if let (object, pin) = services.store.lookupAndPin(key), !dropKeySized(object, pin: pin, key: key) {
                 if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key, stored: object) {
                     pin.unpin()
@@ -85,10 +85,10 @@ final class ResourceService: Sendable {
                 if object.kind == .playlist {
                     responder.route = .playlist
                     responder.cacheResult = .hit
-                    servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
+                    servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
                     return
                 }
-                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder, replay: (target, memo.replay)) {
+                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder, replay: .object(target, current: memo.replay)) {
                     return
                 }
             }
@@ -112,18 +112,24 @@ final class ResourceService: Sendable {
     /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
     /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
     private func replayHit(_ replay: HitReplay, request: ProxyRequest, responder: Responder) -> Bool {
-        guard request.isPlainFetch, responder.sendsPlainKeepAlive, !responder.echoesOrigin, let pin = services.store.pinIfUnchanged(replay.object) else { return false }
+        guard request.isPlainFetch, responder.sendsPlainKeepAlive, !responder.echoesOrigin else { return false }
+        return sendReplayed(replay, responder: responder)
+    }
+
+    /// Sends `replay`'s object from the memory tier, else from its file (and reads it into the memory tier for the
+    /// next hits). False when the object changed or its file does not match: take the ordinary path.
+    func sendReplayed(_ replay: HitReplay, responder: Responder) -> Bool {
+        if sendFromMemory(replay, responder: responder) { return true }
+        guard let pin = services.store.pinIfUnchanged(replay.object) else { return false }
         guard let handle = openMatching(replay.object) else {
             pin.unpin()
             return false
         }
+        // Served whole from its file a second time: worth a copy in memory (if small enough).
+        services.memory.load(replay.object, store: services.store, threadPool: services.threadPool)
         responder.cacheResult = .hit
         responder.sendPrepared(replay.head, headers: replay.headers, body: .file(handle, offset: 0, length: replay.object.size, release: { pin.unpin() }))
         return true
-    }
-
-    private func remember(_ replay: HitReplay, for target: String) {
-        targets.withLockedValue { $0[target]?.replay = replay }
     }
 
     /// Starts background fetches of the next segments of the playlist `key` belongs to, and cancels the
@@ -158,7 +164,7 @@ final class ResourceService: Sendable {
     /// have replaced it (a new version of another size) or it may have been damaged since this process looked at it;
     /// sending `object.size` bytes of such a file would be wrong bytes, or a response that stalls short of its
     /// length. Then the object is forgotten (the next lookup checks the index and the file again) and nil returned.
-    private func openMatching(_ object: CachedObject) -> NIOFileHandle? {
+    func openMatching(_ object: CachedObject) -> NIOFileHandle? {
         guard let handle = try? NIOFileHandle(_deprecatedPath: object.path) else { return nil }
         let size = try? handle.withUnsafeFileDescriptor { descriptor -> Int64 in
             var status = stat()
@@ -179,7 +185,7 @@ final class ResourceService: Sendable {
     ///   one remembered now (not rendered again if it is for the same object).
     private func serveFile(
         _ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder,
-        replay: (target: String, current: HitReplay?)? = nil
+        replay: ReplayTarget? = nil
     ) -> Bool {
         guard let handle = openMatching(object) else {
             pin.unpin()
@@ -223,7 +229,7 @@ final class ResourceService: Sendable {
         case .full:
             headers.add(name: "Content-Length", value: String(object.size))
             if let replay, replay.current?.object != object, request.isPlainFetch, !responder.echoesOrigin {
-                remember(HitReplay(object: object, headers: responder.decorated(headers)), for: replay.target)
+                remember(HitReplay(object: object, headers: responder.decorated(headers)), as: replay)
             }
             responder.send(status: .ok, headers: headers, body: .file(handle, offset: 0, length: object.size, release: release))
         case .partial(let first, let last):
@@ -241,16 +247,23 @@ final class ResourceService: Sendable {
 
     /// A stored playlist: serve the rewritten copy (gzip when accepted); make it from the raw copy if missing
     /// (a playlist stored by `hlscache fetch`).
-    private func servePlaylist(_ raw: CachedObject, pin: CachePin, key: CacheKey, url: OriginURL, request: ProxyRequest, responder: Responder) {
+    /// - Parameter replay: the target to remember the served copy's ``HitReplay`` under (``PlaylistReplay``), and
+    ///   the one remembered now.
+    private func servePlaylist(
+        _ raw: CachedObject, pin: CachePin, key: CacheKey, url: OriginURL, request: ProxyRequest, responder: Responder,
+        replay: (target: String, current: PlaylistReplay?)? = nil
+    ) {
         let store = services.store
-        if request.acceptsGzip, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
-            serveFile(gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder)
+        let gzipClient = request.acceptsGzip
+        let replayTarget = replay.map { ReplayTarget.playlist($0.target, raw: raw, forGzipClients: gzipClient, current: $0.current) }
+        if gzipClient, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
+            serveFile(gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder, replay: replayTarget)
         {
             pin.unpin()
             return
         }
         if let (rewritten, rewrittenPin) = store.lookupAndPin(PlaylistService.rewrittenKey(key)),
-            serveFile(rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder)
+            serveFile(rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder, replay: replayTarget)
         {
             pin.unpin()
             return
@@ -411,6 +424,8 @@ struct TargetMemo: Sendable {
     let resolved: ResolvedTarget
     /// The last whole-object hit served for it.
     var replay: HitReplay?
+    /// The last whole stored playlist served for it (a playlist's target never has a ``replay``).
+    var playlistReplay: PlaylistReplay?
 
     var url: OriginURL { resolved.url }
     var key: CacheKey { resolved.key }
@@ -423,11 +438,14 @@ final class ResolvedTarget: Sendable {
     let key: CacheKey
     /// Carries LL-HLS blocking-reload parameters: always fetched from the origin.
     let blocking: Bool
+    /// The volatile query parameters (tokens) of the URL (``CacheKey/volatileSignature(_:volatileParameters:)``).
+    let tokens: String
 
-    init(url: OriginURL, key: CacheKey, blocking: Bool) {
+    init(url: OriginURL, key: CacheKey, blocking: Bool, tokens: String) {
         self.url = url
         self.key = key
         self.blocking = blocking
+        self.tokens = tokens
     }
 }
 

@@ -1,0 +1,194 @@
+/// A map bounded by a number of entries and by a total cost (bytes, usually): past either bound the least recently
+/// used entries go, one at a time, never the whole table. Every in-memory table of the proxy is one (target memos,
+/// playlist side tables, the memory tier), so when a table is full the entries in use stay and the forgotten ones
+/// leave — a table that wiped itself when full silently forgot what a playing stream still needed.
+///
+/// A value type with no lock: keep it in a `Mutex` or `NIOLockedValueBox`. Lookups, insertions and removals are
+/// O(1) (a dictionary of slots and a doubly linked recency list kept in an array).
+public struct BoundedLRU<Key: Hashable, Value> {
+    fileprivate struct Node {
+        var key: Key
+        var value: Value
+        var cost: Int
+        /// Towards the most recent entry; -1 at the most recent.
+        var newer: Int
+        /// Towards the least recent entry; -1 at the least recent.
+        var older: Int
+    }
+
+    /// The most entries kept.
+    public let maxCount: Int
+    /// The largest total cost kept; an entry whose cost alone is larger is never kept.
+    public let maxCost: Int
+    /// The sum of the costs of the entries.
+    public private(set) var totalCost = 0
+
+    private var slots: [Key: Int] = [:]
+    private var nodes: [Node?] = []
+    private var freeSlots: [Int] = []
+    private var mostRecent = -1
+    private var leastRecent = -1
+
+    /// - Parameters:
+    ///   - maxCount: the most entries kept (0: none).
+    ///   - maxCost: the largest total cost kept (default: unbounded, the count alone bounds the table).
+    public init(maxCount: Int, maxCost: Int = .max) {
+        precondition(maxCount >= 0 && maxCost >= 0, "bounds must not be negative")
+        self.maxCount = maxCount
+        self.maxCost = maxCost
+    }
+
+    public var count: Int { slots.count }
+    public var isEmpty: Bool { slots.isEmpty }
+
+    public func contains(_ key: Key) -> Bool { slots[key] != nil }
+
+    /// The value for `key`, made the most recently used.
+    public mutating func value(forKey key: Key) -> Value? {
+        guard let slot = slots[key] else { return nil }
+        touch(slot)
+        return nodes[slot]!.value
+    }
+
+    /// The value for `key`, leaving the recency order as it is.
+    public func peekValue(forKey key: Key) -> Value? {
+        slots[key].map { nodes[$0]!.value }
+    }
+
+    /// Stores `value` for `key` as the most recently used entry, then drops least recently used entries until both
+    /// bounds hold. A value whose cost alone exceeds ``maxCost`` (or any value when ``maxCount`` is 0) is not kept,
+    /// and the key's earlier value goes too: a table never answers with a value older than one it refused.
+    /// - Returns: whether the value was kept.
+    @discardableResult
+    public mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
+        precondition(cost >= 0, "cost must not be negative")
+        guard cost <= maxCost, maxCount > 0 else {
+            removeValue(forKey: key)
+            return false
+        }
+        if let slot = slots[key] {
+            totalCost += cost - nodes[slot]!.cost
+            nodes[slot]!.value = value
+            nodes[slot]!.cost = cost
+            touch(slot)
+        } else {
+            let node = Node(key: key, value: value, cost: cost, newer: -1, older: mostRecent)
+            let slot: Int
+            if let free = freeSlots.popLast() {
+                slot = free
+                nodes[slot] = node
+            } else {
+                slot = nodes.count
+                nodes.append(node)
+            }
+            if mostRecent >= 0 { nodes[mostRecent]!.newer = slot }
+            mostRecent = slot
+            if leastRecent < 0 { leastRecent = slot }
+            slots[key] = slot
+            totalCost += cost
+        }
+        while slots.count > maxCount || totalCost > maxCost {
+            removeLeastRecent()
+        }
+        return true
+    }
+
+    /// Changes the value for `key` in place (its cost stays), without changing the recency order.
+    /// - Returns: what `body` returned, or nil when there is no value for `key`.
+    @discardableResult
+    public mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
+        guard let slot = slots[key] else { return nil }
+        return try body(&nodes[slot]!.value)
+    }
+
+    /// Removes the value for `key` and returns it.
+    @discardableResult
+    public mutating func removeValue(forKey key: Key) -> Value? {
+        guard let slot = slots.removeValue(forKey: key) else { return nil }
+        return unlink(slot).value
+    }
+
+    /// Removes the least recently used entry and returns it.
+    @discardableResult
+    public mutating func removeLeastRecent() -> (key: Key, value: Value)? {
+        guard leastRecent >= 0 else { return nil }
+        let slot = leastRecent
+        slots[nodes[slot]!.key] = nil
+        let node = unlink(slot)
+        return (node.key, node.value)
+    }
+
+    /// Removes every entry for which `shouldRemove` is true (an expiry sweep).
+    public mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
+        var slot = leastRecent
+        while slot >= 0 {
+            let node = nodes[slot]!
+            let next = node.newer
+            if try shouldRemove(node.key, node.value) {
+                slots[node.key] = nil
+                _ = unlink(slot)
+            }
+            slot = next
+        }
+    }
+
+    public mutating func removeAll() {
+        slots.removeAll()
+        nodes.removeAll()
+        freeSlots.removeAll()
+        mostRecent = -1
+        leastRecent = -1
+        totalCost = 0
+    }
+
+    /// The keys, the most recently used first.
+    public var keysByRecency: [Key] {
+        var keys: [Key] = []
+        keys.reserveCapacity(slots.count)
+        var slot = mostRecent
+        while slot >= 0 {
+            keys.append(nodes[slot]!.key)
+            slot = nodes[slot]!.older
+        }
+        return keys
+    }
+
+    // MARK: - The recency list
+
+    private mutating func touch(_ slot: Int) {
+        guard slot != mostRecent else { return }
+        detach(slot)
+        nodes[slot]!.older = mostRecent
+        nodes[slot]!.newer = -1
+        if mostRecent >= 0 { nodes[mostRecent]!.newer = slot }
+        mostRecent = slot
+        if leastRecent < 0 { leastRecent = slot }
+    }
+
+    /// Takes `slot` out of the recency list (its own links are left as they were).
+    private mutating func detach(_ slot: Int) {
+        let (newer, older) = (nodes[slot]!.newer, nodes[slot]!.older)
+        if newer >= 0 { nodes[newer]!.older = older } else { mostRecent = older }
+        if older >= 0 { nodes[older]!.newer = newer } else { leastRecent = newer }
+    }
+
+    /// Frees `slot` (already gone from ``slots``) and returns what it held.
+    private mutating func unlink(_ slot: Int) -> Node {
+        detach(slot)
+        let node = nodes[slot]!
+        nodes[slot] = nil
+        totalCost -= node.cost
+        if slots.isEmpty {
+            // Empty again: let the storage go rather than keep the high-water mark of slots.
+            nodes.removeAll()
+            freeSlots.removeAll()
+        } else {
+            freeSlots.append(slot)
+        }
+        return node
+    }
+}
+
+extension BoundedLRU: Sendable where Key: Sendable, Value: Sendable {}
+
+extension BoundedLRU.Node: Sendable where Key: Sendable, Value: Sendable {}

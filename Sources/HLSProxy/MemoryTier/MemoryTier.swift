@@ -1,0 +1,193 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import HLSCacheCore
+import HLSCacheStore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Small hot objects of the disk cache held in memory (`cache.memorySize`), so that a hit on one is one `writev` of
+/// a head rendered earlier and the bytes, with no file opened, read or closed per request (docs/architecture.md,
+/// "The memory tier"). The disk cache stays the truth: an entry is only a copy of one version of one object file.
+///
+/// - **What enters:** a whole object of at most ``maxObjectBytes`` that was served whole from its file at least
+///   twice (the second time it is read in on the thread pool; the first would copy every segment a player asks for
+///   once). Larger objects never enter: memory never grows with the size of an object.
+/// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry), least recently used first out.
+/// - **Validity:** an entry answers only for the version it was read from (same key, entity tag and size as the
+///   store's current row, which the caller checks with ``CacheStore/touchIfUnchanged(_:)``), and only while the
+///   object's file is still the file it was read from (``FileIdentity``: same inode, size and modification time):
+///   another process (`hlscache fetch`) that replaced it, or a hand that truncated it, sends the request to the
+///   disk path, which deals with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``); replaced,
+///   removed or expired ones are dropped when next asked for, or age out.
+final class MemoryTier: Sendable {
+    /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
+    let maxBytes: Int
+    /// Larger objects never enter.
+    let maxObjectBytes: Int
+    /// Counted per entry on top of its body (the entry, its key, the table's slot).
+    static let entryOverhead = 512
+    /// Reads in flight at once; an object asked for while this many are under way is read on a later hit.
+    static let maxLoads = 8
+
+    private struct State {
+        var entries: BoundedLRU<CacheKey, MemoryObject>
+        var loading: Set<CacheKey> = []
+    }
+
+    private let state: NIOLockedValueBox<State>
+
+    init(maxBytes: Int, maxObjectBytes: Int) {
+        self.maxBytes = max(0, maxBytes)
+        self.maxObjectBytes = min(max(0, maxObjectBytes), max(0, maxBytes - Self.entryOverhead))
+        // Every entry costs at least its overhead, so the count bound follows from the byte bound.
+        let maxCount = maxBytes > 0 ? max(1, maxBytes / Self.entryOverhead) : 0
+        state = NIOLockedValueBox(State(entries: BoundedLRU(maxCount: maxCount, maxCost: self.maxBytes)))
+    }
+
+    var isEnabled: Bool { maxObjectBytes > 0 }
+
+    /// Whether `object` may enter at all: small enough, and not a key (or what looks like one: keys are served by
+    /// `/keys/` from their sealed store, and their bytes are kept in memory nowhere else).
+    func admits(_ object: CachedObject) -> Bool {
+        isEnabled && object.size <= Int64(maxObjectBytes) && object.kind != .key && !KeySizedBody.isKeySize(object.size)
+    }
+
+    /// The bytes of `object` (the version the caller found current in the store), if held and its file is still the
+    /// one they were read from. A stale entry (another version, another file) is dropped.
+    func body(of object: CachedObject) -> ByteBuffer? {
+        guard isEnabled else { return nil }
+        let found = state.withLockedValue { state -> MemoryObject? in
+            guard let entry = state.entries.value(forKey: object.key) else { return nil }
+            guard entry.etag == object.etag, entry.size == object.size else {
+                state.entries.removeValue(forKey: object.key)
+                return nil
+            }
+            return entry
+        }
+        guard let found else { return nil }
+        guard FileIdentity(path: object.path) == found.file else {
+            state.withLockedValue { state in
+                if state.entries.peekValue(forKey: object.key) === found { state.entries.removeValue(forKey: object.key) }
+            }
+            return nil
+        }
+        return found.body
+    }
+
+    /// Reads `object` in on `threadPool` unless it is held, being read, too large, or too many reads are under way.
+    /// The read checks that the file is the object's (its size) and is dropped if the store moved on meanwhile.
+    func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
+        guard admits(object) else { return }
+        let start = state.withLockedValue { state -> Bool in
+            if let held = state.entries.peekValue(forKey: object.key), held.etag == object.etag, held.size == object.size { return false }
+            guard state.loading.count < Self.maxLoads, !state.loading.contains(object.key) else { return false }
+            state.loading.insert(object.key)
+            return true
+        }
+        guard start else { return }
+        threadPool.submit { [self] work in
+            defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
+            guard work == .active, let loaded = MemoryObject.read(object) else { return }
+            // Still the store's version (not replaced, evicted or expired while it was read)?
+            guard store.isCurrent(object) else { return }
+            state.withLockedValue { state in
+                state.entries.setValue(loaded, forKey: object.key, cost: Int(object.size) + Self.entryOverhead)
+            }
+        }
+    }
+
+    /// Drops the entries of `keys` (the store evicted them).
+    func remove(_ keys: [CacheKey]) {
+        guard isEnabled else { return }
+        state.withLockedValue { state in
+            for key in keys { state.entries.removeValue(forKey: key) }
+        }
+    }
+
+    /// Bytes and entries held (metrics, tests).
+    var usage: (bytes: Int, count: Int) {
+        state.withLockedValue { ($0.entries.totalCost, $0.entries.count) }
+    }
+
+    /// Whether a current copy of `object` is held (tests).
+    func holds(_ object: CachedObject) -> Bool {
+        state.withLockedValue { state in
+            guard let entry = state.entries.peekValue(forKey: object.key) else { return false }
+            return entry.etag == object.etag && entry.size == object.size
+        }
+    }
+}
+
+/// One object's bytes in the memory tier, and what they were read from.
+final class MemoryObject: Sendable {
+    let etag: String
+    let size: Int64
+    let file: FileIdentity
+    let body: ByteBuffer
+
+    private init(etag: String, size: Int64, file: FileIdentity, body: ByteBuffer) {
+        self.etag = etag
+        self.size = size
+        self.file = file
+        self.body = body
+    }
+
+    /// Reads `object`'s file whole (blocking: the thread pool's work). Nil when it cannot be read or is not of the
+    /// object's size.
+    static func read(_ object: CachedObject) -> MemoryObject? {
+        let descriptor = open(object.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        guard let file = FileIdentity(descriptor: descriptor), file.size == object.size else { return nil }
+        let size = Int(object.size)
+        var buffer = ByteBufferAllocator().buffer(capacity: size)
+        var done = 0
+        let complete = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { bytes -> Int in
+            while done < size {
+                let count = pread(descriptor, bytes.baseAddress! + done, size - done, off_t(done))
+                if count > 0 {
+                    done += count
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            return done
+        }
+        guard complete == size else { return nil }
+        return MemoryObject(etag: object.etag, size: object.size, file: file, body: buffer)
+    }
+}
+
+/// Which file a path names, as far as a cheap `stat` can tell: device, inode, size and modification time. A file
+/// renamed over the path (a new version) has another inode; one truncated or written in place another size or time.
+struct FileIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modifiedSeconds: Int64
+    let modifiedNanoseconds: Int64
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        self.init(info)
+    }
+
+    init?(descriptor: Int32) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        self.init(info)
+    }
+
+    private init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modifiedSeconds = Int64(info.st_mtim.tv_sec)
+        modifiedNanoseconds = Int64(info.st_mtim.tv_nsec)
+    }
+}

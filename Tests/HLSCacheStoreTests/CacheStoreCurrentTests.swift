@@ -1,0 +1,48 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSTestSupport
+import Testing
+
+/// ``CacheStore/touchIfUnchanged(_:)`` and ``CacheStore/isCurrent(_:)``: what the proxy's memory tier asks before it
+/// answers from a copy of an object.
+@Suite struct CacheStoreCurrentTests {
+    @Test func onlyTheStoredUnexpiredVersionIsCurrent() throws {
+        let dir = try TemporaryDirectory()
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        let first = try store(bytes(100), as: key("a.ts"), in: cache)
+        #expect(cache.isCurrent(first) && cache.touchIfUnchanged(first))
+        // A new version: the old one is no longer current, the new one is.
+        let second = try store(bytes(100, seed: 7), as: key("a.ts"), in: cache)
+        #expect(!cache.isCurrent(first) && !cache.touchIfUnchanged(first))
+        #expect(cache.isCurrent(second) && cache.touchIfUnchanged(second))
+        // Removed.
+        #expect(try cache.remove(key("a.ts")))
+        #expect(!cache.isCurrent(second) && !cache.touchIfUnchanged(second))
+        // Expired.
+        let expiring = try store(bytes(10), as: key("e.ts"), in: cache, expiresAt: Date().addingTimeInterval(-1))
+        #expect(!cache.isCurrent(expiring) && !cache.touchIfUnchanged(expiring))
+        // Evicted.
+        let evicted = try store(bytes(10), as: key("v.ts"), in: cache)
+        #expect(try cache.evict(bytes: 1 << 30) > 0)
+        #expect(!cache.isCurrent(evicted) && !cache.touchIfUnchanged(evicted))
+        // Nothing touched pins: everything could be evicted.
+        #expect(try usage(cache) == [0, 0])
+        cache.close()
+    }
+
+    /// A touch counts for the LRU order like a lookup: the touched object is evicted last.
+    @Test func aTouchCountsAsAnAccess() throws {
+        let dir = try TemporaryDirectory()
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        let old = try store(bytes(100), as: key("old.ts"), in: cache)
+        Thread.sleep(forTimeInterval: 0.01)
+        _ = try store(bytes(100), as: key("new.ts"), in: cache)
+        Thread.sleep(forTimeInterval: 0.01)
+        #expect(cache.touchIfUnchanged(old))
+        #expect(try cache.evict(bytes: 100) == 100)
+        #expect(cache.lookup(key("old.ts")) != nil)
+        #expect(cache.lookup(key("new.ts")) == nil)
+        cache.close()
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSTestSupport
+import Testing
+
+@testable import HLSProxy
+
+/// The memory tier (`cache.memorySize`): small objects served whole twice are answered from memory, with exactly the
+/// head and bytes the disk path sends, and never once the store's version or the file moved on.
+@Suite struct MemoryTierTests {
+    /// Every header but `Date`, in order.
+    private static func headerList(_ response: ProxyHarness.Response) -> [String] {
+        response.headers.filter { $0.name.lowercased() != "date" }.map { "\($0.name): \($0.value)" }
+    }
+
+    private static func stored(_ harness: ProxyHarness, _ path: String) throws -> CachedObject {
+        try #require(harness.store.lookup(CacheKey(try OriginURL(harness.originURL(path)))))
+    }
+
+    /// Asks for `url` until the memory tier holds the object stored for `path` (each whole hit from the file reads it
+    /// in on the thread pool; how soon depends on the machine, so no deadline decides but a generous one).
+    private static func warm(_ harness: ProxyHarness, _ url: String, _ path: String, headers: [(String, String)] = []) async throws -> CachedObject {
+        let object = try stored(harness, path)
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !harness.server.services.memory.holds(object) && ContinuousClock.now < deadline {
+            _ = try await harness.get(url, headers: headers)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(harness.server.services.memory.holds(object), "never read into memory")
+        return object
+    }
+
+    /// Rewrites the object's file in place with other bytes of the same length and puts its modification time back:
+    /// nothing a `stat` sees changes, so only an answer from memory still has the original bytes.
+    private static func scribble(over object: CachedObject) throws {
+        var info = stat()
+        #expect(stat(object.path, &info) == 0)
+        let handle = try #require(FileHandle(forWritingAtPath: object.path))
+        try handle.write(contentsOf: Data(repeating: 0x47, count: Int(object.size)))
+        try handle.close()
+        var times = [info.st_atim, info.st_mtim]
+        #expect(utimensat(AT_FDCWD, object.path, &times, 0) == 0)
+    }
+
+    @Test func aSmallObjectServedTwiceIsThenAnsweredFromMemoryWithTheSameHead() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(70_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/m.ts")
+        let url = harness.url("/m.ts")
+        #expect(sameBytes(try await harness.get(url).body, body))
+        try await harness.waitForIdle()
+        let fromDisk = try await harness.get(url)
+        let object = try await Self.warm(harness, url, "/m.ts")
+        try Self.scribble(over: object)
+        let fromMemory = try await harness.get(url)
+        #expect(sameBytes(fromMemory.body, body), "answered from the file, not from memory")
+        #expect(Self.headerList(fromMemory) == Self.headerList(fromDisk))
+        #expect(fromMemory.headers["Date"].count == 1)
+        let head = try await harness.get(url, method: .HEAD)
+        #expect(head.status == 200 && head.body.isEmpty)
+        #expect(Self.headerList(head) == Self.headerList(fromDisk))
+        // Range and conditional requests take the ordinary path (the file).
+        let partial = try await harness.get(url, headers: [("Range", "bytes=0-3")])
+        #expect(partial.status == 206 && partial.body == [0x47, 0x47, 0x47, 0x47])
+        let usage = harness.server.services.memory.usage
+        #expect(usage.count == 1 && usage.bytes == body.count + MemoryTier.entryOverhead)
+        #expect(harness.origin.requests(matching: "/m.ts").count == 1)
+    }
+
+    /// Another process (`hlscache fetch`) stores a new version of the same length: the copy in memory is of the old
+    /// file and is never sent again; the new version is, and in time it is the one in memory.
+    @Test func aVersionReplacedByAnotherProcessIsNotAnsweredFromMemory() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let original = randomBytes(40_000)
+        harness.origin.setBody(original, contentType: "video/mp2t", for: "/r.ts")
+        let url = harness.url("/r.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        _ = try await Self.warm(harness, url, "/r.ts")
+        #expect(sameBytes(try await harness.get(url).body, original))
+
+        let replacement = randomBytes(40_000)
+        let other = try CacheStore.open(directory: harness.cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        let writer = try other.makeWriter(for: CacheKey(try OriginURL(harness.originURL("/r.ts"))), expectedLength: 40_000)
+        try writer.write(replacement)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+        other.close()
+        for _ in 0..<3 {
+            #expect(sameBytes(try await harness.get(url).body, replacement))
+        }
+        #expect(harness.origin.requests(matching: "/r.ts").count == 1)
+    }
+
+    /// The same version replaced in this process (a new fetch stored), removed, or evicted: never answered from memory.
+    @Test func evictedAndRemovedObjectsLeaveMemory() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(30_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/e.ts")
+        let url = harness.url("/e.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        _ = try await Self.warm(harness, url, "/e.ts")
+        #expect(harness.server.services.memory.usage.count == 1)
+        // Evicted (the size cap, or an item's expiry): the copy in memory goes with it, and the next request is a miss.
+        #expect(try harness.store.evict(bytes: 1 << 40) > 0)
+        #expect(harness.server.services.memory.usage.count == 0)
+        let fresh = randomBytes(30_000)
+        harness.origin.setBody(fresh, contentType: "video/mp2t", for: "/e.ts")
+        let miss = try await harness.get(url)
+        #expect(miss.headers.first(name: "X-Cache") == "MISS")
+        #expect(sameBytes(miss.body, fresh))
+        try await harness.waitForIdle()
+        _ = try await Self.warm(harness, url, "/e.ts")
+        // Removed by hand (`hlscache rm`): a miss again, not the copy in memory.
+        #expect(try harness.store.remove(CacheKey(try OriginURL(harness.originURL("/e.ts")))))
+        let again = randomBytes(30_000)
+        harness.origin.setBody(again, contentType: "video/mp2t", for: "/e.ts")
+        let second = try await harness.get(url)
+        #expect(second.headers.first(name: "X-Cache") == "MISS")
+        #expect(sameBytes(second.body, again))
+        #expect(harness.origin.requests(matching: "/e.ts").count == 3)
+    }
+
+    /// Objects over `cache.memoryMaxObjectSize` never enter; the tier keeps to `cache.memorySize`; 0 disables it.
+    @Test func theTierKeepsToItsBounds() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.memoryCacheBytes = 200_000
+            $0.memoryMaxObjectBytes = 64_000
+        }
+        defer { Task { await harness.shutdown() } }
+        let large = randomBytes(64_001)
+        harness.origin.setBody(large, contentType: "video/mp2t", for: "/large.ts")
+        for _ in 0..<4 { #expect(sameBytes(try await harness.get(harness.url("/large.ts")).body, large)) }
+        for index in 0..<6 {
+            let body = randomBytes(60_000)
+            harness.origin.setBody(body, contentType: "video/mp2t", for: "/s\(index).ts")
+            _ = try await harness.get(harness.url("/s\(index).ts"))
+            try await harness.waitForIdle()
+            _ = try await Self.warm(harness, harness.url("/s\(index).ts"), "/s\(index).ts")
+            #expect(sameBytes(try await harness.get(harness.url("/s\(index).ts")).body, body))
+            let usage = harness.server.services.memory.usage
+            #expect(usage.bytes <= 200_000 && usage.count <= 3, "\(usage)")
+        }
+        #expect(!harness.server.services.memory.holds(try Self.stored(harness, "/large.ts")))
+        // The most recent ones stayed.
+        #expect(harness.server.services.memory.holds(try Self.stored(harness, "/s5.ts")))
+        #expect(!harness.server.services.memory.holds(try Self.stored(harness, "/s0.ts")))
+
+        let disabled = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.memoryCacheBytes = 0 }
+        defer { Task { await disabled.shutdown() } }
+        let body = randomBytes(10_000)
+        disabled.origin.setBody(body, contentType: "video/mp2t", for: "/d.ts")
+        for _ in 0..<5 { #expect(sameBytes(try await disabled.get(disabled.url("/d.ts")).body, body)) }
+        #expect(disabled.server.services.memory.usage.count == 0)
+        #expect(!disabled.server.services.memory.isEnabled)
+    }
+
+    /// A stored playlist is replayed for each encoding from memory, and a new version or another token is never.
+    @Test func rewrittenPlaylistsAreReplayedForEachEncoding() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:6\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        for index in 0..<40 { text += "#EXTINF:6.0,\nseg\(index).ts\n" }
+        text += "#EXT-X-ENDLIST\n"
+        harness.origin.setBody(Array(text.utf8), for: "/p/index.m3u8")
+        let url = harness.url("/p/index.m3u8")
+        let first = try await harness.get(url)
+        try await harness.waitForIdle()
+        let expected = first.text
+        #expect(expected.contains("/http/127.0.0.1:\(harness.origin.port)/p/seg39.ts"))
+        let plain = try await harness.get(url)
+        let zipped = try await harness.get(url, headers: [("Accept-Encoding", "gzip")])
+        let rewritten = try #require(harness.store.lookup(PlaylistService.rewrittenKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
+        let gzipped = try #require(harness.store.lookup(PlaylistService.gzipKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
+        let deadline = ContinuousClock.now + .seconds(120)
+        let memory = harness.server.services.memory
+        while !(memory.holds(rewritten) && memory.holds(gzipped)) && ContinuousClock.now < deadline {
+            _ = try await harness.get(url)
+            _ = try await harness.get(url, headers: [("Accept-Encoding", "gzip")])
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(memory.holds(rewritten) && memory.holds(gzipped))
+        try Self.scribble(over: rewritten)
+        try Self.scribble(over: gzipped)
+        for _ in 0..<3 {
+            let again = try await harness.get(url)
+            #expect(again.text == expected)
+            #expect(Self.headerList(again) == Self.headerList(plain))
+            let again2 = try await harness.get(url, headers: [("Accept-Encoding", "gzip")])
+            #expect(Gzip.decompress(again2.body) == Array(expected.utf8))
+            #expect(again2.headers.first(name: "Content-Encoding") == "gzip")
+            #expect(Self.headerList(again2) == Self.headerList(zipped))
+        }
+        #expect(harness.origin.requests(matching: "/p/index.m3u8").count == 1)
+    }
+}
