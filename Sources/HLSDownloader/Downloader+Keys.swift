@@ -5,7 +5,7 @@ import HLSKeys
 import HLSOrigin
 
 extension Downloader {
-    /// Stores one AES-128 key for `item` and returns its size.
+    /// Stores one key (any method) for `item` and returns its size.
     ///
     /// The only place keys are fetched and stored: for now a key is a plain `.key` object (expiring with the
     /// item), which the proxy serves like any resource. The encrypted key store (DESIGN.md §7) replaces this
@@ -57,7 +57,7 @@ extension Downloader {
         return Int64(bytes.count)
     }
 
-    /// The AES-128 keys of an item with where each stands (valid until when, expired, pending), for `show` and
+    /// The keys of an item with where each stands (valid until when, expired, pending), for `show` and
     /// the API; empty without the key store.
     /// - Parameter keyResources: the item's key resources when the caller read them already (a listing page reads
     ///   every item's in one query).

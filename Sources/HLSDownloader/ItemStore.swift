@@ -625,7 +625,7 @@ public final class ItemStore: Sendable {
                 item.missingResources, item.rateLimit, item.maxBytes, item.downloadWindow?.description, item.title,
                 try Self.json(item.tags), item.posterURL, item.metadata,
             ])
-        // Its own statement, so the long one above stays as it is for the other columns.
-        try db.execute(sql: "UPDATE items SET through = ? WHERE id = ?", arguments: [item.through, item.id])
+        // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
+        try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])
     }
 }
