@@ -15,6 +15,7 @@
 #   CELLS="2m:1 256k:64 playlist:64" Benchmarks/hits-vs-peers.sh    (only some cells)
 #   HLSCACHE_BIN=/path/to/hlscache ...                              (an existing build instead of a release build)
 #   HLSCACHE_BIN_B=/path/to/other/hlscache ...                      (a second build in the same rounds: before/after)
+#   HLSCACHE_BIN_B=... HLSCACHE_B_ENV="HLSCACHE_CACHE_MEMORY_MAX_OBJECT_SIZE=4MiB" ...   (B with other settings)
 # Loopback only; every run is bounded; everything started is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,7 +102,8 @@ servers="static pcache varnish hlscache"
 if [ -n "${HLSCACHE_BIN_B:-}" ]; then
   hls_b_port=$(free_port)
   mkdir -p "$work/cache-b"
-  "$HLSCACHE_BIN_B" serve --listen "127.0.0.1:$hls_b_port" --cache-dir "$work/cache-b" --log-level error --prefetch-segments 0 >"$work/hlscache-b.log" 2>&1 &
+  # shellcheck disable=SC2086
+  env ${HLSCACHE_B_ENV:-} "$HLSCACHE_BIN_B" serve --listen "127.0.0.1:$hls_b_port" --cache-dir "$work/cache-b" --log-level error --prefetch-segments 0 >"$work/hlscache-b.log" 2>&1 &
   hls_b_pid=$!
   for _ in $(seq 1 200); do curl -fsS "http://127.0.0.1:$hls_b_port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
   servers="$servers hlscache_b"
@@ -154,7 +156,7 @@ echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v
 echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved; median req/s (CPU µs per request)"
 echo
 if [ -n "${HLSCACHE_BIN_B:-}" ]; then
-  echo "hlscache B: $HLSCACHE_BIN_B"
+  echo "hlscache B: ${HLSCACHE_B_ENV:-} $HLSCACHE_BIN_B"
   echo
   echo "| workload | connections | nginx static | nginx proxy_cache | Varnish | hlscache | hlscache B | hlscache / best | B / best |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -4,16 +4,27 @@
 /// leave — a table that wiped itself when full silently forgot what a playing stream still needed.
 ///
 /// A value type with no lock: keep it in a `Mutex` or `NIOLockedValueBox`. Lookups, insertions and removals are
-/// O(1) (a dictionary of slots and a doubly linked recency list kept in an array).
+/// O(1) (a dictionary of slots and a doubly linked recency list kept in an array). Inlinable, so that each table is
+/// specialised for its key and value types where it is used (the proxy looks several up per request).
 public struct BoundedLRU<Key: Hashable, Value> {
-    fileprivate struct Node {
-        var key: Key
-        var value: Value
-        var cost: Int
+    @usableFromInline
+    struct Node {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var cost: Int
         /// Towards the most recent entry; -1 at the most recent.
-        var newer: Int
+        @usableFromInline var newer: Int
         /// Towards the least recent entry; -1 at the least recent.
-        var older: Int
+        @usableFromInline var older: Int
+
+        @inlinable
+        init(key: Key, value: Value, cost: Int, newer: Int, older: Int) {
+            self.key = key
+            self.value = value
+            self.cost = cost
+            self.newer = newer
+            self.older = older
+        }
     }
 
     /// The most entries kept.
@@ -21,29 +32,35 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// The largest total cost kept; an entry whose cost alone is larger is never kept.
     public let maxCost: Int
     /// The sum of the costs of the entries.
-    public private(set) var totalCost = 0
+    @inlinable public var totalCost: Int { costSum }
+    @usableFromInline var costSum = 0
 
-    private var slots: [Key: Int] = [:]
-    private var nodes: [Node?] = []
-    private var freeSlots: [Int] = []
-    private var mostRecent = -1
-    private var leastRecent = -1
+    @usableFromInline var slots: [Key: Int] = [:]
+    @usableFromInline var nodes: [Node?] = []
+    @usableFromInline var freeSlots: [Int] = []
+    @usableFromInline var mostRecent = -1
+    @usableFromInline var leastRecent = -1
 
     /// - Parameters:
     ///   - maxCount: the most entries kept (0: none).
     ///   - maxCost: the largest total cost kept (default: unbounded, the count alone bounds the table).
+    @inlinable
     public init(maxCount: Int, maxCost: Int = .max) {
         precondition(maxCount >= 0 && maxCost >= 0, "bounds must not be negative")
         self.maxCount = maxCount
         self.maxCost = maxCost
     }
 
+    @inlinable
     public var count: Int { slots.count }
+    @inlinable
     public var isEmpty: Bool { slots.isEmpty }
 
+    @inlinable
     public func contains(_ key: Key) -> Bool { slots[key] != nil }
 
     /// The value for `key`, made the most recently used.
+    @inlinable
     public mutating func value(forKey key: Key) -> Value? {
         guard let slot = slots[key] else { return nil }
         touch(slot)
@@ -51,6 +68,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     }
 
     /// The value for `key`, leaving the recency order as it is.
+    @inlinable
     public func peekValue(forKey key: Key) -> Value? {
         slots[key].map { nodes[$0]!.value }
     }
@@ -60,6 +78,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// and the key's earlier value goes too: a table never answers with a value older than one it refused.
     /// - Returns: whether the value was kept.
     @discardableResult
+    @inlinable
     public mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
         precondition(cost >= 0, "cost must not be negative")
         guard cost <= maxCost, maxCount > 0 else {
@@ -67,7 +86,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
             return false
         }
         if let slot = slots[key] {
-            totalCost += cost - nodes[slot]!.cost
+            costSum += cost - nodes[slot]!.cost
             nodes[slot]!.value = value
             nodes[slot]!.cost = cost
             touch(slot)
@@ -85,9 +104,9 @@ public struct BoundedLRU<Key: Hashable, Value> {
             mostRecent = slot
             if leastRecent < 0 { leastRecent = slot }
             slots[key] = slot
-            totalCost += cost
+            costSum += cost
         }
-        while slots.count > maxCount || totalCost > maxCost {
+        while slots.count > maxCount || costSum > maxCost {
             removeLeastRecent()
         }
         return true
@@ -96,6 +115,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// Changes the value for `key` in place (its cost stays), without changing the recency order.
     /// - Returns: what `body` returned, or nil when there is no value for `key`.
     @discardableResult
+    @inlinable
     public mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
         guard let slot = slots[key] else { return nil }
         return try body(&nodes[slot]!.value)
@@ -103,6 +123,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     /// Removes the value for `key` and returns it.
     @discardableResult
+    @inlinable
     public mutating func removeValue(forKey key: Key) -> Value? {
         guard let slot = slots.removeValue(forKey: key) else { return nil }
         return unlink(slot).value
@@ -110,6 +131,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     /// Removes the least recently used entry and returns it.
     @discardableResult
+    @inlinable
     public mutating func removeLeastRecent() -> (key: Key, value: Value)? {
         guard leastRecent >= 0 else { return nil }
         let slot = leastRecent
@@ -119,6 +141,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     }
 
     /// Removes every entry for which `shouldRemove` is true (an expiry sweep).
+    @inlinable
     public mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
         var slot = leastRecent
         while slot >= 0 {
@@ -132,16 +155,18 @@ public struct BoundedLRU<Key: Hashable, Value> {
         }
     }
 
+    @inlinable
     public mutating func removeAll() {
         slots.removeAll()
         nodes.removeAll()
         freeSlots.removeAll()
         mostRecent = -1
         leastRecent = -1
-        totalCost = 0
+        costSum = 0
     }
 
     /// The keys, the most recently used first.
+    @inlinable
     public var keysByRecency: [Key] {
         var keys: [Key] = []
         keys.reserveCapacity(slots.count)
@@ -155,7 +180,8 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     // MARK: - The recency list
 
-    private mutating func touch(_ slot: Int) {
+    @inlinable
+    mutating func touch(_ slot: Int) {
         guard slot != mostRecent else { return }
         detach(slot)
         nodes[slot]!.older = mostRecent
@@ -166,18 +192,20 @@ public struct BoundedLRU<Key: Hashable, Value> {
     }
 
     /// Takes `slot` out of the recency list (its own links are left as they were).
-    private mutating func detach(_ slot: Int) {
+    @inlinable
+    mutating func detach(_ slot: Int) {
         let (newer, older) = (nodes[slot]!.newer, nodes[slot]!.older)
         if newer >= 0 { nodes[newer]!.older = older } else { mostRecent = older }
         if older >= 0 { nodes[older]!.newer = newer } else { leastRecent = newer }
     }
 
     /// Frees `slot` (already gone from ``slots``) and returns what it held.
-    private mutating func unlink(_ slot: Int) -> Node {
+    @inlinable
+    mutating func unlink(_ slot: Int) -> Node {
         detach(slot)
         let node = nodes[slot]!
         nodes[slot] = nil
-        totalCost -= node.cost
+        costSum -= node.cost
         if slots.isEmpty {
             // Empty again: let the storage go rather than keep the high-water mark of slots.
             nodes.removeAll()

@@ -52,7 +52,7 @@ public struct ProxyConfiguration: Sendable {
     /// 0 disables the memory tier).
     public var memoryCacheBytes: Int = 64 << 20
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
-    public var memoryMaxObjectBytes: Int = 1 << 20
+    public var memoryMaxObjectBytes: Int = 64 << 10
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     public var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

@@ -56,7 +56,8 @@ final class ProxyServices: Sendable {
         self.playlists = PlaylistService(
             configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics, writeFailures: cacheWriteFailures)
         self.metrics = metrics
-        let memory = MemoryTier(maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes)
+        let memory = MemoryTier(
+            maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes, directory: store.directory)
         self.memory = memory
         if memory.isEnabled { store.onEviction { keys in memory.remove(keys) } }
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)

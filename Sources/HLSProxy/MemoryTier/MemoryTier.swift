@@ -37,8 +37,15 @@ final class MemoryTier: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// The store's `objects/` folder, opened once: an entry's file is checked with `fstatat` on its path relative to
+    /// it (two components to walk instead of the whole path; walking it was most of what a `stat` cost).
+    private let objects: (prefix: String, descriptor: Int32)?
 
-    init(maxBytes: Int, maxObjectBytes: Int) {
+    /// - Parameter directory: the cache directory (`objects/` is looked up in it).
+    init(maxBytes: Int, maxObjectBytes: Int, directory: String) {
+        let objectsPath = (directory.hasSuffix("/") ? directory : directory + "/") + "objects"
+        let descriptor = maxBytes > 0 ? open(objectsPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
+        objects = descriptor >= 0 ? (objectsPath + "/", descriptor) : nil
         self.maxBytes = max(0, maxBytes)
         self.maxObjectBytes = min(max(0, maxObjectBytes), max(0, maxBytes - Self.entryOverhead))
         // Every entry costs at least its overhead, so the count bound follows from the byte bound.
@@ -46,7 +53,17 @@ final class MemoryTier: Sendable {
         state = NIOLockedValueBox(State(entries: BoundedLRU(maxCount: maxCount, maxCost: self.maxBytes)))
     }
 
+    deinit {
+        if let objects { close(objects.descriptor) }
+    }
+
     var isEnabled: Bool { maxObjectBytes > 0 }
+
+    /// Which file `path` names now (relative to `objects/` when it is in it).
+    private func identity(of path: String, relative: String?) -> FileIdentity? {
+        guard let objects, let relative else { return FileIdentity(path: path) }
+        return FileIdentity(relativePath: relative, in: objects.descriptor)
+    }
 
     /// Whether `object` may enter at all: small enough, and not a key (or what looks like one: keys are served by
     /// `/keys/` from their sealed store, and their bytes are kept in memory nowhere else).
@@ -67,7 +84,7 @@ final class MemoryTier: Sendable {
             return entry
         }
         guard let found else { return nil }
-        guard FileIdentity(path: object.path) == found.file else {
+        guard identity(of: object.path, relative: found.relativePath) == found.file else {
             state.withLockedValue { state in
                 if state.entries.peekValue(forKey: object.key) === found { state.entries.removeValue(forKey: object.key) }
             }
@@ -89,7 +106,8 @@ final class MemoryTier: Sendable {
         guard start else { return }
         threadPool.submit { [self] work in
             defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
-            guard work == .active, let loaded = MemoryObject.read(object) else { return }
+            let relative = objects.flatMap { object.path.hasPrefix($0.prefix) ? String(object.path.dropFirst($0.prefix.utf8.count)) : nil }
+            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative) else { return }
             // Still the store's version (not replaced, evicted or expired while it was read)?
             guard store.isCurrent(object) else { return }
             state.withLockedValue { state in
@@ -125,18 +143,21 @@ final class MemoryObject: Sendable {
     let etag: String
     let size: Int64
     let file: FileIdentity
+    /// The file's path relative to the store's `objects/` folder (nil: not in it; the whole path is checked).
+    let relativePath: String?
     let body: ByteBuffer
 
-    private init(etag: String, size: Int64, file: FileIdentity, body: ByteBuffer) {
+    private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer) {
         self.etag = etag
         self.size = size
         self.file = file
+        self.relativePath = relativePath
         self.body = body
     }
 
     /// Reads `object`'s file whole (blocking: the thread pool's work). Nil when it cannot be read or is not of the
     /// object's size.
-    static func read(_ object: CachedObject) -> MemoryObject? {
+    static func read(_ object: CachedObject, relativePath: String?) -> MemoryObject? {
         let descriptor = open(object.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
@@ -158,7 +179,7 @@ final class MemoryObject: Sendable {
             return done
         }
         guard complete == size else { return nil }
-        return MemoryObject(etag: object.etag, size: object.size, file: file, body: buffer)
+        return MemoryObject(etag: object.etag, size: object.size, file: file, relativePath: relativePath, body: buffer)
     }
 }
 
@@ -174,6 +195,12 @@ struct FileIdentity: Equatable, Sendable {
     init?(path: String) {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
+        self.init(info)
+    }
+
+    init?(relativePath: String, in directory: Int32) {
+        var info = stat()
+        guard fstatat(directory, relativePath, &info, 0) == 0 else { return nil }
         self.init(info)
     }
 
