@@ -42,6 +42,18 @@ curl_ms() {  # url -> milliseconds to the last byte, median of $runs (curl's own
   printf '%s\n' "${times[@]}" | median
 }
 
+cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat"; }
+serve_cpu() {  # url -> CPU milliseconds serve spends per request (20 requests; /proc ticks of 10 ms), load-independent
+  local before after
+  before=$(cpu_ms "$serve_pid")
+  for _ in $(seq 1 20); do curl -s -o /dev/null "$1"; done
+  after=$(cpu_ms "$serve_pid")
+  python3 -c "print(f'{($after - $before) / 20:.1f}')"
+}
+api_row() {  # label, query -> a table row: wall time, serve's CPU per request, the sqlite3 shell on the same query
+  echo "| $1 | $(curl_ms "$api/items$2") ms | $(serve_cpu "$api/items$2") ms | $3 |"
+}
+
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); binary: $bin; runs: $runs (median)"
 for n in "${sizes[@]}"; do
   cache="$work/cache-$n"
@@ -83,17 +95,20 @@ SQL
   echo
   echo "$n items"
   echo
-  echo "| listing | hlscache | sqlite3 shell, same query |"
+  echo "| listing | hlscache (wall) | sqlite3 shell, same query (wall) |"
   echo "|---|---|---|"
   echo "| \`hlscache ls\` (all $n) | $(ms "$bin" ls --cache-dir "$cache") ms | $(ms sqlite3 "$db" "SELECT * FROM items ORDER BY created_at, id") ms |"
   echo "| \`hlscache ls --tag week3 --limit 100\` | $(ms "$bin" ls --cache-dir "$cache" --tag week3 --limit 100) ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = 'week3') ORDER BY created_at, id LIMIT 100") ms |"
-  echo "| API: first page (\`limit=100\`) | $(curl_ms "$api/items?limit=100") ms | $(ms sqlite3 "$db" "SELECT COUNT(*) FROM items; SELECT * FROM items ORDER BY created_at, id LIMIT 100") ms |"
-  echo "| API: last page (\`limit=100&offset=$((n - 100))\`) | $(curl_ms "$api/items?limit=100&offset=$((n - 100))") ms | $(ms sqlite3 "$db" "SELECT * FROM items ORDER BY created_at, id LIMIT 100 OFFSET $((n - 100))") ms |"
-  echo "| API: \`state=failed,paused&sort=-updatedAt&limit=100\` | $(curl_ms "$api/items?state=failed,paused&sort=-updatedAt&limit=100") ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE state IN ('failed','paused') ORDER BY updated_at DESC, id DESC LIMIT 100") ms |"
-  echo "| API: \`tag=course7&limit=100\` | $(curl_ms "$api/items?tag=course7&limit=100") ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = 'course7') ORDER BY created_at, id LIMIT 100") ms |"
-  echo "| API: \`played=false&sort=title&limit=100\` | $(curl_ms "$api/items?played=false&sort=title&limit=100") ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE NOT EXISTS (SELECT 1 FROM item_consumption c WHERE c.item_id = items.id) ORDER BY title IS NULL, title COLLATE NOCASE, id LIMIT 100") ms |"
-  echo "| API: \`url=lesson4321\` | $(curl_ms "$api/items?url=lesson4321") ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE instr(url, 'lesson4321') > 0") ms |"
-  echo "| API: every item (no \`limit\`) | $(curl_ms "$api/items") ms | — |"
+  echo
+  echo "| \`GET /api/v1/items?…\` | wall (curl) | serve CPU per request | sqlite3 shell, same query (wall) |"
+  echo "|---|---|---|---|"
+  api_row "\`limit=100\` (first page)" "?limit=100" "$(ms sqlite3 "$db" "SELECT COUNT(*) FROM items; SELECT * FROM items ORDER BY created_at, id LIMIT 100") ms"
+  api_row "\`limit=100&offset=$((n - 100))\` (last page)" "?limit=100&offset=$((n - 100))" "$(ms sqlite3 "$db" "SELECT * FROM items ORDER BY created_at, id LIMIT 100 OFFSET $((n - 100))") ms"
+  api_row "\`state=failed,paused&sort=-updatedAt&limit=100\`" "?state=failed,paused&sort=-updatedAt&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE state IN ('failed','paused') ORDER BY updated_at DESC, id DESC LIMIT 100") ms"
+  api_row "\`tag=course7&limit=100\`" "?tag=course7&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = 'course7') ORDER BY created_at, id LIMIT 100") ms"
+  api_row "\`played=false&sort=title&limit=100\`" "?played=false&sort=title&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE NOT EXISTS (SELECT 1 FROM item_consumption c WHERE c.item_id = items.id) ORDER BY title IS NULL, title COLLATE NOCASE, id LIMIT 100") ms"
+  api_row "\`url=lesson4321\` (one item)" "?url=lesson4321" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE instr(url, 'lesson4321') > 0") ms"
+  echo "| every item (no \`limit\`) | $(curl_ms "$api/items") ms | — | — |"
   kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
   serve_pid=
 done

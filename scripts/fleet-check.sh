@@ -122,6 +122,8 @@ while True:
         break
     time.sleep(0.2)
 print(f"{'ok' if not shared else 'FAIL'}: {len(where)} objects ({len(segments)} segments, {sys.argv[2]} fetched) on {len(nodes)} nodes")
+for key, on in shared.items():
+    print(f"  on {', '.join(on)}: {key}")
 sys.exit(1 if shared or len(segments) != int(sys.argv[2]) or len(nodes) < 2 else 0)
 EOF
 

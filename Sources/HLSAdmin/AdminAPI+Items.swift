@@ -1,5 +1,6 @@
 import Foundation
 import HLSCacheCore
+import HLSCacheStore
 import HLSDownloader
 import HLSKeys
 
@@ -66,8 +67,16 @@ extension AdminAPI {
         let query = try Self.listQuery(parameters)
         let (list, total) = try items.list(query)
         let consumptions = try items.consumptions(of: list.map(\.id))
+        // The keys of the items that may play offline, read in one query rather than one per item.
+        let complete = list.filter { $0.state == .cached || $0.state == .partiallyCached }.map(\.id)
+        let keyResources = try items.resources(of: complete, kind: CacheObjectKind.key.rawValue)
         var object: [String: Any] = [
-            "items": try list.map { try json($0, consumption: consumptions[$0.id]) }, "total": total, "offset": query.offset,
+            "items": try list.map { item in
+                AdminJSON.item(
+                    item, consumption: consumptions[item.id],
+                    offline: try downloader.offlineStatus(of: item, keyResources: keyResources[item.id] ?? []))
+            },
+            "total": total, "offset": query.offset,
         ]
         if let limit = query.limit {
             object["limit"] = limit

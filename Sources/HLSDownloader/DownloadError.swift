@@ -40,7 +40,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     public static let cacheFull = DownloadError(_code: .cacheFull)
     /// The download was stopped (pause, delete, shutdown).
     public static let cancelled = DownloadError(_code: .cancelled)
-    /// An AES-128 key could not be fetched or is not 16 bytes.
+    /// A key could not be fetched, or its length is not its method's (16 or 32 bytes).
     public static let keyUnavailable = DownloadError(_code: .keyUnavailable)
     /// The item's expiry has passed.
     public static let expired = DownloadError(_code: .expired)

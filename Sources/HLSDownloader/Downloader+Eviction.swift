@@ -77,13 +77,16 @@ extension Downloader {
 
     /// Whether the item plays offline now (`cached` or `partiallyCached`, nothing missing, not expired, every key
     /// valid) and until when (the earliest of its expiry and its keys').
-    public func offlineStatus(of item: DownloadItem, now: Date = Date()) throws(DownloadError) -> OfflineStatus {
+    /// - Parameter keyResources: the item's key resources, when the caller read them already.
+    public func offlineStatus(of item: DownloadItem, now: Date = Date(), keyResources: [ItemResource]? = nil) throws(DownloadError)
+        -> OfflineStatus
+    {
         guard item.state == .cached || item.state == .partiallyCached, item.missingResources == 0 else {
             return OfflineStatus(playable: false, until: nil)
         }
         if let expiry = item.expiresAt, expiry <= now { return OfflineStatus(playable: false, until: nil) }
         var until = item.expiresAt
-        for key in try keyStatus(of: item.id) {
+        for key in try keyStatus(of: item.id, keyResources: keyResources) {
             guard key.state == .valid else { return OfflineStatus(playable: false, until: nil) }
             if let expiry = key.expiresAt {
                 if expiry <= now { return OfflineStatus(playable: false, until: nil) }

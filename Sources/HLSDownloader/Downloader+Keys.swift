@@ -5,7 +5,7 @@ import HLSKeys
 import HLSOrigin
 
 extension Downloader {
-    /// Stores one AES-128 key for `item` and returns its size.
+    /// Stores one key (any method) for `item` and returns its size.
     ///
     /// The only place keys are fetched and stored: for now a key is a plain `.key` object (expiring with the
     /// item), which the proxy serves like any resource. The encrypted key store (DESIGN.md §7) replaces this
@@ -57,12 +57,20 @@ extension Downloader {
         return Int64(bytes.count)
     }
 
-    /// The AES-128 keys of an item with where each stands (valid until when, expired, pending), for `show` and
+    /// The keys of an item with where each stands (valid until when, expired, pending), for `show` and
     /// the API; empty without the key store.
-    public func keyStatus(of id: String) throws(DownloadError) -> [ItemKeyStatus] {
+    /// - Parameter keyResources: the item's key resources when the caller read them already (a listing page reads
+    ///   every item's in one query).
+    public func keyStatus(of id: String, keyResources: [ItemResource]? = nil) throws(DownloadError) -> [ItemKeyStatus] {
         guard let keys else { return [] }
         var statuses: [ItemKeyStatus] = []
-        for resource in try items.resources(id, kind: CacheObjectKind.key.rawValue) {
+        let resources: [ItemResource]
+        if let keyResources {
+            resources = keyResources
+        } else {
+            resources = try items.resources(id, kind: CacheObjectKind.key.rawValue)
+        }
+        for resource in resources {
             guard let url = try? OriginURL(resource.url) else { continue }
             let keyID = keys.id(for: url)
             let record: KeyRecord?

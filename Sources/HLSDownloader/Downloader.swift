@@ -37,7 +37,7 @@ public final class Downloader: Sendable {
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
     let logger: Logger
-    /// The encrypted key store; when set, AES-128 keys are kept there (sealed) and never as plain cache objects.
+    /// The encrypted key store; when set, keys are kept there (sealed) and never as plain cache objects.
     let keys: KeyService?
     private let onEvent: @Sendable (DownloadEvent) -> Void
 

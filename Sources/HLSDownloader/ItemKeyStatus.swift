@@ -1,7 +1,7 @@
 import Foundation
 import HLSKeys
 
-/// One AES-128 key of an item and where it stands, as `hlscache show` and the API report it (never the bytes).
+/// One key of an item (any method) and where it stands, as `hlscache show` and the API report it (never the bytes).
 public struct ItemKeyStatus: Sendable, Hashable {
     /// The key id, served at `/keys/{id}`.
     public var id: String

@@ -360,6 +360,25 @@ public final class ItemStore: Sendable {
         try read { db in try Self.fetchResources(db, id: id) }
     }
 
+    /// The resources of one kind (keys) of each of the items `ids`, in download order, in one read: a listing page.
+    public func resources(of ids: [String], kind: String) throws(DownloadError) -> [String: [ItemResource]] {
+        guard !ids.isEmpty else { return [:] }
+        return try read { db in
+            var result: [String: [ItemResource]] = [:]
+            for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+                let sql = """
+                    SELECT item_id, key, url, kind, size, done FROM item_resources
+                    WHERE kind = ? AND item_id IN (\(chunk.map { _ in "?" }.joined(separator: ", "))) ORDER BY item_id, position
+                    """
+                for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments([kind] + chunk)) {
+                    result[row["item_id"], default: []].append(
+                        ItemResource(key: row["key"], url: row["url"], kind: row["kind"], size: row["size"], done: row["done"]))
+                }
+            }
+            return result
+        }
+    }
+
     /// The item's resources of one kind (its keys), in download order: a listing page asks this of every item on it.
     public func resources(_ id: String, kind: String) throws(DownloadError) -> [ItemResource] {
         try read { db in
@@ -606,7 +625,7 @@ public final class ItemStore: Sendable {
                 item.missingResources, item.rateLimit, item.maxBytes, item.downloadWindow?.description, item.title,
                 try Self.json(item.tags), item.posterURL, item.metadata,
             ])
-        // Its own statement, so the long one above stays as it is for the other columns.
-        try db.execute(sql: "UPDATE items SET through = ? WHERE id = ?", arguments: [item.through, item.id])
+        // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
+        try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])
     }
 }

@@ -5,7 +5,7 @@ import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
 
-/// The keys of AES-128 streams (DESIGN.md §7): registers the key URIs found in playlists, fetches keys from
+/// The keys of protected streams, every method in the identity key format (DESIGN.md §7): registers the key URIs found in playlists, fetches keys from
 /// their origins, keeps them sealed with AES-256-GCM under the ``MasterKey`` in their own SQLite file, gives
 /// them out while valid, and renews them.
 ///
@@ -88,7 +88,7 @@ public final class KeyService: Sendable {
         self.clock = now
     }
 
-    /// The id of `url` if a served playlist registered it as an AES-128 key in this process, else nil.
+    /// The id of `url` if a served playlist registered it as a key in this process, else nil.
     /// The proxy uses it to keep key files off the generic (cached, plaintext) path.
     public func registeredID(for url: OriginURL) -> KeyID? {
         registeredID(for: CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
@@ -200,11 +200,11 @@ public final class KeyService: Sendable {
         return count
     }
 
-    /// The key's 16 bytes: the stored copy while it is valid, otherwise fetched from the origin (and stored).
+    /// The key's bytes (16 or 32, as its method says): the stored copy while it is valid, otherwise fetched from the origin (and stored).
     ///
     /// - Throws: ``KeyError/notFound`` for an id never registered; ``KeyError/expired`` (403) when the stored
     ///   copy is past its expiry and the origin does not renew it; ``KeyError/keyUnavailable`` when the origin
-    ///   fails or answers something other than 16 bytes (502), or (403) when the stored copy cannot be
+    ///   fails or answers another length than the key's method has (502), or (403) when the stored copy cannot be
     ///   decrypted — another master key — and the origin does not answer. Never returns wrong bytes.
     /// - Parameter via: where to fetch the key from when it must be fetched, instead of its origin URL: an
     ///   item downloaded through a fleet's balancer (`through`) asks the balancer for `/keys/{id}/…`, so the node

@@ -22,7 +22,7 @@ final class ProxyServices: Sendable {
     let playlists: PlaylistService
     /// Small hot objects in memory (`cache.memorySize`).
     let memory: MemoryTier
-    /// AES-128 keys; `nil` when the server runs without a key service (key URIs are then proxied like any
+    /// Keys (every method); `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
     let keys: KeyService?
     /// Metrics, the access log, open connections and the shutdown flag (Operations/).

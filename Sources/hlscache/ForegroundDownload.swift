@@ -87,7 +87,12 @@ enum ForegroundDownload {
             printer.emit(ItemFormatter.json(object))
         } else {
             let wait = max(0, Int(next.timeIntervalSinceNow.rounded(.up)))
-            printer.emit("\(item.id): waiting for the origin (\(reason)); next attempt in \(wait) s (Ctrl-C to stop; --fail-fast fails instead)")
+            if item.errorCode == DownloadError.dailyLimit.code || item.errorCode == DownloadError.outsideWindow.code {
+                // A download policy, not the origin (docs/fetch.md#download-policies): --fail-fast does not apply.
+                printer.emit("\(item.id): held back by a download policy (\(reason)); next attempt in \(wait) s (Ctrl-C to stop)")
+            } else {
+                printer.emit("\(item.id): waiting for the origin (\(reason)); next attempt in \(wait) s (Ctrl-C to stop; --fail-fast fails instead)")
+            }
         }
         while Date() < next {
             do {

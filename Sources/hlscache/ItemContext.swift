@@ -56,11 +56,11 @@ struct ItemContext {
         let originConfiguration = settings.originConfiguration(retries: 0)
         let keyConfiguration = settings.keyConfiguration()
         let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
-        // The downloader maps each request of an item with `through` (DownloadItem.through) itself; this is
-        // the process's default for items without their own.
         let keyOrigin = origin
         var configuration = settings.downloaderConfiguration()
         if let rate { configuration.bytesPerSecond = rate }
+        // The downloader maps each request of an item with `through` (DownloadItem.through) itself; this is the
+        // process's default for items without their own.
         configuration.throughServer = through.map { "\($0.scheme)://\($0.authority)" }
         // `--fail-fast`: an unavailable origin fails the item instead of leaving it waiting (`idle`).
         if failFast { configuration.waitForOrigin = false }

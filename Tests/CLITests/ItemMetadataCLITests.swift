@@ -46,3 +46,23 @@ import Testing
         }
     }
 }
+
+/// Webhooks without a secret would send what no receiver can check: `serve` refuses to start (issue 27).
+@Suite struct WebhookSettingsCLITests {
+    @Test func serveRefusesWebhooksWithoutASecret() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-hooks-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let refused = try await CLI.run(
+            ["serve", "--listen", "127.0.0.1:0", "--cache-dir", dir.path, "--log-level", "error"],
+            environment: ["HLSCACHE_WEBHOOKS_URLS": "http://127.0.0.1:9/hook"])
+        #expect(refused.status == 64, "\(refused.status) \(refused.stderr)")
+        #expect(refused.stderr.contains("webhooks.secret"))
+        let short = try await CLI.run(
+            ["serve", "--listen", "127.0.0.1:0", "--cache-dir", dir.path, "--log-level", "error"],
+            environment: ["HLSCACHE_WEBHOOKS_URLS": "http://127.0.0.1:9/hook", "HLSCACHE_WEBHOOKS_SECRET": "short"])
+        #expect(short.status == 78, "a bad configuration value: \(short.status) \(short.stderr)")
+        let notURL = try await CLI.run(
+            ["serve", "--listen", "127.0.0.1:0", "--cache-dir", dir.path], environment: ["HLSCACHE_WEBHOOKS_URLS": "ftp://x/hook"])
+        #expect(notURL.status == 78 && notURL.stderr.contains("webhooks.urls"), "\(notURL.stderr)")
+    }
+}

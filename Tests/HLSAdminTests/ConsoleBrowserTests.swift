@@ -84,21 +84,23 @@ struct ConsoleBrowserTests {
                 true
                 """)
 
-            // The form: URL, variants, expiry, id (seconds left blank: the whole stream).
-            func add(url: String, id: String, variants: String, expires: String) async throws {
+            // The form: URL, variants, expiry, title, tags, id (seconds left blank: the whole stream).
+            func add(url: String, id: String, variants: String, expires: String, title: String = "", tags: String = "") async throws {
                 try await page.evaluate(
                     """
                     (() => {
                       document.getElementById('add-url').value = '\(url)';
                       document.getElementById('add-variants').value = '\(variants)';
                       document.getElementById('add-expires').value = '\(expires)';
+                      document.getElementById('add-title').value = '\(title)';
+                      document.getElementById('add-tags').value = '\(tags)';
                       document.getElementById('add-id').value = '\(id)';
                       document.getElementById('add-submit').click();
                       return true;
                     })()
                     """)
             }
-            try await add(url: h.originURL("/a/master.m3u8"), id: "from-form", variants: "best", expires: "7d")
+            try await add(url: h.originURL("/a/master.m3u8"), id: "from-form", variants: "best", expires: "7d", title: "Test card", tags: "class-a, kiosk")
             try await Self.until(page, h, "from-form to show cached", "\(Self.row("from-form"))?.dataset.state === 'cached'")
             let progress = try await page.evaluate("\(Self.row("from-form")).querySelector('.pct').textContent")
             #expect(progress == "\"100.0%\"")
@@ -108,10 +110,23 @@ struct ConsoleBrowserTests {
             #expect(!renditions.isEmpty && !renditions.contains { $0.contains("/v1/") }, "variants best: \(renditions)")
             let expires = try #require((added.json["expiresAt"] as? String).flatMap(ConsoleTests.date))
             #expect(abs(expires.timeIntervalSinceNow - 7 * 86400) < 3600, "expires 7d")
+            #expect(added.json["title"] as? String == "Test card")
+            #expect(added.json["tags"] as? [String] == ["class-a", "kiosk"])
+            #expect(try await page.evaluate("\(Self.row("from-form")).querySelector('.name').textContent") == "\"Test card (from-form)\"")
+            #expect(try await page.evaluate("[...\(Self.row("from-form")).querySelectorAll('.tag')].map(t => t.textContent).join()") == "\"class-a,kiosk\"")
 
             // A download that cannot finish: the row learns `downloading` from /events only (the POST answers `queued`).
             try await add(url: h.originURL("/b/v0/index.m3u8"), id: "stalled", variants: "all", expires: "")
             try await Self.until(page, h, "stalled to show downloading", "\(Self.row("stalled"))?.dataset.state === 'downloading'")
+            // The filter matches tags too: "kiosk" leaves the tagged item only; cleared, both are back.
+            func filter(_ text: String) async throws {
+                try await page.evaluate(
+                    "(() => { const f = document.getElementById('filter'); f.value = '\(text)'; f.dispatchEvent(new Event('input')); return true; })()")
+            }
+            try await filter("kiosk")
+            try await Self.until(page, h, "the tag filter", "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === 'from-form'")
+            try await filter("")
+            try await Self.until(page, h, "both rows again", "document.querySelectorAll('#items tr').length === 2")
             try await Self.press(page, "pause", on: "stalled")
             try await Self.until(page, h, "stalled to show paused", "\(Self.row("stalled")).dataset.state === 'paused'")
             #expect(try await Self.item(h, "stalled").json["state"] as? String == "paused")
@@ -270,6 +285,9 @@ struct ConsoleBrowserTests {
             let drawn = Int(Double(drawnAt) ?? 0), listed = Int(lastPage) ?? 0
             print("console: \(count) items: last page of GET /items in at \(listed) ms, shown at \(drawn) ms (\(drawn - listed) ms after it)")
             #expect(try await page.evaluate("document.querySelector('#items tr').dataset.id") == "\"\(id(0))\"")
+            // Read in pages of 500 (the server pages the list).
+            let requests = try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?limit=500')).length")
+            #expect(Int(requests) == (count + 499) / 500, "\(requests) list requests for \(count) items")
             try await Self.until(page, h, "the console to follow /events", "document.getElementById('conn').textContent === 'live'")
 
             // Removed through the API from the page shown: its row goes, the next item moves up.

@@ -118,4 +118,42 @@ import Testing
         // Sealed: the agent is not in the index in the clear.
         #expect(!anyFile(under: cache, contains: Array(agent.utf8)))
     }
+
+    /// A channel whose body has no length is a live stream: relayed, never stored — also after a restart, when a
+    /// player comes back to the channel's URL without the list (the proxy keeps which URLs are channels in the index).
+    @Test func aChannelWithoutLengthIsRelayedNotStoredEvenAfterARestart() async throws {
+        let origin = TestOrigin(root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"))
+        try await origin.start()
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-channel-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let body = (0..<(188 * 2000)).map { UInt8(truncatingIfNeeded: $0 % 188 == 0 ? 0x47 : $0) }
+        origin.setBody(body, contentType: "video/mp2t", for: "/live/channel.ts")
+        origin.setFault(.noLength(chunk: 188 * 100), for: "/live/channel.ts")
+        origin.setBody(body, contentType: "video/mp2t", for: "/vod/film.ts")
+        origin.setFault(.noLength(chunk: 188 * 100), for: "/vod/film.ts")
+        let list = "#EXTM3U\n#EXTINF:-1 tvg-id=\"two\",Channel Two\n\(origin.baseURL)/live/channel.ts\n"
+        origin.setBody(Array(list.utf8), contentType: "audio/x-mpegurl", for: "/tv/list.m3u")
+        let configure: (inout ProxyConfiguration) -> Void = { $0.cacheDirectory = cache.path }
+        let channelKey = CacheKey(try OriginURL(origin.baseURL + "/live/channel.ts"))
+
+        let first = try await ProxyHarness.start(origin: origin, configure: configure)
+        #expect(try await first.get(first.url("/tv/list.m3u")).status == 200)
+        let relayed = try await first.get(first.url("/live/channel.ts"))
+        #expect(relayed.status == 200 && relayed.body == body)
+        // The same kind of body at a URL no list names is stored (it may be a file served without a length).
+        #expect(try await first.get(first.url("/vod/film.ts")).body == body)
+        try await first.waitForIdle()
+        #expect(first.store.lookup(channelKey) == nil, "a channel's body was stored")
+        #expect(first.store.lookup(CacheKey(try OriginURL(origin.baseURL + "/vod/film.ts"))) != nil)
+        await first.stopKeepingOriginAndCache()
+
+        let second = try await ProxyHarness.start(origin: origin, configure: configure)
+        defer { Task { await second.shutdown() } }
+        origin.clearLog()
+        let again = try await second.get(second.url("/live/channel.ts"))
+        #expect(again.status == 200 && again.body == body)
+        try await second.waitForIdle()
+        #expect(origin.requests(matching: "/live/channel.ts").count == 1)
+        #expect(second.store.lookup(channelKey) == nil, "after the restart, the channel's body was stored")
+    }
 }

@@ -44,7 +44,10 @@ import Testing
     func hostileTargetsAreRejectedWith400(_ target: String) async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let (response, _) = try await RawHTTP.exchange(port: harness.port, Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        // The server answers and closes: a long read bound costs nothing, and a starved test process (the full suite,
+        // two workers, load 10+) took longer than the 2 s default to be sent the answer.
+        let (response, _) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 400"), "\(target) → \(response.prefix(60))")
         #expect(harness.origin.requests.isEmpty)
     }
@@ -53,7 +56,8 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let headers = (0..<150).map { "X-H\($0): v\r\n" }.joined()
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\(headers)\r\n".utf8))
+        let (response, closed) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\(headers)\r\n".utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 431"))
         #expect(closed)
     }

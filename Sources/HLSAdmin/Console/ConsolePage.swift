@@ -75,6 +75,7 @@ enum ConsolePage {
         <label>Seconds <input id="add-seconds" type="number" min="0" max="32767" placeholder="0 = all"></label>
         <label>Variants <select id="add-variants"><option value="all">all</option><option value="best">best</option><option value="worst">worst</option></select></label>
         <label>Expires <input id="add-expires" placeholder="7d, 12h (blank: never)"></label>
+        <label>Title <input id="add-title" maxlength="200" placeholder="optional"></label>
         <label>Tags <input id="add-tags" placeholder="class-a, kiosk"></label>
         <label>Id <input id="add-id" placeholder="optional" pattern="[A-Za-z0-9._\\-]{1,64}"></label>
         <button type="submit" id="add-submit">Add</button>

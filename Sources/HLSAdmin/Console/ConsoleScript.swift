@@ -126,7 +126,13 @@ enum ConsoleScript {
           // A new item, or any change while a filter is on, can change what the page shows.
           if (!known || filterText) refreshView(); else touch(item.id);
         }
+        // Removals are numbered: an answer to a request sent before an item's removal (a page of the list, a reload)
+        // must not bring the item back.
+        let removals = 0;
+        const gone = new Map();
+        function stale(id, since) { const at = gone.get(id); return at !== undefined && at > since; }
         function forget(id) {
+          gone.set(id, ++removals);
           if (!items.delete(id)) return;
           const at = order.indexOf(id);
           if (at >= 0) order.splice(at, 1);
@@ -215,8 +221,9 @@ enum ConsoleScript {
           let path = "/items?limit=" + PAGE;
           let total = null;
           for (let pages = 0; path && pages < 100000; pages++) {
+            const since = removals;
             const body = await call("GET", path);
-            for (const item of body.items || []) { seen.add(item.id); upsert(item); }
+            for (const item of body.items || []) { seen.add(item.id); if (!stale(item.id, since)) upsert(item); }
             if (typeof body.total === "number") total = body.total;
             path = nextPage(body);
           }
@@ -229,9 +236,34 @@ enum ConsoleScript {
           if (typeof body.nextOffset === "number") return "/items?limit=" + PAGE + "&offset=" + body.nextOffset;
           return null;
         }
-        async function reload(id) {
-          try { upsert(await call("GET", "/items/" + encodeURIComponent(id))); }
-          catch (e) { if (e.status === 404) forget(id); }
+        // Items an event named, read again two at a time: a burst of events (a script adding hundreds of items) must
+        // not queue hundreds of requests in front of the page's other ones. Past 100 waiting, the list is read again
+        // instead, once.
+        const toReload = new Set();
+        let reloading = 0;
+        let listing = null, listAgain = false;
+        function reload(id) {
+          toReload.add(id);
+          if (toReload.size > 100) { toReload.clear(); reloadList(); return; }
+          pump();
+        }
+        function pump() {
+          while (reloading < 2 && toReload.size) {
+            const id = toReload.values().next().value;
+            toReload.delete(id);
+            reloading++;
+            const since = removals;
+            call("GET", "/items/" + encodeURIComponent(id))
+              .then(item => { if (!stale(id, since)) upsert(item); }, e => { if (e.status === 404) forget(id); })
+              .finally(() => { reloading--; pump(); });
+          }
+        }
+        function reloadList() {
+          if (listing) { listAgain = true; return; }
+          listing = loadItems().catch(e => { if (!(e instanceof Unauthorized)) say(e.message, true); }).finally(() => {
+            listing = null;
+            if (listAgain) { listAgain = false; reloadList(); }
+          });
         }
 
         // ---- Live: Server-Sent Events
@@ -245,7 +277,7 @@ enum ConsoleScript {
           events.onopen = () => {
             conn.textContent = "live"; conn.className = "conn live";
             // Events carry changes only: after a reconnect the list is read again.
-            if (opened) loadItems().catch(e => say(e.message, true));
+            if (opened) reloadList();
             opened = true;
           };
           events.onerror = () => {
@@ -414,6 +446,8 @@ enum ConsoleScript {
           if ($("add-variants").value !== "all") body.variants = $("add-variants").value;
           const expires = $("add-expires").value.trim();
           if (expires) body.expires = /^\d+$/.test(expires) ? Number(expires) : expires;
+          const title = $("add-title").value.trim();
+          if (title) body.title = title;
           const tags = $("add-tags").value.split(",").map(tag => tag.trim()).filter(Boolean);
           if (tags.length) body.tags = tags;
           const id = $("add-id").value.trim();
@@ -499,7 +533,7 @@ enum ConsoleScript {
           $("console").hidden = false;
           $("forget-token").hidden = !token;
           listen();
-          loadItems().catch(e => { if (!(e instanceof Unauthorized)) say(e.message, true); });
+          reloadList();
           if (!statsInterval) statsInterval = setInterval(() => { if (!$("console").hidden) refreshStats().catch(() => {}); }, 5000);
         }
         start();

@@ -389,8 +389,8 @@ struct SharedFetchStateMachine {
     /// asking for the whole body of a stream that never ends (no length, its start no longer on disk or in memory)
     /// — at the start of what memory still holds (no later than the slowest client), at an MPEG-TS packet boundary
     /// (188 bytes from the start): it joins the broadcast, as a tuner does, instead of opening another origin
-    /// connection. `nil` when it cannot be served
-    /// (the download failed, or the bytes from `offset` are gone and it cannot join live).
+    /// connection. `nil` when it cannot be served (the download failed, or the bytes from `offset` are gone and it
+    /// cannot join live).
     mutating func subscribe(_ id: SubscriberID, from offset: Int64, joiningLive: Bool) -> Int64? {
         var offset = offset
         switch state {

@@ -20,7 +20,7 @@ public final class ProxyServer: Sendable {
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
     ///   - origin: the origin client, on `group`.
-    ///   - keys: the key service that AES-128 key URIs are rewritten to (`/keys/{keyid}`); without one, key
+    ///   - keys: the key service that key URIs (every method) are rewritten to (`/keys/{keyid}`); without one, key
     ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
     ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
     ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.

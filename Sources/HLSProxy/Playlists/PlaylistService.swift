@@ -222,20 +222,29 @@ final class PlaylistService: Sendable {
     private let channelHeaderWrites = NIOLockedValueBox(0)
 
     private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
+    /// The row of the channel table that says a URL is a channel (``isChannel(_:)``) rather than carries headers: its
+    /// key behind this prefix (a space never appears in a URL key).
+    private static let channelRowPrefix = "channel "
 
     /// Reads back the channel headers a previous run learnt (the newest ``TableLimits/channelHeaderURLs``).
     private func loadChannelHeaders() {
         guard let masterKey = keys?.masterKey else { return }
         do {
             var table = BoundedLRU<String, [(String, String)]>(maxCount: limits.channelHeaderURLs)
+            var channels = BoundedLRU<String, Bool>(maxCount: limits.channelHeaderURLs)
             // Newest first: inserted oldest first, so the newest are the most recently used.
             for row in try store.channelHeaders(limit: limits.channelHeaderURLs).reversed() {
+                if row.url.hasPrefix(Self.channelRowPrefix) {
+                    channels.setValue(true, forKey: String(row.url.dropFirst(Self.channelRowPrefix.count)))
+                    continue
+                }
                 guard let plain = masterKey.unseal(row.value, context: Self.channelHeaderContext(row.url)),
                     let pairs = try? JSONDecoder().decode([[String]].self, from: Data(plain))
                 else { continue }
                 table.setValue(pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }, forKey: row.url)
             }
             channelHeaderTable.withLockedValue { $0 = table }
+            channelURLs.withLockedValue { $0 = channels }
         } catch {
             logger.warning("cannot read the channel headers kept in the index: \(error)")
         }
@@ -267,8 +276,10 @@ final class PlaylistService: Sendable {
 
     private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
 
-    /// The channel URLs of the channel lists this process served (``channelKey(_:)``): a body of unknown length
-    /// at one of them is a live stream, relayed and never stored (``SharedFetchStateMachine``). In memory, bounded.
+    /// The channel URLs of the channel lists served (``channelKey(_:)``): a body of unknown length at one of them is
+    /// a live stream, relayed and never stored (``SharedFetchStateMachine``). Bounded; kept in the index's channel
+    /// table too (rows ``channelRowPrefix`` + key), so a player coming back to a channel after a restart, without
+    /// the list, is not stored either.
     private let channelURLs: NIOLockedValueBox<BoundedLRU<String, Bool>>
 
     /// Whether a channel list this process served names `url` as a channel.
@@ -287,9 +298,13 @@ final class PlaylistService: Sendable {
         var learnt: [(String, [(String, String)])] = []
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
             let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
-            channelURLs.withLockedValue { known in
-                for url in urls { known.setValue(true, forKey: url) }
+            let newChannels = channelURLs.withLockedValue { known -> [String] in
+                urls.filter { url in
+                    defer { known.setValue(true, forKey: url) }
+                    return !known.contains(url)
+                }
             }
+            persistChannelHeaders(newChannels.map { (Self.channelRowPrefix + $0, []) })
             for channel in channels where !channel.httpHeaders.isEmpty {
                 guard let channelURL = try? OriginURL(channel.url) else { continue }
                 learnt.append((Self.channelKey(channelURL), channel.httpHeaders.map { ($0.name, $0.value) }))

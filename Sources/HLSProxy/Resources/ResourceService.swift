@@ -54,7 +54,7 @@ final class ResourceService: Sendable {
 
     private func handle(_ request: ProxyRequest, target: String, memo: TargetMemo, responder: Responder) {
         let (url, key) = (memo.url, memo.key)
-        // A registered AES-128 key asked for by its origin URL: send the client to /keys/{id}, where access is
+        // A registered key asked for by its origin URL: send the client to /keys/{id}, where access is
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
         if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
             var headers = HTTPHeaders()
