@@ -82,7 +82,7 @@ backend nodes
     option httpchk GET /readyz
     http-check expect status 200
     # A check's answer may take a while on a loaded machine (the test suite's two workers at load 10+): without
-    # `timeout check` HAProxy gives it `inter` (1 s), and a slow but healthy node was taken out, its share of the
+    # 'timeout check' HAProxy gives it 'inter' (1 s), and a slow but healthy node was taken out, its share of the
     # objects moving to the others. A dead node refuses the connection at once, whatever this is.
     timeout check 10s
     default-server inter 1s fall 2 rise 2

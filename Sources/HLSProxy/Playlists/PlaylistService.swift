@@ -99,7 +99,7 @@ final class PlaylistService: Sendable {
     /// Notes that the playlist stored under `key` was fetched for `url`.
     func rememberTokens(of url: OriginURL, for key: CacheKey) {
         let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
-        fetchedFor.withLockedValue { $0.setValue(signature, forKey: key) }
+        fetchedFor.withLockedValue { _ = $0.setValue(signature, forKey: key) }
     }
 
     /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process
@@ -153,7 +153,7 @@ final class PlaylistService: Sendable {
 
     private func learnCookiePage(_ url: OriginURL) {
         let origin = "\(url.scheme)://\(url.authority)"
-        cookiePages.withLockedValue { $0.setValue(url.string, forKey: origin) }
+        cookiePages.withLockedValue { _ = $0.setValue(url.string, forKey: origin) }
     }
 
     /// The multivariant playlist this process last read from `url`'s origin, if any.
@@ -444,7 +444,7 @@ final class PlaylistService: Sendable {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }
                 }
-                seenLive.withLockedValue { $0.setValue(true, forKey: key) }
+                seenLive.withLockedValue { _ = $0.setValue(true, forKey: key) }
             } else if !fromStore, seenLive.withLockedValue({ $0.value(forKey: key) != nil }) {
                 // A live stream that ended (the encoder wrote EXT-X-ENDLIST): the same URL may go live again with
                 // the next run, so it is kept like a live playlist, briefly and in memory, not on disk for good.
@@ -471,7 +471,7 @@ final class PlaylistService: Sendable {
 
     private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
         let expires = NIODeadline.now() + .nanoseconds(Int64(playlist.ttl * 1e9))
-        live.withLockedValue { $0.setValue((playlist, expires), forKey: key.value) }
+        live.withLockedValue { _ = $0.setValue((playlist, expires), forKey: key.value) }
     }
 
     /// A live playlist still fresh in memory.

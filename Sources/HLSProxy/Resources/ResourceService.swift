@@ -47,7 +47,7 @@ final class ResourceService: Sendable {
                 responder.send(error: ProxyError.badRequest("invalid proxied URL: \(error)"))
                 return
             }
-            targets.withLockedValue { $0.setValue(memo, forKey: target) }
+            targets.withLockedValue { _ = $0.setValue(memo, forKey: target) }
         }
         handle(request, target: target, memo: memo, responder: responder)
     }
