@@ -67,7 +67,9 @@ defaults
     timeout server 120s
     # A node that died between two health checks: the request goes to the next node on the ring, once.
     retries 2
-    option redispatch 1
+    # A retry goes to the same node first (a connection it closed while idle is no reason to move an object); only
+    # the last retry goes to the next node on the ring (a node that died between two health checks).
+    option redispatch -1
     retry-on conn-failure empty-response response-timeout
 
 frontend hls
@@ -82,10 +84,10 @@ backend nodes
     option httpchk GET /readyz
     http-check expect status 200
     # A check's answer may take a while on a loaded machine (the test suite's two workers at load 10+): without
-    # `timeout check` HAProxy gives it `inter` (1 s), and a slow but healthy node was taken out, its share of the
+    # 'timeout check' HAProxy gives it 'inter' (1 s), and a slow but healthy node was taken out, its share of the
     # objects moving to the others. A dead node refuses the connection at once, whatever this is.
-    timeout check 10s
-    default-server inter 1s fall 2 rise 2
+    timeout check 30s
+    default-server inter 1s fall 3 rise 2
 $servers
 EOF
     haproxy -c -q -f "$DIR/haproxy.cfg"
