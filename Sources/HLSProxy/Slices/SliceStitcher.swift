@@ -87,7 +87,16 @@ final class SliceStitcher: @unchecked Sendable {
             return
         }
         guard let startOffset = Self.firstOffset(of: rangeHeader) else {
-            fallback()
+            if let suffix = Self.suffixLength(of: rangeHeader) {
+                // The size is not known: the origin's answer to a suffix run tells it (SliceRun).
+                let run = SliceRun(
+                    stitcher: self, services: services, layout: layout, key: key, url: url, indices: nil, suffix: suffix,
+                    eventLoop: responder.eventLoop)
+                self.run = run
+                run.start()
+            } else {
+                fallback()
+            }
             return
         }
         let index = layout.index(of: startOffset)
@@ -248,7 +257,7 @@ final class SliceStitcher: @unchecked Sendable {
     }
 
     /// Opens a stored slice's file, checking that it is the file its row describes (there, of its size).
-    private static func open(_ object: CachedObject) -> GrowingFile? {
+    static func open(_ object: CachedObject) -> GrowingFile? {
         let descriptor = Glibc.open(object.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         var status = stat()
@@ -308,9 +317,10 @@ final class SliceStitcher: @unchecked Sendable {
                 lastModified: head.headers.first(name: "Last-Modified").flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) },
                 present: [])
             guard resolve() else { return nil }
-            // The run was asked from the slice the range starts in: the client's first byte is in it, unless the
-            // version changed and the range moved with the size (a suffix range): then start again from there.
-            guard layout.index(of: first) == layout.index(of: firstByte) else {
+            // The run was asked from the slice the range starts in (a suffix run: from before it), so the client's
+            // first byte is in its answer, unless the version changed and the range moved with the size (a suffix
+            // range): then start again from there.
+            guard firstByte <= first, first <= range.last else {
                 self.run = nil
                 run.releaseAll()
                 pump()
@@ -391,6 +401,16 @@ final class SliceStitcher: @unchecked Sendable {
 
     static func lastOffset(of header: String?) -> Int64? {
         bounds(of: header)?.last
+    }
+
+    /// `N` of a suffix range `bytes=-N` (the last N bytes), N > 0; nil for anything else.
+    static func suffixLength(of header: String?) -> Int64? {
+        guard let header else { return nil }
+        let compact = header.filter { $0 != " " && $0 != "\t" }
+        guard compact.lowercased().hasPrefix("bytes=-") else { return nil }
+        let digits = compact.dropFirst(7)
+        guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let length = Int64(digits), length > 0 else { return nil }
+        return length
     }
 
     private static func bounds(of header: String?) -> (first: Int64, last: Int64?)? {
