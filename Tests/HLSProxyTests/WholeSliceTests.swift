@@ -81,6 +81,9 @@ import Testing
         let wholeHit = try await MemoryBoundTests.fetchPattern(client, url)
         #expect(wholeHit.status == 200 && wholeHit.count == size && wholeHit.matches)
         #expect(wholeHit.cache == "HIT")
+        let head = try await harness.get(url, method: .HEAD)
+        #expect(head.status == 200 && head.headers.first(name: "Content-Length") == String(size))
+        #expect(head.headers.first(name: "X-Cache") == "HIT" && head.headers.first(name: "ETag") == "\"film-1\"")
         #expect(harness.origin.patternBytesSent("/film.mp4") == size, "zero origin bytes for the hits")
         #expect(harness.origin.requests(matching: "/film.mp4").count == 1)
 

@@ -81,8 +81,6 @@ final class SliceStitcher: @unchecked Sendable {
         if let stored {
             set = stored
             guard resolve() else { return }
-            let covering = layout.index(of: first)...layout.index(of: max(first, last))
-            wasStored = covering.allSatisfy { stored.present.contains($0) }
             pump()
             return
         }
@@ -172,6 +170,8 @@ final class SliceStitcher: @unchecked Sendable {
             return false
         }
         position = first
+        // A hit when every slice the response covers is stored (a HEAD too).
+        wasStored = (layout.index(of: first)...layout.index(of: max(first, last))).allSatisfy { set.present.contains($0) }
         if request.isHead {
             sendHead()
             finish()
