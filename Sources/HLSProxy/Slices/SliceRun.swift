@@ -46,8 +46,10 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     private let writer = NIOLockedValueBox<(index: Int64, writer: CacheWriter)?>(nil)
     /// A write failed (full disk, …): the rest is relayed, not stored.
     private let storing = NIOLockedValueBox(true)
-    /// The slices of ``indices`` whose waiters (``SliceFlights``) were told already.
+    /// The slices of ``indices`` whose followers (``SliceFlights``) were told already.
     private var released = Set<Int64>()
+    /// What requests following this run's slices see (``SliceFlight``), by slice index: the stitcher claimed them.
+    private var flights: [Int64: SliceFlight] = [:]
 
     /// A run of the slices `indices`, or — `indices` nil — a suffix run for the last `suffix` bytes.
     init(
@@ -74,6 +76,7 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     func start() {
         let range: String
         if let indices {
+            for index in indices { flights[index] = services.sliceFlights.flight(layout.key(of: key, slice: index).value) }
             range = "bytes=\(firstByte)-\((indices.upperBound + 1) * layout.sliceSize - 1)"
         } else {
             range = "bytes=-\((suffix ?? 0) + layout.sliceSize - 1)"
@@ -100,7 +103,9 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
             return
         }
         set = accepted
-        if !store {
+        if store {
+            for flight in flights.values { flight.accepted(accepted) }
+        } else {
             storing.withLockedValue { $0 = false }
             releaseAll()
         }
@@ -173,6 +178,8 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
         let metadata = ObjectSlice(set: layout.setID(of: key), index: index, objectSize: set.objectSize)
         let (store, writer, storing, contentType, lastModified) = (services.store, writer, storing, contentType, lastModified)
         let stitcher = self.stitcher
+        // Requests following this slice are sent what is written as it is written.
+        let flight = flights[index]
         let job: @Sendable () throws -> Bool = {
             guard storing.withLockedValue({ $0 }) else { return false }
             do {
@@ -181,11 +188,13 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
                     writer.withLockedValue { $0?.writer.abort() }
                     current = try store.makeWriter(for: sliceKey, expectedLength: bytes.last - bytes.first + 1)
                     writer.withLockedValue { $0 = (index, current) }
+                    if let flight, let descriptor = current.openReader() { flight.began(GrowingFile(descriptor: descriptor)) }
                 } else {
                     guard let open = writer.withLockedValue({ $0 }), open.index == index else { return false }
                     current = open.writer
                 }
                 try piece.withUnsafeReadableBytes { try current.write($0) }
+                flight?.wrote(current.bytesWritten)
                 guard endsSlice else { return false }
                 writer.withLockedValue { $0 = nil }
                 _ = try current.finish(
@@ -207,7 +216,11 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
                     stitcher.runStored(index)
                     release(index, stored: true)
                 }
-            }.recover { error in failures.record(error, label: label) }
+            }.recover { [self] error in
+                failures.record(error, label: label)
+                // Nothing more is stored: requests following the rest fetch it themselves.
+                releaseAll()
+            }
         }
     }
 }

@@ -78,6 +78,10 @@ final class SliceStitcher: @unchecked Sendable {
             cancelled = true
             run?.cancel()
         }
+        proceed(with: stored)
+    }
+
+    private func proceed(with stored: SliceSet?) {
         if let stored {
             set = stored
             guard resolve() else { return }
@@ -98,8 +102,8 @@ final class SliceStitcher: @unchecked Sendable {
             return
         }
         let index = layout.index(of: startOffset)
-        // Another request fetching this slice: its commit tells the size and the version.
-        guard claimOrWait(index, then: { [self] in start(with: services.store.sliceSet(of: key, layout: layout)) }) else { return }
+        // Another request fetching this slice: its answer tells the size and the version.
+        guard claimOrFollow(index) else { return }
         var end = index
         if let requestedLast = Self.lastOffset(of: rangeHeader) {
             let last = min(layout.index(of: requestedLast), index + Self.maxRunSlices - 1)
@@ -112,22 +116,76 @@ final class SliceStitcher: @unchecked Sendable {
         services.sliceFlights.claim(layout.key(of: key, slice: index).value)
     }
 
-    /// Claims slice `index` for a run of this request (true), or — another request is fetching it — waits for that
-    /// fetch and then runs `next` on this request's event loop (false).
-    private func claimOrWait(_ index: Int64, then next: @escaping @Sendable () -> Void) -> Bool {
+    /// Claims slice `index` for a run of this request (true), or — another request's run is fetching it — follows
+    /// that run (false).
+    private func claimOrFollow(_ index: Int64) -> Bool {
         let sliceKey = layout.key(of: key, slice: index).value
-        let eventLoop = responder.eventLoop
         while true {
             if services.sliceFlights.claim(sliceKey) { return true }
-            let waiting = services.sliceFlights.wait(for: sliceKey) { [self] stored in
-                eventLoop.execute { [self] in
-                    guard !cancelled, !done else { return }
-                    if stored { set?.present.insert(index) }
-                    next()
-                }
+            if let flight = services.sliceFlights.flight(sliceKey) {
+                follow(flight, index: index)
+                return false
             }
-            if waiting { return false }
         }
+    }
+
+    /// Sends slice `index` as another request's run writes it (``SliceFlight``): from its temp file with sendfile, up
+    /// to what is written, then waits for more. Nothing is held in memory, and the origin is asked once. When the run is
+    /// over the slice is read from the store (stored) or fetched by this request (given up); a run of another version
+    /// than this response's is not followed (its outcome is awaited, then the slice is treated as any).
+    private func follow(_ flight: SliceFlight, index: Int64) {
+        guard !cancelled, !done else { return }
+        let progress = flight.progress
+        if let stored = progress.outcome {
+            guard set != nil else {
+                proceed(with: services.store.sliceSet(of: key, layout: layout))
+                return
+            }
+            if stored { set?.present.insert(index) }
+            pump()
+            return
+        }
+        guard let announced = progress.set else { return waitForChange(of: flight, after: progress.changes, index: index) }
+        guard let set else {
+            // Nothing known yet: the run's answer tells the size and the version.
+            self.set = SliceSet(
+                validator: announced.validator, objectSize: announced.objectSize, contentType: announced.contentType,
+                lastModified: announced.lastModified, present: [])
+            guard resolve() else { return }
+            pump()
+            return
+        }
+        guard announced.validator == set.validator, announced.objectSize == set.objectSize else {
+            return waitForChange(of: flight, after: progress.changes, index: index)
+        }
+        let slice = layout.bytes(of: index, total: set.objectSize)
+        let available = slice.first + progress.written
+        guard position >= slice.first, position <= slice.last else {
+            pump()
+            return
+        }
+        guard let file = progress.file, available > position else { return waitForChange(of: flight, after: progress.changes, index: index) }
+        let end = min(last, available - 1)
+        sendHead()
+        responder.writeFile(file, offset: position - slice.first, length: end - position + 1).whenComplete { [self] result in
+            switch result {
+            case .success:
+                position = end + 1
+                if position > last || position > slice.last { pump() } else { follow(flight, index: index) }
+            case .failure:
+                // The client went away (or the descriptor could not be duplicated): nothing more to send.
+                if !done { responder.abort() }
+                done = true
+            }
+        }
+    }
+
+    private func waitForChange(of flight: SliceFlight, after changes: Int, index: Int64) {
+        let eventLoop = responder.eventLoop
+        let waiting = flight.whenChanged(after: changes) { [self] in
+            eventLoop.execute { [self] in follow(flight, index: index) }
+        }
+        if !waiting { follow(flight, index: index) }
     }
 
     // MARK: - The response
@@ -239,7 +297,7 @@ final class SliceStitcher: @unchecked Sendable {
                 set.present.remove(index)
                 self.set = set
             }
-            guard claimOrWait(index, then: { [self] in pump() }) else { return }
+            guard claimOrFollow(index) else { return }
             var end = index
             let lastIndex = layout.index(of: last)
             while end < lastIndex, end - index + 1 < Self.maxRunSlices, !set.present.contains(end + 1), claim(end + 1) { end += 1 }
