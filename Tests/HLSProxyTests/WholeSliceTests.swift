@@ -171,6 +171,39 @@ import Testing
         #expect(rangeB.headers.first(name: "X-Cache") == "HIT")
     }
 
+    /// Read-ahead fetches the next large segments once: stored as slices, they are not fetched whole again when the
+    /// player moves on (the store has no object under their key, only their slices).
+    @Test func readAheadDoesNotFetchAgainSegmentsStoredAsSlices() async throws {
+        let root = try MemoryBoundTests.emptyDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let harness = try await ProxyHarness.start(serving: root)
+        defer { Task { await harness.shutdown() } }
+        let size: Int64 = 9_000_000
+        var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:10\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        for index in 0..<5 {
+            playlist += "#EXTINF:10.0,\nseg\(index).ts\n"
+            harness.origin.setFault(.pattern(length: size), for: "/big/seg\(index).ts")
+            harness.origin.setETag("\"seg-\(index)\"", for: "/big/seg\(index).ts")
+        }
+        harness.origin.setBody(Array((playlist + "#EXT-X-ENDLIST\n").utf8), for: "/big/index.m3u8")
+        #expect(try await harness.get(harness.url("/big/index.m3u8")).status == 200)
+        let first = try await MemoryBoundTests.fetchPattern(harness.client, harness.url("/big/seg0.ts"))
+        #expect(first.status == 200 && first.count == size && first.matches)
+        try await harness.waitForIdle(timeout: .seconds(120))
+        let count = Int(Self.layout.count(total: size))
+        for index in 0...3 {
+            let key = try SliceTests.key(harness, "/big/seg\(index).ts")
+            #expect(Self.presentSlices(harness, key).count == count, "seg\(index) stored as slices")
+        }
+        // The player moves on: seg1 is a hit from its slices, and read-ahead leaves seg2 and seg3 alone.
+        let next = try await MemoryBoundTests.fetchPattern(harness.client, harness.url("/big/seg1.ts"))
+        #expect(next.status == 200 && next.count == size && next.matches && next.cache == "HIT")
+        try await harness.waitForIdle(timeout: .seconds(120))
+        for index in 0...4 {
+            #expect(harness.origin.requests(matching: "/big/seg\(index).ts").count == 1, "seg\(index) fetched once")
+        }
+    }
+
     @Test func aLargeObjectWithoutAValidatorIsStoredWhole() async throws {
         let root = try MemoryBoundTests.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
