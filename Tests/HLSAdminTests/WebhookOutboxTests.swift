@@ -122,7 +122,7 @@ struct WebhookOutboxTests {
         #expect(try next.waitingBodies[0].count == 1 && items.webhookOutbox().count == 3, "nothing taken before it runs")
         // Running: the kept events go in front of the one announced since, the oldest past two dropped and counted.
         let running = Task { try? await next.run() }
-        try await Self.eventually("the kept events queued") { next.count(of: .dropped) == 2 ? true : nil }
+        _ = try await Self.eventually("the kept events queued") { next.count(of: .dropped) == 2 ? true : nil }
         #expect(ids(next.waitingBodies[0]) == ["i5", "i6"], "\(next.waitingBodies)")
         #expect(try items.webhookOutbox().isEmpty, "taken")
         let sequences = next.waitingBodies[0].compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["sequence"] as? Int }
@@ -135,7 +135,7 @@ struct WebhookOutboxTests {
         let third = WebhookNotifier(
             configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"), outbox: items)
         let again = Task { try? await third.run() }
-        try await Self.eventually("the unknown receiver's event dropped") { third.count(of: .dropped) == 1 ? true : nil }
+        _ = try await Self.eventually("the unknown receiver's event dropped") { third.count(of: .dropped) == 1 ? true : nil }
         #expect(ids(third.waitingBodies[0]) == ["i5", "i6"])
         again.cancel()
         await again.value
