@@ -20,7 +20,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export HLSCACHE_BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
 WORK=$(mktemp -d /tmp/hlscache-fleet-check.XXXXXX)
 export FLEET_DIR=$WORK/fleet
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() {
+    echo "FAIL: $*" >&2
+    # What the balancer saw of its nodes (a node taken DOWN moves its share of the paths to the others).
+    [ -s "$FLEET_DIR/haproxy.log" ] && { echo "haproxy.log:" >&2; tail -30 "$FLEET_DIR/haproxy.log" >&2; }
+    exit 1
+}
 cleanup() {
     "$ROOT/scripts/fleet.sh" stop >/dev/null 2>&1 || true
     for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null || true; done

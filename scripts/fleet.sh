@@ -29,6 +29,40 @@ wait_ready() { # URL (a debug build starting on a loaded machine can take a minu
     return 1
 }
 
+# Waits until HAProxy marks all COUNT nodes UP. A node ready on its own port is not yet on the ring: HAProxy starts
+# with every server UP, takes one whose first check fails (not listening yet: a debug build starts slowly on a
+# loaded machine) DOWN, and brings it back only after 'rise' checks. Requests sent meanwhile hash onto the ring
+# without it, and the same path asked again once it is back (or once another node is back) lands on another node:
+# one object stored on two nodes.
+wait_balanced() { # COUNT
+    for _ in $(seq 1800); do
+        [ "$(servers_up)" = "$1" ] && return 0
+        sleep 0.1
+    done
+    echo "fleet: HAProxy did not mark the $1 nodes UP within 180 s: $(servers_states | tr '\n' ' ')" >&2
+    return 1
+}
+
+# Each node's state as HAProxy sees it, one "node1 UP" a line.
+servers_states() {
+    python3 - "$DIR/haproxy.sock" <<'EOF' 2>/dev/null || true
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+s.sendall(b"show stat\n")
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+for line in data.decode().splitlines():
+    fields = line.split(",")
+    if len(fields) > 17 and fields[0] == "nodes" and fields[1] not in ("BACKEND", "FRONTEND"):
+        print(fields[1], fields[17])
+EOF
+}
+
+servers_up() { servers_states | grep -c ' UP$' || true; }
+
 start() {
     local count=$1
     [[ $count =~ ^[1-9][0-9]*$ ]] || usage
@@ -58,6 +92,8 @@ EOF
     cat >"$DIR/haproxy.cfg" <<EOF
 global
     maxconn 8192
+    # The servers' states, for 'start' to wait until the balancer sends to every node.
+    stats socket $DIR/haproxy.sock mode 600
 
 defaults
     mode http
@@ -95,6 +131,7 @@ EOF
     echo $! >"$DIR/haproxy.pid.own"
     for i in $(seq "$count"); do wait_ready "http://127.0.0.1:$((NODE_PORT + i - 1))/readyz"; done
     wait_ready "http://127.0.0.1:$BALANCER_PORT/healthz"
+    wait_balanced "$count"
     echo "fleet: $count nodes behind http://127.0.0.1:$BALANCER_PORT (state in $DIR)"
 }
 
