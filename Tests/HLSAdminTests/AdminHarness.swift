@@ -87,7 +87,13 @@ final class AdminHarness: Sendable {
             configuration: configuration, store: store, origin: proxyOrigin, keys: keys, group: group, threadPool: .singleton, logger: logger,
             routeExtension: admin)
         try await server.start()
-        client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        // The client lets an idle connection go well before the server's idle timeout (60 s) closes it: with both at
+        // 60 s, a request sent after a pause of about a minute (a headless Chromium step on a loaded machine) was
+        // written to a connection the server had just closed ("I/O on closed channel"). Connects on loopback are
+        // immediate; only a starved test process waits (60 s, not AsyncHTTPClient's 10 s).
+        var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(60)))
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(20))
+        client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: clientConfiguration)
         let admin = self.admin
         tasks.withLockedValue {
             $0 = [Task { await scheduler.run() }, Task { try? await admin.run() }]

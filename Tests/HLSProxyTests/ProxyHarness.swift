@@ -78,9 +78,11 @@ final class ProxyHarness: Sendable {
         try await server.start()
         // Connections to the proxy on loopback are made at once; only a starved test process waits (a bound of 60 s,
         // not AsyncHTTPClient's 10 s, which a machine at load 40 exceeded).
-        let client = HTTPClient(
-            eventLoopGroupProvider: .shared(group),
-            configuration: HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(60))))
+        // Its idle connections go well before the server's idle timeout (60 s) closes them: with both at 60 s, a request
+        // after a pause of about a minute could be written to a connection the server had just closed.
+        var clientConfiguration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(60)))
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(20))
+        let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: clientConfiguration)
         return ProxyHarness(
             origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client, keys: keys)
     }
