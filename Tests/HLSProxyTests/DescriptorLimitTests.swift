@@ -56,6 +56,7 @@ struct DescriptorLimitTests {
     @Test func outOfDescriptorsTheListenerPausesInsteadOfSpinning() async throws {
         let run = try await Served.start(ulimit: Served.tightLimit)
         defer { run.stop() }
+        let flooded = ContinuousClock.now
         let outcome = try await run.flood(connections: 200)
         #expect(outcome.healthzAnswered)
         #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
@@ -65,9 +66,13 @@ struct DescriptorLimitTests {
         let backoffs = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
         let count = backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         #expect(count >= 1, "accept never failed: \(backoffs ?? "no metric")")
+        // One line when accepting starts failing, then at most one counting line a minute (AcceptFailureReport): on a
+        // loaded machine the shortage may outlast a minute, and its counting lines are the report working, not a flood.
         let text = run.log
+        let minutes = Int((ContinuousClock.now - flooded).components.seconds / 60)
         let lines = text.split(separator: "\n").filter { $0.contains("cannot accept connections") }
-        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.filter { $0.contains("pausing accepts") }.count == 1, "\(lines)")
+        #expect(lines.count <= 1 + minutes, "more than one line a minute over \(minutes) minute(s): \(lines)")
     }
 
     /// `hlscache serve` under `ulimit -n LIMIT` with idle and head timeouts of 2 s.
