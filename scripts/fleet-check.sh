@@ -24,6 +24,9 @@ fail() {
     echo "FAIL: $*" >&2
     # What the balancer saw of its nodes (a node taken DOWN moves its share of the paths to the others).
     [ -s "$FLEET_DIR/haproxy.log" ] && { echo "haproxy.log:" >&2; tail -30 "$FLEET_DIR/haproxy.log" >&2; }
+    for pidfile in "$FLEET_DIR"/haproxy.pid.own "$FLEET_DIR"/node*/pid; do
+        [ -e "$pidfile" ] && { kill -0 "$(cat "$pidfile")" 2>/dev/null && echo "$pidfile: $(cat "$pidfile") running" || echo "$pidfile: $(cat "$pidfile") gone"; } >&2
+    done
     exit 1
 }
 cleanup() {
@@ -146,7 +149,11 @@ EOF
 frames "$PROXIED" -re >"$WORK/killed.md5" &
 player=$!
 sleep 3
-kill -9 "$(cat "$FLEET_DIR/$victim/pid")"
+victim_pid=$(cat "$FLEET_DIR/$victim/pid")
+# Only our node: its command line names its own cache (never a pid that may have been reused by another process).
+tr '\0' ' ' <"/proc/$victim_pid/cmdline" 2>/dev/null | grep -q -- "--cache-dir $FLEET_DIR/$victim/cache" \
+    || fail "$victim's pid $victim_pid is not its serve process: $(tr '\0' ' ' <"/proc/$victim_pid/cmdline" 2>/dev/null)"
+kill -9 "$victim_pid"
 wait "$player" || fail "ffmpeg failed after $victim was killed"
 cmp -s "$WORK/direct.md5" "$WORK/killed.md5" || fail "frames differ after $victim was killed"
 grep -q 'v0/seg005.ts' "$WORK/origin.log" || fail "the killed node's segment was not fetched again by another node"

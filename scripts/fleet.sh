@@ -132,6 +132,11 @@ EOF
     for i in $(seq "$count"); do wait_ready "http://127.0.0.1:$((NODE_PORT + i - 1))/readyz"; done
     wait_ready "http://127.0.0.1:$BALANCER_PORT/healthz"
     wait_balanced "$count"
+    # Ready ports answered by our own processes: one that could not bind its port has exited, and a port taken
+    # meanwhile by another program would answer in its place.
+    for pidfile in "$DIR/haproxy.pid.own" "$DIR"/node*/pid; do
+        kill -0 "$(cat "$pidfile")" 2>/dev/null || { echo "fleet: $pidfile: process $(cat "$pidfile") has exited" >&2; return 1; }
+    done
     echo "fleet: $count nodes behind http://127.0.0.1:$BALANCER_PORT (state in $DIR)"
 }
 
