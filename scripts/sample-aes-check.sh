@@ -108,6 +108,19 @@ differ() { # which frames differ, and what the proxy logged: enough to tell a wr
     paste -d' ' <(cut -d, -f2,6 "$WORK/direct.md5") <(cut -d, -f6 "$WORK/proxied.md5") \
         | awk '$2 != $3 { n++; if (n <= 5) printf "%s ", $1 } END { printf "(%d frames differ)", n }'
     echo; grep -v '" 200 \|" 206 ' "$WORK/serve.log" | tail -5
+    # Each segment and the key as the proxy serves them now, against the origin's files: a wrong byte stored or
+    # served shows here; all equal points at the player's read (a response cut short, a different read order).
+    for file in "$ORIGIN"/sa/seg*.ts "$ORIGIN/sa/sample.key"; do
+        name=${file##*/}
+        if [ "$name" = sample.key ]; then
+            url="$PROXY$(grep -o '/keys/[0-9a-f]\{32\}/[^"]*' "$WORK/served.m3u8")"
+        else
+            url="$PROXY$PROXIED/sa/$name"
+        fi
+        curl -fsS "$url" -o "$WORK/check.$name" 2>/dev/null || { echo "$name: not served"; continue; }
+        cmp -s "$file" "$WORK/check.$name" || echo "$name: served bytes differ from the origin's ($(cmp "$file" "$WORK/check.$name" 2>&1 | head -1))"
+    done
+    echo "segments and key checked against the origin's; origin requests: $(awk '{print $2}' "$WORK/origin.log" | sort | uniq -c | awk '$1 > 1' | tr '\n' ' ')"
 }
 cmp -s "$WORK/direct.md5" "$WORK/proxied.md5" \
     || fail "frames through the proxy differ from the origin's ($(wc -l <"$WORK/proxied.md5") vs $total): $(differ)"
