@@ -36,6 +36,15 @@ MASTER="$BASE/master.m3u8"
 mapfile -t SEGMENTS < <(cd "$ORIGIN_DIR" && ls v*/seg*.ts)
 echo "seed $SEED, origin $BASE, ${#SEGMENTS[@]} segments, $CYCLES cycles, binary $BIN"
 
+# Whether PID is a child of this script still running. A child that finished was reaped by bash, and its pid may be
+# another program's by now (pid_max is 32768 on the test machine, where ~80 pids a second are used): never kill that.
+running_child() { # PID
+    local stat state ppid
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    read -r state ppid _ <<<"${stat##*) }"
+    [ "$state" != Z ] && [ "$ppid" = "$$" ]
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 EXPECTED=$(cd "$ORIGIN_DIR" && find . -name '*.ts' -o -name '*.m3u8' | wc -l)
@@ -85,7 +94,7 @@ for cycle in $(seq 1 "$CYCLES"); do
     [ -n "$SERVE_PID" ] && victims+=("$SERVE_PID")
     [ $((RANDOM % 2)) -eq 0 ] && victims=($(printf '%s\n' "${victims[@]}" | tac))
     for pid in "${victims[@]}"; do
-        if kill -9 "$pid" 2>/dev/null; then
+        if running_child "$pid" && kill -9 "$pid" 2>/dev/null; then
             [ "$pid" = "$FETCH_PID" ] && kills_fetch=$((kills_fetch + 1)) || kills_serve=$((kills_serve + 1))
         elif [ "$pid" = "$FETCH_PID" ]; then
             fetch_finished=$((fetch_finished + 1))
@@ -108,8 +117,11 @@ for cycle in $(seq 1 "$CYCLES"); do
         echo "cycle $cycle (mode $mode): ls failed: $(tail -3 "$WORK/ls.log")" >&2
         KEEP=1; exit 1
     fi
-    if ! result=$(python3 "$LIB/check-cache.py" "$CACHE" "$ORIGIN_DIR" "$BASE" --no-orphans); then
-        echo "cycle $cycle (mode $mode): $result" >&2
+    checked=0
+    result=$(python3 "$LIB/check-cache.py" "$CACHE" "$ORIGIN_DIR" "$BASE" --no-orphans 2>"$WORK/check.log") || checked=$?
+    if [ "$checked" -ne 0 ]; then
+        # Its exit status too: once it printed no problem yet exited non-zero (a signal: > 128).
+        echo "cycle $cycle (mode $mode): check-cache.py exited $checked: $result $(cat "$WORK/check.log")" >&2
         KEEP=1; exit 1
     fi
     checks=$((checks + 1))
