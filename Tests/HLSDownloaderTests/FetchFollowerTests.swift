@@ -20,7 +20,7 @@ import Testing
             let deadline = ContinuousClock.now + .seconds(seconds)
             while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
             guard !process.isRunning else {
-                kill(process.processIdentifier, SIGKILL)
+                process.signal(SIGKILL)
                 await process.waitForExit()
                 return nil
             }
@@ -51,12 +51,13 @@ import Testing
         return (origin, origin.baseURL + "/master.m3u8")
     }
 
-    /// Waits until `condition` holds, at most 60 s.
-    private func waitUntil(_ what: String, _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+    /// Waits until `condition` holds, at most 180 s (a bound, not a measure: a debug `fetch` starting, planning and
+    /// claiming its item took over 60 s at load 15); `context` says what the child printed, if it times out.
+    private func waitUntil(_ what: String, context: () -> String = { "" }, _ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(180)
         while try !condition() {
             guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting until \(what)")
+                Issue.record("timed out waiting until \(what)\(context())")
                 throw CancellationError()
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -67,14 +68,19 @@ import Testing
     private func owner(_ url: String, id: String, items: ItemStore) async throws -> Command {
         let owner = try launch(["fetch", url, "--id", id, "--rate", "20KB"])
         let pid = owner.process.processIdentifier
-        try await waitUntil("\(id) is downloading by \(pid)") { try items.item(id).map { $0.state == .downloading && $0.ownerPID == pid } ?? false }
+        try await waitUntil(
+            "\(id) is downloading by \(pid)",
+            context: { "; the owner is \(owner.process.isRunning ? "running" : "gone"), the item is \(String(describing: try? items.item(id)?.state)), it printed: \(owner.text.suffix(1000))" }
+        ) { try items.item(id).map { $0.state == .downloading && $0.ownerPID == pid } ?? false }
         return owner
     }
 
     /// A second `fetch` of item `id` (JSON lines), once it follows the owner: it printed a progress line.
     private func follower(_ url: String, id: String) async throws -> Command {
         let follower = try launch(["fetch", url, "--id", id, "--json"])
-        try await waitUntil("the follower follows") { follower.text.contains("\"event\":\"progress\"") }
+        try await waitUntil("the follower follows", context: { "; it printed: \(follower.text.suffix(1000))" }) {
+            follower.text.contains("\"event\":\"progress\"")
+        }
         return follower
     }
 
@@ -84,10 +90,10 @@ import Testing
         let items = try ItemStore(directory: cache.path)
         let owner = try await owner(url, id: "OW", items: items)
         let follower = try await follower(url, id: "OW")
-        kill(owner.process.processIdentifier, SIGKILL)
+        owner.process.signal(SIGKILL)
         await owner.process.waitForExit()
 
-        let status = await follower.exit(within: 60)
+        let status = await follower.exit(within: 180)
         #expect(status == 0, "the follower notices the dead owner and finishes the download (it waited forever)")
         let item = try #require(try items.item("OW"))
         #expect(item.state == .cached && item.ownerPID == nil)
@@ -126,7 +132,7 @@ import Testing
         #expect(await follower.exit(within: 60) == 130, "interrupted, as cli.md says for SIGINT (it exited 0)")
         let item = try #require(try items.item("SI"))
         #expect(item.state == .downloading && item.ownerPID == owner.process.processIdentifier, "the owner goes on")
-        kill(owner.process.processIdentifier, SIGKILL)
+        owner.process.signal(SIGKILL)
         await owner.process.waitForExit()
         await origin.stop()
     }
