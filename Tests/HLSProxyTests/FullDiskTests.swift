@@ -54,19 +54,33 @@ struct FullDiskTests {
             if let base = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first(where: { $0.hasPrefix("http://127.0.0.1:") }) {
                 return (pid, String(base))
             }
-            if kill(pid, 0) != 0 { break }
+            if !isServe(pid) { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        kill(pid, SIGTERM)
+        signal(pid, SIGTERM)
         throw TinyDisk.Failure(message: "serve did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
     }
 
     /// SIGTERM, then waits (up to 30 s) until the process is gone.
     static func stop(_ pid: Int32) async throws {
-        kill(pid, SIGTERM)
+        signal(pid, SIGTERM)
         let deadline = ContinuousClock.now + .seconds(90)
-        while kill(pid, 0) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(kill(pid, 0) != 0, "serve \(pid) did not stop")
+        while isServe(pid) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!isServe(pid), "serve \(pid) did not stop")
+    }
+
+    /// Whether `pid` is still a running `serve` of the binary under test. The shell that started it has exited, so a
+    /// serve that stops is reaped by init at once and its pid may soon be another program's (pid_max is 32768 on the
+    /// test machine, where ~80 pids a second are used): never signal that one.
+    static func isServe(_ pid: Int32) -> Bool {
+        guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+        let arguments = command.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return arguments.first == CLI.binary.path && arguments.dropFirst().first == "serve"
+    }
+
+    /// Sends `number` to `pid` if it is still a `serve` of ours.
+    static func signal(_ pid: Int32, _ number: Int32) {
+        if isServe(pid) { kill(pid, number) }
     }
 
     static func get(_ url: String) async throws -> (status: UInt, cache: String?, body: [UInt8]) {
@@ -154,7 +168,7 @@ struct FullDiskTests {
             disk.close()
         }
         let (pid, base) = try await Self.serve(on: disk, log: log)
-        defer { kill(pid, SIGTERM) }
+        defer { Self.signal(pid, SIGTERM) }
         let proxy = base + "/http/127.0.0.1:\(origin.port)"
         try await onOwnThread { try Self.fill(disk, leaving: 1_500_000) }
 
@@ -231,7 +245,7 @@ struct FullDiskTests {
         #expect(fresh.output.contains("is full") && !fresh.output.contains("Usage"), "\(fresh.output)")
 
         let (second, again) = try await Self.serve(on: disk, log: log)
-        defer { kill(second, SIGTERM) }
+        defer { Self.signal(second, SIGTERM) }
         // Ready, degraded: still worth sending players to (a 503 would take a serving cache out of rotation).
         let ready = try await Self.get(again + "/readyz")
         let readyText = String(decoding: ready.body, as: UTF8.self)
