@@ -51,9 +51,8 @@ import Testing
         return dir
     }
 
-    static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> String {
-        CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters)
-            .value
+    static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> FetchKey {
+        .stored(CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters))
     }
 
     @Test func aLateJoinerFarBehindTheWindowGetsExactBytesFromTheCacheFile() async throws {
