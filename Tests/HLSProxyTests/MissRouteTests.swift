@@ -139,16 +139,20 @@ import Testing
     @Test func aRangeJoinsTheDownloadInFlightOnlyWhenItHasTheRangesStart() {
         #expect(Self.decide("bytes=100-199", Self.streaming(received: 100)) == .joinRange(first: 100, last: 199))
         #expect(Self.decide("bytes=100-", Self.streaming(received: 5000)) == .joinRange(first: 100, last: 9999))
-        // Not there yet: the range is asked for on its own.
-        #expect(Self.decide("bytes=100-199", Self.streaming(received: 99)) == .rangeFromSlices)
+        // Not there yet: the range is relayed on its own (the download in flight fills the cache: no slices).
+        #expect(Self.decide("bytes=100-199", Self.streaming(received: 99)) == .rangeRelay)
         // Gone from memory and not on disk.
-        #expect(Self.decide("bytes=100-199", Self.streaming(received: 5000, servableFrom: 101)) == .rangeFromSlices)
+        #expect(Self.decide("bytes=100-199", Self.streaming(received: 5000, servableFrom: 101)) == .rangeRelay)
         #expect(Self.decide("bytes=100-199", Self.streaming(received: 5000, servableFrom: 100)) == .joinRange(first: 100, last: 199))
     }
 
     @Test func aRangeDoesNotJoinADownloadThatFailedOrWhoseLengthIsUnknown() {
-        #expect(Self.decide("bytes=0-99", Self.streaming(received: 5000, failed: true)) == .rangeFromSlices)
-        #expect(Self.decide("bytes=0-99", Self.streaming(length: nil, received: 5000)) == .rangeFromSlices)
+        #expect(Self.decide("bytes=0-99", Self.streaming(received: 5000, failed: true)) == .rangeRelay)
+        #expect(Self.decide("bytes=0-99", Self.streaming(length: nil, received: 5000)) == .rangeRelay)
+        // Several ranges cannot be joined: relayed.
+        #expect(Self.decide("bytes=0-9,20-29", Self.streaming(received: 5000)) == .rangeRelay)
+        // With nothing in flight, a range of a cacheable resource goes to the slices.
+        #expect(Self.decide("bytes=0-99") == .rangeFromSlices)
     }
 
     @Test func aRangeBeyondTheKnownSizeIsNotSatisfiable() {

@@ -6,9 +6,11 @@ enum MissRoute: Equatable, Sendable {
     case joinRange(first: Int64, last: Int64)
     /// The download in flight knows the size, and the range lies beyond it: 416.
     case rangeNotSatisfiable(size: Int64)
-    /// A range of a cacheable resource: the slices it covers (Slices/), or a relay and a background fill.
+    /// A range of a cacheable resource with no download in flight: the slices it covers (Slices/), or a relay and a
+    /// background fill.
     case rangeFromSlices
-    /// A range of a request that is not stored (an LL-HLS blocking reload): relayed from the origin.
+    /// Relayed from the origin and not stored: a range of a request that is not stored (an LL-HLS blocking reload), or
+    /// one the download in flight does not have yet (that download fills the cache; no slices, no second fill).
     case rangeRelay
     /// The whole resource through its shared download; `trySlices`: first see whether it is stored as slices (a
     /// cacheable media object with no download in flight).
@@ -39,7 +41,8 @@ enum MissRoute: Equatable, Sendable {
         }
         // Join a download in flight only if it already has the start of the range; otherwise ask the origin for
         // just the range.
-        if let inFlight, !inFlight.failed, let total = inFlight.mediaLength {
+        guard let inFlight else { return cacheable ? .rangeFromSlices : .rangeRelay }
+        if !inFlight.failed, let total = inFlight.mediaLength {
             switch RangeRequest(header: range, size: total) {
             case .partial(let first, let last) where inFlight.received >= first && first >= inFlight.servableFrom:
                 return .joinRange(first: first, last: last)
@@ -49,7 +52,7 @@ enum MissRoute: Equatable, Sendable {
                 break
             }
         }
-        return cacheable ? .rangeFromSlices : .rangeRelay
+        return .rangeRelay
     }
 }
 
