@@ -137,7 +137,12 @@ final class ResourceService: Sendable {
     private func readAhead(after key: CacheKey) {
         let plan = services.playlists.readAhead.requested(key)
         for cancelled in plan.cancel { services.fetches.existing(cancelled.value)?.cancelIfUnwatched() }
-        for segment in plan.prefetch where services.store.lookup(segment.key) == nil {
+        // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
+        // would fetch whole again).
+        for segment in plan.prefetch
+        where services.fetches.existing(segment.key.value) == nil && services.store.lookup(segment.key) == nil
+            && services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
+        {
             let (fetch, created) = services.fetches.join(segment.key.value) {
                 SharedFetch(key: segment.key, url: segment.url, cacheable: true, isReadAhead: true, services: services)
             }
