@@ -115,11 +115,9 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         origin.setFault(.slow(chunk: 8192, delay: .milliseconds(200)), for: "/big.ts")
-        for index in 0..<5 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(500)), for: "/v\(index).ts") }
-        // The last segment stops after its first bytes until the restart below: the download cannot end before the
-        // SIGTERM however long the steps before it take (slow alone, it took ~8 s, and on a loaded machine the `show`
-        // runs and the request before the signal took longer: the item was `cached`, not interrupted).
-        origin.setFault(.stallAfter(bytes: 4096), for: "/v5.ts")
+        // The segments after the first stall: however slow the machine, the download cannot finish before the signal.
+        origin.setFault(.slow(chunk: 4096, delay: .milliseconds(500)), for: "/v0.ts")
+        for index in 1..<6 { origin.setFault(.stallAfter(bytes: 4096), for: "/v\(index).ts") }
 
         let detach = try await Self.run(["fetch", origin.baseURL + "/vod.m3u8", "--detach", "--id", "slowitem", "--cache-dir", cache.path])
         #expect(detach.status == 0)
