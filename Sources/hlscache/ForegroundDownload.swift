@@ -10,8 +10,44 @@ import HLSDownloader
 /// When another live process downloads the item, this one follows its progress until it settles; if that
 /// process dies meanwhile (killed, a zombie) or stops without settling it (`idle`, `queued`), this one takes the
 /// download over, as the next command would.
+/// Cancels a run's task on SIGINT/SIGTERM, also when the signal came before the task was attached.
+private final class SignalCancellation: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: Task<DownloadItem, any Error>?
+    private var signalled = false
+
+    func cancel() {
+        let task = lock.withLock {
+            signalled = true
+            return self.task
+        }
+        task?.cancel()
+    }
+
+    func attach(_ task: Task<DownloadItem, any Error>) {
+        let signalled = lock.withLock {
+            self.task = task
+            return self.signalled
+        }
+        if signalled { task.cancel() }
+    }
+}
+
 enum ForegroundDownload {
     static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
+        // SIGINT/SIGTERM handling is in place before the run starts: the run's task printed its first progress line
+        // (a follower) before the handling existed, and a SIGINT sent on seeing that line ended the process by the
+        // default action instead of 130 (FetchFollowerTests, on a loaded machine).
+        let cancellation = SignalCancellation()
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { cancellation.cancel() }
+            source.resume()
+            return source
+        }
+        defer { sources.forEach { $0.cancel() } }
         let task = Task { () async throws -> DownloadItem in
             while true {
                 do {
@@ -31,15 +67,7 @@ enum ForegroundDownload {
                 }
             }
         }
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { task.cancel() }
-            source.resume()
-            return source
-        }
-        defer { sources.forEach { $0.cancel() } }
+        cancellation.attach(task)
         let item: DownloadItem
         do {
             item = try await task.value
