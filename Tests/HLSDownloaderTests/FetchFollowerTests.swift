@@ -48,7 +48,15 @@ import Testing
         let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
         let origin = TestOrigin(root: dir)
         try await origin.start()
+        stallLastSegments(origin, true)
         return (origin, origin.baseURL + "/master.m3u8")
+    }
+
+    /// The last segment of each rendition stops after its first bytes while `on`: the owner is still downloading
+    /// whenever the test acts, however fast or slow the machine (at 20 KB/s alone it could finish first, and a kill or
+    /// a SIGINT then tested nothing).
+    private func stallLastSegments(_ origin: TestOrigin, _ on: Bool) {
+        for rendition in ["v0", "v1", "venglish"] { origin.setFault(on ? .stallAfter(bytes: 1000) : nil, for: "/\(rendition)/seg003.ts") }
     }
 
     /// Waits until `condition` holds, at most 180 s (a bound, not a measure: a debug `fetch` starting, planning and
@@ -92,6 +100,7 @@ import Testing
         let follower = try await follower(url, id: "OW")
         owner.process.signal(SIGKILL)
         await owner.process.waitForExit()
+        stallLastSegments(origin, false)
 
         let status = await follower.exit(within: 180)
         #expect(status == 0, "the follower notices the dead owner and finishes the download (it waited forever)")
@@ -115,6 +124,7 @@ import Testing
         }
         #expect(try items.item("ZO")?.state == .downloading)
 
+        stallLastSegments(origin, false)
         let resume = try launch(["resume", "ZO"])
         #expect(await resume.exit(within: 60) == 0, "resume takes the zombie's item over (it was refused: exit 8)")
         #expect(try items.item("ZO")?.state == .cached)

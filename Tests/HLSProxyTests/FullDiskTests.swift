@@ -54,10 +54,12 @@ struct FullDiskTests {
             if let base = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first(where: { $0.hasPrefix("http://127.0.0.1:") }) {
                 return (pid, String(base))
             }
-            if !isServe(pid) { break }
+            // Just started: alive (or its zombie), not yet a pid another program could have (isServe would say no
+            // until the shell has exec'd the binary).
+            if kill(pid, 0) != 0 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        signal(pid, SIGTERM)
+        kill(pid, SIGTERM)
         throw TinyDisk.Failure(message: "serve did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
     }
 
