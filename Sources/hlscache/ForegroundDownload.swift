@@ -10,11 +10,45 @@ import HLSDownloader
 /// When another live process downloads the item, this one follows its progress until it settles; if that
 /// process dies meanwhile (killed, a zombie) or stops without settling it (`idle`, `queued`), this one takes the
 /// download over, as the next command would.
+/// The write end of the pipe the SIGINT/SIGTERM handler writes to; set before the handler is installed.
+nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
+
 /// Cancels a run's task on SIGINT/SIGTERM, also when the signal came before the task was attached.
+///
+/// The handlers are installed with signal(2), in place when ``installHandlers()`` returns, and write a byte to a pipe
+/// that a thread of its own reads. (A DispatchSource registers its signal asynchronously, on the dispatch manager:
+/// with SIG_IGN set meanwhile, a signal that came in that window was discarded — a follower interrupted right after
+/// its first progress line followed on as if nothing had been pressed.)
 private final class SignalCancellation: @unchecked Sendable {
     private let lock = NSLock()
     private var task: Task<DownloadItem, any Error>?
     private var signalled = false
+
+    func installHandlers() {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return }
+        signalPipeWrite = fds[1]
+        let readEnd = fds[0]
+        Thread.detachNewThread { [self] in
+            var byte: UInt8 = 0
+            while true {
+                let count = read(readEnd, &byte, 1)
+                if count == 1 {
+                    cancel()
+                } else if count < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+        for number in [SIGINT, SIGTERM] {
+            signal(number) { _ in
+                var byte: UInt8 = 1
+                _ = write(signalPipeWrite, &byte, 1)
+            }
+        }
+    }
 
     func cancel() {
         let task = lock.withLock {
@@ -35,19 +69,9 @@ private final class SignalCancellation: @unchecked Sendable {
 
 enum ForegroundDownload {
     static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
-        // SIGINT/SIGTERM handling is in place before the run starts: the run's task printed its first progress line
-        // (a follower) before the handling existed, and a SIGINT sent on seeing that line ended the process by the
-        // default action instead of 130 (FetchFollowerTests, on a loaded machine).
+        // SIGINT/SIGTERM handling is in place before the run starts (SignalCancellation says why).
         let cancellation = SignalCancellation()
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { cancellation.cancel() }
-            source.resume()
-            return source
-        }
-        defer { sources.forEach { $0.cancel() } }
+        cancellation.installHandlers()
         let task = Task { () async throws -> DownloadItem in
             while true {
                 do {
