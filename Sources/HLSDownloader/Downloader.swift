@@ -37,8 +37,8 @@ public final class Downloader: Sendable {
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
     let logger: Logger
-    /// The encrypted key store; when set, keys are kept there (sealed) and never as plain cache objects.
-    let keys: KeyService?
+    /// The encrypted key store: keys are kept there (sealed), never as cache objects.
+    let keys: KeyService
     private let onEvent: @Sendable (DownloadEvent) -> Void
 
     /// - Parameters:
@@ -51,7 +51,7 @@ public final class Downloader: Sendable {
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
         threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool? = nil,
         configuration: DownloaderConfiguration = DownloaderConfiguration(),
-        keys: KeyService? = nil, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        keys: KeyService, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) {
         explicitCommitThreadPool = commitThreadPool
         self.keys = keys
@@ -369,7 +369,7 @@ public final class Downloader: Sendable {
                 try checkPolicies(during: item, counter: counter, bytesAtStart: bytesAtStart)
                 group.addTask {
                     let size: Int64
-                    if resource.kind != .key || self.keys == nil, let cached = self.store.lookup(resource.key) {
+                    if resource.kind != .key, let cached = self.store.lookup(resource.key) {
                         size = cached.size
                     } else if resource.kind == .key {
                         size = try await self.storeKey(resource, for: item)

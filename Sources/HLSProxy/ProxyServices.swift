@@ -24,7 +24,7 @@ final class ProxyServices: Sendable {
     let memory: MemoryTier
     /// Keys (every method); `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
-    let keys: KeyService?
+    let keys: KeyService
     /// Metrics, the access log, open connections and the shutdown flag (Operations/).
     let metrics: ProxyMetrics
     let observer: ExchangeObserver
@@ -38,7 +38,7 @@ final class ProxyServices: Sendable {
     let routeExtension: (any ProxyRouteExtension)?
 
     init(
-        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLog: Logger? = nil,
         routeExtension: (any ProxyRouteExtension)? = nil
     ) {

@@ -20,8 +20,8 @@ public final class ProxyServer: Sendable {
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
     ///   - origin: the origin client, on `group`.
-    ///   - keys: the key service that key URIs (every method) are rewritten to (`/keys/{keyid}`); without one, key
-    ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
+    ///   - keys: the key service that key URIs (every method) are rewritten to (`/keys/{keyid}`), where keys are
+    ///     sealed at rest and served only to the clients `keys.allow` admits.
     ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
     ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.
     ///   - routeExtension: answers `/api/…` and `/` and observes proxied responses (the admin API, `HLSAdmin`).
@@ -30,7 +30,7 @@ public final class ProxyServer: Sendable {
     ///     served from the cache). The origin client gets a cookie source (``OriginClient/setCookieSource(_:)``):
     ///     the multivariant playlist last read from the request's origin, else this.
     public init(
-        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil,
         routeExtension: (any ProxyRouteExtension)? = nil, cookiePages: OriginClient.CookieSource? = nil
     ) {

@@ -34,7 +34,7 @@ struct RewrittenPlaylist: Sendable {
 final class PlaylistService: Sendable {
     private let configuration: ProxyConfiguration
     private let store: CacheStore
-    private let keys: KeyService?
+    private let keys: KeyService
     private let logger: Logger
     private let metrics: ProxyMetrics
     private let writeFailures: CacheWriteFailureLog
@@ -66,7 +66,7 @@ final class PlaylistService: Sendable {
     }
 
     init(
-        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics,
+        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService, logger: Logger, metrics: ProxyMetrics,
         writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
     ) {
         self.limits = limits
@@ -216,7 +216,7 @@ final class PlaylistService: Sendable {
     /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
     /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
     /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
-    /// channel's playlist or segment directly still gets them sent. Without a key store, in memory only.
+    /// channel's playlist or segment directly still gets them sent.
     private let channelHeaderTable: NIOLockedValueBox<BoundedLRU<String, [(String, String)]>>
     /// Rows written since the table on disk was last trimmed to ``TableLimits/channelHeaderURLs``.
     private let channelHeaderWrites = NIOLockedValueBox(0)
@@ -228,7 +228,7 @@ final class PlaylistService: Sendable {
 
     /// Reads back the channel headers a previous run learnt (the newest ``TableLimits/channelHeaderURLs``).
     private func loadChannelHeaders() {
-        guard let masterKey = keys?.masterKey else { return }
+        let masterKey = keys.masterKey
         do {
             var table = BoundedLRU<String, [(String, String)]>(maxCount: limits.channelHeaderURLs)
             var channels = BoundedLRU<String, Bool>(maxCount: limits.channelHeaderURLs)
@@ -253,7 +253,8 @@ final class PlaylistService: Sendable {
     /// Keeps newly learnt channel headers in the index, sealed (they may carry a token in a `Referer` or Kodi's
     /// `|Cookie=`); trimmed to the newest ``TableLimits/channelHeaderURLs`` every few thousand writes.
     private func persistChannelHeaders(_ learnt: [(String, [(String, String)])]) {
-        guard let masterKey = keys?.masterKey, !learnt.isEmpty else { return }
+        guard !learnt.isEmpty else { return }
+        let masterKey = keys.masterKey
         var rows: [(url: String, value: [UInt8])] = []
         for (url, headers) in learnt {
             guard let json = try? JSONEncoder().encode(headers.map { [$0.0, $0.1] }),
@@ -400,15 +401,13 @@ final class PlaylistService: Sendable {
             playlist = try Playlist(
                 bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
             var rewriter = ProxyPathRewriter()
-            if let keys {
-                // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-                rewriter.keyRewrite = { @Sendable resolved, _, method in
-                    guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
-                    let id = try keys.register(keyURL, method: method)
-                    named.withLockedValue { $0.append(id) }
-                    return id.path(for: keyURL)
-                }
+            // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
+            rewriter.keyRewrite = { @Sendable resolved, _, method in
+                guard let keyURL = try? OriginURL(resolved) else { return nil }
+                // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+                let id = try keys.register(keyURL, method: method)
+                named.withLockedValue { $0.append(id) }
+                return id.path(for: keyURL)
             }
             let imports = playlist.kind == .media ? imports(of: key) : [:]
             rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
@@ -439,7 +438,7 @@ final class PlaylistService: Sendable {
             isLive = playlist.isLiveMedia
             if isLive {
                 let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: imports(of: key))
-                if let keys, let lifetime {
+                if let lifetime {
                     for id in named.withLockedValue({ $0 }) {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }

@@ -23,11 +23,9 @@ enum KeySizedBody {
         return sizes.contains(length)
     }
 
-    /// Whether the client of `request` may receive a 16-byte body: the clients `/keys/` answers; everyone when the
-    /// server has no key service (no key policy to keep).
+    /// Whether the client of `request` may receive a 16-byte body: the clients `/keys/` answers.
     static func mayReceive(_ request: ProxyRequest, services: ProxyServices) -> Bool {
-        guard let keys = services.keys else { return true }
-        return KeyEndpoint.allows(request, keys: keys)
+        KeyEndpoint.allows(request, keys: services.keys)
     }
 
     /// The answer to a client that may not receive one.

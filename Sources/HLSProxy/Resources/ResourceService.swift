@@ -23,7 +23,7 @@ final class ResourceService: Sendable {
     init(services: ProxyServices) {
         self.services = services
         self.slices = SliceService(services: services)
-        self.keysShareCacheKeys = services.keys?.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
+        self.keysShareCacheKeys = services.keys.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
     }
 
     /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
@@ -56,7 +56,7 @@ final class ResourceService: Sendable {
         let (url, key) = (memo.url, memo.key)
         // A registered key asked for by its origin URL: send the client to /keys/{id}, where access is
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
-        if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
+        if let id = keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: url) {
             var headers = HTTPHeaders()
             headers.add(name: "Location", value: id.path(for: url))
             headers.add(name: "Content-Length", value: "0")
@@ -96,10 +96,10 @@ final class ResourceService: Sendable {
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
     }
 
-    /// A stored key-sized object (an older version, or a download without a key store, kept a key in clear) is removed
+    /// A stored key-sized object (an older version kept a key in clear) is removed
     /// and the request served as a miss, which does not store it again (``KeySizedBody``). Returns whether it was.
     private func dropKeySized(_ object: CachedObject, pin: CachePin, key: CacheKey) -> Bool {
-        guard KeySizedBody.isKeySize(object.size), object.kind != .playlist, services.keys != nil else { return false }
+        guard KeySizedBody.isKeySize(object.size), object.kind != .playlist else { return false }
         pin.unpin()
         let store = services.store
         let logger = services.logger
