@@ -62,15 +62,15 @@ extension Downloader {
                     stored.errorMessage = error.message
                 }
                 emitState(waiting)
-            } else if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) {
-                emitState(failed)
+            } else {
+                _ = try? transition(id, .fail(code: error.code)) { $0.errorMessage = error.message }
             }
             throw error
         }
         do {
             try checkSize(plan, for: item)
         } catch {
-            if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) { emitState(failed) }
+            _ = try? transition(id, .fail(code: error.code)) { $0.errorMessage = error.message }
             throw error
         }
         try items.setResources(

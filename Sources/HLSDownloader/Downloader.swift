@@ -33,6 +33,9 @@ public final class Downloader: Sendable {
     private let explicitCommitThreadPool: NIOThreadPool?
     /// Per item id: the last time its top playlist was asked for again for its cookies (``refreshCookies(for:)``).
     private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
+    /// The runs of this process, by item id: a transition whose action stops the download cancels it here
+    /// (``transition(_:_:change:)``); other processes' runs notice the new state within their poll interval.
+    let runs = NIOLockedValueBox<[String: Task<DownloadPlan, any Error>]>([:])
     let limiter: RateLimiter?
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
@@ -110,11 +113,13 @@ public final class Downloader: Sendable {
             }
             throw DownloadError.invalidState.with("item \(id) is \(current.state.rawValue); resume it first")
         }
+        // The `.start` transition: its action, downloading, is this run.
         emitState(item)
         if let expiry = item.expiresAt, expiry <= Date() {
             return try finishExpired(id)
         }
         let work = Task { () async throws -> DownloadPlan in try await self.download(item) }
+        runs.withLockedValue { $0[id] = work }
         let watcher = Task {
             // Another process (or command) changed the state: stop at once.
             while !Task.isCancelled {
@@ -137,6 +142,7 @@ public final class Downloader: Sendable {
         } onCancel: {
             work.cancel()
         }
+        runs.withLockedValue { $0[id] = nil }
         watcher.cancel()
         return try settle(id, result: result, bytesAtStart: item.bytesDone)
     }
@@ -176,7 +182,7 @@ public final class Downloader: Sendable {
         }
         let now = Date()
         let configuration = self.configuration
-        let (item, _) = try items.apply(outcome.0, to: id) { [waitFor, holdFor] item in
+        let item = try transition(id, outcome.0) { [waitFor, holdFor] item in
             if let message = outcome.1 { item.errorMessage = message }
             if case .finish = outcome.0 { item.bytesTotal = item.bytesDone }
             if let holdFor {
@@ -199,7 +205,6 @@ public final class Downloader: Sendable {
         if let waitFor, let next = item.nextAttemptAt {
             logger.notice("item \(id) is waiting for the origin (\(waitFor)); next attempt at \(next.ISO8601Format())")
         }
-        emitState(item)
         return item
     }
 
@@ -208,19 +213,10 @@ public final class Downloader: Sendable {
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 
+    /// Expires the item (again, when another process did: what this run stored since goes too); a deleted one is
+    /// deleted again for the same reason.
     private func finishExpired(_ id: String) throws(DownloadError) -> DownloadItem {
-        let current = try items.require(id)
-        if current.state != .expired {
-            _ = try? items.apply(.expire, to: id)
-        }
-        if configuration.keepFilesOnExpiry {
-            try releaseObjects(of: id)
-        } else {
-            try evictObjects(of: id)
-        }
-        let item = try items.require(id)
-        emitState(item)
-        return item
+        try transition(id, try items.require(id).state == .deleted ? .delete : .expire)
     }
 
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
