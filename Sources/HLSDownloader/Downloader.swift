@@ -31,8 +31,6 @@ public final class Downloader: Sendable {
     /// transfers need for their writes while an fsync waits for the disk.
     var commitThreadPool: NIOThreadPool { explicitCommitThreadPool ?? Self.sharedCommitThreads }
     private let explicitCommitThreadPool: NIOThreadPool?
-    /// Per item id: the last time its top playlist was asked for again for its cookies (``refreshCookies(for:)``).
-    private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     /// The runs of this process, by item id: a transition whose action stops the download cancels it here
     /// (``transition(_:_:change:)``); other processes' runs notice the new state within their poll interval.
     let runs = NIOLockedValueBox<[String: Task<DownloadPlan, any Error>]>([:])
@@ -437,21 +435,13 @@ public final class Downloader: Sendable {
     }
 
     /// Asks the origin for the item's top playlist again, only for the cookies it sets (its body is not used, and
-    /// a failure changes nothing); at most once a minute per item, shared by the resources waiting on it.
-    /// Returns whether it ran (no cookie jar: no point).
+    /// a failure changes nothing); at most once a minute per page, shared by the resources waiting on it
+    /// (``CookieRefresher``, the proxy's too). Returns whether it ran (no cookie jar: no point).
     private func refreshCookies(for item: DownloadItem) async -> Bool {
         guard origin.cookieJar != nil, let top = try? OriginURL(item.url) else { return false }
         let url = requestURL(top, for: item)
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
-        let maxBytes = configuration.maxPlaylistBytes
-        let now = ContinuousClock.now
-        let refresh = cookieRefreshes.withLockedValue { refreshes -> Task<Void, Never> in
-            if let recent = refreshes[item.id], now - recent.started < .seconds(60) { return recent.task }
-            let task = Task { [origin] in _ = try? await origin.fetch(url, headers: headers, maxBytes: maxBytes) }
-            refreshes[item.id] = (task, now)
-            return task
-        }
-        await refresh.value
+        await origin.refreshCookies(from: url, headers: headers, maxBytes: configuration.maxPlaylistBytes, within: .seconds(60))
         logger.debug("asked for \(url.redacted) again for its cookies after a 401/403")
         return true
     }

@@ -49,8 +49,9 @@ public final class KeyService: Sendable {
     /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing, and
     /// the same ids by cache key, so that the proxy's check of every request it serves does not hash the URL.
     private let registered = NIOLockedValueBox(Registry())
-    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``).
-    private let liveLifetimes = NIOLockedValueBox<[KeyID: Double]>([:])
+    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``);
+    /// the keys named least recently go beyond 10,000 (named again, they are capped again: one database write).
+    private let liveLifetimes = NIOLockedValueBox(BoundedLRU<KeyID, Double>(maxCount: 10_000))
 
     private struct Registry {
         var urls: [KeyID: String] = [:]
@@ -157,8 +158,9 @@ public final class KeyService: Sendable {
     public func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
         let seconds = max(1, seconds)
         let changed = liveLifetimes.withLockedValue { table in
-            if table.count >= 10_000 { table.removeAll() }
-            return table.updateValue(seconds, forKey: id) != seconds
+            let previous = table.value(forKey: id)
+            _ = table.setValue(seconds, forKey: id)
+            return previous != seconds
         }
         if changed { try database.cap(id, secondsAfterFetch: seconds) }
     }
@@ -375,7 +377,7 @@ public final class KeyService: Sendable {
             // taking the key up extends it without a refetch.
             let expiresAt = KeyExpiry.earliest(
                 KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) },
-                liveLifetimes.withLockedValue { $0[id] }.map { now.addingTimeInterval($0) })
+                liveLifetimes.withLockedValue { $0.value(forKey: id) }.map { now.addingTimeInterval($0) })
             let sealed: [UInt8]
             do {
                 sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))

@@ -54,7 +54,8 @@ final class ProxyServices: Sendable {
         let cacheWriteFailures = CacheWriteFailureLog(metrics: metrics, logger: logger)
         self.cacheWriteFailures = cacheWriteFailures
         self.playlists = PlaylistService(
-            configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics, writeFailures: cacheWriteFailures)
+            configuration: configuration, store: store, keys: keys, cookies: origin.cookies, logger: logger, metrics: metrics,
+            writeFailures: cacheWriteFailures)
         self.metrics = metrics
         let memory = MemoryTier(
             maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes, directory: store.directory)

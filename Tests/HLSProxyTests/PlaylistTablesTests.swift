@@ -25,7 +25,7 @@ import Testing
             fetcher: origin, logger: logger)
         let metrics = ProxyMetrics()
         let service = PlaylistService(
-            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: keys, logger: logger, metrics: metrics,
+            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: keys, cookies: origin.cookies, logger: logger, metrics: metrics,
             writeFailures: CacheWriteFailureLog(metrics: metrics, logger: logger), limits: limits)
         return (service, store)
     }

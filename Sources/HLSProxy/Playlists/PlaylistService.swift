@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSCrypto
 import HLSKeys
+import HLSOrigin
 import HLSPlaylist
 import Logging
 import NIOConcurrencyHelpers
@@ -55,8 +56,6 @@ final class PlaylistService: Sendable {
         var livePlaylists = 4096
         /// The tokens each stored playlist was fetched for, and the imported variables of media playlists.
         var playlistTokens = 10_000
-        /// The cookie page of each origin.
-        var cookiePages = 1024
         /// Lifetimes of the media resources live playlists name.
         var liveResources = 50_000
         /// Playlist warnings already logged.
@@ -66,15 +65,15 @@ final class PlaylistService: Sendable {
     }
 
     init(
-        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService, logger: Logger, metrics: ProxyMetrics,
-        writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
+        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService, cookies: CookieRefresher, logger: Logger,
+        metrics: ProxyMetrics, writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
     ) {
         self.limits = limits
+        self.cookies = cookies
         live = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
         seenLive = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
         fetchedFor = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
         importsByPlaylist = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
-        cookiePages = NIOLockedValueBox(BoundedLRU(maxCount: limits.cookiePages))
         liveLifetimes = NIOLockedValueBox(BoundedLRU(maxCount: limits.liveResources))
         warned = NIOLockedValueBox(BoundedLRU(maxCount: limits.warnings))
         channelHeaderTable = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
@@ -146,20 +145,8 @@ final class PlaylistService: Sendable {
         }
     }
 
-    /// The multivariant playlist this process last read from each origin (`scheme://authority`), by URL: where a
-    /// refused request to that origin gets fresh cookies (``OriginClient/setCookieSource(_:)``), as a player
-    /// reloading the page would.
-    private let cookiePages: NIOLockedValueBox<BoundedLRU<String, String>>
-
-    private func learnCookiePage(_ url: OriginURL) {
-        let origin = "\(url.scheme)://\(url.authority)"
-        cookiePages.withLockedValue { _ = $0.setValue(url.string, forKey: origin) }
-    }
-
-    /// The multivariant playlist this process last read from `url`'s origin, if any.
-    func cookiePage(for url: OriginURL) -> OriginURL? {
-        cookiePages.withLockedValue { $0.value(forKey: "\(url.scheme)://\(url.authority)") }.flatMap { try? OriginURL($0) }
-    }
+    /// Where a request its origin refused gets fresh cookies: the multivariant playlists read are its pages.
+    private let cookies: CookieRefresher
 
     /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
     /// plus two target durations, after which no player asks for it (it left every playlist). An encoder that
@@ -413,7 +400,7 @@ final class PlaylistService: Sendable {
             rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
             if playlist.kind == .master {
                 learnImports(from: playlist, url: url)
-                learnCookiePage(url)
+                cookies.learn(page: url)
             }
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
