@@ -29,20 +29,6 @@ import Testing
         #expect(!origin.requests(matching: "/seg0.ts").isEmpty, "the run never asked for the segment")
     }
 
-    /// The run's result, or nil when it has not ended within 120 s.
-    private static func ended(_ run: Task<DownloadItem, any Error>) async -> DownloadItem? {
-        await withTaskGroup(of: DownloadItem?.self) { group in
-            group.addTask { try? await run.value }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(120))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-    }
-
     @Test func aPauseStopsThisProcessesRunAtOnce() async throws {
         let (origin, fetch, dir) = try await Self.stalledStream()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -50,7 +36,7 @@ import Testing
         let run = Task { try await fetch.downloader.run("p") }
         try await Self.waitForTheSegmentRequest(origin)
         #expect(try fetch.downloader.pause("p").state == .paused)
-        let ended = await Self.ended(run)
+        let ended = await endedValue(of: run, within: .seconds(120))
         #expect(ended?.state == .paused, "the paused run did not stop")
         #expect(fetch.events.contains { if case .stateChanged(id: "p", state: .paused, errorCode: _) = $0 { true } else { false } })
         await fetch.shutdown()
@@ -65,7 +51,7 @@ import Testing
         try await Self.waitForTheSegmentRequest(origin)
         #expect(try fetch.stored("/index.m3u8") != nil, "the playlist is stored before the segment is asked for")
         try fetch.downloader.remove("r", keepMetadata: true)
-        let ended = await Self.ended(run)
+        let ended = await endedValue(of: run, within: .seconds(120))
         #expect(ended?.state == .deleted, "the removed item's run did not stop")
         #expect(try fetch.stored("/index.m3u8") == nil, "the removed item's playlist was not evicted")
         await fetch.shutdown()
