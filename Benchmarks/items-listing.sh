@@ -98,14 +98,17 @@ SQL
   echo "| listing | hlscache (wall) | sqlite3 shell, same query (wall) |"
   echo "|---|---|---|"
   echo "| \`hlscache ls\` (all $n) | $(ms "$bin" ls --cache-dir "$cache") ms | $(ms sqlite3 "$db" "SELECT * FROM items ORDER BY created_at, id") ms |"
-  echo "| \`hlscache ls --tag week3 --limit 100\` | $(ms "$bin" ls --cache-dir "$cache" --tag week3 --limit 100) ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = 'week3') ORDER BY created_at, id LIMIT 100") ms |"
+  echo "| \`hlscache ls --tag week3 --limit 100\` | $(ms "$bin" ls --cache-dir "$cache" --tag week3 --limit 100) ms | $(ms sqlite3 "$db" "SELECT * FROM items WHERE id IN (SELECT item_id FROM item_tags WHERE tag = 'week3') ORDER BY created_at, id LIMIT 100") ms |"
   echo
   echo "| \`GET /api/v1/items?…\` | wall (curl) | serve CPU per request | sqlite3 shell, same query (wall) |"
   echo "|---|---|---|---|"
   api_row "\`limit=100\` (first page)" "?limit=100" "$(ms sqlite3 "$db" "SELECT COUNT(*) FROM items; SELECT * FROM items ORDER BY created_at, id LIMIT 100") ms"
   api_row "\`limit=100&offset=$((n - 100))\` (last page)" "?limit=100&offset=$((n - 100))" "$(ms sqlite3 "$db" "SELECT * FROM items ORDER BY created_at, id LIMIT 100 OFFSET $((n - 100))") ms"
+  # The last page again, by cursor (`after=` the nextCursor of the page before it): a range from the index, no offset.
+  cursor=$(curl -sf "$api/items?limit=100&offset=$((n - 200))" | python3 -c 'import json, sys; print(json.load(sys.stdin)["nextCursor"])')
+  api_row "\`limit=100&after=…\` (last page by cursor)" "?limit=100&after=$cursor" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE (created_at, id) > (SELECT created_at, id FROM items ORDER BY created_at, id LIMIT 1 OFFSET $((n - 101))) ORDER BY created_at, id LIMIT 101") ms"
   api_row "\`state=failed,paused&sort=-updatedAt&limit=100\`" "?state=failed,paused&sort=-updatedAt&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE state IN ('failed','paused') ORDER BY updated_at DESC, id DESC LIMIT 100") ms"
-  api_row "\`tag=course7&limit=100\`" "?tag=course7&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE EXISTS (SELECT 1 FROM json_each(items.tags) WHERE value = 'course7') ORDER BY created_at, id LIMIT 100") ms"
+  api_row "\`tag=course7&limit=100\`" "?tag=course7&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE id IN (SELECT item_id FROM item_tags WHERE tag = 'course7') ORDER BY created_at, id LIMIT 100") ms"
   api_row "\`played=false&sort=title&limit=100\`" "?played=false&sort=title&limit=100" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE NOT EXISTS (SELECT 1 FROM item_consumption c WHERE c.item_id = items.id) ORDER BY title IS NULL, title COLLATE NOCASE, id LIMIT 100") ms"
   api_row "\`url=lesson4321\` (one item)" "?url=lesson4321" "$(ms sqlite3 "$db" "SELECT * FROM items WHERE instr(url, 'lesson4321') > 0") ms"
   echo "| every item (no \`limit\`) | $(curl_ms "$api/items") ms | — | — |"

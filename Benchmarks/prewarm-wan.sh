@@ -7,7 +7,8 @@
 #   Benchmarks/prewarm-wan.sh [runs]                     (default 3; the median is printed)
 #   LATENCY=0.05 RATE_MBIT=20 Benchmarks/prewarm-wan.sh   (the defaults: 50 ms to first byte, 20 Mbit/s per connection)
 #   HLSCACHE_BIN=/path/to/hlscache ...                   (an existing build instead of a release build)
-#   WIDE=12 Benchmarks/prewarm-wan.sh                    (the extra rows' downloads.resourcesPerItem; default 12)
+#   NARROW=4 Benchmarks/prewarm-wan.sh                   (the extra rows' downloads.resourcesPerItem; default 4, the
+#                                                         default before 2026-11-26; the default now is 16)
 #
 # Loopback only; every command is bounded by the stream's size and the origin's pace.
 set -euo pipefail
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 latency=${LATENCY:-0.05}
 rate_mbit=${RATE_MBIT:-20}
-wide=${WIDE:-12}
+narrow=${NARROW:-4}
 ./scripts/install-deps.sh ffmpeg streamlink curl >/dev/null
 . Benchmarks/lib/release-build.sh
 hlscache_release_binary
@@ -52,9 +53,9 @@ for run in $(seq 1 "$runs"); do
   results[hlscache_all]+="$(time_it "$bin" fetch "$url" --cache-dir "$work/cache-$run-all") "
   results[ffmpeg_all]+="$(time_it ffmpeg -hide_banner -loglevel error -nostdin -y -i "$url" -map 0 -c copy -f mpegts "$out/all.ts") "
   results[hlscache_best]+="$(time_it "$bin" fetch "$url" --variants best --cache-dir "$work/cache-$run-best") "
-  # More transfers at a time: what a distant origin rewards (each connection is capped, round trips overlap).
-  results[hlscache_wide]+="$(time_it env HLSCACHE_DOWNLOADS_RESOURCES_PER_ITEM=$wide "$bin" fetch "$url" --cache-dir "$work/cache-$run-wide") "
-  results[hlscache_best_wide]+="$(time_it env HLSCACHE_DOWNLOADS_RESOURCES_PER_ITEM=$wide "$bin" fetch "$url" --variants best --cache-dir "$work/cache-$run-best-wide") "
+  # Fewer transfers at a time (the old default): what a distant origin punishes (each connection is capped).
+  results[hlscache_narrow]+="$(time_it env HLSCACHE_DOWNLOADS_RESOURCES_PER_ITEM=$narrow "$bin" fetch "$url" --cache-dir "$work/cache-$run-narrow") "
+  results[hlscache_best_narrow]+="$(time_it env HLSCACHE_DOWNLOADS_RESOURCES_PER_ITEM=$narrow "$bin" fetch "$url" --variants best --cache-dir "$work/cache-$run-best-narrow") "
   results[streamlink_best]+="$(time_it streamlink --loglevel error --force -o "$out/best.ts" "$url" best) "
 done
 
@@ -72,11 +73,11 @@ row() { # key label downloads bytes [compare-with-key]
   echo "| $2 | $3 | $t | $(python3 -c "print(f'{$4/1e6/$t:.1f}')") | $ratio |"
 }
 row curl4 "curl of every file, 4 connections in parallel" "all variants" "$bytes"
-row hlscache_all "hlscache fetch URL (4 transfers at a time, the default)" "all variants" "$bytes"
-row hlscache_wide "hlscache fetch URL, downloads.resourcesPerItem $wide" "all variants" "$bytes"
-row ffmpeg_all "ffmpeg -i URL -map 0 -c copy (ratio: against the default)" "all variants" "$bytes" hlscache_all
-echo "| ffmpeg against resourcesPerItem $wide | | | | $(python3 -c "print(f'{$(med ffmpeg_all) / $(med hlscache_wide):.1f}×')") |"
+row hlscache_all "hlscache fetch URL (the defaults: 16 transfers at a time)" "all variants" "$bytes"
+row hlscache_narrow "hlscache fetch URL, downloads.resourcesPerItem $narrow" "all variants" "$bytes"
+row ffmpeg_all "ffmpeg -i URL -map 0 -c copy (ratio: against the defaults)" "all variants" "$bytes" hlscache_all
+echo "| ffmpeg against resourcesPerItem $narrow | | | | $(python3 -c "print(f'{$(med ffmpeg_all) / $(med hlscache_narrow):.1f}×')") |"
 row hlscache_best "hlscache fetch URL --variants best" "best variant" "$best_bytes"
-row hlscache_best_wide "hlscache fetch URL --variants best, downloads.resourcesPerItem $wide" "best variant" "$best_bytes"
-row streamlink_best "streamlink URL best (ratio: against the default)" "best variant" "$best_bytes" hlscache_best
-echo "| streamlink against resourcesPerItem $wide | | | | $(python3 -c "print(f'{$(med streamlink_best) / $(med hlscache_best_wide):.1f}×')") |"
+row hlscache_best_narrow "hlscache fetch URL --variants best, downloads.resourcesPerItem $narrow" "best variant" "$best_bytes"
+row streamlink_best "streamlink URL best (ratio: against the defaults)" "best variant" "$best_bytes" hlscache_best
+echo "| streamlink against resourcesPerItem $narrow | | | | $(python3 -c "print(f'{$(med streamlink_best) / $(med hlscache_best_narrow):.1f}×')") |"

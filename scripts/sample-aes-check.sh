@@ -104,7 +104,13 @@ curl -fsS "$PROXY$PROXIED/sa/index.m3u8" >"$WORK/served.m3u8" || fail "the SAMPL
 grep -q "^#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"/keys/[0-9a-f]\{32\}/http/127.0.0.1:[0-9]*/sa/sample.key\",IV=0x$IV\$" "$WORK/served.m3u8" \
     || fail "the SAMPLE-AES key URI is not under /keys/: $(grep KEY "$WORK/served.m3u8")"
 frames "$PROXY$PROXIED/sa/index.m3u8" >"$WORK/proxied.md5"
-cmp -s "$WORK/direct.md5" "$WORK/proxied.md5" || fail "frames through the proxy differ from the origin's ($(wc -l <"$WORK/proxied.md5") vs $total)"
+differ() { # which frames differ, and what the proxy logged: enough to tell a wrong key from a wrong segment
+    paste -d' ' <(cut -d, -f2,6 "$WORK/direct.md5") <(cut -d, -f6 "$WORK/proxied.md5") \
+        | awk '$2 != $3 { n++; if (n <= 5) printf "%s ", $1 } END { printf "(%d frames differ)", n }'
+    echo; grep -v '" 200 \|" 206 ' "$WORK/serve.log" | tail -5
+}
+cmp -s "$WORK/direct.md5" "$WORK/proxied.md5" \
+    || fail "frames through the proxy differ from the origin's ($(wc -l <"$WORK/proxied.md5") vs $total): $(differ)"
 no_plain_key "$ORIGIN/sa/sample.key" "$WORK/cache" || fail "SAMPLE-AES key in the clear on disk"
 echo "ok: ffmpeg plays the SAMPLE-AES stream through the proxy frame for frame ($total frames), key at /keys/…, sealed on disk"
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true

@@ -7,11 +7,11 @@ import HLSKeys
 /// Listing with filters, sorting and pages; batch actions; an item's keys (docs/api.md).
 extension AdminAPI {
     /// The query parameters `GET /items` reads.
-    static let listParameters: Set<String> = ["state", "tag", "played", "url", "sort", "limit", "offset"]
+    static let listParameters: Set<String> = ["state", "tag", "played", "url", "sort", "limit", "offset", "after"]
     /// The largest page.
     static let maxPageSize = 1000
 
-    /// `GET /items?state=a,b&tag=t&played=false&url=text&sort=-createdAt&limit=50&offset=100`.
+    /// `GET /items?state=a,b&tag=t&played=false&url=text&sort=-createdAt&limit=50&offset=100` (or `after=CURSOR`).
     static func listQuery(_ parameters: [String: String]) throws(AdminError) -> ItemQuery {
         if let unknown = parameters.keys.sorted().first(where: { !listParameters.contains($0) }) {
             throw .badRequest("unknown parameter \(unknown) (expected \(listParameters.sorted().joined(separator: ", ")))")
@@ -35,6 +35,14 @@ extension AdminAPI {
         if let text = parameters["offset"] {
             guard let offset = Int(text), offset >= 0 else { throw .badRequest("offset=\(text): expected 0 or more") }
             query.offset = offset
+        }
+        if let token = parameters["after"] {
+            guard parameters["offset"] == nil else { throw .badRequest("give offset or after, not both") }
+            guard let cursor = ItemQuery.Cursor(token: token) else { throw .badRequest("after: not a cursor (give the nextCursor of a page)") }
+            guard cursor.sort == query.sort, cursor.descending == query.descending else {
+                throw .badRequest("after: a cursor of the sort \(cursor.descending ? "-" : "")\(cursor.sort.rawValue); give the same sort as its page")
+            }
+            query.after = cursor
         }
         return query
     }
@@ -65,7 +73,8 @@ extension AdminAPI {
 
     func listItems(_ parameters: [String: String]) throws -> Reply {
         let query = try Self.listQuery(parameters)
-        let (list, total) = try items.list(query)
+        let page = try items.page(query)
+        let (list, total) = (page.items, page.total)
         let consumptions = try items.consumptions(of: list.map(\.id))
         // The keys of the items that may play offline, read in one query rather than one per item.
         let complete = list.filter { $0.state == .cached || $0.state == .partiallyCached }.map(\.id)
@@ -76,11 +85,13 @@ extension AdminAPI {
                     item, consumption: consumptions[item.id],
                     offline: try downloader.offlineStatus(of: item, keyResources: keyResources[item.id] ?? []))
             },
-            "total": total, "offset": query.offset,
+            "total": total,
         ]
+        if query.after == nil { object["offset"] = query.offset }
         if let limit = query.limit {
             object["limit"] = limit
-            if query.offset + list.count < total { object["nextOffset"] = query.offset + list.count }
+            if query.after == nil, query.offset + list.count < total { object["nextOffset"] = query.offset + list.count }
+            if let next = page.nextCursor { object["nextCursor"] = next.token }
         }
         return Reply(status: .ok, json: AdminJSON.string(object))
     }

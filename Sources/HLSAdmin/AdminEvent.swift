@@ -13,13 +13,17 @@ public enum AdminEvent: Sendable, Hashable {
     case evicted(id: String, state: ItemState, resources: Int, bytes: Int64, segments: Int)
     /// The item was removed without keeping its metadata.
     case removed(id: String)
+    /// The item's objects were locked or unlocked (its state is unchanged), by this server or another process.
+    case locked(id: String, locked: Bool)
     /// A player was served the item's segments through the proxy.
     case played(id: String, lastPlayedAt: Date, servedSeconds: Double)
 
     /// The item the event is about.
     public var id: String {
         switch self {
-        case .state(let id, _, _), .progress(let id, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _): id
+        case .state(let id, _, _), .progress(let id, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
+            .locked(let id, _):
+            id
         }
     }
 
@@ -27,7 +31,7 @@ public enum AdminEvent: Sendable, Hashable {
     var isCoalescable: Bool {
         switch self {
         case .progress, .played: true
-        case .state, .evicted, .removed: false
+        case .state, .evicted, .removed, .locked: false
         }
     }
 
@@ -37,6 +41,7 @@ public enum AdminEvent: Sendable, Hashable {
         case .progress: "progress"
         case .evicted: "evicted"
         case .removed: "removed"
+        case .locked: "lock"
         case .played: "played"
         }
     }
@@ -57,6 +62,8 @@ public enum AdminEvent: Sendable, Hashable {
             return ["type": "evicted", "id": id, "state": state.rawValue, "resources": resources, "bytes": bytes, "segments": segments]
         case .removed(let id):
             return ["type": "removed", "id": id]
+        case .locked(let id, let locked):
+            return ["type": "lock", "id": id, "locked": locked]
         case .played(let id, let at, let seconds):
             return ["type": "played", "id": id, "lastPlayedAt": AdminJSON.iso(at), "servedSeconds": seconds]
         }

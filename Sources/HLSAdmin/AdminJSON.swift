@@ -160,10 +160,16 @@ enum AdminJSON {
         object["tags"] = item.tags
         if let title = item.title { object["title"] = title }
         if let poster = item.posterURL { object["posterURL"] = poster }
-        if let path = ItemMetadata.posterPath(of: item) { object["posterPath"] = path }
+        // A poster that could not be stored: its reason instead of a path that would not answer.
+        if let error = item.posterError {
+            object["posterError"] = error
+        } else if let path = ItemMetadata.posterPath(of: item) {
+            object["posterPath"] = path
+        }
         if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
         if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
         if let window = item.downloadWindow { object["window"] = window.description }
+        if let daily = item.dailyBytes { object["dailyLimit"] = daily }
         object["playableOffline"] = offline.playable
         if let rate = item.rateLimit { object["rate"] = rate }
         if let until = offline.until { object["offlineUntil"] = iso(until) }

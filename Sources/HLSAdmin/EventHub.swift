@@ -17,6 +17,8 @@ public final class EventHub: Sendable {
         var bytesTotal: Int64
         var segments: Int
         var segmentsTotal: Int
+        /// `nil` until an item read tells (an item first announced by a downloader event).
+        var locked: Bool?
     }
 
     private struct State {
@@ -101,9 +103,26 @@ public final class EventHub: Sendable {
     /// An item changed by the API itself (created, resumed): announce its state now rather than at the next poll.
     /// `readAt`: when the change began; a state announced from an event since then is newer (the scheduler may
     /// have started a resumed item already) and is not overwritten.
+    /// A lock or unlock is announced as a `lock` event (the state does not change).
     public func itemChanged(_ item: DownloadItem, readAt: ContinuousClock.Instant? = nil) {
-        if let readAt, let announced = state.withLockedValue({ $0.announcedAt[item.id] }), announced >= readAt { return }
-        announce(id: item.id, state: item.state, error: item.errorCode)
+        let stale = readAt.map { readAt in state.withLockedValue { $0.announcedAt[item.id].map { $0 >= readAt } ?? false } } ?? false
+        if !stale { announce(id: item.id, state: item.state, error: item.errorCode) }
+        announceLock(id: item.id, locked: item.locked)
+    }
+
+    /// Sends `lock` when the item's lock differs from the one known (not for an item whose lock was not known yet).
+    private func announceLock(id: String, locked: Bool) {
+        let changed = state.withLockedValue { s -> Bool in
+            guard var known = s.known[id] else { return false }
+            let before = known.locked
+            known.locked = locked
+            s.known[id] = known
+            guard before != nil && before != locked else { return false }
+            // A poll whose read began before this has the old lock (as for states).
+            s.announcedAt[id] = .now
+            return true
+        }
+        if changed { broadcast(.locked(id: id, locked: locked)) }
     }
 
     /// The item is gone (removed without metadata).
@@ -137,17 +156,22 @@ public final class EventHub: Sendable {
                 s.unpolled.remove(item.id)
                 var now = Known(
                     state: item.state, error: item.errorCode, bytes: item.bytesDone, bytesTotal: item.bytesTotal,
-                    segments: item.segmentsDone, segmentsTotal: item.segmentsTotal)
+                    segments: item.segmentsDone, segmentsTotal: item.segmentsTotal, locked: item.locked)
                 let before = s.known[item.id]
                 if let before, let announced = s.announcedAt[item.id], announced >= readAt {
                     // An event announced a state after this read began: the read's state is the older one.
                     now.state = before.state
                     now.error = before.error
+                    now.locked = before.locked
                 }
                 s.known[item.id] = now
                 guard !first, before != now else { continue }
                 if before?.state != now.state || before?.error != now.error {
                     events.append(.state(id: item.id, state: now.state, error: now.error))
+                }
+                // Locked or unlocked by another process (`hlscache lock`): the state is the same, the lock is news.
+                if let was = before?.locked, was != item.locked {
+                    events.append(.locked(id: item.id, locked: item.locked))
                 }
                 if before.map({ ($0.bytes, $0.segments, $0.bytesTotal, $0.segmentsTotal) != (now.bytes, now.segments, now.bytesTotal, now.segmentsTotal) })
                     ?? (now.bytes > 0 || now.segments > 0)

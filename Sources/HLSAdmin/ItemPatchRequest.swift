@@ -6,7 +6,7 @@ import HLSDownloader
 /// `null`: no expiry), `expiresAt` (an absolute ISO 8601 date), `lock` (true or false), `rate` (the item's own
 /// bandwidth cap: bytes per second, `"2MiB"`; `"none"` or `null`: none). At least one; not both expiries.
 enum ItemPatchRequest {
-    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate", "title", "tags", "poster", "meta", "maxSize", "window"]
+    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate", "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit"]
 
     static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemChanges {
         let object: [String: Any]
@@ -61,7 +61,7 @@ enum ItemPatchRequest {
         return changes
     }
 
-    /// Title, tags, poster, meta, maxSize, window: each `null` removes it (tags: `[]`).
+    /// Title, tags, poster, meta, maxSize, window, dailyLimit: each `null` removes it (tags: `[]`).
     private static func metadata(_ object: [String: Any], into changes: inout ItemChanges) throws(AdminError) {
         do throws(ItemMetadata.Problem) {
             if let value = object["title"] {
@@ -91,6 +91,15 @@ enum ItemPatchRequest {
                 let size: ItemRequest.Size? = (value as? String).map { .text($0) } ?? (value as? NSNumber).map { .bytes($0.doubleValue) }
                 guard let bytes = size?.value else { throw .badRequest("\"maxSize\": expected bytes, a size such as \"2GiB\", or null") }
                 changes.maxBytes = .some(bytes)
+            }
+        }
+        if let value = object["dailyLimit"] {
+            if value is NSNull || (value as? String)?.lowercased() == "none" {
+                changes.dailyBytes = .some(nil)
+            } else {
+                let size: ItemRequest.Size? = (value as? String).map { .text($0) } ?? (value as? NSNumber).map { .bytes($0.doubleValue) }
+                guard let bytes = size?.value else { throw .badRequest("\"dailyLimit\": expected bytes, a size such as \"500MiB\", or null") }
+                changes.dailyBytes = .some(bytes)
             }
         }
         if let value = object["window"] {

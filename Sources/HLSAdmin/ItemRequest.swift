@@ -13,7 +13,7 @@ struct ItemRequest {
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
         "through",
-        "title", "tags", "poster", "meta", "maxSize", "window", "dryRun",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun",
     ]
 
     private struct Body: Decodable {
@@ -27,7 +27,7 @@ struct ItemRequest {
         var id: String?
         var headers: Headers?
         var lock: Bool?
-        var rate: Rate?
+        var rate: Size?
         var start: Bool?
         var through: String?
         var title: String?
@@ -35,6 +35,7 @@ struct ItemRequest {
         var poster: String?
         var maxSize: Size?
         var window: String?
+        var dailyLimit: Size?
         var dryRun: Bool?
     }
 
@@ -71,11 +72,6 @@ struct ItemRequest {
             let container = try decoder.singleValueContainer()
             if let object = try? container.decode([String: String].self) { self = .object(object) } else { self = .lines(try container.decode([String].self)) }
         }
-    }
-
-    /// Accepted in the schema only to be refused with a clear message.
-    private struct Rate: Decodable {
-        init(from decoder: any Decoder) throws {}
     }
 
     /// Parses and validates; every problem is one `badRequest` naming the field.
@@ -141,10 +137,6 @@ struct ItemRequest {
             guard let field = HeaderField(parsing: line) else { throw .badRequest("\"headers\": \(line.prefix(80)) is not 'Name: value'") }
             headers.append(field)
         }
-        if fields.rate != nil {
-            // `fetch --rate` caps the bandwidth of its own process; the server's downloads share the server's.
-            throw .badRequest("\"rate\" is per process (`hlscache fetch --rate`); items downloaded by `serve` share its bandwidth")
-        }
         var item = DownloadItem(
             id: id, url: url, selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: fields.lock ?? false,
             headers: headers, now: now)
@@ -166,6 +158,17 @@ struct ItemRequest {
         if let size = fields.maxSize {
             guard let bytes = size.value else { throw .badRequest("\"maxSize\": expected bytes or a size such as \"2GiB\"") }
             item.maxBytes = bytes
+        }
+        if let rate = fields.rate {
+            // The item's own bandwidth cap, as PATCH and `hlscache set --rate` set it (within the server's).
+            guard let bytes = rate.value, bytes < 1_000_000_000_000_000 else {
+                throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\"")
+            }
+            item.rateLimit = bytes
+        }
+        if let size = fields.dailyLimit {
+            guard let bytes = size.value else { throw .badRequest("\"dailyLimit\": expected bytes or a size such as \"500MiB\"") }
+            item.dailyBytes = bytes
         }
         if let text = fields.window {
             guard let window = DownloadWindow(parsing: text) else { throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"") }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import HLSCacheCore
 import HLSCrypto
+import HLSDownloader
 import HLSProxy
 import Logging
 import NIOConcurrencyHelpers
@@ -32,19 +33,21 @@ public struct WebhookConfiguration: Sendable {
     public init() {}
 }
 
-/// Webhooks (issue 27): every item state change (``AdminEvent/state``, ``AdminEvent/removed``) the ``EventHub``
+/// Webhooks (issue 27): every item state change (``AdminEvent/state``, ``AdminEvent/removed``, ``AdminEvent/locked``) the ``EventHub``
 /// announces is POSTed as JSON to each configured receiver, signed with HMAC-SHA256 under the configured secret
 /// (`X-Hlscache-Signature: sha256=<hex>` over the exact body, which carries a timestamp and a sequence number).
 ///
 /// Never in a download's way: ``enqueue(_:)`` appends to one bounded queue per receiver and returns; each
 /// receiver's deliveries run in order in a task of their own, retried with back-off on anything but a 2xx; when a
-/// queue is full the oldest waiting event is dropped and counted (`hlscache_webhook_dropped_total`). Events still
-/// queued when the server stops are not delivered.
+/// queue is full the oldest waiting event is dropped and counted (`hlscache_webhook_dropped_total`).
+///
+/// Events still queued when the notifier stops (the one being delivered included) are written to the outbox
+/// (`webhook_outbox` in `items.sqlite`, at most ``WebhookConfiguration/queueSize`` per receiver, the oldest dropped
+/// and counted) and delivered first at the next start, in order, with the same body, signature and delivery id.
 public final class WebhookNotifier: Service, Sendable {
     private struct Receiver: Sendable {
         let url: String
-        let stream: AsyncStream<Delivery>
-        let continuation: AsyncStream<Delivery>.Continuation
+        let queue: WebhookQueue
     }
 
     struct Delivery: Sendable {
@@ -60,32 +63,63 @@ public final class WebhookNotifier: Service, Sendable {
     private let onOutcome: @Sendable (WebhookOutcome) -> Void
     private let sequence = NIOLockedValueBox<Int64>(0)
     private let counts = NIOLockedValueBox<[WebhookOutcome: Int]>([:])
+    private let outbox: ItemStore?
 
+    /// - Parameter outbox: where events left undelivered at a stop wait for the next start (`items.sqlite`); those
+    ///   waiting there now are queued first. `nil`: they are lost.
     /// - Parameter onOutcome: told of each event delivered, given up on, or dropped (the server's metrics).
     public init(
-        configuration: WebhookConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        configuration: WebhookConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger, outbox: ItemStore? = nil,
         onOutcome: @escaping @Sendable (WebhookOutcome) -> Void = { _ in }
     ) {
         self.configuration = configuration
-        self.receivers = configuration.urls.map { url in
-            let (stream, continuation) = AsyncStream.makeStream(of: Delivery.self, bufferingPolicy: .bufferingNewest(max(1, configuration.queueSize)))
-            return Receiver(url: url, stream: stream, continuation: continuation)
-        }
+        self.receivers = configuration.urls.map { Receiver(url: $0, queue: WebhookQueue(capacity: configuration.queueSize)) }
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
         self.onOutcome = onOutcome
+        self.outbox = outbox
+        restoreOutbox()
     }
+
+    /// Queues the events the last run left in the outbox, before any new one; the sequence goes on after theirs.
+    private func restoreOutbox() {
+        guard let outbox else { return }
+        let entries: [WebhookOutboxEntry]
+        do {
+            entries = try outbox.takeWebhookOutbox()
+        } catch {
+            logger.warning("webhooks: cannot read the events kept at the last stop: \(error)")
+            return
+        }
+        guard !entries.isEmpty else { return }
+        var queued = 0
+        for entry in entries {
+            let number = ((try? JSONSerialization.jsonObject(with: Data(entry.body.utf8))) as? [String: Any])?["sequence"] as? Int64 ?? 0
+            sequence.withLockedValue { $0 = max($0, number) }
+            guard let receiver = receivers.first(where: { $0.url == entry.receiver }) else {
+                // A receiver no longer configured.
+                count(.dropped)
+                continue
+            }
+            if receiver.queue.push(Delivery(id: entry.delivery, type: entry.type, body: entry.body)) == .droppedOldest { count(.dropped) }
+            queued += 1
+        }
+        logger.notice("webhooks: \(queued) event(s) kept at the last stop are delivered first")
+    }
+
+    /// The bodies of the events waiting for each receiver (the one being delivered first), in `webhooks.urls` order.
+    package var waitingBodies: [[String]] { receivers.map(\.queue.bodies) }
 
     /// Feeds the notifier from `hub`: call once, before the hub announces anything.
     public func follow(_ hub: EventHub) {
         hub.observe { [weak self] event in self?.enqueue(event) }
     }
 
-    /// Queues a state change or removal for every receiver; other events are not sent. Never waits.
+    /// Queues a state change, removal, lock or unlock for every receiver; other events are not sent. Never waits.
     public func enqueue(_ event: AdminEvent) {
         guard !receivers.isEmpty else { return }
         switch event {
-        case .state, .removed: break
+        case .state, .removed, .locked: break
         case .progress, .evicted, .played: return
         }
         let number = sequence.withLockedValue { value -> Int64 in
@@ -96,8 +130,33 @@ public final class WebhookNotifier: Service, Sendable {
         object["sequence"] = number
         object["timestamp"] = AdminJSON.iso(configuration.clock())
         let delivery = Delivery(id: UUID().uuidString.lowercased(), type: event.type, body: AdminJSON.string(object))
+        var late: [WebhookOutboxEntry] = []
         for receiver in receivers {
-            if case .dropped = receiver.continuation.yield(delivery) { count(.dropped) }
+            switch receiver.queue.push(delivery) {
+            case .queued: break
+            case .droppedOldest: count(.dropped)
+            case .closed: late.append(WebhookOutboxEntry(receiver: receiver.url, delivery: delivery.id, type: delivery.type, body: delivery.body))
+            }
+        }
+        // After the stop (the last state changes of a shutting-down server): straight to the outbox.
+        if !late.isEmpty { keep(late) }
+    }
+
+    /// Writes undelivered events to the outbox for the next start (bounded per receiver; what falls off is counted).
+    private func keep(_ entries: [WebhookOutboxEntry]) {
+        guard !entries.isEmpty else { return }
+        guard let outbox else {
+            for _ in entries { count(.dropped) }
+            logger.warning("webhooks: \(entries.count) event(s) not delivered before the stop are lost")
+            return
+        }
+        do {
+            let dropped = try outbox.saveWebhookOutbox(entries, limit: configuration.queueSize)
+            for _ in 0..<dropped { count(.dropped) }
+            logger.notice("webhooks: \(entries.count) event(s) not delivered yet are kept for the next start")
+        } catch {
+            for _ in entries { count(.dropped) }
+            logger.warning("webhooks: cannot keep \(entries.count) undelivered event(s) for the next start: \(error)")
         }
     }
 
@@ -111,7 +170,8 @@ public final class WebhookNotifier: Service, Sendable {
         "sha256=" + HMACSHA256.hex(body, key: secret)
     }
 
-    /// Delivers until the task is cancelled or the service group shuts down; then stops the HTTP client.
+    /// Delivers until the task is cancelled or the service group shuts down; then keeps what is left in the outbox
+    /// and stops the HTTP client.
     public func run() async throws {
         // Made here, so a notifier that never runs (serve failing to start) leaves no client to shut down.
         let client = HTTPClient(
@@ -120,29 +180,35 @@ public final class WebhookNotifier: Service, Sendable {
             await withTaskGroup(of: Void.self) { group in
                 for receiver in self.receivers {
                     group.addTask {
-                        for await delivery in receiver.stream {
-                            if Task.isCancelled { break }
-                            await self.deliver(delivery, to: receiver.url, client: client)
+                        while let delivery = await receiver.queue.next() {
+                            // Interrupted by the stop: it stays in flight, for the outbox.
+                            guard await self.deliver(delivery, to: receiver.url, client: client) else { break }
+                            receiver.queue.done()
                         }
                     }
                 }
-                // Cancellation ends the receivers' loops: finishing their streams wakes loops waiting for an event.
+                // Cancellation ends the receivers' loops: finishing their queues wakes loops waiting for an event.
                 await withTaskCancellationHandler {
                     await group.waitForAll()
                 } onCancel: {
-                    for receiver in self.receivers { receiver.continuation.finish() }
+                    for receiver in self.receivers { receiver.queue.finish() }
                 }
             }
         }
-        for receiver in receivers { receiver.continuation.finish() }
+        var left: [WebhookOutboxEntry] = []
+        for receiver in receivers {
+            left += receiver.queue.drain().map { WebhookOutboxEntry(receiver: receiver.url, delivery: $0.id, type: $0.type, body: $0.body) }
+        }
+        keep(left)
         try? await client.shutdown()
     }
 
     /// One event to one receiver: up to ``WebhookConfiguration/attempts`` POSTs until one gets a 2xx.
-    func deliver(_ delivery: Delivery, to url: String, client: HTTPClient) async {
+    /// - Returns: `false` when the stop interrupted it (neither delivered nor given up on).
+    func deliver(_ delivery: Delivery, to url: String, client: HTTPClient) async -> Bool {
         var lastProblem = ""
         for attempt in 1...max(1, configuration.attempts) {
-            if Task.isCancelled { return }
+            if Task.isCancelled { return false }
             do {
                 var request = HTTPClientRequest(url: url)
                 request.method = .POST
@@ -161,18 +227,21 @@ public final class WebhookNotifier: Service, Sendable {
                 }
                 if (200..<300).contains(response.status.code) {
                     count(.delivered)
-                    return
+                    return true
                 }
                 lastProblem = "HTTP \(response.status.code)"
             } catch {
+                if Task.isCancelled { return false }
                 lastProblem = "\(error)"
             }
             guard attempt < configuration.attempts else { break }
             logger.debug("webhook \(url): \(lastProblem); attempt \(attempt + 1) after \(delay(after: attempt))")
-            do { try await configuration.sleep(delay(after: attempt)) } catch { return }
+            do { try await configuration.sleep(delay(after: attempt)) } catch { return false }
+            if Task.isCancelled { return false }
         }
         count(.failed)
         logger.warning("webhook \(url): gave up on event \(delivery.id) after \(configuration.attempts) attempts: \(lastProblem)")
+        return true
     }
 
     /// The wait after failed attempt `attempt` (1, 2, …): the base delay doubled each time, capped.

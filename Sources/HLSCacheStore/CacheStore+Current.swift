@@ -9,8 +9,10 @@ extension CacheStore {
         let now = Date().timeIntervalSince1970
         let flush = state.withLock { state -> (Bool, Bool)? in
             guard let index = state.entries.index(forKey: hash) else { return nil }
-            let row = state.entries.values[index]
-            guard row.etag == object.etag, row.size == object.size, !row.isExpired(at: now) else { return nil }
+            // Read in place: a copy of the row (`let row = …`) retained and released each of its strings per hit.
+            guard state.entries.values[index].etag == object.etag, state.entries.values[index].size == object.size,
+                !state.entries.values[index].isExpired(at: now)
+            else { return nil }
             state.entries.values[index].lastAccess = now
             return Self.recordAccess(&state, hash: hash, at: now)
         }

@@ -17,17 +17,20 @@ public struct SliceResponse: Sendable, Hashable {
     /// `Content-Range: bytes first-last/total` with a known total, or neither a strong `ETag` nor a `Last-Modified`
     /// to tell versions apart (then slices of two versions could not be told apart, and the object is not sliced).
     public init?(contentRange: String?, strongETag: String?, lastModified: String?) {
-        guard let contentRange, let parsed = Self.parse(contentRange) else { return nil }
-        let validator: String
-        if let strongETag {
-            validator = strongETag
-        } else if let lastModified, let seconds = HTTPDate.parse(lastModified) {
-            validator = "\"lm-\(String(seconds, radix: 16))-\(String(parsed.total, radix: 16))\""
-        } else {
-            return nil
-        }
+        guard let contentRange, let parsed = Self.parse(contentRange),
+            let validator = Self.validator(strongETag: strongETag, lastModified: lastModified, total: parsed.total)
+        else { return nil }
         (first, last, total) = parsed
         self.validator = validator
+    }
+
+    /// The validator slices of an object of `total` bytes are stored with: its strong `ETag`, else one made from its
+    /// `Last-Modified` and the size; nil without either (versions could not be told apart). The same for a `206` and
+    /// for a whole `200` answer, so a whole download's slices and a range's are one version.
+    public static func validator(strongETag: String?, lastModified: String?, total: Int64) -> String? {
+        if let strongETag { return strongETag }
+        guard let lastModified, let seconds = HTTPDate.parse(lastModified) else { return nil }
+        return "\"lm-\(String(seconds, radix: 16))-\(String(total, radix: 16))\""
     }
 
     /// Parses `bytes first-last/total` (a known total only).

@@ -33,7 +33,7 @@ public enum SettingCatalog {
                 "larger objects are relayed, not stored; a download whose clients all left completes only within it"),
             .size(
                 "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
-                "objects of more than 8 slices asked for by range are fetched and stored as slices of this size"),
+                "objects of more than 8 slices are stored as slices of this size (asked for by range, or whole with a validator)"),
             .size(
                 "cache.memorySize", \.memoryCacheBytes,
                 "small hot objects kept in memory as well, so their hits read no file (0 disables)"),

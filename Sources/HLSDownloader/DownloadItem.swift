@@ -64,12 +64,19 @@ public struct DownloadItem: Sendable, Hashable, Codable {
     public var maxBytes: Int64?
     /// The item's own download hours (`fetch --window`, PATCH `window`), in place of `downloads.window`.
     public var downloadWindow: DownloadWindow?
+    /// The item's own daily download volume in bytes (`fetch --daily-limit`, `dailyLimit`): what it may fetch from
+    /// origins per day (the day of `downloads.dailyLimit`), counted per item, beside the server-wide limit. From its
+    /// next run; `nil`: only the server's.
+    public var dailyBytes: Int64?
     /// A title for people (`fetch --title`); `nil`: none.
     public var title: String?
     /// Tags to find it by (`fetch --tag`, `GET /items?tag=`), in the order given, without duplicates.
     public var tags: [String] = []
     /// A poster image URL (`fetch --poster`): stored with the item, served through the proxy.
     public var posterURL: String?
+    /// Why the poster could not be stored at the item's last run (the origin refused it, …): the item is downloaded
+    /// without it (artwork is optional); cleared when a run stores it or the poster changes.
+    public var posterError: String?
     /// The caller's own JSON object (`fetch --meta`, `"meta"`), as compact JSON text; hlscache never reads it.
     public var metadata: String?
     /// The process downloading it, while `downloading`.

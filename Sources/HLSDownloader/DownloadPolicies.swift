@@ -2,7 +2,7 @@ import Foundation
 
 /// What holds downloads back (issue 27; PCD's `fileSizeMax`, daily limit and permitted hours): the server-wide
 /// defaults of the `downloads.*` settings. An item's own `maxBytes`, `window` and `rateLimit` take the place of
-/// the defaults for that item.
+/// the defaults for that item; its own `dailyBytes` limits what it fetches per day, within the server-wide limit.
 ///
 /// An item held back by the daily limit or the window waits in `idle` with the policy as its reason
 /// (`dailyLimit`, `outsideWindow`) and its next attempt when the limit resets or the window opens; an item larger

@@ -15,6 +15,8 @@ public struct ItemChanges: Sendable, Hashable {
     public var maxBytes: Int64??
     /// Its own download hours (`.some(nil)`: `downloads.window`).
     public var downloadWindow: DownloadWindow??
+    /// Its own daily download volume in bytes (`.some(nil)`: none, only `downloads.dailyLimit`).
+    public var dailyBytes: Int64??
     /// Its title (`.some(nil)`: none).
     public var title: String??
     /// Its tags, all of them (replacing the old ones).
@@ -32,13 +34,13 @@ public struct ItemChanges: Sendable, Hashable {
 
     /// Whether nothing is asked for.
     public var isEmpty: Bool {
-        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && title == nil && tags == nil
-            && posterURL == nil && metadata == nil
+        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && dailyBytes == nil && title == nil
+            && tags == nil && posterURL == nil && metadata == nil
     }
 
     /// Whether only fields that a `deleted` or `expired` item may still change are asked for (its metadata).
     var isMetadataOnly: Bool {
-        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil
+        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && dailyBytes == nil
     }
 }
 
@@ -111,15 +113,19 @@ extension Downloader {
             throw DownloadError.invalidState.with("cannot change the expiry, lock or policies of an item that is \(current.state.rawValue)")
         }
         var item = current
-        if changes.maxBytes != nil || changes.downloadWindow != nil || changes.title != nil || changes.tags != nil || changes.posterURL != nil
+        if changes.maxBytes != nil || changes.downloadWindow != nil || changes.dailyBytes != nil || changes.title != nil || changes.tags != nil || changes.posterURL != nil
             || changes.metadata != nil
         {
             item = try items.update(id) { item in
                 if let value = changes.maxBytes { item.maxBytes = value }
                 if let value = changes.downloadWindow { item.downloadWindow = value }
+                if let value = changes.dailyBytes { item.dailyBytes = value }
                 if let value = changes.title { item.title = value }
                 if let value = changes.tags { item.tags = value }
-                if let value = changes.posterURL { item.posterURL = value }
+                if let value = changes.posterURL, value != item.posterURL {
+                    item.posterURL = value
+                    item.posterError = nil
+                }
                 if let value = changes.metadata { item.metadata = value }
             }
         }

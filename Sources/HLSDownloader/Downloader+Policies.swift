@@ -61,7 +61,7 @@ extension Downloader {
     }
 
     /// Why `item` may not download now, and when it may: outside its download hours (when this process keeps to
-    /// them), or the day's volume used up. `nil` when it may.
+    /// them), the day's volume used up (every download's, or the item's own). `nil` when it may.
     public func policyHold(for item: DownloadItem) -> (reason: DownloadError, until: Date)? {
         let policies = configuration.policies
         let now = policies.clock()
@@ -86,7 +86,33 @@ extension Downloader {
                 )
             }
         }
+        if let limit = item.dailyBytes {
+            let used = (try? items.itemVolume(item.id, day: policies.day(of: now))) ?? 0
+            if used >= limit {
+                let next = policies.nextDay(after: now)
+                return (
+                    DownloadError.dailyLimit.with(
+                        "the item's daily download volume is used up (\(Self.format(used)) of \(Self.format(limit)), its dailyLimit); waiting until \(next.ISO8601Format())"
+                    ),
+                    next
+                )
+            }
+        }
         return nil
+    }
+
+    /// Adds what this run fetched since the last time to the item's count for today (its own daily limit); a failed
+    /// write keeps the bytes for the next time.
+    func recordItemVolume(of id: String, counter: RunCounter) {
+        let bytes = counter.takeUnrecorded()
+        guard bytes > 0 else { return }
+        let policies = configuration.policies
+        do {
+            try items.addItemVolume(bytes, item: id, day: policies.day(of: policies.clock()))
+        } catch {
+            counter.giveBack(bytes)
+            logger.warning("item \(id): cannot count its download volume: \(error)")
+        }
     }
 
     /// `fetch --dry-run`, `POST /items` with `"dryRun": true`: the item's plan read from the origin (nothing stored), and
@@ -119,6 +145,9 @@ extension Downloader {
             throw DownloadError.tooLarge.with(
                 "the download passed the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))")
         }
+        // An item with its own daily limit has its count brought up to date first (a write between resources); the
+        // others' counts are written when the run ends.
+        if item.dailyBytes != nil { recordItemVolume(of: item.id, counter: counter) }
         if let (reason, _) = policyHold(for: item) { throw reason }
         if configuration.policies.dailyBytes == nil {
             // Counted anyway (`GET /status`), at most once a second.

@@ -271,23 +271,36 @@ public final class Downloader: Sendable {
             // What was fetched counts in the day's volume, what was stored in the progress, whatever stopped the run
             // (pause, rm, a failure).
             _ = volume.used(items: items, policies: configuration.policies, force: true)
+            recordItemVolume(of: item.id, counter: counter)
             try? progress.flush()
             evictIfRemoved(item.id, resources)
             throw error
         }
         _ = volume.used(items: items, policies: configuration.policies, force: true)
+        recordItemVolume(of: item.id, counter: counter)
         try progress.flush()
         evictIfRemoved(item.id, resources)
-        let lockedNow = try items.item(item.id)?.locked ?? false
+        // A poster that could not be stored is not part of the item (``posterFailed``); one stored clears the reason an
+        // earlier run recorded.
+        var kept = plan
+        let current = try items.item(item.id)
+        if let poster = kept.media.first(where: { $0.isPoster }) {
+            if store.lookup(poster.key) == nil {
+                kept.media.removeAll(where: { $0.isPoster })
+            } else if current?.posterError != nil {
+                try items.update(item.id) { $0.posterError = nil }
+            }
+        }
+        let lockedNow = current?.locked ?? false
         if item.locked || lockedNow {
             // Not best effort: an object left unlocked here could be evicted from a locked item.
             do {
-                try store.setLocked(plan.resources.map(\.key), true)
+                try store.setLocked(kept.resources.map(\.key), true)
             } catch {
                 throw DownloadError.from(error)
             }
         }
-        try await checkStillStored(plan)
+        try await checkStillStored(kept)
         return plan
     }
 
@@ -367,6 +380,13 @@ public final class Downloader: Sendable {
                         size = cached.size
                     } else if resource.kind == .key {
                         size = try await self.storeKey(resource, for: item)
+                    } else if resource.isPoster {
+                        do {
+                            return .written(resource, try await self.fetchResource(resource, for: item, counter: counter))
+                        } catch where !Task.isCancelled && !(error is CancellationError) && DownloadError.from(error) != .cancelled {
+                            try self.posterFailed(resource, of: item, error: error)
+                            return .stored
+                        }
                     } else {
                         return .written(resource, try await self.fetchResource(resource, for: item, counter: counter))
                     }
@@ -377,6 +397,18 @@ public final class Downloader: Sendable {
             }
             while let step = try await group.next() { take(step) }
         }
+    }
+
+    /// The item's poster could not be fetched (the origin refused it, …): artwork is optional, so the item goes on
+    /// without it — the reason kept as its `posterError`, its row removed from the item's resources (its progress and
+    /// completeness do not wait for it), a note for the CLI. The next run tries it again.
+    func posterFailed(_ resource: PlannedResource, of item: DownloadItem, error: any Error) throws(DownloadError) {
+        let failure = DownloadError.from(error)
+        let reason = failure.message.isEmpty ? failure.code : failure.message
+        try items.removeResource(item.id, key: resource.key.value)
+        try items.update(item.id) { $0.posterError = reason }
+        logger.notice("item \(item.id): the poster \(resource.url.redacted) was not stored (\(reason)); the item goes on without it")
+        emit(.note(id: item.id, message: "the poster \(resource.url.redacted) was not stored (\(reason)); the item goes on without it"))
     }
 
     /// "Estimated then real": stored sizes, plus for what is left the byte-range lengths the playlists give, or
@@ -554,7 +586,9 @@ public final class Downloader: Sendable {
             if let poster = item.posterURL, let posterURL = try? OriginURL(poster) {
                 let key = CacheKey(posterURL, volatileParameters: configuration.volatileQueryParameters)
                 if !plan.resources.contains(where: { $0.key == key }) {
-                    plan.media.insert(PlannedResource(url: posterURL, key: key, kind: .other), at: 0)
+                    var resource = PlannedResource(url: posterURL, key: key, kind: .other)
+                    resource.isPoster = true
+                    plan.media.insert(resource, at: 0)
                 }
             }
             return plan
@@ -650,7 +684,7 @@ public final class Downloader: Sendable {
 
 /// Bytes fetched from origins during one run, for the rate shown on the progress line.
 final class RunCounter: Sendable {
-    private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now))
+    private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now, itemRecorded: Int64(0)))
     /// What paces this run's transfers: the item's cap within the process's, or the process's.
     let limiter: RateLimiter?
     private let volume: VolumeMeter?
@@ -667,6 +701,19 @@ final class RunCounter: Sendable {
 
     /// Bytes fetched in this run.
     var total: Int64 { state.withLockedValue { $0.bytes } }
+
+    /// The bytes not yet added to the item's daily count (`item_volume`), now counted as added.
+    func takeUnrecorded() -> Int64 {
+        state.withLockedValue { state in
+            defer { state.itemRecorded = state.bytes }
+            return state.bytes - state.itemRecorded
+        }
+    }
+
+    /// Gives back bytes ``takeUnrecorded()`` took that could not be written.
+    func giveBack(_ bytes: Int64) {
+        state.withLockedValue { $0.itemRecorded -= bytes }
+    }
 
     /// Bytes per second since the run started.
     var rate: Double {

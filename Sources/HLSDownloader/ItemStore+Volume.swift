@@ -22,6 +22,25 @@ extension ItemStore {
         try read { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM download_volume WHERE day = ?", arguments: [day]) ?? 0 }
     }
 
+    /// Adds `bytes` to the item's count for `day` (its own daily limit) and returns the new count.
+    @discardableResult
+    public func addItemVolume(_ bytes: Int64, item id: String, day: String) throws(DownloadError) -> Int64 {
+        try write { db in
+            try db.cachedStatement(
+                sql: "INSERT INTO item_volume (item_id, day, bytes) VALUES (?, ?, ?) ON CONFLICT(item_id, day) DO UPDATE SET bytes = bytes + excluded.bytes"
+            ).execute(arguments: [id, day, bytes])
+            try db.cachedStatement(sql: "DELETE FROM item_volume WHERE day < ?").execute(arguments: [Self.weekBefore(day)])
+            return try Int64.fetchOne(db, sql: "SELECT bytes FROM item_volume WHERE item_id = ? AND day = ?", arguments: [id, day]) ?? bytes
+        }
+    }
+
+    /// The bytes the item fetched from origins on `day` (every process's runs of it).
+    public func itemVolume(_ id: String, day: String) throws(DownloadError) -> Int64 {
+        try read { db in
+            try Int64.fetchOne(db, sql: "SELECT bytes FROM item_volume WHERE item_id = ? AND day = ?", arguments: [id, day]) ?? 0
+        }
+    }
+
     /// `YYYY-MM-DD` seven days before `day` (string order is date order).
     static func weekBefore(_ day: String) -> String {
         let formatter = DateFormatter()

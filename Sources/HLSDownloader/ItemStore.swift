@@ -154,7 +154,67 @@ public final class ItemStore: Sendable {
             try db.create(index: "items_url", on: "items", columns: ["url"])
             try db.create(index: "items_state_created", on: "items", columns: ["state", "created_at", "id"])
         }
+        // The item's own daily download volume (issue 27: policies per item, like every setting), counted per item and day
+        // by every process (ItemStore+Volume.swift); the rows go with the item.
+        migrator.registerMigration("v10-item-daily-limit") { db in
+            try db.alter(table: "items") { t in t.add(column: "daily_limit", .integer) }
+            try db.create(table: "item_volume") { t in
+                t.column("item_id", .text).notNull()
+                t.column("day", .text).notNull()
+                t.column("bytes", .integer).notNull().defaults(to: 0)
+                t.primaryKey(["item_id", "day"])
+            }
+            try db.create(index: "item_volume_day", on: "item_volume", columns: ["day"])
+        }
+        // The tag filter as an index lookup (issue 27): one row per item and tag, kept by triggers on `items` in the same
+        // statement as the item row (whichever process writes it), filled from the JSON column of the items there are.
+        migrator.registerMigration("v11-item-tags") { db in
+            try db.execute(sql: Self.tagsSchema)
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT items.id, t.value FROM items, json_each(\(Self.validTags("items.tags"))) t WHERE t.type = 'text'")
+        }
+        // A poster the origin refuses does not fail its item: why, kept with the item (issue 27).
+        migrator.registerMigration("v12-poster-error") { db in
+            try db.alter(table: "items") { t in t.add(column: "poster_error", .text) }
+        }
+        // Webhook events not delivered when `serve` stopped, delivered at its next start (ItemStore+Outbox.swift).
+        migrator.registerMigration("v13-webhook-outbox") { db in
+            try db.create(table: "webhook_outbox") { t in
+                t.autoIncrementedPrimaryKey("position")
+                t.column("receiver", .text).notNull()
+                t.column("delivery", .text).notNull()
+                t.column("type", .text).notNull()
+                t.column("body", .text).notNull()
+            }
+        }
         return migrator
+    }
+
+    /// The `tags` column as JSON `json_each` can read: a malformed value counts as no tags rather than failing the
+    /// item's write.
+    private static func validTags(_ column: String) -> String {
+        "CASE WHEN json_valid(\(column)) AND json_type(\(column)) = 'array' THEN \(column) ELSE '[]' END"
+    }
+
+    /// `item_tags` and the triggers that keep it equal to each item's `tags`. A save is an INSERT OR REPLACE, whose
+    /// implicit delete fires no trigger: the insert trigger clears the item's old rows first.
+    private static var tagsSchema: String {
+        let fill = "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT NEW.id, value FROM json_each(\(validTags("NEW.tags"))) WHERE type = 'text';"
+        return """
+            CREATE TABLE item_tags (item_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (item_id, tag)) WITHOUT ROWID;
+            CREATE INDEX item_tags_tag ON item_tags (tag, item_id);
+            CREATE TRIGGER item_tags_insert AFTER INSERT ON items BEGIN
+              DELETE FROM item_tags WHERE item_id = NEW.id;
+              \(fill)
+            END;
+            CREATE TRIGGER item_tags_update AFTER UPDATE OF id, tags ON items BEGIN
+              DELETE FROM item_tags WHERE item_id = OLD.id;
+              \(fill)
+            END;
+            CREATE TRIGGER item_tags_delete AFTER DELETE ON items BEGIN
+              DELETE FROM item_tags WHERE item_id = OLD.id;
+            END;
+            """
     }
 
     // MARK: - Items
@@ -327,6 +387,7 @@ public final class ItemStore: Sendable {
         try write { db in
             try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM item_volume WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
         }
     }
@@ -355,6 +416,11 @@ public final class ItemStore: Sendable {
                 ).execute(arguments: [id, resource.key, resource.url, resource.kind, resource.size, resource.done, position])
             }
         }
+    }
+
+    /// Removes one resource from the item's list (a poster that could not be stored: the item goes on without it).
+    public func removeResource(_ id: String, key: String) throws(DownloadError) {
+        try write { db in try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ? AND key = ?", arguments: [id, key]) }
     }
 
     /// The item's resources in download order.
@@ -601,9 +667,11 @@ public final class ItemStore: Sendable {
         item.rateLimit = row["rate_limit"]
         item.maxBytes = row["max_bytes"]
         item.downloadWindow = (row["download_window"] as String?).flatMap(DownloadWindow.init(parsing:))
+        item.dailyBytes = row["daily_limit"]
         item.title = row["title"]
         item.tags = ((row["tags"] as String?).flatMap { try? Self.decoder.decode([String].self, from: Data($0.utf8)) }) ?? []
         item.posterURL = row["poster_url"]
+        item.posterError = row["poster_error"]
         item.metadata = row["meta"]
         return item
     }
@@ -614,8 +682,8 @@ public final class ItemStore: Sendable {
                 INSERT OR REPLACE INTO items (id, url, selection, renditions, precache_seconds, expires_at, locked, headers, state,
                   error_code, error_message, bytes_done, bytes_total, segments_done, segments_total, created_at, updated_at, owner_pid,
                   owner_token, started_at, completed_at, interrupted_at, next_attempt_at, interruptions, missing_resources, rate_limit,
-                  max_bytes, download_window, title, tags, poster_url, meta)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  max_bytes, download_window, title, tags, poster_url, meta, daily_limit, poster_error)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
@@ -625,7 +693,7 @@ public final class ItemStore: Sendable {
                 item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,
                 item.interruptedAt?.timeIntervalSince1970, item.nextAttemptAt?.timeIntervalSince1970, item.interruptions,
                 item.missingResources, item.rateLimit, item.maxBytes, item.downloadWindow?.description, item.title,
-                try Self.json(item.tags), item.posterURL, item.metadata,
+                try Self.json(item.tags), item.posterURL, item.metadata, item.dailyBytes, item.posterError,
             ])
         // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
         try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])

@@ -22,6 +22,8 @@ public struct PlannedResource: Sendable, Hashable {
     /// For a slice of a large file addressed by byte ranges: which one (its key is the slice's,
     /// ``SliceLayout/key(of:slice:)``; `url` is the file's).
     public var slice: Slice?
+    /// The item's poster: optional — when it cannot be stored the item goes on without it (``DownloadItem/posterError``).
+    public var isPoster = false
 
     /// A slice of a large file: fetched with a `Range` request for its bytes and stored as the proxy stores slices.
     public struct Slice: Sendable, Hashable {

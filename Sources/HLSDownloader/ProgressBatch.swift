@@ -3,16 +3,19 @@ import Synchronization
 
 /// Gathers the resources a run has stored and records them in `items.sqlite` together: at most once per
 /// ``DownloaderConfiguration/progressWriteInterval`` (or every ``maxBatch`` resources), and whatever is left when the
-/// run ends, however it ends.
+/// run ends, however it ends. A resource stored while no write is due is written when the interval has passed, by a
+/// deferred write if nothing else comes: the transfers after it may take minutes (a slow origin, a stalled one).
 ///
 /// One write transaction per stored resource (93 for a 60-second, 3-variant stream) was a visible part of a prewarm's
 /// CPU (docs/benchmarks.md). Nothing depends on a resource's row being marked at once: a resumed item takes every
-/// resource already in the cache as done, whatever its row says; other processes see progress at most an interval
-/// late.
+/// resource already in the cache as done, whatever its row says; other processes see progress about an interval
+/// late at most.
 final class ProgressBatch: Sendable {
     private struct Pending {
         var resources: [(key: String, size: Int64)] = []
         var lastWrite = ContinuousClock.now
+        /// A deferred write is waiting for the interval to pass.
+        var writeScheduled = false
     }
 
     /// Resources marked in one transaction at most, whatever the interval.
@@ -41,12 +44,27 @@ final class ProgressBatch: Sendable {
     /// Notes one stored resource; writes the batch when it is due (unless another task is writing: then the
     /// resource waits for the next write).
     func add(_ key: CacheKey, size: Int64) throws(DownloadError) {
-        let due = pending.withLock { pending in
+        let (due, deferBy) = pending.withLock { pending -> (Bool, Duration?) in
             pending.resources.append((key.value, size))
-            return pending.resources.count >= Self.maxBatch || ContinuousClock.now - pending.lastWrite >= interval
+            let elapsed = ContinuousClock.now - pending.lastWrite
+            if pending.resources.count >= Self.maxBatch || elapsed >= interval { return (true, nil) }
+            if pending.writeScheduled { return (false, nil) }
+            pending.writeScheduled = true
+            return (false, interval - elapsed)
         }
+        if let deferBy { scheduleWrite(after: deferBy) }
         guard due else { return }
         try writer.withLockIfAvailable { _ in write() }?.get()
+    }
+
+    /// Writes what is pending once `delay` has passed. A failed write leaves its resources pending for the next
+    /// write (a later `add` or the run's final `flush`, which reports the error).
+    private func scheduleWrite(after delay: Duration) {
+        Task { [self] in
+            try? await Task.sleep(for: delay)
+            pending.withLock { $0.writeScheduled = false }
+            _ = writer.withLock { _ in write() }
+        }
     }
 
     /// Writes everything gathered (waiting for a write in progress).

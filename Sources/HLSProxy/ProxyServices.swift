@@ -17,6 +17,8 @@ final class ProxyServices: Sendable {
     let fetches = SharedFetchRegistry()
     /// Slices of large objects being fetched, so concurrent requests share one origin request per slice (Slices/).
     let sliceFlights = SliceFlights()
+    /// How large objects are cut into slices (`cache.sliceSize`).
+    var sliceLayout: SliceLayout { SliceLayout(sliceSize: configuration.sliceSize) }
     /// Body bytes every in-flight download holds in memory (`limits.inFlightMemory`).
     let inFlight: InFlightMemory
     let playlists: PlaylistService

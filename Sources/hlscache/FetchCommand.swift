@@ -87,6 +87,9 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Hours `serve` may download the item, HH:MM-HH:MM local time (default: downloads.window).")
     var window: String?
 
+    @Option(name: .long, help: "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; past it, it waits in idle until midnight.")
+    var dailyLimit: String?
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -218,10 +221,11 @@ struct FetchCommand: AsyncParsableCommand {
         if meta != nil { ignored.append("--meta") }
         if maxSize != nil { ignored.append("--max-size") }
         if window != nil { ignored.append("--window") }
+        if dailyLimit != nil { ignored.append("--daily-limit") }
         return ignored
     }
 
-    /// `--title`, `--tag`, `--poster`, `--meta`, `--max-size`, `--window`, checked.
+    /// `--title`, `--tag`, `--poster`, `--meta`, `--max-size`, `--window`, `--daily-limit`, checked.
     private func metadata() throws -> ItemMetadataOptions {
         var options = ItemMetadataOptions()
         do throws(ItemMetadata.Problem) {
@@ -239,6 +243,10 @@ struct FetchCommand: AsyncParsableCommand {
         if let window {
             guard let parsed = DownloadWindow(parsing: window) else { throw ValidationError("--window \(window): expected HH:MM-HH:MM, e.g. 22:00-06:00") }
             options.window = parsed
+        }
+        if let dailyLimit {
+            guard let bytes = ByteSize(dailyLimit)?.bytes, bytes > 0 else { throw ValidationError("--daily-limit \(dailyLimit): expected a size, e.g. 500MiB") }
+            options.dailyBytes = bytes
         }
         return options
     }
@@ -290,6 +298,7 @@ struct ItemMetadataOptions {
     var meta: String?
     var maxBytes: Int64?
     var window: DownloadWindow?
+    var dailyBytes: Int64?
 
     func apply(to item: inout DownloadItem) {
         item.title = title
@@ -298,5 +307,6 @@ struct ItemMetadataOptions {
         item.metadata = meta
         item.maxBytes = maxBytes
         item.downloadWindow = window
+        item.dailyBytes = dailyBytes
     }
 }

@@ -30,9 +30,11 @@ enum ItemFormatter {
         if let title = item.title { object["title"] = title }
         if !item.tags.isEmpty { object["tags"] = item.tags }
         if let poster = item.posterURL { object["posterURL"] = poster }
+        if let error = item.posterError { object["posterError"] = error }
         if let meta = item.metadata, let value = try? JSONSerialization.jsonObject(with: Data(meta.utf8)) { object["meta"] = value }
         if let maxBytes = item.maxBytes { object["maxSize"] = maxBytes }
         if let window = item.downloadWindow { object["window"] = window.description }
+        if let daily = item.dailyBytes { object["dailyLimit"] = daily }
         if let offline {
             object["playableOffline"] = offline.playable
             if let until = iso(offline.until) { object["offlineUntil"] = until }

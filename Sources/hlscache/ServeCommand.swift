@@ -179,7 +179,7 @@ struct ServeCommand: AsyncParsableCommand {
             webhookConfiguration.retryBaseDelay = settings.webhookRetryBaseDelay
             webhookConfiguration.queueSize = settings.webhookQueueSize
             let notifier = WebhookNotifier(
-                configuration: webhookConfiguration, eventLoopGroup: group, logger: logger,
+                configuration: webhookConfiguration, eventLoopGroup: group, logger: logger, outbox: items,
                 onOutcome: { metricsBox.withLockedValue { $0 }?.webhook($0) })
             notifier.follow(hub)
             webhooks = notifier

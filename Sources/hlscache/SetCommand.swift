@@ -35,6 +35,9 @@ struct SetCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Hours `serve` may download the item, HH:MM-HH:MM local time, or none (downloads.window applies).")
     var window: String?
 
+    @Option(name: .long, help: "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; none removes it. From its next run.")
+    var dailyLimit: String?
+
     @Option(name: .long, help: "The item's title; an empty string removes it.")
     var title: String?
 
@@ -59,7 +62,7 @@ struct SetCommand: AsyncParsableCommand {
         if tag.isEmpty == false && clearTags { throw ValidationError("give --tag or --clear-tags, not both") }
         if (try metadataChanges()).isEmpty && expires == nil && expiresAt == nil && !lock && !unlock && rate == nil {
             throw ValidationError(
-                "nothing to change: give --expires, --expires-at, --lock, --unlock, --rate, --max-size, --window, --title, --tag, --clear-tags, --poster or --meta")
+                "nothing to change: give --expires, --expires-at, --lock, --unlock, --rate, --max-size, --window, --daily-limit, --title, --tag, --clear-tags, --poster or --meta")
         }
         if let rate, rate.lowercased() != "none", ByteSize(rate).map({ $0.bytes > 0 }) != true {
             throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB, or none")
@@ -88,6 +91,16 @@ struct SetCommand: AsyncParsableCommand {
             } else {
                 guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else { throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB, or none") }
                 changes.maxBytes = .some(bytes)
+            }
+        }
+        if let dailyLimit {
+            if dailyLimit.lowercased() == "none" {
+                changes.dailyBytes = .some(nil)
+            } else {
+                guard let bytes = ByteSize(dailyLimit)?.bytes, bytes > 0 else {
+                    throw ValidationError("--daily-limit \(dailyLimit): expected a size, e.g. 500MiB, or none")
+                }
+                changes.dailyBytes = .some(bytes)
             }
         }
         if let window {
@@ -120,9 +133,10 @@ struct SetCommand: AsyncParsableCommand {
             }
             let expiry = ItemFormatter.iso(item.expiresAt).map { "expires \($0)" } ?? "never expires"
             let rate = item.rateLimit.map { ", rate \(ItemFormatter.bytes($0))/s" } ?? ""
+            let daily = item.dailyBytes.map { ", daily limit \(ItemFormatter.bytes($0))" } ?? ""
             let title = item.title.map { ", \"\($0)\"" } ?? ""
             let tags = item.tags.isEmpty ? "" : ", tags \(item.tags.joined(separator: ","))"
-            ConsoleOutput.line("\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")\(rate)\(title)\(tags)")
+            ConsoleOutput.line("\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")\(rate)\(daily)\(title)\(tags)")
         }
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import HLSTestSupport
 import Testing
 
-/// `fetch --title --tag --poster --meta --max-size --window`, `ls` filters and columns, `show`, `set` (issue 27), on a
+/// `fetch --title --tag --poster --meta --max-size --window --daily-limit`, `ls` filters and columns, `show`, `set` (issue 27), on a
 /// real cache directory; `--detach` records the items without contacting any origin.
 @Suite struct ItemMetadataCLITests {
     @Test func metadataIsRecordedListedFilteredAndChanged() async throws {
@@ -11,7 +11,7 @@ import Testing
         let cache = ["--cache-dir", dir.path]
         let first = try await CLI.run(
             ["fetch", "http://127.0.0.1:1/course1/a.m3u8", "--detach", "--id", "a", "--title", "Lesson A", "--tag", "physics", "--tag", "week1",
-             "--poster", "http://127.0.0.1:1/a.jpg", "--meta", #"{"room": "B", "n": 2}"#, "--max-size", "1GiB", "--window", "22:00-06:00"] + cache)
+             "--poster", "http://127.0.0.1:1/a.jpg", "--meta", #"{"room": "B", "n": 2}"#, "--max-size", "1GiB", "--window", "22:00-06:00", "--daily-limit", "500MiB"] + cache)
         #expect(first.status == 0, "\(first.stderr)")
         let second = try await CLI.run(["fetch", "http://127.0.0.1:1/course2/b.m3u8", "--detach", "--id", "b", "--tag", "chemistry"] + cache)
         #expect(second.status == 0, "\(second.stderr)")
@@ -26,6 +26,7 @@ import Testing
         #expect(object["tags"] as? [String] == ["physics", "week1"])
         #expect((object["meta"] as? [String: Any])?["room"] as? String == "B")
         #expect(object["maxSize"] as? Int == 1 << 30 && object["window"] as? String == "22:00-06:00")
+        #expect(object["dailyLimit"] as? Int == 500 << 20, "the item's own daily limit")
         #expect(object["posterURL"] as? String == "http://127.0.0.1:1/a.jpg")
         #expect(try await CLI.run(["ls", "--url", "course2", "--json"] + cache).stdout.contains(#""id":"b""#))
         #expect(try await CLI.run(["ls", "--state", "queued,paused", "--sort=-id", "--limit", "1", "--json"] + cache).stdout.contains(#""id":"b""#))
@@ -39,8 +40,13 @@ import Testing
         let after = try #require(try JSONSerialization.jsonObject(with: Data(changed.stdout.utf8)) as? [String: Any])
         #expect(after["title"] == nil && after["tags"] == nil && after["meta"] == nil && after["maxSize"] == nil)
         #expect(after["window"] as? String == "22:00-06:00")
+        #expect(after["dailyLimit"] as? Int == 500 << 20)
+        let limited = try await CLI.run(["set", "b", "--daily-limit", "2GiB"] + cache)
+        #expect(limited.status == 0 && limited.stdout.contains("daily limit 2"), "\(limited.stdout) \(limited.stderr)")
+        let unlimited = try await CLI.run(["set", "a", "--daily-limit", "none", "--json"] + cache)
+        #expect(unlimited.status == 0 && unlimited.stdout.contains("dailyLimit") == false, "\(unlimited.stdout)")
 
-        for bad in [["--tag", "a,b"], ["--meta", "[1]"], ["--window", "25:00-01:00"], ["--max-size", "lots"], ["--poster", "ftp://x/y"]] {
+        for bad in [["--tag", "a,b"], ["--meta", "[1]"], ["--window", "25:00-01:00"], ["--max-size", "lots"], ["--poster", "ftp://x/y"], ["--daily-limit", "0"]] {
             let refused = try await CLI.run(["fetch", "http://127.0.0.1:1/c.m3u8", "--detach"] + bad + cache)
             #expect(refused.status == 64, "\(bad): \(refused.status) \(refused.stderr)")
         }

@@ -34,13 +34,13 @@ final class AdminHarness: Sendable {
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
     init(
-        root: URL, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in },
+        root: URL, cacheDirectory existing: URL? = nil, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in },
         proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in },
         downloader configureDownloader: (inout DownloaderConfiguration) -> Void = { _ in }, webhooks webhookConfiguration: WebhookConfiguration? = nil
     ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
-        cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-admin-\(UUID().uuidString)")
+        cacheDirectory = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-admin-\(UUID().uuidString)")
         var logger = Logger(label: "hlscache-admin-test")
         logger.logLevel = ProcessInfo.processInfo.environment["HLSCACHE_TEST_LOG"] == "debug" ? .debug : .error
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -72,7 +72,8 @@ final class AdminHarness: Sendable {
         downloaderConfiguration.statePollInterval = .milliseconds(50)
         configureDownloader(&downloaderConfiguration)
         // Following the hub before anything happens, as `serve` does.
-        let notifier = webhookConfiguration.map { WebhookNotifier(configuration: $0, eventLoopGroup: group, logger: logger) }
+        let items = self.items
+        let notifier = webhookConfiguration.map { WebhookNotifier(configuration: $0, eventLoopGroup: group, logger: logger, outbox: items) }
         notifier?.follow(hub)
         webhooks = notifier
         downloader = Downloader(
@@ -145,7 +146,8 @@ final class AdminHarness: Sendable {
         Task { await self.shutdown() }
     }
 
-    func shutdown() async {
+    /// - Parameter keepingCache: leave the cache directory for another harness on it (a restart).
+    func shutdown(keepingCache: Bool = false) async {
         guard stopped.withLockedValue({ was in defer { was = true }; return !was }) else { return }
         for task in tasks.withLockedValue({ $0 }) { task.cancel() }
         for task in tasks.withLockedValue({ $0 }) { await task.value }
@@ -155,7 +157,7 @@ final class AdminHarness: Sendable {
         try? await downloadOrigin.shutdown()
         await origin.stop()
         store.close()
-        try? FileManager.default.removeItem(at: cacheDirectory)
+        if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }
     }
 }
 

@@ -36,7 +36,8 @@ struct AdminManyItemsTests {
         h.origin.setBody(poster, contentType: "image/jpeg", for: "/poster.jpg")
         let body = #"""
             {"url":"\#(h.originURL("/master.m3u8"))","seconds":2,"id":"m1","title":"Lesson 1","tags":["physics","week1","physics"],
-             "poster":"\#(h.originURL("/poster.jpg"))","meta":{"course":12,"room":"B","list":[1,2]}}
+             "poster":"\#(h.originURL("/poster.jpg"))","meta":{"course":12,"room":"B","list":[1,2]},
+             "rate":"200MiB","dailyLimit":"500MiB"}
             """#
         let created = try await h.request(.POST, h.api("/items"), json: body)
         openAPI.add("POST", "/items", created)
@@ -44,6 +45,10 @@ struct AdminManyItemsTests {
         #expect(created.json["title"] as? String == "Lesson 1")
         #expect(created.json["tags"] as? [String] == ["physics", "week1"], "duplicates dropped")
         #expect((created.json["meta"] as? [String: Any])?["room"] as? String == "B")
+        // Policies per item, as PATCH and `hlscache fetch/set` set them: its own rate and daily limit.
+        #expect(created.json["rate"] as? Int == 200 << 20, "\(created.text)")
+        #expect(created.json["dailyLimit"] as? Int == 500 << 20, "\(created.text)")
+        #expect(try h.items.require("m1").rateLimit == 200 << 20 && h.items.require("m1").dailyBytes == 500 << 20)
         let posterPath = try #require(created.json["posterPath"] as? String)
         #expect(posterPath == "/http/127.0.0.1:\(h.origin.port)/poster.jpg")
 
@@ -59,7 +64,7 @@ struct AdminManyItemsTests {
         #expect(shown.json["title"] as? String == "Lesson 1")
 
         let patched = try await h.request(
-            .PATCH, h.api("/items/m1"), json: #"{"title":"Lesson one","tags":["physics"],"meta":null,"maxSize":"1GiB","window":"22:00-06:00"}"#)
+            .PATCH, h.api("/items/m1"), json: #"{"title":"Lesson one","tags":["physics"],"meta":null,"maxSize":"1GiB","window":"22:00-06:00","dailyLimit":null}"#)
         openAPI.add("PATCH", "/items/{id}", patched)
         #expect(patched.status == 200, "\(patched.text)")
         #expect(patched.json["title"] as? String == "Lesson one")
@@ -67,13 +72,19 @@ struct AdminManyItemsTests {
         #expect(patched.json["meta"] == nil)
         #expect(patched.json["maxSize"] as? Int == 1 << 30)
         #expect(patched.json["window"] as? String == "22:00-06:00")
+        #expect(patched.json["dailyLimit"] == nil && patched.json["rate"] as? Int == 200 << 20)
         let stored = try h.items.require("m1")
         #expect(stored.title == "Lesson one" && stored.metadata == nil && stored.maxBytes == 1 << 30)
+        #expect(stored.dailyBytes == nil)
+        let limited = try await h.request(.PATCH, h.api("/items/m1"), json: #"{"dailyLimit":"1GiB"}"#)
+        openAPI.add("PATCH", "/items/{id}", limited)
+        #expect(limited.status == 200 && limited.json["dailyLimit"] as? Int == 1 << 30, "\(limited.text)")
 
         for bad in [
             #"{"url":"\#(h.originURL("/x.m3u8"))","tags":["a,b"]}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","meta":[1]}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","poster":"ftp://x/y.jpg"}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","window":"25:00-01:00"}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","title":""}"#,
+            #"{"url":"\#(h.originURL("/x.m3u8"))","dailyLimit":"lots"}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","rate":0}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","meta":{"big":"\#(String(repeating: "x", count: 17000))"}}"#,
         ] {
             let refused = try await h.request(.POST, h.api("/items"), json: bad)
@@ -83,6 +94,43 @@ struct AdminManyItemsTests {
         let badPatch = try await h.request(.PATCH, h.api("/items/m1"), json: #"{"tags":"physics"}"#)
         openAPI.add("PATCH", "/items/{id}", badPatch)
         #expect(badPatch.status == 400)
+        try await expectValid(openAPI)
+        await h.shutdown()
+    }
+
+    @Test("A poster the origin refuses (404) does not fail its item: downloaded without it, posterError says why")
+    func aRefusedPosterLeavesTheItemWithoutIt() async throws {
+        let h = try await AdminHarness(root: try await Self.tsStream())
+        defer { h.shutdownLater() }
+        let openAPI = OpenAPIRecords()
+        let body = #"{"url":"\#(h.originURL("/master.m3u8"))","seconds":2,"id":"p1","poster":"\#(h.originURL("/no-such-poster.jpg"))"}"#
+        let created = try await h.request(.POST, h.api("/items"), json: body)
+        #expect(created.status == 201, "\(created.text)")
+        let settled = try await h.eventually("the item to settle") { () -> DownloadItem? in
+            let item = try h.items.require("p1")
+            return item.state.isRunnable || item.state == .downloading ? nil : item
+        }
+        #expect(settled.state == .partiallyCached, "\(settled.state) \(settled.errorCode ?? "") \(settled.errorMessage ?? "")")
+        #expect(settled.errorCode == nil)
+        #expect(h.origin.requests(matching: "/no-such-poster.jpg").count >= 1, "the poster was asked for")
+        let shown = try await h.request(.GET, h.api("/items/p1"))
+        openAPI.add("GET", "/items/{id}", shown)
+        let reason = try #require(shown.json["posterError"] as? String, "\(shown.text)")
+        #expect(reason.contains("404") || reason.lowercased().contains("not found"), "\(reason)")
+        #expect(shown.json["posterPath"] == nil, "no path that would not answer")
+        #expect(shown.json["posterURL"] as? String == h.originURL("/no-such-poster.jpg"))
+        #expect(shown.json["playableOffline"] as? Bool == true, "the stream plays offline without its artwork")
+        #expect(shown.json["resources"] as? Int == shown.json["resourcesDone"] as? Int, "the poster is not a resource it waits for")
+        let listed = try await h.request(.GET, h.api("/items?limit=10"))
+        openAPI.add("GET", "/items", listed)
+
+        // Another poster, which the origin has: the reason goes with the old one, and the new one is served.
+        h.origin.setBody([UInt8](repeating: 7, count: 500), contentType: "image/jpeg", for: "/poster2.jpg")
+        let patched = try await h.request(.PATCH, h.api("/items/p1"), json: #"{"poster":"\#(h.originURL("/poster2.jpg"))"}"#)
+        openAPI.add("PATCH", "/items/{id}", patched)
+        #expect(patched.status == 200 && patched.json["posterError"] == nil, "\(patched.text)")
+        let path = try #require(patched.json["posterPath"] as? String)
+        #expect(try await h.request(.GET, h.base + path).status == 200)
         try await expectValid(openAPI)
         await h.shutdown()
     }
@@ -134,6 +182,83 @@ struct AdminManyItemsTests {
         for bad in ["?state=bogus", "?sort=size", "?limit=0", "?limit=1001", "?offset=-1", "?played=maybe", "?tags=x"] {
             let refused = try await list(bad)
             #expect(refused.status == 400, "\(bad): \(refused.status) \(refused.text)")
+        }
+        try await expectValid(openAPI)
+        await h.shutdown()
+    }
+
+    @Test("Cursor paging: items created or deleted between pages neither skip nor repeat one, in every sort (offsets do)")
+    func cursorPagesSurviveChanges() async throws {
+        let h = try await AdminHarness(root: try await Self.tsStream())
+        defer { h.shutdownLater() }
+        let openAPI = OpenAPIRecords()
+        func list(_ query: String) async throws -> AdminHarness.Response {
+            let response = try await h.request(.GET, h.api("/items" + query))
+            openAPI.add("GET", "/items", response)
+            return response
+        }
+        // Created at fractional times (the cursor must carry the exact double), titles and expiries with gaps (NULLs sort
+        // last), byte counts with ties (broken by id).
+        let start = 1_780_000_000.123456
+        let expiryBase = Date().addingTimeInterval(30 * 86400)
+        func insert(_ id: String, _ index: Int, createdAt: Double) throws {
+            var item = DownloadItem(id: id, url: h.originURL("/s/\(id).m3u8"), now: Date(timeIntervalSince1970: createdAt))
+            item.state = .paused
+            item.title = index % 3 == 0 ? nil : "Title \(index % 5)"
+            // In the future: an expired item changes (state, updatedAt, bytes) under the pages, which is not what is tested.
+            item.expiresAt = index % 4 == 0 ? nil : expiryBase.addingTimeInterval(Double(index % 3) * 60)
+            item.bytesDone = Int64(index % 4) * 1000
+            try h.items.insert(item)
+        }
+        for sort in ["createdAt", "-createdAt", "updatedAt", "title", "-title", "state", "bytes", "-bytes", "expiresAt", "-expiresAt", "id", "-id"] {
+            for item in try h.items.items() { try h.items.purge(item.id) }
+            for index in 0..<12 { try insert("i\(index)", index, createdAt: start + Double(index) * 1.1) }
+            let first = try await list("?sort=\(sort)&limit=4")
+            #expect(first.status == 200, "\(sort): \(first.text)")
+            var seen = ids(first)
+            var cursor = first.json["nextCursor"] as? String
+            #expect(cursor != nil && first.json["nextOffset"] as? Int == 4, "\(sort)")
+            // Between the pages: one item of the first page and one not read yet go; three new ones come (one sorting
+            // before the cursor, the others anywhere).
+            let gone = [seen[1], ids(try await list("?sort=\(sort)"))[9]]
+            for id in gone { try h.items.purge(id) }
+            for (offset, index) in [0, 7, 13].enumerated() { try insert("new\(offset)", index, createdAt: start + 100 + Double(offset)) }
+            var pages = 1
+            var pageLog: [String] = [ids(first).joined(separator: ",")]
+            while let next = cursor, pages < 20 {
+                let page = try await list("?sort=\(sort)&limit=4&after=\(next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? next)")
+                #expect(page.status == 200, "\(sort): \(page.text)")
+                #expect(page.json["offset"] == nil && page.json["nextOffset"] == nil, "cursor pages have no offsets")
+                #expect(page.json["total"] as? Int == 13, "\(sort): the total counts every item now")
+                seen += ids(page)
+                pageLog.append(ids(page).joined(separator: ",") + " after " + (Data(base64Encoded: next.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/").padding(toLength: (next.count + 3) / 4 * 4, withPad: "=", startingAt: 0)).map { String(decoding: $0, as: UTF8.self) } ?? next))
+                cursor = page.json["nextCursor"] as? String
+                pages += 1
+            }
+            #expect(Set(seen).count == seen.count, "\(sort): no item repeated: \(seen) (pages: \(pageLog))")
+            let survivors = (0..<12).map { "i\($0)" }.filter { !gone.contains($0) }
+            #expect(Set(survivors).isSubset(of: Set(seen)), "\(sort): none skipped: missing \(Set(survivors).subtracting(seen).sorted())")
+            // In the listing's order: what was read is the full listing now, less the item read then removed and the new
+            // items that sort before the cursor.
+            let now = ids(try await list("?sort=\(sort)"))
+            #expect(seen.filter { $0 != gone[0] } == now.filter { Set(seen).contains($0) }, "\(sort): in order")
+        }
+
+        // The same changes with offsets: the page after a removal skips an item.
+        for item in try h.items.items() { try h.items.purge(item.id) }
+        for index in 0..<12 { try insert("i\(index)", index, createdAt: start + Double(index) * 1.1) }
+        let first = try await list("?limit=4")
+        let cursor = try #require(first.json["nextCursor"] as? String)
+        try h.items.purge(ids(first)[1])
+        let byOffset = ids(try await list("?limit=4&offset=4"))
+        #expect(byOffset.first == "i5", "an offset shifts: i4 is skipped (\(byOffset))")
+        let byCursor = ids(try await list("?limit=4&after=" + cursor))
+        #expect(byCursor == ["i4", "i5", "i6", "i7"], "the cursor goes on after i3: \(byCursor)")
+
+        for bad in ["?after=garbage", "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&sort=-createdAt",
+            "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&offset=2"] {
+            let refused = try await list(bad)
+            #expect(refused.status == 400, "\(bad): \(refused.text)")
         }
         try await expectValid(openAPI)
         await h.shutdown()
@@ -322,6 +447,37 @@ struct AdminManyItemsTests {
         try await expectValid(openAPI)
         await h.shutdown()
         await receiver.stop()
+    }
+
+    @Test("Lock and unlock — through the API, or by another process on the cache — are announced as lock events")
+    func lockEvents() async throws {
+        let h = try await AdminHarness(root: try await Self.tsStream())
+        defer { h.shutdownLater() }
+        let events = EventRecorder(client: h.client, url: h.api("/events"))
+        _ = try await h.eventually("the event stream") { h.hub.subscriberCount > 0 ? true : nil }
+        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","start":false,"id":"L"}"#)
+        #expect(created.status == 201, "\(created.text)")
+        _ = try await h.eventually("the item to be ready") { try h.items.require("L").state == .ready ? true : nil }
+        func locks() -> [Bool] {
+            events.events.filter { $0.type == "lock" && $0.json["id"] as? String == "L" }.compactMap { $0.json["locked"] as? Bool }
+        }
+        #expect(try await h.request(.POST, h.api("/items/L/lock")).status == 200)
+        _ = try await h.eventually("the lock event") { locks() == [true] ? true : nil }
+        // As `hlscache unlock L` in another process does: only items.sqlite changes; the server's poll notices.
+        _ = try h.downloader.setLocked("L", false)
+        _ = try await h.eventually("the unlock made elsewhere") { locks() == [true, false] ? true : nil }
+        #expect(try await h.request(.PATCH, h.api("/items/L"), json: #"{"lock":true}"#).status == 200)
+        _ = try await h.eventually("the lock by PATCH") { locks() == [true, false, true] ? true : nil }
+        #expect(try await h.request(.POST, h.api("/items/L/lock")).status == 200)
+        #expect(events.states(of: "L").filter { $0 != "queued" && $0 != "ready" }.isEmpty, "no state event for a lock")
+        // Locking a locked item is not news: a later unlock is the next lock event.
+        #expect(try await h.request(.POST, h.api("/items/L/unlock")).status == 200)
+        _ = try await h.eventually("the unlock") { locks() == [true, false, true, false] ? true : nil }
+        let openAPI = OpenAPIRecords()
+        for event in events.events where event.type == "lock" { openAPI.add(event: event) }
+        try await expectValid(openAPI)
+        await events.stop()
+        await h.shutdown()
     }
 
     @Test("A webhook queue that is full drops the oldest events and counts them, without waiting")

@@ -301,6 +301,16 @@ struct ConsoleBrowserTests {
             try await page.evaluate("(() => { document.getElementById('page-last').click(); return true; })()")
             try await Self.until(page, h, "the last page", "\(Self.row(last)) !== null")
             try await Self.until(page, h, "the resumed row to show failed", "\(Self.row(failing)).dataset.state === 'failed'")
+            // Locked by another process (as `hlscache lock` does: items.sqlite only; no state changes) and unlocked through
+            // the API by another client: the row follows over /events (`lock`), without a reload of the list.
+            let listReads = try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length")
+            _ = try h.downloader.setLocked(last, true)
+            try await Self.until(page, h, "a lock made elsewhere to show", "\(Self.row(last)).querySelector('.lock').textContent === 'locked'")
+            #expect(try await h.request(.POST, h.api("/items/\(last)/unlock")).status == 200)
+            try await Self.until(page, h, "an unlock made elsewhere to show", "\(Self.row(last)).querySelector('.lock').textContent === ''")
+            #expect(
+                try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length") == listReads,
+                "no list read for a lock")
 
             try await page.evaluate(
                 "(() => { const f = document.getElementById('filter'); f.value = '\(last)'; f.dispatchEvent(new Event('input')); return true; })()")

@@ -21,6 +21,7 @@ final class OpenAPIRecords: Sendable {
     func add(event: EventRecorder.Event) {
         let schema = [
             "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent", "played": "PlayedEvent",
+            "lock": "LockEvent",
         ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])
     }

@@ -25,12 +25,13 @@ final class WebhookReceiver: Sendable {
 
     var requests: [Received] { received.withLockedValue { $0 } }
 
-    var url: String {
-        let port = channel.withLockedValue { $0?.localAddress?.port } ?? 0
-        return "http://127.0.0.1:\(port)/hook"
-    }
+    var url: String { "http://127.0.0.1:\(port)/hook" }
 
-    func start() async throws {
+    /// The port it listens on (0 before ``start(port:)``).
+    var port: Int { channel.withLockedValue { $0?.localAddress?.port } ?? 0 }
+
+    /// Listens on `port` (0: one the OS chooses; a port it had before: the receiver back up at the same URL).
+    func start(port: Int = 0) async throws {
         let receiver = self
         let bound = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -39,7 +40,7 @@ final class WebhookReceiver: Sendable {
                     channel.pipeline.addHandler(Handler(receiver: receiver))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: "127.0.0.1", port: port).get()
         channel.withLockedValue { $0 = bound }
     }
 

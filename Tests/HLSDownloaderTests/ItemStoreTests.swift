@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 @testable import HLSDownloader
 import HLSKeys
 import HLSTestSupport
@@ -297,5 +298,98 @@ import Testing
         let store = try ItemStore(directory: dir.path)
         let totals = try store.read { db in try ItemStore.resourceTotals(db, id: "old") }
         #expect(totals == ResourceTotals(bytesDone: 40, segmentsDone: 1, segmentsTotal: 2, doneSegmentBytes: 40, knownBytes: 47, unknownSegments: 0))
+    }
+
+    /// A file from before `item_tags` (the items' tags only in their JSON column, one of them malformed): opening it
+    /// fills the table, and the tag filter finds the items through the table's index; the triggers then keep it with
+    /// every write of an item, and the rows go with the item.
+    @Test func itemsFromBeforeTheTagTableAreFoundByTagThroughIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let store = try ItemStore(directory: dir.path)
+            for index in 0..<6 {
+                var item = DownloadItem(id: "t\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000 + Double(index)))
+                item.tags = index.isMultiple(of: 2) ? ["even", "all"] : ["odd", "all"]
+                try store.insert(item)
+            }
+            // Back to the schema an older hlscache left: no item_tags, no triggers; then rows written by it.
+            try store.write { db in
+                try db.execute(
+                    sql: """
+                        DROP TRIGGER item_tags_insert; DROP TRIGGER item_tags_update; DROP TRIGGER item_tags_delete; DROP TABLE item_tags;
+                        DELETE FROM grdb_migrations WHERE identifier = 'v11-item-tags';
+                        UPDATE items SET tags = '["odd","all","late"]' WHERE id = 't5';
+                        UPDATE items SET tags = 'not json' WHERE id = 't4';
+                        """)
+            }
+        }
+        let store = try ItemStore(directory: dir.path)
+        func ids(_ tags: [String]) throws -> [String] {
+            var query = ItemQuery()
+            query.tags = tags
+            return try store.ids(query)
+        }
+        #expect(try ids(["even"]) == ["t0", "t2"], "t4's malformed tags count as none")
+        #expect(try ids(["late"]) == ["t5"], "filled from the JSON as the old process left it")
+        #expect(try ids(["all", "odd"]) == ["t1", "t3", "t5"])
+        #expect(try ids(["nothing"]).isEmpty)
+        let plan = try store.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT id FROM items WHERE id IN (SELECT item_id FROM item_tags WHERE tag = ?)", arguments: ["even"])
+                .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("item_tags_tag") }, "an index lookup: \(plan)")
+
+        // Kept with the item, in the same write: changed, replaced (a save), removed.
+        try store.update("t0") { $0.tags = ["solo"] }
+        #expect(try ids(["even"]) == ["t2"] && ids(["solo"]) == ["t0"])
+        try store.apply(.pause, to: "t2")
+        #expect(try ids(["even"]) == ["t2"], "a state change keeps the tags")
+        try store.purge("t2")
+        #expect(try ids(["even"]).isEmpty)
+        let left = try store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item_tags WHERE item_id = 't2'") }
+        #expect(left == 0, "the rows go with the item")
+        // A write that fails leaves the item and its tag rows as they were (one transaction).
+        #expect(throws: DownloadError.self) {
+            try store.write { db in
+                try db.execute(sql: "UPDATE items SET tags = '[\"rolled-back\"]' WHERE id = 't1'")
+                throw DownloadError.corrupted.with("stop")
+            }
+        }
+        #expect(try ids(["rolled-back"]).isEmpty && ids(["odd"]) == ["t1", "t3", "t5"])
+    }
+
+    /// Cursor pages over a real items.sqlite: each page starts after the cursor's item, in every sort and direction.
+    @Test func cursorPagesStartAfterTheirItem() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-items-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try ItemStore(directory: dir.path)
+        for index in 0..<13 {
+            var item = DownloadItem(id: "i\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000.25 + Double(index) * 1.1))
+            item.bytesDone = Int64(index % 4) * 1000
+            item.title = index % 3 == 0 ? nil : "Title \(index % 5)"
+            try store.insert(item)
+        }
+        for sort in ItemQuery.Sort.allCases {
+            for descending in [false, true] {
+                var query = ItemQuery()
+                query.sort = sort
+                query.descending = descending
+                let all = try store.ids(query)
+                var seen: [String] = []
+                query.limit = 3
+                var log: [String] = []
+                for _ in 0..<10 {
+                    let page = try store.page(query)
+                    seen += page.items.map(\.id)
+                    log.append(page.items.map(\.id).joined(separator: ",") + " next " + (page.nextCursor?.token ?? "-"))
+                    guard let next = page.nextCursor else { break }
+                    let decoded = try #require(ItemQuery.Cursor(token: next.token))
+                    #expect(decoded == next, "\(sort) \(descending): the token reads back")
+                    query.after = decoded
+                }
+                #expect(seen == all, "\(sort) \(descending ? "descending" : ""): \(log)")
+            }
+        }
     }
 }

@@ -41,7 +41,9 @@ import Testing
                 }
             })
         // The media playlist has no BANDWIDTH: the estimate is the average stored segment.
-        for index in 1..<3 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg00\(index).m4s") }
+        // The second segment stalls until the pause cancels it, so the pause always finds segments left, however
+        // slow the machine (a slowed but finite segment let a loaded run store every segment before the pause).
+        origin.setFault(.stallAfter(bytes: 4096), for: "/seg001.m4s")
         try fetch.items.insert(DownloadItem(id: "t", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("t") }
         let deadline = ContinuousClock.now + .seconds(90)
@@ -53,6 +55,7 @@ import Testing
         #expect(paused.state == .paused && paused.segmentsDone >= 1 && paused.segmentsDone < paused.segmentsTotal)
 
         observed.clear()
+        origin.setFault(nil, for: "/seg001.m4s")
         try fetch.downloader.resume("t")
         let finished = try await fetch.downloader.run("t")
         #expect(finished.state == .cached)

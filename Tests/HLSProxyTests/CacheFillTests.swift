@@ -24,7 +24,7 @@ import Testing
         }
         var file: GrowingFile? {
             events.withLockedValue { events in
-                for case .opened(let file) in events { return file }
+                for case .opened(let file) in events { return file as? GrowingFile }
                 return nil
             }
         }
@@ -97,5 +97,59 @@ import Testing
         #expect(try Self.read(file, count: 3) == [9, 9, 9], "unlinked, still readable through the descriptor")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path).isEmpty)
         #expect(store.lookup(CacheKey(try OriginURL("http://origin.test/b.ts"))) == nil)
+    }
+
+    @Test func aSlicedFillCommitsEachSliceAsItsLastByteIsWrittenAndKeepsThemWhenStopped() async throws {
+        let (store, directory) = try Self.store()
+        defer {
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let layout = SliceLayout(sliceSize: 4)
+        let key = CacheKey(try OriginURL("http://origin.test/big.mp4"))
+        let recorder = Recorder()
+        // 50 bytes in slices of 4: 12 whole slices and a last one of 2.
+        let fill = CacheFill(
+            store: store, key: key, expectedLength: 50,
+            slicing: CacheFill.Slicing(layout: layout, validator: "\"v1\"", objectSize: 50, contentType: "video/mp4", lastModified: nil),
+            threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "big.mp4",
+            events: { event in recorder.events.withLockedValue { $0.append(event) } })
+        let body = (0..<50).map { UInt8($0) }
+        // Chunks that straddle slice boundaries.
+        fill.append(ByteBuffer(bytes: body[0..<7]))
+        fill.append(ByteBuffer(bytes: body[7..<21]))
+        try await Self.waitUntil { recorder.written == 21 }
+        #expect(recorder.events.withLockedValue { $0.contains { if case .opened(let file) = $0 { file is SlicedFile } else { false } } })
+        let early = try #require(store.sliceSet(of: key, layout: layout))
+        #expect(early.present == [0, 1, 2, 3, 4], "each whole slice committed at once")
+        #expect(early.validator == "\"v1\"" && early.objectSize == 50)
+        #expect(store.lookup(key) == nil, "never stored whole")
+        fill.append(ByteBuffer(bytes: body[21..<50]))
+        let done = NIOLockedValueBox(false)
+        fill.commit(contentType: "video/mp4", kind: .segment, lastModified: nil) { _ in done.withLockedValue { $0 = true } }
+        try await Self.waitUntil { done.withLockedValue { $0 } }
+        let set = try #require(store.sliceSet(of: key, layout: layout))
+        #expect(set.present == Set(0..<13))
+        var stitched: [UInt8] = []
+        for index in Int64(0)..<13 {
+            let object = try #require(store.lookup(layout.key(of: key, slice: index)))
+            #expect(object.etag == "\"v1\"")
+            stitched += try [UInt8](Data(contentsOf: URL(fileURLWithPath: object.path)))
+        }
+        #expect(stitched == body)
+        #expect(store.lookup(layout.key(of: key, slice: 12))?.size == 2, "the last slice is short")
+
+        // A fill that stops mid-way keeps its whole slices, never the partial one.
+        let other = CacheKey(try OriginURL("http://origin.test/other.mp4"))
+        let stopped = CacheFill(
+            store: store, key: other, expectedLength: 50,
+            slicing: CacheFill.Slicing(layout: layout, validator: "\"v2\"", objectSize: 50, contentType: nil, lastModified: nil),
+            threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "other.mp4",
+            events: { event in recorder.events.withLockedValue { $0.append(event) } })
+        stopped.append(ByteBuffer(bytes: body[0..<10]))
+        try await Self.waitUntil { store.sliceSet(of: other, layout: layout)?.present.count == 2 }
+        stopped.abort()
+        #expect(store.sliceSet(of: other, layout: layout)?.present == [0, 1])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path).isEmpty)
     }
 }

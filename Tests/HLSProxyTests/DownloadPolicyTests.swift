@@ -91,6 +91,77 @@ import Testing
         await origin.stop()
     }
 
+    /// An item's own daily limit (`fetch --daily-limit`, `dailyLimit`): 30,000 bytes over ten 10,000-byte segments stops
+    /// that item at the first boundary past its limit (3 segments), `idle` with `dailyLimit` naming the item's limit,
+    /// until midnight; another item the same day, without a limit of its own, is not held back (the count is per item);
+    /// the next day it continues where it stopped, with a fresh count of its own.
+    @Test func anItemsOwnDailyLimitStopsThatItemAndItContinuesTheNextDay() async throws {
+        let origin = try await origin()
+        let clock = Clock(Self.date("2026-06-01T10:00:00Z"))
+        let fetch = try DownloaderHarness(origin: origin, configure: {
+            $0.resourcesPerItem = 1
+            $0.policies.timeZone = Self.utc
+            $0.policies.clock = { clock.read() }
+        })
+        defer { Task { await fetch.shutdown() } }
+        var capped = DownloadItem(id: "own-cap", url: fetch.url("/index.m3u8"))
+        capped.dailyBytes = 30_000
+        try fetch.items.insert(capped)
+        let held = try await fetch.downloader.run("own-cap")
+        #expect(held.state == .idle)
+        #expect(held.errorCode == "dailyLimit")
+        #expect(held.errorMessage?.contains("the item's daily download volume") == true, "\(held.errorMessage ?? "")")
+        #expect(held.nextAttemptAt == Self.date("2026-06-02T00:00:00Z"), "the item's count resets at midnight")
+        #expect(try segmentsStored(fetch, count: 10) == 3, "stopped at the first boundary past 30,000 bytes")
+        let counted = try fetch.items.itemVolume("own-cap", day: "2026-06-01")
+        #expect(counted >= 30_000 && counted < 40_000 + 1_000, "the item's count: \(counted)")
+        #expect(fetch.events.contains(.stateChanged(id: "own-cap", state: .idle, errorCode: "dailyLimit")))
+        #expect(try fetch.items.runnable(limit: 10, now: clock.read()).isEmpty, "held until its counter resets")
+        let requestsBefore = origin.requests.count
+        #expect(try await fetch.downloader.run("own-cap").errorCode == "dailyLimit", "held again the same day")
+        #expect(origin.requests.count == requestsBefore, "a held item fetches nothing")
+
+        // The limit is the item's: another item (no limit of its own, no server-wide one) downloads all of the same
+        // stream the same day, and has a count of its own.
+        let other = try await fetch.fetch("/index.m3u8", id: "free")
+        #expect(other.state == .cached, "\(other.state) \(other.errorCode ?? "")")
+        let free = try fetch.items.itemVolume("free", day: "2026-06-01")
+        #expect(free >= 70_000 && free < 80_000, "every item is counted (the 7 segments it fetched): \(free)")
+        #expect(try fetch.items.itemVolume("own-cap", day: "2026-06-01") == counted, "another item's bytes are not this item's")
+
+        // Midnight: its own counter starts again; it continues where it stopped (the rest is cached now by "free").
+        clock.set(Self.date("2026-06-02T00:00:01Z"))
+        #expect(try fetch.items.runnable(limit: 10, now: clock.read()).map(\.id) == ["own-cap"])
+        let done = try await fetch.downloader.run("own-cap")
+        #expect(done.state == .cached, "\(done.state) \(done.errorCode ?? "") \(done.errorMessage ?? "")")
+        #expect(done.errorCode == nil && done.nextAttemptAt == nil)
+        await fetch.shutdown()
+
+        // The same with the rest still on the origin: a new cache, two days, the second day's count the item's own.
+        let second = try DownloaderHarness(origin: origin, configure: {
+            $0.resourcesPerItem = 1
+            $0.policies.timeZone = Self.utc
+            $0.policies.clock = { clock.read() }
+        })
+        defer { Task { await second.shutdown() } }
+        clock.set(Self.date("2026-06-03T10:00:00Z"))
+        var again = DownloadItem(id: "two-days", url: second.url("/index.m3u8"))
+        again.dailyBytes = 60_000
+        try second.items.insert(again)
+        #expect(try await second.downloader.run("two-days").errorCode == "dailyLimit")
+        #expect(try segmentsStored(second, count: 10) == 6)
+        clock.set(Self.date("2026-06-04T08:00:00Z"))
+        #expect(try await second.downloader.run("two-days").state == .cached)
+        #expect(try segmentsStored(second, count: 10) == 10)
+        let secondDay = try second.items.itemVolume("two-days", day: "2026-06-04")
+        #expect(secondDay >= 40_000 && secondDay < 50_000, "the second day's count: \(secondDay)")
+        // Removed without its metadata, its counts go with it.
+        try second.downloader.remove("two-days", keepMetadata: false)
+        #expect(try second.items.itemVolume("two-days", day: "2026-06-04") == 0)
+        await second.shutdown()
+        await origin.stop()
+    }
+
     /// Outside the download hours a new item goes from `queued` straight to `idle` (`outsideWindow`), waiting until
     /// the window opens; it fetches nothing. Once the window is open it downloads. An item's own window takes the
     /// place of the server's.

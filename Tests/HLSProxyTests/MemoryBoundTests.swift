@@ -220,8 +220,10 @@ import Testing
     }
 
     /// The real `hlscache serve` in a process of its own, so its peak memory (`VmHWM`) is its own: a 200 MB miss
-    /// read slowly by a client that then leaves costs about the window, not the object.
-    @Test func aLargeMissReadSlowlyThenLeftCostsTheServeProcessAboutItsWindow() async throws {
+    /// read slowly by a client that then leaves costs about the window, not the object — stored whole (no validator)
+    /// or, with an `ETag`, as slices.
+    @Test(arguments: [false, true])
+    func aLargeMissReadSlowlyThenLeftCostsTheServeProcessAboutItsWindow(sliced: Bool) async throws {
         let root = try Self.emptyDirectory()
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-memory-cache-\(UUID().uuidString)")
         let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-memory-\(UUID().uuidString).log")
@@ -233,6 +235,7 @@ import Testing
         let origin = TestOrigin(root: root)
         try await origin.start()
         origin.setFault(.pattern(length: Self.bigSize), for: "/big.ts")
+        if sliced { origin.setETag("\"big-1\"", for: "/big.ts") }
         let (process, base) = try await ServeShutdownTests.serve(cache: cache, extra: ["--log-level", "error"], stderr: logFile)
         defer { if process.isRunning { process.terminate() } }
         let port = try #require(URL(string: base)?.port)
@@ -258,6 +261,7 @@ import Testing
         let grew = (peak - baseline) * 1024
         print(
             "serve peak RSS \(peak / 1024) MiB, \(grew >> 20) MiB over its \(baseline / 1024) MiB at rest, for a \(Self.bigSize / 1_000_000) MB miss"
+                + (sliced ? " stored as slices" : " stored whole")
         )
         // The window (4 MiB) plus buffers of the origin client, the sockets and the allocator; the whole object
         // (200 MB) held in memory is what this guards against.

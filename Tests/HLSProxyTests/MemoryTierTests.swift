@@ -61,9 +61,9 @@ import Testing
         let head = try await harness.get(url, method: .HEAD)
         #expect(head.status == 200 && head.body.isEmpty)
         #expect(Self.headerList(head) == Self.headerList(fromDisk))
-        // Range and conditional requests take the ordinary path (the file).
+        // A Range request takes the ordinary path, which answers from memory too.
         let partial = try await harness.get(url, headers: [("Range", "bytes=0-3")])
-        #expect(partial.status == 206 && partial.body == [0x47, 0x47, 0x47, 0x47])
+        #expect(partial.status == 206 && partial.body == Array(body[0..<4]))
         let usage = harness.server.services.memory.usage
         #expect(usage.count == 1 && usage.bytes == body.count + MemoryTier.entryOverhead)
         #expect(harness.origin.requests(matching: "/m.ts").count == 1)
@@ -196,5 +196,104 @@ import Testing
             #expect(Self.headerList(again2) == Self.headerList(zipped))
         }
         #expect(harness.origin.requests(matching: "/p/index.m3u8").count == 1)
+    }
+
+    /// One raw exchange (HTTP/1.0, `Connection: close`): the head's lines but `Date`, and the body.
+    private static func raw(_ harness: ProxyHarness, _ request: String) async throws -> (head: [String], body: [UInt8]) {
+        let (response, _) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
+        let end = try #require((0..<max(0, response.count - 3)).first { response[$0] == 13 && response[$0 + 1] == 10 && response[$0 + 2] == 13 && response[$0 + 3] == 10 })
+        let head = String(decoding: response[..<end], as: UTF8.self).components(separatedBy: "\r\n").filter { !$0.lowercased().hasPrefix("date:") }
+        return (head, Array(response[(end + 4)...]))
+    }
+
+    /// Requests that never replay a head — a page's CORS request (its `Origin` echoed), HTTP/1.0, `Connection: close`,
+    /// ranges, conditional requests — are answered from memory as well, once two of them were served from the file;
+    /// with the disk path's heads, validators and ranges, and never for a version or file that moved on.
+    @Test func ordinaryHitsAreAnsweredFromMemory() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(50_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/o.ts")
+        let url = harness.url("/o.ts")
+        let path = "/http/127.0.0.1:\(harness.origin.port)/o.ts"
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        // Only ranges ask for it (a player that always sends `Range: bytes=…`): read in all the same.
+        let object = try await Self.warm(harness, url, "/o.ts", headers: [("Range", "bytes=100-")])
+        try Self.scribble(over: object)
+        let page = [("Origin", "http://localhost:8000")]
+        let requests: [(name: String, headers: [(String, String)])] = [
+            ("cors", page), ("range", [("Range", "bytes=10-19")]), ("suffix", page + [("Range", "bytes=-5")]),
+            ("if-range", [("If-Range", object.etag), ("Range", "bytes=0-9")]), ("if-range other", [("If-Range", "\"other\""), ("Range", "bytes=0-9")]),
+            ("not modified", [("If-None-Match", object.etag)]), ("precondition", [("If-Match", "\"other\"")]),
+            ("unsatisfiable", [("Range", "bytes=60000-")]),
+        ]
+        var fromMemory: [String: ProxyHarness.Response] = [:]
+        for request in requests { fromMemory[request.name] = try await harness.get(url, headers: request.headers) }
+        let head10 = try await Self.raw(harness, "GET \(path) HTTP/1.0\r\n\r\n")
+        let close = try await Self.raw(harness, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        let headClose = try await Self.raw(harness, "HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+
+        #expect(sameBytes(fromMemory["cors"]!.body, body), "a CORS request answered from the file")
+        #expect(fromMemory["cors"]!.headers.first(name: "Access-Control-Allow-Origin") == "http://localhost:8000")
+        #expect(fromMemory["range"]!.status == 206 && fromMemory["range"]!.body == Array(body[10..<20]))
+        #expect(fromMemory["range"]!.headers.first(name: "Content-Range") == "bytes 10-19/50000")
+        #expect(fromMemory["suffix"]!.status == 206 && fromMemory["suffix"]!.body == Array(body[49_995...]))
+        #expect(fromMemory["if-range"]!.status == 206 && fromMemory["if-range"]!.body == Array(body[0..<10]))
+        #expect(fromMemory["if-range other"]!.status == 200 && sameBytes(fromMemory["if-range other"]!.body, body))
+        #expect(fromMemory["not modified"]!.status == 304 && fromMemory["not modified"]!.body.isEmpty)
+        #expect(fromMemory["precondition"]!.status == 412)
+        #expect(fromMemory["unsatisfiable"]!.status == 416)
+        #expect(fromMemory["unsatisfiable"]!.headers.first(name: "Content-Range") == "bytes */50000")
+        #expect(head10.head.first == "HTTP/1.1 200 OK" && sameBytes(head10.body, body), "HTTP/1.0 answered from the file")
+        #expect(close.head.contains("Connection: close") && sameBytes(close.body, body), "Connection: close answered from the file")
+        #expect(headClose.head.contains("Content-Length: 50000") && headClose.body.isEmpty)
+
+        // The same requests on the disk path (the copy dropped; the file has the scribbled bytes): the same heads.
+        harness.server.services.memory.remove([object.key])
+        #expect(!harness.server.services.memory.holds(object))
+        let fromDisk = try await harness.get(url, headers: [("Range", "bytes=0-3")])
+        #expect(fromDisk.status == 206 && fromDisk.body == [0x47, 0x47, 0x47, 0x47], "the file was not scribbled over")
+        for request in requests {
+            let again = try await harness.get(url, headers: request.headers)
+            #expect(again.status == fromMemory[request.name]!.status, "\(request.name)")
+            #expect(Self.headerList(again) == Self.headerList(fromMemory[request.name]!), "\(request.name)")
+        }
+        #expect(try await Self.raw(harness, "GET \(path) HTTP/1.0\r\n\r\n").head == head10.head)
+        #expect(try await Self.raw(harness, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").head == close.head)
+
+        // A new version of the same length stored by another process: never answered from the old copy.
+        _ = try await Self.warm(harness, url, "/o.ts", headers: page)
+        let replacement = randomBytes(50_000)
+        let other = try CacheStore.open(directory: harness.cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        let writer = try other.makeWriter(for: object.key, expectedLength: 50_000)
+        try writer.write(replacement)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+        other.close()
+        for _ in 0..<3 {
+            #expect(sameBytes(try await harness.get(url, headers: page).body, replacement))
+            #expect(try await harness.get(url, headers: [("Range", "bytes=0-9")]).body == Array(replacement[0..<10]))
+        }
+        #expect(harness.origin.requests(matching: "/o.ts").count == 1)
+    }
+
+    /// Serving from memory holds no pin: an object answered from memory can be evicted at once, and then is not
+    /// answered from memory any more.
+    @Test func anObjectServedFromMemoryIsNotPinned() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(20_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/p.ts")
+        let url = harness.url("/p.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let page = [("Origin", "http://localhost:8000")]
+        _ = try await Self.warm(harness, url, "/p.ts", headers: page)
+        for _ in 0..<5 { #expect(sameBytes(try await harness.get(url, headers: page).body, body)) }
+        #expect(try harness.store.evict(bytes: 1 << 40) > 0, "a pin was left behind")
+        #expect(harness.server.services.memory.usage.count == 0)
+        let miss = try await harness.get(url, headers: page)
+        #expect(miss.headers.first(name: "X-Cache") == "MISS")
+        #expect(harness.origin.requests(matching: "/p.ts").count == 2)
     }
 }

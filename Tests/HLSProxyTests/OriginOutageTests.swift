@@ -12,8 +12,9 @@ import Testing
 @Suite(.serialized) struct OriginOutageTests {
     static let segments = 8
 
-    /// A VOD stream of 8 segments of 60 kB; every segment but the first is served slowly (about 15 s), so the origin
-    /// can be stopped while they are in flight, after the first is stored.
+    /// A VOD stream of 8 segments of 60 kB; every segment but the first stalls after its first 4 KiB until the
+    /// outage closes its connection, so the origin is always stopped while they are in flight, after the first is
+    /// stored, however slow the machine (a slowed but finite body let a loaded run cache them all first).
     private static func makeOrigin() async throws -> (TestOrigin, URL) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-outage-origin-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -31,7 +32,7 @@ import Testing
     }
 
     private static func slow(_ origin: TestOrigin, _ on: Bool) {
-        for index in 1..<segments { origin.setFault(on ? .slow(chunk: 4096, delay: .seconds(1)) : nil, for: "/s\(index).ts") }
+        for index in 1..<segments { origin.setFault(on ? .stallAfter(bytes: 4096) : nil, for: "/s\(index).ts") }
     }
 
     /// Short waits between tries of an idle item, and between attempts, for the test.

@@ -109,6 +109,41 @@ import Testing
         try await MemoryBoundTests.waitUntil("no slice in flight") { flights.inFlight == 0 }
     }
 
+    /// A request following another one's run gets the slice's bytes as they are written, not at the slice's commit:
+    /// here the origin holds inside the slice, past the follower's bytes, so the slice is never committed before the
+    /// follower has its answer.
+    @Test func aRequestFollowingAnotherOnesSliceGetsItsBytesBeforeTheSliceIsStored() async throws {
+        let root = try MemoryBoundTests.emptyDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let harness = try await ProxyHarness.start(serving: root, configureOrigin: { $0.readTimeout = .seconds(120) })
+        defer { Task { await harness.shutdown() } }
+        let slice = Self.layout.sliceSize
+        let index: Int64 = 40
+        let sliceStart = index * slice
+        harness.origin.setFault(.pattern(length: 100_000_000, holdAt: sliceStart + 900_000), for: "/follow.ts")
+        harness.origin.setETag("\"follow-1\"", for: "/follow.ts")
+        let url = harness.url("/follow.ts")
+        let key = try Self.key(harness, "/follow.ts")
+        let client = harness.client
+        let one = Task {
+            try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(sliceStart)-\(sliceStart + slice - 1)")], from: sliceStart)
+        }
+        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") { harness.origin.requests(matching: "/follow.ts").count == 1 }
+        // Inside the same slice, before the hold: sent from the run's temp file while the slice is still being written.
+        let inner = sliceStart + 700_000
+        let two = try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99_999)")], from: inner)
+        #expect(two.status == 206 && two.count == 100_000 && two.matches)
+        #expect(two.cache == "MISS")
+        #expect(Self.storedSlice(harness, key, index) == nil, "answered before the slice was stored")
+        #expect(harness.server.services.sliceFlights.inFlight == 1)
+        #expect(harness.origin.requests(matching: "/follow.ts").count == 1, "one origin request for both")
+        harness.origin.releasePattern("/follow.ts")
+        let first = try await one.value
+        #expect(first.status == 206 && first.count == slice && first.matches)
+        try await MemoryBoundTests.waitUntil("the slice stored") { Self.storedSlice(harness, key, index) != nil }
+        #expect(harness.origin.patternBytesSent("/follow.ts") == slice)
+    }
+
     @Test func aWholeGetOfAPartlySlicedObjectIsStitchedWithExactBytes() async throws {
         let root = try MemoryBoundTests.emptyDirectory()
         defer { try? FileManager.default.removeItem(at: root) }

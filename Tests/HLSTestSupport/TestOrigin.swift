@@ -305,7 +305,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             headers.add(name: "Content-Encoding", value: coding)
             headers.add(name: "Vary", value: "Accept-Encoding")
         } else if let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
-            let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            var spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            // A suffix range (the last N bytes).
+            if spec.count == 2, spec[0].isEmpty, let suffix = Int(spec[1]), suffix > 0 { spec = [Substring(String(max(0, body.count - suffix))), ""] }
             if spec.count == 2, let first = Int(spec[0]), first < body.count {
                 let last = min(Int(spec[1]) ?? body.count - 1, body.count - 1)
                 slice = body[first...last]
@@ -368,7 +370,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         headers.add(name: "Content-Type", value: "video/mp2t")
         if let etag = origin.etag(for: path) { headers.add(name: "ETag", value: etag) }
         if let length, let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
-            let spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            var spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            // A suffix range (the last N bytes).
+            if spec.count == 2, spec[0].isEmpty, let suffix = Int64(spec[1]), suffix > 0 { spec = [Substring(String(max(0, length - suffix))), ""] }
             guard spec.count == 2, let first = Int64(spec[0]), first < length else {
                 send(context, status: 416, body: [], type: "text/plain", head: head)
                 return

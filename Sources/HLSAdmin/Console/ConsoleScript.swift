@@ -215,7 +215,8 @@ enum ConsoleScript {
           show("unlock", item.locked && LOCKABLE(item));
         }
 
-        // Pages of the list (`limit`, then `offset=nextOffset` while the server says more follow), drawn as they come.
+        // Pages of the list (`limit`, then `after=nextCursor` while the server says more follow), drawn as they come. A
+        // cursor, not an offset: items added or removed while the pages are read neither shift a page nor hide an item.
         async function loadItems() {
           const seen = new Set();
           let path = "/items?limit=" + PAGE;
@@ -227,12 +228,13 @@ enum ConsoleScript {
             if (typeof body.total === "number") total = body.total;
             path = nextPage(body);
           }
-          // After a reconnect: items removed meanwhile go too (unless the pages shifted under us and missed some).
+          // After a reconnect: items removed meanwhile go too (unless items were added meanwhile and the count is off).
           if (total === null || seen.size >= total) for (const id of [...items.keys()]) if (!seen.has(id)) forget(id);
           flush();
         }
         function nextPage(body) {
           if (!body || !(body.items || []).length) return null;
+          if (typeof body.nextCursor === "string") return "/items?limit=" + PAGE + "&after=" + encodeURIComponent(body.nextCursor);
           if (typeof body.nextOffset === "number") return "/items?limit=" + PAGE + "&offset=" + body.nextOffset;
           return null;
         }
@@ -300,6 +302,14 @@ enum ConsoleScript {
             touch(d.id);
           });
           events.addEventListener("removed", e => { forget(JSON.parse(e.data).id); statsSoon(); });
+          // Locked or unlocked here or elsewhere (another console, the CLI): the buttons follow at once.
+          events.addEventListener("lock", e => {
+            const d = JSON.parse(e.data);
+            const item = items.get(d.id);
+            if (!item) return reload(d.id);
+            item.locked = d.locked === true;
+            touch(d.id);
+          });
           events.addEventListener("played", e => reload(JSON.parse(e.data).id));
           events.addEventListener("evicted", e => { reload(JSON.parse(e.data).id); statsSoon(); });
         }

@@ -84,7 +84,7 @@ final class FetchSubscription: @unchecked Sendable {
                 for (index, chunk) in chunks.enumerated() { written = responder.write(chunk, flush: index == chunks.count - 1) }
             case .file(let offset, let length):
                 if let file = view.file {
-                    written = responder.writeFile(file, offset: offset, length: length)
+                    written = file.send(offset: offset, length: length, to: responder)
                 } else {
                     // Cannot happen: bytes behind the window are on disk. Cut the client off rather than send a hole.
                     written = eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)

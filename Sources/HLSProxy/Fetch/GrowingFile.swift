@@ -1,5 +1,13 @@
 import NIOCore
 
+/// What the clients of a ``SharedFetch`` behind its memory window read the body from: the one growing cache file
+/// (``GrowingFile``), or the slice files of an object stored as slices (``SlicedFile``).
+protocol FetchFile: Sendable {
+    /// Sends `length` body bytes from `offset` (all of them already written) to `responder`, with sendfile; the future
+    /// completes when they were handed to the kernel, and fails when they cannot be read (the client is then cut off).
+    func send(offset: Int64, length: Int64, to responder: Responder) -> EventLoopFuture<Void>
+}
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -25,5 +33,11 @@ final class GrowingFile: Sendable {
         let copy = dup(descriptor)
         guard copy >= 0 else { return nil }
         return NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: copy)
+    }
+}
+
+extension GrowingFile: FetchFile {
+    func send(offset: Int64, length: Int64, to responder: Responder) -> EventLoopFuture<Void> {
+        responder.writeFile(self, offset: offset, length: length)
     }
 }

@@ -33,14 +33,14 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// window from.
     struct View {
         var state: SharedFetchStateMachine.View
-        var file: GrowingFile?
+        var file: (any FetchFile)?
     }
 
     private struct Locked {
         var machine: SharedFetchStateMachine
         var subscribers: [ObjectIdentifier: FetchSubscription] = [:]
         var fill: CacheFill?
-        var file: GrowingFile?
+        var file: (any FetchFile)?
         var task: OriginTask?
         /// The origin's pending read while the window is full.
         var paused: EventLoopPromise<Void>?
@@ -210,7 +210,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let action = state.withLockedValue { locked -> SharedFetchStateMachine.Action in
             let action = event(&locked)
             if let begin = action.begin, begin.store {
-                locked.fill = makeFill(expectedLength: begin.head.contentLength)
+                locked.fill = makeFill(head: begin.head)
             }
             fill = locked.fill
             if action.notify { notify = Array(locked.subscribers.values) }
@@ -255,11 +255,28 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     /// Called under the lock: a fill reporting its progress back into this fetch.
-    private func makeFill(expectedLength: Int64?) -> CacheFill {
+    private func makeFill(head: Head) -> CacheFill {
         CacheFill(
-            store: services.store, key: key, expectedLength: expectedLength, threadPool: services.threadPool, logger: services.logger,
-            label: url.redacted, failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) },
+            store: services.store, key: key, expectedLength: head.contentLength, slicing: slicing(head), threadPool: services.threadPool,
+            logger: services.logger, label: url.redacted,
+            failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) },
             events: { [weak self] event in self?.fillReported(event) })
+    }
+
+    /// How the body is stored as slices (docs/architecture.md, "Slices"), or nil to store it whole: a large object — a
+    /// known length above the threshold (8 slices) — whose versions can be told apart (a strong `ETag`, else
+    /// `Last-Modified`), as a `Range` request's slices are. Still one origin request: only the disk side is cut, so
+    /// clients stream as from any download, later ranges are hits, and eviction works per slice. A live stream's
+    /// segment (stored with an expiry) stays whole.
+    private func slicing(_ head: Head) -> CacheFill.Slicing? {
+        let layout = services.sliceLayout
+        guard let total = head.contentLength, layout.isSliced(total: total), !head.isPlaylist,
+            let validator = SliceResponse.validator(strongETag: head.etag, lastModified: head.lastModified, total: total),
+            services.playlists.liveExpiry(of: key) == nil
+        else { return nil }
+        return CacheFill.Slicing(
+            layout: layout, validator: validator, objectSize: total, contentType: head.contentType,
+            lastModified: head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) })
     }
 
     private func fillReported(_ event: CacheFill.Event) {

@@ -61,10 +61,16 @@ struct ProxyConnectionStateMachine {
         if count > 1 { return "more than one Host header" }
         guard let value else { return head.version.major == 1 && head.version.minor == 0 ? nil : "no Host header (required in HTTP/1.1)" }
         // uri-host [":" port]: unreserved, pct-encoded, sub-delims, and the brackets and colons of IP literals and ports.
+        // One switch per byte (searching a string of the punctuation for each byte was 0.6 % of a playlist hit).
         let allowed = value.utf8.allSatisfy { byte in
             switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
-            default: return "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"),
+                UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"),
+                UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "["),
+                UInt8(ascii: "]"):
+                return true
+            default: return false
             }
         }
         return allowed ? nil : "invalid Host header"

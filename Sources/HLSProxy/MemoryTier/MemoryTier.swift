@@ -11,9 +11,11 @@ import NIOPosix
 /// a head rendered earlier and the bytes, with no file opened, read or closed per request (docs/architecture.md,
 /// "The memory tier"). The disk cache stays the truth: an entry is only a copy of one version of one object file.
 ///
-/// - **What enters:** a whole object of at most ``maxObjectBytes`` that was served whole from its file at least
-///   twice (the second time it is read in on the thread pool; the first would copy every segment a player asks for
-///   once). Larger objects never enter: memory never grows with the size of an object.
+/// - **What enters:** a whole object of at most ``maxObjectBytes`` that was served from its file at least twice — a
+///   replayed whole hit (``load(_:store:threadPool:)``), or any two hits of the ordinary path, ranges and CORS
+///   included (``servedFromFile(_:store:threadPool:)``): the second time it is read in on the thread pool; the first
+///   would copy every segment a player asks for once. Larger objects never enter: memory never grows with the size
+///   of an object.
 /// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry), least recently used first out.
 /// - **Validity:** an entry answers only for the version it was read from (same key, entity tag and size as the
 ///   store's current row, which the caller checks with ``CacheStore/touchIfUnchanged(_:)``), and only while the
@@ -30,10 +32,14 @@ final class MemoryTier: Sendable {
     static let entryOverhead = 512
     /// Reads in flight at once; an object asked for while this many are under way is read on a later hit.
     static let maxLoads = 8
+    /// Objects remembered as served from their file once by the ordinary path (their key and entity tag), most
+    /// recent first: the second such serve reads the object in.
+    static let maxSightings = 4096
 
     private struct State {
         var entries: BoundedLRU<CacheKey, MemoryObject>
         var loading: Set<CacheKey> = []
+        var sightings = BoundedLRU<CacheKey, String>(maxCount: MemoryTier.maxSightings)
     }
 
     private let state: NIOLockedValueBox<State>
@@ -116,11 +122,29 @@ final class MemoryTier: Sendable {
         }
     }
 
+    /// The ordinary hit path (no replayed head: a range, a conditional request, a CORS request, HTTP/1.0 or
+    /// `Connection: close`) served `object` from its file: the second time this version is, it is read in.
+    func servedFromFile(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
+        guard admits(object) else { return }
+        let second = state.withLockedValue { state -> Bool in
+            if state.sightings.value(forKey: object.key) == object.etag {
+                state.sightings.removeValue(forKey: object.key)
+                return true
+            }
+            state.sightings.setValue(object.etag, forKey: object.key)
+            return false
+        }
+        if second { load(object, store: store, threadPool: threadPool) }
+    }
+
     /// Drops the entries of `keys` (the store evicted them).
     func remove(_ keys: [CacheKey]) {
         guard isEnabled else { return }
         state.withLockedValue { state in
-            for key in keys { state.entries.removeValue(forKey: key) }
+            for key in keys {
+                state.entries.removeValue(forKey: key)
+                state.sightings.removeValue(forKey: key)
+            }
         }
     }
 

@@ -14,11 +14,26 @@ import NIOPosix
 /// until ``Event/written(_:)`` says they are on disk, so trailing behind the network costs no memory of its own,
 /// and the window paces the origin to the disk. Caching is best effort: when the writer cannot be made or a write
 /// fails, the response is still served, just not stored, and nothing half-written is left.
+///
+/// A large object with a validator is stored as slices (``Slicing``): the same one body, cut at slice boundaries into
+/// one writer per slice, each committed as soon as its last byte is written (the last, possibly short, at
+/// ``commit(contentType:kind:etag:lastModified:expiresAt:completion:)``). A fill that stops keeps the slices it
+/// committed: each is a whole slice of the announced version.
 final class CacheFill: Sendable {
+    /// How a large object is stored as slices (docs/architecture.md, "Slices").
+    struct Slicing: Sendable {
+        var layout: SliceLayout
+        /// The object's validator (``SliceResponse/validator(strongETag:lastModified:total:)``), every slice's `etag`.
+        var validator: String
+        var objectSize: Int64
+        var contentType: String?
+        var lastModified: Date?
+    }
+
     /// What the fill reports as it goes, from a thread-pool thread (or the caller of ``abort()``).
     enum Event: Sendable {
-        /// The temp file exists; what is written can be read through this descriptor.
-        case opened(GrowingFile)
+        /// The temp file exists (the first slice's, when sliced); what is written can be read through this file.
+        case opened(any FetchFile)
         /// This many bytes of the body are written (readable through the descriptor).
         case written(Int64)
         /// Nothing more is written (the writer could not be made, a write failed, or ``abort()``).
@@ -44,6 +59,10 @@ final class CacheFill: Sendable {
 
     private struct State {
         var writer: CacheWriter?
+        /// Sliced: the slice ``writer`` writes.
+        var sliceIndex: Int64 = 0
+        /// Body bytes written so far (all slices).
+        var written: Int64 = 0
         /// Chunks not handed to the writer yet.
         var pending: [ByteBuffer] = []
         /// A job is on the thread pool (only one at a time: writes stay in order).
@@ -66,12 +85,20 @@ final class CacheFill: Sendable {
     /// The origin URL without its query, for log lines.
     private let label: String
     private let state = NIOLockedValueBox(State())
+    /// Set when the object is stored as slices, with the file its clients read the slices through.
+    private let sliced: (slicing: Slicing, file: SlicedFile)?
 
     init(
-        store: CacheStore, key: CacheKey, expectedLength: Int64?, threadPool: NIOThreadPool, logger: Logger, label: String,
-        failed: (@Sendable (any Error) -> Void)? = nil, events: (@Sendable (Event) -> Void)? = nil
+        store: CacheStore, key: CacheKey, expectedLength: Int64?, slicing: Slicing? = nil, threadPool: NIOThreadPool, logger: Logger,
+        label: String, failed: (@Sendable (any Error) -> Void)? = nil, events: (@Sendable (Event) -> Void)? = nil
     ) {
         self.store = store
+        self.sliced = slicing.map { slicing in
+            (
+                slicing,
+                SlicedFile(store: store, layout: slicing.layout, key: key, validator: slicing.validator, objectSize: slicing.objectSize)
+            )
+        }
         self.failed = failed ?? { [logger, label] error in logger.warning("not caching \(label): \(error)") }
         self.events = events
         self.key = key
@@ -162,9 +189,10 @@ final class CacheFill: Sendable {
                 return
             case .create:
                 do {
-                    let writer = try store.makeWriter(for: key, expectedLength: expectedLength)
+                    let writer = try makeWriter(slice: 0)
                     // Opened before anything is written, so every written byte is readable through it.
                     let reader = events == nil ? nil : writer.openReader().map { GrowingFile(descriptor: $0) }
+                    if let reader, let sliced { sliced.file.began(0, reader) }
                     if events != nil && reader == nil {
                         writer.abort()
                         logger.warning("not caching \(label): its temp file cannot be opened for reading")
@@ -179,7 +207,7 @@ final class CacheFill: Sendable {
                     if !kept {
                         writer.abort()
                     } else if let reader {
-                        events?(.opened(reader))
+                        if let sliced { events?(.opened(sliced.file)) } else { events?(.opened(reader)) }
                     }
                 } catch {
                     // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues). `failed` logs
@@ -190,26 +218,92 @@ final class CacheFill: Sendable {
             case .write(let chunks):
                 guard let writer = state.withLockedValue({ $0.writer }) else { continue }
                 do {
-                    for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
-                    events?(.written(writer.bytesWritten))
+                    if let sliced {
+                        try writeSliced(chunks, sliced.slicing, sliced.file)
+                    } else {
+                        for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
+                        state.withLockedValue { $0.written = writer.bytesWritten }
+                    }
+                    events?(.written(state.withLockedValue { $0.written }))
                 } catch {
                     // After an abort the writer is closed on purpose: nothing to report.
                     if !state.withLockedValue({ $0.stopped }) { failed(error) }
                     abort()
                 }
             case .commit(let commit):
-                let writer = state.withLockedValue { $0.writer }
+                let (writer, index) = state.withLockedValue { ($0.writer, $0.sliceIndex) }
                 var stored: CachedObject?
                 if let writer {
                     do {
-                        stored = try writer.finish(
-                            contentType: commit.contentType, kind: commit.kind, etag: commit.etag, lastModified: commit.lastModified,
-                            expiresAt: commit.expiresAt)
+                        if let sliced {
+                            // The last slice (short unless the size is a multiple of the slice size).
+                            stored = try finishSlice(writer, index: index, sliced.slicing, kind: commit.kind, expiresAt: commit.expiresAt)
+                            sliced.file.committed(index)
+                        } else {
+                            stored = try writer.finish(
+                                contentType: commit.contentType, kind: commit.kind, etag: commit.etag, lastModified: commit.lastModified,
+                                expiresAt: commit.expiresAt)
+                        }
                     } catch {
                         failed(error)
                     }
                 }
                 commit.completion(stored)
+            }
+        }
+    }
+
+    /// The writer of the whole object, or of slice `index` when sliced.
+    private func makeWriter(slice index: Int64) throws -> CacheWriter {
+        guard let slicing = sliced?.slicing else { return try store.makeWriter(for: key, expectedLength: expectedLength) }
+        let bytes = slicing.layout.bytes(of: index, total: slicing.objectSize)
+        return try store.makeWriter(for: slicing.layout.key(of: key, slice: index), expectedLength: bytes.last - bytes.first + 1)
+    }
+
+    private func finishSlice(
+        _ writer: CacheWriter, index: Int64, _ slicing: Slicing, kind: CacheObjectKind = .segment, expiresAt: Date? = nil
+    ) throws -> CachedObject {
+        try writer.finish(
+            contentType: slicing.contentType, kind: kind, etag: slicing.validator, lastModified: slicing.lastModified, expiresAt: expiresAt,
+            slice: ObjectSlice(set: slicing.layout.setID(of: key), index: index, objectSize: slicing.objectSize))
+    }
+
+    /// Writes `chunks` into the slices they fall in: a slice whose last byte is written is committed at once (it
+    /// becomes a hit for ranges, and evictable on its own), and the next one begins. The last slice is committed by
+    /// ``commit(contentType:kind:etag:lastModified:expiresAt:completion:)``, after the origin's end.
+    private func writeSliced(_ chunks: [ByteBuffer], _ slicing: Slicing, _ file: SlicedFile) throws {
+        let count = slicing.layout.count(total: slicing.objectSize)
+        for var chunk in chunks {
+            while chunk.readableBytes > 0 {
+                let (current, index) = state.withLockedValue { ($0.writer, $0.sliceIndex) }
+                guard let writer = current else { return }
+                let bytes = slicing.layout.bytes(of: index, total: slicing.objectSize)
+                let room = bytes.last - bytes.first + 1 - writer.bytesWritten
+                guard room > 0 else {
+                    throw ProxyError.corrupted("origin \(label) sent more than the \(slicing.objectSize) bytes it announced")
+                }
+                let piece = chunk.readSlice(length: Int(min(room, Int64(chunk.readableBytes))))!
+                try piece.withUnsafeReadableBytes { try writer.write($0) }
+                state.withLockedValue { $0.written += Int64(piece.readableBytes) }
+                guard Int64(piece.readableBytes) == room, index + 1 < count else { continue }
+                _ = try finishSlice(writer, index: index, slicing)
+                file.committed(index)
+                let next = try makeWriter(slice: index + 1)
+                guard let descriptor = next.openReader() else {
+                    next.abort()
+                    throw ProxyError.unavailable("the temp file of a slice of \(label) cannot be opened for reading")
+                }
+                file.began(index + 1, GrowingFile(descriptor: descriptor))
+                let kept = state.withLockedValue { state -> Bool in
+                    guard !state.stopped else { return false }
+                    state.writer = next
+                    state.sliceIndex = index + 1
+                    return true
+                }
+                if !kept {
+                    next.abort()
+                    return
+                }
             }
         }
     }

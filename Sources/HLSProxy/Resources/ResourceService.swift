@@ -137,7 +137,12 @@ final class ResourceService: Sendable {
     private func readAhead(after key: CacheKey) {
         let plan = services.playlists.readAhead.requested(key)
         for cancelled in plan.cancel { services.fetches.existing(cancelled.value)?.cancelIfUnwatched() }
-        for segment in plan.prefetch where services.store.lookup(segment.key) == nil {
+        // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
+        // would fetch whole again).
+        for segment in plan.prefetch
+        where services.fetches.existing(segment.key.value) == nil && services.store.lookup(segment.key) == nil
+            && services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
+        {
             let (fetch, created) = services.fetches.join(segment.key.value) {
                 SharedFetch(key: segment.key, url: segment.url, cacheable: true, isReadAhead: true, services: services)
             }
@@ -179,17 +184,27 @@ final class ResourceService: Sendable {
         return handle
     }
 
-    /// Serves a cached file with sendfile, honouring conditional and Range requests.
-    /// Returns false when the file is gone (evicted by the other process): the caller treats it as a miss.
+    /// Serves a cached object honouring conditional and Range requests: from the memory tier when it holds the
+    /// current version (no file opened; the pin is released at once, nothing is read from disk), else its file with
+    /// sendfile. Returns false when the file is gone (evicted by the other process): the caller treats it as a miss.
     /// - Parameter replay: the target to remember a ``HitReplay`` under when the whole object is sent, and the
     ///   one remembered now (not rendered again if it is for the same object).
     private func serveFile(
         _ object: CachedObject, pin: CachePin, headers: HTTPHeaders, request: ProxyRequest, responder: Responder,
         replay: ReplayTarget? = nil
     ) -> Bool {
-        guard let handle = openMatching(object) else {
+        let source: HitSource
+        if services.memory.admits(object), let body = services.memory.body(of: object) {
             pin.unpin()
-            return false
+            source = .memory(body)
+        } else {
+            guard let handle = openMatching(object) else {
+                pin.unpin()
+                return false
+            }
+            // Served from its file by the ordinary path: a second time reads it into the memory tier.
+            services.memory.servedFromFile(object, store: services.store, threadPool: services.threadPool)
+            source = .file(handle, pin)
         }
         let lastModified = Int64((object.lastModified ?? object.createdAt).timeIntervalSince1970)
         var headers = headers
@@ -207,8 +222,7 @@ final class ResourceService: Sendable {
                 ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: object.etag,
                 lastModified: lastModified)
         {
-            try? handle.close()
-            pin.unpin()
+            source.release()
             headers.remove(name: "Content-Type")
             if preconditionFails {
                 responder.send(
@@ -224,21 +238,19 @@ final class ResourceService: Sendable {
         if !request.isHead, ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified) {
             range = RangeRequest(header: request.header("Range"), size: object.size)
         }
-        let release: @Sendable () -> Void = { pin.unpin() }
         switch range {
         case .full:
             headers.add(name: "Content-Length", value: String(object.size))
             if let replay, replay.current?.object != object, request.isPlainFetch, !responder.echoesOrigin {
                 remember(HitReplay(object: object, headers: responder.decorated(headers)), as: replay)
             }
-            responder.send(status: .ok, headers: headers, body: .file(handle, offset: 0, length: object.size, release: release))
+            responder.send(status: .ok, headers: headers, body: source.body(offset: 0, length: object.size))
         case .partial(let first, let last):
             headers.add(name: "Content-Length", value: String(last - first + 1))
             headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(object.size)")
-            responder.send(status: .partialContent, headers: headers, body: .file(handle, offset: first, length: last - first + 1, release: release))
+            responder.send(status: .partialContent, headers: headers, body: source.body(offset: first, length: last - first + 1))
         case .unsatisfiable:
-            try? handle.close()
-            pin.unpin()
+            source.release()
             headers.add(name: "Content-Range", value: "bytes */\(object.size)")
             responder.send(error: ProxyError.rangeNotSatisfiable(size: object.size), extraHeaders: headers)
         }

@@ -11,6 +11,11 @@ import NIOCore
 /// both, so a run holds one chunk in memory. A slice is committed only when all its bytes arrived, with the validator
 /// and size the origin answered with; a partial one is discarded.
 ///
+/// A suffix run (`bytes=-N` with nothing stored, the size unknown) asks the origin for the last `N + sliceSize - 1`
+/// bytes: its answer names the size, and starts at or before the first byte of the slice holding the client's first
+/// byte, so every slice the range covers is stored whole (nginx's slice module fetches slice 0 to learn the size
+/// instead: a slice more, at the other end of the object).
+///
 /// Streams on the client's event loop: every callback runs there.
 final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     private let stitcher: SliceStitcher
@@ -18,7 +23,10 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     private let layout: SliceLayout
     private let key: CacheKey
     private let url: OriginURL
-    private let indices: ClosedRange<Int64>
+    /// The slices asked for (claimed in ``SliceFlights``); nil for a suffix run.
+    private let indices: ClosedRange<Int64>?
+    /// A suffix run: the client's suffix length.
+    private let suffix: Int64?
     private let eventLoop: any EventLoop
     private var task: OriginTask?
 
@@ -38,29 +46,42 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     private let writer = NIOLockedValueBox<(index: Int64, writer: CacheWriter)?>(nil)
     /// A write failed (full disk, …): the rest is relayed, not stored.
     private let storing = NIOLockedValueBox(true)
-    /// The slices of ``indices`` whose waiters (``SliceFlights``) were told already.
+    /// The slices of ``indices`` whose followers (``SliceFlights``) were told already.
     private var released = Set<Int64>()
+    /// What requests following this run's slices see (``SliceFlight``), by slice index: the stitcher claimed them.
+    private var flights: [Int64: SliceFlight] = [:]
 
+    /// A run of the slices `indices`, or — `indices` nil — a suffix run for the last `suffix` bytes.
     init(
-        stitcher: SliceStitcher, services: ProxyServices, layout: SliceLayout, key: CacheKey, url: OriginURL, indices: ClosedRange<Int64>,
-        eventLoop: any EventLoop
+        stitcher: SliceStitcher, services: ProxyServices, layout: SliceLayout, key: CacheKey, url: OriginURL, indices: ClosedRange<Int64>?,
+        suffix: Int64? = nil, eventLoop: any EventLoop
     ) {
+        precondition((indices == nil) != (suffix == nil), "a run of slices, or of a suffix")
         self.stitcher = stitcher
         self.services = services
         self.layout = layout
         self.key = key
         self.url = url
         self.indices = indices
+        self.suffix = suffix
         self.eventLoop = eventLoop
+        firstByte = (indices?.lowerBound ?? 0) * layout.sliceSize
         disk = eventLoop.makeSucceededVoidFuture()
         client = eventLoop.makeSucceededVoidFuture()
     }
 
-    private var firstByte: Int64 { indices.lowerBound * layout.sliceSize }
+    /// The first byte asked for (a suffix run: the first the origin answered with).
+    private var firstByte: Int64
 
     func start() {
-        let requestedLast = (indices.upperBound + 1) * layout.sliceSize - 1
-        task = services.origin.stream(url, headers: [("Range", "bytes=\(firstByte)-\(requestedLast)")], on: eventLoop, handler: self)
+        let range: String
+        if let indices {
+            for index in indices { flights[index] = services.sliceFlights.flight(layout.key(of: key, slice: index).value) }
+            range = "bytes=\(firstByte)-\((indices.upperBound + 1) * layout.sliceSize - 1)"
+        } else {
+            range = "bytes=-\((suffix ?? 0) + layout.sliceSize - 1)"
+        }
+        task = services.origin.stream(url, headers: [("Range", range)], on: eventLoop, handler: self)
     }
 
     func cancel() {
@@ -72,13 +93,19 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
 
     func didReceiveHead(_ head: OriginResponseHead) {
         guard !stopped else { return }
+        if suffix != nil {
+            // Wherever the origin's answer starts (-1: no usable Content-Range, which the stitcher turns down).
+            firstByte = head.status == 206 ? head.headers.first(name: "Content-Range").flatMap(SliceResponse.parse)?.first ?? -1 : -1
+        }
         guard let (accepted, store) = stitcher.runAnswered(self, head: head, firstByte: firstByte) else {
             stopped = true
             task?.cancel()
             return
         }
         set = accepted
-        if !store {
+        if store {
+            for flight in flights.values { flight.accepted(accepted) }
+        } else {
             storing.withLockedValue { $0 = false }
             releaseAll()
         }
@@ -130,12 +157,13 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
     /// Tells the requests waiting for this run's slices (``SliceFlights``) that it stored `index`, or, with `stored`
     /// false, that it will not: they fetch it themselves.
     private func release(_ index: Int64, stored: Bool) {
-        guard indices.contains(index), released.insert(index).inserted else { return }
+        guard let indices, indices.contains(index), released.insert(index).inserted else { return }
         services.sliceFlights.release(layout.key(of: key, slice: index).value, stored: stored)
     }
 
     /// Every slice of the run not released yet is given up.
     func releaseAll() {
+        guard let indices else { return }
         for index in indices { release(index, stored: false) }
     }
 
@@ -150,6 +178,8 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
         let metadata = ObjectSlice(set: layout.setID(of: key), index: index, objectSize: set.objectSize)
         let (store, writer, storing, contentType, lastModified) = (services.store, writer, storing, contentType, lastModified)
         let stitcher = self.stitcher
+        // Requests following this slice are sent what is written as it is written.
+        let flight = flights[index]
         let job: @Sendable () throws -> Bool = {
             guard storing.withLockedValue({ $0 }) else { return false }
             do {
@@ -158,11 +188,13 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
                     writer.withLockedValue { $0?.writer.abort() }
                     current = try store.makeWriter(for: sliceKey, expectedLength: bytes.last - bytes.first + 1)
                     writer.withLockedValue { $0 = (index, current) }
+                    if let flight, let descriptor = current.openReader() { flight.began(GrowingFile(descriptor: descriptor)) }
                 } else {
                     guard let open = writer.withLockedValue({ $0 }), open.index == index else { return false }
                     current = open.writer
                 }
                 try piece.withUnsafeReadableBytes { try current.write($0) }
+                flight?.wrote(current.bytesWritten)
                 guard endsSlice else { return false }
                 writer.withLockedValue { $0 = nil }
                 _ = try current.finish(
@@ -184,7 +216,11 @@ final class SliceRun: OriginStreamHandler, @unchecked Sendable {
                     stitcher.runStored(index)
                     release(index, stored: true)
                 }
-            }.recover { error in failures.record(error, label: label) }
+            }.recover { [self] error in
+                failures.record(error, label: label)
+                // Nothing more is stored: requests following the rest fetch it themselves.
+                releaseAll()
+            }
         }
     }
 }

@@ -14,9 +14,10 @@ final class SliceService: Sendable {
         self.layout = SliceLayout(sliceSize: services.configuration.sliceSize)
     }
 
-    /// A `Range` request on a miss: the slices it covers, from the store or the origin. `withoutSlices` answers it as
-    /// before slices existed (a range relay and a background fill) when the origin ignores `Range`, the object is
-    /// small, or the range needs the size first (a suffix range, several ranges) and nothing is stored.
+    /// A `Range` request on a miss: the slices it covers, from the store or the origin (a suffix range with nothing
+    /// stored: the origin's answer to a slightly longer suffix tells the size, ``SliceRun``). `withoutSlices` answers it
+    /// as before slices existed (a range relay and a background fill) when the origin ignores `Range`, the object is
+    /// small, or the range is of several parts and nothing is stored.
     /// `backgroundFill` starts the whole object's fill when the answer shows a small object, which is relayed.
     func rangeMiss(
         _ request: ProxyRequest, key: CacheKey, url: OriginURL, range: String, responder: Responder, backgroundFill: @escaping () -> Void,

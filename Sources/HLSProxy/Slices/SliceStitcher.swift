@@ -78,21 +78,32 @@ final class SliceStitcher: @unchecked Sendable {
             cancelled = true
             run?.cancel()
         }
+        proceed(with: stored)
+    }
+
+    private func proceed(with stored: SliceSet?) {
         if let stored {
             set = stored
             guard resolve() else { return }
-            let covering = layout.index(of: first)...layout.index(of: max(first, last))
-            wasStored = covering.allSatisfy { stored.present.contains($0) }
             pump()
             return
         }
         guard let startOffset = Self.firstOffset(of: rangeHeader) else {
-            fallback()
+            if let suffix = Self.suffixLength(of: rangeHeader) {
+                // The size is not known: the origin's answer to a suffix run tells it (SliceRun).
+                let run = SliceRun(
+                    stitcher: self, services: services, layout: layout, key: key, url: url, indices: nil, suffix: suffix,
+                    eventLoop: responder.eventLoop)
+                self.run = run
+                run.start()
+            } else {
+                fallback()
+            }
             return
         }
         let index = layout.index(of: startOffset)
-        // Another request fetching this slice: its commit tells the size and the version.
-        guard claimOrWait(index, then: { [self] in start(with: services.store.sliceSet(of: key, layout: layout)) }) else { return }
+        // Another request fetching this slice: its answer tells the size and the version.
+        guard claimOrFollow(index) else { return }
         var end = index
         if let requestedLast = Self.lastOffset(of: rangeHeader) {
             let last = min(layout.index(of: requestedLast), index + Self.maxRunSlices - 1)
@@ -105,22 +116,76 @@ final class SliceStitcher: @unchecked Sendable {
         services.sliceFlights.claim(layout.key(of: key, slice: index).value)
     }
 
-    /// Claims slice `index` for a run of this request (true), or — another request is fetching it — waits for that
-    /// fetch and then runs `next` on this request's event loop (false).
-    private func claimOrWait(_ index: Int64, then next: @escaping @Sendable () -> Void) -> Bool {
+    /// Claims slice `index` for a run of this request (true), or — another request's run is fetching it — follows
+    /// that run (false).
+    private func claimOrFollow(_ index: Int64) -> Bool {
         let sliceKey = layout.key(of: key, slice: index).value
-        let eventLoop = responder.eventLoop
         while true {
             if services.sliceFlights.claim(sliceKey) { return true }
-            let waiting = services.sliceFlights.wait(for: sliceKey) { [self] stored in
-                eventLoop.execute { [self] in
-                    guard !cancelled, !done else { return }
-                    if stored { set?.present.insert(index) }
-                    next()
-                }
+            if let flight = services.sliceFlights.flight(sliceKey) {
+                follow(flight, index: index)
+                return false
             }
-            if waiting { return false }
         }
+    }
+
+    /// Sends slice `index` as another request's run writes it (``SliceFlight``): from its temp file with sendfile, up
+    /// to what is written, then waits for more. Nothing is held in memory, and the origin is asked once. When the run is
+    /// over the slice is read from the store (stored) or fetched by this request (given up); a run of another version
+    /// than this response's is not followed (its outcome is awaited, then the slice is treated as any).
+    private func follow(_ flight: SliceFlight, index: Int64) {
+        guard !cancelled, !done else { return }
+        let progress = flight.progress
+        if let stored = progress.outcome {
+            guard set != nil else {
+                proceed(with: services.store.sliceSet(of: key, layout: layout))
+                return
+            }
+            if stored { set?.present.insert(index) }
+            pump()
+            return
+        }
+        guard let announced = progress.set else { return waitForChange(of: flight, after: progress.changes, index: index) }
+        guard let set else {
+            // Nothing known yet: the run's answer tells the size and the version.
+            self.set = SliceSet(
+                validator: announced.validator, objectSize: announced.objectSize, contentType: announced.contentType,
+                lastModified: announced.lastModified, present: [])
+            guard resolve() else { return }
+            pump()
+            return
+        }
+        guard announced.validator == set.validator, announced.objectSize == set.objectSize else {
+            return waitForChange(of: flight, after: progress.changes, index: index)
+        }
+        let slice = layout.bytes(of: index, total: set.objectSize)
+        let available = slice.first + progress.written
+        guard position >= slice.first, position <= slice.last else {
+            pump()
+            return
+        }
+        guard let file = progress.file, available > position else { return waitForChange(of: flight, after: progress.changes, index: index) }
+        let end = min(last, available - 1)
+        sendHead()
+        responder.writeFile(file, offset: position - slice.first, length: end - position + 1).whenComplete { [self] result in
+            switch result {
+            case .success:
+                position = end + 1
+                if position > last || position > slice.last { pump() } else { follow(flight, index: index) }
+            case .failure:
+                // The client went away (or the descriptor could not be duplicated): nothing more to send.
+                if !done { responder.abort() }
+                done = true
+            }
+        }
+    }
+
+    private func waitForChange(of flight: SliceFlight, after changes: Int, index: Int64) {
+        let eventLoop = responder.eventLoop
+        let waiting = flight.whenChanged(after: changes) { [self] in
+            eventLoop.execute { [self] in follow(flight, index: index) }
+        }
+        if !waiting { follow(flight, index: index) }
     }
 
     // MARK: - The response
@@ -163,6 +228,8 @@ final class SliceStitcher: @unchecked Sendable {
             return false
         }
         position = first
+        // A hit when every slice the response covers is stored (a HEAD too).
+        wasStored = (layout.index(of: first)...layout.index(of: max(first, last))).allSatisfy { set.present.contains($0) }
         if request.isHead {
             sendHead()
             finish()
@@ -230,7 +297,7 @@ final class SliceStitcher: @unchecked Sendable {
                 set.present.remove(index)
                 self.set = set
             }
-            guard claimOrWait(index, then: { [self] in pump() }) else { return }
+            guard claimOrFollow(index) else { return }
             var end = index
             let lastIndex = layout.index(of: last)
             while end < lastIndex, end - index + 1 < Self.maxRunSlices, !set.present.contains(end + 1), claim(end + 1) { end += 1 }
@@ -248,7 +315,7 @@ final class SliceStitcher: @unchecked Sendable {
     }
 
     /// Opens a stored slice's file, checking that it is the file its row describes (there, of its size).
-    private static func open(_ object: CachedObject) -> GrowingFile? {
+    static func open(_ object: CachedObject) -> GrowingFile? {
         let descriptor = Glibc.open(object.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         var status = stat()
@@ -308,9 +375,10 @@ final class SliceStitcher: @unchecked Sendable {
                 lastModified: head.headers.first(name: "Last-Modified").flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) },
                 present: [])
             guard resolve() else { return nil }
-            // The run was asked from the slice the range starts in: the client's first byte is in it, unless the
-            // version changed and the range moved with the size (a suffix range): then start again from there.
-            guard layout.index(of: first) == layout.index(of: firstByte) else {
+            // The run was asked from the slice the range starts in (a suffix run: from before it), so the client's
+            // first byte is in its answer, unless the version changed and the range moved with the size (a suffix
+            // range): then start again from there.
+            guard firstByte <= first, first <= range.last else {
                 self.run = nil
                 run.releaseAll()
                 pump()
@@ -391,6 +459,16 @@ final class SliceStitcher: @unchecked Sendable {
 
     static func lastOffset(of header: String?) -> Int64? {
         bounds(of: header)?.last
+    }
+
+    /// `N` of a suffix range `bytes=-N` (the last N bytes), N > 0; nil for anything else.
+    static func suffixLength(of header: String?) -> Int64? {
+        guard let header else { return nil }
+        let compact = header.filter { $0 != " " && $0 != "\t" }
+        guard compact.lowercased().hasPrefix("bytes=-") else { return nil }
+        let digits = compact.dropFirst(7)
+        guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let length = Int64(digits), length > 0 else { return nil }
+        return length
     }
 
     private static func bounds(of header: String?) -> (first: Int64, last: Int64?)? {
