@@ -22,9 +22,10 @@ import Testing
         return (origin, fetch, dir)
     }
 
-    /// Waits (up to 60 s) until the run asks for the stalled segment.
+    /// Waits (up to 300 s: in a full parallel test run at load 19, 60 s was once not enough) until the run asks for the
+    /// stalled segment.
     private static func waitForTheSegmentRequest(_ origin: TestOrigin) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(300)
         while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(!origin.requests(matching: "/seg0.ts").isEmpty, "the run never asked for the segment")
     }
@@ -36,7 +37,7 @@ import Testing
         let run = Task { try await fetch.downloader.run("p") }
         try await Self.waitForTheSegmentRequest(origin)
         #expect(try fetch.downloader.pause("p").state == .paused)
-        let ended = await endedValue(of: run, within: .seconds(120))
+        let ended = await endedValue(of: run, within: .seconds(300))
         #expect(ended?.state == .paused, "the paused run did not stop")
         #expect(fetch.events.contains { if case .stateChanged(id: "p", state: .paused, errorCode: _) = $0 { true } else { false } })
         await fetch.shutdown()
@@ -51,7 +52,7 @@ import Testing
         try await Self.waitForTheSegmentRequest(origin)
         #expect(try fetch.stored("/index.m3u8") != nil, "the playlist is stored before the segment is asked for")
         try fetch.downloader.remove("r", keepMetadata: true)
-        let ended = await endedValue(of: run, within: .seconds(120))
+        let ended = await endedValue(of: run, within: .seconds(300))
         #expect(ended?.state == .deleted, "the removed item's run did not stop")
         #expect(try fetch.stored("/index.m3u8") == nil, "the removed item's playlist was not evicted")
         await fetch.shutdown()
