@@ -149,7 +149,7 @@ let package = Package(
         .target(
             name: "HLSTestSupport",
             dependencies: [
-                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore",
+                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,
             path: "Tests/HLSTestSupport",
@@ -162,7 +162,7 @@ let package = Package(
         .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", "HLSTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSOriginTests",
-            dependencies: ["HLSOrigin", "HLSCacheCore", "CZlib", .product(name: "Logging", package: "swift-log")] + nio,
+            dependencies: ["HLSOrigin", "HLSCacheCore", "HLSTestSupport", .product(name: "Logging", package: "swift-log")] + nio,
             swiftSettings: swiftSettings
         ),
         .testTarget(

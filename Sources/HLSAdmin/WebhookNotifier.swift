@@ -66,7 +66,8 @@ public final class WebhookNotifier: Service, Sendable {
     private let outbox: ItemStore?
 
     /// - Parameter outbox: where events left undelivered at a stop wait for the next start (`items.sqlite`); those
-    ///   waiting there now are queued first. `nil`: they are lost.
+    ///   waiting there are queued first when ``run()`` starts (not before: a server that fails to start loses
+    ///   nothing). `nil`: they are lost.
     /// - Parameter onOutcome: told of each event delivered, given up on, or dropped (the server's metrics).
     public init(
         configuration: WebhookConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger, outbox: ItemStore? = nil,
@@ -78,10 +79,19 @@ public final class WebhookNotifier: Service, Sendable {
         self.logger = logger
         self.onOutcome = onOutcome
         self.outbox = outbox
-        restoreOutbox()
+        // New events are numbered after the kept ones (read here, taken when the notifier runs).
+        if let kept = try? outbox?.webhookOutbox() {
+            let last = kept.map(Self.sequence(of:)).max() ?? 0
+            sequence.withLockedValue { $0 = max($0, last) }
+        }
     }
 
-    /// Queues the events the last run left in the outbox, before any new one; the sequence goes on after theirs.
+    private static func sequence(of entry: WebhookOutboxEntry) -> Int64 {
+        ((try? JSONSerialization.jsonObject(with: Data(entry.body.utf8))) as? [String: Any])?["sequence"] as? Int64 ?? 0
+    }
+
+    /// Puts the events the last run left in the outbox in front of every queue (before the events announced since
+    /// this notifier was made), removing them from the outbox; a receiver no longer configured loses its events.
     private func restoreOutbox() {
         guard let outbox else { return }
         let entries: [WebhookOutboxEntry]
@@ -92,18 +102,17 @@ public final class WebhookNotifier: Service, Sendable {
             return
         }
         guard !entries.isEmpty else { return }
+        let last = entries.map(Self.sequence(of:)).max() ?? 0
+        sequence.withLockedValue { $0 = max($0, last) }
         var queued = 0
-        for entry in entries {
-            let number = ((try? JSONSerialization.jsonObject(with: Data(entry.body.utf8))) as? [String: Any])?["sequence"] as? Int64 ?? 0
-            sequence.withLockedValue { $0 = max($0, number) }
-            guard let receiver = receivers.first(where: { $0.url == entry.receiver }) else {
-                // A receiver no longer configured.
-                count(.dropped)
-                continue
-            }
-            if receiver.queue.push(Delivery(id: entry.delivery, type: entry.type, body: entry.body)) == .droppedOldest { count(.dropped) }
-            queued += 1
+        for receiver in receivers {
+            let mine = entries.filter { $0.receiver == receiver.url }.map { Delivery(id: $0.delivery, type: $0.type, body: $0.body) }
+            guard !mine.isEmpty else { continue }
+            for _ in 0..<receiver.queue.prepend(mine) { count(.dropped) }
+            queued += mine.count
         }
+        // Receivers no longer configured.
+        for _ in 0..<(entries.count - queued) { count(.dropped) }
         logger.notice("webhooks: \(queued) event(s) kept at the last stop are delivered first")
     }
 
@@ -176,6 +185,7 @@ public final class WebhookNotifier: Service, Sendable {
         // Made here, so a notifier that never runs (serve failing to start) leaves no client to shut down.
         let client = HTTPClient(
             eventLoopGroupProvider: .shared(eventLoopGroup), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        restoreOutbox()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for receiver in self.receivers {

@@ -52,6 +52,24 @@ final class WebhookQueue: Sendable {
         return result
     }
 
+    /// Puts `deliveries` (older events, in order) in front of those waiting; past the capacity the oldest are dropped.
+    /// - Returns: how many were dropped.
+    func prepend(_ deliveries: [WebhookNotifier.Delivery]) -> Int {
+        let (dropped, handOff) = state.withLockedValue { state -> (Int, (CheckedContinuation<WebhookNotifier.Delivery?, Never>, WebhookNotifier.Delivery)?) in
+            guard !state.drained else { return (deliveries.count, nil) }
+            state.waiting = deliveries + state.waiting
+            let dropped = max(0, state.waiting.count - capacity)
+            state.waiting.removeFirst(dropped)
+            guard let waiter = state.waiter, !state.waiting.isEmpty else { return (dropped, nil) }
+            state.waiter = nil
+            let first = state.waiting.removeFirst()
+            state.inFlight = first
+            return (dropped, (waiter, first))
+        }
+        if let (waiter, first) = handOff { waiter.resume(returning: first) }
+        return dropped
+    }
+
     /// The next event to deliver (it stays in flight until ``done()``), or `nil` once the queue is finished.
     func next() async -> WebhookNotifier.Delivery? {
         await withTaskCancellationHandler {

@@ -1,5 +1,5 @@
 /// The identity of a cached resource: its origin URL without volatile query parameters (signed-URL tokens),
-/// so a prewarmed stream is still a hit when the player comes back with a fresh token (DESIGN.md §3).
+/// so a prewarmed stream is still a hit when the player comes back with a fresh token (docs/design.md §3).
 public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     /// The normalised URL string that names the resource.
     public let value: String

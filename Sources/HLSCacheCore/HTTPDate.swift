@@ -24,19 +24,24 @@ public enum HTTPDate {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 
-    private static let recent = Mutex<[Int64: String]>([:])
+    /// How many formatted dates ``cachedFormat(_:)`` remembers.
+    static let maxRemembered = 4096
+    private static let recent = Mutex(BoundedLRU<Int64, String>(maxCount: maxRemembered))
 
     /// ``format(_:)`` memoised: every cache hit sends its object's Last-Modified, and a stream's objects share
-    /// a handful of timestamps.
+    /// a handful of timestamps. Bounded, least recently used out: the dates of the streams being played stay.
     public static func cachedFormat(_ epochSeconds: Int64) -> String {
-        if let known = recent.withLock({ $0[epochSeconds] }) { return known }
+        if let known = recent.withLock({ $0.value(forKey: epochSeconds) }) { return known }
         let text = format(epochSeconds)
-        recent.withLock { cache in
-            if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
-            cache[epochSeconds] = text
-        }
+        recent.withLock { _ = $0.setValue(text, forKey: epochSeconds) }
         return text
     }
+
+    /// Dates remembered (tests).
+    static var rememberedCount: Int { recent.withLock { $0.count } }
+
+    /// Whether `epochSeconds` is remembered, without making it the most recent (tests).
+    static func isRemembered(_ epochSeconds: Int64) -> Bool { recent.withLock { $0.contains(epochSeconds) } }
 
     /// Parses an HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate
     /// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and ANSI C's

@@ -1,5 +1,5 @@
 /// An error that can reach an HTTP client of the proxy: it knows the status to answer with and the short code
-/// and message of the JSON body (`{"error": code, "message": message}`), DESIGN.md §8.
+/// and message of the JSON body (`{"error": code, "message": message}`), docs/design.md §8.
 public protocol HTTPMappableError: Error, Sendable {
     /// The status the proxy answers with.
     var httpStatus: Int { get }

@@ -1,6 +1,6 @@
 import HLSPlaylist
 
-/// A validated absolute `http`/`https` origin URL and its place in the proxy's URL space (DESIGN.md §3):
+/// A validated absolute `http`/`https` origin URL and its place in the proxy's URL space (docs/design.md §3):
 /// `https://cdn.example.com/vod/a.m3u8?t=1` ⇄ `/https/cdn.example.com/vod/a.m3u8?t=1`.
 public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     /// `http` or `https`, lowercased.

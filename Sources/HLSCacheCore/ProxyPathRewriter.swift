@@ -1,6 +1,6 @@
 import HLSPlaylist
 
-/// Rewrites playlist URIs to the proxy's URL space (DESIGN.md §3): `https://host/p?q` → `/https/host/p?q`.
+/// Rewrites playlist URIs to the proxy's URL space (docs/design.md §3): `https://host/p?q` → `/https/host/p?q`.
 /// URLs that cannot be proxied (bad host, unsupported scheme) are left as written.
 ///
 /// Keys are not mapped here (`mapsKeys` false): with the key store they go to `/keys/{id}`, decided by the

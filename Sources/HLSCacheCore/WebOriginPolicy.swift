@@ -1,4 +1,4 @@
-/// Which web pages may read what hlscache serves (`http.allowedWebOrigins`, DESIGN.md §7).
+/// Which web pages may read what hlscache serves (`http.allowedWebOrigins`, docs/design.md §7).
 ///
 /// "Loopback clients only" must hold when the loopback client is a browser showing a hostile page: the browser is on
 /// the machine, the page is not. Browsers name the page behind a request in `Origin` (CORS requests, and every
@@ -9,7 +9,7 @@
 public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
     /// One entry of the list.
     public enum Entry: Sendable, Hashable, CustomStringConvertible {
-        /// `*`: every page (CORS as before this policy existed; a start-up warning says so).
+        /// `*`: every page (CORS for any page, as a public CDN grants it; a start-up warning says so).
         case any
         /// `loopback`: pages served from `localhost`, `*.localhost`, `127.0.0.0/8` or `[::1]`, any scheme and port.
         case loopback

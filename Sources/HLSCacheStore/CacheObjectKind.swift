@@ -12,7 +12,7 @@ public struct CacheObjectKind: RawRepresentable, Hashable, Sendable, CustomStrin
     public static let playlist = CacheObjectKind(rawValue: "playlist")
     /// An `EXT-X-MAP` initialisation section.
     public static let initSection = CacheObjectKind(rawValue: "init")
-    /// A content key (any method), stored sealed (DESIGN.md §7).
+    /// A content key (any method), stored sealed (docs/design.md §7).
     public static let key = CacheObjectKind(rawValue: "key")
     /// Anything else (subtitles, session data, steering manifests).
     public static let other = CacheObjectKind(rawValue: "other")

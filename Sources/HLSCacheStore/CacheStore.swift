@@ -5,7 +5,7 @@ import HLSCacheCore
 import HLSCrypto
 import Synchronization
 
-/// The on-disk cache (DESIGN.md §6): `objects/ab/cdef…` files named by the SHA-256 of the cache key, written
+/// The on-disk cache (docs/design.md §6): `objects/ab/cdef…` files named by the SHA-256 of the cache key, written
 /// through `tmp/`, indexed in `index.sqlite`.
 ///
 /// Safe to share between threads, and between two processes on one directory (`hlscache serve` and
@@ -162,19 +162,23 @@ public final class CacheStore: Sendable {
         SHA256.hex(key.value)
     }
 
+    /// How many key hashes ``cachedKeyHash(_:)`` remembers.
+    static let maxRememberedKeyHashes = 16_384
+
     /// SHA-256 of recently looked-up keys: hashing is most of a hit's lookup cost, and players ask for the
-    /// same keys over and over. Bounded; cleared when full.
-    private let recentHashes = Mutex<[String: String]>([:])
+    /// same keys over and over. Bounded, least recently used out: the keys of the streams being played stay.
+    private let recentHashes = Mutex(BoundedLRU<String, String>(maxCount: CacheStore.maxRememberedKeyHashes))
 
     func cachedKeyHash(_ key: CacheKey) -> String {
-        if let known = recentHashes.withLock({ $0[key.value] }) { return known }
+        if let known = recentHashes.withLock({ $0.value(forKey: key.value) }) { return known }
         let hash = Self.keyHash(key)
-        recentHashes.withLock { cache in
-            if cache.count >= 16_384 { cache.removeAll(keepingCapacity: true) }
-            cache[key.value] = hash
-        }
+        recentHashes.withLock { _ = $0.setValue(hash, forKey: key.value) }
         return hash
     }
+
+    /// Key hashes remembered, and whether `key`'s is (tests; the recency order is left as it is).
+    var rememberedKeyHashes: Int { recentHashes.withLock { $0.count } }
+    func remembersKeyHash(of key: CacheKey) -> Bool { recentHashes.withLock { $0.contains(key.value) } }
 
     // MARK: - Lookup
 

@@ -1,7 +1,7 @@
 /// An error from the on-disk cache.
 ///
 /// Equality compares the kind only (`error == .cacheFull`); ``detail`` says why. The names match the item
-/// error codes of DESIGN.md §5 where they overlap (`cacheFull`, `corrupted`).
+/// error codes of docs/design.md §5 where they overlap (`cacheFull`, `corrupted`).
 public struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Hashable, Sendable {
         case cacheFull

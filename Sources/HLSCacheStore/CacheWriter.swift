@@ -180,7 +180,7 @@ public final class CacheWriter: Sendable {
             FileSystem.closeFile(fd)
             state.fileDescriptor = nil
             // The reservation goes before the row comes: for the moment between the two, a concurrent writer's room
-            // check counts this object not at all rather than twice. Twice evicted other objects while the cache was
+            // check counts this object not at all rather than twice. Twice would evict other objects while the cache is
             // under its cap (an item's own first segments, mid-prewarm); not at all can take the cache over its cap by
             // this one object, which the check below evicts back down.
             store.releaseReservation(state.reservation)

@@ -58,9 +58,9 @@ struct IndexDatabase: Sendable {
             }
             try db.create(index: "objects_last_access", on: "objects", columns: ["last_access"])
         }
-        // Usage was `SUM(size)` over every row, twice per stored object (room check, cap check): 5 ms a time with
-        // 50,000 objects, so a prewarm slowed down as the cache filled. The totals now live in one row that
-        // triggers keep exact for every writer (this process, the other one, a migration, a hand-made edit).
+        // The totals live in one row that triggers keep exact for every writer (this process, the other one, a
+        // migration, a hand-made edit): `SUM(size)` over every row, twice per stored object (room check, cap check),
+        // costs 5 ms a time with 50,000 objects, and a prewarm would slow down as the cache fills.
         migrator.registerMigration("v2-totals") { db in
             try db.execute(sql: Self.totalsSchema)
             try db.execute(sql: "INSERT INTO object_totals (id, bytes, count, locked_bytes) VALUES (1, 0, 0, 0)")
@@ -134,7 +134,7 @@ struct IndexDatabase: Sendable {
     }
 
     // The statements every lookup and commit runs are prepared once per connection (`cachedStatement`): compiling
-    // them each time, with GRDB's authorizer called for every column, was a visible part of a prewarm.
+    // them each time, with GRDB's authorizer called for every column, is a visible part of a prewarm.
 
     static func fetch(_ db: Database, keyHash: String) throws -> ObjectRow? {
         let statement = try db.cachedStatement(sql: "SELECT \(ObjectRow.columns) FROM objects WHERE key_hash = ?")

@@ -18,7 +18,7 @@ extension SQLiteFiles {
     /// the process dies. The cache's own `lock` file cannot serve: every open store holds it shared.
     ///
     /// If the lock file cannot be created (a full file system that has no room for one more directory entry), the
-    /// database is opened and migrated without it, as before; the open then fails on its own for the same reason
+    /// database is opened and migrated without it; the open then fails on its own for the same reason
     /// unless the schema is already current.
     /// - Throws: what `DatabasePool` and `DatabaseMigrator` throw.
     public static func openMigrated(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws -> DatabasePool {

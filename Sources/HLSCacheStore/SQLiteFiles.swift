@@ -11,7 +11,7 @@ public enum SQLiteFiles {
     /// The WAL is persistent (`SQLITE_FCNTL_PERSIST_WAL`): the `-wal` and `-shm` files stay when the last
     /// connection closes, as GRDB advises for databases several processes share. Without it a database could not
     /// be opened at all, not even read, once its file system was full: opening a WAL database creates and sizes
-    /// its `-shm` file, which fails with no free block ("disk I/O error"), so a restarted `serve` refused to
+    /// its `-shm` file, which fails with no free block ("disk I/O error"), so a restarted `serve` would refuse to
     /// start on a full disk instead of serving its hits.
     public static func configuration(label: String, busyTimeout: Double = 10) -> Configuration {
         var configuration = Configuration()

@@ -1,6 +1,6 @@
 internal import CLibSSL
 
-/// AES-256 in GCM mode, used to keep HLS keys encrypted at rest (DESIGN.md §7).
+/// AES-256 in GCM mode, used to keep HLS keys encrypted at rest (docs/design.md §7).
 ///
 /// A sealed box is `nonce (12) | ciphertext | tag (16)`, with a fresh random nonce for every seal.
 public enum AES256GCM {

@@ -3,7 +3,7 @@ import HLSCacheStore
 import HLSOrigin
 import HLSPlaylist
 
-/// Why an item failed, or why an item command was refused. The codes are the item error codes of DESIGN.md §5
+/// Why an item failed, or why an item command was refused. The codes are the item error codes of docs/design.md §5
 /// (`notFound`, `network`, `http`, `timeout`, `corrupted`, `cacheFull`, `cancelled`, `keyUnavailable`, `expired`)
 /// plus the command errors `unknownItem`, `invalidState` and `unsupported`.
 ///

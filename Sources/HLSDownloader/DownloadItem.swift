@@ -1,6 +1,6 @@
 import Foundation
 
-/// One prewarmed stream (DESIGN.md §5): what to download, how far it got and why it stopped. A row of the
+/// One prewarmed stream (docs/design.md §5): what to download, how far it got and why it stopped. A row of the
 /// items table; commands and the downloader change it through ``ItemStore``.
 public struct DownloadItem: Sendable, Hashable, Codable {
     /// The user's `--id`, or a generated one.

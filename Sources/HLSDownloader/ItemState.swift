@@ -1,4 +1,4 @@
-/// Where an item is in its life (DESIGN.md §5). Persisted by its raw value.
+/// Where an item is in its life (docs/design.md §5). Persisted by its raw value.
 ///
 /// `queued → downloading → (cached | partiallyCached)`; `downloading ⇄ paused`; `downloading → idle` when
 /// interrupted (resumes by itself); `cached | partiallyCached → (partiallyCached | evicted)` when the cache evicts

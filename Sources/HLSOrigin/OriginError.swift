@@ -1,7 +1,7 @@
 import HLSCacheCore
 
 /// Why an origin request failed. Compare with the static values (`error == .timeout`); equality ignores the
-/// detail text and the carried status. Every value maps to the status the proxy answers with (DESIGN.md §8).
+/// detail text and the carried status. Every value maps to the status the proxy answers with (docs/design.md §8).
 public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
     private enum Code: String, Sendable, Hashable {
         case network, timeout, httpStatus, tooManyRedirects, forbiddenDestination, tooLarge, truncated, tls, cancelled, encoding, busy
@@ -74,7 +74,7 @@ public struct OriginError: Error, Hashable, Sendable, CustomStringConvertible, H
         }
     }
 
-    /// A short code for the JSON body; origin 404 is `notFound`, other origin statuses `http` (DESIGN.md §5).
+    /// A short code for the JSON body; origin 404 is `notFound`, other origin statuses `http` (docs/design.md §5).
     public var code: String {
         switch _code {
         case .httpStatus: originStatus == 404 ? "notFound" : "http"

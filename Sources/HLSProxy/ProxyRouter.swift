@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
-/// Maps a request target to what answers it (DESIGN.md §3): origin resources under `/http/` and `/https/`,
+/// Maps a request target to what answers it (docs/design.md §3): origin resources under `/http/` and `/https/`,
 /// the reserved `/healthz`, `/` and, as later modules land, `/api/`, `/keys/`, `/metrics`.
 final class ProxyRouter: Sendable {
     private let resources: ResourceService

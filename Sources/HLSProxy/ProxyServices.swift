@@ -14,6 +14,7 @@ final class ProxyServices: Sendable {
     let logger: Logger
     let group: any EventLoopGroup
     let threadPool: NIOThreadPool
+    /// Origin downloads in flight; started only through ``ResourceService/originFetch(key:url:cacheable:purpose:)``.
     let fetches = SharedFetchRegistry()
     /// Slices of large objects being fetched, so concurrent requests share one origin request per slice (Slices/).
     let sliceFlights = SliceFlights()
@@ -74,34 +75,4 @@ final class ProxyServices: Sendable {
     func runBlocking<T: Sendable>(on eventLoop: (any EventLoop)? = nil, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
         threadPool.runIfActive(eventLoop: eventLoop ?? anyEventLoop, body)
     }
-}
-
-/// In-flight origin downloads by cache key, so concurrent misses share one.
-final class SharedFetchRegistry: Sendable {
-    private let fetches = NIOLockedValueBox<[String: SharedFetch]>([:])
-
-    /// The fetch in flight under `key`, or a new one made by `make` (then `created` is true: start it).
-    func join(_ key: String, make: () -> SharedFetch) -> (fetch: SharedFetch, created: Bool) {
-        fetches.withLockedValue { fetches in
-            if let existing = fetches[key] { return (existing, false) }
-            let fetch = make()
-            fetches[key] = fetch
-            return (fetch, true)
-        }
-    }
-
-    func existing(_ key: String) -> SharedFetch? {
-        fetches.withLockedValue { $0[key] }
-    }
-
-    func remove(_ fetch: SharedFetch) {
-        fetches.withLockedValue { fetches in
-            for (key, value) in fetches where value === fetch { fetches[key] = nil }
-        }
-    }
-
-    var count: Int { fetches.withLockedValue { $0.count } }
-
-    /// The keys in flight (tests and diagnostics).
-    var keys: [String] { fetches.withLockedValue { Array($0.keys) } }
 }

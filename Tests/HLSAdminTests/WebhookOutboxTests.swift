@@ -114,17 +114,40 @@ struct WebhookOutboxTests {
         #expect(ids(try items.webhookOutbox().map(\.body)) == ["i3", "i4", "i5"], "still at most three: the oldest dropped")
         #expect(notifier.count(of: .dropped) == 3)
 
-        // The next start, with a queue of two: one more dropped and counted; the rest first in line; the outbox emptied.
+        // The next start, with a queue of two. Made but not running (a serve that fails to start): the outbox stays.
         configuration.queueSize = 2
         let next = WebhookNotifier(
             configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"), outbox: items)
-        #expect(next.count(of: .dropped) == 1)
-        #expect(ids(next.waitingBodies[0]) == ["i4", "i5"])
-        #expect(try items.webhookOutbox().isEmpty)
+        next.enqueue(.state(id: "i6", state: .queued, error: nil))
+        #expect(try next.waitingBodies[0].count == 1 && items.webhookOutbox().count == 3, "nothing taken before it runs")
+        // Running: the kept events go in front of the one announced since, the oldest past two dropped and counted.
+        let running = Task { try? await next.run() }
+        _ = try await Self.eventually("the kept events queued") { next.count(of: .dropped) == 2 ? true : nil }
+        #expect(ids(next.waitingBodies[0]) == ["i5", "i6"], "\(next.waitingBodies)")
+        #expect(try items.webhookOutbox().isEmpty, "taken")
+        let sequences = next.waitingBodies[0].compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["sequence"] as? Int }
+        #expect(sequences.count == 2 && sequences[1] > sequences[0], "the new event is numbered after the kept ones: \(sequences)")
+        running.cancel()
+        await running.value
+        #expect(ids(try items.webhookOutbox().map(\.body)) == ["i5", "i6"], "kept again at this stop")
         // A receiver no longer configured: its events are dropped at the start, counted.
         try items.saveWebhookOutbox([WebhookOutboxEntry(receiver: "http://127.0.0.1:9/gone", delivery: "d", type: "state", body: "{}")], limit: 10)
         let third = WebhookNotifier(
             configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"), outbox: items)
-        #expect(third.count(of: .dropped) == 1 && third.waitingBodies[0].isEmpty)
+        let again = Task { try? await third.run() }
+        _ = try await Self.eventually("the unknown receiver's event dropped") { third.count(of: .dropped) == 1 ? true : nil }
+        #expect(ids(third.waitingBodies[0]) == ["i5", "i6"])
+        again.cancel()
+        await again.value
+    }
+
+    /// Polls `check` every 20 ms until it returns a value, for at most 60 s (a bound, not a measurement).
+    static func eventually<T>(_ what: String, _ check: () throws -> T?) async throws -> T {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            if let value = try check() { return value }
+            guard ContinuousClock.now < deadline else { throw TestFailure(description: "timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 }

@@ -50,7 +50,7 @@ import Testing
     }
 
     /// A 503 on every attempt: the origin is unavailable, so the item waits in `idle` with the error as its reason
-    /// and a next attempt (DESIGN.md §5, "interrupted … resumes by itself"); `fetch --fail-fast` fails it instead.
+    /// and a next attempt (docs/design.md §5, "interrupted … resumes by itself"); `fetch --fail-fast` fails it instead.
     @Test func aResourceFailingThreeTimesLeavesTheItemWaitingOrFailsFast() async throws {
         let (origin, _) = try await start()
         origin.setFault(.status(503), for: "/seg002.m4s")

@@ -1,4 +1,5 @@
 import HLSCacheCore
+import HLSTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing

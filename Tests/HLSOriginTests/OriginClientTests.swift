@@ -1,6 +1,7 @@
 import Foundation
 import HLSCacheCore
 import HLSOrigin
+import HLSTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -1,5 +1,6 @@
 import HLSCacheCore
 import HLSOrigin
+import HLSTestSupport
 import Logging
 import NIOCore
 import NIOPosix
@@ -11,7 +12,7 @@ func withOrigin(
     _ body: (TestOrigin, OriginClient, MultiThreadedEventLoopGroup) async throws -> Void
 ) async throws {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-    let origin = try await TestOrigin.start(group: group)
+    let origin = try await TestOrigin.routed(group: group)
     var configuration = OriginConfiguration()
     configuration.retry = OriginRetryPolicy(maxRetries: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
     configure(&configuration)

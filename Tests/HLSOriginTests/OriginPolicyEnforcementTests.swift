@@ -1,5 +1,6 @@
 import HLSCacheCore
 import HLSOrigin
+import HLSTestSupport
 import Synchronization
 import Testing
 

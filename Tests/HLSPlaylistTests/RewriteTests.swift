@@ -122,7 +122,7 @@ import Testing
         #expect(resolved.map { SamplePlaylist.ExpectedURI(url: $0.url, role: $0.role) } == sample.expected)
     }
 
-    /// Together the samples exercise every role of DESIGN.md §4.
+    /// Together the samples exercise every role of docs/design.md §4.
     @Test func samplesCoverEveryRole() {
         let roles = Set(SamplePlaylists.all.flatMap { $0.expected.map(\.role) })
         #expect(roles == Set(URIRole.allCases))

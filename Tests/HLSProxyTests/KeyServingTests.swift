@@ -13,7 +13,7 @@ import Testing
 @testable import HLSProxy
 
 /// AES-128 streams through the proxy: key URIs rewritten to `/keys/{keyid}`, keys fetched with the origin's
-/// configured headers, stored sealed, served to local clients only, expired and renewed (DESIGN.md §7).
+/// configured headers, stored sealed, served to local clients only, expired and renewed (docs/design.md §7).
 @Suite(.serialized) struct KeyServingTests {
     static func aes128() async throws -> URL { try await Streams.stream("aes128-rotation") { try FFmpeg.makeAES128(in: $0) } }
 

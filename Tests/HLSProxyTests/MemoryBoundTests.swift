@@ -51,9 +51,47 @@ import Testing
         return dir
     }
 
-    static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> String {
-        CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters)
-            .value
+    static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> FetchKey {
+        .stored(CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters))
+    }
+
+    /// A range the download in flight has not reached is relayed as asked (``MissRoute/rangeRelay``): not split into
+    /// slices, and no second fill of the object that download is storing.
+    @Test func aRangeAheadOfTheDownloadInFlightIsRelayedAsAsked() async throws {
+        let root = try Self.emptyDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let harness = try await ProxyHarness.start(serving: root, configureOrigin: { $0.readTimeout = .seconds(120) })
+        defer { Task { await harness.shutdown() } }
+        let size: Int64 = 40_000_000
+        let hold: Int64 = 10_000_000
+        // Large enough for slices, with a validator: only the download in flight keeps the range from them.
+        harness.origin.setFault(.pattern(length: size, holdAt: hold), for: "/ahead.ts")
+        harness.origin.setETag("\"v1\"", for: "/ahead.ts")
+        let url = harness.url("/ahead.ts")
+        let client = harness.client
+        let whole = Task { try await Self.fetchPattern(client, url) }
+        let key = try Self.fetchKey(harness, "/ahead.ts")
+        try await Self.waitUntil("the download to reach the hold") {
+            (harness.server.services.fetches.existing(key)?.progressInfo.received ?? 0) >= hold
+        }
+        let first: Int64 = 30_000_000
+        let range = "bytes=\(first)-\(first + (1 << 20) - 1)"
+        let ranged = Task { try await Self.fetchPattern(client, url, headers: [("Range", range)], from: first) }
+        try await Self.waitUntil("the range to reach the origin") {
+            harness.origin.requests(matching: "/ahead.ts").contains { $0.headers.contains { $0.0.lowercased() == "range" } }
+        }
+        harness.origin.releasePattern("/ahead.ts")
+        let part = try await ranged.value
+        #expect(part.status == 206)
+        #expect(part.count == 1 << 20)
+        #expect(part.matches)
+        let all = try await whole.value
+        #expect(all.status == 200 && all.count == size && all.matches)
+        let asked = harness.origin.requests(matching: "/ahead.ts").compactMap { request in
+            request.headers.first { $0.0.lowercased() == "range" }?.1
+        }
+        #expect(asked == [range], "the range went to the origin as asked, not as slices")
+        #expect(harness.origin.requests(matching: "/ahead.ts").count == 2, "one download and one relay")
     }
 
     @Test func aLateJoinerFarBehindTheWindowGetsExactBytesFromTheCacheFile() async throws {

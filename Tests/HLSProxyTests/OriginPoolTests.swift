@@ -74,7 +74,7 @@ struct OriginPoolTests {
         // Answered while the sixteen were still stalled, not after one of them ended.
         #expect(harness.origin.requests(containing: "/slow").count == Self.stalled)
         // (The small one's fetch may still be finishing its cache entry: only the stalled ones are counted.)
-        #expect(harness.server.services.fetches.keys.filter { $0.contains("/slow") }.count == Self.stalled)
+        #expect(harness.server.services.fetches.keys.filter { $0.description.contains("/slow") }.count == Self.stalled)
         #expect(harness.originClient.connectionWaits.waits == 0, "nothing had to wait for a connection")
     }
 

@@ -34,7 +34,7 @@ import Testing
         _ = try await harness.get(harness.url("/v0/index.m3u8"))
         _ = try await harness.get(harness.url("/v1/index.m3u8"))
         _ = try await harness.get(harness.url("/v0/seg000.ts"))
-        #expect(harness.server.services.fetches.existing(try Self.key(harness, "/v0/seg002.ts"))?.isReadAhead == true)
+        #expect(harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.isReadAhead == true)
         let switched = try await harness.get(harness.url("/v1/seg001.ts"))
         #expect(switched.status == 200)
         try await harness.waitForIdle()
@@ -82,5 +82,80 @@ import Testing
         #expect(index.requested(CacheKey(first)).prefetch.isEmpty)
         let last = try OriginURL("http://cdn.example/v/c0.ts")
         #expect(index.requested(CacheKey(last)).prefetch.count == 3)
+    }
+}
+/// The read-ahead index keeps its tables in ``BoundedLRU``s: the playlists a player uses stay when others overflow
+/// them, and the variant tables are bounded.
+@Suite struct ReadAheadIndexRecencyTests {
+    static func media(_ count: Int, prefix: String) throws -> Playlist {
+        try ReadAheadIndexBoundsTests.media(count, prefix: prefix)
+    }
+
+    static func learn(_ index: ReadAheadIndex, _ name: String, segments: Int = 10) throws {
+        let url = try OriginURL("http://cdn.example/v/\(name).m3u8")
+        index.learn(try media(segments, prefix: name), key: CacheKey(url), url: url, volatileParameters: [])
+    }
+
+    static func plan(_ index: ReadAheadIndex, _ segment: String) throws -> ReadAheadIndex.Plan {
+        index.requested(CacheKey(try OriginURL("http://cdn.example/v/\(segment).ts")))
+    }
+
+    @Test func thePlaylistAPlayerUsesStaysWhenOthersOverflowTheTable() throws {
+        let index = ReadAheadIndex(window: 2, maxPlaylists: 4)
+        try Self.learn(index, "playing")
+        for round in 0..<20 {
+            try Self.learn(index, "other\(round)")
+            // The player keeps asking for segments of its playlist.
+            #expect(try Self.plan(index, "playing\(round % 8)").prefetch.count == 2, "round \(round)")
+            #expect(index.playlistCount <= 4)
+        }
+        // The others went least recently used first: only the last three are left.
+        #expect(try Self.plan(index, "other160").prefetch.isEmpty)
+        #expect(try Self.plan(index, "other170").prefetch.count == 2)
+        #expect(index.segmentCount == 40)
+    }
+
+    @Test func aPlaylistLearnedAgainReplacesItsSegments() throws {
+        let index = ReadAheadIndex(window: 3)
+        try Self.learn(index, "live", segments: 5)
+        let url = try OriginURL("http://cdn.example/v/live.m3u8")
+        // The window moved: segments 3... of another naming.
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n"
+        for segment in ["live3", "live4", "next0", "next1"] { text += "#EXTINF:4,\n\(segment).ts\n" }
+        index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
+        #expect(index.segmentCount == 4)
+        #expect(index.playlistCount == 1)
+        #expect(try Self.plan(index, "live0").prefetch.isEmpty, "a segment that left the window is forgotten")
+        #expect(try Self.plan(index, "live3").prefetch.map(\.url.path) == ["/v/live4.ts", "/v/next0.ts", "/v/next1.ts"])
+    }
+
+    @Test func theVariantTablesAreBounded() throws {
+        let index = ReadAheadIndex(window: 1, maxPlaylists: 2)
+        for master in 0..<10 {
+            var text = "#EXTM3U\n"
+            for variant in 0..<4 { text += "#EXT-X-STREAM-INF:BANDWIDTH=\(variant + 1)000\nm\(master)v\(variant).m3u8\n" }
+            let url = try OriginURL("http://cdn.example/v/master\(master).m3u8")
+            index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
+            try Self.learn(index, "m\(master)v0")
+            _ = try Self.plan(index, "m\(master)v00")
+        }
+        let tables = index.variantTables
+        #expect(tables.variants == 2 * ReadAheadIndex.variantsPerPlaylist)
+        #expect(tables.active == 2)
+    }
+
+    @Test func switchingVariantCancelsTheReadAheadOfTheOneLeft() throws {
+        let index = ReadAheadIndex(window: 2)
+        var text = "#EXTM3U\n"
+        for variant in ["a", "b"] { text += "#EXT-X-STREAM-INF:BANDWIDTH=1000\n\(variant).m3u8\n" }
+        let url = try OriginURL("http://cdn.example/v/master.m3u8")
+        index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
+        try Self.learn(index, "a")
+        try Self.learn(index, "b")
+        let first = try Self.plan(index, "a0")
+        #expect(first.cancel.isEmpty)
+        let switched = try Self.plan(index, "b1")
+        #expect(switched.cancel == first.prefetch.map(\.key))
+        #expect(switched.prefetch.count == 2)
     }
 }

@@ -115,7 +115,9 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         origin.setFault(.slow(chunk: 8192, delay: .milliseconds(200)), for: "/big.ts")
-        for index in 0..<6 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(500)), for: "/v\(index).ts") }
+        // The segments after the first stall: however slow the machine, the download cannot finish before the signal.
+        origin.setFault(.slow(chunk: 4096, delay: .milliseconds(500)), for: "/v0.ts")
+        for index in 1..<6 { origin.setFault(.stallAfter(bytes: 4096), for: "/v\(index).ts") }
 
         let detach = try await Self.run(["fetch", origin.baseURL + "/vod.m3u8", "--detach", "--id", "slowitem", "--cache-dir", cache.path])
         #expect(detach.status == 0)

@@ -37,7 +37,7 @@ import Testing
 
         let first = Task { try await MemoryBoundTests.fetchPattern(client, url) }
         try await MemoryBoundTests.waitUntil("the download to reach the hold") {
-            (harness.server.services.fetches.existing(key.value)?.progressInfo.received ?? 0) >= hold
+            (harness.server.services.fetches.existing(.stored(key))?.progressInfo.received ?? 0) >= hold
         }
         // Slices are committed as the body streams, before the download ends.
         try await MemoryBoundTests.waitUntil("the slices before the hold to be stored") {
@@ -47,7 +47,7 @@ import Testing
         // A whole GET joining now reads the stored slices (from the store) and the slice being written, then follows.
         let late = Task { try await MemoryBoundTests.fetchPattern(client, url) }
         try await MemoryBoundTests.waitUntil("the late joiner to subscribe") {
-            (harness.server.services.fetches.existing(key.value)?.subscriberCount ?? 0) >= 2
+            (harness.server.services.fetches.existing(.stored(key))?.subscriberCount ?? 0) >= 2
         }
         // A range the download already has joins it too.
         let rangeFirst: Int64 = 5_000_123

@@ -5,8 +5,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// A real HTTP origin on 127.0.0.1 (port chosen by the OS) serving files from a directory, with a request log
-/// and per-path fault injection, for the proxy's integration tests.
+/// A real HTTP origin on 127.0.0.1 (port chosen by the OS) serving files from a directory, with a request log,
+/// per-path fault injection (``Fault``) and, when made with `routedFaults`, paths that misbehave by their name
+/// (``TestOriginRoutes``: `/bytes/N`, `/reset`, `/redirect/K`, …). The one test origin of every test target.
 package final class TestOrigin: Sendable {
     package enum Fault: Sendable {
         /// Answer with this status and a short body.
@@ -57,6 +58,10 @@ package final class TestOrigin: Sendable {
     private let boundPort = NIOLockedValueBox(0)
     private let faults = NIOLockedValueBox<[String: Fault]>([:])
     private let counters = NIOLockedValueBox<[String: Int]>([:])
+    /// Requests by path (without the query).
+    private let hitCounts = NIOLockedValueBox<[String: Int]>([:])
+    /// Answers the paths of ``TestOriginRoutes`` by their names before anything else.
+    private let routedFaults: Bool
     private let log = NIOLockedValueBox<[LoggedRequest]>([])
     /// A CDN's token cookie: the response to `path` sets `cookie` (`name=value`), and every other request without
     /// it in its `Cookie` header is refused with 403 (Akamai's `hdntl`, signed CloudFront cookies).
@@ -80,10 +85,11 @@ package final class TestOrigin: Sendable {
     private let httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)?
 
     package init(
-        root: URL, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil,
+        root: URL, routedFaults: Bool = false, channelSetup: (@Sendable (any Channel) throws -> Void)? = nil,
         httpSetup: (@Sendable (any Channel, @escaping @Sendable () -> any ChannelHandler) throws -> Void)? = nil
     ) {
         self.root = root
+        self.routedFaults = routedFaults
         self.channelSetup = channelSetup
         self.httpSetup = httpSetup
     }
@@ -92,9 +98,9 @@ package final class TestOrigin: Sendable {
     package var port: Int { boundPort.withLockedValue { $0 } }
     package var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address).
-    package func start(port: Int = 0) async throws {
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address), on `group`.
+    package func start(port: Int = 0, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws {
+        let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 let id = ObjectIdentifier(channel)
@@ -177,11 +183,21 @@ package final class TestOrigin: Sendable {
     package func requests(containing text: String) -> [LoggedRequest] { requests.filter { $0.path.contains(text) } }
     package func clearLog() { log.withLockedValue { $0.removeAll() } }
 
-    fileprivate func record(_ head: HTTPRequestHead) {
+    /// Requests for `path` (without the query) so far.
+    package func hits(_ path: String) -> Int { hitCounts.withLockedValue { $0[path] ?? 0 } }
+
+    /// Records a request; returns how many times its path was asked for, this one included.
+    fileprivate func record(_ head: HTTPRequestHead, path: String) -> Int {
         log.withLockedValue {
             $0.append(LoggedRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name, $0.value) }, time: .now))
         }
+        return hitCounts.withLockedValue { counts in
+            counts[path, default: 0] += 1
+            return counts[path]!
+        }
     }
+
+    fileprivate var answersRoutes: Bool { routedFaults }
 
     fileprivate func fault(for path: String) -> Fault? {
         guard let fault = faults.withLockedValue({ $0[path] }) else { return nil }
@@ -236,13 +252,14 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         case .body: break
         case .end:
             guard let head else { return }
-            origin.record(head)
             respond(context: context, head: head)
         }
     }
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
         let path = String(head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0])
+        let hit = origin.record(head, path: path)
+        if origin.answersRoutes, TestOriginRoutes.respond(context: context, request: head, path: path, hit: hit) { return }
         let fault = origin.fault(for: path)
         if let gate = origin.cookieGate.withLockedValue({ $0 }), gate.path != path {
             let sent = head.headers["Cookie"].flatMap { $0.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) } }

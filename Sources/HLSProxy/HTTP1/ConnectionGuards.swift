@@ -26,54 +26,26 @@ final class ConnectionLimiter: Sendable {
     var current: Int { open.withLockedValue { $0 } }
 }
 
-/// Sits in front of the HTTP decoder and enforces the connection timeouts with one repeating check per connection
-/// (a quarter of the shortest timeout):
-/// - once the first byte of a request head arrives, the whole head must follow within `headTimeout` (slowloris);
-/// - while a request body is expected, no more than `bodyTimeout` may pass without a byte of it;
-/// - while response bytes wait to be sent, the client must take some within `sendTimeout` (a client that stops
-///   reading; nginx's `send_timeout`). Progress is what the kernel accepted, measured from the channel's buffered
-///   bytes, so a large `sendfile` that a slow client reads steadily is never cut off;
-/// - a connection with no request in progress is closed after `idleTimeout`.
+/// Sits in front of the HTTP decoder and enforces the connection timeouts (``ConnectionTimeouts`` decides; this
+/// handler feeds it the reads and the handler's events, and runs one repeating check per connection, every quarter of
+/// the shortest timeout, closing the connection when the check says a timeout expired).
 ///
 /// One handler and one repeating task instead of NIO's IdleStateHandler plus a timer per request: both showed up
-/// on the cache-hit path, where every read and write crosses every handler. Nothing here reads a clock or the
-/// channel per request: the request events only set the state, the check does the rest.
-///
-/// ``ProxyHTTPHandler`` calls ``requestHeadReceived(awaitingBody:)``, ``requestReceived()``,
-/// ``responseCompleted()`` and ``queued(bytes:)`` on it directly.
-final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// on the cache-hit path, where every read and write crosses every handler. Nothing here reads the channel per
+/// request: the request events only set the state, the check does the rest.
+final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler, ConnectionTimeoutEvents {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private enum State {
-        case idle(since: NIODeadline)
-        case readingHead(since: NIODeadline)
-        /// The head is in, the rest of the request is not; `since` is the last byte (nil: none yet, the next check
-        /// starts the clock).
-        case readingBody(since: NIODeadline?)
-        case inRequest
-    }
-    private var state = State.idle(since: .now())
-    private let headTimeout: TimeAmount
-    private let bodyTimeout: TimeAmount
-    private let sendTimeout: TimeAmount
-    private let idleTimeout: TimeAmount
+    private var timeouts: ConnectionTimeouts
     private var check: RepeatedTask?
-    /// Response bytes handed to the channel so far.
-    private var queuedBytes: Int64 = 0
-    /// Response bytes the kernel had taken at the last check that saw any waiting.
-    private var sentBytes: Int64 = 0
-    /// Since when bytes have waited without any being sent (nil: none waiting at the last check).
-    private var stalledSince: NIODeadline?
 
     init(
         headTimeout: TimeAmount, bodyTimeout: TimeAmount = .seconds(10), sendTimeout: TimeAmount = .seconds(60),
         idleTimeout: TimeAmount = .seconds(60)
     ) {
-        self.headTimeout = headTimeout
-        self.bodyTimeout = bodyTimeout
-        self.sendTimeout = sendTimeout
-        self.idleTimeout = idleTimeout
+        self.timeouts = ConnectionTimeouts(
+            limits: ConnectionTimeouts.Limits(head: headTimeout, body: bodyTimeout, send: sendTimeout, idle: idleTimeout), now: .now())
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -87,73 +59,43 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
 
     private func startChecking(context: ChannelHandlerContext) {
         guard check == nil else { return }
-        state = .idle(since: .now())
-        let shortest = [headTimeout, bodyTimeout, sendTimeout, idleTimeout].map(\.nanoseconds).min()!
-        let interval = TimeAmount.nanoseconds(max(shortest / 4, 1_000_000))
+        timeouts.connected(at: .now())
+        let interval = timeouts.checkInterval
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
         check = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             let (handler, context) = bound.value
-            if handler.isOverdue(now: .now(), context: context) { context.close(promise: nil) }
+            let expired = handler.timeouts.check(at: .now()) {
+                (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+            }
+            if expired != nil { context.close(promise: nil) }
         }
-    }
-
-    private func isOverdue(now: NIODeadline, context: ChannelHandlerContext) -> Bool {
-        switch state {
-        case .readingHead(let since) where now - since >= headTimeout: return true
-        case .idle(let since) where now - since >= idleTimeout: return true
-        case .readingBody(let since?) where now - since >= bodyTimeout: return true
-        case .readingBody(nil): state = .readingBody(since: now)
-        default: break
-        }
-        // Nothing handed over since the last check found everything sent: nothing can be waiting.
-        guard queuedBytes != sentBytes || stalledSince != nil else { return false }
-        let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
-        let sent = queuedBytes - Int64(buffered)
-        if buffered == 0 {
-            stalledSince = nil
-        } else if stalledSince == nil || sent > sentBytes {
-            stalledSince = now
-        } else if let stalledSince, now - stalledSince >= sendTimeout {
-            return true
-        }
-        sentBytes = sent
-        return false
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch state {
-        case .idle: state = .readingHead(since: .now())
-        case .readingBody: state = .readingBody(since: .now())
-        default: break
-        }
+        timeouts.bytesRead(at: .now())
         context.fireChannelRead(data)
     }
 
-    /// The request head is complete: no head timeout until the response is written; the body timeout while the rest
-    /// of the request (`awaitingBody`: it was accepted and has not ended) is read.
     func requestHeadReceived(awaitingBody: Bool) {
-        state = awaitingBody ? .readingBody(since: nil) : .inRequest
+        timeouts.requestHeadReceived(awaitingBody: awaitingBody)
     }
 
-    /// The request is complete (its body is in): it is being answered.
     func requestReceived() {
-        state = .inRequest
+        timeouts.requestReceived()
     }
 
-    /// The response is written: the connection is idle.
     func responseCompleted() {
-        state = .idle(since: .now())
+        timeouts.responseCompleted(at: .now())
     }
 
-    /// `bytes` more response bytes were handed to the channel.
     func queued(bytes: Int) {
-        queuedBytes &+= Int64(bytes)
+        timeouts.queued(bytes: bytes)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         check?.cancel()
         check = nil
-        state = .inRequest
+        timeouts.closed()
         context.fireChannelInactive()
     }
 }

@@ -10,7 +10,7 @@ import NIOHTTP1
 /// request being answered, and runs what the machine decides: every decision about the connection (queueing
 /// pipelined requests, reads, refusals, draining, keep-alive, framing) comes from ``ProxyConnectionStateMachine``.
 /// It writes the response bytes itself (``ResponseEncoding``): NIO's pipelining and response-encoding handlers cost
-/// a cache hit more than everything they did for us.
+/// a cache hit more than all they would do for it.
 final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = IOData
@@ -24,9 +24,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let router: ProxyRouter
     private let webOrigins: WebOriginPolicy
     private let observer: ExchangeObserver?
-    /// The timeout handler in front of the HTTP decoder, told directly (same channel, same event loop) where a
-    /// request stands: a user event through the pipeline twice per request was a visible cost of a cache hit.
-    private let timeouts: ConnectionTimeoutHandler?
+    /// The connection's timeouts (``ConnectionTimeoutHandler`` in front of the HTTP decoder), told directly (same
+    /// channel, same event loop) where a request stands and how many response bytes were queued: a user event through
+    /// the pipeline twice per request was a visible cost of a cache hit.
+    private let timeouts: (any ConnectionTimeoutEvents)?
     /// Set while queued parts are being handed on (a response completing inside that loop must not start
     /// another one: every request of a long pipeline would nest a level deeper).
     private var delivering = false
@@ -40,7 +41,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var decodingUpgradeRequest = false
 
     init(
-        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: ConnectionTimeoutHandler? = nil,
+        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: (any ConnectionTimeoutEvents)? = nil,
         decoder: RequestDecoder? = nil, date: DateLine? = nil
     ) {
         self.router = router

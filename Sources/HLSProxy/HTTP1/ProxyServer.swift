@@ -79,7 +79,7 @@ public final class ProxyServer: Sendable {
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
-            // CAP_NET_ADMIN — every connection was reset in a container with `--cap-drop ALL`.
+            // CAP_NET_ADMIN, which a container started with `--cap-drop ALL` lacks: every connection would be reset.
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
             // Nothing here paces on writability (streamed bodies wait for each write's future), and a cached

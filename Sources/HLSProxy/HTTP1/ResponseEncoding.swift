@@ -14,7 +14,7 @@ enum BodyFraming: Equatable {
 }
 
 /// Renders HTTP/1.1 response heads and chunk framing straight into bytes — the work NIO's `HTTPResponseEncoder`
-/// did, without a handler of its own and without wrapping every write in an `HTTPServerResponsePart` (together
+/// does, without a handler of its own and without wrapping every write in an `HTTPServerResponsePart` (together
 /// with `HTTPServerPipelineHandler`, a tenth of a cache hit's CPU; docs/benchmarks.md). Pure: tests call it
 /// directly.
 enum ResponseEncoding {

@@ -210,7 +210,7 @@ final class CacheFill: Sendable {
                         if let sliced { events?(.opened(sliced.file)) } else { events?(.opened(reader)) }
                     }
                 } catch {
-                    // Full disk or cap: keep serving, just do not cache (DESIGN.md: serving continues). `failed` logs
+                    // Full disk or cap: keep serving, just do not cache (docs/design.md: serving continues). `failed` logs
                     // it: once, then counted (CacheWriteFailureLog), as every miss fails alike on a full disk.
                     failed(error)
                     abort()

@@ -10,7 +10,7 @@ import NIOConcurrencyHelpers
 /// player left). Audio and subtitle renditions are read ahead independently of the video variant. Bounded:
 /// the least recently used playlists are forgotten past `maxPlaylists`, or past `maxSegments` segments in all, and a
 /// media playlist of more than `maxSegmentsPerPlaylist` segments is not learned (no read-ahead for it): each segment
-/// costs a few hundred bytes here, and an 8 MiB playlist of 220,000 segments kept ~50 MB for good.
+/// costs a few hundred bytes here, and an 8 MiB playlist of 220,000 segments would keep ~50 MB for good.
 final class ReadAheadIndex: Sendable {
     struct Segment: Sendable {
         var url: OriginURL
@@ -25,27 +25,22 @@ final class ReadAheadIndex: Sendable {
         var cancel: [CacheKey] = []
     }
 
-    private struct PlaylistEntry {
-        var segments: [Segment]
-        var lastUsed: UInt64
-    }
-
     private struct State {
-        var playlists: [String: PlaylistEntry] = [:]
+        /// Media playlists' segments by playlist key, least recently learned or asked for out (``forgetOldest(_:)``).
+        var playlists = BoundedLRU<String, [Segment]>(maxCount: .max)
         /// Segment key → (playlist key, index). A segment in several playlists keeps the latest.
         var positions: [String: (playlist: String, index: Int)] = [:]
         /// Variant playlist key → multivariant playlist key.
-        var variantGroup: [String: String] = [:]
+        var variantGroup: BoundedLRU<String, String>
         /// Multivariant key → (variant being read ahead, keys it asked for).
-        var active: [String: (variant: String, pending: [CacheKey])] = [:]
-        var clock: UInt64 = 0
+        var active: BoundedLRU<String, (variant: String, pending: [CacheKey])>
     }
 
     let window: Int
     let maxPlaylists: Int
     let maxSegmentsPerPlaylist: Int
     let maxSegments: Int
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
 
     /// - Parameters:
     ///   - maxSegmentsPerPlaylist: 20,000 segments are 22 hours of 4-second segments.
@@ -54,10 +49,25 @@ final class ReadAheadIndex: Sendable {
         self.maxPlaylists = maxPlaylists
         self.maxSegmentsPerPlaylist = maxSegmentsPerPlaylist
         self.maxSegments = maxSegments
+        // A multivariant playlist names a few to a few dozen variants; a forgotten one only means its read-ahead is
+        // not cancelled when the player leaves it.
+        self.state = NIOLockedValueBox(
+            State(
+                variantGroup: BoundedLRU(maxCount: maxPlaylists * ReadAheadIndex.variantsPerPlaylist),
+                active: BoundedLRU(maxCount: maxPlaylists)))
     }
+
+    /// How many variants per learned playlist the variant table keeps (least recently used out).
+    static let variantsPerPlaylist = 8
 
     /// Segments learned, over every playlist.
     var segmentCount: Int { state.withLockedValue { $0.positions.count } }
+
+    /// Media playlists learned.
+    var playlistCount: Int { state.withLockedValue { $0.playlists.count } }
+
+    /// Variants known to belong to a multivariant playlist, and multivariant playlists with a read-ahead under way.
+    var variantTables: (variants: Int, active: Int) { state.withLockedValue { ($0.variantGroup.count, $0.active.count) } }
 
     /// Records what a served playlist says: segment order for media playlists, variants for multivariant ones.
     func learn(_ playlist: Playlist, key: CacheKey, url: OriginURL, volatileParameters: [String]) {
@@ -70,7 +80,7 @@ final class ReadAheadIndex: Sendable {
             let variants = uris.filter { $0.role == .variant }.compactMap { try? OriginURL($0.url) }
                 .map { CacheKey($0, volatileParameters: volatileParameters).value }
             state.withLockedValue { state in
-                for variant in variants { state.variantGroup[variant] = key.value }
+                for variant in variants { state.variantGroup.setValue(key.value, forKey: variant) }
             }
         case .media:
             var segments: [Segment] = []
@@ -83,17 +93,12 @@ final class ReadAheadIndex: Sendable {
                 segments.append(Segment(url: origin, key: CacheKey(origin, volatileParameters: volatileParameters)))
             }
             state.withLockedValue { state in
-                state.clock += 1
-                if let old = state.playlists[key.value] {
-                    for segment in old.segments where state.positions[segment.key.value]?.playlist == key.value {
-                        state.positions[segment.key.value] = nil
-                    }
-                }
-                state.playlists[key.value] = PlaylistEntry(segments: segments, lastUsed: state.clock)
+                if let old = state.playlists.removeValue(forKey: key.value) { Self.unindex(old, of: key.value, in: &state) }
+                state.playlists.setValue(segments, forKey: key.value)
                 for (index, segment) in segments.enumerated() {
                     state.positions[segment.key.value] = (key.value, index)
                 }
-                if state.playlists.count > maxPlaylists || state.positions.count > maxSegments { forgetOldest(&state) }
+                forgetOldest(&state)
             }
         }
     }
@@ -102,27 +107,30 @@ final class ReadAheadIndex: Sendable {
     func requested(_ key: CacheKey) -> Plan {
         guard window > 0 else { return Plan() }
         return state.withLockedValue { state in
-            guard let (playlistKey, index) = state.positions[key.value], var entry = state.playlists[playlistKey] else { return Plan() }
-            state.clock += 1
-            entry.lastUsed = state.clock
-            state.playlists[playlistKey] = entry
-            let upper = min(entry.segments.count, index + 1 + window)
-            var plan = Plan(prefetch: index + 1 < upper ? Array(entry.segments[(index + 1)..<upper]) : [])
-            if let group = state.variantGroup[playlistKey] {
-                if let current = state.active[group], current.variant != playlistKey { plan.cancel = current.pending }
-                state.active[group] = (playlistKey, plan.prefetch.map(\.key))
+            guard let (playlistKey, index) = state.positions[key.value], let segments = state.playlists.value(forKey: playlistKey) else { return Plan() }
+            let upper = min(segments.count, index + 1 + window)
+            var plan = Plan(prefetch: index + 1 < upper ? Array(segments[(index + 1)..<upper]) : [])
+            if let group = state.variantGroup.value(forKey: playlistKey) {
+                if let current = state.active.peekValue(forKey: group), current.variant != playlistKey { plan.cancel = current.pending }
+                state.active.setValue((playlistKey, plan.prefetch.map(\.key)), forKey: group)
             }
             return plan
         }
     }
 
+    /// Forgets the least recently used playlists while over either bound.
     private func forgetOldest(_ state: inout State) {
-        for (playlistKey, entry) in state.playlists.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }) {
-            guard state.playlists.count > maxPlaylists || state.positions.count > maxSegments else { return }
-            for segment in entry.segments where state.positions[segment.key.value]?.playlist == playlistKey {
-                state.positions[segment.key.value] = nil
-            }
-            state.playlists[playlistKey] = nil
+        while state.playlists.count > maxPlaylists || state.positions.count > maxSegments,
+            let (playlistKey, segments) = state.playlists.removeLeastRecent()
+        {
+            Self.unindex(segments, of: playlistKey, in: &state)
+        }
+    }
+
+    /// Removes the positions of `segments` that still point into `playlistKey`.
+    private static func unindex(_ segments: [Segment], of playlistKey: String, in state: inout State) {
+        for segment in segments where state.positions[segment.key.value]?.playlist == playlistKey {
+            state.positions[segment.key.value] = nil
         }
     }
 }

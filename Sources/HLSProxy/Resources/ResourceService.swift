@@ -76,37 +76,53 @@ final class ResourceService: Sendable {
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
             if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) { return }
-            if let (object, pin) = services.store.lookupAndPin(key), !dropKeySized(object, pin: pin, key: key) {
-                if object.kind == .playlist, services.playlists.hasOtherTokens(than: url, key: key, stored: object) {
-                    pin.unpin()
-                    refetchPlaylist(request, key: key, url: url, responder: responder)
-                    return
-                }
-                if object.kind == .playlist {
-                    responder.route = .playlist
-                    responder.cacheResult = .hit
-                    servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
-                    return
-                }
+            switch lookUp(key, url: url) {
+            case .hit(let object, let pin):
                 if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder, replay: .object(target, current: memo.replay)) {
                     return
                 }
+            case .playlistHit(let object, let pin):
+                responder.route = .playlist
+                responder.cacheResult = .hit
+                servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
+                return
+            case .playlistForOtherTokens:
+                refetchPlaylist(request, key: key, url: url, responder: responder)
+                return
+            case .miss:
+                break
             }
         }
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
     }
 
-    /// A stored key-sized object (an older version kept a key in clear) is removed
-    /// and the request served as a miss, which does not store it again (``KeySizedBody``). Returns whether it was.
-    private func dropKeySized(_ object: CachedObject, pin: CachePin, key: CacheKey) -> Bool {
-        guard KeySizedBody.isKeySize(object.size), object.kind != .playlist else { return false }
-        pin.unpin()
+    /// What the disk cache has for `key` (``CacheLookup``). A key-sized leftover is removed on the way.
+    private func lookUp(_ key: CacheKey, url: OriginURL) -> CacheLookup {
+        guard let (object, pin) = services.store.lookupAndPin(key) else { return .miss }
+        let stored = CacheLookup.classify(kind: object.kind, size: object.size) {
+            services.playlists.hasOtherTokens(than: url, key: key, stored: object)
+        }
+        switch stored {
+        case .object: return .hit(object, pin)
+        case .playlist: return .playlistHit(object, pin)
+        case .playlistForOtherTokens:
+            pin.unpin()
+            return .playlistForOtherTokens
+        case .keySizedLeftover:
+            pin.unpin()
+            dropKeySized(key)
+            return .miss
+        }
+    }
+
+    /// Removes a stored key-sized object (an older version kept a key in clear):
+    /// the request is served as a miss, which does not store it again (``KeySizedBody``).
+    private func dropKeySized(_ key: CacheKey) {
         let store = services.store
         let logger = services.logger
         services.runBlocking { try store.remove(key) }.whenFailure { error in
             logger.warning("cannot remove a stored 16-byte object", metadata: ["error": "\(error)"])
         }
-        return true
     }
 
     /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
@@ -136,17 +152,14 @@ final class ResourceService: Sendable {
     /// read-ahead of a variant the player just left.
     private func readAhead(after key: CacheKey) {
         let plan = services.playlists.readAhead.requested(key)
-        for cancelled in plan.cancel { services.fetches.existing(cancelled.value)?.cancelIfUnwatched() }
+        for cancelled in plan.cancel { services.fetches.existing(.stored(cancelled))?.cancelIfUnwatched() }
         // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
         // would fetch whole again).
         for segment in plan.prefetch
-        where services.fetches.existing(segment.key.value) == nil && services.store.lookup(segment.key) == nil
+        where services.fetches.existing(.stored(segment.key)) == nil && services.store.lookup(segment.key) == nil
             && services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
         {
-            let (fetch, created) = services.fetches.join(segment.key.value) {
-                SharedFetch(key: segment.key, url: segment.url, cacheable: true, isReadAhead: true, services: services)
-            }
-            if created { fetch.start() }
+            _ = originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead)
         }
     }
 
@@ -307,11 +320,10 @@ final class ResourceService: Sendable {
     /// A stored playlist asked for with other tokens than it was fetched for: fetched again with the request's
     /// tokens, and the stored one served only if the origin fails (playback keeps working offline).
     private func refetchPlaylist(_ request: ProxyRequest, key: CacheKey, url: OriginURL, responder: Responder) {
-        let (fetch, created) = services.fetches.join(key.value) { SharedFetch(key: key, url: url, cacheable: true, services: services) }
-        if created { fetch.start() }
+        let join = originFetch(key: key, url: url, cacheable: true)
         responder.route = .playlist
-        responder.cacheResult = created ? .miss : .coalesced
-        let fallback: (any HTTPMappableError) -> Void = { [self] error in
+        responder.cacheResult = join.cacheResult(stored: true)
+        subscribe(responder, to: join.fetch, range: nil, key: key, url: url, cacheable: true) { [self] error in
             guard let (object, pin) = services.store.lookupAndPin(key), object.kind == .playlist else {
                 responder.send(error: error)
                 return
@@ -320,113 +332,58 @@ final class ResourceService: Sendable {
             responder.cacheResult = .hit
             servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
         }
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: nil, services: services, fallback: fallback)
-        if !fetch.subscribe(subscription) {
-            services.fetches.remove(fetch)
-            fallback(fetch.failure ?? ProxyError.unavailable("origin \(url.host) is failing"))
-        }
     }
 
     // MARK: - Misses
 
     private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
-        let fetchKey = cacheable ? key.value : "blocking " + url.string
-        // A playlist is always answered whole and rewritten: a byte range of the origin's raw playlist would hand
-        // the player unrewritten URIs (ffmpeg asks for "bytes=0-" on every request). Servers may ignore Range.
-        let looksLikePlaylist = MediaTypes.isPlaylist(contentType: nil, pathExtension: url.pathExtension)
-        if let rangeHeader = request.header("Range"), !request.isHead, !looksLikePlaylist, !RangeRequest.isWholeFromStart(rangeHeader) {
-            // Join an in-flight download only if it already has the start of the range (in memory or in its cache
-            // file); otherwise ask the origin for just the range and fill the cache in the background.
-            if let existing = services.fetches.existing(fetchKey) {
-                let info = existing.progressInfo
-                if let head = info.head, !head.isPlaylist, !info.failed, let total = head.contentLength {
-                    switch RangeRequest(header: rangeHeader, size: total) {
-                    case .partial(let first, let last) where info.received >= first && first >= info.servableFrom:
-                        responder.cacheResult = .coalesced
-                        subscribe(responder, to: existing, range: (first, last), fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
-                        return
-                    case .unsatisfiable:
-                        responder.send(error: ProxyError.rangeNotSatisfiable(size: total), extraHeaders: ["Content-Range": "bytes */\(total)"])
-                        return
-                    default: break
-                    }
-                }
-            } else if cacheable {
-                // The slices the range covers (Slices/); without slices, a relay and a background fill.
-                slices.rangeMiss(
-                    request, key: key, url: url, range: rangeHeader, responder: responder,
-                    backgroundFill: { self.backgroundFill(key: key, url: url, fetchKey: fetchKey) },
-                    withoutSlices: {
-                        self.rangeRelay(request, key: key, url: url, range: rangeHeader, fetchKey: fetchKey, background: true, responder: responder)
-                    })
+        let inFlight = services.fetches.existing(FetchKey(key: key, url: url, cacheable: cacheable))
+        let range = request.header("Range")
+        switch MissRoute.decide(range: range, isHead: request.isHead, pathExtension: url.pathExtension, cacheable: cacheable, inFlight: inFlight?.missRouteView) {
+        case .joinRange(let first, let last):
+            responder.cacheResult = .coalesced
+            subscribe(responder, to: inFlight!, range: (first, last), key: key, url: url, cacheable: cacheable)
+        case .rangeNotSatisfiable(let size):
+            responder.send(error: ProxyError.rangeNotSatisfiable(size: size), extraHeaders: ["Content-Range": "bytes */\(size)"])
+        case .rangeFromSlices:
+            // The slices the range covers (Slices/); without slices, a relay and a background fill.
+            slices.rangeMiss(
+                request, key: key, url: url, range: range!, responder: responder,
+                backgroundFill: { _ = self.originFetch(key: key, url: url, cacheable: true, purpose: .background) },
+                withoutSlices: { self.rangeRelay(request, key: key, url: url, range: range!, cacheable: cacheable, background: true, responder: responder) })
+        case .rangeRelay:
+            rangeRelay(request, key: key, url: url, range: range!, cacheable: cacheable, background: false, responder: responder)
+        case .whole(let trySlices):
+            // An object stored as slices (it was asked for by range) is served from them.
+            if trySlices,
+                slices.wholeMiss(
+                    request, key: key, url: url, responder: responder,
+                    withoutSlices: { self.wholeMiss(request, key: key, url: url, cacheable: cacheable, responder: responder) })
+            {
                 return
             }
-            rangeRelay(request, key: key, url: url, range: rangeHeader, fetchKey: fetchKey, background: false, responder: responder)
-            return
+            wholeMiss(request, key: key, url: url, cacheable: cacheable, responder: responder)
         }
-        // An object stored as slices (it was asked for by range) is served from them.
-        if cacheable, !looksLikePlaylist, services.fetches.existing(fetchKey) == nil,
-            slices.wholeMiss(
-                request, key: key, url: url, responder: responder,
-                withoutSlices: { self.wholeMiss(request, key: key, url: url, fetchKey: fetchKey, cacheable: cacheable, responder: responder) })
-        {
-            return
-        }
-        wholeMiss(request, key: key, url: url, fetchKey: fetchKey, cacheable: cacheable, responder: responder)
     }
 
     /// A range relayed from the origin, not stored; with `background`, the whole resource is fetched into the cache
     /// meanwhile (only while worth storing: a known length within `cache.maxObjectSize`).
     private func rangeRelay(
-        _ request: ProxyRequest, key: CacheKey, url: OriginURL, range: String, fetchKey: String, background: Bool, responder: Responder
+        _ request: ProxyRequest, key: CacheKey, url: OriginURL, range: String, cacheable: Bool, background: Bool, responder: Responder
     ) {
-        if background { backgroundFill(key: key, url: url, fetchKey: fetchKey) }
+        if background { _ = originFetch(key: key, url: url, cacheable: cacheable, purpose: .background) }
         responder.cacheResult = .passthrough
         PassthroughRelay.start(request: request, url: url, range: range, responder: responder, services: services) {
             // The origin says it is a playlist after all: answer with the whole rewritten playlist.
-            self.miss(request.withoutRange, key: key, url: url, cacheable: fetchKey == key.value, responder: responder)
+            self.miss(request.withoutRange, key: key, url: url, cacheable: cacheable, responder: responder)
         }
-    }
-
-    /// Fetches the whole resource into the cache for no client: it goes on only while worth storing (a known length
-    /// within `cache.maxObjectSize`).
-    private func backgroundFill(key: CacheKey, url: OriginURL, fetchKey: String) {
-        let (fetch, created) = services.fetches.join(fetchKey) {
-            SharedFetch(key: key, url: url, cacheable: true, background: true, services: services)
-        }
-        if created { fetch.start() }
     }
 
     /// The whole resource, through the shared download of its key.
-    private func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, fetchKey: String, cacheable: Bool, responder: Responder) {
-        let (fetch, created) = services.fetches.join(fetchKey) {
-            SharedFetch(key: key, url: url, cacheable: cacheable, services: services)
-        }
-        if created { fetch.start() }
-        responder.cacheResult = !cacheable ? .passthrough : created ? .miss : .coalesced
-        subscribe(responder, to: fetch, range: nil, fetchKey: fetchKey, key: key, url: url, cacheable: cacheable)
-    }
-
-    private func subscribe(
-        _ responder: Responder, to fetch: SharedFetch, range: (first: Int64, last: Int64)?, fetchKey: String, key: CacheKey, url: OriginURL,
-        cacheable: Bool
-    ) {
-        let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, services: services)
-        if !fetch.subscribe(subscription) {
-            // The fetch failed just now; the client gets a fresh attempt rather than someone else's error.
-            services.fetches.remove(fetch)
-            let (fresh, created) = services.fetches.join(fetchKey) { SharedFetch(key: key, url: url, cacheable: cacheable, services: services) }
-            if created { fresh.start() }
-            let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, services: services)
-            // Failed again before the client could join (a refused destination or a closed port fails at once):
-            // this attempt was the client's own, so it gets that failure's status.
-            guard !fresh.subscribe(retry) else { return }
-            if let failure = fresh.failure {
-                responder.send(error: failure)
-            } else {
-                responder.send(error: ProxyError.unavailable("origin \(url.host) is failing"))
-            }
-        }
+    private func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
+        let join = originFetch(key: key, url: url, cacheable: cacheable)
+        responder.cacheResult = join.cacheResult(stored: cacheable)
+        subscribe(responder, to: join.fetch, range: nil, key: key, url: url, cacheable: cacheable)
     }
 }
 
@@ -480,133 +437,5 @@ final class HitReplay: Sendable {
             status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, terminated: false,
             into: &head)
         self.head = head
-    }
-}
-
-/// Relays one origin response (a Range request on a miss) straight to the client, without caching.
-final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
-    private let responder: Responder
-    private let url: OriginURL
-    private let onPlaylist: () -> Void
-    private let metrics: ProxyMetrics
-    /// Whether this client may receive a 16-byte body (``KeySizedBody``).
-    private let mayReceiveKeySized: Bool
-    private let startedAt = ContinuousClock.now
-    private var headSent = false
-    /// A playlist handed to the whole-playlist path, or a key-sized answer refused: the client is answered.
-    private var handedOver = false
-    /// A head that may belong to a playlist its type does not announce, held until the first bytes tell.
-    private var held: OriginResponseHead?
-    private var sniffer = PlaylistSniffer()
-
-    private init(responder: Responder, url: OriginURL, metrics: ProxyMetrics, mayReceiveKeySized: Bool, onPlaylist: @escaping () -> Void) {
-        self.responder = responder
-        self.url = url
-        self.metrics = metrics
-        self.mayReceiveKeySized = mayReceiveKeySized
-        self.onPlaylist = onPlaylist
-    }
-
-    /// - Parameter onPlaylist: called instead of relaying when the origin's answer is a playlist.
-    static func start(
-        request: ProxyRequest, url: OriginURL, range: String, responder: Responder, services: ProxyServices,
-        onPlaylist: @escaping () -> Void
-    ) {
-        let relay = PassthroughRelay(
-            responder: responder, url: url, metrics: services.metrics, mayReceiveKeySized: KeySizedBody.mayReceive(request, services: services),
-            onPlaylist: onPlaylist)
-        var headers: [(String, String)] = [("Range", range)]
-        if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
-        let task = services.origin.stream(url, headers: headers, on: responder.eventLoop, handler: relay)
-        responder.whenCancelled { task.cancel() }
-    }
-
-    func didReceiveHead(_ head: OriginResponseHead) {
-        metrics.originResponded(after: ContinuousClock.now - startedAt)
-        let type = head.headers.first(name: "Content-Type")
-        // A segment path its origin labels a playlist is relayed as media (a range cannot be sniffed).
-        if MediaTypes.isPlaylist(contentType: type, pathExtension: url.pathExtension),
-            !MediaTypes.mightBeMedia(contentType: type, pathExtension: url.pathExtension)
-        {
-            handedOver = true
-            onPlaylist()
-            return
-        }
-        // Players ask for a playlist from its first byte (ffmpeg: "bytes=0-"); only such an answer can tell.
-        let fromStart = head.status == 200 || (head.status == 206 && head.headers.first(name: "Content-Range")?.hasPrefix("bytes 0-") == true)
-        if fromStart, MediaTypes.mightBePlaylist(contentType: type, pathExtension: url.pathExtension) {
-            held = head
-            return
-        }
-        sendHead(head)
-    }
-
-    private func sendHead(_ head: OriginResponseHead) {
-        guard head.status == 200 || head.status == 206 || head.status == 416 else {
-            let error = ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
-            metrics.originFailed(code: error.code)
-            responder.send(error: error)
-            return
-        }
-        // A part of a 16-byte resource is a part of a key, as far as anyone can tell (KeySizedBody).
-        if !mayReceiveKeySized, KeySizedBody.isKeySized(status: head.status, headers: head.headers) {
-            handedOver = true
-            responder.send(error: KeySizedBody.refusal)
-            return
-        }
-        var headers = HTTPHeaders()
-        var originType = head.headers.first(name: "Content-Type")
-        if MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }  // mislabelled media
-        headers.add(name: "Content-Type", value: MediaTypes.choose(origin: originType, pathExtension: url.pathExtension))
-        for name in ["Content-Length", "Content-Range", "Last-Modified", "ETag", "Accept-Ranges"] {
-            if let value = head.headers.first(name: name) { headers.add(name: name, value: value) }
-        }
-        if !headers.contains(name: "Content-Length") { headers.add(name: "Transfer-Encoding", value: "chunked") }
-        headers.add(name: "X-Cache", value: "MISS")
-        headSent = true
-        responder.beginStream(status: HTTPResponseStatus(statusCode: head.status), headers: headers)
-    }
-
-    func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        if held != nil {
-            guard let isPlaylist = sniffer.feed(buffer) else { return responder.eventLoop.makeSucceededVoidFuture() }
-            return release(isPlaylist: isPlaylist)
-        }
-        guard headSent else {
-            // Handed over (a playlist) or already answered with an error: stop reading.
-            return responder.eventLoop.makeFailedFuture(OriginError.cancelled)
-        }
-        return responder.write(buffer)
-    }
-
-    /// Hands a sniffed playlist over, or sends the held head and the bytes that arrived meanwhile.
-    private func release(isPlaylist: Bool) -> EventLoopFuture<Void> {
-        guard let head = held else { return responder.eventLoop.makeSucceededVoidFuture() }
-        held = nil
-        if isPlaylist {
-            handedOver = true
-            onPlaylist()
-            return responder.eventLoop.makeFailedFuture(OriginError.cancelled)  // stop reading the raw playlist
-        }
-        sendHead(head)
-        guard headSent else { return responder.eventLoop.makeFailedFuture(OriginError.cancelled) }
-        let body = sniffer.take()
-        var last = responder.eventLoop.makeSucceededVoidFuture()
-        for chunk in body { last = responder.write(chunk) }
-        return last
-    }
-
-    func didFinish(_ result: Result<Void, OriginError>) {
-        if held != nil, case .success = result {
-            _ = release(isPlaylist: sniffer.decisionAtEnd)
-        }
-        guard !handedOver else { return }
-        switch result {
-        case .success:
-            if headSent { responder.end() }
-        case .failure(let error):
-            metrics.originFailed(code: error.code)
-            if headSent { responder.abort() } else { responder.send(error: error) }
-        }
     }
 }

@@ -1,8 +1,8 @@
 import CZlib
 
 /// Compresses test bodies with the system zlib, in the three shapes origins send.
-enum TestZlib {
-    enum Format: String {
+package enum TestZlib {
+    package enum Format: String, Sendable {
         /// RFC 1952 (`Content-Encoding: gzip`).
         case gzip
         /// RFC 1950 (`deflate` as the RFC means it).
@@ -11,7 +11,7 @@ enum TestZlib {
         case raw
     }
 
-    static func compress(_ input: [UInt8], format: Format, level: Int32 = 6) -> [UInt8] {
+    package static func compress(_ input: [UInt8], format: Format, level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
         let bits: Int32 = switch format {
         case .gzip: 15 + 16
