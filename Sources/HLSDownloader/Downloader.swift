@@ -222,7 +222,9 @@ public final class Downloader: Sendable {
         // The item's own cap (`hlscache set --rate`), inside the process's.
         // The item's own cap (`hlscache set --rate`), else `downloads.itemRate`, inside the process's.
         let itemRate = item.rateLimit ?? configuration.policies.itemBytesPerSecond
-        let counter = RunCounter(limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: volume)
+        let counter = RunCounter(
+            limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: volume,
+            transfers: configuration.resourcesPerItem)
         let plan = try await makePlan(for: item, storing: true)
         try checkSize(plan, for: item)
         let estimate = plan.estimatedBytes
@@ -331,7 +333,8 @@ public final class Downloader: Sendable {
     /// At most this many written bodies wait for their commit per item (each holds a temp file open).
     static let pendingCommitsPerItem = 16
 
-    /// Keys, init sections and segments: ``DownloaderConfiguration/resourcesPerItem`` transfers at a time, each
+    /// Keys, init sections and segments: ``RunCounter/transfers`` at a time (``DownloaderConfiguration/resourcesPerItem``,
+    /// fewer once the origin pushed back), each
     /// body committed (fsync, rename, index row) on ``commitThreadPool`` while the next transfers run, at most
     /// ``pendingCommitsPerItem`` commits outstanding. A resource counts as stored (progress) once committed and,
     /// when encrypted, verified.
@@ -367,7 +370,7 @@ public final class Downloader: Sendable {
                 }
             }
             for resource in plan.media {
-                while transfers >= max(1, configuration.resourcesPerItem) || commits >= Self.pendingCommitsPerItem {
+                while transfers >= counter.transfers || commits >= Self.pendingCommitsPerItem {
                     guard let step = try await group.next() else { break }
                     take(step)
                 }
@@ -435,7 +438,7 @@ public final class Downloader: Sendable {
 
     /// Transfers one media resource into a cache writer, with the retry budget; the caller commits it.
     func fetchResource(_ resource: PlannedResource, for item: DownloadItem, counter: RunCounter) async throws -> WrittenBody {
-        let transfer: @Sendable () async throws -> WrittenBody = {
+        let attempt: @Sendable () async throws -> WrittenBody = {
             let eventLoop = self.eventLoopGroup.next()
             let handler = StoreStreamHandler(
                 store: self.store, key: resource.key, kind: resource.kind, locked: item.locked, threadPool: self.threadPool,
@@ -452,6 +455,18 @@ public final class Downloader: Sendable {
                 task.cancel()
                 // A batch waiting for the rate limiter would otherwise hold the transfer until its bytes are due.
                 handler.cancel()
+            }
+        }
+        let transfer: @Sendable () async throws -> WrittenBody = {
+            let generation = counter.generation
+            do {
+                return try await attempt()
+            } catch let error as OriginError where error == .httpStatus && (error.originStatus == 429 || error.originStatus == 503) {
+                // The origin asks for less: this run goes on with half as many transfers at a time.
+                if let narrowed = counter.pushedBack(generation: generation) {
+                    self.emit(.note(id: item.id, message: "the origin answered \(error.originStatus): \(narrowed) transfer(s) at a time from now on"))
+                }
+                throw error
             }
         }
         return try await withRetries(resource.url) {
@@ -688,10 +703,31 @@ final class RunCounter: Sendable {
     /// What paces this run's transfers: the item's cap within the process's, or the process's.
     let limiter: RateLimiter?
     private let volume: VolumeMeter?
+    /// Transfers at a time, and how often they were narrowed (``pushedBack(generation:)``).
+    private let width: NIOLockedValueBox<(transfers: Int, generation: Int)>
 
-    init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil) {
+    init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil, transfers: Int = 1) {
         self.limiter = limiter
         self.volume = volume
+        width = NIOLockedValueBox((max(1, transfers), 0))
+    }
+
+    /// Transfers this run runs at once: `downloads.resourcesPerItem`, halved each time the origin pushed back.
+    var transfers: Int { width.withLockedValue { $0.transfers } }
+
+    /// Taken when a transfer starts; a push-back from it narrows the run only if no other narrowed it since.
+    var generation: Int { width.withLockedValue { $0.generation } }
+
+    /// The origin answered 429 or 503 to a transfer started at `generation`: the run goes on with half as many
+    /// transfers at a time (at least one), for the rest of the run — once per burst, not once per transfer that was
+    /// already under way when the origin began to refuse. Returns the new number if it narrowed.
+    func pushedBack(generation: Int) -> Int? {
+        width.withLockedValue { width -> Int? in
+            guard width.generation == generation, width.transfers > 1 else { return nil }
+            width.transfers = max(1, width.transfers / 2)
+            width.generation += 1
+            return width.transfers
+        }
     }
 
     func add(_ bytes: Int) {

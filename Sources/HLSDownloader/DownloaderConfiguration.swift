@@ -7,7 +7,8 @@ public struct DownloaderConfiguration: Sendable {
     /// 16: across the internet each connection is held to what its round trip allows, and a prewarm is as fast as
     /// the transfers running in parallel (4.3 s with 4 at a time, 1.4 s with 16, on the WAN-like origin of
     /// docs/benchmarks.md); on loopback more changes nothing. Segment downloaders open 8–16 (aria2c caps `-x` at
-    /// 16), a browser 6 per host; `origin.maxConnectionsPerHost` bounds everything to one host.
+    /// 16), a browser 6 per host; `origin.maxConnectionsPerHost` bounds everything to one host, and an origin that
+    /// answers 429 or 503 gets half as many for the rest of the run (``RunCounter/pushedBack(generation:)``).
     public var resourcesPerItem: Int = 16
     /// Items downloaded at once by a scheduler (`serve`).
     public var concurrentItems: Int = 2
