@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// The download engine (DESIGN.md §5): reads an item's playlists, chooses its renditions and stores the first
+/// The download engine (docs/design.md §5): reads an item's playlists, chooses its renditions and stores the first
 /// N seconds of each — playlists raw (the proxy rewrites them), segments, init sections and keys — through
 /// ``CacheStore`` writers, skipping what is already stored.
 ///

@@ -1,4 +1,4 @@
-/// The item life cycle as a pure state machine (DESIGN.md §5, §8): every command and every download outcome is
+/// The item life cycle as a pure state machine (docs/design.md §5, §8): every command and every download outcome is
 /// an ``Event``; ``handle(_:)`` moves to the next state and returns the ``Action`` the caller must run, or
 /// throws ``DownloadError/invalidState`` for an event that does not apply.
 ///

@@ -361,7 +361,7 @@ public final class ItemStore: Sendable {
         }
     }
 
-    /// Items left `downloading` by a process that no longer runs become `idle` (DESIGN.md §5: interrupted,
+    /// Items left `downloading` by a process that no longer runs become `idle` (docs/design.md §5: interrupted,
     /// resumes by itself). Called at the start of every command and by the scheduler.
     /// - Returns: the ids changed.
     @discardableResult

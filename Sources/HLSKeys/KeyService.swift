@@ -5,9 +5,9 @@ import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
 
-/// The keys of protected streams, every method in the identity key format (DESIGN.md §7): registers the key URIs found in playlists, fetches keys from
-/// their origins, keeps them sealed with AES-256-GCM under the ``MasterKey`` in their own SQLite file, gives
-/// them out while valid, and renews them.
+/// The keys of protected streams, every method in the identity key format (docs/design.md §7): registers the key
+/// URIs found in playlists, fetches keys from their origins, keeps them sealed with AES-256-GCM under the
+/// ``MasterKey`` in their own SQLite file, gives them out while valid, and renews them.
 ///
 /// The plaintext of a key exists only in memory, on its way from the origin to the client; logs and errors
 /// carry ids and hosts, never bytes. Concurrent requests for one key share one origin fetch.

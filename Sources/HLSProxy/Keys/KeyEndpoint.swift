@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Answers `/keys/{keyid}` (DESIGN.md §7): only to clients the access policy allows, from the key service
+/// Answers `/keys/{keyid}` (docs/design.md §7): only to clients the access policy allows, from the key service
 /// (stored copy or origin), as 16 bytes that no cache may keep.
 final class KeyEndpoint: Sendable {
     private let services: ProxyServices
