@@ -103,7 +103,6 @@ extension AdminAPI {
     }
 
     func listKeys() throws -> Reply {
-        guard let keys else { return Reply(status: .ok, json: AdminJSON.string(["keys": [Any]()])) }
         let records = try keys.list()
         let list = records.map { record -> [String: Any] in
             var object: [String: Any] = [

@@ -221,7 +221,6 @@ extension AdminAPI {
     /// `POST /items/{id}/keys/renew`: fetches each of the item's keys from its origin again now (`hlscache keys renew`).
     func renewItemKeys(_ id: String) async throws -> Reply {
         _ = try items.require(id)
-        guard let keys else { throw AdminError.conflict("the server has no key store") }
         var results: [[String: Any]] = []
         for status in try downloader.keyStatus(of: id) {
             guard let keyID = KeyID(status.id) else { continue }
@@ -243,7 +242,6 @@ extension AdminAPI {
 
     /// `POST /keys/{id}/renew`: one key, as `hlscache keys renew ID`.
     func renewKey(_ id: String) async throws -> Reply {
-        guard let keys else { throw AdminError.notFound("the server has no key store") }
         guard let keyID = KeyID(id) else { throw AdminError.notFound("no key \(id)") }
         let record: KeyRecord
         do throws(KeyError) {

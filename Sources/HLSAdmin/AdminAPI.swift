@@ -21,7 +21,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     let configuration: AdminConfiguration
     let access: AdminAccess
     let downloader: Downloader
-    let keys: KeyService?
+    let keys: KeyService
     let hub: EventHub
     let recorder: ConsumptionRecorder
     /// What the poll reads: only the items changed since the last one.
@@ -46,7 +46,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     ///   - volatileQueryParameters: the proxy's, so served URLs map to the items' cache keys.
     ///   - wake: asks the download scheduler to look at the items now (a created or resumed item starts at once).
     public init(
-        configuration: AdminConfiguration, downloader: Downloader, keys: KeyService?, hub: EventHub, volatileQueryParameters: [String],
+        configuration: AdminConfiguration, downloader: Downloader, keys: KeyService, hub: EventHub, volatileQueryParameters: [String],
         threadPool: NIOThreadPool? = nil, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.configuration = configuration

@@ -33,7 +33,7 @@ enum AdminJSON {
     private static func write(_ value: Any, into out: inout String) {
         switch value {
         case let text as String:
-            writeString(text, into: &out)
+            JSONText.appendString(text, to: &out)
         case let flag as Bool where type(of: value) == Bool.self:
             out += flag ? "true" : "false"
         case let number as Double where type(of: value) == Double.self:
@@ -55,7 +55,7 @@ enum AdminJSON {
             for key in object.keys.sorted() {
                 if !first { out += "," }
                 first = false
-                writeString(key, into: &out)
+                JSONText.appendString(key, to: &out)
                 out += ":"
                 write(object[key]!, into: &out)
             }
@@ -81,24 +81,6 @@ enum AdminJSON {
         } else {
             out += "null"
         }
-    }
-
-    private static func writeString(_ text: String, into out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u00" + String(scalar.value >> 4, radix: 16) + String(scalar.value & 0xF, radix: 16)
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 
     static func buffer(_ object: Any) -> ByteBuffer {

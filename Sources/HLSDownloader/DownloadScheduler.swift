@@ -33,7 +33,7 @@ public actor DownloadScheduler {
             try downloader.items.recoverInterrupted()
             try downloader.expireDue()
             // Expired key copies are never served again: drop their sealed bytes.
-            _ = try? downloader.keys?.purgeExpired()
+            _ = try? downloader.keys.purgeExpired()
             let capacity = downloader.configuration.concurrentItems - running.count
             guard capacity > 0 else { return }
             for item in try downloader.items.runnable(limit: capacity, excluding: Set(running.keys), now: downloader.now) {

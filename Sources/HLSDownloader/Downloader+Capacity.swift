@@ -41,8 +41,8 @@ extension Downloader {
     /// its commit (the old row goes before the new file comes, ``CacheStore``): what is missing is looked at again a
     /// few times, a tenth of a second apart, before it counts.
     func checkStillStored(_ plan: DownloadPlan) async throws(DownloadError) {
-        // Keys go to the key store, not the object cache (unless there is no key store).
-        let objects = plan.resources.filter { keys == nil || $0.kind != .key }
+        // Keys go to the key store, not the object cache.
+        let objects = plan.resources.filter { $0.kind != .key }
         var missing = objects.filter { store.lookup($0.key) == nil }
         for _ in 0..<3 where !missing.isEmpty {
             try? await Task.sleep(for: .milliseconds(100))

@@ -64,15 +64,15 @@ extension Downloader {
                     stored.errorMessage = error.message
                 }
                 emitState(waiting)
-            } else if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) {
-                emitState(failed)
+            } else {
+                _ = try? transition(id, .fail(code: error.code)) { $0.errorMessage = error.message }
             }
             throw error
         }
         do {
             try checkSize(plan, for: item)
         } catch {
-            if let (failed, _) = try? items.apply(.fail(code: error.code), to: id, change: { $0.errorMessage = error.message }) { emitState(failed) }
+            _ = try? transition(id, .fail(code: error.code)) { $0.errorMessage = error.message }
             throw error
         }
         try items.setResources(
@@ -145,7 +145,6 @@ extension Downloader {
     /// Registers the item's keys again with the latest expiry of the live items holding each (this one's `expiry`
     /// included), so a key is served as long as the item now lives, and no longer than every holder does.
     private func extendKeys(of id: String, to expiry: Date?) throws(DownloadError) {
-        guard let keys else { return }
         for resource in try items.resources(id) where resource.kind == CacheObjectKind.key.rawValue {
             guard let url = try? OriginURL(resource.url) else { continue }
             let holders = try items.expiries(ofItemsListing: resource.key, except: id) + [expiry]

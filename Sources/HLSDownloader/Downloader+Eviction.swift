@@ -65,10 +65,10 @@ extension Downloader {
         return try items.require(id)
     }
 
-    /// The size of the resource as stored now, or nil: the object in the store, or (with the key store) 16 for a key
-    /// whose sealed copy is there.
+    /// The size of the resource as stored now, or nil: the object in the store, or 16 for a key whose sealed copy is
+    /// in the key store.
     private func storedSize(of resource: ItemResource) -> Int64? {
-        if resource.kind == CacheObjectKind.key.rawValue, let keys {
+        if resource.kind == CacheObjectKind.key.rawValue {
             guard let url = try? OriginURL(resource.url), let record = try? keys.record(keys.id(for: url)), record.isStored else { return nil }
             return 16
         }

@@ -5,64 +5,30 @@ import HLSKeys
 import HLSOrigin
 
 extension Downloader {
-    /// Stores one key (any method) for `item` and returns its size.
+    /// Stores one key (any method) for `item` in the key store and returns its size.
     ///
-    /// The only place keys are fetched and stored: for now a key is a plain `.key` object (expiring with the
-    /// item), which the proxy serves like any resource. The encrypted key store (DESIGN.md §7) replaces this
-    /// function's body.
+    /// The key store fetches it (with the origin's configured headers and the item's), checks its length against
+    /// the method, seals it under the master key and keeps it until the last item holding it expires; the proxy
+    /// serves it from `/keys/{id}`. A key is never a cache object.
     /// - Throws: ``DownloadError/keyUnavailable`` when the key cannot be fetched or is not 16 or 32 bytes.
     func storeKey(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64 {
-        if let keys {
-            // The key store fetches (with the origin's configured headers), checks the 16 bytes, seals it under
-            // the master key and keeps it until the last item holding it expires; the proxy serves it from
-            // /keys/{id}.
-            let itemExpiry = Self.latest(of: try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt])
-            do {
-                // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
-                let id = try keys.register(
-                    resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) }, method: resource.keyMethod)
-                return Int64(try await keys.key(id, via: keyRequestURL(resource.url, id: id, for: item)).count)
-            } catch {
-                // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
-                throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
-            }
-        }
-        let headers = item.headers.map { ($0.name, $0.value) }
-        let bytes: [UInt8]
+        let itemExpiry = Self.latest(of: try items.expiries(ofItemsListing: resource.key.value, except: item.id) + [item.expiresAt])
         do {
-            let response = try await withRetries(resource.url) {
-                try await self.origin.fetch(self.requestURL(resource.url, for: item), headers: headers, maxBytes: 1024)
-            }
-            bytes = [UInt8](response.body.readableBytesView)
-        } catch let error as DownloadError where error == .cancelled {
-            throw error
+            // The item's headers (a cookie the key server wants, say) go with this fetch and every renewal.
+            let id = try keys.register(
+                resource.url, itemExpiry: itemExpiry, headers: item.headers.map { ($0.name, $0.value) }, method: resource.keyMethod)
+            return Int64(try await keys.key(id, via: keyRequestURL(resource.url, id: id, for: item)).count)
         } catch {
-            throw DownloadError.keyUnavailable.with("key \(resource.url): \(error)")
+            // An unavailable key server is waited for like any origin (the item goes `idle`, not `failed`).
+            throw DownloadError.keyUnavailable.with("key \(resource.url): \(error.message)").transient(error.isTransient)
         }
-        guard KeyService.keySizes.contains(bytes.count) else {
-            throw DownloadError.keyUnavailable.with("key \(resource.url) is \(bytes.count) bytes, not 16 or 32")
-        }
-        let locked = item.locked
-        let expiresAt = item.expiresAt
-        try await threadPool.runIfActive { [store] in
-            let writer = try store.makeWriter(for: resource.key, expectedLength: Int64(bytes.count))
-            do {
-                try writer.write(bytes)
-                _ = try writer.finish(contentType: "application/octet-stream", kind: .key, expiresAt: expiresAt, locked: locked)
-            } catch {
-                writer.abort()
-                throw error
-            }
-        }
-        return Int64(bytes.count)
     }
 
     /// The keys of an item with where each stands (valid until when, expired, pending), for `show` and
-    /// the API; empty without the key store.
+    /// the API.
     /// - Parameter keyResources: the item's key resources when the caller read them already (a listing page reads
     ///   every item's in one query).
     public func keyStatus(of id: String, keyResources: [ItemResource]? = nil) throws(DownloadError) -> [ItemKeyStatus] {
-        guard let keys else { return [] }
         var statuses: [ItemKeyStatus] = []
         let resources: [ItemResource]
         if let keyResources {
@@ -89,7 +55,7 @@ extension Downloader {
     /// A key item `id` shared with other live items, once `id` is removed or expired: it is served as long as the
     /// latest of those others, no longer as long as `id` (the longest-lived holder may be the one that went).
     func limitKey(_ resource: ItemResource, toItemsOtherThan id: String) throws(DownloadError) {
-        guard let keys, let url = try? OriginURL(resource.url) else { return }
+        guard let url = try? OriginURL(resource.url) else { return }
         let holders = try items.expiries(ofItemsListing: resource.key, except: id)
         guard !holders.isEmpty else { return }
         do throws(KeyError) {
@@ -107,7 +73,7 @@ extension Downloader {
 
     /// Drops the stored copy of an item's key when the item goes (deleted, expired).
     func forgetKey(_ resource: ItemResource) {
-        guard let keys, let url = try? OriginURL(resource.url) else { return }
+        guard let url = try? OriginURL(resource.url) else { return }
         do throws(KeyError) {
             try keys.forget(keys.id(for: url))
         } catch {
@@ -117,8 +83,7 @@ extension Downloader {
 
     /// Decrypts the last block of each AES-128 segment in a stored file — the whole file, or each byte range of
     /// it — and checks its PKCS#7 padding: a wrong key or IV, or a damaged body, becomes `corrupted` now instead
-    /// of a decoding error at playback. The file is removed then. Runs only with the key store (the key is needed
-    /// in plaintext, in memory).
+    /// of a decoding error at playback. The file is removed then (the key is needed in plaintext, in memory only).
     ///
     /// A key a check fails with is not trusted any more (``KeyService/distrust(_:key:reason:)``): the stored copy
     /// is dropped and fetched again from the origin, and the check is repeated once if the origin now sends other
@@ -127,7 +92,7 @@ extension Downloader {
     /// or the proxy, fetches the key again instead of reusing the wrong copy. If the segment was the damaged part,
     /// the refetch brings the same key back and the item fails `corrupted` as before.
     func verify(_ resource: PlannedResource) async throws {
-        guard let keys, let object = store.lookup(resource.key) else { return }
+        guard let object = store.lookup(resource.key) else { return }
         var plainKeys: [OriginURL: [UInt8]] = [:]
         let handle: FileHandle
         do {

@@ -21,9 +21,7 @@ extension Downloader {
     /// `hlscache rm`: stops the item, evicts its objects (those no other live item lists) and, unless
     /// `keepMetadata`, forgets it.
     public func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
-        let item = try items.require(id)
-        if item.state != .deleted { _ = try transition(id, .delete) }
-        try evictObjects(of: id)
+        try transition(id, .delete)
         if !keepMetadata { try items.purge(id) }
     }
 
@@ -61,13 +59,11 @@ extension Downloader {
         var expired: [String] = []
         for item in try items.expiring(at: now) {
             // A download of this item in another process notices within its poll interval and stops.
-            guard (try? items.apply(.expire, to: item.id)) != nil else { continue }
-            if configuration.keepFilesOnExpiry {
-                try releaseObjects(of: item.id)
-            } else {
-                try evictObjects(of: item.id)
+            do {
+                try transition(item.id, .expire)
+            } catch where error == .unknownItem || error == .invalidState {
+                continue  // removed, or deleted, since it was listed
             }
-            if let current = try items.item(item.id) { emitState(current) }
             expired.append(item.id)
         }
         return expired
@@ -132,9 +128,39 @@ extension Downloader {
         }
     }
 
-    private func transition(_ id: String, _ event: ItemStateMachine.Event) throws(DownloadError) -> DownloadItem {
-        let (item, _) = try items.apply(event, to: id)
+    // MARK: - Transitions
+
+    /// The one way the downloader changes an item's state: applies `event` in the items table (with `change`, in the
+    /// same transaction), runs the action the state machine returns and announces the new state.
+    /// - Throws: ``DownloadError/unknownItem``, ``DownloadError/invalidState`` (nothing changed), or what evicting the
+    ///   item's objects threw (the new state is stored).
+    @discardableResult
+    func transition(
+        _ id: String, _ event: ItemStateMachine.Event, change: @Sendable (inout DownloadItem) -> Void = { _ in }
+    ) throws(DownloadError) -> DownloadItem {
+        let (item, action) = try items.apply(event, to: id, change: change)
+        switch action {
+        case .persist:
+            break
+        case .startDownload:
+            // Only a run starts an item (``ItemStore/claim(_:)``, not this function): the run is the download.
+            break
+        case .stopDownload:
+            stopRun(of: id)
+        case .stopAndEvict:
+            stopRun(of: id)
+            if case .expire = event, configuration.keepFilesOnExpiry {
+                try releaseObjects(of: id)
+            } else {
+                try evictObjects(of: id)
+            }
+        }
         emitState(item)
         return item
+    }
+
+    /// Cancels this process's run of the item, if any; the run then settles on the state already stored.
+    private func stopRun(of id: String) {
+        runs.withLockedValue { $0[id] }?.cancel()
     }
 }

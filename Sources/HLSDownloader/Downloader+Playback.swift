@@ -143,11 +143,10 @@ extension Downloader {
     /// Every URI through the proxy, keys through the key store's `/keys/{id}` (as the proxy rewrites them).
     private func rewritten(_ playlist: Playlist, base: String) throws(DownloadError) -> [UInt8] {
         var rewriter = ProxyPathRewriter()
-        if let keys {
-            rewriter.keyRewrite = { @Sendable resolved, _, method in
-                guard let url = try? OriginURL(resolved) else { return nil }
-                return try keys.register(url, method: method).path
-            }
+        let keys = self.keys
+        rewriter.keyRewrite = { @Sendable resolved, _, method in
+            guard let url = try? OriginURL(resolved) else { return nil }
+            return try keys.register(url, method: method).path
         }
         do {
             return try playlist.rewrite(baseURL: base, keepingUnresolved: true, using: rewriter)

@@ -158,14 +158,13 @@ extension Downloader {
     /// Puts the item in `idle` with the policy as its reason and its next attempt at `until`.
     func hold(_ id: String, _ reason: DownloadError, until: Date) throws(DownloadError) -> DownloadItem {
         let now = self.now
-        let (item, _) = try items.apply(.hold, to: id) { item in
+        let item = try transition(id, .hold) { item in
             item.errorCode = reason.code
             item.errorMessage = reason.message
             item.nextAttemptAt = until
             item.interruptedAt = item.interruptedAt ?? now
         }
         logger.notice("item \(id) is held back: \(reason.message)")
-        emitState(item)
         return item
     }
 }

@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// The download engine (DESIGN.md §5): reads an item's playlists, chooses its renditions and stores the first
+/// The download engine (docs/design.md §5): reads an item's playlists, chooses its renditions and stores the first
 /// N seconds of each — playlists raw (the proxy rewrites them), segments, init sections and keys — through
 /// ``CacheStore`` writers, skipping what is already stored.
 ///
@@ -31,14 +31,15 @@ public final class Downloader: Sendable {
     /// transfers need for their writes while an fsync waits for the disk.
     var commitThreadPool: NIOThreadPool { explicitCommitThreadPool ?? Self.sharedCommitThreads }
     private let explicitCommitThreadPool: NIOThreadPool?
-    /// Per item id: the last time its top playlist was asked for again for its cookies (``refreshCookies(for:)``).
-    private let cookieRefreshes = NIOLockedValueBox<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
+    /// The runs of this process, by item id: a transition whose action stops the download cancels it here
+    /// (``transition(_:_:change:)``); other processes' runs notice the new state within their poll interval.
+    let runs = NIOLockedValueBox<[String: Task<DownloadPlan, any Error>]>([:])
     let limiter: RateLimiter?
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
     let logger: Logger
-    /// The encrypted key store; when set, keys are kept there (sealed) and never as plain cache objects.
-    let keys: KeyService?
+    /// The encrypted key store: keys are kept there (sealed), never as cache objects.
+    let keys: KeyService
     private let onEvent: @Sendable (DownloadEvent) -> Void
 
     /// - Parameters:
@@ -51,7 +52,7 @@ public final class Downloader: Sendable {
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
         threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool? = nil,
         configuration: DownloaderConfiguration = DownloaderConfiguration(),
-        keys: KeyService? = nil, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
+        keys: KeyService, logger: Logger, onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) {
         explicitCommitThreadPool = commitThreadPool
         self.keys = keys
@@ -110,11 +111,13 @@ public final class Downloader: Sendable {
             }
             throw DownloadError.invalidState.with("item \(id) is \(current.state.rawValue); resume it first")
         }
+        // The `.start` transition: its action, downloading, is this run.
         emitState(item)
         if let expiry = item.expiresAt, expiry <= Date() {
             return try finishExpired(id)
         }
         let work = Task { () async throws -> DownloadPlan in try await self.download(item) }
+        runs.withLockedValue { $0[id] = work }
         let watcher = Task {
             // Another process (or command) changed the state: stop at once.
             while !Task.isCancelled {
@@ -137,6 +140,7 @@ public final class Downloader: Sendable {
         } onCancel: {
             work.cancel()
         }
+        runs.withLockedValue { $0[id] = nil }
         watcher.cancel()
         return try settle(id, result: result, bytesAtStart: item.bytesDone)
     }
@@ -176,7 +180,7 @@ public final class Downloader: Sendable {
         }
         let now = Date()
         let configuration = self.configuration
-        let (item, _) = try items.apply(outcome.0, to: id) { [waitFor, holdFor] item in
+        let item = try transition(id, outcome.0) { [waitFor, holdFor] item in
             if let message = outcome.1 { item.errorMessage = message }
             if case .finish = outcome.0 { item.bytesTotal = item.bytesDone }
             if let holdFor {
@@ -199,7 +203,6 @@ public final class Downloader: Sendable {
         if let waitFor, let next = item.nextAttemptAt {
             logger.notice("item \(id) is waiting for the origin (\(waitFor)); next attempt at \(next.ISO8601Format())")
         }
-        emitState(item)
         return item
     }
 
@@ -208,19 +211,10 @@ public final class Downloader: Sendable {
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 
+    /// Expires the item (again, when another process did: what this run stored since goes too); a deleted one is
+    /// deleted again for the same reason.
     private func finishExpired(_ id: String) throws(DownloadError) -> DownloadItem {
-        let current = try items.require(id)
-        if current.state != .expired {
-            _ = try? items.apply(.expire, to: id)
-        }
-        if configuration.keepFilesOnExpiry {
-            try releaseObjects(of: id)
-        } else {
-            try evictObjects(of: id)
-        }
-        let item = try items.require(id)
-        emitState(item)
-        return item
+        try transition(id, try items.require(id).state == .deleted ? .delete : .expire)
     }
 
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
@@ -385,7 +379,7 @@ public final class Downloader: Sendable {
                 try checkPolicies(during: item, counter: counter, bytesAtStart: bytesAtStart)
                 group.addTask {
                     let size: Int64
-                    if resource.kind != .key || self.keys == nil, let cached = self.store.lookup(resource.key) {
+                    if resource.kind != .key, let cached = self.store.lookup(resource.key) {
                         size = cached.size
                     } else if resource.kind == .key {
                         size = try await self.storeKey(resource, for: item)
@@ -488,21 +482,13 @@ public final class Downloader: Sendable {
     }
 
     /// Asks the origin for the item's top playlist again, only for the cookies it sets (its body is not used, and
-    /// a failure changes nothing); at most once a minute per item, shared by the resources waiting on it.
-    /// Returns whether it ran (no cookie jar: no point).
+    /// a failure changes nothing); at most once a minute per page, shared by the resources waiting on it
+    /// (``CookieRefresher``, the proxy's too). Returns whether it ran (no cookie jar: no point).
     private func refreshCookies(for item: DownloadItem) async -> Bool {
         guard origin.cookieJar != nil, let top = try? OriginURL(item.url) else { return false }
         let url = requestURL(top, for: item)
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
-        let maxBytes = configuration.maxPlaylistBytes
-        let now = ContinuousClock.now
-        let refresh = cookieRefreshes.withLockedValue { refreshes -> Task<Void, Never> in
-            if let recent = refreshes[item.id], now - recent.started < .seconds(60) { return recent.task }
-            let task = Task { [origin] in _ = try? await origin.fetch(url, headers: headers, maxBytes: maxBytes) }
-            refreshes[item.id] = (task, now)
-            return task
-        }
-        await refresh.value
+        await origin.refreshCookies(from: url, headers: headers, maxBytes: configuration.maxPlaylistBytes, within: .seconds(60))
         logger.debug("asked for \(url.redacted) again for its cookies after a 401/403")
         return true
     }

@@ -1,8 +1,9 @@
-/// The item life cycle as a pure state machine (DESIGN.md §5, §8): every command and every download outcome is
+/// The item life cycle as a pure state machine (docs/design.md §5, §8): every command and every download outcome is
 /// an ``Event``; ``handle(_:)`` moves to the next state and returns the ``Action`` the caller must run, or
 /// throws ``DownloadError/invalidState`` for an event that does not apply.
 ///
-/// It holds no I/O: the item store persists ``state`` and the downloader runs the actions.
+/// It holds no I/O: the item store persists ``state`` (with what each event means for the item's other fields, in
+/// one function) and the downloader runs the actions, also in one function (`Downloader.transition`).
 public struct ItemStateMachine: Sendable, Hashable {
     /// Something that happened to an item.
     public enum Event: Sendable, Hashable {
@@ -123,12 +124,15 @@ public struct ItemStateMachine: Sendable, Hashable {
         case .expired:
             switch event {
             case .delete: return move(.deleted, .stopAndEvict)
-            case .expire: return move(.expired, .persist)
+            // Expired again (a run of this process stopping after another process expired the item): what the run
+            // stored since is evicted too.
+            case .expire: return move(.expired, .stopAndEvict)
             case .start, .pause, .resume, .interrupt, .finish, .fail, .evict, .hold: throw refuse(event)
             }
         case .deleted:
             switch event {
-            case .delete: return move(.deleted, .persist)
+            // `rm` again: what was stored since (a `--keep-metadata` item resumed elsewhere) goes too.
+            case .delete: return move(.deleted, .stopAndEvict)
             // `rm --keep-metadata` (PCD's deleteFiles) kept the record: resuming downloads it again.
             case .resume: return move(.queued, .persist)
             case .start, .pause, .interrupt, .finish, .fail, .expire, .evict, .hold: throw refuse(event)

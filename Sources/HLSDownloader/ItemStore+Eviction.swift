@@ -86,9 +86,8 @@ extension ItemStore {
             item.missingResources = try Int.fetchOne(
                 db, sql: "SELECT COUNT(*) FROM item_resources WHERE item_id = ? AND done = 0", arguments: [id]) ?? 0
             if lost > 0 {
-                var machine = ItemStateMachine(state: item.state)
-                _ = try machine.handle(.evict(segmentsLeft: totals.segmentsDone > 0))
-                item.state = machine.state
+                // The action is `persist` (done below); the downloader announces the change (``StoredChange``).
+                _ = try Self.move(&item, .evict(segmentsLeft: totals.segmentsDone > 0))
             }
         case .queued, .ready, .downloading, .paused, .idle, .failed, .expired, .deleted:
             break

@@ -258,7 +258,7 @@ public final class ItemStore: Sendable {
     /// Applies `event` to the item's state machine and persists the result in one transaction.
     ///
     /// - Parameter change: further changes to the item in the same transaction (error code, progress).
-    /// - Returns: the item as stored and the action to run.
+    /// - Returns: the item as stored and the action to run (the downloader runs it: `Downloader.transition`).
     /// - Throws: ``DownloadError/unknownItem``, ``DownloadError/invalidState``.
     @discardableResult
     public func apply(
@@ -266,52 +266,7 @@ public final class ItemStore: Sendable {
     ) throws(DownloadError) -> (item: DownloadItem, action: ItemStateMachine.Action) {
         try write { db in
             guard var item = try self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
-            var machine = ItemStateMachine(state: item.state)
-            let action = try machine.handle(event)
-            item.state = machine.state
-            switch event {
-            case .start:
-                item.ownerPID = getpid()
-                item.ownerToken = ProcessIdentity.current
-                item.errorCode = nil
-                item.errorMessage = nil
-                item.nextAttemptAt = nil
-                item.startedAt = item.startedAt ?? Date()
-            case .fail(let code):
-                item.errorCode = code
-                item.ownerPID = nil
-                item.ownerToken = nil
-                item.clearInterruption()
-            case .finish:
-                item.ownerPID = nil
-                item.ownerToken = nil
-                item.completedAt = Date()
-                item.missingResources = 0
-                item.clearInterruption()
-            case .expire:
-                // api.md: `error` and `message` say why an item failed or expired.
-                item.errorCode = DownloadError.expired.code
-                item.errorMessage = item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
-                    ?? "the item expired"
-                item.ownerPID = nil
-                item.ownerToken = nil
-            case .resume:
-                item.errorCode = nil
-                item.errorMessage = nil
-                item.ownerPID = nil
-                item.ownerToken = nil
-                item.completedAt = nil
-                item.clearInterruption()
-            case .pause, .delete:
-                item.ownerPID = nil
-                item.ownerToken = nil
-                item.nextAttemptAt = nil
-            case .interrupt, .hold:
-                item.ownerPID = nil
-                item.ownerToken = nil
-            case .evict:
-                break
-            }
+            let action = try Self.move(&item, event)
             change(&item)
             item.updatedAt = Date()
             try self.save(db, item)
@@ -319,18 +274,16 @@ public final class ItemStore: Sendable {
         }
     }
 
-    /// Claims a runnable item (`queued`, `idle`, or `downloading` by a process that is gone) for this process.
-    /// - Returns: the item now `downloading`, or `nil` when it is not runnable (another live process has it,
-    ///   it is paused, settled or gone).
-    public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
-        try write { db in
-            guard var item = try self.fetch(db, id: id) else { return nil }
-            if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
-                item.state = .idle
-            }
-            var machine = ItemStateMachine(state: item.state)
-            guard item.state.isRunnable, (try? machine.handle(.start)) != nil else { return nil }
-            item.state = machine.state
+    /// Runs `event` through the item's state machine and does what the event means for the item's other fields
+    /// (its owner, error, timestamps): the one place an item's state changes, for ``apply(_:to:change:)``,
+    /// ``claim(_:)``, ``recoverInterrupted()`` and evictions.
+    /// - Throws: ``DownloadError/invalidState`` when `event` does not apply; `item` is unchanged then.
+    static func move(_ item: inout DownloadItem, _ event: ItemStateMachine.Event) throws(DownloadError) -> ItemStateMachine.Action {
+        var machine = ItemStateMachine(state: item.state)
+        let action = try machine.handle(event)
+        item.state = machine.state
+        switch event {
+        case .start:
             item.ownerPID = getpid()
             item.ownerToken = ProcessIdentity.current
             item.errorCode = nil
@@ -338,6 +291,56 @@ public final class ItemStore: Sendable {
             // `interruptedAt` and `interruptions` stay: the next interruption in a row waits longer.
             item.nextAttemptAt = nil
             item.startedAt = item.startedAt ?? Date()
+        case .fail(let code):
+            item.errorCode = code
+            item.ownerPID = nil
+            item.ownerToken = nil
+            item.clearInterruption()
+        case .finish:
+            item.ownerPID = nil
+            item.ownerToken = nil
+            item.completedAt = Date()
+            item.missingResources = 0
+            item.clearInterruption()
+        case .expire:
+            // api.md: `error` and `message` say why an item failed or expired.
+            item.errorCode = DownloadError.expired.code
+            item.errorMessage = item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
+                ?? "the item expired"
+            item.ownerPID = nil
+            item.ownerToken = nil
+        case .resume:
+            item.errorCode = nil
+            item.errorMessage = nil
+            item.ownerPID = nil
+            item.ownerToken = nil
+            item.completedAt = nil
+            item.clearInterruption()
+        case .pause, .delete:
+            item.ownerPID = nil
+            item.ownerToken = nil
+            item.nextAttemptAt = nil
+        case .interrupt, .hold:
+            item.ownerPID = nil
+            item.ownerToken = nil
+        case .evict:
+            break
+        }
+        return action
+    }
+
+    /// Claims a runnable item (`queued`, `idle`, or `downloading` by a process that is gone) for this process: the
+    /// `.start` transition, made only when no live process runs the item (its action, ``ItemStateMachine/Action/startDownload``,
+    /// is the caller's run).
+    /// - Returns: the item now `downloading`, or `nil` when it is not runnable (another live process has it,
+    ///   it is paused, settled or gone).
+    public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
+        try write { db in
+            guard var item = try self.fetch(db, id: id) else { return nil }
+            if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
+                _ = try Self.move(&item, .interrupt)
+            }
+            guard item.state.isRunnable, (try? Self.move(&item, .start)) != nil else { return nil }
             item.updatedAt = Date()
             try self.save(db, item)
             return item
@@ -358,7 +361,7 @@ public final class ItemStore: Sendable {
         }
     }
 
-    /// Items left `downloading` by a process that no longer runs become `idle` (DESIGN.md §5: interrupted,
+    /// Items left `downloading` by a process that no longer runs become `idle` (docs/design.md §5: interrupted,
     /// resumes by itself). Called at the start of every command and by the scheduler.
     /// - Returns: the ids changed.
     @discardableResult
@@ -369,9 +372,8 @@ public final class ItemStore: Sendable {
             for row in rows {
                 var item = try self.decode(row)
                 if let owner = item.ownerPID, ProcessIdentity.isAlive(owner, token: item.ownerToken) { continue }
-                item.state = .idle
-                item.ownerPID = nil
-                item.ownerToken = nil
+                // Its action, stopping the download, has nothing to stop: the process that ran it is gone.
+                _ = try Self.move(&item, .interrupt)
                 item.updatedAt = Date()
                 try self.save(db, item)
                 changed.append(item.id)

@@ -41,8 +41,8 @@ final class ProgressBatch: Sendable {
         self.onProgress = onProgress
     }
 
-    /// Notes one stored resource; writes the batch when it is due (unless another task is writing: then the
-    /// resource waits for the next write).
+    /// Notes one stored resource; writes the batch when it is due (unless another task is writing: then a deferred
+    /// write follows).
     func add(_ key: CacheKey, size: Int64) throws(DownloadError) {
         let (due, deferBy) = pending.withLock { pending -> (Bool, Duration?) in
             pending.resources.append((key.value, size))
@@ -54,7 +54,16 @@ final class ProgressBatch: Sendable {
         }
         if let deferBy { scheduleWrite(after: deferBy) }
         guard due else { return }
-        try writer.withLockIfAvailable { _ in write() }?.get()
+        if let written = writer.withLockIfAvailable({ _ in write() }) {
+            try written.get()
+        } else {
+            // Another write is running and may have taken its batch before this resource was added.
+            let schedule = pending.withLock { pending in
+                defer { pending.writeScheduled = true }
+                return !pending.writeScheduled
+            }
+            if schedule { scheduleWrite(after: interval) }
+        }
     }
 
     /// Writes what is pending once `delay` has passed. A failed write leaves its resources pending for the next

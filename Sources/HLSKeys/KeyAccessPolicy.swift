@@ -1,6 +1,6 @@
 import HLSOrigin
 
-/// Who may receive keys from `/keys/` (DESIGN.md §7): loopback clients always, others only inside a configured
+/// Who may receive keys from `/keys/` (docs/design.md §7): loopback clients always, others only inside a configured
 /// network (`keys.allow`, `serve --keys-allow CIDR`). A key is the whole protection of a stream, so a proxy
 /// listening on `0.0.0.0` for a LAN still keeps keys to the box unless told otherwise.
 public struct KeyAccessPolicy: Sendable, Hashable {

@@ -14,6 +14,9 @@ public struct KeyConfiguration: Sendable {
     public var maxResponseBytes: Int = 1024
     /// Query parameters left out of the cache key a key id is derived from (as for cached resources).
     public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
+    /// How many registrations (key URL → id) a process keeps in memory; the least recently named go first and are
+    /// registered again when a playlist names them (their stored copies stay in `keys.sqlite`).
+    public var registeredKeysLimit: Int = 100_000
 
     /// The defaults described on each property.
     public init() {}

@@ -1,7 +1,7 @@
 import HLSCacheCore
 
 /// Why a key could not be given out. Compare with the static values (`error == .expired`); equality ignores
-/// the detail and the status. Every value maps to a status and a JSON body (DESIGN.md §7, §8). Messages never
+/// the detail and the status. Every value maps to a status and a JSON body (docs/design.md §7, §8). Messages never
 /// contain key bytes, header values or cookies.
 public struct KeyError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
     private enum Code: String, Sendable, Hashable {

@@ -9,7 +9,7 @@ import Foundation
 import HLSCacheCore
 import NIOHTTP1
 
-/// How long a fetched key may be served (DESIGN.md §7): the earliest of the item's expiry, the origin's
+/// How long a fetched key may be served (docs/design.md §7): the earliest of the item's expiry, the origin's
 /// freshness for the key response, and the configured TTL.
 public enum KeyExpiry {
     /// The expiry the origin gave the key response: `Cache-Control: max-age` (which wins, RFC 9111 §5.3),

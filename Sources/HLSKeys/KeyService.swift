@@ -5,9 +5,9 @@ import HLSOrigin
 import Logging
 import NIOConcurrencyHelpers
 
-/// The keys of protected streams, every method in the identity key format (DESIGN.md §7): registers the key URIs found in playlists, fetches keys from
-/// their origins, keeps them sealed with AES-256-GCM under the ``MasterKey`` in their own SQLite file, gives
-/// them out while valid, and renews them.
+/// The keys of protected streams, every method in the identity key format (docs/design.md §7): registers the key
+/// URIs found in playlists, fetches keys from their origins, keeps them sealed with AES-256-GCM under the
+/// ``MasterKey`` in their own SQLite file, gives them out while valid, and renews them.
 ///
 /// The plaintext of a key exists only in memory, on its way from the origin to the client; logs and errors
 /// carry ids and hosts, never bytes. Concurrent requests for one key share one origin fetch.
@@ -46,16 +46,19 @@ public final class KeyService: Sendable {
     private let fetcher: any KeyFetcher
     private let logger: Logger
     private let clock: @Sendable () -> Date
-    /// Ids whose current URL is already in the database, so that rewriting a playlist again writes nothing, and
-    /// the same ids by cache key, so that the proxy's check of every request it serves does not hash the URL.
-    private let registered = NIOLockedValueBox(Registry())
-    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``).
-    private let liveLifetimes = NIOLockedValueBox<[KeyID: Double]>([:])
+    /// Keys registered in this process, by cache key: their id, URL and method, so that rewriting a playlist again
+    /// writes nothing and the proxy's check of every request it serves does not hash the URL. Bounded: the keys
+    /// named least recently go beyond ``KeyConfiguration/registeredKeysLimit`` (a live channel rotating its key every
+    /// few seconds names thousands a day); named again by a playlist, they are registered again (one database write).
+    private let registered: NIOLockedValueBox<BoundedLRU<String, Registration>>
+    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``);
+    /// the keys named least recently go beyond 10,000 (named again, they are capped again: one database write).
+    private let liveLifetimes = NIOLockedValueBox(BoundedLRU<KeyID, Double>(maxCount: 10_000))
 
-    private struct Registry {
-        var urls: [KeyID: String] = [:]
-        var ids: [String: KeyID] = [:]
-        var methods: [KeyID: String] = [:]
+    private struct Registration {
+        var id: KeyID
+        var url: String
+        var method: String?
     }
     private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
     /// Ids already reported as unreadable, so the log says it once.
@@ -82,6 +85,7 @@ public final class KeyService: Sendable {
         }
         self.database = try KeyDatabase(path: directory + "/" + KeyDatabase.fileName)
         self.configuration = configuration
+        self.registered = NIOLockedValueBox(BoundedLRU(maxCount: max(1, configuration.registeredKeysLimit)))
         self.masterKey = masterKey
         self.fetcher = fetcher
         self.logger = logger
@@ -97,7 +101,7 @@ public final class KeyService: Sendable {
     /// Like ``registeredID(for:)-(OriginURL)`` for a cache key made with this service's volatile parameters: one
     /// dictionary lookup, no hashing (the proxy asks for every request it serves).
     public func registeredID(for key: CacheKey) -> KeyID? {
-        registered.withLockedValue { $0.ids[key.value] }
+        registered.withLockedValue { $0.value(forKey: key.value)?.id }
     }
 
     /// The id of the key at `url`, without registering it.
@@ -126,7 +130,9 @@ public final class KeyService: Sendable {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
         let id = KeyID(key)
         let method = method.flatMap { $0.isEmpty ? nil : $0 }
-        let known = registered.withLockedValue { $0.urls[id] == url.string && (method == nil || $0.methods[id] == method) }
+        let known = registered.withLockedValue { registry in
+            registry.value(forKey: key.value).map { $0.url == url.string && (method == nil || $0.method == method) } ?? false
+        }
         if known && itemExpiry == .unchanged && headers.isEmpty { return id }
         var sealedHeaders: [UInt8]?
         if !headers.isEmpty {
@@ -140,9 +146,8 @@ public final class KeyService: Sendable {
         try database.register(
             id: id, url: url.string, host: url.host, itemExpiry: itemExpiry, sealedHeaders: sealedHeaders, method: method, now: clock())
         registered.withLockedValue { registry in
-            registry.urls[id] = url.string
-            registry.ids[key.value] = id
-            if let method { registry.methods[id] = method }
+            let method = method ?? registry.peekValue(forKey: key.value)?.method
+            _ = registry.setValue(Registration(id: id, url: url.string, method: method), forKey: key.value)
         }
         return id
     }
@@ -157,8 +162,9 @@ public final class KeyService: Sendable {
     public func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
         let seconds = max(1, seconds)
         let changed = liveLifetimes.withLockedValue { table in
-            if table.count >= 10_000 { table.removeAll() }
-            return table.updateValue(seconds, forKey: id) != seconds
+            let previous = table.value(forKey: id)
+            _ = table.setValue(seconds, forKey: id)
+            return previous != seconds
         }
         if changed { try database.cap(id, secondsAfterFetch: seconds) }
     }
@@ -375,7 +381,7 @@ public final class KeyService: Sendable {
             // taking the key up extends it without a refetch.
             let expiresAt = KeyExpiry.earliest(
                 KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) },
-                liveLifetimes.withLockedValue { $0[id] }.map { now.addingTimeInterval($0) })
+                liveLifetimes.withLockedValue { $0.value(forKey: id) }.map { now.addingTimeInterval($0) })
             let sealed: [UInt8]
             do {
                 sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))

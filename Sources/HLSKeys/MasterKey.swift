@@ -8,7 +8,7 @@ import Darwin
 import Foundation
 import HLSCrypto
 
-/// The AES-256 key that seals HLS keys at rest (DESIGN.md §7).
+/// The AES-256 key that seals HLS keys at rest (docs/design.md §7).
 ///
 /// Taken from `HLSCACHE_MASTER_KEY` (64 hex digits) when set, otherwise from `cache-dir/master.key`, which is
 /// created with mode 0600 on first use. Its bytes are never printed: `description` shows only its ``id``.

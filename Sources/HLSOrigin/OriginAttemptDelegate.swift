@@ -12,7 +12,7 @@ enum OriginAttemptOutcome: Sendable {
     case redirect(OriginURL, status: Int)
     /// A 502/503/504 to retry, and how long the origin asked to wait (`Retry-After`); its body was discarded.
     case retryStatus(Int, retryAfter: Duration?)
-    /// A 401/403 to ask again after fetching fresh cookies (``OriginClient/setCookieSource(_:)``); body discarded.
+    /// A 401/403 to ask again after fetching fresh cookies (``OriginClient/cookies``); body discarded.
     case authorizationRefused(Int)
     /// The exchange failed before any head arrived.
     case failedBeforeHead(any Error)

@@ -21,22 +21,23 @@ public final class OriginClient: Sendable {
     private let slots: OriginConnectionSlots
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``).
-    private let resolutions = Mutex<[String: (addresses: [OriginIPAddress], until: ContinuousClock.Instant)]>([:])
-    /// The most hosts remembered; beyond it, expired entries go, then all.
+    /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``); the least
+    /// recently used hosts go beyond ``maxRememberedHosts``.
+    private let resolutions = Mutex(BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(maxCount: OriginClient.maxRememberedHosts))
+    /// The most hosts remembered.
     private static let maxRememberedHosts = 1024
 
-    /// For a URL an origin answered with 401 or 403: the page whose answer sets the cookies it wants (the stream's
-    /// multivariant playlist), or `nil` when none is known. See ``setCookieSource(_:)``.
-    public typealias CookieSource = @Sendable (OriginURL) async -> OriginURL?
-    private let cookieSource = Mutex<CookieSource?>(nil)
+    /// Lets requests refused for want of a cookie get one, as a player would, and coalesces the refreshes of those
+    /// pages (the proxy's and the downloader's). With cookies kept (``OriginConfiguration/keepsCookies``) and a page
+    /// source set (``CookieRefresher/setPageSource(_:)``), a 401 or 403 is not delivered at once: the page
+    /// ``CookieRefresher/page(for:)`` names is fetched (its body discarded, its cookies kept; at most once per
+    /// ``OriginConfiguration/cookieRefreshInterval`` per page) and the request made again, once; that answer is
+    /// delivered whatever it is. A URL no page is known for is asked again once too.
+    public let cookies = CookieRefresher()
     /// Request headers for a URL on top of the configured ones (the proxy's: those an IPTV list's `#EXTVLCOPT`
     /// names for a channel and what is reached from it). See ``setHeaderSource(_:)``.
     public typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
     private let headerSource = Mutex<HeaderSource?>(nil)
-    /// Cookie refreshes by page: one request per page at a time, and none again within
-    /// ``OriginConfiguration/cookieRefreshInterval``.
-    private let cookieRefreshes = Mutex<[String: (task: Task<Void, Never>, started: ContinuousClock.Instant)]>([:])
     /// Names this process in the `Via` header of every origin request (`1.1 hlscache-…`), so a request that comes back
     /// to the server that sent it is recognised (the loop detection of Varnish and Squid).
     public let instanceToken: String
@@ -82,15 +83,14 @@ public final class OriginClient: Sendable {
         self.httpClient = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: http, backgroundActivityLogger: logger)
     }
 
-    /// Lets requests refused for want of a cookie get one, as a player would: a CDN that sets its access token as
-    /// a cookie on the multivariant playlist (Akamai's `hdntl`, CloudFront signed cookies) refuses segments and keys
-    /// with 403 once the token expired, or when this process never fetched that playlist (it was served from the
-    /// cache, prewarmed by `hlscache fetch`). With cookies kept (``OriginConfiguration/keepsCookies``) and a source
-    /// set, a 401 or 403 is not delivered at once: the page `source` names is fetched (its body discarded, its
-    /// cookies kept; at most once per ``OriginConfiguration/cookieRefreshInterval`` per page) and the request made again, once; that
-    /// answer is delivered whatever it is. A URL the source knows no page for is asked again once too.
-    public func setCookieSource(_ source: CookieSource?) {
-        cookieSource.withLock { $0 = source }
+    /// Fetches `page` for the cookies its answer sets (the body is discarded), sharing a refresh of it under way or
+    /// started within `interval` (by default ``OriginConfiguration/cookieRefreshInterval``).
+    public func refreshCookies(
+        from page: OriginURL, headers: [(String, String)] = [], maxBytes: Int = 16 << 20, within interval: Duration? = nil
+    ) async {
+        await cookies.refresh(page, within: interval ?? configuration.cookieRefreshInterval) {
+            _ = try? await self.fetch(page, headers: headers, maxBytes: maxBytes, refreshingCookies: false)
+        }
     }
 
     /// Adds the headers `source` gives for a URL to every request for it (after the configured headers of its
@@ -197,7 +197,7 @@ public final class OriginClient: Sendable {
         var visited: Set<String> = [url.string]
         var redirects = 0
         var retries = 0
-        var mayRefreshCookies = refreshingCookies && cookieJar != nil && cookieSource.withLock { $0 != nil }
+        var mayRefreshCookies = refreshingCookies && cookieJar != nil && cookies.isEnabled
         while !task.isFinished {
             if let problem = OriginURL.escapeProblem(Array(url.path.utf8)[...], inPath: true) {
                 task.finish(.failure(OriginError.forbiddenDestination.with(problem)))
@@ -242,7 +242,7 @@ public final class OriginClient: Sendable {
                 // The page is looked up, and the request made again, for the URL asked for: a redirect's target
                 // (a CDN edge, a signed URL that may have expired) is the origin's to give again.
                 mayRefreshCookies = false
-                if let source = cookieSource.withLock({ $0 }), let page = await source(requested.url), page.string != requested.url.string {
+                if let page = await cookies.page(for: requested.url), page.string != requested.url.string {
                     logger.debug("origin refused, fetching the page that sets its cookies", metadata: [
                         "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
                     ])
@@ -263,21 +263,6 @@ public final class OriginClient: Sendable {
                 guard await backoff(retries) else { return }
             }
         }
-    }
-
-    /// Fetches `page` for the cookies its answer sets (the body is discarded), sharing a refresh under way or
-    /// done within ``OriginConfiguration/cookieRefreshInterval``.
-    private func refreshCookies(from page: OriginURL) async {
-        let now = ContinuousClock.now
-        let interval = configuration.cookieRefreshInterval
-        let refresh = cookieRefreshes.withLock { table -> Task<Void, Never> in
-            if let recent = table[page.string], now - recent.started < interval { return recent.task }
-            if table.count >= 256 { table = table.filter { now - $0.value.started < interval } }
-            let task = Task { _ = try? await self.fetch(page, headers: [], maxBytes: 16 << 20, refreshingCookies: false) }
-            table[page.string] = (task, now)
-            return task
-        }
-        await refresh.value
     }
 
     /// Sleeps before a retry, at least as long as the origin's `Retry-After` up to the policy's longest delay (a
@@ -329,7 +314,7 @@ public final class OriginClient: Sendable {
     private func rememberedAddresses(of host: String) -> [OriginIPAddress]? {
         let now = ContinuousClock.now
         return resolutions.withLock { table in
-            guard let entry = table[host], entry.until > now else { return nil }
+            guard let entry = table.value(forKey: host), entry.until > now else { return nil }
             return entry.addresses
         }
     }
@@ -339,9 +324,7 @@ public final class OriginClient: Sendable {
         guard ttl > .zero, !addresses.isEmpty else { return }
         let now = ContinuousClock.now
         resolutions.withLock { table in
-            if table.count >= Self.maxRememberedHosts { table = table.filter { $0.value.until > now } }
-            if table.count >= Self.maxRememberedHosts { table.removeAll() }
-            table[host] = (addresses, now + ttl)
+            _ = table.setValue((addresses, now + ttl), forKey: host)
         }
     }
 

@@ -71,8 +71,6 @@ enum ErrorBody {
     }
 
     static func quote(_ text: String) -> String {
-        var out = ""
-        JSONLogHandler.appendQuoted(text, to: &out)
-        return out
+        JSONText.string(text)
     }
 }

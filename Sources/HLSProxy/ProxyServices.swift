@@ -27,7 +27,7 @@ final class ProxyServices: Sendable {
     let memory: MemoryTier
     /// Keys (every method); `nil` when the server runs without a key service (key URIs are then proxied like any
     /// other resource).
-    let keys: KeyService?
+    let keys: KeyService
     /// Metrics, the access log, open connections and the shutdown flag (Operations/).
     let metrics: ProxyMetrics
     let observer: ExchangeObserver
@@ -41,7 +41,7 @@ final class ProxyServices: Sendable {
     let routeExtension: (any ProxyRouteExtension)?
 
     init(
-        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService?, group: any EventLoopGroup,
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLog: Logger? = nil,
         routeExtension: (any ProxyRouteExtension)? = nil
     ) {
@@ -57,7 +57,8 @@ final class ProxyServices: Sendable {
         let cacheWriteFailures = CacheWriteFailureLog(metrics: metrics, logger: logger)
         self.cacheWriteFailures = cacheWriteFailures
         self.playlists = PlaylistService(
-            configuration: configuration, store: store, keys: keys, logger: logger, metrics: metrics, writeFailures: cacheWriteFailures)
+            configuration: configuration, store: store, keys: keys, cookies: origin.cookies, logger: logger, metrics: metrics,
+            writeFailures: cacheWriteFailures)
         self.metrics = metrics
         let memory = MemoryTier(
             maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes, directory: store.directory)

@@ -198,7 +198,7 @@ struct ServeCommand: AsyncParsableCommand {
         // A segment or key an origin refuses for want of its token cookie (set on the multivariant playlist, which
         // a prewarmed stream serves from the cache) gets one from the playlist of the item it belongs to.
         let volatile = configuration.volatileQueryParameters
-        let cookiePages: OriginClient.CookieSource = { url in
+        let cookiePages: CookieRefresher.PageSource = { url in
             let key = CacheKey(url, volatileParameters: volatile).value
             let origin = "\(url.scheme)://\(url.authority)"
             let found = try? await NIOThreadPool.singleton.runIfActive { try? items.topURL(forResource: key, origin: origin) }

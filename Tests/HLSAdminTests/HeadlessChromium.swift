@@ -17,7 +17,7 @@ final class HeadlessChromium: @unchecked Sendable {
         var description: String
     }
 
-    private let pid: pid_t
+    private let process: ChildProcess
     private let commands: Int32
     private let answers: Int32
     private let lock = NSLock()
@@ -32,69 +32,39 @@ final class HeadlessChromium: @unchecked Sendable {
     init(executable: String, width: Int = 1280, height: Int = 1000) throws {
         profile = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-chromium-\(UUID().uuidString)")
         let arguments = [
-            executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
             "--autoplay-policy=no-user-gesture-required", "--remote-debugging-pipe", "--user-data-dir=\(profile.path)",
             "--window-size=\(width),\(height)", "--hide-scrollbars", "about:blank",
         ]
         var toBrowser: [Int32] = [0, 0]
         var fromBrowser: [Int32] = [0, 0]
         guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { throw ProtocolError(description: "pipe: \(String(cString: strerror(errno)))") }
-        let devNull = Glibc.open("/dev/null", O_RDWR)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // Moved out of the way first, so no descriptor is overwritten before it is copied to 3 or 4.
-        posix_spawn_file_actions_adddup2(&actions, devNull, 1000)
-        posix_spawn_file_actions_adddup2(&actions, toBrowser[0], 1001)
-        posix_spawn_file_actions_adddup2(&actions, fromBrowser[1], 1002)
-        posix_spawn_file_actions_adddup2(&actions, 1000, 0)
-        posix_spawn_file_actions_adddup2(&actions, 1000, 1)
-        posix_spawn_file_actions_adddup2(&actions, 1000, 2)
-        posix_spawn_file_actions_adddup2(&actions, 1001, 3)
-        posix_spawn_file_actions_adddup2(&actions, 1002, 4)
-        guard Self.addCloseFrom(&actions, 5) == 0 else { throw ProtocolError(description: "posix_spawn_file_actions_addclosefrom_np failed") }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        posix_spawnattr_setsigmask(&attributes, &mask)
-        // Its own process group: the browser's helper processes end with it.
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        guard let devNull = FileHandle(forUpdatingAtPath: "/dev/null") else { throw ProtocolError(description: "cannot open /dev/null") }
+        let child = ChildProcess()
+        child.executableURL = URL(fileURLWithPath: executable)
+        child.arguments = arguments
+        (child.standardInput, child.standardOutput, child.standardError) = (devNull, devNull, devNull)
+        // Its descriptor 3 reads the commands, 4 writes the answers; its own process group, so its helpers end with it.
+        child.extraDescriptors = [toBrowser[0], fromBrowser[1]]
         defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
+            try? devNull.close()
+            Glibc.close(toBrowser[0])
+            Glibc.close(fromBrowser[1])
         }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
-        Glibc.close(devNull)
-        Glibc.close(toBrowser[0])
-        Glibc.close(fromBrowser[1])
-        guard result == 0 else {
+        do {
+            try child.run()
+        } catch {
             Glibc.close(toBrowser[1])
             Glibc.close(fromBrowser[0])
-            throw ProtocolError(description: "posix_spawn \(executable): \(String(cString: strerror(result)))")
+            throw ProtocolError(description: "\(error)")
         }
-        pid = child
+        process = child
         commands = toBrowser[1]
         answers = fromBrowser[0]
         let reader = Thread { [self] in readLoop() }
         reader.name = "chromium-devtools"
         reader.start()
     }
-
-    private static let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32 = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
-            fatalError("posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)")
-        }
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
-    }()
 
     /// What the pages logged so far (console messages, exceptions).
     var log: [String] { pageLog.withLockedValue { $0 } }
@@ -243,9 +213,8 @@ final class HeadlessChromium: @unchecked Sendable {
     /// Ends the browser and its helpers, and removes its profile.
     func close() async {
         _ = try? await send("Browser.close")
-        kill(-pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        process.killGroup()
+        await process.waitForExit()
         Glibc.close(commands)
         try? FileManager.default.removeItem(at: profile)
     }

@@ -15,7 +15,7 @@ import Testing
         let origin = TestOrigin(root: aes)
         try await origin.start()
         origin.setFault(.requireHeader("X-Key-Token", "only-the-item-knows"), for: "/keys/key0.key")
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         try fetch.items.insert(
             DownloadItem(
@@ -28,7 +28,7 @@ import Testing
         #expect(statuses.first?.state == .valid)
         #expect(statuses.first?.host == "127.0.0.1")
         // A renewal (serve --key-auto-renew, hlscache keys renew) sends the header again.
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let idText = try #require(statuses.first?.id)
         let id = try #require(KeyID(idText))
         let renewed = try await keys.renew(id)
@@ -46,9 +46,9 @@ import Testing
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
         let origin = TestOrigin(root: aes)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
 
         let expiring = try await fetch.fetch("/index.m3u8", id: "expiring", seconds: 4, expiresAt: Date().addingTimeInterval(3600))
         #expect(expiring.state == .partiallyCached)
@@ -75,9 +75,9 @@ import Testing
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
         let origin = TestOrigin(root: aes)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true) { $0.keepFilesOnExpiry = true }
+        let fetch = try DownloaderHarness(origin: origin) { $0.keepFilesOnExpiry = true }
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let item = try await fetch.fetch("/index.m3u8", id: "kept", seconds: 4, locked: true, expiresAt: Date().addingTimeInterval(3600))
         #expect(item.state == .partiallyCached)
         #expect(fetch.store.lookup(try fetch.key("/p0/seg000.ts"))?.locked == true)
@@ -106,7 +106,7 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
 
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         let good = try await fetch.fetch("/index.m3u8", id: "intact")
         #expect(good.state == .cached, "\(good.errorCode ?? "") \(good.errorMessage ?? "")")
         #expect(try fetch.stored("/index.ts") != nil)
@@ -118,7 +118,7 @@ import Testing
         let (length, offset) = ranges[1]
         body[offset + length - 17] ^= 0x5A
         origin.setBody(body, contentType: "video/mp2t", for: "/index.ts")
-        let damaged = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let damaged = try DownloaderHarness(origin: origin)
         let item = try await damaged.fetch("/index.m3u8", id: "damaged")
         #expect(item.state == .failed)
         #expect(item.errorCode == "corrupted")
@@ -134,7 +134,7 @@ import Testing
     @Test func aWrongKeyIsDroppedSoAResumeFetchesTheRightOne() async throws {
         let (origin, fetch, right) = try await Self.originAnsweringAWrongKey()
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let id = keys.id(for: try OriginURL(fetch.url("/keys/key0.key")))
 
         let failed = try await fetch.fetch("/index.m3u8", id: "wrong-key", seconds: 4)
@@ -161,7 +161,7 @@ import Testing
     @Test func aWrongStoredKeyIsReplacedWithinTheSameRun() async throws {
         let (origin, fetch, right) = try await Self.originAnsweringAWrongKey()
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let id = try keys.register(try OriginURL(fetch.url("/keys/key0.key")))
         let wrong = try await keys.key(id)
         #expect(wrong != right)
@@ -184,7 +184,7 @@ import Testing
         let origin = TestOrigin(root: aes)
         try await origin.start()
         origin.setBody(right.map { $0 ^ 0xA5 }, contentType: "application/octet-stream", for: "/keys/key0.key")
-        return (origin, try DownloaderHarness(origin: origin, withKeyStore: true), right)
+        return (origin, try DownloaderHarness(origin: origin), right)
     }
 
     /// A key two live items share stays stored while one of them remains.
@@ -192,9 +192,9 @@ import Testing
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
         let origin = TestOrigin(root: aes)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         _ = try await fetch.fetch("/index.m3u8", id: "first", seconds: 4)
         _ = try await fetch.fetch("/index.m3u8", id: "second", seconds: 4)
         let id = try #require(KeyID(try fetch.downloader.keyStatus(of: "first")[0].id))
@@ -213,9 +213,9 @@ import Testing
         let aes = try await Streams.stream("aes128-rotation", { try FFmpeg.makeAES128(in: $0) })
         let origin = TestOrigin(root: aes)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let now = Date()
         // Hours apart, and the shortest an hour away: a starved run took two minutes, and an item due in 60 s had expired
         // before it was looked at.
@@ -247,7 +247,7 @@ import Testing
         // Short first, long second, in a fresh cache: the stored copy was fetched for the short item and is
         // extended to the long one's expiry.
         await fetch.shutdown()
-        let again = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let again = try DownloaderHarness(origin: origin)
         defer { Task { await again.shutdown() } }
         _ = try await again.fetch("/index.m3u8", id: "short", seconds: 4, expiresAt: minute)
         _ = try await again.fetch("/index.m3u8", id: "long", seconds: 4, expiresAt: hour)
@@ -263,7 +263,7 @@ import Testing
         let origin = TestOrigin(root: aes)
         try await origin.start()
         defer { Task { await origin.stop() } }
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         let now = Date()
         let (minute, hour) = (now.addingTimeInterval(3600), now.addingTimeInterval(7200))  // an hour apart, the first an hour away

@@ -78,16 +78,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(500))
         let pausedAt = ContinuousClock.now
         try fetch.downloader.pause("slow")
-        let ended = await withTaskGroup(of: DownloadItem?.self) { group in
-            group.addTask { try? await run.value }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(120))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let ended = await endedValue(of: run, within: .seconds(120))
         #expect(ended?.state == .paused, "the run did not end within 120 s of the pause (\(ContinuousClock.now - pausedAt))")
         #expect(try fetch.stored("/seg0.ts") == nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty)

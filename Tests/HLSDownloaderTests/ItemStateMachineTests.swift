@@ -73,6 +73,53 @@ import Testing
         #expect(try evicted.handle(.delete) == .stopAndEvict)
     }
 
+    /// Every state × every event: the next state and the action the downloader runs (``Downloader`` runs them in one
+    /// function: persist; stop this process's run; stop it and evict or release the item's objects), or a refusal.
+    @Test func everyTransitionAndItsAction() throws {
+        typealias Row = (ItemState, ItemStateMachine.Event, ItemState, ItemStateMachine.Action)
+        let events: [ItemStateMachine.Event] = [
+            .start, .pause, .resume, .interrupt, .finish(partial: false), .finish(partial: true), .fail(code: "http"),
+            .evict(segmentsLeft: true), .evict(segmentsLeft: false), .expire, .delete, .hold,
+        ]
+        var allowed: [Row] = [
+            (.queued, .start, .downloading, .startDownload), (.queued, .pause, .paused, .persist), (.queued, .resume, .queued, .persist),
+            (.queued, .fail(code: "http"), .failed, .persist), (.queued, .hold, .idle, .persist),
+            (.ready, .resume, .queued, .persist), (.ready, .fail(code: "http"), .failed, .persist),
+            (.downloading, .pause, .paused, .stopDownload), (.downloading, .interrupt, .idle, .stopDownload),
+            (.downloading, .finish(partial: false), .cached, .persist), (.downloading, .finish(partial: true), .partiallyCached, .persist),
+            (.downloading, .fail(code: "http"), .failed, .stopDownload), (.downloading, .hold, .idle, .stopDownload),
+            (.paused, .resume, .queued, .persist), (.paused, .pause, .paused, .persist),
+            (.idle, .start, .downloading, .startDownload), (.idle, .resume, .queued, .persist), (.idle, .pause, .paused, .persist),
+            (.idle, .fail(code: "http"), .failed, .persist), (.idle, .hold, .idle, .persist),
+            (.failed, .resume, .queued, .persist),
+            // Again: what a run stored after another process expired or removed the item goes too.
+            (.expired, .expire, .expired, .stopAndEvict), (.deleted, .delete, .deleted, .stopAndEvict),
+            (.deleted, .resume, .queued, .persist),
+        ]
+        for complete in [ItemState.cached, .partiallyCached, .evicted] {
+            allowed += [
+                (complete, .resume, .queued, .persist), (complete, .evict(segmentsLeft: true), .partiallyCached, .persist),
+                (complete, .evict(segmentsLeft: false), .evicted, .persist),
+            ]
+        }
+        for state in ItemState.allCases where state != .expired && state != .deleted {
+            allowed += [(state, .expire, .expired, .stopAndEvict), (state, .delete, .deleted, .stopAndEvict)]
+        }
+        allowed.append((.expired, .delete, .deleted, .stopAndEvict))
+        for state in ItemState.allCases {
+            for event in events {
+                var m = machine(state)
+                if let row = allowed.first(where: { $0.0 == state && $0.1 == event }) {
+                    #expect(try m.handle(event) == row.3, "\(state) + \(event)")
+                    #expect(m.state == row.2, "\(state) + \(event)")
+                } else {
+                    #expect(throws: DownloadError.invalidState, "\(state) + \(event)") { try m.handle(event) }
+                    #expect(m.state == state)
+                }
+            }
+        }
+    }
+
     @Test func invalidTransitionsThrowAndKeepTheState() {
         let invalid: [(ItemState, ItemStateMachine.Event)] = [
             (.queued, .finish(partial: false)), (.downloading, .start), (.downloading, .resume), (.paused, .start),

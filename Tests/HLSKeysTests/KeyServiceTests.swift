@@ -54,6 +54,31 @@ import Testing
         #expect(!setup.directory.containsBytes(Array(Self.keyBytes[0..<8])))
     }
 
+    /// The in-memory registrations are bounded (a live channel rotating keys names new ones all day): the least
+    /// recently named go first; their stored copies stay served by id, and a playlist naming them again registers
+    /// them again.
+    @Test func registrationsAreBoundedAndTheLeastRecentlyNamedGoFirst() async throws {
+        let setup = Setup()
+        defer { setup.directory.cleanup() }
+        let keys = try setup.service { $0.registeredKeysLimit = 3 }
+        let urls = try (0..<4).map { try OriginURL("https://cdn.example.com/live/key\($0).key") }
+        let first = try keys.register(urls[0])
+        _ = try await keys.key(first)
+        _ = try keys.register(urls[1])
+        _ = try keys.register(urls[2])
+        #expect(keys.registeredID(for: urls[0]) == first)  // named again: now the most recent
+        _ = try keys.register(urls[3])  // past the bound: key1, the least recently named, goes
+        #expect(keys.registeredID(for: urls[1]) == nil)
+        #expect(keys.registeredID(for: urls[0]) == first)
+        #expect(keys.registeredID(for: urls[2]) != nil && keys.registeredID(for: urls[3]) != nil)
+        // Gone from memory, not from the store: the key is served by id without a second origin fetch.
+        _ = try keys.register(urls[0])
+        #expect(try await keys.key(first) == Self.keyBytes)
+        #expect(setup.origin.count == 1)
+        let second = try keys.register(urls[1])
+        #expect(keys.registeredID(for: urls[1]) == second)
+    }
+
     @Test func concurrentRequestsShareOneFetch() async throws {
         let setup = Setup()
         defer { setup.directory.cleanup() }

@@ -145,7 +145,7 @@ struct OriginClientTests {
         try await withOrigin { origin, client, _ in
             let page = origin.url("/cookie/set")
             let asked = NIOLockedValueBox<[String]>([])
-            client.setCookieSource { url in
+            client.cookies.setPageSource { url in
                 asked.withLockedValue { $0.append(url.path) }
                 return url.path == "/cookie/need" ? page : nil
             }
@@ -158,7 +158,7 @@ struct OriginClientTests {
         try await withOrigin { origin, client, _ in
             // Refused after a redirect: the page is looked up for the URL asked for, and that URL is asked again.
             let asked = NIOLockedValueBox<[String]>([])
-            client.setCookieSource { url in
+            client.cookies.setPageSource { url in
                 asked.withLockedValue { $0.append(url.path) }
                 return origin.url("/cookie/set")
             }
@@ -169,7 +169,7 @@ struct OriginClientTests {
         }
         try await withOrigin { origin, client, _ in
             // A URL the source knows no page for: asked again once, and its 403 delivered.
-            client.setCookieSource { _ in nil }
+            client.cookies.setPageSource { _ in nil }
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(origin.hits("/cookie/need") == 2)
         }
@@ -178,7 +178,7 @@ struct OriginClientTests {
             configuration.cookieRefreshInterval = .seconds(3600)
         } _: { origin, client, _ in
             // A page that sets no cookie: several refused requests share one fetch of it, then each gets its 403.
-            client.setCookieSource { _ in origin.url("/echo") }
+            client.cookies.setPageSource { _ in origin.url("/echo") }
             for _ in 0..<3 {
                 await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             }
@@ -190,7 +190,7 @@ struct OriginClientTests {
             #expect(origin.hits("/cookie/need") == 1, "no source: no second request")
         }
         try await withOrigin { $0.keepsCookies = false } _: { origin, client, _ in
-            client.setCookieSource { _ in origin.url("/cookie/set") }
+            client.cookies.setPageSource { _ in origin.url("/cookie/set") }
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(origin.hits("/cookie/need") == 1 && origin.hits("/cookie/set") == 0, "cookies not kept: nothing to refresh")
         }

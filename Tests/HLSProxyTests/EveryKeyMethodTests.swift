@@ -78,7 +78,7 @@ import Testing
         let (text, _) = Self.playlist(port: origin.port)
         origin.setBody(Array(text.utf8), for: "/p.m3u8")
         for index in 0..<7 { origin.setBody(Self.randomKey(1000), contentType: "video/mp2t", for: index < 4 ? "/s\(index).ts" : "/u\(index - 4).ts") }
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/p.m3u8", id: "every-method")
         #expect(item.state == .cached, "\(item.errorCode ?? "") \(item.errorMessage ?? "")")
@@ -86,7 +86,7 @@ import Testing
         #expect(statuses.count == Self.methods.count)
         #expect(statuses.allSatisfy { $0.state == .valid }, "\(statuses)")
         await origin.stop()
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         for (index, entry) in Self.methods.enumerated() {
             let id = keys.id(for: try OriginURL(origin.baseURL + entry.path))
             #expect(try await keys.key(id) == bodies[index], "\(entry.method)")
@@ -144,13 +144,13 @@ import Testing
         ].joined(separator: "\n")
         origin.setBody(Array(text.utf8), for: "/short.m3u8")
         origin.setBody(Self.randomKey(1000), contentType: "video/mp2t", for: "/s0.ts")
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/short.m3u8", id: "short-key")
         #expect(item.state == .failed, "\(item.state)")
         #expect(item.errorMessage?.contains("AES-256 keys have 32 bytes") == true, "\(item.errorMessage ?? "")")
         #expect(!anyFile(under: fetch.cacheDirectory, contains: key))
-        let keys = try #require(fetch.keys)
+        let keys = fetch.keys
         let id = keys.id(for: try OriginURL(origin.baseURL + "/k/short.key"))
         #expect(try keys.record(id)?.isStored == false)
     }

@@ -108,13 +108,13 @@ import Testing
         let capture = KeyLeakLogCapture()
         var logger = Logger(label: "hlscache-keyleak-fetch") { _ in capture }
         logger.logLevel = .trace
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true, logger: logger)
+        let fetch = try DownloaderHarness(origin: origin, logger: logger)
         let item = try await fetch.fetch("/enc.m3u8")
         #expect(item.state == .cached)
         #expect(origin.requests(matching: "/secret.key").count == 1)
         #expect(try fetch.stored("/secret.key") == nil, "the key is in the plain object store")
         let id = KeyID(try fetch.key("/secret.key"))
-        #expect(try fetch.keys?.storedKey(id) == Self.key, "the key is in the sealed store")
+        #expect(try fetch.keys.storedKey(id) == Self.key, "the key is in the sealed store")
         #expect(capture.lines.count > 2)
         #expect(Self.leaks(inLog: capture.lines).isEmpty, "key in the log: \(Self.leaks(inLog: capture.lines))")
         #expect(Self.leaks(under: fetch.cacheDirectory).isEmpty, "\(Self.leaks(under: fetch.cacheDirectory))")

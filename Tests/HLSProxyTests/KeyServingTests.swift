@@ -294,7 +294,6 @@ import Testing
         #expect(KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "127.0.0.1", port: 40000), keys: harness.keys))
         #expect(KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "::1", port: 40000), keys: harness.keys))
         #expect(!KeyEndpoint.allows(peer: nil, keys: harness.keys))
-        #expect(!KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "127.0.0.1", port: 40000), keys: nil))
 
         // The whole request path, with an injected peer address.
         let channel = EmbeddedChannel()

@@ -93,15 +93,14 @@ import Testing
     // MARK: CacheLookup
 
     @Test func whatAStoredObjectMeans() {
-        #expect(CacheLookup.classify(kind: .segment, size: 1000, hasKeyStore: true) { Issue.record("asked for media"); return true } == .object)
-        #expect(CacheLookup.classify(kind: .playlist, size: 1000, hasKeyStore: true) { false } == .playlist)
-        #expect(CacheLookup.classify(kind: .playlist, size: 1000, hasKeyStore: true) { true } == .playlistForOtherTokens)
-        // A key-sized object is a key kept in clear by a download without a key store: dropped where keys have one.
-        #expect(CacheLookup.classify(kind: .segment, size: 16, hasKeyStore: true) { false } == .keySizedLeftover)
-        #expect(CacheLookup.classify(kind: .key, size: 32, hasKeyStore: true) { false } == .keySizedLeftover)
-        #expect(CacheLookup.classify(kind: .segment, size: 16, hasKeyStore: false) { false } == .object)
+        #expect(CacheLookup.classify(kind: .segment, size: 1000) { Issue.record("asked for media"); return true } == .object)
+        #expect(CacheLookup.classify(kind: .playlist, size: 1000) { false } == .playlist)
+        #expect(CacheLookup.classify(kind: .playlist, size: 1000) { true } == .playlistForOtherTokens)
+        // A key-sized object is a key an older version kept in clear: dropped (keys have a sealed store).
+        #expect(CacheLookup.classify(kind: .segment, size: 16) { false } == .keySizedLeftover)
+        #expect(CacheLookup.classify(kind: .key, size: 32) { false } == .keySizedLeftover)
         // A 16-byte playlist is a playlist.
-        #expect(CacheLookup.classify(kind: .playlist, size: 16, hasKeyStore: true) { false } == .playlist)
+        #expect(CacheLookup.classify(kind: .playlist, size: 16) { false } == .playlist)
     }
 
     // MARK: MissRoute

@@ -205,7 +205,7 @@ import Testing
         let origin = TestOrigin(root: aes)
         try await origin.start()
         defer { Task { await origin.stop() } }
-        let fetch = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         origin.setFault(.status(503), for: "/keys/key0.key")
         let waiting = try await fetch.fetch("/index.m3u8", id: "keyed", seconds: 4)
@@ -216,7 +216,7 @@ import Testing
 
         // A cache of its own, so the key is fetched (not shared with the first item's stored copy).
         origin.setFault(.status(404), for: "/keys/key0.key")
-        let other = try DownloaderHarness(origin: origin, withKeyStore: true)
+        let other = try DownloaderHarness(origin: origin)
         defer { Task { await other.shutdown() } }
         let failed = try await other.fetch("/index.m3u8", id: "keyless", seconds: 4)
         #expect(failed.state == .failed && failed.errorCode == "keyUnavailable", "\(failed.state) \(failed.errorCode ?? "-")")

@@ -1,8 +1,11 @@
 import Foundation
 import HLSCacheCore
 import HLSCacheStore
+import HLSKeys
+import HLSOrigin
 import HLSTestSupport
 import Logging
+import NIOPosix
 import Testing
 
 @testable import HLSProxy
@@ -11,16 +14,24 @@ import Testing
 /// is still not stored for good) and how long a live playlist's segments may be kept. Full, a table must forget the
 /// entries nobody uses, never the ones of the stream being played (issue 29: the tables used to empty themselves).
 @Suite struct PlaylistTablesTests {
-    private static func service(_ limits: PlaylistService.TableLimits) throws -> (PlaylistService, CacheStore) {
+    /// The service on a temporary cache with its key store (keys.sqlite, fetching through `origin`).
+    private static func service(_ limits: PlaylistService.TableLimits, origin: OriginClient) throws -> (PlaylistService, CacheStore) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-tables-\(UUID().uuidString)").path
         let store = try CacheStore.open(directory: directory, maxBytes: 1 << 30, freeDiskCushion: 0)
         var logger = Logger(label: "hlscache-test")
         logger.logLevel = .error
+        let keys = try KeyService(
+            directory: directory, configuration: KeyConfiguration(), masterKey: try MasterKey.load(directory: directory, environment: [:]),
+            fetcher: origin, logger: logger)
         let metrics = ProxyMetrics()
         let service = PlaylistService(
-            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: nil, logger: logger, metrics: metrics,
+            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: keys, cookies: origin.cookies, logger: logger, metrics: metrics,
             writeFailures: CacheWriteFailureLog(metrics: metrics, logger: logger), limits: limits)
         return (service, store)
+    }
+
+    private static func origin() -> OriginClient {
+        OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache-test"))
     }
 
     /// A media playlist of `segments` segments named `name`-N.ts, live or ended.
@@ -35,10 +46,12 @@ import Testing
 
     /// A player reloads live playlist A while other live playlists come and go, more than the table holds; then A ends.
     /// A was live in this process, so its ended version is still served from memory and never stored on disk as VOD.
-    @Test func anEndedLivePlaylistKeepsItsRulesWhenTheTableIsFull() throws {
+    @Test func anEndedLivePlaylistKeepsItsRulesWhenTheTableIsFull() async throws {
         var limits = PlaylistService.TableLimits()
         limits.livePlaylists = 8
-        let (service, store) = try Self.service(limits)
+        let origin = Self.origin()
+        defer { Task { try? await origin.shutdown() } }
+        let (service, store) = try Self.service(limits, origin: origin)
         defer { store.close() }
         let a = try Self.url("a.m3u8")
         let keyA = CacheKey(a)
@@ -61,10 +74,12 @@ import Testing
     }
 
     /// The segments of the live playlist a player reloads keep their expiry while other live playlists fill the table.
-    @Test func aLiveSegmentKeepsItsExpiryWhenTheTableIsFull() throws {
+    @Test func aLiveSegmentKeepsItsExpiryWhenTheTableIsFull() async throws {
         var limits = PlaylistService.TableLimits()
         limits.liveResources = 10
-        let (service, store) = try Self.service(limits)
+        let origin = Self.origin()
+        defer { Task { try? await origin.shutdown() } }
+        let (service, store) = try Self.service(limits, origin: origin)
         defer { store.close() }
         let a = try Self.url("a.m3u8")
         let segmentA = CacheKey(try Self.url("a-1.ts"))

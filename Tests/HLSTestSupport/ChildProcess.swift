@@ -15,7 +15,8 @@ import Glibc
 /// (unlike `Process`) every signal back at its default disposition and an empty signal mask — a test runner that
 /// ignores SIGTERM no longer passes that on.
 ///
-/// Shared by several test modules through symbolic links (the original is in `Tests/CLITests`).
+/// Beyond `Process`: ``extraDescriptors`` become the child's 3, 4, … (headless Chromium's DevTools pipe), and
+/// ``killGroup(_:)`` signals the child's whole process group (a browser and its helpers).
 package final class ChildProcess: @unchecked Sendable {
     package enum TerminationReason: Sendable { case exit, uncaughtSignal }
 
@@ -27,6 +28,8 @@ package final class ChildProcess: @unchecked Sendable {
     package var standardInput: Any?
     package var standardOutput: Any?
     package var standardError: Any?
+    /// Descriptors of this process the child gets as its 3, 4, …, in this order (this process keeps its own).
+    package var extraDescriptors: [Int32] = []
 
     private let lock = NSLock()
     private var pid: pid_t = 0
@@ -63,20 +66,30 @@ package final class ChildProcess: @unchecked Sendable {
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
 
-        // Standard streams, then every other descriptor closed in the child.
+        // Standard streams and the extra descriptors, then every other descriptor closed in the child.
         var closeInParent: [FileHandle] = []
+        var wiring: [(source: Int32, target: Int32)] = []
         func wire(_ stream: Any?, to target: Int32, childEnd: (Pipe) -> FileHandle) {
             if let pipe = stream as? Pipe {
-                posix_spawn_file_actions_adddup2(&actions, childEnd(pipe).fileDescriptor, target)
+                wiring.append((childEnd(pipe).fileDescriptor, target))
                 closeInParent.append(childEnd(pipe))
             } else if let handle = stream as? FileHandle {
-                posix_spawn_file_actions_adddup2(&actions, handle.fileDescriptor, target)
+                wiring.append((handle.fileDescriptor, target))
             }
         }
         wire(standardInput, to: 0, childEnd: { $0.fileHandleForReading })
         wire(standardOutput, to: 1, childEnd: { $0.fileHandleForWriting })
         wire(standardError, to: 2, childEnd: { $0.fileHandleForWriting })
-        guard Self.addCloseFrom(&actions, 3) == 0 else { throw SpawnError(call: "posix_spawn_file_actions_addclosefrom_np", code: EINVAL) }
+        for (index, descriptor) in extraDescriptors.enumerated() { wiring.append((descriptor, 3 + Int32(index))) }
+        // No descriptor (`FileHandle.nullDevice` has none): the child keeps this process's, as `Process` does.
+        wiring.removeAll { $0.source < 0 }
+        // Each source moved out of the way first (above any target), so none is overwritten before it is copied.
+        let parked: Int32 = 1000
+        for (index, entry) in wiring.enumerated() { posix_spawn_file_actions_adddup2(&actions, entry.source, parked + Int32(index)) }
+        for (index, entry) in wiring.enumerated() { posix_spawn_file_actions_adddup2(&actions, parked + Int32(index), entry.target) }
+        guard Self.addCloseFrom(&actions, 3 + Int32(extraDescriptors.count)) == 0 else {
+            throw SpawnError(call: "posix_spawn_file_actions_addclosefrom_np", code: EINVAL)
+        }
 
         var defaults = sigset_t()
         sigfillset(&defaults)
@@ -142,10 +155,12 @@ package final class ChildProcess: @unchecked Sendable {
     package func signal(_ number: Int32) { send(number) }
     package func terminate() { send(SIGTERM) }
     package func interrupt() { send(SIGINT) }
+    /// Sends `signal` to the child's process group (the child and what it started), while the child is not reaped.
+    package func killGroup(_ signal: Int32 = SIGKILL) { send(signal, group: true) }
 
-    private func send(_ number: Int32) {
+    private func send(_ number: Int32, group: Bool = false) {
         let target = lock.withLock { status == nil ? pid : 0 }
-        if target > 0 { kill(target, number) }
+        if target > 0 { kill(group ? -target : target, number) }
     }
 
     private var raw: Int32 {

@@ -19,11 +19,11 @@ package final class DownloaderHarness: Sendable {
     package let items: ItemStore
     package let originClient: OriginClient
     package let downloader: Downloader
-    package let keys: KeyService?
+    package let keys: KeyService
     private let eventLog = NIOLockedValueBox<[DownloadEvent]>([])
 
     package init(
-        origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30, withKeyStore: Bool = false,
+        origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30,
         commitThreadPool: NIOThreadPool? = nil,
         configure: (inout DownloaderConfiguration) -> Void = { _ in },
         configureOrigin: (inout OriginConfiguration) -> Void = { _ in },
@@ -33,8 +33,9 @@ package final class DownloaderHarness: Sendable {
         self.origin = origin
         self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
         store = try CacheStore.open(directory: self.cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
-        items = try ItemStore(
-            directory: self.cacheDirectory.path, masterKey: withKeyStore ? try MasterKey.load(directory: self.cacheDirectory.path, environment: [:]) : nil)
+        // The master key serve and fetch use: it seals the items' headers and the key store (keys.sqlite).
+        let masterKey = try MasterKey.load(directory: self.cacheDirectory.path, environment: [:])
+        items = try ItemStore(directory: self.cacheDirectory.path, masterKey: masterKey)
         var logger = Logger(label: "hlscache-fetch-test")
         logger.logLevel = .error
         if let explicitLogger { logger = explicitLogger }
@@ -53,12 +54,8 @@ package final class DownloaderHarness: Sendable {
         configuration.statePollInterval = .milliseconds(50)
         configure(&configuration)
         let log = eventLog
-        let keys =
-            withKeyStore
-            ? try KeyService(
-                directory: self.cacheDirectory.path, configuration: KeyConfiguration(),
-                masterKey: try MasterKey.load(directory: self.cacheDirectory.path, environment: [:]), fetcher: originClient, logger: logger)
-            : nil
+        let keys = try KeyService(
+            directory: self.cacheDirectory.path, configuration: KeyConfiguration(), masterKey: masterKey, fetcher: originClient, logger: logger)
         self.keys = keys
         downloader = Downloader(
             store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,

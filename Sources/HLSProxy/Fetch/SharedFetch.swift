@@ -7,7 +7,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// One origin download shared by every client that asks for the same resource while it is in flight
-/// (DESIGN.md §6): the bytes go to the cache file and to each client as they arrive. At most a window of the body
+/// (docs/design.md §6): the bytes go to the cache file and to each client as they arrive. At most a window of the body
 /// (`limits.inFlightBuffer`) is in memory; a client that joins late or falls behind reads what has arrived from the
 /// growing cache file, then follows the live edge. Playlists are collected whole, rewritten once and handed to
 /// every waiting client. The decisions are ``SharedFetchStateMachine``'s; this class runs its actions.

@@ -20,19 +20,19 @@ public final class ProxyServer: Sendable {
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
     ///   - origin: the origin client, on `group`.
-    ///   - keys: the key service that key URIs (every method) are rewritten to (`/keys/{keyid}`); without one, key
-    ///     URIs are proxied like any other resource (and cached in the clear), so servers should always pass one.
+    ///   - keys: the key service that key URIs (every method) are rewritten to (`/keys/{keyid}`), where keys are
+    ///     sealed at rest and served only to the clients `keys.allow` admits.
     ///   - metrics: where the server counts; a registry of its own by default (see ``ProxyMetrics``).
     ///   - accessLogger: the access log; by default `Logger(label: "hlscache.access")` at `logger`'s level.
     ///   - routeExtension: answers `/api/…` and `/` and observes proxied responses (the admin API, `HLSAdmin`).
     ///   - cookiePages: for a request an origin refused (401/403), the page that sets the cookies it wants when this
     ///     process read no multivariant playlist from that origin (the stream was prewarmed: its playlists are
-    ///     served from the cache). The origin client gets a cookie source (``OriginClient/setCookieSource(_:)``):
-    ///     the multivariant playlist last read from the request's origin, else this.
+    ///     served from the cache). The origin client's ``CookieRefresher`` asks for the multivariant playlist last
+    ///     read from the request's origin, else for this.
     public init(
-        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService? = nil, group: any EventLoopGroup,
+        configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil,
-        routeExtension: (any ProxyRouteExtension)? = nil, cookiePages: OriginClient.CookieSource? = nil
+        routeExtension: (any ProxyRouteExtension)? = nil, cookiePages: CookieRefresher.PageSource? = nil
     ) {
         self.configuration = configuration
         var accessLog = accessLogger ?? Logger(label: "hlscache.access")
@@ -44,10 +44,8 @@ public final class ProxyServer: Sendable {
         routeExtension?.attach(to: metrics)
         self.limiter = ConnectionLimiter(limit: configuration.maxConnections)
         let playlists = services.playlists
-        origin.setCookieSource { url in
-            if let page = playlists.cookiePage(for: url) { return page }
-            return await cookiePages?(url)
-        }
+        // The multivariant playlist last read from the request's origin comes first (``CookieRefresher``).
+        origin.cookies.setPageSource { url in await cookiePages?(url) }
         origin.setHeaderSource { url in playlists.channelHeaders(for: url) }
     }
 

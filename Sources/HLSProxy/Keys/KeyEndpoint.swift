@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Answers `/keys/{keyid}` (DESIGN.md §7): only to clients the access policy allows, from the key service
+/// Answers `/keys/{keyid}` (docs/design.md §7): only to clients the access policy allows, from the key service
 /// (stored copy or origin), as 16 bytes that no cache may keep.
 final class KeyEndpoint: Sendable {
     private let services: ProxyServices
@@ -15,22 +15,17 @@ final class KeyEndpoint: Sendable {
 
     /// Whether the client may receive keys: at loopback or inside `keys.allow`, and not a web page
     /// `http.allowedWebOrigins` refuses (a hostile page in a browser on this machine is a loopback client too).
-    /// Without a key service, nobody.
-    static func allows(_ request: ProxyRequest, keys: KeyService?) -> Bool {
+    static func allows(_ request: ProxyRequest, keys: KeyService) -> Bool {
         !request.page.isRefused && allows(peer: request.remoteAddress, keys: keys)
     }
 
     /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`.
-    static func allows(peer: SocketAddress?, keys: KeyService?) -> Bool {
-        guard let keys else { return false }
-        return keys.configuration.access.allows(peer: peer?.ipAddress)
+    static func allows(peer: SocketAddress?, keys: KeyService) -> Bool {
+        keys.configuration.access.allows(peer: peer?.ipAddress)
     }
 
     func handle(_ request: ProxyRequest, id text: Substring, responder: Responder) {
-        guard let keys = services.keys else {
-            responder.send(error: KeyError.notFound.with("this server has no key service"))
-            return
-        }
+        let keys = services.keys
         if case .refused(let page) = request.page {
             services.logger.notice("key request from a web page refused", metadata: ["page": "\(page)"])
             responder.send(error: ProxyError.pageNotAllowed(page))

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HLSCacheCore
 import Logging
 import NIOConcurrencyHelpers
 
@@ -72,9 +73,9 @@ public struct JSONLogHandler: LogHandler {
     /// The JSON line, newline included.
     static func line(timestamp: String, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata) -> String {
         var out = "{\"timestamp\":\"\(timestamp)\",\"level\":\"\(level.rawValue)\",\"label\":"
-        appendQuoted(label, to: &out)
+        JSONText.appendString(label, to: &out)
         out += ",\"message\":"
-        appendQuoted(message, to: &out)
+        JSONText.appendString(message, to: &out)
         if !metadata.isEmpty {
             out += ",\"metadata\":"
             appendObject(metadata, to: &out)
@@ -89,7 +90,7 @@ public struct JSONLogHandler: LogHandler {
         for key in metadata.keys.sorted() {
             if !first { out += "," }
             first = false
-            appendQuoted(key, to: &out)
+            JSONText.appendString(key, to: &out)
             out += ":"
             appendValue(metadata[key]!, to: &out)
         }
@@ -98,8 +99,8 @@ public struct JSONLogHandler: LogHandler {
 
     private static func appendValue(_ value: Logger.Metadata.Value, to out: inout String) {
         switch value {
-        case .string(let string): appendQuoted(string, to: &out)
-        case .stringConvertible(let convertible): appendQuoted(convertible.description, to: &out)
+        case .string(let string): JSONText.appendString(string, to: &out)
+        case .stringConvertible(let convertible): JSONText.appendString(convertible.description, to: &out)
         case .dictionary(let dictionary): appendObject(dictionary, to: &out)
         case .array(let array):
             out += "["
@@ -109,28 +110,6 @@ public struct JSONLogHandler: LogHandler {
             }
             out += "]"
         }
-    }
-
-    /// Appends `text` as a JSON string: quotes, backslashes and control characters escaped.
-    static func appendQuoted(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
     }
 
     /// Now as `2026-11-22T05:01:02.345Z`.

@@ -235,7 +235,7 @@ public final class ProxyMetrics: Sendable {
         var cacheObjects: Int?
         var cacheCapacity: Int64
         var diskFree: Int64?
-        var keys: KeyStatistics?
+        var keys: KeyStatistics
         var downloadStates: [String: Int]?
         /// The proxy's origin client: requests that waited for a connection so far, and waiting now.
         var originConnectionWaits: (total: Int, waiting: Int)?
@@ -257,15 +257,14 @@ public final class ProxyMetrics: Sendable {
             originConnectionWaits.increment(by: Int64(max(0, waits.total - previous)))
             originRequestsWaiting.set(Int64(waits.waiting))
         }
-        if let keys = snapshot.keys {
-            let previous = lastKeyStatistics.withLockedValue { last in
-                defer { last = keys }
-                return last
-            }
-            keyFetches.increment(by: max(0, keys.fetches - previous.fetches))
-            keyFetchFailures.increment(by: max(0, keys.fetchFailures - previous.fetchFailures))
-            keyExpiries.increment(by: max(0, keys.expiries - previous.expiries))
+        let keys = snapshot.keys
+        let previous = lastKeyStatistics.withLockedValue { last in
+            defer { last = keys }
+            return last
         }
+        keyFetches.increment(by: max(0, keys.fetches - previous.fetches))
+        keyFetchFailures.increment(by: max(0, keys.fetchFailures - previous.fetchFailures))
+        keyExpiries.increment(by: max(0, keys.expiries - previous.expiries))
         if let states = snapshot.downloadStates {
             let descriptor = MetricNameDescriptor(
                 namespace: "hlscache", metricName: "downloads", unitName: "", helpText: "Prewarm items (hlscache fetch) by state.")

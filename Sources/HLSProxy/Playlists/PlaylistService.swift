@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSCrypto
 import HLSKeys
+import HLSOrigin
 import HLSPlaylist
 import Logging
 import NIOConcurrencyHelpers
@@ -34,7 +35,7 @@ struct RewrittenPlaylist: Sendable {
 final class PlaylistService: Sendable {
     private let configuration: ProxyConfiguration
     private let store: CacheStore
-    private let keys: KeyService?
+    private let keys: KeyService
     private let logger: Logger
     private let metrics: ProxyMetrics
     private let writeFailures: CacheWriteFailureLog
@@ -55,8 +56,6 @@ final class PlaylistService: Sendable {
         var livePlaylists = 4096
         /// The tokens each stored playlist was fetched for, and the imported variables of media playlists.
         var playlistTokens = 10_000
-        /// The cookie page of each origin.
-        var cookiePages = 1024
         /// Lifetimes of the media resources live playlists name.
         var liveResources = 50_000
         /// Playlist warnings already logged.
@@ -66,15 +65,15 @@ final class PlaylistService: Sendable {
     }
 
     init(
-        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService?, logger: Logger, metrics: ProxyMetrics,
-        writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
+        configuration: ProxyConfiguration, store: CacheStore, keys: KeyService, cookies: CookieRefresher, logger: Logger,
+        metrics: ProxyMetrics, writeFailures: CacheWriteFailureLog, limits: TableLimits = TableLimits()
     ) {
         self.limits = limits
+        self.cookies = cookies
         live = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
         seenLive = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
         fetchedFor = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
         importsByPlaylist = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
-        cookiePages = NIOLockedValueBox(BoundedLRU(maxCount: limits.cookiePages))
         liveLifetimes = NIOLockedValueBox(BoundedLRU(maxCount: limits.liveResources))
         warned = NIOLockedValueBox(BoundedLRU(maxCount: limits.warnings))
         channelHeaderTable = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
@@ -146,20 +145,8 @@ final class PlaylistService: Sendable {
         }
     }
 
-    /// The multivariant playlist this process last read from each origin (`scheme://authority`), by URL: where a
-    /// refused request to that origin gets fresh cookies (``OriginClient/setCookieSource(_:)``), as a player
-    /// reloading the page would.
-    private let cookiePages: NIOLockedValueBox<BoundedLRU<String, String>>
-
-    private func learnCookiePage(_ url: OriginURL) {
-        let origin = "\(url.scheme)://\(url.authority)"
-        cookiePages.withLockedValue { _ = $0.setValue(url.string, forKey: origin) }
-    }
-
-    /// The multivariant playlist this process last read from `url`'s origin, if any.
-    func cookiePage(for url: OriginURL) -> OriginURL? {
-        cookiePages.withLockedValue { $0.value(forKey: "\(url.scheme)://\(url.authority)") }.flatMap { try? OriginURL($0) }
-    }
+    /// Where a request its origin refused gets fresh cookies: the multivariant playlists read are its pages.
+    private let cookies: CookieRefresher
 
     /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
     /// plus two target durations, after which no player asks for it (it left every playlist). An encoder that
@@ -216,7 +203,7 @@ final class PlaylistService: Sendable {
     /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
     /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
     /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
-    /// channel's playlist or segment directly still gets them sent. Without a key store, in memory only.
+    /// channel's playlist or segment directly still gets them sent.
     private let channelHeaderTable: NIOLockedValueBox<BoundedLRU<String, [(String, String)]>>
     /// Rows written since the table on disk was last trimmed to ``TableLimits/channelHeaderURLs``.
     private let channelHeaderWrites = NIOLockedValueBox(0)
@@ -228,7 +215,7 @@ final class PlaylistService: Sendable {
 
     /// Reads back the channel headers a previous run learnt (the newest ``TableLimits/channelHeaderURLs``).
     private func loadChannelHeaders() {
-        guard let masterKey = keys?.masterKey else { return }
+        let masterKey = keys.masterKey
         do {
             var table = BoundedLRU<String, [(String, String)]>(maxCount: limits.channelHeaderURLs)
             var channels = BoundedLRU<String, Bool>(maxCount: limits.channelHeaderURLs)
@@ -253,7 +240,8 @@ final class PlaylistService: Sendable {
     /// Keeps newly learnt channel headers in the index, sealed (they may carry a token in a `Referer` or Kodi's
     /// `|Cookie=`); trimmed to the newest ``TableLimits/channelHeaderURLs`` every few thousand writes.
     private func persistChannelHeaders(_ learnt: [(String, [(String, String)])]) {
-        guard let masterKey = keys?.masterKey, !learnt.isEmpty else { return }
+        guard !learnt.isEmpty else { return }
+        let masterKey = keys.masterKey
         var rows: [(url: String, value: [UInt8])] = []
         for (url, headers) in learnt {
             guard let json = try? JSONEncoder().encode(headers.map { [$0.0, $0.1] }),
@@ -400,21 +388,19 @@ final class PlaylistService: Sendable {
             playlist = try Playlist(
                 bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
             var rewriter = ProxyPathRewriter()
-            if let keys {
-                // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-                rewriter.keyRewrite = { @Sendable resolved, _, method in
-                    guard let keyURL = try? OriginURL(resolved) else { return nil }
-                    // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
-                    let id = try keys.register(keyURL, method: method)
-                    named.withLockedValue { $0.append(id) }
-                    return id.path(for: keyURL)
-                }
+            // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
+            rewriter.keyRewrite = { @Sendable resolved, _, method in
+                guard let keyURL = try? OriginURL(resolved) else { return nil }
+                // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+                let id = try keys.register(keyURL, method: method)
+                named.withLockedValue { $0.append(id) }
+                return id.path(for: keyURL)
             }
             let imports = playlist.kind == .media ? imports(of: key) : [:]
             rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
             if playlist.kind == .master {
                 learnImports(from: playlist, url: url)
-                learnCookiePage(url)
+                cookies.learn(page: url)
             }
         } catch let error as PlaylistError {
             throw ProxyError.corrupted("playlist from \(url.host) is invalid: \(error)")
@@ -439,7 +425,7 @@ final class PlaylistService: Sendable {
             isLive = playlist.isLiveMedia
             if isLive {
                 let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: imports(of: key))
-                if let keys, let lifetime {
+                if let lifetime {
                     for id in named.withLockedValue({ $0 }) {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }

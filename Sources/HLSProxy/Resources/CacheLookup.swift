@@ -18,18 +18,17 @@ enum CacheLookup {
         case object
         case playlist
         case playlistForOtherTokens
-        /// A 16- or 32-byte object where keys have a store of their own: left by a download without a key store (a
-        /// key kept in clear), removed and served as a miss, which does not store it again (``KeySizedBody``).
+        /// A 16- or 32-byte object: a key an older version kept in clear (keys have a sealed store of their own),
+        /// removed and served as a miss, which does not store it again (``KeySizedBody``).
         case keySizedLeftover
     }
 
     /// - Parameters:
-    ///   - hasKeyStore: keys are served from `/keys/` and stored sealed.
     ///   - otherTokens: whether a stored playlist was fetched with other tokens than the request's (asked only for
     ///     playlists).
-    static func classify(kind: CacheObjectKind, size: Int64, hasKeyStore: Bool, otherTokens: () -> Bool) -> Stored {
+    static func classify(kind: CacheObjectKind, size: Int64, otherTokens: () -> Bool) -> Stored {
         if kind == .playlist { return otherTokens() ? .playlistForOtherTokens : .playlist }
-        if hasKeyStore, KeySizedBody.isKeySize(size) { return .keySizedLeftover }
+        if KeySizedBody.isKeySize(size) { return .keySizedLeftover }
         return .object
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// What the generic path does with a body of exactly 16 or 32 bytes, the sizes of AES-128 and AES-256 keys (DESIGN.md §7).
+/// What the generic path does with a body of exactly 16 or 32 bytes, the sizes of AES-128 and AES-256 keys (docs/design.md §7).
 ///
 /// Keys a playlist names are rewritten to `/keys/{id}`, and a registered key's origin URL asked for on the generic
 /// path is redirected there. But a key's URL has countless other spellings (`a//k.bin`, `%6b.bin`, an extra query
@@ -23,11 +23,9 @@ enum KeySizedBody {
         return sizes.contains(length)
     }
 
-    /// Whether the client of `request` may receive a 16-byte body: the clients `/keys/` answers; everyone when the
-    /// server has no key service (no key policy to keep).
+    /// Whether the client of `request` may receive a 16-byte body: the clients `/keys/` answers.
     static func mayReceive(_ request: ProxyRequest, services: ProxyServices) -> Bool {
-        guard let keys = services.keys else { return true }
-        return KeyEndpoint.allows(request, keys: keys)
+        KeyEndpoint.allows(request, keys: services.keys)
     }
 
     /// The answer to a client that may not receive one.

@@ -23,7 +23,7 @@ final class ResourceService: Sendable {
     init(services: ProxyServices) {
         self.services = services
         self.slices = SliceService(services: services)
-        self.keysShareCacheKeys = services.keys?.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
+        self.keysShareCacheKeys = services.keys.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
     }
 
     /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
@@ -56,7 +56,7 @@ final class ResourceService: Sendable {
         let (url, key) = (memo.url, memo.key)
         // A registered key asked for by its origin URL: send the client to /keys/{id}, where access is
         // checked and the key is stored encrypted; the generic path would cache it in plaintext.
-        if let keys = services.keys, let id = keysShareCacheKeys ? keys.registeredID(for: key) : keys.registeredID(for: url) {
+        if let id = keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: url) {
             var headers = HTTPHeaders()
             headers.add(name: "Location", value: id.path(for: url))
             headers.add(name: "Content-Length", value: "0")
@@ -99,7 +99,7 @@ final class ResourceService: Sendable {
     /// What the disk cache has for `key` (``CacheLookup``). A key-sized leftover is removed on the way.
     private func lookUp(_ key: CacheKey, url: OriginURL) -> CacheLookup {
         guard let (object, pin) = services.store.lookupAndPin(key) else { return .miss }
-        let stored = CacheLookup.classify(kind: object.kind, size: object.size, hasKeyStore: services.keys != nil) {
+        let stored = CacheLookup.classify(kind: object.kind, size: object.size) {
             services.playlists.hasOtherTokens(than: url, key: key, stored: object)
         }
         switch stored {
@@ -115,7 +115,7 @@ final class ResourceService: Sendable {
         }
     }
 
-    /// Removes a stored key-sized object (an older version, or a download without a key store, kept a key in clear):
+    /// Removes a stored key-sized object (an older version kept a key in clear):
     /// the request is served as a miss, which does not store it again (``KeySizedBody``).
     private func dropKeySized(_ key: CacheKey) {
         let store = services.store

@@ -2,7 +2,7 @@ import HLSCacheStore
 import NIOConcurrencyHelpers
 
 /// The slices being fetched from the origin now, by slice key: a request that needs a slice another request's run is
-/// fetching follows that run instead of asking the origin again (DESIGN.md §6: concurrent misses share one origin
+/// fetching follows that run instead of asking the origin again (docs/design.md §6: concurrent misses share one origin
 /// request): it sends the slice from the run's temp file as it is written (``SliceFlight``), at the pace of the
 /// request fetching it, as nginx's `slice` with `proxy_cache_lock` does with its cache lock, without waiting for the
 /// slice's commit.

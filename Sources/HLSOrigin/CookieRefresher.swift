@@ -1,0 +1,74 @@
+import HLSCacheCore
+import Synchronization
+
+/// Gets an origin's cookies again, as a player reloading the page would: a CDN that sets its access token as a cookie
+/// on the multivariant playlist (Akamai's `hdntl`, CloudFront signed cookies) refuses segments and keys with 401 or
+/// 403 once the token expired, or when this process never fetched that playlist (it was served from the cache,
+/// prewarmed by `hlscache fetch`).
+///
+/// One per ``OriginClient`` (``OriginClient/cookies``), used by the proxy and the downloader alike:
+/// - where the cookies come from: the multivariant playlist last read from each origin (``learn(page:)``, the
+///   proxy's playlists), else the page the ``PageSource`` names (`serve`: the top playlist of the item a refused
+///   resource belongs to);
+/// - the refreshes: one request per page at a time, and none again within the interval the caller gives (several
+///   refused requests share one fetch of the page).
+public final class CookieRefresher: Sendable {
+    /// For a URL an origin refused: the page whose answer sets the cookies it wants, or `nil` when none is known.
+    public typealias PageSource = @Sendable (OriginURL) async -> OriginURL?
+
+    /// The pages learnt, by origin (`scheme://authority`).
+    private let learnt: Mutex<BoundedLRU<String, String>>
+    private let source = Mutex<PageSource?>(nil)
+    /// Refreshes by page: the one under way or done last, and when it started.
+    private let refreshes: Mutex<BoundedLRU<String, Refresh>>
+
+    private struct Refresh {
+        var task: Task<Void, Never>
+        var started: ContinuousClock.Instant
+    }
+
+    /// - Parameters:
+    ///   - maxOrigins: the most origins whose page is remembered (least recently used out).
+    ///   - maxPages: the most pages whose last refresh is remembered.
+    public init(maxOrigins: Int = 1024, maxPages: Int = 1024) {
+        learnt = Mutex(BoundedLRU(maxCount: maxOrigins))
+        refreshes = Mutex(BoundedLRU(maxCount: maxPages))
+    }
+
+    /// Lets refused requests get cookies (``OriginClient`` asks again, once, after a refresh): from the pages learnt,
+    /// else from the page `source` names. Without a source (`nil`, the default) a refusal is delivered as it came.
+    public func setPageSource(_ source: PageSource?) {
+        self.source.withLock { $0 = source }
+    }
+
+    /// Whether refused requests get cookies (a page source is set).
+    var isEnabled: Bool { source.withLock { $0 != nil } }
+
+    /// Remembers `page`, a multivariant playlist just read, as where its origin's cookies come from.
+    public func learn(page: OriginURL) {
+        let origin = Self.origin(of: page)
+        learnt.withLock { _ = $0.setValue(page.string, forKey: origin) }
+    }
+
+    /// The page that sets the cookies `url`'s origin wants: the one learnt for its origin, else the source's.
+    public func page(for url: OriginURL) async -> OriginURL? {
+        if let page = learnt.withLock({ $0.value(forKey: Self.origin(of: url)) }).flatMap({ try? OriginURL($0) }) { return page }
+        guard let source = source.withLock({ $0 }) else { return nil }
+        return await source(url)
+    }
+
+    /// Runs `fetch` (a request for `page`, for the cookies its answer sets) unless a refresh of `page` is under way or
+    /// started within `interval`; then waits for that one instead.
+    public func refresh(_ page: OriginURL, within interval: Duration, _ fetch: @escaping @Sendable () async -> Void) async {
+        let now = ContinuousClock.now
+        let task = refreshes.withLock { table -> Task<Void, Never> in
+            if let recent = table.value(forKey: page.string), now - recent.started < interval { return recent.task }
+            let task = Task { await fetch() }
+            _ = table.setValue(Refresh(task: task, started: now), forKey: page.string)
+            return task
+        }
+        await task.value
+    }
+
+    private static func origin(of url: OriginURL) -> String { "\(url.scheme)://\(url.authority)" }
+}
