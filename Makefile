@@ -1,6 +1,7 @@
 # hlscache — one entry point for people and CI.
 #   make run    install missing Debian packages, build, and start the server
-#   make test   install missing Debian packages, build, and run the whole test suite
+#   make test   install missing Debian packages, check the formatting, build, and run the whole test suite
+#   make lint   the formatting check alone (swift-format, .swift-format); `make format` rewrites files to pass it
 
 SWIFT ?= swift
 DEB_PACKAGES := libssl-dev zlib1g-dev libsqlite3-dev pkg-config ffmpeg
@@ -11,7 +12,7 @@ TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema python3-cryptograp
 LISTEN ?= 127.0.0.1:8080
 CACHE_DIR ?=
 
-.PHONY: deps test-deps build release run test bench fuzz clean
+.PHONY: deps test-deps build release run test lint format bench fuzz clean
 
 deps:
 	@./scripts/install-deps.sh $(DEB_PACKAGES)
@@ -28,7 +29,16 @@ release: deps
 run: build
 	$(SWIFT) run hlscache serve --listen $(LISTEN) $(if $(CACHE_DIR),--cache-dir $(CACHE_DIR))
 
-test: deps test-deps
+# The Swift sources the formatter owns.
+SWIFT_SOURCES := Package.swift Sources Tests Benchmarks Fuzz
+
+lint:
+	$(SWIFT) format lint --strict --recursive $(SWIFT_SOURCES)
+
+format:
+	$(SWIFT) format format --in-place --recursive $(SWIFT_SOURCES)
+
+test: deps test-deps lint
 	$(SWIFT) build --build-tests
 	@# The tests' temporary files (streams, caches, fixtures) go to one directory, removed after the run either way.
 	@tmp=$$(mktemp -d /tmp/hlscache-tests.XXXXXX) || exit 1; \

@@ -159,7 +159,10 @@ let package = Package(
             name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto", "HLSTestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "HLSCacheStoreTests", dependencies: ["HLSCacheStore", "HLSCacheCore", "HLSTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HLSCacheStoreTests",
+            dependencies: ["HLSCacheStore", "HLSCacheCore", "HLSTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "HLSOriginTests",
             dependencies: ["HLSOrigin", "HLSCacheCore", "HLSTestSupport", .product(name: "Logging", package: "swift-log")] + nio,
@@ -197,7 +200,8 @@ let package = Package(
         .testTarget(
             name: "HLSAdminTests",
             dependencies: [
-                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader", "HLSTestSupport",
+                "hlscache", "HLSAdmin", "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSDownloader",
+                "HLSTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -209,7 +213,8 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", "HLSTestSupport", .product(name: "Logging", package: "swift-log"),
+                "hlscache", "HLSConfig", "HLSKeys", "HLSDownloader", "HLSCacheCore", "HLSOrigin", "HLSTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -4,7 +4,7 @@ import HLSCacheCore
 import HLSPlaylist
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func makeMediaPlaylist(segments: Int) -> String {
@@ -22,11 +22,13 @@ func makeMediaPlaylist(segments: Int) -> String {
 func makeMasterPlaylist(variants: Int) -> String {
     var text = "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-INDEPENDENT-SEGMENTS\n"
     for lang in ["en", "fr", "de", "es"] {
-        text += "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"aud\",LANGUAGE=\"\(lang)\",NAME=\"\(lang)\",AUTOSELECT=YES,URI=\"audio/\(lang)/index.m3u8\"\n"
+        text +=
+            "#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"aud\",LANGUAGE=\"\(lang)\",NAME=\"\(lang)\",AUTOSELECT=YES,URI=\"audio/\(lang)/index.m3u8\"\n"
     }
     for i in 0..<variants {
         let bandwidth = 200_000 + i * 150_000
-        text += "#EXT-X-STREAM-INF:BANDWIDTH=\(bandwidth),AVERAGE-BANDWIDTH=\(bandwidth * 9 / 10),RESOLUTION=\(320 + i * 32)x\(180 + i * 18),"
+        text +=
+            "#EXT-X-STREAM-INF:BANDWIDTH=\(bandwidth),AVERAGE-BANDWIDTH=\(bandwidth * 9 / 10),RESOLUTION=\(320 + i * 32)x\(180 + i * 18),"
         text += "CODECS=\"avc1.640028,mp4a.40.2\",FRAME-RATE=29.970,AUDIO=\"aud\"\n"
         text += "video/v\(i)/index.m3u8\n"
         text += "#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=\(bandwidth / 10),URI=\"video/v\(i)/iframes.m3u8\"\n"
@@ -62,7 +64,8 @@ struct Measurement {
         let micros = Double(median.components.attoseconds) / 1e12 + Double(median.components.seconds) * 1e6
         let bestMicros = Double(best.components.attoseconds) / 1e12 + Double(best.components.seconds) * 1e6
         let mbps = Double(bytes) / micros  // bytes per µs = MB/s
-        return "\(name.padding(38)) \(String(format1: micros).leftPad(10)) µs median  \(String(format1: bestMicros).leftPad(10)) µs best  \(String(format1: mbps).leftPad(8)) MB/s"
+        return
+            "\(name.padding(38)) \(String(format1: micros).leftPad(10)) µs median  \(String(format1: bestMicros).leftPad(10)) µs best  \(String(format1: mbps).leftPad(8)) MB/s"
     }
 }
 
@@ -117,7 +120,9 @@ results.append(
     })
 results.append(measure("media serialize (lossless)", bytes: media.count, iterations: iterations) { parsedMedia.serialize().count })
 results.append(
-    try measure("media timeline view", bytes: media.count, iterations: iterations) { try parsedMedia.media(baseURL: mediaBase).segments.count })
+    try measure("media timeline view", bytes: media.count, iterations: iterations) {
+        try parsedMedia.media(baseURL: mediaBase).segments.count
+    })
 results.append(
     try measure("master parse+proxy rewrite+serialize", bytes: master.count, iterations: iterations * 10) {
         try Playlist(bytes: master).rewrite(baseURL: masterBase, using: ProxyPathRewriter()).count

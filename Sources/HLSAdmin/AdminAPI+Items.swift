@@ -16,7 +16,8 @@ extension AdminAPI {
         if let unknown = parameters.keys.sorted().first(where: { !listParameters.contains($0) }) {
             throw .badRequest("unknown parameter \(unknown) (expected \(listParameters.sorted().joined(separator: ", ")))")
         }
-        var query = try filter(states: parameters["state"].map { Self.split($0) }, tags: parameters["tag"].map { Self.split($0) },
+        var query = try filter(
+            states: parameters["state"].map { Self.split($0) }, tags: parameters["tag"].map { Self.split($0) },
             played: parameters["played"], url: parameters["url"])
         if var sort = parameters["sort"] {
             if sort.hasPrefix("-") {
@@ -24,12 +25,16 @@ extension AdminAPI {
                 sort.removeFirst()
             }
             guard let parsed = ItemQuery.Sort(rawValue: sort) else {
-                throw .badRequest("sort=\(sort): expected one of \(ItemQuery.Sort.allCases.map(\.rawValue).joined(separator: ", ")), - first for descending")
+                throw .badRequest(
+                    "sort=\(sort): expected one of \(ItemQuery.Sort.allCases.map(\.rawValue).joined(separator: ", ")), - first for descending"
+                )
             }
             query.sort = parsed
         }
         if let text = parameters["limit"] {
-            guard let limit = Int(text), (1...maxPageSize).contains(limit) else { throw .badRequest("limit=\(text): expected 1…\(maxPageSize)") }
+            guard let limit = Int(text), (1...maxPageSize).contains(limit) else {
+                throw .badRequest("limit=\(text): expected 1…\(maxPageSize)")
+            }
             query.limit = limit
         }
         if let text = parameters["offset"] {
@@ -38,9 +43,12 @@ extension AdminAPI {
         }
         if let token = parameters["after"] {
             guard parameters["offset"] == nil else { throw .badRequest("give offset or after, not both") }
-            guard let cursor = ItemQuery.Cursor(token: token) else { throw .badRequest("after: not a cursor (give the nextCursor of a page)") }
+            guard let cursor = ItemQuery.Cursor(token: token) else {
+                throw .badRequest("after: not a cursor (give the nextCursor of a page)")
+            }
             guard cursor.sort == query.sort, cursor.descending == query.descending else {
-                throw .badRequest("after: a cursor of the sort \(cursor.descending ? "-" : "")\(cursor.sort.rawValue); give the same sort as its page")
+                throw .badRequest(
+                    "after: a cursor of the sort \(cursor.descending ? "-" : "")\(cursor.sort.rawValue); give the same sort as its page")
             }
             query.after = cursor
         }
@@ -117,7 +125,9 @@ extension AdminAPI {
         }
         var keepMetadata = false
         if let value = object["keepMetadata"] {
-            guard action == "delete", let flag = value as? Bool else { throw AdminError.badRequest("\"keepMetadata\": true or false, with \"delete\" only") }
+            guard action == "delete", let flag = value as? Bool else {
+                throw AdminError.badRequest("\"keepMetadata\": true or false, with \"delete\" only")
+            }
             keepMetadata = flag
         }
         let ids: [String]
@@ -183,7 +193,8 @@ extension AdminAPI {
     static func batchFilter(_ value: Any) throws -> ItemQuery {
         guard let filter = value as? [String: Any] else { throw AdminError.badRequest("\"filter\": expected an object") }
         if let unknown = filter.keys.sorted().first(where: { !batchFilterFields.contains($0) }) {
-            throw AdminError.badRequest("unknown filter field \"\(unknown)\" (expected \(batchFilterFields.sorted().joined(separator: ", ")))")
+            throw AdminError.badRequest(
+                "unknown filter field \"\(unknown)\" (expected \(batchFilterFields.sorted().joined(separator: ", ")))")
         }
         var lists: [String: [String]] = [:]
         for name in ["state", "tag"] {
@@ -226,7 +237,8 @@ extension AdminAPI {
             guard let keyID = KeyID(status.id) else { continue }
             do throws(KeyError) {
                 let record = try await keys.renew(keyID)
-                var result = AdminJSON.key(ItemKeyStatus(id: record.id.value, host: record.host, state: keys.state(of: record), expiresAt: record.expiresAt))
+                var result = AdminJSON.key(
+                    ItemKeyStatus(id: record.id.value, host: record.host, state: keys.state(of: record), expiresAt: record.expiresAt))
                 result["renewed"] = true
                 results.append(result)
             } catch {

@@ -17,7 +17,7 @@ import ServiceLifecycle
 /// Requests are answered on the event loop only for routing and access checks; SQLite work runs on the thread pool.
 /// Call ``run()`` in a task for the life of the server: it polls `items.sqlite` for changes made by other
 /// processes, writes playback records and sends heartbeats.
-public final class AdminAPI: ProxyRouteExtension, Service {
+package final class AdminAPI: ProxyRouteExtension, Service {
     let configuration: AdminConfiguration
     let access: AdminAccess
     let downloader: Downloader
@@ -45,7 +45,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     ///   - hub: the event hub; create it first and pass `hub.publish` as the downloader's `onEvent`.
     ///   - volatileQueryParameters: the proxy's, so served URLs map to the items' cache keys.
     ///   - wake: asks the download scheduler to look at the items now (a created or resumed item starts at once).
-    public init(
+    package init(
         configuration: AdminConfiguration, downloader: Downloader, keys: KeyService, hub: EventHub, volatileQueryParameters: [String],
         threadPool: NIOThreadPool? = nil, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
@@ -54,7 +54,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         self.downloader = downloader
         self.keys = keys
         self.hub = hub
-        self.recorder = ConsumptionRecorder(store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters, logger: logger)
+        self.recorder = ConsumptionRecorder(
+            store: downloader.store, items: downloader.items, volatileParameters: volatileQueryParameters, logger: logger)
         self.feed = ItemChangeFeed(items: downloader.items)
         if let threadPool {
             self.threadPool = threadPool
@@ -75,11 +76,11 @@ public final class AdminAPI: ProxyRouteExtension, Service {
 
     // MARK: - ProxyRouteExtension
 
-    public func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
+    package func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
         recorder.observe(request, status: status, headers: headers)
     }
 
-    public func handle(_ request: ProxyRequest, responder: ProxyResponder) {
+    package func handle(_ request: ProxyRequest, responder: ProxyResponder) {
         let target = request.head.uri
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = parts[0]
@@ -187,7 +188,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
             return subscribe(responder)
         default:
             if let allowed = Self.allowedMethods(route) {
-                responder.send(error: AdminError.methodNotAllowed("\(method.rawValue) is not supported here"), extraHeaders: ["Allow": allowed])
+                responder.send(
+                    error: AdminError.methodNotAllowed("\(method.rawValue) is not supported here"), extraHeaders: ["Allow": allowed])
             } else {
                 responder.send(error: AdminError.notFound("no such endpoint (docs/api.md)"))
             }
@@ -219,7 +221,8 @@ public final class AdminAPI: ProxyRouteExtension, Service {
         for pair in query.split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(kv[0]).removingPercentEncoding ?? String(kv[0])
-            let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
+            let value =
+                kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
             // A repeated parameter (`state=idle&state=queued`) reads as a comma-separated list.
             result[name] = result[name].map { $0 + "," + value } ?? value
         }
@@ -293,7 +296,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     /// Polls for changes by other processes, records playback and sends heartbeats until the task is cancelled or
     /// the service group shuts down gracefully; then closes every event stream (so the proxy's drain does not wait
     /// for them).
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown { await self.loop() }
         hub.closeAll()
     }
@@ -311,7 +314,7 @@ public final class AdminAPI: ProxyRouteExtension, Service {
     }
 
     /// One round of ``run()``: read the items, announce changes, record playback.
-    public func pollOnce() async {
+    package func pollOnce() async {
         let hub = self.hub
         let recorder = self.recorder
         let feed = self.feed

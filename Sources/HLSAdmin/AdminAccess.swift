@@ -67,7 +67,8 @@ struct AdminAccess: Sendable {
         case .GET, .HEAD, .OPTIONS: return nil
         default:
             guard !AdminAPI.isJSON(request) else { return nil }
-            return .unsupportedMediaType("\(request.method.rawValue) requests to the admin API need Content-Type: application/json (with a body or without)")
+            return .unsupportedMediaType(
+                "\(request.method.rawValue) requests to the admin API need Content-Type: application/json (with a body or without)")
         }
     }
 }

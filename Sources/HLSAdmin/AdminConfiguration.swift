@@ -1,23 +1,23 @@
 import HLSKeys
 
 /// Settings of the admin API (`/api/v1`, docs/api.md). YAML keys `api.token`, `api.allow`.
-public struct AdminConfiguration: Sendable {
+package struct AdminConfiguration: Sendable {
     /// Bearer token every API request must carry (`Authorization: Bearer …`), from loopback too; `nil` = none.
-    public var token: String?
+    package var token: String?
     /// Networks allowed besides loopback (`api.allow`, `serve --api-allow CIDR`).
-    public var allowedNetworks: [IPNetwork] = []
+    package var allowedNetworks: [IPNetwork] = []
     /// Events buffered per `/events` subscriber that does not read; past it progress is coalesced and dropped,
     /// and a subscriber that still cannot keep up with state changes is disconnected.
-    public var maxBufferedEvents: Int = 256
+    package var maxBufferedEvents: Int = 256
     /// How often `items.sqlite` is compared for changes made by other processes (`hlscache fetch`).
-    public var pollInterval: Duration = .seconds(1)
+    package var pollInterval: Duration = .seconds(1)
     /// Progress events per item are sent at most this often (the last one of a burst is always sent).
-    public var progressInterval: Duration = .milliseconds(250)
+    package var progressInterval: Duration = .milliseconds(250)
     /// A comment line sent to every `/events` subscriber this often, so dead connections are noticed.
-    public var heartbeatInterval: Duration = .seconds(15)
+    package var heartbeatInterval: Duration = .seconds(15)
 
     /// Defaults: loopback only, no token.
-    public init(token: String? = nil, allowedNetworks: [IPNetwork] = []) {
+    package init(token: String? = nil, allowedNetworks: [IPNetwork] = []) {
         self.token = token
         self.allowedNetworks = allowedNetworks
     }

@@ -4,7 +4,7 @@ import NIOCore
 
 /// One Server-Sent Event of `GET /api/v1/events` (docs/api.md): item state changes, throttled progress, removals
 /// and playback. Encoded as `event: TYPE` + `data: JSON`.
-public enum AdminEvent: Sendable, Hashable {
+package enum AdminEvent: Sendable, Hashable {
     /// The item is now in `state` (also sent when an item appears).
     case state(id: String, state: ItemState, error: String?)
     /// Counters of a downloading item.
@@ -19,7 +19,7 @@ public enum AdminEvent: Sendable, Hashable {
     case played(id: String, lastPlayedAt: Date, servedSeconds: Double)
 
     /// The item the event is about.
-    public var id: String {
+    package var id: String {
         switch self {
         case .state(let id, _, _), .progress(let id, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
             .locked(let id, _):
@@ -56,7 +56,8 @@ public enum AdminEvent: Sendable, Hashable {
         case .progress(let id, let bytes, let bytesTotal, let segments, let segmentsTotal):
             return [
                 "type": "progress", "id": id, "bytes": bytes, "bytesTotal": bytesTotal, "segments": segments,
-                "segmentsTotal": segmentsTotal, "percent": AdminJSON.percent(bytes: bytes, bytesTotal: bytesTotal, segments: segments, segmentsTotal: segmentsTotal),
+                "segmentsTotal": segmentsTotal,
+                "percent": AdminJSON.percent(bytes: bytes, bytesTotal: bytesTotal, segments: segments, segmentsTotal: segmentsTotal),
             ]
         case .evicted(let id, let state, let resources, let bytes, let segments):
             return ["type": "evicted", "id": id, "state": state.rawValue, "resources": resources, "bytes": bytes, "segments": segments]

@@ -152,7 +152,8 @@ enum AdminJSON {
             "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
             "locked": item.locked, "bytesDone": item.bytesDone, "bytesTotal": item.bytesTotal,
             "segmentsDone": item.segmentsDone, "segmentsTotal": item.segmentsTotal, "renditions": item.renditions,
-            "percent": percent(bytes: item.bytesDone, bytesTotal: item.bytesTotal, segments: item.segmentsDone, segmentsTotal: item.segmentsTotal),
+            "percent": percent(
+                bytes: item.bytesDone, bytesTotal: item.bytesTotal, segments: item.segmentsDone, segmentsTotal: item.segmentsTotal),
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
@@ -184,10 +185,11 @@ enum AdminJSON {
         object["playbackPath"] = DownloadItem.playbackPath(of: item.id, offline: false)
         object["offlinePlaybackPath"] = DownloadItem.playbackPath(of: item.id, offline: true)
         if let consumption {
-            object["consumption"] = [
-                "lastPlayedAt": iso(consumption.lastPlayedAt), "served": consumption.served,
-                "servedSeconds": (consumption.servedSeconds * 1000).rounded() / 1000,
-            ] as [String: Any]
+            object["consumption"] =
+                [
+                    "lastPlayedAt": iso(consumption.lastPlayedAt), "served": consumption.served,
+                    "servedSeconds": (consumption.servedSeconds * 1000).rounded() / 1000,
+                ] as [String: Any]
         }
         return object
     }

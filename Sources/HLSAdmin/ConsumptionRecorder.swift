@@ -72,7 +72,8 @@ final class ConsumptionRecorder: Sendable {
         mutating func load(_ id: String, renditions: [String], timeline: Timeline, bound: Int) {
             unload(id)
             for (key, placement) in timeline.placements { byKey[key, default: []].append(placement) }
-            loaded[id] = Loaded(renditions: renditions, keys: Array(timeline.placements.keys), lastUsed: flushes, complete: timeline.complete)
+            loaded[id] = Loaded(
+                renditions: renditions, keys: Array(timeline.placements.keys), lastUsed: flushes, complete: timeline.complete)
             while loaded.count > bound, let oldest = loaded.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key {
                 unload(oldest)
             }
@@ -133,7 +134,9 @@ final class ConsumptionRecorder: Sendable {
             defer { p = Pending() }
             return p
         }
-        counters.withLockedValue { $0.hits += taken.hits; $0.misses += taken.misses }
+        counters.withLockedValue {
+            $0.hits += taken.hits; $0.misses += taken.misses
+        }
         timelines.withLockedValue { $0.flushes += 1 }
         forgetChanged(changes)
         if taken.dropped > 0 {

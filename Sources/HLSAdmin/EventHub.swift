@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 /// (`hlscache fetch`, `pause`, `rm`) changed. The hub remembers the last state and counters it announced per item,
 /// so the same change seen by both paths is sent once. Publishing never waits: each subscriber has its own bounded
 /// buffer (``EventStream``).
-public final class EventHub: Sendable {
+package final class EventHub: Sendable {
     private struct Known: Equatable {
         var state: ItemState
         var error: String?
@@ -41,15 +41,15 @@ public final class EventHub: Sendable {
     /// Told of every event as it is broadcast (the webhooks); they must not wait.
     private let observers = NIOLockedValueBox<[@Sendable (AdminEvent) -> Void]>([])
 
-    public init(progressInterval: Duration = .milliseconds(250)) {
+    package init(progressInterval: Duration = .milliseconds(250)) {
         self.progressInterval = progressInterval
     }
 
     /// The number of connected subscribers.
-    public var subscriberCount: Int { state.withLockedValue { $0.subscribers.count } }
+    package var subscriberCount: Int { state.withLockedValue { $0.subscribers.count } }
 
     /// The largest number of events queued for one subscriber now (bounded by its capacity).
-    public var largestBacklog: Int {
+    package var largestBacklog: Int {
         let streams = state.withLockedValue { Array($0.subscribers.values) }
         return streams.map(\.backlog).max() ?? 0
     }
@@ -63,7 +63,7 @@ public final class EventHub: Sendable {
     }
 
     /// A downloader event (pass this as the ``Downloader``'s `onEvent`).
-    public func publish(_ event: DownloadEvent) {
+    package func publish(_ event: DownloadEvent) {
         switch event {
         case .stateChanged(let id, let itemState, let error):
             announce(id: id, state: itemState, error: error)
@@ -104,7 +104,7 @@ public final class EventHub: Sendable {
     /// `readAt`: when the change began; a state announced from an event since then is newer (the scheduler may
     /// have started a resumed item already) and is not overwritten.
     /// A lock or unlock is announced as a `lock` event (the state does not change).
-    public func itemChanged(_ item: DownloadItem, readAt: ContinuousClock.Instant? = nil) {
+    package func itemChanged(_ item: DownloadItem, readAt: ContinuousClock.Instant? = nil) {
         let stale = readAt.map { readAt in state.withLockedValue { $0.announcedAt[item.id].map { $0 >= readAt } ?? false } } ?? false
         if !stale { announce(id: item.id, state: item.state, error: item.errorCode) }
         announceLock(id: item.id, locked: item.locked)
@@ -126,7 +126,7 @@ public final class EventHub: Sendable {
     }
 
     /// The item is gone (removed without metadata).
-    public func itemRemoved(_ id: String) {
+    package func itemRemoved(_ id: String) {
         let known = state.withLockedValue { s -> Bool in
             s.unpolled.remove(id)
             s.heldProgress[id] = nil
@@ -138,7 +138,7 @@ public final class EventHub: Sendable {
     }
 
     /// Sends an event that is not a state or progress change (playback).
-    public func send(_ event: AdminEvent) {
+    package func send(_ event: AdminEvent) {
         broadcast(event)
     }
 
@@ -146,7 +146,7 @@ public final class EventHub: Sendable {
     /// differences from what was announced, and removals; also releases progress held back by the throttle. The
     /// first poll only learns the items (a new subscriber reads `/items` for the start).
     /// `readAt`: when the read of `changes` began; states announced from events since are newer than the read's.
-    public func poll(_ changes: ItemChangeFeed.Changes, readAt: ContinuousClock.Instant = .now) {
+    package func poll(_ changes: ItemChangeFeed.Changes, readAt: ContinuousClock.Instant = .now) {
         var events: [AdminEvent] = []
         state.withLockedValue { s in
             let first = changes.isFirst || !s.polledOnce
@@ -173,12 +173,16 @@ public final class EventHub: Sendable {
                 if let was = before?.locked, was != item.locked {
                     events.append(.locked(id: item.id, locked: item.locked))
                 }
-                if before.map({ ($0.bytes, $0.segments, $0.bytesTotal, $0.segmentsTotal) != (now.bytes, now.segments, now.bytesTotal, now.segmentsTotal) })
+                if before.map({
+                    ($0.bytes, $0.segments, $0.bytesTotal, $0.segmentsTotal) != (now.bytes, now.segments, now.bytesTotal, now.segmentsTotal)
+                })
                     ?? (now.bytes > 0 || now.segments > 0)
                 {
                     s.heldProgress[item.id] = nil
                     events.append(
-                        .progress(id: item.id, bytes: now.bytes, bytesTotal: now.bytesTotal, segments: now.segments, segmentsTotal: now.segmentsTotal))
+                        .progress(
+                            id: item.id, bytes: now.bytes, bytesTotal: now.bytesTotal, segments: now.segments,
+                            segmentsTotal: now.segmentsTotal))
                 }
             }
             for id in changes.removed {
@@ -199,7 +203,7 @@ public final class EventHub: Sendable {
     }
 
     /// Items announced from events that no poll has reported yet (for ``ItemChangeFeed/next(alsoKnown:)``).
-    public var unpolledItems: Set<String> { state.withLockedValue { $0.unpolled } }
+    package var unpolledItems: Set<String> { state.withLockedValue { $0.unpolled } }
 
     /// Sends a heartbeat comment to every subscriber.
     func ping() {
@@ -237,7 +241,7 @@ public final class EventHub: Sendable {
     }
 
     /// Calls `observer` with every event the hub sends from now on, in order, whether or not anyone subscribes.
-    public func observe(_ observer: @escaping @Sendable (AdminEvent) -> Void) {
+    package func observe(_ observer: @escaping @Sendable (AdminEvent) -> Void) {
         observers.withLockedValue { $0.append(observer) }
     }
 

@@ -52,7 +52,9 @@ final class EventStream: Sendable {
     func enqueue(_ event: AdminEvent) {
         let (schedule, overflow) = queue.withLockedValue { q -> (Bool, Bool) in
             guard !q.closed else { return (false, false) }
-            if event.isCoalescable, let same = q.events.firstIndex(where: { $0.isCoalescable && $0.type == event.type && $0.id == event.id }) {
+            if event.isCoalescable,
+                let same = q.events.firstIndex(where: { $0.isCoalescable && $0.type == event.type && $0.id == event.id })
+            {
                 q.events[same] = event
                 q.dropped += 1
                 return (false, false)

@@ -6,7 +6,9 @@ import HLSDownloader
 /// `null`: no expiry), `expiresAt` (an absolute ISO 8601 date), `lock` (true or false), `rate` (the item's own
 /// bandwidth cap: bytes per second, `"2MiB"`; `"none"` or `null`: none). At least one; not both expiries.
 enum ItemPatchRequest {
-    static let knownFields: Set<String> = ["expires", "expiresAt", "lock", "rate", "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit"]
+    static let knownFields: Set<String> = [
+        "expires", "expiresAt", "lock", "rate", "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit",
+    ]
 
     static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemChanges {
         let object: [String: Any]
@@ -27,7 +29,8 @@ enum ItemPatchRequest {
         do {
             fields = try JSONDecoder().decode(Body.self, from: Data(body))
         } catch {
-            throw .badRequest("\"expires\" is seconds, e.g. \"45m\", \"7d\", \"never\" or null; \"expiresAt\" an ISO 8601 date; \"lock\" true or false")
+            throw .badRequest(
+                "\"expires\" is seconds, e.g. \"45m\", \"7d\", \"never\" or null; \"expiresAt\" an ISO 8601 date; \"lock\" true or false")
         }
         var changes = ItemChanges()
         if fields.expires != nil && fields.expiresAt != nil { throw .badRequest("give \"expires\" or \"expiresAt\", not both") }
@@ -38,11 +41,15 @@ enum ItemPatchRequest {
             guard value > 0 && value.isFinite else { throw .badRequest("\"expires\": expected a positive number of seconds") }
             changes.expiresAt = .some(now.addingTimeInterval(value))
         case .text(let text):
-            guard let interval = ItemRequest.duration(text) else { throw .badRequest("\"expires\": expected seconds, e.g. \"45m\", \"7d\", or \"never\"") }
+            guard let interval = ItemRequest.duration(text) else {
+                throw .badRequest("\"expires\": expected seconds, e.g. \"45m\", \"7d\", or \"never\"")
+            }
             changes.expiresAt = .some(now.addingTimeInterval(interval))
         }
         if let text = fields.expiresAt {
-            guard let date = Self.date(text) else { throw .badRequest("\"expiresAt\": expected an ISO 8601 date such as \"2026-12-01T00:00:00Z\"") }
+            guard let date = Self.date(text) else {
+                throw .badRequest("\"expiresAt\": expected an ISO 8601 date such as \"2026-12-01T00:00:00Z\"")
+            }
             changes.expiresAt = .some(date)
         }
         changes.locked = fields.lock
@@ -53,7 +60,9 @@ enum ItemPatchRequest {
             guard bytes >= 1 && bytes < 1e15 else { throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"") }
             changes.rateLimit = .some(Int64(bytes))
         case .text(let text):
-            guard let bytes = ByteSize(text)?.bytes, bytes > 0 else { throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"") }
+            guard let bytes = ByteSize(text)?.bytes, bytes > 0 else {
+                throw .badRequest("\"rate\": expected bytes per second, e.g. \"2MiB\", or \"none\"")
+            }
             changes.rateLimit = .some(bytes)
         }
         try metadata(object, into: &changes)
@@ -65,7 +74,9 @@ enum ItemPatchRequest {
     private static func metadata(_ object: [String: Any], into changes: inout ItemChanges) throws(AdminError) {
         do throws(ItemMetadata.Problem) {
             if let value = object["title"] {
-                guard value is NSNull || value is String else { throw ItemMetadata.Problem(message: "\"title\": expected a string or null") }
+                guard value is NSNull || value is String else {
+                    throw ItemMetadata.Problem(message: "\"title\": expected a string or null")
+                }
                 changes.title = .some(try (value as? String).map(ItemMetadata.title))
             }
             if let value = object["tags"] {
@@ -98,7 +109,9 @@ enum ItemPatchRequest {
                 changes.dailyBytes = .some(nil)
             } else {
                 let size: ItemRequest.Size? = (value as? String).map { .text($0) } ?? (value as? NSNumber).map { .bytes($0.doubleValue) }
-                guard let bytes = size?.value else { throw .badRequest("\"dailyLimit\": expected bytes, a size such as \"500MiB\", or null") }
+                guard let bytes = size?.value else {
+                    throw .badRequest("\"dailyLimit\": expected bytes, a size such as \"500MiB\", or null")
+                }
                 changes.dailyBytes = .some(bytes)
             }
         }

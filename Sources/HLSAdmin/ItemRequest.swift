@@ -44,7 +44,11 @@ struct ItemRequest {
         case bytes(Double), text(String)
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
-            if let text = try? container.decode(String.self) { self = .text(text) } else { self = .bytes(try container.decode(Double.self)) }
+            if let text = try? container.decode(String.self) {
+                self = .text(text)
+            } else {
+                self = .bytes(try container.decode(Double.self))
+            }
         }
 
         /// The byte count, or nil for a size that is not one (zero, negative, unparsable).
@@ -61,7 +65,11 @@ struct ItemRequest {
         case text(String), seconds(Double)
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
-            if let text = try? container.decode(String.self) { self = .text(text) } else { self = .seconds(try container.decode(Double.self)) }
+            if let text = try? container.decode(String.self) {
+                self = .text(text)
+            } else {
+                self = .seconds(try container.decode(Double.self))
+            }
         }
     }
 
@@ -70,7 +78,11 @@ struct ItemRequest {
         case object([String: String]), lines([String])
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
-            if let object = try? container.decode([String: String].self) { self = .object(object) } else { self = .lines(try container.decode([String].self)) }
+            if let object = try? container.decode([String: String].self) {
+                self = .object(object)
+            } else {
+                self = .lines(try container.decode([String].self))
+            }
         }
     }
 
@@ -171,7 +183,9 @@ struct ItemRequest {
             item.dailyBytes = bytes
         }
         if let text = fields.window {
-            guard let window = DownloadWindow(parsing: text) else { throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"") }
+            guard let window = DownloadWindow(parsing: text) else {
+                throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"")
+            }
             item.downloadWindow = window
         }
         return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false)

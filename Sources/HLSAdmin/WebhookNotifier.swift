@@ -11,26 +11,26 @@ import NIOHTTP1
 import ServiceLifecycle
 
 /// The settings of ``WebhookNotifier`` (`webhooks.*`, docs/configuration.md).
-public struct WebhookConfiguration: Sendable {
+package struct WebhookConfiguration: Sendable {
     /// The receivers.
-    public var urls: [String] = []
+    package var urls: [String] = []
     /// The HMAC-SHA256 key of `X-Hlscache-Signature`.
-    public var secret = ""
+    package var secret = ""
     /// Deliveries tried per event and receiver.
-    public var attempts = 5
+    package var attempts = 5
     /// The wait before the second delivery; doubled for each further one, up to ``retryMaxDelay``.
-    public var retryBaseDelay: Duration = .seconds(1)
-    public var retryMaxDelay: Duration = .seconds(300)
+    package var retryBaseDelay: Duration = .seconds(1)
+    package var retryMaxDelay: Duration = .seconds(300)
     /// Events waiting per receiver; past it the oldest waiting one is dropped.
-    public var queueSize = 1024
+    package var queueSize = 1024
     /// One delivery's whole time (connect, send, answer).
-    public var timeout: Duration = .seconds(10)
+    package var timeout: Duration = .seconds(10)
     /// How the wait between two deliveries is waited (tests inject their own).
-    public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    package var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     /// The time written into each event.
-    public var clock: @Sendable () -> Date = { Date() }
+    package var clock: @Sendable () -> Date = { Date() }
 
-    public init() {}
+    package init() {}
 }
 
 /// Webhooks (issue 27): every item state change (``AdminEvent/state``, ``AdminEvent/removed``, ``AdminEvent/locked``) the ``EventHub``
@@ -44,7 +44,7 @@ public struct WebhookConfiguration: Sendable {
 /// Events still queued when the notifier stops (the one being delivered included) are written to the outbox
 /// (`webhook_outbox` in `items.sqlite`, at most ``WebhookConfiguration/queueSize`` per receiver, the oldest dropped
 /// and counted) and delivered first at the next start, in order, with the same body, signature and delivery id.
-public final class WebhookNotifier: Service, Sendable {
+package final class WebhookNotifier: Service, Sendable {
     private struct Receiver: Sendable {
         let url: String
         let queue: WebhookQueue
@@ -69,7 +69,7 @@ public final class WebhookNotifier: Service, Sendable {
     ///   waiting there are queued first when ``run()`` starts (not before: a server that fails to start loses
     ///   nothing). `nil`: they are lost.
     /// - Parameter onOutcome: told of each event delivered, given up on, or dropped (the server's metrics).
-    public init(
+    package init(
         configuration: WebhookConfiguration, eventLoopGroup: any EventLoopGroup, logger: Logger, outbox: ItemStore? = nil,
         onOutcome: @escaping @Sendable (WebhookOutcome) -> Void = { _ in }
     ) {
@@ -120,12 +120,12 @@ public final class WebhookNotifier: Service, Sendable {
     package var waitingBodies: [[String]] { receivers.map(\.queue.bodies) }
 
     /// Feeds the notifier from `hub`: call once, before the hub announces anything.
-    public func follow(_ hub: EventHub) {
+    package func follow(_ hub: EventHub) {
         hub.observe { [weak self] event in self?.enqueue(event) }
     }
 
     /// Queues a state change, removal, lock or unlock for every receiver; other events are not sent. Never waits.
-    public func enqueue(_ event: AdminEvent) {
+    package func enqueue(_ event: AdminEvent) {
         guard !receivers.isEmpty else { return }
         switch event {
         case .state, .removed, .locked: break
@@ -144,7 +144,8 @@ public final class WebhookNotifier: Service, Sendable {
             switch receiver.queue.push(delivery) {
             case .queued: break
             case .droppedOldest: count(.dropped)
-            case .closed: late.append(WebhookOutboxEntry(receiver: receiver.url, delivery: delivery.id, type: delivery.type, body: delivery.body))
+            case .closed:
+                late.append(WebhookOutboxEntry(receiver: receiver.url, delivery: delivery.id, type: delivery.type, body: delivery.body))
             }
         }
         // After the stop (the last state changes of a shutting-down server): straight to the outbox.
@@ -170,18 +171,18 @@ public final class WebhookNotifier: Service, Sendable {
     }
 
     /// How many events were delivered, given up on, or dropped (over every receiver) so far.
-    public func count(of outcome: WebhookOutcome) -> Int {
+    package func count(of outcome: WebhookOutcome) -> Int {
         counts.withLockedValue { $0[outcome] ?? 0 }
     }
 
     /// The `X-Hlscache-Signature` value of `body` under `secret`.
-    public static func signature(of body: String, secret: String) -> String {
+    package static func signature(of body: String, secret: String) -> String {
         "sha256=" + HMACSHA256.hex(body, key: secret)
     }
 
     /// Delivers until the task is cancelled or the service group shuts down; then keeps what is left in the outbox
     /// and stops the HTTP client.
-    public func run() async throws {
+    package func run() async throws {
         // Made here, so a notifier that never runs (serve failing to start) leaves no client to shut down.
         let client = HTTPClient(
             eventLoopGroupProvider: .shared(eventLoopGroup), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))

@@ -55,7 +55,8 @@ final class WebhookQueue: Sendable {
     /// Puts `deliveries` (older events, in order) in front of those waiting; past the capacity the oldest are dropped.
     /// - Returns: how many were dropped.
     func prepend(_ deliveries: [WebhookNotifier.Delivery]) -> Int {
-        let (dropped, handOff) = state.withLockedValue { state -> (Int, (CheckedContinuation<WebhookNotifier.Delivery?, Never>, WebhookNotifier.Delivery)?) in
+        let (dropped, handOff) = state.withLockedValue {
+            state -> (Int, (CheckedContinuation<WebhookNotifier.Delivery?, Never>, WebhookNotifier.Delivery)?) in
             guard !state.drained else { return (deliveries.count, nil) }
             state.waiting = deliveries + state.waiting
             let dropped = max(0, state.waiting.count - capacity)

@@ -6,7 +6,7 @@
 /// A value type with no lock: keep it in a `Mutex` or `NIOLockedValueBox`. Lookups, insertions and removals are
 /// O(1) (a dictionary of slots and a doubly linked recency list kept in an array). Inlinable, so that each table is
 /// specialised for its key and value types where it is used (the proxy looks several up per request).
-public struct BoundedLRU<Key: Hashable, Value> {
+package struct BoundedLRU<Key: Hashable, Value> {
     @usableFromInline
     struct Node {
         @usableFromInline var key: Key
@@ -28,11 +28,11 @@ public struct BoundedLRU<Key: Hashable, Value> {
     }
 
     /// The most entries kept.
-    public let maxCount: Int
+    package let maxCount: Int
     /// The largest total cost kept; an entry whose cost alone is larger is never kept.
-    public let maxCost: Int
+    package let maxCost: Int
     /// The sum of the costs of the entries.
-    @inlinable public var totalCost: Int { costSum }
+    @inlinable package var totalCost: Int { costSum }
     @usableFromInline var costSum = 0
 
     @usableFromInline var slots: [Key: Int] = [:]
@@ -45,23 +45,23 @@ public struct BoundedLRU<Key: Hashable, Value> {
     ///   - maxCount: the most entries kept (0: none).
     ///   - maxCost: the largest total cost kept (default: unbounded, the count alone bounds the table).
     @inlinable
-    public init(maxCount: Int, maxCost: Int = .max) {
+    package init(maxCount: Int, maxCost: Int = .max) {
         precondition(maxCount >= 0 && maxCost >= 0, "bounds must not be negative")
         self.maxCount = maxCount
         self.maxCost = maxCost
     }
 
     @inlinable
-    public var count: Int { slots.count }
+    package var count: Int { slots.count }
     @inlinable
-    public var isEmpty: Bool { slots.isEmpty }
+    package var isEmpty: Bool { slots.isEmpty }
 
     @inlinable
-    public func contains(_ key: Key) -> Bool { slots[key] != nil }
+    package func contains(_ key: Key) -> Bool { slots[key] != nil }
 
     /// The value for `key`, made the most recently used.
     @inlinable
-    public mutating func value(forKey key: Key) -> Value? {
+    package mutating func value(forKey key: Key) -> Value? {
         guard let slot = slots[key] else { return nil }
         touch(slot)
         return nodes[slot]!.value
@@ -69,7 +69,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     /// The value for `key`, leaving the recency order as it is.
     @inlinable
-    public func peekValue(forKey key: Key) -> Value? {
+    package func peekValue(forKey key: Key) -> Value? {
         slots[key].map { nodes[$0]!.value }
     }
 
@@ -79,7 +79,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// - Returns: whether the value was kept.
     @discardableResult
     @inlinable
-    public mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
+    package mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
         precondition(cost >= 0, "cost must not be negative")
         guard cost <= maxCost, maxCount > 0 else {
             removeValue(forKey: key)
@@ -116,7 +116,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// - Returns: what `body` returned, or nil when there is no value for `key`.
     @discardableResult
     @inlinable
-    public mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
+    package mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
         guard let slot = slots[key] else { return nil }
         return try body(&nodes[slot]!.value)
     }
@@ -124,7 +124,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// Removes the value for `key` and returns it.
     @discardableResult
     @inlinable
-    public mutating func removeValue(forKey key: Key) -> Value? {
+    package mutating func removeValue(forKey key: Key) -> Value? {
         guard let slot = slots.removeValue(forKey: key) else { return nil }
         return unlink(slot).value
     }
@@ -132,7 +132,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// Removes the least recently used entry and returns it.
     @discardableResult
     @inlinable
-    public mutating func removeLeastRecent() -> (key: Key, value: Value)? {
+    package mutating func removeLeastRecent() -> (key: Key, value: Value)? {
         guard leastRecent >= 0 else { return nil }
         let slot = leastRecent
         slots[nodes[slot]!.key] = nil
@@ -142,7 +142,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     /// Removes every entry for which `shouldRemove` is true (an expiry sweep).
     @inlinable
-    public mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
+    package mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
         var slot = leastRecent
         while slot >= 0 {
             let node = nodes[slot]!
@@ -156,7 +156,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     }
 
     @inlinable
-    public mutating func removeAll() {
+    package mutating func removeAll() {
         slots.removeAll()
         nodes.removeAll()
         freeSlots.removeAll()
@@ -167,7 +167,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     /// The keys, the most recently used first.
     @inlinable
-    public var keysByRecency: [Key] {
+    package var keysByRecency: [Key] {
         var keys: [Key] = []
         keys.reserveCapacity(slots.count)
         var slot = mostRecent

@@ -1,13 +1,13 @@
 /// Sizes as people write them in flags and config: `10GiB`, `500MB`, `100 MiB`, `4096`.
 /// Binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB) units; `K`, `M`, `G`, `T` alone are binary.
-public struct ByteSize: Sendable, Hashable, CustomStringConvertible {
-    public let bytes: Int64
+package struct ByteSize: Sendable, Hashable, CustomStringConvertible {
+    package let bytes: Int64
 
-    public init(bytes: Int64) {
+    package init(bytes: Int64) {
         self.bytes = bytes
     }
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let trimmed = text.filter { $0 != " " && $0 != "_" }
         let digitsEnd = trimmed.firstIndex { !$0.isNumber && $0 != "." } ?? trimmed.endIndex
         guard let number = Double(trimmed[..<digitsEnd]), number >= 0, number.isFinite else { return nil }
@@ -31,7 +31,7 @@ public struct ByteSize: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The largest binary unit that keeps the number readable: `10 GiB`, `1.5 MiB`, `512 B`.
-    public var description: String {
+    package var description: String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)
         var unit = 0

@@ -1,7 +1,7 @@
 extension CacheKey {
     /// Rebuilds a key from its ``value`` as previously stored (the cache index), without normalising again:
     /// the stored text is already normalised, and re-parsing could change a key written by an older version.
-    public init(storedValue: String) {
+    package init(storedValue: String) {
         value = storedValue
     }
 }

@@ -1,16 +1,16 @@
 /// The identity of a cached resource: its origin URL without volatile query parameters (signed-URL tokens),
 /// so a prewarmed stream is still a hit when the player comes back with a fresh token (docs/design.md §3).
-public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
+package struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     /// The normalised URL string that names the resource.
-    public let value: String
+    package let value: String
 
     /// Query parameters dropped by default: CDN signing tokens that change per viewer or per hour.
-    public static let defaultVolatileParameters: [String] = [
+    package static let defaultVolatileParameters: [String] = [
         "token", "hdnts", "hdntl", "Expires", "Signature", "Policy", "Key-Pair-Id",
     ]
 
     /// - Parameter volatileParameters: names compared case-insensitively.
-    public init(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) {
+    package init(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) {
         var authority = url.host
         if let port = url.port, port != (url.scheme == "https" ? 443 : 80) { authority += ":\(port)" }
         var key = "\(url.scheme)://\(authority)\(url.path)"
@@ -25,11 +25,11 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
         value = key
     }
 
-    public var description: String { value }
+    package var description: String { value }
 
     /// The volatile parameters of `url` (its tokens), sorted: what the key leaves out. Two requests for one key
     /// with different signatures carry different tokens.
-    public static func volatileSignature(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) -> String {
+    package static func volatileSignature(_ url: OriginURL, volatileParameters: [String] = CacheKey.defaultVolatileParameters) -> String {
         guard let query = url.query else { return "" }
         let volatile = Set(volatileParameters.map { $0.lowercased() })
         return query.split(separator: "&", omittingEmptySubsequences: true).filter { pair in

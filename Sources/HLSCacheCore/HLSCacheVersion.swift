@@ -1,5 +1,5 @@
 /// The version printed by `hlscache --version` and sent as the origin client's User-Agent.
-public enum HLSCacheVersion {
-    public static let current = "0.1.0"
-    public static let userAgent = "hlscache/\(current)"
+package enum HLSCacheVersion {
+    package static let current = "0.1.0"
+    package static let userAgent = "hlscache/\(current)"
 }

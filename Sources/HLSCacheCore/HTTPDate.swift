@@ -1,21 +1,21 @@
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// IMF-fixdate formatting and parsing (`Sun, 06 Nov 1994 08:49:37 GMT`) without Foundation's formatters,
 /// which are slow enough to show up on the hit path.
-public enum HTTPDate {
+package enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// Formats seconds since the Unix epoch.
-    public static func format(_ epochSeconds: Int64) -> String {
+    package static func format(_ epochSeconds: Int64) -> String {
         var time = time_t(epochSeconds)
         var parts = tm()
         gmtime_r(&time, &parts)
@@ -30,7 +30,7 @@ public enum HTTPDate {
 
     /// ``format(_:)`` memoised: every cache hit sends its object's Last-Modified, and a stream's objects share
     /// a handful of timestamps. Bounded, least recently used out: the dates of the streams being played stay.
-    public static func cachedFormat(_ epochSeconds: Int64) -> String {
+    package static func cachedFormat(_ epochSeconds: Int64) -> String {
         if let known = recent.withLock({ $0.value(forKey: epochSeconds) }) { return known }
         let text = format(epochSeconds)
         recent.withLock { _ = $0.setValue(text, forKey: epochSeconds) }
@@ -46,7 +46,7 @@ public enum HTTPDate {
     /// Parses an HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate
     /// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and ANSI C's
     /// asctime (`Sun Nov  6 08:49:37 1994`). Anything else returns nil, which callers treat as an absent header.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let fields = text.split(separator: " ")
         switch fields.count {
         case 6:  // IMF-fixdate
@@ -54,7 +54,9 @@ public enum HTTPDate {
             return make(day: fields[1], month: fields[2], year: fields[3], clock: fields[4])
         case 4:  // rfc850-date: day-name "," SP day "-" month "-" 2DIGIT SP time SP "GMT"
             let date = fields[1].split(separator: "-", omittingEmptySubsequences: false)
-            guard fields[0].hasSuffix(","), fields[3] == "GMT", date.count == 3, date[2].count == 2, let twoDigits = Int32(date[2]) else { return nil }
+            guard fields[0].hasSuffix(","), fields[3] == "GMT", date.count == 3, date[2].count == 2, let twoDigits = Int32(date[2]) else {
+                return nil
+            }
             return make(day: date[0], month: date[1], year: Substring(String(fullYear(twoDigits))), clock: fields[2])
         case 5:  // asctime-date: day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time SP year
             guard days.contains(String(fields[0])) else { return nil }
@@ -66,7 +68,7 @@ public enum HTTPDate {
 
     /// The year of a two-digit RFC 850 year: this century's, unless that is more than 50 years ahead (RFC 9110
     /// §5.6.7: then the most recent past year with those digits).
-    public static func fullYear(_ twoDigits: Int32, now: Int64 = Int64(time(nil))) -> Int32 {
+    package static func fullYear(_ twoDigits: Int32, now: Int64 = Int64(time(nil))) -> Int32 {
         var time = time_t(now)
         var parts = tm()
         gmtime_r(&time, &parts)
@@ -75,8 +77,12 @@ public enum HTTPDate {
         return year > current + 50 ? year - 100 : year
     }
 
-    private static func make(day dayText: Substring, month monthText: Substring, year yearText: Substring, clock clockText: Substring) -> Int64? {
-        guard let day = Int32(dayText), let month = months.firstIndex(of: String(monthText)), yearText.count == 4, let year = Int32(yearText) else {
+    private static func make(day dayText: Substring, month monthText: Substring, year yearText: Substring, clock clockText: Substring)
+        -> Int64?
+    {
+        guard let day = Int32(dayText), let month = months.firstIndex(of: String(monthText)), yearText.count == 4,
+            let year = Int32(yearText)
+        else {
             return nil
         }
         let clock = clockText.split(separator: ":")

@@ -1,6 +1,6 @@
 /// An error that can reach an HTTP client of the proxy: it knows the status to answer with and the short code
 /// and message of the JSON body (`{"error": code, "message": message}`), docs/design.md §8.
-public protocol HTTPMappableError: Error, Sendable {
+package protocol HTTPMappableError: Error, Sendable {
     /// The status the proxy answers with.
     var httpStatus: Int { get }
     /// A short, stable, machine-readable code (`timeout`, `notFound`, …).
@@ -12,5 +12,5 @@ public protocol HTTPMappableError: Error, Sendable {
 }
 
 extension HTTPMappableError {
-    public var retryAfterSeconds: Int? { nil }
+    package var retryAfterSeconds: Int? { nil }
 }

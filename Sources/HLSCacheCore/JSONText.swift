@@ -1,10 +1,10 @@
 /// JSON text written by hand where `JSONSerialization` and `JSONEncoder` cost too much (the admin API's listings,
 /// one log line per event): the one string writer of the project (the admin API's JSON, the JSON log lines, the
 /// proxy's error bodies).
-public enum JSONText {
+package enum JSONText {
     /// Appends `text` as a JSON string: quotes, backslashes and control characters escaped; also DEL, and U+2028
     /// and U+2029 (line separators to JavaScript and to some log viewers), so a line stays one line everywhere.
-    public static func appendString(_ text: String, to out: inout String) {
+    package static func appendString(_ text: String, to out: inout String) {
         out += "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -26,7 +26,7 @@ public enum JSONText {
     }
 
     /// `text` as a JSON string (``appendString(_:to:)``).
-    public static func string(_ text: String) -> String {
+    package static func string(_ text: String) -> String {
         var out = ""
         appendString(text, to: &out)
         return out

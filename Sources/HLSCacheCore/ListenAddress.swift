@@ -1,14 +1,14 @@
 /// `host:port` as given to `--listen` (`127.0.0.1:8080`, `[::1]:8080`, `0.0.0.0:8080`, `:8080`).
-public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
+package struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
 
-    public init(host: String, port: Int) {
+    package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         var host: Substring
         var portText: Substring
         if text.hasPrefix("[") {
@@ -26,11 +26,11 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// The base URL a player on this machine reaches a server listening here at: `http://host:port`, with a
     /// wildcard address (`0.0.0.0`, `::`) given as the loopback address of its family.
-    public var localBaseURL: String {
+    package var localBaseURL: String {
         let reachable =
             switch host {
             case "0.0.0.0", "": "127.0.0.1"
@@ -43,8 +43,8 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 
 /// Where the cache lives when `--cache-dir` is not given: `$HLSCACHE_CACHE_DIR` (set in the Docker image to
 /// `/var/cache/hlscache`), else `$XDG_CACHE_HOME/hlscache`, else `~/.cache/hlscache`.
-public enum DefaultCacheDirectory {
-    public static func resolve(environment: [String: String]) -> String {
+package enum DefaultCacheDirectory {
+    package static func resolve(environment: [String: String]) -> String {
         if let explicit = environment["HLSCACHE_CACHE_DIR"], !explicit.isEmpty { return explicit }
         if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty { return xdg + "/hlscache" }
         if let home = environment["HOME"], !home.isEmpty { return home + "/.cache/hlscache" }

@@ -2,21 +2,21 @@ import HLSPlaylist
 
 /// A validated absolute `http`/`https` origin URL and its place in the proxy's URL space (docs/design.md §3):
 /// `https://cdn.example.com/vod/a.m3u8?t=1` ⇄ `/https/cdn.example.com/vod/a.m3u8?t=1`.
-public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
+package struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     /// `http` or `https`, lowercased.
-    public let scheme: String
+    package let scheme: String
     /// The host as written but lowercased; IPv6 literals keep their brackets.
-    public let host: String
+    package let host: String
     /// The explicit port, if any.
-    public let port: Int?
+    package let port: Int?
     /// The path, starting with `/`, percent-encoding kept.
-    public let path: String
+    package let path: String
     /// The query without `?`, if any.
-    public let query: String?
+    package let query: String?
 
     /// Parses an absolute URL. Characters that may not appear in a URL (spaces, non-ASCII, quotes) are
     /// percent-encoded; existing `%XX` escapes are kept; the fragment is dropped.
-    public init(_ string: String) throws {
+    package init(_ string: String) throws {
         let reference = URIReference(parsing: string)
         guard let scheme = reference.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw OriginURLError.unsupportedScheme.with("only http and https origins are proxied")
@@ -29,7 +29,7 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a proxy request target (`/https/host[:port]/path?query`) back to the origin URL.
     /// Rejects dot segments (plain or percent-encoded) so the proxy URL space cannot be escaped.
-    public init(proxyTarget target: String) throws {
+    package init(proxyTarget target: String) throws {
         let u = Array(target.utf8)
         guard u.first == UInt8(ascii: "/") else { throw OriginURLError.invalidProxyPath.with("the path must start with /") }
         var i = 1
@@ -56,7 +56,9 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         }
         // The path and query are sent to the origin as the octets the player sent: a malformed escape has no
         // meaning to forward, and an escape the origin client cannot send as it is must not become another path.
-        if let problem = OriginURL.escapeProblem(u[j..<queryStart], inPath: true) ?? OriginURL.escapeProblem(u[min(queryStart + 1, end)..<end], inPath: false) {
+        if let problem = OriginURL.escapeProblem(u[j..<queryStart], inPath: true)
+            ?? OriginURL.escapeProblem(u[min(queryStart + 1, end)..<end], inPath: false)
+        {
             throw OriginURLError.invalidEscape.with(problem)
         }
         try self.init(scheme: scheme, authority: authority, path: path, query: query)
@@ -65,7 +67,7 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     /// Why the percent escapes of a path or query cannot be forwarded exactly, or nil when they can: a `%` not
     /// followed by two hexadecimal digits is malformed (RFC 3986 §2.1). Escapes are octets: what they decode to
     /// (UTF-8 text or not, `%E9` alone) does not matter, the origin gets them as written.
-    public static func escapeProblem(_ bytes: ArraySlice<UInt8>, inPath: Bool) -> String? {
+    package static func escapeProblem(_ bytes: ArraySlice<UInt8>, inPath: Bool) -> String? {
         guard bytes.contains(UInt8(ascii: "%")) else { return nil }
         var i = bytes.startIndex
         while i < bytes.endIndex {
@@ -102,7 +104,8 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         while i < bytes.endIndex {
             if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.endIndex {
                 let code = String(decoding: bytes[(i + 1)...(i + 2)], as: UTF8.self).uppercased()
-                let plain: UInt8? = code == "5B" ? UInt8(ascii: "[") : code == "5D" ? UInt8(ascii: "]") : code == "3A" ? UInt8(ascii: ":") : nil
+                let plain: UInt8? =
+                    code == "5B" ? UInt8(ascii: "[") : code == "5D" ? UInt8(ascii: "]") : code == "3A" ? UInt8(ascii: ":") : nil
                 if let plain {
                     out.append(plain)
                     i += 3
@@ -126,29 +129,29 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `host` or `host:port` as it appears in the URL.
-    public var authority: String { port.map { "\(host):\($0)" } ?? host }
+    package var authority: String { port.map { "\(host):\($0)" } ?? host }
 
     /// The port the origin is reached on (explicit or the scheme's default).
-    public var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+    package var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
 
     /// The absolute URL.
-    public var string: String { "\(scheme)://\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
-    public var description: String { string }
+    package var string: String { "\(scheme)://\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
+    package var description: String { string }
     /// The URL for logs: the query (signed URLs carry tokens in it) shown as `?…`.
-    public var redacted: String { "\(scheme)://\(authority)\(path)\(query == nil ? "" : "?…")" }
+    package var redacted: String { "\(scheme)://\(authority)\(path)\(query == nil ? "" : "?…")" }
 
     /// The path and query on the proxy: `/https/host/path?query`.
-    public var proxyPath: String { "/\(scheme)/\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
+    package var proxyPath: String { "/\(scheme)/\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
 
     /// The proxy URL given the proxy's own base (`http://127.0.0.1:8080`).
-    public func proxyURL(base: String) -> String {
+    package func proxyURL(base: String) -> String {
         var base = base
         while base.hasSuffix("/") { base.removeLast() }
         return base + proxyPath
     }
 
     /// The last path segment's extension, lowercased (`ts`, `m3u8`), used to pick a Content-Type.
-    public var pathExtension: String? {
+    package var pathExtension: String? {
         guard let lastSegment = path.split(separator: "/").last, let dot = lastSegment.lastIndex(of: ".") else { return nil }
         let ext = lastSegment[lastSegment.index(after: dot)...]
         return ext.isEmpty ? nil : ext.lowercased()
@@ -179,10 +182,12 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
         }
         guard !host.isEmpty else { throw OriginURLError.invalidAuthority.with("empty host") }
         if !host.hasPrefix("[") {
-            guard host.utf8.allSatisfy({ c in
-                URIReference.isAlpha(c) || (c &- UInt8(ascii: "0")) < 10 || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
-                    || c == UInt8(ascii: "_") || c == UInt8(ascii: "~")
-            }) else {
+            guard
+                host.utf8.allSatisfy({ c in
+                    URIReference.isAlpha(c) || (c &- UInt8(ascii: "0")) < 10 || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
+                        || c == UInt8(ascii: "_") || c == UInt8(ascii: "~")
+                })
+            else {
                 throw OriginURLError.invalidAuthority.with("invalid character in host")
             }
         }
@@ -256,26 +261,26 @@ public struct OriginURL: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Why a URL cannot be proxied.
-public struct OriginURLError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct OriginURLError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
         case unsupportedScheme, invalidAuthority, invalidProxyPath, pathTraversal, invalidEscape
     }
     private var code: Code
-    public private(set) var detail: String = ""
+    package private(set) var detail: String = ""
 
-    public var name: String { code.rawValue }
-    public static let unsupportedScheme = OriginURLError(code: .unsupportedScheme)
-    public static let invalidAuthority = OriginURLError(code: .invalidAuthority)
-    public static let invalidProxyPath = OriginURLError(code: .invalidProxyPath)
-    public static let pathTraversal = OriginURLError(code: .pathTraversal)
-    public static let invalidEscape = OriginURLError(code: .invalidEscape)
+    package var name: String { code.rawValue }
+    package static let unsupportedScheme = OriginURLError(code: .unsupportedScheme)
+    package static let invalidAuthority = OriginURLError(code: .invalidAuthority)
+    package static let invalidProxyPath = OriginURLError(code: .invalidProxyPath)
+    package static let pathTraversal = OriginURLError(code: .pathTraversal)
+    package static let invalidEscape = OriginURLError(code: .invalidEscape)
 
     func with(_ detail: String) -> OriginURLError {
         var copy = self
         copy.detail = detail
         return copy
     }
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    public var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
+    package static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    package func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    package var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
 }

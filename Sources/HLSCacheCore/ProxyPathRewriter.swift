@@ -5,26 +5,26 @@ import HLSPlaylist
 ///
 /// Keys are not mapped here (`mapsKeys` false): with the key store they go to `/keys/{id}`, decided by the
 /// caller, so the directory fast path is never offered for key roles.
-public struct ProxyPathRewriter: URIRewriter {
+package struct ProxyPathRewriter: URIRewriter {
     /// Called for key and session-key URIs with the key's `METHOD` as written (empty when unknown); nil keeps the
     /// generic proxy path.
-    public var keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)?
+    package var keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)?
 
-    public init(keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)? = nil) {
+    package init(keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)? = nil) {
         self.keyRewrite = keyRewrite
     }
 
-    public func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
+    package func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
         if let keyRewrite, role == .key || role == .sessionKey { return try keyRewrite(resolvedURL, role, "") }
         return try? OriginURL(resolvedURL).proxyPath
     }
 
-    public func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+    package func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
         if let keyRewrite { return try keyRewrite(resolvedURL, role, method) }
         return try? OriginURL(resolvedURL).proxyPath
     }
 
-    public func directoryPrefix(for directoryURL: String, role: URIRole) -> String? {
+    package func directoryPrefix(for directoryURL: String, role: URIRole) -> String? {
         guard role != .key && role != .sessionKey else { return nil }
         guard let path = try? OriginURL(directoryURL).proxyPath, path.hasSuffix("/") else { return nil }
         return path
@@ -34,17 +34,17 @@ public struct ProxyPathRewriter: URIRewriter {
 /// The inverse of ``ProxyPathRewriter`` for a playlist as another hlscache served it (a fleet's balancer, for
 /// `hlscache fetch --through`): every URI that resolves to a proxy path on `server` (`/https/cdn…/seg.ts`, a key's
 /// `/keys/{id}/https/cdn…/k.key`) becomes the origin URL again; anything else is kept as written.
-public struct ServedPathRewriter: URIRewriter {
+package struct ServedPathRewriter: URIRewriter {
     /// The serving hlscache, `scheme://authority` (no path).
-    public let server: String
+    package let server: String
 
-    public init(server: String) {
+    package init(server: String) {
         var server = server
         while server.hasSuffix("/") { server.removeLast() }
         self.server = server
     }
 
-    public func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
+    package func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
         guard resolvedURL.hasPrefix(server + "/") else { return nil }
         var path = Substring(resolvedURL.dropFirst(server.count))
         if path.hasPrefix("/keys/") {

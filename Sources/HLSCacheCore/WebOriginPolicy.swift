@@ -6,9 +6,9 @@
 /// served from loopback hosts (`localhost`, `*.localhost`, `127.0.0.0/8`, `[::1]`, any scheme and port) and requests
 /// made by no page at all (native players, ffmpeg, curl, a URL typed into the address bar), as local development
 /// servers now default to.
-public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
+package struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
     /// One entry of the list.
-    public enum Entry: Sendable, Hashable, CustomStringConvertible {
+    package enum Entry: Sendable, Hashable, CustomStringConvertible {
         /// `*`: every page (CORS for any page, as a public CDN grants it; a start-up warning says so).
         case any
         /// `loopback`: pages served from `localhost`, `*.localhost`, `127.0.0.0/8` or `[::1]`, any scheme and port.
@@ -18,7 +18,7 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
         /// An exact origin, `scheme://host[:port]`, normalised (lowercase, no default port).
         case origin(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .any: "*"
             case .loopback: "loopback"
@@ -28,18 +28,18 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public let entries: [Entry]
+    package let entries: [Entry]
 
     /// Pages on loopback hosts, and requests made by no page.
-    public static let `default` = WebOriginPolicy(entries: [.loopback])
+    package static let `default` = WebOriginPolicy(entries: [.loopback])
 
-    public init(entries: [Entry]) {
+    package init(entries: [Entry]) {
         self.entries = entries
     }
 
     /// Parses the setting's list: `*`, `loopback`, `null` or origins such as `https://player.example:8443`.
     /// An empty list allows no page at all (requests made by no page still pass).
-    public init(parsing list: [String]) throws(WebOriginPolicyError) {
+    package init(parsing list: [String]) throws(WebOriginPolicyError) {
         var entries: [Entry] = []
         for item in list {
             let text = item.trimmingSpaces()
@@ -60,12 +60,12 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether every page is allowed (`*`).
-    public var allowsAnyPage: Bool { entries.contains(.any) }
+    package var allowsAnyPage: Bool { entries.contains(.any) }
 
-    public var description: String { entries.isEmpty ? "none" : entries.map(\.description).joined(separator: ", ") }
+    package var description: String { entries.isEmpty ? "none" : entries.map(\.description).joined(separator: ", ") }
 
     /// Who is behind a request, as far as the server may act on it.
-    public enum Verdict: Sendable, Hashable {
+    package enum Verdict: Sendable, Hashable {
         /// No page: a native client, or a browser navigating by itself (`Sec-Fetch-Site: none`).
         case noPage
         /// A page the policy allows; `origin` is the value of its `Origin` header to echo in
@@ -75,7 +75,7 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
         case refused(page: String)
 
         /// Whether the request may have what only allowed clients get (keys, admin data, state changes).
-        public var isRefused: Bool {
+        package var isRefused: Bool {
             if case .refused = self { return true }
             return false
         }
@@ -89,7 +89,7 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
     ///   sandboxed (an opaque origin), so it is never same-origin with the server.
     /// - Without `Origin`, `Sec-Fetch-Site: cross-site` or `same-site` is a page's no-cors request (a `<video>`, an
     ///   `<img>`): the page is the `Referer`'s origin when there is one, else unknown (refused).
-    public func judge(origin: String?, fetchSite: String?, referer: String?, host: String?) -> Verdict {
+    package func judge(origin: String?, fetchSite: String?, referer: String?, host: String?) -> Verdict {
         if let origin {
             let value = origin.trimmingSpaces()
             return allows(originValue: value, host: host) ? .allowed(origin: value) : .refused(page: Self.printable(value))
@@ -129,7 +129,7 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether a `Host` header names this server by an IP literal or `localhost`/`*.localhost` (with or without a
     /// port): names a DNS rebinding cannot take over.
-    public static func isLiteralOrLocalhost(hostHeader: String) -> Bool {
+    package static func isLiteralOrLocalhost(hostHeader: String) -> Bool {
         WebOrigin.hostAuthority(hostHeader)?.isLiteralOrLocalhost ?? false
     }
 
@@ -140,8 +140,8 @@ public struct WebOriginPolicy: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A setting value that is not a list of web origins.
-public struct WebOriginPolicyError: Error, Sendable, CustomStringConvertible {
-    public let description: String
+package struct WebOriginPolicyError: Error, Sendable, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
@@ -173,7 +173,9 @@ struct WebOrigin: Hashable, Sendable {
     /// Lowercase letters, digits, `+`, `-` and `.` (RFC 3986 §3.1, after lowercasing).
     static func isSchemeCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."): true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "-"),
+            UInt8(ascii: "."):
+            true
         default: false
         }
     }
@@ -181,7 +183,9 @@ struct WebOrigin: Hashable, Sendable {
     /// Lowercase letters, digits, `-`, `.` and `_`: what a host name may hold here.
     static func isHostCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"): true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+            UInt8(ascii: "_"):
+            true
         default: false
         }
     }

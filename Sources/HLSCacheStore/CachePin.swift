@@ -4,9 +4,9 @@ import Synchronization
 ///
 /// Returned by ``CacheStore/pin(_:)`` and ``CacheStore/lookupAndPin(_:)``. Release it with ``unpin()`` when
 /// the response is done; it also releases itself when deinitialised.
-public final class CachePin: Sendable {
+package final class CachePin: Sendable {
     /// SHA-256 hex of the pinned key.
-    public let keyHash: String
+    package let keyHash: String
     private let store: CacheStore
     private let released = Atomic<Bool>(false)
 
@@ -20,7 +20,7 @@ public final class CachePin: Sendable {
     }
 
     /// Releases the pin; later calls do nothing.
-    public func unpin() {
+    package func unpin() {
         guard released.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         store.unpin(keyHash: keyHash)

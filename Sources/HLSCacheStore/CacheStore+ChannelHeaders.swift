@@ -6,7 +6,7 @@ import GRDB
 /// to the origin. The store keeps opaque values (the proxy seals them under the master key); newest first, bounded.
 extension CacheStore {
     /// The stored values, the most recently learnt first, at most `limit` of them.
-    public func channelHeaders(limit: Int) throws -> [(url: String, value: [UInt8])] {
+    package func channelHeaders(limit: Int) throws -> [(url: String, value: [UInt8])] {
         try index.read { db in
             try Row.fetchAll(db, sql: "SELECT url, value FROM channel_headers ORDER BY learned_at DESC LIMIT ?", arguments: [limit])
                 .map { (url: $0["url"] as String, value: [UInt8]($0["value"] as Data)) }
@@ -15,7 +15,7 @@ extension CacheStore {
 
     /// Stores the value of each URL (replacing an older one), then, when `trimTo` is given, drops all but the
     /// `trimTo` most recently learnt.
-    public func saveChannelHeaders(_ entries: [(url: String, value: [UInt8])], trimTo: Int? = nil) throws {
+    package func saveChannelHeaders(_ entries: [(url: String, value: [UInt8])], trimTo: Int? = nil) throws {
         let now = Date().timeIntervalSince1970
         try index.write { db in
             let statement = try db.cachedStatement(

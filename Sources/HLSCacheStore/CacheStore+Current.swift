@@ -4,7 +4,7 @@ extension CacheStore {
     /// Records an access to `object` like a lookup, if it is still what is stored under its key (same entity tag
     /// and size, not expired), without pinning it: for a hit answered from a copy in memory, where no file is read
     /// that eviction could take away. False when the object changed or went away from this process's map.
-    public func touchIfUnchanged(_ object: CachedObject) -> Bool {
+    package func touchIfUnchanged(_ object: CachedObject) -> Bool {
         let hash = object.keyHash
         let now = Date().timeIntervalSince1970
         let flush = state.withLock { state -> (Bool, Bool)? in
@@ -23,7 +23,7 @@ extension CacheStore {
 
     /// Whether `object` is still what this process's map holds for its key (same entity tag and size, not expired);
     /// records nothing.
-    public func isCurrent(_ object: CachedObject) -> Bool {
+    package func isCurrent(_ object: CachedObject) -> Bool {
         let now = Date().timeIntervalSince1970
         return state.withLock { state in
             guard let row = state.entries[object.keyHash] else { return false }

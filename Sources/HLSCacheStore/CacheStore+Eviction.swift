@@ -8,7 +8,7 @@ extension CacheStore {
     ///
     /// - Returns: the bytes freed.
     @discardableResult
-    public func evict(bytes: Int64) throws -> Int64 {
+    package func evict(bytes: Int64) throws -> Int64 {
         try evict(allOrNothing: false) { _ in bytes }.freed
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import HLSCacheCore
 
 /// What `/readyz` says of the store.
-public enum CacheReadiness: Sendable, Equatable {
+package enum CacheReadiness: Sendable, Equatable {
     case ready
     /// Serving, not caching: the cache's file system is full. Hits are served and misses relayed uncached, so
     /// traffic should keep coming; the reason says why nothing new is stored.
@@ -13,17 +13,17 @@ public enum CacheReadiness: Sendable, Equatable {
 
 extension CacheStore {
     /// Free bytes on the cache's file system (`statvfs`, as this user may use them); nil when it cannot be read.
-    public func freeDiskBytes() -> Int64? { FileSystem.availableBytes(directory) }
+    package func freeDiskBytes() -> Int64? { FileSystem.availableBytes(directory) }
 
     /// Whether ``close()`` was called.
-    public var isClosed: Bool { closed.withLock { $0 } }
+    package var isClosed: Bool { closed.withLock { $0 } }
 
     /// Checks what the server needs to keep caching, for `/readyz`: the store is open, the index answers a
     /// read, and a file can be created, written and removed in the temp directory. A write refused for want of
     /// space (`ENOSPC`, `EDQUOT`) is ``CacheReadiness/degraded(_:)``, not unavailable; a free-disk cushion as large as
     /// the file system itself (nothing could ever be stored: a configuration error) is unavailable.
     /// Blocking (SQLite read, file I/O): call it off the event loops.
-    public func readiness() -> CacheReadiness {
+    package func readiness() -> CacheReadiness {
         if isClosed { return .unavailable("the cache store is closed") }
         do {
             _ = try usage()

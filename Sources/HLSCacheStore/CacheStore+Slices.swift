@@ -11,7 +11,7 @@ extension CacheStore {
     /// The slices stored for the object under `key`, cut with `layout`: the newest version's validator and size and
     /// which slices of that version are here (unexpired). Nil when none is. One indexed read of the index, which sees
     /// the other process's slices too.
-    public func sliceSet(of key: CacheKey, layout: SliceLayout) -> SliceSet? {
+    package func sliceSet(of key: CacheKey, layout: SliceLayout) -> SliceSet? {
         let set = layout.setID(of: key)
         let now = Date().timeIntervalSince1970
         let rows = try? index.read { db in
@@ -41,7 +41,7 @@ extension CacheStore {
     /// validator or size, so what is stored is an older version. Readers that opened a slice's file keep it.
     /// - Returns: the number of slices removed.
     @discardableResult
-    public func removeSlices(of key: CacheKey, layout: SliceLayout) throws -> Int {
+    package func removeSlices(of key: CacheKey, layout: SliceLayout) throws -> Int {
         FileSystem.assertMayBlock("removeSlices")
         let set = layout.setID(of: key)
         let hashes = try index.write { db -> [String] in

@@ -10,7 +10,7 @@ extension CacheStore {
     ///   the free-disk cushion (evicting to make room), reserved while writing, and enforced at finish.
     /// - Throws: ``CacheStoreError/cacheFull`` when the object cannot fit even after eviction,
     ///   ``CacheStoreError/io`` when the temp file cannot be created.
-    public func makeWriter(for key: CacheKey, expectedLength: Int64?) throws -> CacheWriter {
+    package func makeWriter(for key: CacheKey, expectedLength: Int64?) throws -> CacheWriter {
         FileSystem.assertMayBlock("makeWriter(\(key))")
         if let expectedLength {
             precondition(expectedLength >= 0, "negative expected length")

@@ -15,18 +15,18 @@ import Synchronization
 /// other process may have stored the object.
 ///
 /// See `docs/store.md` for the write protocol, recovery and eviction.
-public final class CacheStore: Sendable {
+package final class CacheStore: Sendable {
     /// The cache directory.
-    public let directory: String
+    package let directory: String
     /// The size cap: total bytes of objects above which least-recently-used objects are evicted.
-    public let maxBytes: Int64
+    package let maxBytes: Int64
     /// Free space to leave on the file system; writes that would eat into it evict first or fail.
-    public let freeDiskCushion: Int64
+    package let freeDiskCushion: Int64
     /// What startup recovery did.
-    public let recovery: CacheRecoveryReport
+    package let recovery: CacheRecoveryReport
 
     /// The default free-disk cushion: 100 MiB.
-    public static let defaultFreeDiskCushion: Int64 = 100 * 1024 * 1024
+    package static let defaultFreeDiskCushion: Int64 = 100 * 1024 * 1024
 
     let objectsDirectory: String
     let tmpDirectory: String
@@ -62,7 +62,7 @@ public final class CacheStore: Sendable {
     ///   - maxBytes: the size cap for all objects.
     ///   - freeDiskCushion: bytes to keep free on the file system (default 100 MiB).
     /// - Throws: ``CacheStoreError/io`` or ``CacheStoreError/corrupted`` when the directory or index is unusable.
-    public static func open(
+    package static func open(
         directory: String,
         maxBytes: Int64,
         freeDiskCushion: Int64 = CacheStore.defaultFreeDiskCushion
@@ -132,13 +132,13 @@ public final class CacheStore: Sendable {
     /// Calls `observer` after every eviction of this instance (size cap, free-disk cushion, expired objects) with the
     /// keys of the objects it removed, once their rows are gone, on the evicting thread — which may be a write's:
     /// hand slow work off. Not called for ``remove(_:)``, whose callers know what they removed.
-    public func onEviction(_ observer: @escaping @Sendable ([CacheKey]) -> Void) {
+    package func onEviction(_ observer: @escaping @Sendable ([CacheKey]) -> Void) {
         evictionObservers.withLock { $0.append(observer) }
     }
 
     /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
     /// using the directory's lock. Open writers can still finish. Idempotent.
-    public func close() {
+    package func close() {
         let wasClosed = closed.withLock { closed in
             defer { closed = true }
             return closed
@@ -193,13 +193,13 @@ public final class CacheStore: Sendable {
     /// Records the access (for LRU) in memory; access times reach the index in batches. A lookup that races
     /// an eviction by the other process can return a path that vanishes before it is opened: callers treat
     /// `ENOENT` on open as a miss.
-    public func lookup(_ key: CacheKey) -> CachedObject? {
+    package func lookup(_ key: CacheKey) -> CachedObject? {
         lookup(key, pin: false)?.object
     }
 
     /// Like ``lookup(_:)``, and pins the object in the same step so this process cannot evict it between
     /// the lookup and the caller opening the file.
-    public func lookupAndPin(_ key: CacheKey) -> (object: CachedObject, pin: CachePin)? {
+    package func lookupAndPin(_ key: CacheKey) -> (object: CachedObject, pin: CachePin)? {
         guard let (object, pin) = lookup(key, pin: true), let pin else { return nil }
         return (object, pin)
     }
@@ -231,7 +231,7 @@ public final class CacheStore: Sendable {
     /// recording the access like a lookup. For callers that keep a ``CachedObject`` from an earlier lookup (the
     /// proxy's replayed hits): no key hashing, no new ``CachedObject``. `nil` when the object changed or went
     /// away from this process's map: look it up again.
-    public func pinIfUnchanged(_ object: CachedObject) -> CachePin? {
+    package func pinIfUnchanged(_ object: CachedObject) -> CachePin? {
         let hash = object.keyHash
         let now = Date().timeIntervalSince1970
         let flush = state.withLock { state -> (Bool, Bool)? in
@@ -250,7 +250,7 @@ public final class CacheStore: Sendable {
     /// Drops `object` from this process's map if it is still what the map holds for its key (same entity tag and
     /// size): its file was found not to match it (another process replaced or damaged it), so the next lookup reads
     /// the index again and checks the file's size against the row before using it.
-    public func forget(_ object: CachedObject) {
+    package func forget(_ object: CachedObject) {
         state.withLock { state in
             guard let row = state.entries[object.keyHash], row.etag == object.etag, row.size == object.size else { return }
             state.entries[object.keyHash] = nil
@@ -304,7 +304,7 @@ public final class CacheStore: Sendable {
     ///
     /// Runs by itself in the background (after ``accessFlushBatch`` hits or a couple of seconds); call it
     /// before reading LRU order from another process.
-    public func flushAccessTimes() {
+    package func flushAccessTimes() {
         let pending = state.withLock { state in
             defer {
                 state.pendingAccess.removeAll(keepingCapacity: true)
@@ -331,7 +331,7 @@ public final class CacheStore: Sendable {
     /// Pins whatever is, or will be, stored under `key`: this process never evicts a pinned object.
     ///
     /// Keep the pin while a file is served; it is released by ``CachePin/unpin()`` or when it is deinitialised.
-    public func pin(_ key: CacheKey) -> CachePin {
+    package func pin(_ key: CacheKey) -> CachePin {
         let hash = Self.keyHash(key)
         state.withLock { $0.pins[hash, default: 0] += 1 }
         return CachePin(store: self, keyHash: hash)
@@ -345,7 +345,7 @@ public final class CacheStore: Sendable {
     }
 
     /// Whether this process holds a pin on `key`.
-    public func isPinned(_ key: CacheKey) -> Bool {
+    package func isPinned(_ key: CacheKey) -> Bool {
         let hash = Self.keyHash(key)
         return state.withLock { $0.pins[hash] != nil }
     }
@@ -353,7 +353,7 @@ public final class CacheStore: Sendable {
     /// Removes the object stored under `key`, if any; readers that already opened the file keep reading it.
     /// - Returns: whether an object was removed.
     @discardableResult
-    public func remove(_ key: CacheKey) throws -> Bool {
+    package func remove(_ key: CacheKey) throws -> Bool {
         let hash = Self.keyHash(key)
         state.withLock { state in
             state.entries[hash] = nil
@@ -371,7 +371,7 @@ public final class CacheStore: Sendable {
     ///
     /// Keys with no object yet are ignored: pass `locked: true` to ``CacheWriter/finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)``
     /// for objects an item downloads later.
-    public func setLocked(_ keys: [CacheKey], _ locked: Bool) throws {
+    package func setLocked(_ keys: [CacheKey], _ locked: Bool) throws {
         let hashes = keys.map(Self.keyHash)
         try index.write { db in
             for hash in hashes {
@@ -384,12 +384,12 @@ public final class CacheStore: Sendable {
     }
 
     /// Total bytes and number of complete objects, from the index (so it includes the other process's).
-    public func usage() throws -> (bytes: Int64, count: Int) {
+    package func usage() throws -> (bytes: Int64, count: Int) {
         try index.read(IndexDatabase.usage)
     }
 
     /// Bytes held by locked objects: eviction cannot free them.
-    public func lockedBytes() throws -> Int64 {
+    package func lockedBytes() throws -> Int64 {
         try index.read(IndexDatabase.lockedBytes)
     }
 }

@@ -2,7 +2,7 @@
 ///
 /// Equality compares the kind only (`error == .cacheFull`); ``detail`` says why. The names match the item
 /// error codes of docs/design.md §5 where they overlap (`cacheFull`, `corrupted`).
-public struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Hashable, Sendable {
         case cacheFull
         case io
@@ -14,7 +14,7 @@ public struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertibl
 
     private var code: Code
     /// A human-readable explanation.
-    public private(set) var detail: String
+    package private(set) var detail: String
 
     private init(code: Code, detail: String = "") {
         self.code = code
@@ -22,21 +22,21 @@ public struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     }
 
     /// The stable machine-readable name of the error kind, e.g. `cacheFull`.
-    public var name: String { code.rawValue }
+    package var name: String { code.rawValue }
 
     /// The object does not fit under the size cap or the free-disk cushion even after eviction, or the disk
     /// filled up (`ENOSPC`) while writing. Nothing was left behind.
-    public static let cacheFull = CacheStoreError(code: .cacheFull)
+    package static let cacheFull = CacheStoreError(code: .cacheFull)
     /// A file-system call failed (the detail names the call and `errno`).
-    public static let io = CacheStoreError(code: .io)
+    package static let io = CacheStoreError(code: .io)
     /// The cache directory or index is unusable (not a directory, unreadable index).
-    public static let corrupted = CacheStoreError(code: .corrupted)
+    package static let corrupted = CacheStoreError(code: .corrupted)
     /// A writer was finished with a byte count different from the length it announced.
-    public static let lengthMismatch = CacheStoreError(code: .lengthMismatch)
+    package static let lengthMismatch = CacheStoreError(code: .lengthMismatch)
     /// A writer was used after `finish` or `abort` (including an abort from another thread).
-    public static let writerClosed = CacheStoreError(code: .writerClosed)
+    package static let writerClosed = CacheStoreError(code: .writerClosed)
     /// SQLite reported an error (busy for too long, disk I/O error).
-    public static let database = CacheStoreError(code: .database)
+    package static let database = CacheStoreError(code: .database)
 
     func with(_ detail: String) -> CacheStoreError {
         var copy = self
@@ -44,7 +44,7 @@ public struct CacheStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         return copy
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    public var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
+    package static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    package func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    package var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
 }

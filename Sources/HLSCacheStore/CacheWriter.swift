@@ -8,11 +8,11 @@ import Synchronization
 /// Until `finish` returns, lookups do not see the object. ``abort()`` may be called from any thread at any
 /// time (a client went away, the origin failed); a writer dropped without `finish` cleans up in `deinit`.
 /// Writes are plain blocking `write(2)` calls: call them off the event loop (NIO's thread pool).
-public final class CacheWriter: Sendable {
+package final class CacheWriter: Sendable {
     /// The key being written.
-    public let key: CacheKey
+    package let key: CacheKey
     /// The announced length, enforced at finish.
-    public let expectedLength: Int64?
+    package let expectedLength: Int64?
 
     private let store: CacheStore
     private let keyHash: String
@@ -46,19 +46,19 @@ public final class CacheWriter: Sendable {
     }
 
     /// Bytes written so far.
-    public var bytesWritten: Int64 {
+    package var bytesWritten: Int64 {
         state.withLock { $0.written }
     }
 
     /// Whether the writer still accepts bytes (not finished, not aborted, no failed write).
-    public var isOpen: Bool {
+    package var isOpen: Bool {
         state.withLock { $0.fileDescriptor != nil }
     }
 
     /// A new read-only descriptor of the temp file, for a reader that follows the write (the proxy's clients that
     /// are behind its memory window); the caller closes it. It stays valid after ``finish(contentType:kind:etag:lastModified:expiresAt:locked:location:tokens:slice:)``
     /// renames the file and after ``abort()`` removes it. Nil when the writer is closed or the file cannot be opened.
-    public func openReader() -> Int32? {
+    package func openReader() -> Int32? {
         state.withLock { state -> Int32? in
             guard state.fileDescriptor != nil else { return nil }
             let descriptor = open(tempPath, O_RDONLY | O_CLOEXEC)
@@ -72,7 +72,7 @@ public final class CacheWriter: Sendable {
     ///   an announced length) when the free-disk cushion is reached; ``CacheStoreError/lengthMismatch`` when
     ///   it grows past the announced length; ``CacheStoreError/io``; ``CacheStoreError/writerClosed``.
     ///   After any error the writer is aborted and its temp file is gone.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws {
         FileSystem.assertMayBlock("CacheWriter.write(\(key))")
         try state.withLock { state in
             guard let fd = state.fileDescriptor else {
@@ -107,7 +107,7 @@ public final class CacheWriter: Sendable {
     /// Appends `bytes` (an `[UInt8]`, `Data`, or any contiguous bytes) to the temp file.
     ///
     /// Throws as ``write(_:)-(UnsafeRawBufferPointer)``.
-    public func write(_ bytes: some ContiguousBytes) throws {
+    package func write(_ bytes: some ContiguousBytes) throws {
         try bytes.withUnsafeBytes { try write($0) }
     }
 
@@ -116,7 +116,7 @@ public final class CacheWriter: Sendable {
     ///
     /// - Throws: ``CacheStoreError/lengthMismatch`` (the writer is aborted, as `finish` would),
     ///   ``CacheStoreError/writerClosed`` after ``abort()``.
-    public func checkLength() throws {
+    package func checkLength() throws {
         try state.withLock { state in
             guard state.fileDescriptor != nil else {
                 throw CacheStoreError.writerClosed.with("length check after abort of \(key)")
@@ -146,7 +146,7 @@ public final class CacheWriter: Sendable {
     ///   ``CacheStoreError/writerClosed`` after ``abort()``, ``CacheStoreError/io`` or
     ///   ``CacheStoreError/cacheFull`` from fsync or rename, ``CacheStoreError/database``. On any error
     ///   nothing is left behind.
-    public func finish(
+    package func finish(
         contentType: String?,
         kind: CacheObjectKind,
         etag: String? = nil,
@@ -202,7 +202,7 @@ public final class CacheWriter: Sendable {
 
     /// Stops writing and removes the temp file. Safe from any thread, any number of times; a no-op after
     /// a successful finish.
-    public func abort() {
+    package func abort() {
         state.withLock { state in discard(&state) }
     }
 

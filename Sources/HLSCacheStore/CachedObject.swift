@@ -5,41 +5,41 @@ import HLSCacheCore
 ///
 /// The file at ``path`` is immutable: a newer version of the same key is written to a new file and renamed
 /// over it, so a reader that opened the old file keeps reading consistent bytes.
-public struct CachedObject: Sendable, Hashable {
+package struct CachedObject: Sendable, Hashable {
     /// The cache key the object was stored under.
-    public let key: CacheKey
+    package let key: CacheKey
     /// SHA-256 hex of `key.value`; names the file.
-    public let keyHash: String
+    package let keyHash: String
     /// Absolute path of the object file.
-    public let path: String
+    package let path: String
     /// Size in bytes.
-    public let size: Int64
+    package let size: Int64
     /// The `Content-Type` to serve, if known.
-    public let contentType: String?
+    package let contentType: String?
     /// A strong entity tag, quoted (`"…"`), ready for an `ETag` header.
-    public let etag: String
+    package let etag: String
     /// The origin's `Last-Modified`, if it sent one.
-    public let lastModified: Date?
+    package let lastModified: Date?
     /// When the object was stored.
-    public let createdAt: Date
+    package let createdAt: Date
     /// When the object stops being served (live playlists, keys); `nil` for never.
-    public let expiresAt: Date?
+    package let expiresAt: Date?
     /// What the object is.
-    public let kind: CacheObjectKind
+    package let kind: CacheObjectKind
     /// Whether an item holds it (locked objects are never evicted).
-    public let locked: Bool
+    package let locked: Bool
     /// The URL that answered when the origin redirected, `nil` when it was the key's own URL: relative URIs in
     /// a stored playlist resolve against it, as they did when it was fetched.
-    public let location: String?
+    package let location: String?
     /// A digest of the volatile query parameters (the tokens) a playlist was fetched with, when its writer gave
     /// one: a player coming with other tokens gets a playlist fetched with them (origins write tokens into the
     /// URIs they return). Never the tokens themselves.
-    public let tokens: String?
+    package let tokens: String?
     /// For a slice of a large object: which object, which slice, and the whole object's size (``SliceLayout``).
-    public let slice: ObjectSlice?
+    package let slice: ObjectSlice?
 
     /// Whether the object has expired at `date`.
-    public func isExpired(at date: Date = Date()) -> Bool {
+    package func isExpired(at date: Date = Date()) -> Bool {
         guard let expiresAt else { return false }
         return expiresAt <= date
     }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The few POSIX calls the store makes, with `EINTR` retried and failures turned into ``CacheStoreError``.
@@ -24,20 +24,22 @@ enum FileSystem {
     /// thread pool. Release builds check nothing.
     static func assertMayBlock(_ what: @autoclosure () -> String) {
         #if DEBUG && os(Linux)
-        var name = [CChar](repeating: 0, count: 32)
-        if let getName = threadName, getName(pthread_self(), &name, name.count) == 0 {
-            let thread = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            precondition(!thread.hasPrefix("NIO-ELT-") && !thread.hasPrefix("NIO-SGLTN-"), "\(what()) on event-loop thread \(thread): it waits on the disk")
-        }
+            var name = [CChar](repeating: 0, count: 32)
+            if let getName = threadName, getName(pthread_self(), &name, name.count) == 0 {
+                let thread = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                precondition(
+                    !thread.hasPrefix("NIO-ELT-") && !thread.hasPrefix("NIO-SGLTN-"),
+                    "\(what()) on event-loop thread \(thread): it waits on the disk")
+            }
         #endif
     }
 
     #if DEBUG && os(Linux)
-    /// `pthread_getname_np` (a GNU extension the Glibc module does not export), looked up by name.
-    private static let threadName: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32)? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_getname_np") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32).self)
-    }()
+        /// `pthread_getname_np` (a GNU extension the Glibc module does not export), looked up by name.
+        private static let threadName: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32)? = {
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_getname_np") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafeMutablePointer<CChar>, Int) -> Int32).self)
+        }()
     #endif
 
     /// Creates `path` (one level) unless it exists as a directory.

@@ -211,7 +211,8 @@ struct IndexDatabase: Sendable {
     static func recount(_ db: Database) throws -> Bool {
         let summed = try summedTotals(db)
         try db.execute(
-            sql: "UPDATE object_totals SET bytes = ?, count = ?, locked_bytes = ? WHERE id = 1 AND (bytes != ? OR count != ? OR locked_bytes != ?)",
+            sql:
+                "UPDATE object_totals SET bytes = ?, count = ?, locked_bytes = ? WHERE id = 1 AND (bytes != ? OR count != ? OR locked_bytes != ?)",
             arguments: [summed.bytes, summed.count, summed.lockedBytes, summed.bytes, summed.count, summed.lockedBytes])
         return db.changesCount > 0
     }

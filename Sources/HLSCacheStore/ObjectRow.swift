@@ -27,7 +27,8 @@ struct ObjectRow: Sendable, Hashable {
 
     init(
         keyHash: String, key: String, size: Int64, contentType: String?, etag: String, lastModified: Double?,
-        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil, tokens: String? = nil,
+        createdAt: Double, lastAccess: Double, expiresAt: Double?, locked: Bool, kind: String, location: String? = nil,
+        tokens: String? = nil,
         slice: ObjectSlice? = nil
     ) {
         self.keyHash = keyHash
@@ -71,7 +72,10 @@ struct ObjectRow: Sendable, Hashable {
     }
 
     var arguments: StatementArguments {
-        [keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location, tokens, slice?.set, slice?.index, slice?.objectSize]
+        [
+            keyHash, key, size, contentType, etag, lastModified, createdAt, lastAccess, expiresAt, locked, kind, location, tokens,
+            slice?.set, slice?.index, slice?.objectSize,
+        ]
     }
 
     func isExpired(at now: Double) -> Bool {

@@ -3,7 +3,7 @@ import GRDB
 extension SQLiteFiles {
     /// The file beside `databasePath` whose exclusive `flock(2)` serializes opening and migrating that database
     /// (`index.sqlite-migration.lock`, …). Empty; never removed.
-    public static func migrationLockPath(for databasePath: String) -> String {
+    package static func migrationLockPath(for databasePath: String) -> String {
         databasePath + "-migration.lock"
     }
 
@@ -21,7 +21,7 @@ extension SQLiteFiles {
     /// database is opened and migrated without it; the open then fails on its own for the same reason
     /// unless the schema is already current.
     /// - Throws: what `DatabasePool` and `DatabaseMigrator` throw.
-    public static func openMigrated(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws -> DatabasePool {
+    package static func openMigrated(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws -> DatabasePool {
         let lock = try? FileSystem.openLockFile(migrationLockPath(for: path))
         if let lock { _ = FileSystem.lock(lock, exclusive: true, wait: true) }
         defer {

@@ -5,61 +5,61 @@ import HLSCrypto
 /// How large objects are cut into slices (`cache.sliceSize`): fixed-size pieces stored as objects of their own,
 /// keyed by (object, slice index), so a Range request fetches and stores only the slices it covers and eviction
 /// works per slice. Shared by the proxy and the downloader, which must cut the same way.
-public struct SliceLayout: Sendable, Hashable {
+package struct SliceLayout: Sendable, Hashable {
     /// Bytes per slice (the last slice of an object may be shorter).
-    public let sliceSize: Int64
+    package let sliceSize: Int64
 
     /// The default slice size: 1 MiB, as nginx's `slice 1m` most deployments use.
-    public static let defaultSliceSize: Int64 = 1 << 20
+    package static let defaultSliceSize: Int64 = 1 << 20
     /// Objects of more than this many slices are sliced; smaller ones are stored whole.
-    public static let slicesBeforeSlicing: Int64 = 8
+    package static let slicesBeforeSlicing: Int64 = 8
 
-    public init(sliceSize: Int64 = SliceLayout.defaultSliceSize) {
+    package init(sliceSize: Int64 = SliceLayout.defaultSliceSize) {
         precondition(sliceSize > 0, "slice size must be positive")
         self.sliceSize = sliceSize
     }
 
     /// Objects larger than this are stored as slices: 8 slices (8 MiB by default).
-    public var threshold: Int64 { sliceSize * Self.slicesBeforeSlicing }
+    package var threshold: Int64 { sliceSize * Self.slicesBeforeSlicing }
 
     /// Whether an object of `total` bytes is stored as slices.
-    public func isSliced(total: Int64) -> Bool { total > threshold }
+    package func isSliced(total: Int64) -> Bool { total > threshold }
 
     /// The index of the slice holding byte `offset`.
-    public func index(of offset: Int64) -> Int64 { offset / sliceSize }
+    package func index(of offset: Int64) -> Int64 { offset / sliceSize }
 
     /// The first and last byte (inclusive) of slice `index` of an object of `total` bytes.
-    public func bytes(of index: Int64, total: Int64) -> (first: Int64, last: Int64) {
+    package func bytes(of index: Int64, total: Int64) -> (first: Int64, last: Int64) {
         let first = index * sliceSize
         return (first, min(first + sliceSize, total) - 1)
     }
 
     /// The number of slices of an object of `total` bytes.
-    public func count(total: Int64) -> Int64 { (total + sliceSize - 1) / sliceSize }
+    package func count(total: Int64) -> Int64 { (total + sliceSize - 1) / sliceSize }
 
     /// What the slices of the object stored under `key` share in the index (`objects.slice_of`): the key's hash
     /// and the slice size, so slices cut with another `cache.sliceSize` never mix with these.
-    public func setID(of key: CacheKey) -> String {
+    package func setID(of key: CacheKey) -> String {
         "\(SHA256.hex(key.value))/\(sliceSize)"
     }
 
     /// The cache key of slice `index` of the object stored under `key`. A space never occurs in a key made from a
     /// URL, so no URL's key can collide with a slice's.
-    public func key(of key: CacheKey, slice index: Int64) -> CacheKey {
+    package func key(of key: CacheKey, slice index: Int64) -> CacheKey {
         CacheKey(storedValue: "\(key.value) slice \(index)/\(sliceSize)")
     }
 }
 
 /// Where a stored object sits in a sliced object (``CachedObject/slice``).
-public struct ObjectSlice: Sendable, Hashable {
+package struct ObjectSlice: Sendable, Hashable {
     /// ``SliceLayout/setID(of:)`` of the whole object.
-    public var set: String
+    package var set: String
     /// The slice's index (its first byte is `index × sliceSize`).
-    public var index: Int64
+    package var index: Int64
     /// The size of the whole object, as the origin's `Content-Range` gave it.
-    public var objectSize: Int64
+    package var objectSize: Int64
 
-    public init(set: String, index: Int64, objectSize: Int64) {
+    package init(set: String, index: Int64, objectSize: Int64) {
         self.set = set
         self.index = index
         self.objectSize = objectSize
@@ -67,17 +67,17 @@ public struct ObjectSlice: Sendable, Hashable {
 }
 
 /// The stored slices of one object (``CacheStore/sliceSet(of:layout:)``): one version, named by its validator.
-public struct SliceSet: Sendable, Hashable {
+package struct SliceSet: Sendable, Hashable {
     /// The validator every slice of this version was stored with, served as the object's `ETag`.
-    public var validator: String
+    package var validator: String
     /// The whole object's size.
-    public var objectSize: Int64
-    public var contentType: String?
-    public var lastModified: Date?
+    package var objectSize: Int64
+    package var contentType: String?
+    package var lastModified: Date?
     /// The indices of the slices stored now.
-    public var present: Set<Int64>
+    package var present: Set<Int64>
 
-    public init(validator: String, objectSize: Int64, contentType: String?, lastModified: Date?, present: Set<Int64>) {
+    package init(validator: String, objectSize: Int64, contentType: String?, lastModified: Date?, present: Set<Int64>) {
         self.validator = validator
         self.objectSize = objectSize
         self.contentType = contentType
@@ -86,7 +86,7 @@ public struct SliceSet: Sendable, Hashable {
     }
 
     /// Whether `object` (a slice looked up by key) belongs to this version.
-    public func contains(_ object: CachedObject) -> Bool {
+    package func contains(_ object: CachedObject) -> Bool {
         object.etag == validator && object.slice?.objectSize == objectSize
     }
 }

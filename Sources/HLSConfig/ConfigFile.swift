@@ -57,10 +57,11 @@ struct ConfigFile {
         _ node: Node, path: [String], file: String, nullKeys: inout Set<String>, origins: inout Node?
     ) throws(SettingsError) {
         let names = Set(SettingCatalog.all.map(\.name))
-        let sections = Set(names.flatMap { name in
-            let parts = name.split(separator: ".").map(String.init)
-            return (1..<max(parts.count, 1)).map { parts[..<$0].joined(separator: ".") }
-        })
+        let sections = Set(
+            names.flatMap { name in
+                let parts = name.split(separator: ".").map(String.init)
+                return (1..<max(parts.count, 1)).map { parts[..<$0].joined(separator: ".") }
+            })
         guard let mapping = node.mapping else { return }
         for (keyNode, value) in mapping {
             guard let component = keyNode.scalar?.string else {
@@ -79,7 +80,9 @@ struct ConfigFile {
             }
             if sections.contains(full) {
                 if value.isNullValue { continue }
-                guard value.mapping != nil else { throw SettingsError("\(full) in \(file)\(line): expected keys under it, e.g. \(example(under: full))") }
+                guard value.mapping != nil else {
+                    throw SettingsError("\(full) in \(file)\(line): expected keys under it, e.g. \(example(under: full))")
+                }
                 try walk(value, path: path + [component], file: file, nullKeys: &nullKeys, origins: &origins)
                 continue
             }

@@ -10,7 +10,7 @@
 ///
 /// Secrets (`api.token`, origin header values and cookies) are masked.
 extension LoadedSettings {
-    public func printableConfiguration(environment: [String: String]) -> String {
+    package func printableConfiguration(environment: [String: String]) -> String {
         var lines = ["# hlscache configuration (config file: \(configFile ?? "none"))"]
         for key in SettingCatalog.all {
             var value = key.displayValue(settings)

@@ -10,16 +10,16 @@ import NIOCore
 /// values to the proxy, the origin client, the key service and the downloader.
 extension HLSCacheSettings {
     /// The cache directory: `cache.dir`, else `$XDG_CACHE_HOME/hlscache`, else `~/.cache/hlscache`.
-    public func resolvedCacheDirectory(environment: [String: String]) -> String {
+    package func resolvedCacheDirectory(environment: [String: String]) -> String {
         cacheDirectory ?? DefaultCacheDirectory.resolve(environment: environment)
     }
 
     /// `http.allowedWebOrigins` as a policy (the values were checked when they were read).
-    public var webOriginPolicy: WebOriginPolicy {
+    package var webOriginPolicy: WebOriginPolicy {
         (try? WebOriginPolicy(parsing: allowedWebOrigins)) ?? .default
     }
 
-    public func proxyConfiguration(environment: [String: String]) -> ProxyConfiguration {
+    package func proxyConfiguration(environment: [String: String]) -> ProxyConfiguration {
         var configuration = ProxyConfiguration(cacheDirectory: resolvedCacheDirectory(environment: environment))
         configuration.host = listen.host
         configuration.port = listen.port
@@ -51,7 +51,7 @@ extension HLSCacheSettings {
 
     /// The origin client's settings. `serve`'s proxy client uses them as they are; download clients pass
     /// `retries: 0` because the downloader retries each resource itself (`downloads.attempts`).
-    public func originConfiguration(retries: Int? = nil) -> OriginConfiguration {
+    package func originConfiguration(retries: Int? = nil) -> OriginConfiguration {
         var configuration = OriginConfiguration()
         configuration.connectTimeout = Self.timeAmount(originConnectTimeout)
         configuration.readTimeout = Self.timeAmount(originReadTimeout)
@@ -88,7 +88,7 @@ extension HLSCacheSettings {
         return configuration
     }
 
-    public func keyConfiguration() -> KeyConfiguration {
+    package func keyConfiguration() -> KeyConfiguration {
         var configuration = KeyConfiguration()
         configuration.ttl = keyTTL
         configuration.access = KeyAccessPolicy(allowedNetworks: keysAllow.compactMap(IPNetwork.init))
@@ -97,7 +97,7 @@ extension HLSCacheSettings {
         return configuration
     }
 
-    public func downloaderConfiguration() -> DownloaderConfiguration {
+    package func downloaderConfiguration() -> DownloaderConfiguration {
         var configuration = DownloaderConfiguration()
         configuration.resourcesPerItem = downloadResourcesPerItem
         configuration.concurrentItems = downloadConcurrentItems

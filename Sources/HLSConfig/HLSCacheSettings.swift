@@ -7,129 +7,129 @@ import HLSProxy
 /// Every setting of hlscache as a typed value: what Config/hlscache.yaml, the `HLSCACHE_*` environment variables
 /// and the command-line flags resolve to (see ``SettingsLoader``). The defaults are the built-in ones, read from
 /// the configuration structs of each module so the two cannot drift apart.
-public struct HLSCacheSettings: Sendable, Equatable {
+package struct HLSCacheSettings: Sendable, Equatable {
     /// A header or cookie sent to one origin.
-    public struct Field: Sendable, Equatable {
-        public var name: String
-        public var value: String
-        public init(name: String, value: String) {
+    package struct Field: Sendable, Equatable {
+        package var name: String
+        package var value: String
+        package init(name: String, value: String) {
             self.name = name
             self.value = value
         }
     }
 
     /// Headers and cookies sent to one origin host (`origins.<host>.headers`, `origins.<host>.cookies`).
-    public struct OriginSettings: Sendable, Equatable {
-        public var headers: [Field] = []
-        public var cookies: [Field] = []
-        public init(headers: [Field] = [], cookies: [Field] = []) {
+    package struct OriginSettings: Sendable, Equatable {
+        package var headers: [Field] = []
+        package var cookies: [Field] = []
+        package init(headers: [Field] = [], cookies: [Field] = []) {
             self.headers = headers
             self.cookies = cookies
         }
     }
 
     /// `log.format`.
-    public enum LogFormat: String, Sendable, Equatable, CaseIterable {
+    package enum LogFormat: String, Sendable, Equatable, CaseIterable {
         case text, json
     }
 
     // Server
-    public var listen: ListenAddress
+    package var listen: ListenAddress
     /// `nil`: `$XDG_CACHE_HOME/hlscache` or `~/.cache/hlscache` (see ``DefaultCacheDirectory``).
-    public var cacheDirectory: String?
-    public var maxCacheBytes: Int64
-    public var freeDiskCushion: Int64
-    public var volatileQueryParameters: [String]
+    package var cacheDirectory: String?
+    package var maxCacheBytes: Int64
+    package var freeDiskCushion: Int64
+    package var volatileQueryParameters: [String]
     /// `http.allowedWebOrigins`, as written (parsed by ``webOriginPolicy``).
-    public var allowedWebOrigins: [String]
-    public var logLevel: String
-    public var logFormat: LogFormat = .text
-    public var maxPlaylistBytes: Int
-    public var strictPlaylists: Bool
-    public var liveTTLFactor: Double
-    public var prefetchSegments: Int
-    public var maxConnections: Int
-    public var idleTimeout: Duration
-    public var requestHeadTimeout: Duration
-    public var requestBodyTimeout: Duration
-    public var sendTimeout: Duration
-    public var maxHeaderCount: Int
-    public var inFlightBufferBytes: Int
-    public var inFlightMemoryBytes: Int64
-    public var maxObjectBytes: Int64
-    public var sliceSize: Int64
-    public var memoryCacheBytes: Int
-    public var memoryMaxObjectBytes: Int
-    public var shutdownGrace: Duration = .seconds(10)
-    public var metricsEnabled: Bool = true
-    public var accessLog: Bool = true
-    public var apiToken: String?
-    public var apiAllow: [String] = []
+    package var allowedWebOrigins: [String]
+    package var logLevel: String
+    package var logFormat: LogFormat = .text
+    package var maxPlaylistBytes: Int
+    package var strictPlaylists: Bool
+    package var liveTTLFactor: Double
+    package var prefetchSegments: Int
+    package var maxConnections: Int
+    package var idleTimeout: Duration
+    package var requestHeadTimeout: Duration
+    package var requestBodyTimeout: Duration
+    package var sendTimeout: Duration
+    package var maxHeaderCount: Int
+    package var inFlightBufferBytes: Int
+    package var inFlightMemoryBytes: Int64
+    package var maxObjectBytes: Int64
+    package var sliceSize: Int64
+    package var memoryCacheBytes: Int
+    package var memoryMaxObjectBytes: Int
+    package var shutdownGrace: Duration = .seconds(10)
+    package var metricsEnabled: Bool = true
+    package var accessLog: Bool = true
+    package var apiToken: String?
+    package var apiAllow: [String] = []
 
     // Origin client
-    public var originConnectTimeout: Duration
-    public var originReadTimeout: Duration
-    public var originMaxConnectionsPerHost: Int
-    public var originConnectionWaitTimeout: Duration
-    public var originMaxRedirects: Int
-    public var originRetries: Int
-    public var originRetryBaseDelay: Duration
-    public var originRetryMaxDelay: Duration
-    public var originAllowedHosts: [String] = []
-    public var originAllowLoopback: Bool
-    public var originAllowPrivateNetworks: Bool
-    public var originAllowLinkLocal: Bool
-    public var originAllowCloudMetadata: Bool
+    package var originConnectTimeout: Duration
+    package var originReadTimeout: Duration
+    package var originMaxConnectionsPerHost: Int
+    package var originConnectionWaitTimeout: Duration
+    package var originMaxRedirects: Int
+    package var originRetries: Int
+    package var originRetryBaseDelay: Duration
+    package var originRetryMaxDelay: Duration
+    package var originAllowedHosts: [String] = []
+    package var originAllowLoopback: Bool
+    package var originAllowPrivateNetworks: Bool
+    package var originAllowLinkLocal: Bool
+    package var originAllowCloudMetadata: Bool
     /// `origin.keepCookies`: cookies origins set are kept and sent back (``OriginCookieJar``).
-    public var originKeepCookies: Bool
+    package var originKeepCookies: Bool
     /// `origin.proxy` as written: `[http://][user:password@]host:port` of an upstream HTTP proxy, or
     /// `socks5://host:port` (checked when loaded; see ``UpstreamProxyAddress``).
-    public var originProxy: String?
+    package var originProxy: String?
     /// `origin.caFile`: extra trusted certificate authorities (PEM) for https origins.
-    public var originCAFile: String?
+    package var originCAFile: String?
     /// `nil`: `hlscache/VERSION`.
-    public var originUserAgent: String?
+    package var originUserAgent: String?
     /// Per-origin headers and cookies, keyed by lowercased `host` or `host:port`.
-    public var origins: [String: OriginSettings] = [:]
+    package var origins: [String: OriginSettings] = [:]
 
     // Keys
-    public var keyTTL: Duration?
-    public var keysAllow: [String] = []
-    public var keyAutoRenewBefore: Duration?
+    package var keyTTL: Duration?
+    package var keysAllow: [String] = []
+    package var keyAutoRenewBefore: Duration?
 
     // Downloads (`fetch`, and the items `serve` downloads in the background)
-    public var downloadResourcesPerItem: Int
-    public var downloadConcurrentItems: Int
-    public var downloadAttempts: Int
-    public var downloadRetryBaseDelay: Duration
-    public var downloadRetryMaxDelay: Duration
-    public var downloadRateLimit: Int64?
-    public var keepFilesOnExpiry: Bool
-    public var downloadIdleRetryInterval: Duration
-    public var downloadIdleRetryMaxInterval: Duration
+    package var downloadResourcesPerItem: Int
+    package var downloadConcurrentItems: Int
+    package var downloadAttempts: Int
+    package var downloadRetryBaseDelay: Duration
+    package var downloadRetryMaxDelay: Duration
+    package var downloadRateLimit: Int64?
+    package var keepFilesOnExpiry: Bool
+    package var downloadIdleRetryInterval: Duration
+    package var downloadIdleRetryMaxInterval: Duration
     /// `downloads.maxItemSize`: an item larger than this fails `tooLarge`.
-    public var downloadMaxItemBytes: Int64?
+    package var downloadMaxItemBytes: Int64?
     /// `downloads.dailyLimit`: bytes all downloads may fetch from origins per day.
-    public var downloadDailyLimit: Int64?
+    package var downloadDailyLimit: Int64?
     /// `downloads.window`: when background downloads may run (`HH:MM-HH:MM`, local time).
-    public var downloadWindow: String?
+    package var downloadWindow: String?
     /// `downloads.itemRate`: the bandwidth cap of each item without its own.
-    public var downloadItemRate: Int64?
+    package var downloadItemRate: Int64?
 
     // Webhooks (issue 27)
     /// `webhooks.urls`: receivers of a signed JSON POST for every item state change.
-    public var webhookURLs: [String] = []
+    package var webhookURLs: [String] = []
     /// `webhooks.secret`: the HMAC-SHA256 key of the signature.
-    public var webhookSecret: String?
+    package var webhookSecret: String?
     /// `webhooks.attempts`: deliveries tried per event and receiver.
-    public var webhookAttempts: Int = 5
+    package var webhookAttempts: Int = 5
     /// `webhooks.retryBaseDelay`: the wait before the second delivery; doubled each time.
-    public var webhookRetryBaseDelay: Duration = .seconds(1)
+    package var webhookRetryBaseDelay: Duration = .seconds(1)
     /// `webhooks.queueSize`: events waiting for delivery; past it the oldest is dropped (and counted).
-    public var webhookQueueSize: Int = 1024
+    package var webhookQueueSize: Int = 1024
 
     /// The built-in defaults.
-    public init() {
+    package init() {
         let proxy = ProxyConfiguration(cacheDirectory: "")
         listen = ListenAddress(host: proxy.host, port: proxy.port)
         maxCacheBytes = proxy.maxCacheBytes

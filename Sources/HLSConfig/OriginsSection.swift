@@ -51,8 +51,14 @@ enum OriginsSection {
         var fields: [HLSCacheSettings.Field] = []
         for (nameNode, valueNode) in mapping {
             let name = nameNode.scalar?.string ?? ""
-            let token = !name.isEmpty && name.utf8.allSatisfy { $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") && (!cookie || ($0 != UInt8(ascii: "=") && $0 != UInt8(ascii: ";"))) }
-            guard token else { throw SettingsError("\(key) in \(file): \(SettingText.quoted(name)) is not a valid \(cookie ? "cookie" : "header") name") }
+            let token =
+                !name.isEmpty
+                && name.utf8.allSatisfy {
+                    $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") && (!cookie || ($0 != UInt8(ascii: "=") && $0 != UInt8(ascii: ";")))
+                }
+            guard token else {
+                throw SettingsError("\(key) in \(file): \(SettingText.quoted(name)) is not a valid \(cookie ? "cookie" : "header") name")
+            }
             guard let value = valueNode.scalar?.string else { throw SettingsError("\(key).\(name) in \(file): expected a single value") }
             let bad = value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) || (cookie && value.contains(";"))
             guard !bad else { throw SettingsError("\(key).\(name) in \(file): not a valid \(cookie ? "cookie" : "header") value") }

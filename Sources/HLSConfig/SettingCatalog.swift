@@ -5,11 +5,11 @@ import HLSKeys
 
 /// Every setting hlscache knows, in the order of Config/hlscache.yaml and docs/configuration.md. `origins`
 /// (per-origin headers and cookies) is a mapping read by ``OriginsSection`` and is not listed here.
-public enum SettingCatalog {
+package enum SettingCatalog {
     /// The top-level key of the per-origin section.
-    public static let originsKey = "origins"
+    package static let originsKey = "origins"
 
-    public static var all: [SettingKey] {
+    package static var all: [SettingKey] {
         [
             .single(
                 "listen", flag: "--listen", "address the server listens on (host:port; [::1]:8080 for IPv6)",
@@ -48,16 +48,22 @@ public enum SettingCatalog {
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
-                    guard levels.contains(text.lowercased()) else { throw SettingProblem("expected one of \(levels.joined(separator: ", "))") }
+                    guard levels.contains(text.lowercased()) else {
+                        throw SettingProblem("expected one of \(levels.joined(separator: ", "))")
+                    }
                     settings.logLevel = text.lowercased()
                 }, render: { $0.logLevel }),
             .single(
                 "log.format", flag: "--log-format", "text (one line per event) or json (one JSON object per line)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    guard let format = Settings.LogFormat(rawValue: text.lowercased()) else { throw SettingProblem("expected text or json") }
+                    guard let format = Settings.LogFormat(rawValue: text.lowercased()) else {
+                        throw SettingProblem("expected text or json")
+                    }
                     settings.logFormat = format
                 }, render: { $0.logFormat.rawValue }),
-            .bool("log.access", \.accessLog, flag: "--[no-]access-log", "one access-log line per request (logger hlscache.access, level info)"),
+            .bool(
+                "log.access", \.accessLog, flag: "--[no-]access-log", "one access-log line per request (logger hlscache.access, level info)"
+            ),
             .size("playlists.maxSize", \.maxPlaylistBytes, minimum: 1024, "larger playlists are refused (502 corrupted)"),
             .bool(
                 "playlists.strict", \.strictPlaylists,
@@ -68,7 +74,9 @@ public enum SettingCatalog {
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),
-            .int("limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000, "simultaneous client connections; more are closed at accept; serve holds it below ulimit -n minus a reserve"),
+            .int(
+                "limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000,
+                "simultaneous client connections; more are closed at accept; serve holds it below ulimit -n minus a reserve"),
             .duration("limits.idleTimeout", \.idleTimeout, "a keep-alive connection with no request in progress is closed after this"),
             .duration("limits.requestHeadTimeout", \.requestHeadTimeout, "a request head must arrive within this (slowloris)"),
             .duration(
@@ -89,7 +97,8 @@ public enum SettingCatalog {
                 "how long SIGTERM/SIGINT waits for requests in progress"),
             .bool("metrics.enabled", \.metricsEnabled, flag: "--[no-]metrics", "serve Prometheus metrics on /metrics"),
             .single(
-                "api.token", flag: "--api-token", secret: true, "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
+                "api.token", flag: "--api-token", secret: true,
+                "bearer token required by /api/v1 (~: loopback and api.allow only, no token)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     if let problem = SettingKey.headerValue(text) { throw SettingProblem(problem) }
                     // Checked here, with the other values, so that a short token is a config error that names
@@ -99,7 +108,9 @@ public enum SettingCatalog {
                     }
                     settings.apiToken = text.isEmpty ? nil : text
                 }, render: { $0.apiToken }),
-            .list("api.allow", \.apiAllow, flag: "--api-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback allowed to use /api/v1"),
+            .list(
+                "api.allow", \.apiAllow, flag: "--api-allow", validate: SettingKey.cidr,
+                "networks (CIDR) besides loopback allowed to use /api/v1"),
             .duration("origin.connectTimeout", \.originConnectTimeout, "connecting to an origin (TCP and TLS); past it 502 network"),
             .duration("origin.readTimeout", \.originReadTimeout, "longest silence between two reads from an origin; past it 504 timeout"),
             .int(
@@ -108,7 +119,9 @@ public enum SettingCatalog {
             .duration(
                 "origin.connectionWaitTimeout", \.originConnectionWaitTimeout,
                 "how long a request waits for a free connection to its origin host; past it 503 busy"),
-            .int("origin.maxRedirects", \.originMaxRedirects, range: 0...20, "redirects followed per request, each re-checked against the policy"),
+            .int(
+                "origin.maxRedirects", \.originMaxRedirects, range: 0...20,
+                "redirects followed per request, each re-checked against the policy"),
             .int(
                 "origin.retries", \.originRetries, range: 0...10,
                 "retries before the first byte (GET/HEAD; connect errors, resets, 502/503/504)"),
@@ -118,7 +131,9 @@ public enum SettingCatalog {
                 "origin.allowedHosts", \.originAllowedHosts, flag: "--allow-host",
                 "only these origin hosts are proxied ([]: any host)"),
             .bool("origin.allowLoopback", \.originAllowLoopback, "origins on 127.0.0.0/8 and ::1 may be contacted"),
-            .bool("origin.allowPrivateNetworks", \.originAllowPrivateNetworks, "origins on 10/8, 172.16/12, 192.168/16, fc00::/7 may be contacted"),
+            .bool(
+                "origin.allowPrivateNetworks", \.originAllowPrivateNetworks,
+                "origins on 10/8, 172.16/12, 192.168/16, fc00::/7 may be contacted"),
             .bool("origin.allowLinkLocal", \.originAllowLinkLocal, "origins on 169.254/16 and fe80::/10 may be contacted"),
             .bool("origin.allowCloudMetadata", \.originAllowCloudMetadata, "169.254.169.254 and fd00:ec2::254 may be contacted"),
             .single(
@@ -156,20 +171,25 @@ public enum SettingCatalog {
                 "origin.keepCookies", \.originKeepCookies,
                 "keep the cookies origins set (Set-Cookie) in memory and send them back, as a player would"),
             .optionalDuration(
-                "keys.ttl", \.keyTTL, flag: "--key-ttl", "how long a fetched key (any method) is served before it is fetched again; none: no limit"),
-            .list("keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr, "networks (CIDR) besides loopback whose clients may receive keys"),
+                "keys.ttl", \.keyTTL, flag: "--key-ttl",
+                "how long a fetched key (any method) is served before it is fetched again; none: no limit"),
+            .list(
+                "keys.allow", \.keysAllow, flag: "--keys-allow", validate: SettingKey.cidr,
+                "networks (CIDR) besides loopback whose clients may receive keys"),
             .optionalDuration(
                 "keys.autoRenewBefore", \.keyAutoRenewBefore, flag: "--key-auto-renew",
                 "renew stored keys this long before they expire, while the origin answers; none: off"),
             .int("downloads.resourcesPerItem", \.downloadResourcesPerItem, range: 1...64, "resources in flight per downloading item"),
             .int("downloads.concurrentItems", \.downloadConcurrentItems, range: 1...64, "items serve downloads at once in the background"),
             .int("downloads.attempts", \.downloadAttempts, range: 1...20, "attempts per resource before the item fails"),
-            .duration("downloads.retryBaseDelay", \.downloadRetryBaseDelay, "delay before the second attempt; doubled each time, with jitter"),
+            .duration(
+                "downloads.retryBaseDelay", \.downloadRetryBaseDelay, "delay before the second attempt; doubled each time, with jitter"),
             .duration("downloads.retryMaxDelay", \.downloadRetryMaxDelay, "the longest delay between attempts"),
             .duration(
                 "downloads.idleRetryInterval", \.downloadIdleRetryInterval,
                 "an item interrupted by an unavailable origin (idle) is tried again after this; doubled each time in a row"),
-            .duration("downloads.idleRetryMaxInterval", \.downloadIdleRetryMaxInterval, "the longest wait between two tries of an idle item"),
+            .duration(
+                "downloads.idleRetryMaxInterval", \.downloadIdleRetryMaxInterval, "the longest wait between two tries of an idle item"),
             .single(
                 "downloads.rateLimit", flag: "--rate", "bandwidth cap per process over all items, bytes per second (~: none)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
@@ -182,7 +202,8 @@ public enum SettingCatalog {
                 }, render: { $0.downloadRateLimit.map { SettingText.format(bytes: $0) } }),
             .bool(
                 "downloads.keepFilesOnExpiry", \.keepFilesOnExpiry,
-                "at an item's expiry keep its files as ordinary (unlocked, LRU) cache objects instead of evicting them; keys are purged either way"),
+                "at an item's expiry keep its files as ordinary (unlocked, LRU) cache objects instead of evicting them; keys are purged either way"
+            ),
             .optionalSize(
                 "downloads.maxItemSize", \.downloadMaxItemBytes,
                 "an item whose estimate or download is larger fails tooLarge; an item's own maxSize takes its place (~: none)"),
@@ -190,7 +211,8 @@ public enum SettingCatalog {
                 "downloads.dailyLimit", \.downloadDailyLimit,
                 "bytes all downloads may fetch from origins per day; past it items wait in idle (dailyLimit) until midnight (~: none)"),
             .single(
-                "downloads.window", "hours background downloads may run, HH:MM-HH:MM local time (22:00-06:00 runs over midnight); outside them items wait in idle (outsideWindow) (~: always)",
+                "downloads.window",
+                "hours background downloads may run, HH:MM-HH:MM local time (22:00-06:00 runs over midnight); outside them items wait in idle (outsideWindow) (~: always)",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     if text.isEmpty || text == "~" || text.lowercased() == "none" {
                         settings.downloadWindow = nil
@@ -217,7 +239,9 @@ public enum SettingCatalog {
                     settings.webhookSecret = text
                 }, render: { $0.webhookSecret }),
             .int("webhooks.attempts", \.webhookAttempts, range: 1...20, "deliveries tried per event and receiver (a 2xx answer ends them)"),
-            .duration("webhooks.retryBaseDelay", \.webhookRetryBaseDelay, "wait before the second delivery; doubled for each further one, at most 5m"),
+            .duration(
+                "webhooks.retryBaseDelay", \.webhookRetryBaseDelay,
+                "wait before the second delivery; doubled for each further one, at most 5m"),
             .int(
                 "webhooks.queueSize", \.webhookQueueSize, range: 1...1_000_000,
                 "events waiting for delivery; past it the oldest is dropped and counted (hlscache_webhook_dropped_total)"),
@@ -225,7 +249,7 @@ public enum SettingCatalog {
     }
 
     /// The setting named `name`.
-    public static func key(_ name: String) -> SettingKey? {
+    package static func key(_ name: String) -> SettingKey? {
         all.first { $0.name == name }
     }
 }

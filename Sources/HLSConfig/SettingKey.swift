@@ -3,26 +3,26 @@ import HLSCacheCore
 import HLSKeys
 
 /// Why a value was refused, without the key and the source (the loader adds them): `not a size (try 10GiB)`.
-public struct SettingProblem: Error, Sendable {
-    public var message: String
-    public init(_ message: String) { self.message = message }
+package struct SettingProblem: Error, Sendable {
+    package var message: String
+    package init(_ message: String) { self.message = message }
 }
 
 /// One setting: its key in Config/hlscache.yaml, its `HLSCACHE_*` environment variable, its flag (if any), how a
 /// value is read into ``HLSCacheSettings`` and how the effective value is written back for `--print-config`.
-public struct SettingKey {
+package struct SettingKey {
     /// The YAML key path, e.g. `cache.maxSize`.
-    public let name: String
+    package let name: String
     /// The command-line flag of `serve` (and the other commands that take it), e.g. `--max-cache-size`.
-    public let flag: String?
+    package let flag: String?
     /// A list: a YAML sequence, a comma-separated environment variable, a repeatable flag.
-    public let isList: Bool
+    package let isList: Bool
     /// Masked by `--print-config`.
-    public let isSecret: Bool
+    package let isSecret: Bool
     /// For a value that holds a secret in part (a proxy's password): how it is shown.
     var mask: ((String) -> String)? = nil
     /// One line for docs/configuration.md and the example file.
-    public let summary: String
+    package let summary: String
     let apply: (inout HLSCacheSettings, [String]) throws(SettingProblem) -> Void
     /// The effective value as it would be written in the file; nil when unset.
     let render: (HLSCacheSettings) -> String?
@@ -30,7 +30,7 @@ public struct SettingKey {
     /// `HLSCACHE_` + the key path upper-cased, camelCase words and path components joined by `_`
     /// (`cache.maxSize` → `HLSCACHE_CACHE_MAX_SIZE`): the names swift-configuration's
     /// `EnvironmentVariablesProvider` looks up under the `hlscache` prefix.
-    public var environmentName: String { Self.environmentName(for: "hlscache." + name) }
+    package var environmentName: String { Self.environmentName(for: "hlscache." + name) }
 
     static func environmentName(for keyPath: String) -> String {
         keyPath.split(separator: ".").map { component in
@@ -46,7 +46,7 @@ public struct SettingKey {
     }
 
     /// The value in `settings` as `--print-config` shows it (secrets masked).
-    public func displayValue(_ settings: HLSCacheSettings) -> String {
+    package func displayValue(_ settings: HLSCacheSettings) -> String {
         guard let value = render(settings) else { return "~" }
         return shown(value)
     }
@@ -58,7 +58,7 @@ public struct SettingKey {
     }
 
     /// The value in `settings` as the example file writes it (`~` when unset).
-    public func fileValue(_ settings: HLSCacheSettings) -> String {
+    package func fileValue(_ settings: HLSCacheSettings) -> String {
         render(settings) ?? "~"
     }
 }
@@ -99,14 +99,18 @@ extension SettingKey {
         single(
             name, flag: flag, summary,
             apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                guard let duration = SettingText.duration(text) else { throw SettingProblem("not a duration (try 500ms, 10s, 5m, 24h or 7d)") }
+                guard let duration = SettingText.duration(text) else {
+                    throw SettingProblem("not a duration (try 500ms, 10s, 5m, 24h or 7d)")
+                }
                 guard allowZero || duration > .zero else { throw SettingProblem("must be longer than 0s") }
                 settings[keyPath: keyPath] = duration
             }, render: { SettingText.format($0[keyPath: keyPath]) })
     }
 
     /// A size that may be `~` or `none` (no limit).
-    static func optionalSize(_ name: String, _ keyPath: WritableKeyPath<Settings, Int64?>, flag: String? = nil, _ summary: String) -> SettingKey {
+    static func optionalSize(_ name: String, _ keyPath: WritableKeyPath<Settings, Int64?>, flag: String? = nil, _ summary: String)
+        -> SettingKey
+    {
         single(
             name, flag: flag, summary,
             apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
@@ -114,14 +118,17 @@ extension SettingKey {
                     settings[keyPath: keyPath] = nil
                     return
                 }
-                guard let bytes = SettingText.size(text), bytes > 0 else { throw SettingProblem("not a size (try 10GiB, 500MiB or 4096), or ~") }
+                guard let bytes = SettingText.size(text), bytes > 0 else {
+                    throw SettingProblem("not a size (try 10GiB, 500MiB or 4096), or ~")
+                }
                 settings[keyPath: keyPath] = bytes
             }, render: { $0[keyPath: keyPath].map { SettingText.format(bytes: $0) } })
     }
 
     /// A webhook receiver: an absolute http(s) URL.
     static func webhookURL(_ text: String) -> String? {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil
+        else {
             return "not an http(s) URL"
         }
         return nil
@@ -163,7 +170,9 @@ extension SettingKey {
         single(
             name, summary,
             apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite else { throw SettingProblem("not a number") }
+                guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite else {
+                    throw SettingProblem("not a number")
+                }
                 guard range.contains(value) else { throw SettingProblem("must be between \(range.lowerBound) and \(range.upperBound)") }
                 settings[keyPath: keyPath] = value
             }, render: { String($0[keyPath: keyPath]) })

@@ -2,9 +2,9 @@ import Foundation
 import HLSCacheCore
 
 /// How setting values are written in the config file, environment variables and flags, and back.
-public enum SettingText {
+package enum SettingText {
     /// `500ms`, `10s`, `30m`, `24h`, `7d`, `2w`, or a plain number of seconds (`90`, `1.5`).
-    public static func duration(_ text: String) -> Duration? {
+    package static func duration(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let multiplier: Double
         var number = Substring(trimmed)
@@ -30,7 +30,7 @@ public enum SettingText {
     }
 
     /// The shortest exact spelling: `500ms`, `10s`, `24h`, `7d` (days from two days up, so a day stays `24h`).
-    public static func format(_ duration: Duration) -> String {
+    package static func format(_ duration: Duration) -> String {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         if milliseconds == 0 { return "0s" }
         if milliseconds >= 2 * 86_400_000, milliseconds % 86_400_000 == 0 { return "\(milliseconds / 86_400_000)d" }
@@ -41,12 +41,12 @@ public enum SettingText {
     }
 
     /// A size in bytes as ``ByteSize`` reads it (`10GiB`, `500MB`, `4096`).
-    public static func size(_ text: String) -> Int64? {
+    package static func size(_ text: String) -> Int64? {
         ByteSize(text)?.bytes
     }
 
     /// The shortest exact binary spelling: `10GiB`, `100MiB`, `1536B`.
-    public static func format(bytes: Int64) -> String {
+    package static func format(bytes: Int64) -> String {
         if bytes == 0 { return "0" }
         for (suffix, size) in [("TiB", Int64(1) << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where bytes % size == 0 {
             return "\(bytes / size)\(suffix)"
@@ -55,7 +55,7 @@ public enum SettingText {
     }
 
     /// `true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`.
-    public static func bool(_ text: String) -> Bool? {
+    package static func bool(_ text: String) -> Bool? {
         switch text.trimmingCharacters(in: .whitespaces).lowercased() {
         case "true", "yes", "on", "1": true
         case "false", "no", "off", "0": false
@@ -76,4 +76,3 @@ public enum SettingText {
         return "\"\(escaped)\""
     }
 }
-

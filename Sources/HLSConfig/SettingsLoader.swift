@@ -4,31 +4,31 @@ import Yams
 
 /// A configuration that cannot be used: one line naming the key and where its value came from, e.g.
 /// `cache.maxSize = "ten" in /etc/hlscache.yaml: not a size (try 10GiB, 500MiB or 4096)`.
-public struct SettingsError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct SettingsError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 /// The settings in effect, where each came from, and the config file read (if any).
-public struct LoadedSettings: Sendable {
-    public var settings: HLSCacheSettings
+package struct LoadedSettings: Sendable {
+    package var settings: HLSCacheSettings
     /// Key → `default`, a flag (`--listen`), `env HLSCACHE_LISTEN`, or the config file's path.
-    public var sources: [String: String]
-    public var configFile: String?
+    package var sources: [String: String]
+    package var configFile: String?
 }
 
 /// What the command line said: values by setting key (only the flags that were given), and `--origin-header`s.
-public struct CommandLineSettings: Sendable {
-    public var values: [String: [String]] = [:]
-    public var originHeaders: [(host: String, field: HLSCacheSettings.Field)] = []
-    public init() {}
+package struct CommandLineSettings: Sendable {
+    package var values: [String: [String]] = [:]
+    package var originHeaders: [(host: String, field: HLSCacheSettings.Field)] = []
+    package init() {}
 
-    public mutating func set(_ key: String, _ value: String?) {
+    package mutating func set(_ key: String, _ value: String?) {
         if let value { values[key] = [value] }
     }
 
-    public mutating func set(_ key: String, _ list: [String]) {
+    package mutating func set(_ key: String, _ list: [String]) {
         if !list.isEmpty { values[key] = list }
     }
 }
@@ -40,11 +40,11 @@ public struct CommandLineSettings: Sendable {
 /// `HLSCACHE_CACHE_MAX_SIZE`) and a `YAMLSnapshot` of the file. Each key is looked up in them in that order so
 /// that the first one that has it wins and is named as the value's source. Before that the file is walked with
 /// Yams: a key hlscache does not know is an error, not a silently ignored typo.
-public enum SettingsLoader {
+package enum SettingsLoader {
     /// The environment variable naming the config file when `--config` is not given.
-    public static let configFileVariable = "HLSCACHE_CONFIG"
+    package static let configFileVariable = "HLSCACHE_CONFIG"
 
-    public static func load(
+    package static func load(
         configFile explicitFile: String?, environment: [String: String], commandLine: CommandLineSettings = CommandLineSettings()
     ) throws(SettingsError) -> LoadedSettings {
         let configFile = explicitFile ?? environment[configFileVariable].flatMap { $0.isEmpty ? nil : $0 }

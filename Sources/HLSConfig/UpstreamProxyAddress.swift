@@ -7,16 +7,16 @@ import Foundation
 /// to end inside it; the user and password are percent-decoded (`p%40ss` is `p@ss`), as in a URL, and sent as
 /// `Basic` `Proxy-Authorization` on each tunnel. SOCKS5: the origin's name goes to the proxy, which resolves it
 /// (what curl calls `socks5h`), and there is no authentication (AsyncHTTPClient has none for SOCKS).
-public struct UpstreamProxyAddress: Equatable, Sendable {
-    public enum Kind: Sendable { case http, socks5 }
+package struct UpstreamProxyAddress: Equatable, Sendable {
+    package enum Kind: Sendable { case http, socks5 }
 
-    public var kind: Kind = .http
-    public var host: String
-    public var port: Int
-    public var username: String?
-    public var password: String?
+    package var kind: Kind = .http
+    package var host: String
+    package var port: Int
+    package var username: String?
+    package var password: String?
 
-    public init(_ kind: Kind = .http, host: String, port: Int, username: String? = nil, password: String? = nil) {
+    package init(_ kind: Kind = .http, host: String, port: Int, username: String? = nil, password: String? = nil) {
         self.kind = kind
         self.host = host
         self.port = port
@@ -26,7 +26,7 @@ public struct UpstreamProxyAddress: Equatable, Sendable {
 
     static let usage = "expected [http://][USER:PASSWORD@]HOST:PORT or socks5://HOST:PORT"
 
-    public init(parsing text: String) throws(SettingProblem) {
+    package init(parsing text: String) throws(SettingProblem) {
         guard !text.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }) else {
             throw SettingProblem("\(Self.usage), without spaces or control characters")
         }
@@ -74,7 +74,7 @@ public struct UpstreamProxyAddress: Equatable, Sendable {
 
     /// `text` as `--print-config` and error messages show it: the password (or, without one, the user, which
     /// some proxies take as the secret) replaced by `********`.
-    public static func masked(_ text: String) -> String {
+    package static func masked(_ text: String) -> String {
         let start = text.range(of: "://")?.upperBound ?? text.startIndex
         guard let at = text[start...].lastIndex(of: "@") else { return text }
         let userInfo = text[start..<at]

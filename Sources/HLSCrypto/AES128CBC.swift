@@ -1,11 +1,11 @@
 internal import CLibSSL
 
 /// AES-128 in CBC mode, the cipher of HLS `METHOD=AES-128` segments (RFC 8216 §5.2).
-public enum AES128CBC {
+package enum AES128CBC {
     /// Bytes in a key.
-    public static let keyByteCount = 16
+    package static let keyByteCount = 16
     /// Bytes in an IV and in a block.
-    public static let blockByteCount = 16
+    package static let blockByteCount = 16
 
     /// Decrypts `data`.
     ///
@@ -14,7 +14,7 @@ public enum AES128CBC {
     ///     decrypted byte (a range inside a segment).
     /// - Throws: ``CryptoError/invalidKeyLength``, ``CryptoError/invalidIVLength``,
     ///   ``CryptoError/invalidInputLength`` when `data` is not whole blocks, ``CryptoError/badPadding``.
-    public static func decrypt<Bytes: Collection>(
+    package static func decrypt<Bytes: Collection>(
         _ data: Bytes,
         key: [UInt8],
         iv: [UInt8],
@@ -24,7 +24,7 @@ public enum AES128CBC {
     }
 
     /// Encrypts `data`, adding PKCS#7 padding when `padding` is true (otherwise `data` must be whole blocks).
-    public static func encrypt<Bytes: Collection>(
+    package static func encrypt<Bytes: Collection>(
         _ data: Bytes,
         key: [UInt8],
         iv: [UInt8],
@@ -44,7 +44,7 @@ public enum AES128CBC {
     ///   - iv: the segment's IV; used only when `lastTwoBlocks` is a single block.
     /// - Returns: `false` when the bytes are not one or two whole blocks, or the padding is invalid.
     /// - Throws: ``CryptoError/invalidKeyLength`` or ``CryptoError/invalidIVLength``.
-    public static func hasValidPadding<Bytes: Collection>(
+    package static func hasValidPadding<Bytes: Collection>(
         lastTwoBlocks: Bytes,
         key: [UInt8],
         iv: [UInt8]

@@ -3,19 +3,19 @@ internal import CLibSSL
 /// AES-256 in GCM mode, used to keep HLS keys encrypted at rest (docs/design.md §7).
 ///
 /// A sealed box is `nonce (12) | ciphertext | tag (16)`, with a fresh random nonce for every seal.
-public enum AES256GCM {
+package enum AES256GCM {
     /// Bytes in a key.
-    public static let keyByteCount = 32
+    package static let keyByteCount = 32
     /// Bytes in the nonce that starts a sealed box.
-    public static let nonceByteCount = 12
+    package static let nonceByteCount = 12
     /// Bytes in the authentication tag that ends a sealed box.
-    public static let tagByteCount = 16
+    package static let tagByteCount = 16
 
     /// Encrypts and authenticates `plaintext`, binding `aad` (authenticated, not encrypted, not stored).
     ///
     /// - Returns: `nonce | ciphertext | tag`.
     /// - Throws: ``CryptoError/invalidKeyLength``, ``CryptoError/randomFailure``, ``CryptoError/openSSL``.
-    public static func seal<Bytes: Collection>(
+    package static func seal<Bytes: Collection>(
         _ plaintext: Bytes,
         key: [UInt8],
         aad: [UInt8] = []
@@ -50,7 +50,7 @@ public enum AES256GCM {
     /// - Throws: ``CryptoError/authenticationFailed`` when the tag does not verify (wrong key or AAD, or
     ///   modified data), ``CryptoError/invalidInputLength`` when the box is shorter than nonce + tag,
     ///   ``CryptoError/invalidKeyLength``.
-    public static func open<Bytes: Collection>(
+    package static func open<Bytes: Collection>(
         _ sealed: Bytes,
         key: [UInt8],
         aad: [UInt8] = []

@@ -4,7 +4,7 @@ internal import CLibSSL
 ///
 /// Equality compares the kind only (`error == .authenticationFailed`); ``detail`` says why. Messages never
 /// contain key material.
-public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
     private enum Code: String, Hashable, Sendable {
         case invalidKeyLength
         case invalidIVLength
@@ -17,7 +17,7 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
 
     private var code: Code
     /// A human-readable explanation.
-    public private(set) var detail: String
+    package private(set) var detail: String
 
     private init(code: Code, detail: String = "") {
         self.code = code
@@ -25,22 +25,22 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The stable machine-readable name of the error kind, e.g. `authenticationFailed`.
-    public var name: String { code.rawValue }
+    package var name: String { code.rawValue }
 
     /// A key has the wrong number of bytes for the cipher.
-    public static let invalidKeyLength = CryptoError(code: .invalidKeyLength)
+    package static let invalidKeyLength = CryptoError(code: .invalidKeyLength)
     /// An IV or nonce has the wrong number of bytes.
-    public static let invalidIVLength = CryptoError(code: .invalidIVLength)
+    package static let invalidIVLength = CryptoError(code: .invalidIVLength)
     /// The input length is impossible for the operation (not whole blocks, shorter than nonce + tag).
-    public static let invalidInputLength = CryptoError(code: .invalidInputLength)
+    package static let invalidInputLength = CryptoError(code: .invalidInputLength)
     /// CBC decryption with padding found no valid PKCS#7 padding: wrong key or IV, or damaged data.
-    public static let badPadding = CryptoError(code: .badPadding)
+    package static let badPadding = CryptoError(code: .badPadding)
     /// A GCM tag did not verify: wrong key or AAD, or the data was modified.
-    public static let authenticationFailed = CryptoError(code: .authenticationFailed)
+    package static let authenticationFailed = CryptoError(code: .authenticationFailed)
     /// The system random generator failed.
-    public static let randomFailure = CryptoError(code: .randomFailure)
+    package static let randomFailure = CryptoError(code: .randomFailure)
     /// OpenSSL reported an unexpected internal failure.
-    public static let openSSL = CryptoError(code: .openSSL)
+    package static let openSSL = CryptoError(code: .openSSL)
 
     func with(_ detail: String) -> CryptoError {
         var copy = self
@@ -59,7 +59,7 @@ public struct CryptoError: Error, Hashable, Sendable, CustomStringConvertible {
         return with("\(operation): \(text)")
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-    public var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
+    package static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    package func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    package var description: String { detail.isEmpty ? code.rawValue : "\(code.rawValue): \(detail)" }
 }

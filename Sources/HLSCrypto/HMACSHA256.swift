@@ -1,12 +1,12 @@
 internal import CLibSSL
 
 /// HMAC-SHA256 (RFC 2104) through OpenSSL; signs the webhooks (`X-Hlscache-Signature`).
-public enum HMACSHA256 {
+package enum HMACSHA256 {
     /// The number of bytes in a tag.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The 32-byte tag of `message` under `key`.
-    public static func authenticationCode(for message: [UInt8], key: [UInt8]) -> [UInt8] {
+    package static func authenticationCode(for message: [UInt8], key: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0
         let result = key.withUnsafeBufferPointer { keyBytes in
@@ -25,12 +25,12 @@ public enum HMACSHA256 {
     }
 
     /// The tag of the UTF-8 bytes of `message` under the UTF-8 bytes of `key`, as 64 lowercase hexadecimal characters.
-    public static func hex(_ message: String, key: String) -> String {
+    package static func hex(_ message: String, key: String) -> String {
         SHA256.hexString(authenticationCode(for: Array(message.utf8), key: Array(key.utf8)))
     }
 
     /// Whether `tag` (hexadecimal, either case) is the tag of `message` under `key`, compared in constant time.
-    public static func isValid(_ tag: String, for message: String, key: String) -> Bool {
+    package static func isValid(_ tag: String, for message: String, key: String) -> Bool {
         let expected = Array(hex(message, key: key).utf8)
         let given = Array(tag.lowercased().utf8)
         guard given.count == expected.count else { return false }

@@ -1,12 +1,12 @@
 internal import CLibSSL
 
 /// SHA-256 (FIPS 180-4) through OpenSSL's EVP interface; used to name cache objects.
-public enum SHA256 {
+package enum SHA256 {
     /// The number of bytes in a digest.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The 32-byte digest of `bytes`.
-    public static func digest<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+    package static func digest<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         withContiguousBytes(bytes) { input in
             var output = [UInt8](repeating: 0, count: byteCount)
             var length: UInt32 = 0
@@ -20,22 +20,22 @@ public enum SHA256 {
     }
 
     /// The digest of the UTF-8 bytes of `string`.
-    public static func digest(_ string: String) -> [UInt8] {
+    package static func digest(_ string: String) -> [UInt8] {
         digest(Array(string.utf8))
     }
 
     /// The digest of `bytes` as 64 lowercase hexadecimal characters.
-    public static func hex<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func hex<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         hexString(digest(bytes))
     }
 
     /// The digest of the UTF-8 bytes of `string` as 64 lowercase hexadecimal characters.
-    public static func hex(_ string: String) -> String {
+    package static func hex(_ string: String) -> String {
         hexString(digest(string))
     }
 
     /// `bytes` as lowercase hexadecimal.
-    public static func hexString<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func hexString<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         let digits: [UInt8] = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.underestimatedCount * 2)

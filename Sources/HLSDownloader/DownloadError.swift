@@ -8,7 +8,7 @@ import HLSPlaylist
 /// plus the command errors `unknownItem`, `invalidState` and `unsupported`.
 ///
 /// Equality compares the kind only (`error == .cacheFull`); ``detail`` says why.
-public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
+package struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible, HTTPMappableError {
     private enum Code: String, Hashable, Sendable, CaseIterable {
         case notFound, network, http, timeout, corrupted, cacheFull, cancelled, keyUnavailable, expired
         case unknownItem, invalidState, unsupported
@@ -17,58 +17,58 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
 
     private var _code: Code
     /// A human-readable explanation (never header values).
-    public private(set) var detail: String = ""
+    package private(set) var detail: String = ""
     /// Whether waiting can fix it: the origin was unreachable, timed out or answered 5xx, 408 or 429 on every
     /// attempt. An item run ending so is interrupted (`idle`, retried later), not `failed`.
-    public internal(set) var isTransient: Bool = false
+    package internal(set) var isTransient: Bool = false
 
     private init(_code: Code) {
         self._code = _code
     }
 
     /// The origin answered 404 for the master (or media) playlist the item names.
-    public static let notFound = DownloadError(_code: .notFound)
+    package static let notFound = DownloadError(_code: .notFound)
     /// The origin could not be reached, reset the connection or cut a body short, after every retry.
-    public static let network = DownloadError(_code: .network)
+    package static let network = DownloadError(_code: .network)
     /// The origin answered an error status (other than a 404 on the master), after every retry.
-    public static let http = DownloadError(_code: .http)
+    package static let http = DownloadError(_code: .http)
     /// The origin did not answer or stalled, after every retry.
-    public static let timeout = DownloadError(_code: .timeout)
+    package static let timeout = DownloadError(_code: .timeout)
     /// A playlist is not valid HLS, or a body does not have the announced length.
-    public static let corrupted = DownloadError(_code: .corrupted)
+    package static let corrupted = DownloadError(_code: .corrupted)
     /// The item does not fit in the cache (size cap or free-disk cushion).
-    public static let cacheFull = DownloadError(_code: .cacheFull)
+    package static let cacheFull = DownloadError(_code: .cacheFull)
     /// The download was stopped (pause, delete, shutdown).
-    public static let cancelled = DownloadError(_code: .cancelled)
+    package static let cancelled = DownloadError(_code: .cancelled)
     /// A key could not be fetched, or its length is not its method's (16 or 32 bytes).
-    public static let keyUnavailable = DownloadError(_code: .keyUnavailable)
+    package static let keyUnavailable = DownloadError(_code: .keyUnavailable)
     /// The item's expiry has passed.
-    public static let expired = DownloadError(_code: .expired)
+    package static let expired = DownloadError(_code: .expired)
     /// No item has the given id.
-    public static let unknownItem = DownloadError(_code: .unknownItem)
+    package static let unknownItem = DownloadError(_code: .unknownItem)
     /// The command does not apply to the item's state (pausing a cached item, resuming a deleted one).
-    public static let invalidState = DownloadError(_code: .invalidState)
+    package static let invalidState = DownloadError(_code: .invalidState)
     /// The stream is of a kind the downloader does not handle yet (live playlists).
-    public static let unsupported = DownloadError(_code: .unsupported)
+    package static let unsupported = DownloadError(_code: .unsupported)
 
     /// The item is larger than its maximum size (`downloads.maxItemSize`, the item's `maxSize`): its estimate, or what
     /// its download fetched so far. The item fails.
-    public static let tooLarge = DownloadError(_code: .tooLarge)
+    package static let tooLarge = DownloadError(_code: .tooLarge)
     /// The day's download volume (`downloads.dailyLimit`) is used up: the item waits in `idle` until the counter
     /// resets at midnight.
-    public static let dailyLimit = DownloadError(_code: .dailyLimit)
+    package static let dailyLimit = DownloadError(_code: .dailyLimit)
     /// Outside the hours background downloads may run (`downloads.window`, the item's `window`): the item waits in
     /// `idle` until the window opens.
-    public static let outsideWindow = DownloadError(_code: .outsideWindow)
+    package static let outsideWindow = DownloadError(_code: .outsideWindow)
 
     /// The error with the given stable code, or `nil` for an unknown code.
-    public init?(code: String) {
+    package init?(code: String) {
         guard let known = Code(rawValue: code) else { return nil }
         self._code = known
     }
 
     /// A copy with a detail message.
-    public func with(_ detail: String) -> DownloadError {
+    package func with(_ detail: String) -> DownloadError {
         var copy = self
         copy.detail = detail
         return copy
@@ -82,10 +82,10 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     }
 
     /// The stable machine-readable code (`notFound`, `cacheFull`, …).
-    public var code: String { _code.rawValue }
+    package var code: String { _code.rawValue }
 
     /// The status an HTTP API answers with when this error ends a request.
-    public var httpStatus: Int {
+    package var httpStatus: Int {
         switch _code {
         case .notFound, .unknownItem: 404
         case .network, .http, .corrupted, .keyUnavailable: 502
@@ -102,24 +102,25 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible,
     }
 
     /// The detail, or a generic sentence when there is none.
-    public var message: String { detail.isEmpty ? "download failed: \(code)" : detail }
+    package var message: String { detail.isEmpty ? "download failed: \(code)" : detail }
 
     /// Whether another attempt at the same resource may succeed.
     var isRetryable: Bool {
         switch _code {
         case .network, .http, .timeout, .corrupted: true
-        case .notFound, .cacheFull, .cancelled, .keyUnavailable, .expired, .unknownItem, .invalidState, .unsupported, .tooLarge, .dailyLimit,
+        case .notFound, .cacheFull, .cancelled, .keyUnavailable, .expired, .unknownItem, .invalidState, .unsupported, .tooLarge,
+            .dailyLimit,
             .outsideWindow:
             false
         }
     }
 
     /// Whether a download policy holds the item back for now (``dailyLimit``, ``outsideWindow``): it waits in `idle`.
-    public var isPolicyHold: Bool { _code == .dailyLimit || _code == .outsideWindow }
+    package var isPolicyHold: Bool { _code == .dailyLimit || _code == .outsideWindow }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs._code == rhs._code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(_code) }
-    public var description: String { detail.isEmpty ? code : "\(code): \(detail)" }
+    package static func == (lhs: Self, rhs: Self) -> Bool { lhs._code == rhs._code }
+    package func hash(into hasher: inout Hasher) { hasher.combine(_code) }
+    package var description: String { detail.isEmpty ? code : "\(code): \(detail)" }
 }
 
 extension DownloadError {

@@ -1,5 +1,5 @@
 /// What the downloader reports while it works, for the CLI's progress line and a later HTTP API.
-public enum DownloadEvent: Sendable, Hashable {
+package enum DownloadEvent: Sendable, Hashable {
     /// The item moved to `state`; `errorCode` is set for `failed` and `expired`.
     case stateChanged(id: String, state: ItemState, errorCode: String?)
     /// The item's plan is known: renditions chosen, resources counted, bytes estimated.
@@ -14,23 +14,23 @@ public enum DownloadEvent: Sendable, Hashable {
 }
 
 /// The counters of one item at one moment.
-public struct DownloadProgress: Sendable, Hashable, Codable {
-    public var bytesDone: Int64
+package struct DownloadProgress: Sendable, Hashable, Codable {
+    package var bytesDone: Int64
     /// Estimated until every size is known.
-    public var bytesTotal: Int64
-    public var segmentsDone: Int
-    public var segmentsTotal: Int
+    package var bytesTotal: Int64
+    package var segmentsDone: Int
+    package var segmentsTotal: Int
     /// Origin bytes per second over this run (resources found cached do not count).
-    public var bytesPerSecond: Double
+    package var bytesPerSecond: Double
 
     /// Seconds left at the current rate, if it can be told.
-    public var eta: Double? {
+    package var eta: Double? {
         guard bytesPerSecond > 0, bytesTotal >= bytesDone else { return nil }
         return Double(bytesTotal - bytesDone) / bytesPerSecond
     }
 
     /// Counters.
-    public init(bytesDone: Int64, bytesTotal: Int64, segmentsDone: Int, segmentsTotal: Int, bytesPerSecond: Double) {
+    package init(bytesDone: Int64, bytesTotal: Int64, segmentsDone: Int, segmentsTotal: Int, bytesPerSecond: Double) {
         self.bytesDone = bytesDone
         self.bytesTotal = bytesTotal
         self.segmentsDone = segmentsDone

@@ -6,25 +6,25 @@ import HLSPlaylist
 ///
 /// Playlists come first (so the proxy can serve the stream as soon as any segment is there), then for each
 /// rendition in turn its keys, init sections and segments in playback order.
-public struct DownloadPlan: Sendable {
+package struct DownloadPlan: Sendable {
     /// The media playlists chosen, with what the estimate used.
-    public var renditions: [PlannedRendition]
+    package var renditions: [PlannedRendition]
     /// Playlists (master and media), stored raw with kind `.playlist`.
-    public var playlists: [PlannedResource]
+    package var playlists: [PlannedResource]
     /// Keys, init sections and segments, without duplicates.
-    public var media: [PlannedResource]
+    package var media: [PlannedResource]
     /// Whether some segments were left out because they start after the precache length.
-    public var isPartial: Bool
+    package var isPartial: Bool
     /// What the user should know about the selection (a language filter that matched nothing).
-    public var notes: [String] = []
+    package var notes: [String] = []
 
     /// Every resource, playlists first.
-    public var resources: [PlannedResource] { playlists + media }
+    package var resources: [PlannedResource] { playlists + media }
     /// The number of distinct segment resources.
-    public var segmentCount: Int { media.count { $0.kind == .segment } }
+    package var segmentCount: Int { media.count { $0.kind == .segment } }
     /// BANDWIDTH × selected duration for variants, exact byte-range sums when the playlist gives them;
     /// `nil` when nothing tells (a media playlist with neither).
-    public var estimatedBytes: Int64? {
+    package var estimatedBytes: Int64? {
         let values = renditions.compactMap(\.estimatedBytes)
         return values.isEmpty ? nil : values.reduce(0, +)
     }
@@ -40,7 +40,7 @@ public struct DownloadPlan: Sendable {
     ///     ``SliceLayout/threshold`` is planned as the slices the selected segments (and their init sections) cover,
     ///     not whole. Nil: such files are stored whole.
     /// - Throws: ``DownloadError/corrupted`` for a URL that cannot be fetched.
-    public static func make(
+    package static func make(
         playlists: [OriginURL],
         renditions: [(selected: SelectedPlaylist, media: MediaPlaylist)],
         seconds: Int,
@@ -145,12 +145,12 @@ public struct DownloadPlan: Sendable {
 }
 
 /// A chosen media playlist in a plan.
-public struct PlannedRendition: Sendable, Hashable {
-    public var selected: SelectedPlaylist
+package struct PlannedRendition: Sendable, Hashable {
+    package var selected: SelectedPlaylist
     /// Segments selected from it.
-    public var segmentCount: Int
+    package var segmentCount: Int
     /// Seconds of media selected from it.
-    public var duration: Double
+    package var duration: Double
     /// Its share of the estimate, if anything tells.
-    public var estimatedBytes: Int64?
+    package var estimatedBytes: Int64?
 }

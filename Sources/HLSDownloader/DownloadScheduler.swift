@@ -4,20 +4,20 @@ import Logging
 /// Runs queued and interrupted items in the background of `hlscache serve`: every poll it recovers items
 /// whose process died, expires items past their expiry, and starts runnable items (`queued`, `idle`) until
 /// ``DownloaderConfiguration/concurrentItems`` run at once.
-public actor DownloadScheduler {
+package actor DownloadScheduler {
     private let downloader: Downloader
     private let pollInterval: Duration
     private var running: [String: Task<Void, Never>] = [:]
 
     /// A scheduler polling the items table every `pollInterval`.
-    public init(downloader: Downloader, pollInterval: Duration = .seconds(1)) {
+    package init(downloader: Downloader, pollInterval: Duration = .seconds(1)) {
         self.downloader = downloader
         self.pollInterval = pollInterval
     }
 
     /// Polls until the calling task is cancelled, then cancels the downloads it started (they become `idle`)
     /// and waits for them.
-    public func run() async {
+    package func run() async {
         while !Task.isCancelled {
             tick()
             try? await Task.sleep(for: pollInterval)
@@ -28,7 +28,7 @@ public actor DownloadScheduler {
     }
 
     /// One poll.
-    public func tick() {
+    package func tick() {
         do {
             try downloader.items.recoverInterrupted()
             try downloader.expireDue()
@@ -57,5 +57,5 @@ public actor DownloadScheduler {
     }
 
     /// The ids of the items this scheduler is downloading now.
-    public var active: [String] { Array(running.keys) }
+    package var active: [String] { Array(running.keys) }
 }

@@ -3,14 +3,14 @@ import Foundation
 /// The hours of the day background downloads may run (`downloads.window`, an item's `window`), e.g. `22:00-06:00`:
 /// PCD's permitted hours. Read in the server's time zone (``DownloadPolicies/timeZone``); a window whose end comes
 /// before its start runs over midnight.
-public struct DownloadWindow: Sendable, Hashable, Codable, CustomStringConvertible {
+package struct DownloadWindow: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Minutes after midnight the window opens (0…1439).
-    public let start: Int
+    package let start: Int
     /// Minutes after midnight the window closes (0…1439), not equal to ``start``.
-    public let end: Int
+    package let end: Int
 
     /// `HH:MM-HH:MM` (24 hours); `nil` for anything else, or an empty window (start equals end).
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2, let start = Self.minutes(parts[0]), let end = Self.minutes(parts[1]), start != end else { return nil }
         self.start = start
@@ -25,7 +25,7 @@ public struct DownloadWindow: Sendable, Hashable, Codable, CustomStringConvertib
         return hour * 60 + minute
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let window = DownloadWindow(parsing: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "expected HH:MM-HH:MM"))
@@ -33,24 +33,24 @@ public struct DownloadWindow: Sendable, Hashable, Codable, CustomStringConvertib
         self = window
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
     }
 
-    public var description: String {
+    package var description: String {
         String(format: "%02d:%02d-%02d:%02d", start / 60, start % 60, end / 60, end % 60)
     }
 
     /// Whether downloads may run at `date` (the opening minute is in, the closing minute out).
-    public func contains(_ date: Date, timeZone: TimeZone) -> Bool {
+    package func contains(_ date: Date, timeZone: TimeZone) -> Bool {
         let minute = Self.minuteOfDay(date, timeZone: timeZone)
         return start < end ? (start <= minute && minute < end) : (minute >= start || minute < end)
     }
 
     /// The next time the window opens after `date` (a wall-clock time that a DST change skips opens at the next
     /// existing time).
-    public func nextOpening(after date: Date, timeZone: TimeZone) -> Date {
+    package func nextOpening(after date: Date, timeZone: TimeZone) -> Date {
         let calendar = Self.calendar(timeZone)
         return calendar.nextDate(
             after: date, matching: DateComponents(hour: start / 60, minute: start % 60, second: 0), matchingPolicy: .nextTime)

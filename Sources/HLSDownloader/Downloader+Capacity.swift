@@ -6,7 +6,7 @@ extension Downloader {
     /// than the free disk space (plus what eviction could free: the unlocked objects) minus the cushion. Objects
     /// already stored do not count.
     /// - Throws: ``DownloadError/cacheFull``.
-    public func checkFits(_ plan: DownloadPlan) throws(DownloadError) {
+    package func checkFits(_ plan: DownloadPlan) throws(DownloadError) {
         guard let estimate = plan.estimatedBytes, estimate > 0 else { return }
         let stored = plan.resources.reduce(Int64(0)) { $0 + (store.lookup($1.key)?.size ?? 0) }
         let needed = estimate - stored
@@ -19,7 +19,8 @@ extension Downloader {
         let locked = (try? store.lockedBytes()) ?? 0
         if needed > store.maxBytes - locked {
             throw DownloadError.cacheFull.with(
-                "the estimate (\(Self.format(needed))) is more than the cache size cap (\(Self.format(store.maxBytes))) less the \(Self.format(locked)) locked items hold; unlock or remove some")
+                "the estimate (\(Self.format(needed))) is more than the cache size cap (\(Self.format(store.maxBytes))) less the \(Self.format(locked)) locked items hold; unlock or remove some"
+            )
         }
         let used = (try? store.usage().bytes) ?? 0
         if let free = (try? FileManager.default.attributesOfFileSystem(forPath: store.directory))?[.systemFreeSize] as? NSNumber {
@@ -51,7 +52,8 @@ extension Downloader {
         guard let first = missing.first else { return }
         throw DownloadError.cacheFull.with(
             "\(missing.count) of the item's \(objects.count) objects (the first: \(first.url.redacted)) were evicted before the download ended:"
-                + " the stream does not fit in the cache (\(Self.format(store.maxBytes)) cap) beside what else it holds; raise the cap or prewarm fewer seconds or variants")
+                + " the stream does not fit in the cache (\(Self.format(store.maxBytes)) cap) beside what else it holds; raise the cap or prewarm fewer seconds or variants"
+        )
     }
 
     static func format(_ bytes: Int64) -> String {

@@ -4,37 +4,38 @@ import HLSCacheStore
 import HLSKeys
 
 /// What `hlscache set` and `PATCH /api/v1/items/{id}` change of an item (nil: unchanged).
-public struct ItemChanges: Sendable, Hashable {
+package struct ItemChanges: Sendable, Hashable {
     /// The new expiry: `.some(nil)` never expires.
-    public var expiresAt: Date??
+    package var expiresAt: Date??
     /// Lock or unlock its objects.
-    public var locked: Bool?
+    package var locked: Bool?
     /// Its own bandwidth cap, bytes per second (`.some(nil)`: none); from its next run.
-    public var rateLimit: Int64??
+    package var rateLimit: Int64??
     /// Its own maximum size in bytes (`.some(nil)`: `downloads.maxItemSize`).
-    public var maxBytes: Int64??
+    package var maxBytes: Int64??
     /// Its own download hours (`.some(nil)`: `downloads.window`).
-    public var downloadWindow: DownloadWindow??
+    package var downloadWindow: DownloadWindow??
     /// Its own daily download volume in bytes (`.some(nil)`: none, only `downloads.dailyLimit`).
-    public var dailyBytes: Int64??
+    package var dailyBytes: Int64??
     /// Its title (`.some(nil)`: none).
-    public var title: String??
+    package var title: String??
     /// Its tags, all of them (replacing the old ones).
-    public var tags: [String]?
+    package var tags: [String]?
     /// Its poster URL (`.some(nil)`: none); stored at its next run.
-    public var posterURL: String??
+    package var posterURL: String??
     /// The caller's JSON object as compact text (`.some(nil)`: none).
-    public var metadata: String??
+    package var metadata: String??
 
-    public init(expiresAt: Date?? = nil, locked: Bool? = nil, rateLimit: Int64?? = nil) {
+    package init(expiresAt: Date?? = nil, locked: Bool? = nil, rateLimit: Int64?? = nil) {
         self.expiresAt = expiresAt
         self.locked = locked
         self.rateLimit = rateLimit
     }
 
     /// Whether nothing is asked for.
-    public var isEmpty: Bool {
-        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && dailyBytes == nil && title == nil
+    package var isEmpty: Bool {
+        expiresAt == nil && locked == nil && rateLimit == nil && maxBytes == nil && downloadWindow == nil && dailyBytes == nil
+            && title == nil
             && tags == nil && posterURL == nil && metadata == nil
     }
 
@@ -51,7 +52,7 @@ extension Downloader {
     /// - Throws: what reading the playlists threw; the item is then `failed` with that code, or, when the origin was
     ///   unavailable, stays `ready` with the error as its reason. ``DownloadError/invalidState`` when it is not `ready`.
     @discardableResult
-    public func prepare(_ id: String) async throws(DownloadError) -> DownloadItem {
+    package func prepare(_ id: String) async throws(DownloadError) -> DownloadItem {
         let item = try items.require(id)
         guard item.state == .ready else { throw DownloadError.invalidState.with("item \(id) is \(item.state.rawValue), not ready") }
         let plan: DownloadPlan
@@ -107,13 +108,14 @@ extension Downloader {
     /// An expiry already past is applied by the next expiry sweep (`serve`'s poll, the next command).
     /// - Throws: ``DownloadError/invalidState`` for a `deleted` or `expired` item, ``DownloadError/unknownItem``.
     @discardableResult
-    public func change(_ id: String, _ changes: ItemChanges) throws(DownloadError) -> DownloadItem {
+    package func change(_ id: String, _ changes: ItemChanges) throws(DownloadError) -> DownloadItem {
         let current = try items.require(id)
         if (current.state == .deleted || current.state == .expired) && !changes.isMetadataOnly {
             throw DownloadError.invalidState.with("cannot change the expiry, lock or policies of an item that is \(current.state.rawValue)")
         }
         var item = current
-        if changes.maxBytes != nil || changes.downloadWindow != nil || changes.dailyBytes != nil || changes.title != nil || changes.tags != nil || changes.posterURL != nil
+        if changes.maxBytes != nil || changes.downloadWindow != nil || changes.dailyBytes != nil || changes.title != nil
+            || changes.tags != nil || changes.posterURL != nil
             || changes.metadata != nil
         {
             item = try items.update(id) { item in

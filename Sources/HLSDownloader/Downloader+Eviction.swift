@@ -4,13 +4,13 @@ import HLSCacheStore
 import HLSKeys
 
 /// Whether an item plays without the origin, and until when.
-public struct OfflineStatus: Sendable, Hashable {
+package struct OfflineStatus: Sendable, Hashable {
     /// `cached` or `partiallyCached` with every resource stored, its keys valid, not expired.
-    public var playable: Bool
+    package var playable: Bool
     /// When offline playback stops: the earliest of the item's expiry and its keys' (nil: not playable, or no limit).
-    public var until: Date?
+    package var until: Date?
 
-    public init(playable: Bool, until: Date?) {
+    package init(playable: Bool, until: Date?) {
         self.playable = playable
         self.until = until
     }
@@ -35,7 +35,9 @@ extension Downloader {
             let item = change.item
             if change.lost > 0 {
                 logger.info("the cache evicted \(change.lost) resource(s) of item \(item.id); it is \(item.state.rawValue)")
-                emit(.evicted(id: item.id, state: item.state, resources: change.lost, bytesDone: item.bytesDone, segmentsDone: item.segmentsDone))
+                emit(
+                    .evicted(
+                        id: item.id, state: item.state, resources: change.lost, bytesDone: item.bytesDone, segmentsDone: item.segmentsDone))
             }
             if item.state != change.previousState { emitState(item) }
         }
@@ -46,7 +48,7 @@ extension Downloader {
     /// `partiallyCached` or `evicted`), what is there counts. `resume` then fetches what is missing.
     /// - Returns: the item as stored after the check.
     @discardableResult
-    public func verify(_ id: String) throws(DownloadError) -> DownloadItem {
+    package func verify(_ id: String) throws(DownloadError) -> DownloadItem {
         let item = try items.require(id)
         guard item.state != .deleted && item.state != .expired else { return item }
         var gone: [String] = []
@@ -69,7 +71,9 @@ extension Downloader {
     /// in the key store.
     private func storedSize(of resource: ItemResource) -> Int64? {
         if resource.kind == CacheObjectKind.key.rawValue {
-            guard let url = try? OriginURL(resource.url), let record = try? keys.record(keys.id(for: url)), record.isStored else { return nil }
+            guard let url = try? OriginURL(resource.url), let record = try? keys.record(keys.id(for: url)), record.isStored else {
+                return nil
+            }
             return 16
         }
         return store.lookup(CacheKey(storedValue: resource.key))?.size
@@ -78,7 +82,7 @@ extension Downloader {
     /// Whether the item plays offline now (`cached` or `partiallyCached`, nothing missing, not expired, every key
     /// valid) and until when (the earliest of its expiry and its keys').
     /// - Parameter keyResources: the item's key resources, when the caller read them already.
-    public func offlineStatus(of item: DownloadItem, now: Date = Date(), keyResources: [ItemResource]? = nil) throws(DownloadError)
+    package func offlineStatus(of item: DownloadItem, now: Date = Date(), keyResources: [ItemResource]? = nil) throws(DownloadError)
         -> OfflineStatus
     {
         guard item.state == .cached || item.state == .partiallyCached, item.missingResources == 0 else {

@@ -28,7 +28,7 @@ extension Downloader {
     /// the API.
     /// - Parameter keyResources: the item's key resources when the caller read them already (a listing page reads
     ///   every item's in one query).
-    public func keyStatus(of id: String, keyResources: [ItemResource]? = nil) throws(DownloadError) -> [ItemKeyStatus] {
+    package func keyStatus(of id: String, keyResources: [ItemResource]? = nil) throws(DownloadError) -> [ItemKeyStatus] {
         var statuses: [ItemKeyStatus] = []
         let resources: [ItemResource]
         if let keyResources {
@@ -103,13 +103,17 @@ extension Downloader {
         defer { try? handle.close() }
         for encryption in resource.encryptions {
             let (offset, length) = encryption.range ?? (0, object.size)
-            let what = encryption.range.map { "segment \(resource.url) bytes \($0.offset)-\($0.offset + $0.length - 1)" } ?? "segment \(resource.url)"
+            let what =
+                encryption.range.map { "segment \(resource.url) bytes \($0.offset)-\($0.offset + $0.length - 1)" }
+                ?? "segment \(resource.url)"
             let tail: [UInt8]
             do {
                 guard length >= 16, length % 16 == 0 else {
                     throw DownloadError.corrupted.with("\(what) is \(length) bytes, not whole AES blocks")
                 }
-                guard offset + length <= object.size else { throw DownloadError.corrupted.with("\(what) is past the end of the \(object.size)-byte file") }
+                guard offset + length <= object.size else {
+                    throw DownloadError.corrupted.with("\(what) is past the end of the \(object.size)-byte file")
+                }
                 let count = min(32, length)
                 try handle.seek(toOffset: UInt64(offset + length - count))
                 tail = [UInt8](try handle.read(upToCount: Int(count)) ?? Data())
@@ -157,7 +161,8 @@ extension Downloader {
         do throws(KeyError) {
             fresh = try await keys.key(id)
         } catch {
-            throw KeyError.corrupted.with("no valid PKCS#7 padding with the stored key, and fetching the key again failed (\(error.message))")
+            throw KeyError.corrupted.with(
+                "no valid PKCS#7 padding with the stored key, and fetching the key again failed (\(error.message))")
         }
         if fresh != key, (try? SegmentVerification.verifySegment(lastTwoBlocks: tail, key: fresh, iv: iv)) != nil {
             logger.info("key \(id) was replaced: the stored copy did not decrypt a segment, the origin's current one does")

@@ -5,7 +5,7 @@ import HLSCacheStore
 extension Downloader {
     /// `hlscache pause`: a running download (in any process) stops within the state poll interval.
     @discardableResult
-    public func pause(_ id: String) throws(DownloadError) -> DownloadItem {
+    package func pause(_ id: String) throws(DownloadError) -> DownloadItem {
         try transition(id, .pause)
     }
 
@@ -13,14 +13,14 @@ extension Downloader {
     /// back to `queued` (then a
     /// downloader runs it: the caller with ``run(_:)``, or a scheduler).
     @discardableResult
-    public func resume(_ id: String) throws(DownloadError) -> DownloadItem {
+    package func resume(_ id: String) throws(DownloadError) -> DownloadItem {
         try items.recoverInterrupted()
         return try transition(id, .resume)
     }
 
     /// `hlscache rm`: stops the item, evicts its objects (those no other live item lists) and, unless
     /// `keepMetadata`, forgets it.
-    public func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
+    package func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
         try transition(id, .delete)
         if !keepMetadata { try items.purge(id) }
     }
@@ -33,7 +33,7 @@ extension Downloader {
     /// ever unlock them (its own objects are gone).
     /// - Throws: ``DownloadError/invalidState`` for a `deleted` or `expired` item, ``DownloadError/unknownItem``.
     @discardableResult
-    public func setLocked(_ id: String, _ locked: Bool) throws(DownloadError) -> DownloadItem {
+    package func setLocked(_ id: String, _ locked: Bool) throws(DownloadError) -> DownloadItem {
         let current = try items.require(id)
         if current.state == .deleted || current.state == .expired {
             throw DownloadError.invalidState.with("cannot \(locked ? "lock" : "unlock") an item that is \(current.state.rawValue)")
@@ -55,13 +55,13 @@ extension Downloader {
     /// Expires every item whose expiry has passed: state `expired`, objects evicted.
     /// - Returns: the ids expired now.
     @discardableResult
-    public func expireDue(now: Date = Date()) throws(DownloadError) -> [String] {
+    package func expireDue(now: Date = Date()) throws(DownloadError) -> [String] {
         var expired: [String] = []
         for item in try items.expiring(at: now) {
             // A download of this item in another process notices within its poll interval and stops.
             do {
                 try transition(item.id, .expire)
-            } catch where error == .unknownItem || error == .invalidState {
+            } catch  where error == .unknownItem || error == .invalidState {
                 continue  // removed, or deleted, since it was listed
             }
             expired.append(item.id)

@@ -17,7 +17,7 @@ extension Downloader {
     ///   ``offlineMediaPlaylist(_:rendition:)``), put in place of each media playlist URI; nil: the proxy paths.
     /// - Throws: ``DownloadError/unknownItem``; ``DownloadError/invalidState`` when the item has not stored its
     ///   playlists (never run, or evicted: `resume` it).
-    public func playbackPlaylist(_ id: String, offlineMedia: ((Int) -> String)? = nil) throws(DownloadError) -> [UInt8] {
+    package func playbackPlaylist(_ id: String, offlineMedia: ((Int) -> String)? = nil) throws(DownloadError) -> [UInt8] {
         let item = try items.require(id)
         guard !item.renditions.isEmpty else {
             throw DownloadError.invalidState.with("item \(id) has not read its playlists yet (\(item.state.rawValue)); start or resume it")
@@ -52,7 +52,9 @@ extension Downloader {
                 index = uriLine + 1
                 continue
             }
-            if content.hasPrefix("#EXT-X-MEDIA:") || content.hasPrefix("#EXT-X-I-FRAME-STREAM-INF:"), let uri = Self.uriAttribute(of: content) {
+            if content.hasPrefix("#EXT-X-MEDIA:") || content.hasPrefix("#EXT-X-I-FRAME-STREAM-INF:"),
+                let uri = Self.uriAttribute(of: content)
+            {
                 if wanted.contains(uri) { out.append(line.replacingOccurrences(of: "URI=\"\(uri)\"", with: "URI=\"\(replacement(uri))\"")) }
                 index += 1
                 continue
@@ -67,7 +69,7 @@ extension Downloader {
     /// media playlist with URIs through the proxy, ending after the last segment stored before the first one missing
     /// (`#EXT-X-ENDLIST` added), so a player offline stops cleanly there.
     /// - Throws: ``DownloadError/unknownItem`` (also for a rendition out of range), ``DownloadError/invalidState``.
-    public func offlineMediaPlaylist(_ id: String, rendition: Int) throws(DownloadError) -> [UInt8] {
+    package func offlineMediaPlaylist(_ id: String, rendition: Int) throws(DownloadError) -> [UInt8] {
         let item = try items.require(id)
         guard item.renditions.indices.contains(rendition) else {
             throw DownloadError.unknownItem.with("item \(id) has no rendition \(rendition) (it has \(item.renditions.count))")
@@ -102,7 +104,7 @@ extension Downloader {
     /// How much of each rendition the item has in the cache: its duration, the seconds of its segments stored, and
     /// the seconds playable from its start without a gap (what the offline form plays). Reads the stored media
     /// playlists; a rendition whose playlist is not stored is left out.
-    public func renditionStorage(of id: String) throws(DownloadError) -> [RenditionStorage] {
+    package func renditionStorage(of id: String) throws(DownloadError) -> [RenditionStorage] {
         let item = try items.require(id)
         var result: [RenditionStorage] = []
         for url in item.renditions {
@@ -113,9 +115,10 @@ extension Downloader {
             var gap = false
             for segment in media.segments {
                 storage.seconds += segment.duration
-                let stored = (try? OriginURL(segment.url)).map {
-                    store.lookup(CacheKey($0, volatileParameters: configuration.volatileQueryParameters)) != nil
-                } ?? false
+                let stored =
+                    (try? OriginURL(segment.url)).map {
+                        store.lookup(CacheKey($0, volatileParameters: configuration.volatileQueryParameters)) != nil
+                    } ?? false
                 if stored { storage.storedSeconds += segment.duration } else { gap = true }
                 if stored && !gap { storage.storedFromStart += segment.duration }
             }
@@ -134,7 +137,9 @@ extension Downloader {
                 "the playlist \(origin.redacted) of item \(item.id) is not in the cache (\(item.state.rawValue)); `resume` it")
         }
         do {
-            return (try Playlist(bytes: [UInt8](data), options: ParseOptions(maxBytes: configuration.maxPlaylistBytes)), object.location ?? url)
+            return (
+                try Playlist(bytes: [UInt8](data), options: ParseOptions(maxBytes: configuration.maxPlaylistBytes)), object.location ?? url
+            )
         } catch {
             throw DownloadError.corrupted.with("the stored playlist \(origin.redacted) is invalid: \(error)")
         }
@@ -172,12 +177,12 @@ extension Downloader {
 extension DownloadItem {
     /// The path on `hlscache serve` of the item's own playlist (its admin API): only its renditions
     /// (`/api/v1/items/ID/master.m3u8`), or the offline form (`offline.m3u8`).
-    public static func playbackPath(of id: String, offline: Bool) -> String {
+    package static func playbackPath(of id: String, offline: Bool) -> String {
         "/api/v1/items/\(escaped(id))/\(offline ? "offline" : "master").m3u8"
     }
 
     /// Rendition `rendition` of the offline form: `/api/v1/items/ID/offline/N.m3u8`.
-    public static func offlineMediaPath(of id: String, rendition: Int) -> String {
+    package static func offlineMediaPath(of id: String, rendition: Int) -> String {
         "/api/v1/items/\(escaped(id))/offline/\(rendition).m3u8"
     }
 
@@ -187,13 +192,13 @@ extension DownloadItem {
 }
 
 /// How much of one rendition of an item is stored (``Downloader/renditionStorage(of:)``).
-public struct RenditionStorage: Sendable, Hashable {
+package struct RenditionStorage: Sendable, Hashable {
     /// The media playlist's origin URL.
-    public var url: String
+    package var url: String
     /// The rendition's duration.
-    public var seconds: Double
+    package var seconds: Double
     /// Seconds of its segments in the cache.
-    public var storedSeconds: Double
+    package var storedSeconds: Double
     /// Seconds from its start up to the first segment missing: what plays offline.
-    public var storedFromStart: Double
+    package var storedFromStart: Double
 }

@@ -48,29 +48,31 @@ final class VolumeMeter: Sendable {
 
 extension Downloader {
     /// The time the download policies are judged at (``DownloadPolicies/clock``).
-    public var now: Date { configuration.policies.clock() }
+    package var now: Date { configuration.policies.clock() }
 
     /// The item's maximum size: its own, else `downloads.maxItemSize`.
-    public func maxBytes(for item: DownloadItem) -> Int64? {
+    package func maxBytes(for item: DownloadItem) -> Int64? {
         item.maxBytes ?? configuration.policies.maxItemBytes
     }
 
     /// The bytes fetched from origins today by every process on this cache directory.
-    public func volumeToday() -> Int64 {
+    package func volumeToday() -> Int64 {
         volume.used(items: items, policies: configuration.policies, force: true)
     }
 
     /// Why `item` may not download now, and when it may: outside its download hours (when this process keeps to
     /// them), the day's volume used up (every download's, or the item's own). `nil` when it may.
-    public func policyHold(for item: DownloadItem) -> (reason: DownloadError, until: Date)? {
+    package func policyHold(for item: DownloadItem) -> (reason: DownloadError, until: Date)? {
         let policies = configuration.policies
         let now = policies.clock()
-        if policies.enforcesWindow, let window = item.downloadWindow ?? policies.window, !window.contains(now, timeZone: policies.timeZone) {
+        if policies.enforcesWindow, let window = item.downloadWindow ?? policies.window, !window.contains(now, timeZone: policies.timeZone)
+        {
             let opens = window.nextOpening(after: now, timeZone: policies.timeZone)
             let whose = item.downloadWindow != nil ? "the item's window" : "downloads.window"
             return (
                 DownloadError.outsideWindow.with(
-                    "outside the download hours \(window) (\(whose), \(policies.timeZone.identifier)); waiting until \(opens.ISO8601Format())"),
+                    "outside the download hours \(window) (\(whose), \(policies.timeZone.identifier)); waiting until \(opens.ISO8601Format())"
+                ),
                 opens
             )
         }
@@ -117,7 +119,7 @@ extension Downloader {
 
     /// `fetch --dry-run`, `POST /items` with `"dryRun": true`: the item's plan read from the origin (nothing stored), and
     /// why a download would be refused (``DownloadError/tooLarge``, ``DownloadError/cacheFull``), if it would.
-    public func dryRun(_ item: DownloadItem) async throws(DownloadError) -> (plan: DownloadPlan, refusal: DownloadError?) {
+    package func dryRun(_ item: DownloadItem) async throws(DownloadError) -> (plan: DownloadPlan, refusal: DownloadError?) {
         let plan = try await makePlan(for: item, storing: false)
         do {
             try checkSize(plan, for: item)
@@ -130,10 +132,11 @@ extension Downloader {
 
     /// Refuses a plan whose estimate is larger than the item's maximum size.
     /// - Throws: ``DownloadError/tooLarge``.
-    public func checkSize(_ plan: DownloadPlan, for item: DownloadItem) throws(DownloadError) {
+    package func checkSize(_ plan: DownloadPlan, for item: DownloadItem) throws(DownloadError) {
         guard let limit = maxBytes(for: item), let estimate = plan.estimatedBytes, estimate > limit else { return }
         throw DownloadError.tooLarge.with(
-            "the estimate (\(Self.format(estimate))) is more than the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))")
+            "the estimate (\(Self.format(estimate))) is more than the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))"
+        )
     }
 
     /// Between two resources of a run: the item's maximum size (what it had stored when the run began plus what this
@@ -143,7 +146,8 @@ extension Downloader {
     func checkPolicies(during item: DownloadItem, counter: RunCounter, bytesAtStart: Int64) throws(DownloadError) {
         if let limit = maxBytes(for: item), bytesAtStart + counter.total > limit {
             throw DownloadError.tooLarge.with(
-                "the download passed the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))")
+                "the download passed the item's maximum size (\(Self.format(limit))\(item.maxBytes == nil ? ", downloads.maxItemSize" : ""))"
+            )
         }
         // An item with its own daily limit has its count brought up to date first (a write between resources); the
         // others' counts are written when the run ends.

@@ -17,13 +17,13 @@ import NIOPosix
 /// runs several). State changes go through ``ItemStore`` (so `pause` or `rm` from another process stop a
 /// running download within ``DownloaderConfiguration/statePollInterval``) and are reported as
 /// ``DownloadEvent``s.
-public final class Downloader: Sendable {
+package final class Downloader: Sendable {
     /// The cache objects go to.
-    public let store: CacheStore
+    package let store: CacheStore
     /// The items table.
-    public let items: ItemStore
+    package let items: ItemStore
     /// The settings.
-    public let configuration: DownloaderConfiguration
+    package let configuration: DownloaderConfiguration
     let origin: OriginClient
     let eventLoopGroup: any EventLoopGroup
     let threadPool: NIOThreadPool
@@ -48,7 +48,7 @@ public final class Downloader: Sendable {
     ///   - commitThreadPool: where stored resources are committed; by default ``sharedCommitThreads``, started
     ///     when the first download commits (a process that never downloads starts no threads for it).
     ///   - onEvent: called for every state change and progress step, from any task.
-    public init(
+    package init(
         store: CacheStore, items: ItemStore, origin: OriginClient, eventLoopGroup: any EventLoopGroup,
         threadPool: NIOThreadPool = .singleton, commitThreadPool: NIOThreadPool? = nil,
         configuration: DownloaderConfiguration = DownloaderConfiguration(),
@@ -75,7 +75,7 @@ public final class Downloader: Sendable {
 
     /// The default commit threads: two, started on first use, running until the process ends (like
     /// `NIOThreadPool.singleton`). Commits mostly wait for the disk, so they do not compete for the CPU.
-    public static let sharedCommitThreads: NIOThreadPool = {
+    package static let sharedCommitThreads: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: 2)
         pool.start()
         return pool
@@ -98,7 +98,7 @@ public final class Downloader: Sendable {
     /// - Throws: ``DownloadError/unknownItem``; ``DownloadError/invalidState`` when the item is not runnable
     ///   (another live process downloads it, or it is paused or settled).
     @discardableResult
-    public func run(_ id: String) async throws(DownloadError) -> DownloadItem {
+    package func run(_ id: String) async throws(DownloadError) -> DownloadItem {
         try items.recoverInterrupted()
         // A policy (outside the download hours, the day's volume used up) holds it back: `idle` until allowed.
         if let current = try items.item(id), current.state.isRunnable, let (reason, until) = policyHold(for: current) {
@@ -229,7 +229,9 @@ public final class Downloader: Sendable {
         try checkSize(plan, for: item)
         let estimate = plan.estimatedBytes
         let segmentCount = plan.segmentCount
-        let resources = plan.resources.map { ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength) }
+        let resources = plan.resources.map {
+            ItemResource(key: $0.key.value, url: $0.url.string, kind: $0.kind.rawValue, size: $0.knownLength)
+        }
         try items.setResources(item.id, resources)
         // The total as every progress write computes it — stored sizes plus the estimate's share for what is left —
         // not the whole-stream estimate: a resumed item has stored more than that estimate's share of it (or, with
@@ -386,7 +388,7 @@ public final class Downloader: Sendable {
                     } else if resource.isPoster {
                         do {
                             return .written(resource, try await self.fetchResource(resource, for: item, counter: counter))
-                        } catch where !Task.isCancelled && !(error is CancellationError) && DownloadError.from(error) != .cancelled {
+                        } catch  where !Task.isCancelled && !(error is CancellationError) && DownloadError.from(error) != .cancelled {
                             try self.posterFailed(resource, of: item, error: error)
                             return .stored
                         }
@@ -464,7 +466,10 @@ public final class Downloader: Sendable {
             } catch let error as OriginError where error == .httpStatus && (error.originStatus == 429 || error.originStatus == 503) {
                 // The origin asks for less: this run goes on with half as many transfers at a time.
                 if let narrowed = counter.pushedBack(generation: generation) {
-                    self.emit(.note(id: item.id, message: "the origin answered \(error.originStatus): \(narrowed) transfer(s) at a time from now on"))
+                    self.emit(
+                        .note(
+                            id: item.id, message: "the origin answered \(error.originStatus): \(narrowed) transfer(s) at a time from now on"
+                        ))
                 }
                 throw error
             }
@@ -551,7 +556,7 @@ public final class Downloader: Sendable {
     /// With `storing: false` (`--dry-run`) playlists are read into memory only and nothing is written.
     /// - Throws: ``DownloadError/notFound`` (404 on the item's playlist), ``DownloadError/corrupted``,
     ///   ``DownloadError/unsupported`` for live playlists, the network codes.
-    public func makePlan(for item: DownloadItem, storing: Bool) async throws(DownloadError) -> DownloadPlan {
+    package func makePlan(for item: DownloadItem, storing: Bool) async throws(DownloadError) -> DownloadPlan {
         do {
             let url: OriginURL
             do { url = try OriginURL(item.url) } catch { throw DownloadError.corrupted.with("\(item.url): \(error)") }
@@ -577,7 +582,9 @@ public final class Downloader: Sendable {
                 // and the error reported (the first rendition's that failed) follow the master's order.
                 var mediaURLs: [OriginURL] = []
                 for choice in selected {
-                    do { mediaURLs.append(try OriginURL(choice.url)) } catch { throw DownloadError.corrupted.with("\(choice.url): \(error)") }
+                    do { mediaURLs.append(try OriginURL(choice.url)) } catch {
+                        throw DownloadError.corrupted.with("\(choice.url): \(error)")
+                    }
                 }
                 let loaded = await loadPlaylists(mediaURLs, item: item, storing: storing)
                 for (choice, (mediaURL, result)) in zip(selected, zip(mediaURLs, loaded)) {
@@ -591,7 +598,8 @@ public final class Downloader: Sendable {
                 }
             }
             if let live = renditions.first(where: { $0.1.isLive }) {
-                throw DownloadError.unsupported.with("\(live.0.url) is a live playlist (no EXT-X-ENDLIST); live recording is not supported yet")
+                throw DownloadError.unsupported.with(
+                    "\(live.0.url) is a live playlist (no EXT-X-ENDLIST); live recording is not supported yet")
             }
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
@@ -632,7 +640,8 @@ public final class Downloader: Sendable {
                     }
                 }
             }
-            var results = [Result<(playlist: Playlist, baseURL: String), any Error>](repeating: .failure(CancellationError()), count: urls.count)
+            var results = [Result<(playlist: Playlist, baseURL: String), any Error>](
+                repeating: .failure(CancellationError()), count: urls.count)
             for await loaded in group { results[loaded.position] = loaded.result }
             return results
         }
@@ -785,7 +794,9 @@ extension Downloader {
 
     /// A playlist as its origin wrote it: with `--through`, the balancer's hlscache served it rewritten, and its URIs
     /// point back at that server; the origin's own URLs are what the plan and the store need.
-    static func originForm(of bytes: [UInt8], url: OriginURL, through server: String?, options: ParseOptions) throws(DownloadError) -> [UInt8] {
+    static func originForm(of bytes: [UInt8], url: OriginURL, through server: String?, options: ParseOptions) throws(DownloadError)
+        -> [UInt8]
+    {
         guard let server else { return bytes }
         do {
             return try Playlist(bytes: bytes, options: options).rewrite(

@@ -1,20 +1,20 @@
 import Foundation
 
 /// One request header given to an item (`--header 'Name: value'`), sent with every origin request it makes.
-public struct HeaderField: Sendable, Hashable, Codable {
+package struct HeaderField: Sendable, Hashable, Codable {
     /// The header name.
-    public var name: String
+    package var name: String
     /// The header value.
-    public var value: String
+    package var value: String
 
     /// A header.
-    public init(name: String, value: String) {
+    package init(name: String, value: String) {
         self.name = name
         self.value = value
     }
 
     /// Parses `Name: value`; `nil` when there is no colon or the name is empty or not a token.
-    public init?(parsing line: String) {
+    package init?(parsing line: String) {
         guard let colon = line.firstIndex(of: ":") else { return nil }
         let name = line[..<colon].trimmingCharacters(in: .whitespaces)
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)

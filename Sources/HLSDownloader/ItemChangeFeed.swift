@@ -3,15 +3,15 @@ import Synchronization
 /// Follows the items table for a poller (the admin API's event stream): the first ``next()`` returns every item,
 /// later ones only the items inserted or changed since — by any process — and the ids removed, so a poll costs
 /// what changed, not what is stored.
-public final class ItemChangeFeed: Sendable {
+package final class ItemChangeFeed: Sendable {
     /// One poll's news.
-    public struct Changes: Sendable {
+    package struct Changes: Sendable {
         /// Items inserted or changed (all items on the first poll), in the order they changed.
-        public var changed: [DownloadItem]
+        package var changed: [DownloadItem]
         /// Ids of items removed since the last poll.
-        public var removed: [String]
+        package var removed: [String]
         /// Whether this is the first poll (everything is new).
-        public var isFirst: Bool
+        package var isFirst: Bool
     }
 
     private struct Position: Sendable {
@@ -22,14 +22,14 @@ public final class ItemChangeFeed: Sendable {
     private let items: ItemStore
     private let position = Mutex(Position())
 
-    public init(items: ItemStore) {
+    package init(items: ItemStore) {
         self.items = items
     }
 
     /// Reads what changed since the previous call. Calls are serialised; a failed read changes nothing.
     /// - Parameter alsoKnown: ids the caller learned of elsewhere (the downloader's own events) and may not have been
     ///   polled yet: reported as removed too when they are gone, even if a poll never saw them.
-    public func next(alsoKnown: Set<String> = []) throws(DownloadError) -> Changes {
+    package func next(alsoKnown: Set<String> = []) throws(DownloadError) -> Changes {
         try position.withLock { position throws(DownloadError) -> Changes in
             let isFirst = position.sequence == nil
             let (sequence, changed, removed) = try items.changes(

@@ -2,26 +2,26 @@ import Foundation
 
 /// What a player consumed of an item through the proxy (the offline SDKs' "record consumption"): when it was last
 /// played and which seconds of its media timeline were served, as merged `[start, end]` ranges.
-public struct ItemConsumption: Sendable, Hashable, Codable {
+package struct ItemConsumption: Sendable, Hashable, Codable {
     /// The last time one of its segments was served.
-    public var lastPlayedAt: Date
+    package var lastPlayedAt: Date
     /// Served seconds, sorted, non-overlapping, each `[start, end]` with `start < end`.
-    public var served: [[Double]]
+    package var served: [[Double]]
 
     /// A record with nothing served yet.
-    public init(lastPlayedAt: Date, served: [[Double]] = []) {
+    package init(lastPlayedAt: Date, served: [[Double]] = []) {
         self.lastPlayedAt = lastPlayedAt
         self.served = served
     }
 
     /// Seconds served in total (the length of the union of the ranges).
-    public var servedSeconds: Double {
+    package var servedSeconds: Double {
         served.reduce(0) { $0 + ($1[1] - $1[0]) }
     }
 
     /// Adds `start..<end` to the served ranges, merging ranges that overlap or touch (within 10 ms, the rounding
     /// of `EXTINF` durations).
-    public mutating func add(start: Double, end: Double) {
+    package mutating func add(start: Double, end: Double) {
         guard end > start, start.isFinite, end.isFinite else { return }
         var lower = start
         var upper = end

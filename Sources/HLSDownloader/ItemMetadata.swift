@@ -3,41 +3,44 @@ import HLSCacheCore
 
 /// The rules for an item's metadata (title, tags, poster, the caller's JSON), shared by the CLI and the API so both
 /// refuse the same things with the same words.
-public enum ItemMetadata {
-    public static let maxTitleLength = 200
-    public static let maxTags = 32
-    public static let maxTagLength = 64
+package enum ItemMetadata {
+    package static let maxTitleLength = 200
+    package static let maxTags = 32
+    package static let maxTagLength = 64
     /// The caller's JSON, as compact text.
-    public static let maxMetaBytes = 16 * 1024
+    package static let maxMetaBytes = 16 * 1024
 
     /// What is wrong with a metadata value, in words for the user.
-    public struct Problem: Error, Sendable, CustomStringConvertible {
-        public let message: String
-        public var description: String { message }
+    package struct Problem: Error, Sendable, CustomStringConvertible {
+        package let message: String
+        package var description: String { message }
 
-        public init(message: String) {
+        package init(message: String) {
             self.message = message
         }
     }
 
     /// A title: 1…200 characters, no control characters; surrounding spaces dropped.
-    public static func title(_ text: String) throws(Problem) -> String {
+    package static func title(_ text: String) throws(Problem) -> String {
         let title = text.trimmingCharacters(in: .whitespaces)
-        guard !title.isEmpty, title.count <= maxTitleLength, !title.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !title.isEmpty, title.count <= maxTitleLength,
+            !title.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
             throw Problem(message: "a title is 1…\(maxTitleLength) characters without control characters")
         }
         return title
     }
 
     /// Tags: each 1…64 characters, no comma or control characters; duplicates dropped, order kept; at most 32.
-    public static func tags(_ list: [String]) throws(Problem) -> [String] {
+    package static func tags(_ list: [String]) throws(Problem) -> [String] {
         var result: [String] = []
         for raw in list {
             let tag = raw.trimmingCharacters(in: .whitespaces)
             guard !tag.isEmpty, tag.count <= maxTagLength, !tag.contains(","),
                 !tag.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
-                throw Problem(message: "tag \"\(raw.prefix(80))\": a tag is 1…\(maxTagLength) characters without commas or control characters")
+                throw Problem(
+                    message: "tag \"\(raw.prefix(80))\": a tag is 1…\(maxTagLength) characters without commas or control characters")
             }
             if !result.contains(tag) { result.append(tag) }
         }
@@ -46,7 +49,7 @@ public enum ItemMetadata {
     }
 
     /// A poster URL: an absolute `http(s)` URL the proxy can serve.
-    public static func poster(_ text: String) throws(Problem) -> String {
+    package static func poster(_ text: String) throws(Problem) -> String {
         do {
             return try OriginURL(text).string
         } catch {
@@ -55,7 +58,7 @@ public enum ItemMetadata {
     }
 
     /// The caller's JSON object as compact text with sorted keys, at most 16 KiB.
-    public static func meta(_ object: Any) throws(Problem) -> String {
+    package static func meta(_ object: Any) throws(Problem) -> String {
         guard object is [String: Any], JSONSerialization.isValidJSONObject(object),
             let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         else {
@@ -66,7 +69,7 @@ public enum ItemMetadata {
     }
 
     /// The caller's JSON object given as text (`fetch --meta '{"k": 1}'`).
-    public static func meta(text: String) throws(Problem) -> String {
+    package static func meta(text: String) throws(Problem) -> String {
         guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) else {
             throw Problem(message: "meta is not valid JSON")
         }
@@ -74,7 +77,7 @@ public enum ItemMetadata {
     }
 
     /// The proxy path of the item's poster (where a page shows it from), if it has one.
-    public static func posterPath(of item: DownloadItem) -> String? {
+    package static func posterPath(of item: DownloadItem) -> String? {
         item.posterURL.flatMap { try? OriginURL($0) }?.proxyPath
     }
 }

@@ -1,19 +1,19 @@
 /// One object of an item, as the items table remembers it: so `lock`, `rm` and expiry know which cache
 /// objects belong to the item, and progress survives a restart.
-public struct ItemResource: Sendable, Hashable, Codable {
+package struct ItemResource: Sendable, Hashable, Codable {
     /// The cache key (``HLSCacheCore/CacheKey/value``).
-    public var key: String
+    package var key: String
     /// The origin URL.
-    public var url: String
+    package var url: String
     /// The object kind (`playlist`, `segment`, `init`, `key`).
-    public var kind: String
+    package var kind: String
     /// Its size once stored.
-    public var size: Int64?
+    package var size: Int64?
     /// Whether it has been stored (or found stored).
-    public var done: Bool
+    package var done: Bool
 
     /// A resource row.
-    public init(key: String, url: String, kind: String, size: Int64? = nil, done: Bool = false) {
+    package init(key: String, url: String, kind: String, size: Int64? = nil, done: Bool = false) {
         self.key = key
         self.url = url
         self.kind = kind
@@ -23,19 +23,20 @@ public struct ItemResource: Sendable, Hashable, Codable {
 }
 
 /// Sums over an item's resources: what its progress and its size estimate are computed from.
-public struct ResourceTotals: Sendable, Hashable {
+package struct ResourceTotals: Sendable, Hashable {
     /// Bytes of the resources stored so far.
-    public var bytesDone: Int64
-    public var segmentsDone: Int
-    public var segmentsTotal: Int
+    package var bytesDone: Int64
+    package var segmentsDone: Int
+    package var segmentsTotal: Int
     /// Bytes of the segments stored so far.
-    public var doneSegmentBytes: Int64
+    package var doneSegmentBytes: Int64
     /// Bytes of every resource whose size is known: stored, or a byte range the playlist gives.
-    public var knownBytes: Int64
+    package var knownBytes: Int64
     /// Segments neither stored nor of known size.
-    public var unknownSegments: Int
+    package var unknownSegments: Int
 
-    public init(bytesDone: Int64, segmentsDone: Int, segmentsTotal: Int, doneSegmentBytes: Int64, knownBytes: Int64, unknownSegments: Int) {
+    package init(bytesDone: Int64, segmentsDone: Int, segmentsTotal: Int, doneSegmentBytes: Int64, knownBytes: Int64, unknownSegments: Int)
+    {
         self.bytesDone = bytesDone
         self.segmentsDone = segmentsDone
         self.segmentsTotal = segmentsTotal
@@ -46,10 +47,10 @@ public struct ResourceTotals: Sendable, Hashable {
 }
 
 /// An item's progress counters as ``ItemStore/markDone(_:key:size:estimatedTotal:)`` leaves them.
-public struct ItemProgressCounts: Sendable, Hashable {
-    public var bytesDone: Int64
+package struct ItemProgressCounts: Sendable, Hashable {
+    package var bytesDone: Int64
     /// Estimated until every size is known; never below `bytesDone`.
-    public var bytesTotal: Int64
-    public var segmentsDone: Int
-    public var segmentsTotal: Int
+    package var bytesTotal: Int64
+    package var segmentsDone: Int
+    package var segmentsTotal: Int
 }

@@ -3,7 +3,7 @@
 /// `queued → downloading → (cached | partiallyCached)`; `downloading ⇄ paused`; `downloading → idle` when
 /// interrupted (resumes by itself); `cached | partiallyCached → (partiallyCached | evicted)` when the cache evicts
 /// its objects; `→ failed` for what waiting cannot fix; `→ expired`; `→ deleted`.
-public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
+package enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Recorded, waiting for a downloader (`fetch --detach`, `resume`).
     case queued
     /// Created without starting (`fetch --no-start`, API `"start": false`): its playlists are read, its renditions
@@ -33,7 +33,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     case deleted
 
     /// States in which nothing more happens without a command.
-    public var isSettled: Bool {
+    package var isSettled: Bool {
         switch self {
         case .ready, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
         case .queued, .downloading, .idle: false
@@ -41,7 +41,7 @@ public enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// States a scheduler picks up by itself: `queued`, and `idle` (interrupted items resume by themselves).
-    public var isRunnable: Bool {
+    package var isRunnable: Bool {
         switch self {
         case .queued, .idle: true
         case .ready, .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false

@@ -4,9 +4,9 @@
 ///
 /// It holds no I/O: the item store persists ``state`` (with what each event means for the item's other fields, in
 /// one function) and the downloader runs the actions, also in one function (`Downloader.transition`).
-public struct ItemStateMachine: Sendable, Hashable {
+package struct ItemStateMachine: Sendable, Hashable {
     /// Something that happened to an item.
-    public enum Event: Sendable, Hashable {
+    package enum Event: Sendable, Hashable {
         /// A downloader claimed the item.
         case start
         /// `hlscache pause`.
@@ -31,7 +31,7 @@ public struct ItemStateMachine: Sendable, Hashable {
     }
 
     /// What the caller must do after a transition.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Only persist the new state.
         case persist
         /// Persist, and start downloading.
@@ -43,10 +43,10 @@ public struct ItemStateMachine: Sendable, Hashable {
     }
 
     /// The current state.
-    public private(set) var state: ItemState
+    package private(set) var state: ItemState
 
     /// A machine in `state` (as read from the items table).
-    public init(state: ItemState = .queued) {
+    package init(state: ItemState = .queued) {
         self.state = state
     }
 
@@ -54,7 +54,7 @@ public struct ItemStateMachine: Sendable, Hashable {
     /// - Returns: what to do.
     /// - Throws: ``DownloadError/invalidState`` when `event` does not apply to the current state; the state is
     ///   unchanged.
-    public mutating func handle(_ event: Event) throws(DownloadError) -> Action {
+    package mutating func handle(_ event: Event) throws(DownloadError) -> Action {
         switch state {
         case .queued:
             switch event {

@@ -37,7 +37,7 @@ extension ItemStore {
 
     /// Runnable items (`queued`, and `idle` ones whose next attempt is due at `now`), oldest first, at most `limit`,
     /// leaving out `excluding`.
-    public func runnable(limit: Int, excluding: Set<String> = [], now: Date = Date()) throws(DownloadError) -> [DownloadItem] {
+    package func runnable(limit: Int, excluding: Set<String> = [], now: Date = Date()) throws(DownloadError) -> [DownloadItem] {
         guard limit > 0 else { return [] }
         return try read { db in
             // Enough rows to skip the excluded ones (items this process runs are `downloading`, so usually none).
@@ -53,7 +53,7 @@ extension ItemStore {
     }
 
     /// Items whose expiry is at or before `now` and that are not `expired` or `deleted` yet.
-    public func expiring(at now: Date) throws(DownloadError) -> [DownloadItem] {
+    package func expiring(at now: Date) throws(DownloadError) -> [DownloadItem] {
         try read { db in
             try Row.fetchAll(
                 db,

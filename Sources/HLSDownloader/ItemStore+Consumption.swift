@@ -6,7 +6,7 @@ import GRDB
 extension ItemStore {
     /// Records that `start..<end` seconds of item `id` were served at `at` (merging with what was served before).
     /// Unknown items are ignored (an item removed while its segment was being served).
-    public func recordPlayback(_ id: String, start: Double, end: Double, at: Date = Date()) throws(DownloadError) {
+    package func recordPlayback(_ id: String, start: Double, end: Double, at: Date = Date()) throws(DownloadError) {
         try write { db in
             guard try Row.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [id]) != nil else { return }
             var record = try Self.fetchConsumption(db, id: id) ?? ItemConsumption(lastPlayedAt: at)
@@ -20,12 +20,12 @@ extension ItemStore {
     }
 
     /// The playback record of item `id`, or `nil` when it was never played through the proxy.
-    public func consumption(_ id: String) throws(DownloadError) -> ItemConsumption? {
+    package func consumption(_ id: String) throws(DownloadError) -> ItemConsumption? {
         try read { db in try Self.fetchConsumption(db, id: id) }
     }
 
     /// Every playback record, by item id.
-    public func consumptions() throws(DownloadError) -> [String: ItemConsumption] {
+    package func consumptions() throws(DownloadError) -> [String: ItemConsumption] {
         try read { db in
             var all: [String: ItemConsumption] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT item_id, last_played_at, served FROM item_consumption") {
@@ -36,12 +36,13 @@ extension ItemStore {
     }
 
     /// The playback records of the items `ids` (a listing page), by item id.
-    public func consumptions(of ids: [String]) throws(DownloadError) -> [String: ItemConsumption] {
+    package func consumptions(of ids: [String]) throws(DownloadError) -> [String: ItemConsumption] {
         guard !ids.isEmpty else { return [:] }
         return try read { db in
             var all: [String: ItemConsumption] = [:]
             for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
-                let sql = "SELECT item_id, last_played_at, served FROM item_consumption WHERE item_id IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))"
+                let sql =
+                    "SELECT item_id, last_played_at, served FROM item_consumption WHERE item_id IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))"
                 for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk)) {
                     all[row["item_id"]] = try Self.decodeConsumption(row)
                 }
@@ -51,13 +52,13 @@ extension ItemStore {
     }
 
     /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).
-    public func items(listing key: String) throws(DownloadError) -> [String] {
+    package func items(listing key: String) throws(DownloadError) -> [String] {
         try items(listing: [key])[key] ?? []
     }
 
     /// For each of `keys` (stored ``ItemResource/key`` values) listed by some item, the ids of those items; keys no
     /// item lists are left out. One read, index lookups only (`item_resources_key`), in chunks of 500 keys.
-    public func items(listing keys: some Collection<String>) throws(DownloadError) -> [String: [String]] {
+    package func items(listing keys: some Collection<String>) throws(DownloadError) -> [String: [String]] {
         guard !keys.isEmpty else { return [:] }
         let all = Array(keys)
         return try read { db in

@@ -5,7 +5,7 @@ extension ItemStore {
     /// the most recently updated item listing the resource's cache key `key`, else the most recently updated item on
     /// the same origin (`origin` is `scheme://authority`: a segment past the prewarmed part is not listed). Deleted
     /// items are left out. `serve` fetches it again for fresh cookies (a CDN's token cookie set on the playlist).
-    public func topURL(forResource key: String, origin: String) throws(DownloadError) -> String? {
+    package func topURL(forResource key: String, origin: String) throws(DownloadError) -> String? {
         let prefix = origin + "/"
         return try read { db in
             if let url = try String.fetchOne(

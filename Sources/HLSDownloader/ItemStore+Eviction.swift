@@ -4,15 +4,15 @@ import GRDB
 /// Keeping items true to the store: what an eviction (or a re-check) found gone is no longer counted as stored.
 extension ItemStore {
     /// What one eviction or re-check changed of one item.
-    public struct StoredChange: Sendable, Hashable {
+    package struct StoredChange: Sendable, Hashable {
         /// The item as stored after the change.
-        public var item: DownloadItem
+        package var item: DownloadItem
         /// Its state before.
-        public var previousState: ItemState
+        package var previousState: ItemState
         /// Resources no longer stored (that counted as stored before).
-        public var lost: Int
+        package var lost: Int
         /// Resources found stored that did not count as stored before (``verify``).
-        public var found: Int
+        package var found: Int
     }
 
     /// The states whose counters an eviction corrects; `expired` and `deleted` items have let their objects go.
@@ -23,7 +23,7 @@ extension ItemStore {
     /// moves it to `partiallyCached` (segments left) or `evicted` (none) — one transaction.
     /// - Returns: the items changed, in id order.
     @discardableResult
-    public func forgetStored(_ keys: [String], only: String? = nil) throws(DownloadError) -> [StoredChange] {
+    package func forgetStored(_ keys: [String], only: String? = nil) throws(DownloadError) -> [StoredChange] {
         guard !keys.isEmpty else { return [] }
         return try write { db in
             var lost: [String: Int] = [:]
@@ -47,7 +47,7 @@ extension ItemStore {
     }
 
     /// Marks none of the item's resources stored and zeroes its counters (its objects were removed: `rm`, expiry).
-    public func markNothingStored(_ id: String) throws(DownloadError) {
+    package func markNothingStored(_ id: String) throws(DownloadError) {
         try write { db in
             try db.execute(sql: "UPDATE item_resources SET done = 0 WHERE item_id = ? AND done = 1", arguments: [id])
             guard var item = try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode) else { return }
@@ -61,9 +61,10 @@ extension ItemStore {
     /// Marks the item's resources under `keys` stored, with their sizes (what a re-check found in the store but the
     /// item did not count), and recounts its progress and missing resources (also with nothing found).
     @discardableResult
-    public func markStored(_ id: String, _ found: [(key: String, size: Int64)]) throws(DownloadError) -> StoredChange? {
+    package func markStored(_ id: String, _ found: [(key: String, size: Int64)]) throws(DownloadError) -> StoredChange? {
         try write { db in
-            let mark = try db.cachedStatement(sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ? AND done = 0")
+            let mark = try db.cachedStatement(
+                sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ? AND done = 0")
             var count = 0
             for (key, size) in found {
                 try mark.execute(arguments: [size, id, key])
@@ -83,8 +84,9 @@ extension ItemStore {
         item.segmentsDone = totals.segmentsDone
         switch item.state {
         case .cached, .partiallyCached, .evicted:
-            item.missingResources = try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM item_resources WHERE item_id = ? AND done = 0", arguments: [id]) ?? 0
+            item.missingResources =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM item_resources WHERE item_id = ? AND done = 0", arguments: [id]) ?? 0
             if lost > 0 {
                 // The action is `persist` (done below); the downloader announces the change (``StoredChange``).
                 _ = try Self.move(&item, .evict(segmentsLeft: totals.segmentsDone > 0))

@@ -4,17 +4,17 @@ import GRDB
 /// A webhook event that waits for its delivery across a restart of `serve` (`webhook_outbox` in `items.sqlite`):
 /// the events still queued when the notifier stopped, delivered first at the next start, in order, as they were
 /// (the same body, so the same signature under the same secret, and the same delivery id).
-public struct WebhookOutboxEntry: Sendable, Hashable {
+package struct WebhookOutboxEntry: Sendable, Hashable {
     /// The receiver's URL (`webhooks.urls`).
-    public var receiver: String
+    package var receiver: String
     /// The delivery id (`X-Hlscache-Delivery`).
-    public var delivery: String
+    package var delivery: String
     /// The event type (`X-Hlscache-Event`).
-    public var type: String
+    package var type: String
     /// The exact JSON body that is signed.
-    public var body: String
+    package var body: String
 
-    public init(receiver: String, delivery: String, type: String, body: String) {
+    package init(receiver: String, delivery: String, type: String, body: String) {
         self.receiver = receiver
         self.delivery = delivery
         self.type = type
@@ -26,7 +26,7 @@ extension ItemStore {
     /// Appends `entries` (in their order) to the outbox, then keeps at most `limit` per receiver, dropping the oldest.
     /// - Returns: how many were dropped.
     @discardableResult
-    public func saveWebhookOutbox(_ entries: [WebhookOutboxEntry], limit: Int) throws(DownloadError) -> Int {
+    package func saveWebhookOutbox(_ entries: [WebhookOutboxEntry], limit: Int) throws(DownloadError) -> Int {
         guard !entries.isEmpty else { return 0 }
         return try write { db in
             let insert = try db.cachedStatement(sql: "INSERT INTO webhook_outbox (receiver, delivery, type, body) VALUES (?, ?, ?, ?)")
@@ -45,7 +45,7 @@ extension ItemStore {
     }
 
     /// Every entry of the outbox, oldest first, removed from it in the same transaction (the notifier delivers them).
-    public func takeWebhookOutbox() throws(DownloadError) -> [WebhookOutboxEntry] {
+    package func takeWebhookOutbox() throws(DownloadError) -> [WebhookOutboxEntry] {
         try write { db in
             let entries = try Self.outboxEntries(db)
             try db.execute(sql: "DELETE FROM webhook_outbox")
@@ -54,7 +54,7 @@ extension ItemStore {
     }
 
     /// Every entry of the outbox, oldest first (left there).
-    public func webhookOutbox() throws(DownloadError) -> [WebhookOutboxEntry] {
+    package func webhookOutbox() throws(DownloadError) -> [WebhookOutboxEntry] {
         try read { db in try Self.outboxEntries(db) }
     }
 

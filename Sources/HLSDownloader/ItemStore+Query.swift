@@ -2,9 +2,9 @@ import Foundation
 import GRDB
 
 /// Which items a listing wants, in which order, and which page (`hlscache ls`, `GET /api/v1/items`, batch actions).
-public struct ItemQuery: Sendable, Hashable {
+package struct ItemQuery: Sendable, Hashable {
     /// What a listing is sorted by; ties go by id.
-    public enum Sort: String, Sendable, Hashable, CaseIterable {
+    package enum Sort: String, Sendable, Hashable, CaseIterable {
         case createdAt, updatedAt, title, state, bytes, expiresAt, id
 
         /// The expressions a listing is ordered by, before the id. Written so that no key is NULL (`title IS NULL`
@@ -26,15 +26,15 @@ public struct ItemQuery: Sendable, Hashable {
     /// Where a page starts in cursor paging (`after=` of `GET /items`): just after the item whose sort keys and id it
     /// holds, so items created or removed between two pages neither shift the next page (offsets do) nor make it skip
     /// or repeat any. Opaque to clients: a base64url token of the listing's sort, direction, the last item's keys and id.
-    public struct Cursor: Sendable, Hashable {
-        public var sort: Sort
-        public var descending: Bool
+    package struct Cursor: Sendable, Hashable {
+        package var sort: Sort
+        package var descending: Bool
         /// The values of ``Sort/keys`` for the last item of the page before.
         var values: [DatabaseValue]
-        public var id: String
+        package var id: String
 
         /// The cursor of `token`, or `nil` when it is not one.
-        public init?(token: String) {
+        package init?(token: String) {
             var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
             while base64.count % 4 != 0 { base64 += "=" }
             guard token.count <= 4096, let data = Data(base64Encoded: base64),
@@ -66,7 +66,7 @@ public struct ItemQuery: Sendable, Hashable {
         }
 
         /// The opaque token (`nextCursor`).
-        public var token: String {
+        package var token: String {
             let encoded: [[String]] = values.map { value in
                 switch value.storage {
                 case .int64(let number): ["i", String(number)]
@@ -83,24 +83,24 @@ public struct ItemQuery: Sendable, Hashable {
     }
 
     /// Any of these states (empty: any).
-    public var states: [ItemState] = []
+    package var states: [ItemState] = []
     /// Every one of these tags.
-    public var tags: [String] = []
+    package var tags: [String] = []
     /// `true`: never played through the proxy; `false`: played at least once; `nil`: either.
-    public var played: Bool?
+    package var played: Bool?
     /// The origin URL contains this text.
-    public var urlContains: String?
+    package var urlContains: String?
     /// Only these ids.
-    public var ids: [String]?
-    public var sort: Sort = .createdAt
-    public var descending = false
+    package var ids: [String]?
+    package var sort: Sort = .createdAt
+    package var descending = false
     /// The page: at most `limit` items (nil: all) after skipping `offset`, or after the `after` cursor.
-    public var limit: Int?
-    public var offset = 0
+    package var limit: Int?
+    package var offset = 0
     /// Cursor paging: the page starts after this cursor's item (``Cursor``); not with `offset`.
-    public var after: Cursor?
+    package var after: Cursor?
 
-    public init() {}
+    package init() {}
 
     /// The `WHERE` clause and its arguments.
     func condition() -> (sql: String, arguments: StatementArguments) {
@@ -143,24 +143,24 @@ public struct ItemQuery: Sendable, Hashable {
 }
 
 /// One page of a listing.
-public struct ItemPage: Sendable {
-    public var items: [DownloadItem]
+package struct ItemPage: Sendable {
+    package var items: [DownloadItem]
     /// How many items the filters select in all (whatever the page).
-    public var total: Int
+    package var total: Int
     /// With a `limit`, when more items follow this page: the cursor of its last item (`after=` for the next page).
-    public var nextCursor: ItemQuery.Cursor?
+    package var nextCursor: ItemQuery.Cursor?
 }
 
 extension ItemStore {
     /// One page of the items `query` selects, and how many it selects in all; one read transaction.
-    public func list(_ query: ItemQuery) throws(DownloadError) -> (items: [DownloadItem], total: Int) {
+    package func list(_ query: ItemQuery) throws(DownloadError) -> (items: [DownloadItem], total: Int) {
         let page = try self.page(query)
         return (page.items, page.total)
     }
 
     /// One page of the items `query` selects (after its cursor, or its offset), how many it selects in all, and the
     /// cursor of the next page; one read transaction.
-    public func page(_ query: ItemQuery) throws(DownloadError) -> ItemPage {
+    package func page(_ query: ItemQuery) throws(DownloadError) -> ItemPage {
         try read { db in
             let (condition, arguments) = query.condition()
             let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM items \(condition)", arguments: arguments) ?? 0
@@ -193,7 +193,7 @@ extension ItemStore {
     }
 
     /// The ids `query` selects (all of them, whatever its page), for batch actions.
-    public func ids(_ query: ItemQuery) throws(DownloadError) -> [String] {
+    package func ids(_ query: ItemQuery) throws(DownloadError) -> [String] {
         try read { db in
             let (condition, arguments) = query.condition()
             return try String.fetchAll(db, sql: "SELECT id FROM items \(condition) \(query.order)", arguments: arguments)

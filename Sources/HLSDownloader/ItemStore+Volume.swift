@@ -6,7 +6,7 @@ import GRDB
 extension ItemStore {
     /// Adds `bytes` to `day`'s count and returns the new count (what every process recorded that day).
     @discardableResult
-    public func addVolume(_ bytes: Int64, day: String) throws(DownloadError) -> Int64 {
+    package func addVolume(_ bytes: Int64, day: String) throws(DownloadError) -> Int64 {
         try write { db in
             try db.cachedStatement(
                 sql: "INSERT INTO download_volume (day, bytes) VALUES (?, ?) ON CONFLICT(day) DO UPDATE SET bytes = bytes + excluded.bytes"
@@ -18,16 +18,17 @@ extension ItemStore {
     }
 
     /// The bytes recorded for `day`.
-    public func volume(day: String) throws(DownloadError) -> Int64 {
+    package func volume(day: String) throws(DownloadError) -> Int64 {
         try read { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM download_volume WHERE day = ?", arguments: [day]) ?? 0 }
     }
 
     /// Adds `bytes` to the item's count for `day` (its own daily limit) and returns the new count.
     @discardableResult
-    public func addItemVolume(_ bytes: Int64, item id: String, day: String) throws(DownloadError) -> Int64 {
+    package func addItemVolume(_ bytes: Int64, item id: String, day: String) throws(DownloadError) -> Int64 {
         try write { db in
             try db.cachedStatement(
-                sql: "INSERT INTO item_volume (item_id, day, bytes) VALUES (?, ?, ?) ON CONFLICT(item_id, day) DO UPDATE SET bytes = bytes + excluded.bytes"
+                sql:
+                    "INSERT INTO item_volume (item_id, day, bytes) VALUES (?, ?, ?) ON CONFLICT(item_id, day) DO UPDATE SET bytes = bytes + excluded.bytes"
             ).execute(arguments: [id, day, bytes])
             try db.cachedStatement(sql: "DELETE FROM item_volume WHERE day < ?").execute(arguments: [Self.weekBefore(day)])
             return try Int64.fetchOne(db, sql: "SELECT bytes FROM item_volume WHERE item_id = ? AND day = ?", arguments: [id, day]) ?? bytes
@@ -35,7 +36,7 @@ extension ItemStore {
     }
 
     /// The bytes the item fetched from origins on `day` (every process's runs of it).
-    public func itemVolume(_ id: String, day: String) throws(DownloadError) -> Int64 {
+    package func itemVolume(_ id: String, day: String) throws(DownloadError) -> Int64 {
         try read { db in
             try Int64.fetchOne(db, sql: "SELECT bytes FROM item_volume WHERE item_id = ? AND day = ?", arguments: [id, day]) ?? 0
         }

@@ -4,9 +4,9 @@ import HLSCacheStore
 import HLSKeys
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The items table (`items.sqlite` in the cache directory, next to the store's `index.sqlite`): a GRDB WAL
@@ -15,9 +15,9 @@ import Darwin
 /// Every state change goes through ``ItemStateMachine`` inside one write transaction, so two processes never
 /// make conflicting transitions. An item being downloaded names its process (`owner_pid`); an item left in
 /// `downloading` by a process that is gone is interrupted (`idle`) — see ``recoverInterrupted()``.
-public final class ItemStore: Sendable {
+package final class ItemStore: Sendable {
     /// The database file.
-    public let path: String
+    package let path: String
     private let pool: DatabasePool
 
     /// How the `headers` column is written: sealed under the master key when there is one.
@@ -28,7 +28,7 @@ public final class ItemStore: Sendable {
     ///   key store seals keys; without it they are stored as plain JSON.
     /// - Parameter busyTimeout: how long a write waits for another process's write to finish before it fails.
     /// - Throws: ``DownloadError/corrupted`` when the file is not a usable database.
-    public init(directory: String, masterKey: MasterKey? = nil, busyTimeout: TimeInterval = 10) throws(DownloadError) {
+    package init(directory: String, masterKey: MasterKey? = nil, busyTimeout: TimeInterval = 10) throws(DownloadError) {
         headerCoding = ItemHeaderCoding(masterKey: masterKey)
         path = directory + "/items.sqlite"
         let configuration = SQLiteFiles.configuration(label: "hlscache.items", busyTimeout: busyTimeout)
@@ -171,7 +171,9 @@ public final class ItemStore: Sendable {
         migrator.registerMigration("v11-item-tags") { db in
             try db.execute(sql: Self.tagsSchema)
             try db.execute(
-                sql: "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT items.id, t.value FROM items, json_each(\(Self.validTags("items.tags"))) t WHERE t.type = 'text'")
+                sql:
+                    "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT items.id, t.value FROM items, json_each(\(Self.validTags("items.tags"))) t WHERE t.type = 'text'"
+            )
         }
         // A poster the origin refuses does not fail its item: why, kept with the item (issue 27).
         migrator.registerMigration("v12-poster-error") { db in
@@ -199,7 +201,8 @@ public final class ItemStore: Sendable {
     /// `item_tags` and the triggers that keep it equal to each item's `tags`. A save is an INSERT OR REPLACE, whose
     /// implicit delete fires no trigger: the insert trigger clears the item's old rows first.
     private static var tagsSchema: String {
-        let fill = "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT NEW.id, value FROM json_each(\(validTags("NEW.tags"))) WHERE type = 'text';"
+        let fill =
+            "INSERT OR IGNORE INTO item_tags (item_id, tag) SELECT NEW.id, value FROM json_each(\(validTags("NEW.tags"))) WHERE type = 'text';"
         return """
             CREATE TABLE item_tags (item_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (item_id, tag)) WITHOUT ROWID;
             CREATE INDEX item_tags_tag ON item_tags (tag, item_id);
@@ -221,7 +224,7 @@ public final class ItemStore: Sendable {
 
     /// Records a new item.
     /// - Throws: ``DownloadError/invalidState`` when the id is taken.
-    public func insert(_ item: DownloadItem) throws(DownloadError) {
+    package func insert(_ item: DownloadItem) throws(DownloadError) {
         try write { db in
             if try self.fetch(db, id: item.id) != nil {
                 throw DownloadError.invalidState.with("an item with id \(item.id) already exists")
@@ -231,19 +234,19 @@ public final class ItemStore: Sendable {
     }
 
     /// The item with `id`, or `nil`.
-    public func item(_ id: String) throws(DownloadError) -> DownloadItem? {
+    package func item(_ id: String) throws(DownloadError) -> DownloadItem? {
         try read { db in try self.fetch(db, id: id) }
     }
 
     /// The item with `id`.
     /// - Throws: ``DownloadError/unknownItem``.
-    public func require(_ id: String) throws(DownloadError) -> DownloadItem {
+    package func require(_ id: String) throws(DownloadError) -> DownloadItem {
         guard let item = try item(id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
         return item
     }
 
     /// All items (optionally in one state), oldest first.
-    public func items(state: ItemState? = nil) throws(DownloadError) -> [DownloadItem] {
+    package func items(state: ItemState? = nil) throws(DownloadError) -> [DownloadItem] {
         try read { db in
             let rows: [Row]
             if let state {
@@ -261,7 +264,7 @@ public final class ItemStore: Sendable {
     /// - Returns: the item as stored and the action to run (the downloader runs it: `Downloader.transition`).
     /// - Throws: ``DownloadError/unknownItem``, ``DownloadError/invalidState``.
     @discardableResult
-    public func apply(
+    package func apply(
         _ event: ItemStateMachine.Event, to id: String, change: @Sendable (inout DownloadItem) -> Void = { _ in }
     ) throws(DownloadError) -> (item: DownloadItem, action: ItemStateMachine.Action) {
         try write { db in
@@ -305,7 +308,8 @@ public final class ItemStore: Sendable {
         case .expire:
             // api.md: `error` and `message` say why an item failed or expired.
             item.errorCode = DownloadError.expired.code
-            item.errorMessage = item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
+            item.errorMessage =
+                item.expiresAt.map { "the item expired at \($0.ISO8601Format()) (its --expires)" }
                 ?? "the item expired"
             item.ownerPID = nil
             item.ownerToken = nil
@@ -334,7 +338,7 @@ public final class ItemStore: Sendable {
     /// is the caller's run).
     /// - Returns: the item now `downloading`, or `nil` when it is not runnable (another live process has it,
     ///   it is paused, settled or gone).
-    public func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
+    package func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
         try write { db in
             guard var item = try self.fetch(db, id: id) else { return nil }
             if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
@@ -349,7 +353,7 @@ public final class ItemStore: Sendable {
 
     /// Changes fields other than the state (progress, renditions, lock, expiry) in one transaction.
     @discardableResult
-    public func update(_ id: String, _ change: @Sendable (inout DownloadItem) -> Void) throws(DownloadError) -> DownloadItem {
+    package func update(_ id: String, _ change: @Sendable (inout DownloadItem) -> Void) throws(DownloadError) -> DownloadItem {
         try write { db in
             guard var item = try self.fetch(db, id: id) else { throw DownloadError.unknownItem.with("no item with id \(id)") }
             let state = item.state
@@ -365,7 +369,7 @@ public final class ItemStore: Sendable {
     /// resumes by itself). Called at the start of every command and by the scheduler.
     /// - Returns: the ids changed.
     @discardableResult
-    public func recoverInterrupted() throws(DownloadError) -> [String] {
+    package func recoverInterrupted() throws(DownloadError) -> [String] {
         try write { db in
             var changed: [String] = []
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ?", arguments: [ItemState.downloading.rawValue])
@@ -383,7 +387,7 @@ public final class ItemStore: Sendable {
     }
 
     /// Deletes the item's rows (the `rm` without `--keep-metadata`).
-    public func purge(_ id: String) throws(DownloadError) {
+    package func purge(_ id: String) throws(DownloadError) {
         try write { db in
             try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
@@ -395,7 +399,7 @@ public final class ItemStore: Sendable {
     // MARK: - Resources
 
     /// Replaces the item's resource list, keeping what was already marked done.
-    public func setResources(_ id: String, _ resources: [ItemResource]) throws(DownloadError) {
+    package func setResources(_ id: String, _ resources: [ItemResource]) throws(DownloadError) {
         try write { db in
             let old = try Self.fetchResources(db, id: id)
             let done = Dictionary(old.filter(\.done).map { ($0.key, $0.size) }, uniquingKeysWith: { a, _ in a })
@@ -419,17 +423,17 @@ public final class ItemStore: Sendable {
     }
 
     /// Removes one resource from the item's list (a poster that could not be stored: the item goes on without it).
-    public func removeResource(_ id: String, key: String) throws(DownloadError) {
+    package func removeResource(_ id: String, key: String) throws(DownloadError) {
         try write { db in try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ? AND key = ?", arguments: [id, key]) }
     }
 
     /// The item's resources in download order.
-    public func resources(_ id: String) throws(DownloadError) -> [ItemResource] {
+    package func resources(_ id: String) throws(DownloadError) -> [ItemResource] {
         try read { db in try Self.fetchResources(db, id: id) }
     }
 
     /// The resources of one kind (keys) of each of the items `ids`, in download order, in one read: a listing page.
-    public func resources(of ids: [String], kind: String) throws(DownloadError) -> [String: [ItemResource]] {
+    package func resources(of ids: [String], kind: String) throws(DownloadError) -> [String: [ItemResource]] {
         guard !ids.isEmpty else { return [:] }
         return try read { db in
             var result: [String: [ItemResource]] = [:]
@@ -448,10 +452,11 @@ public final class ItemStore: Sendable {
     }
 
     /// The item's resources of one kind (its keys), in download order: a listing page asks this of every item on it.
-    public func resources(_ id: String, kind: String) throws(DownloadError) -> [ItemResource] {
+    package func resources(_ id: String, kind: String) throws(DownloadError) -> [ItemResource] {
         try read { db in
             try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? AND kind = ? ORDER BY position"),
+                db.cachedStatement(
+                    sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? AND kind = ? ORDER BY position"),
                 arguments: [id, kind]
             ).map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
         }
@@ -463,7 +468,7 @@ public final class ItemStore: Sendable {
     /// the whole item, and summing every resource in Swift, made this the largest cost of a prewarm
     /// (`Benchmarks/prewarm.sh`). Returns nil when the item is gone.
     @discardableResult
-    public func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable (ResourceTotals) -> Int64)
+    package func markDone(_ id: String, key: String, size: Int64, estimatedTotal: @Sendable (ResourceTotals) -> Int64)
         throws(DownloadError) -> ItemProgressCounts?
     {
         try markDone(id, resources: [(key, size)], estimatedTotal: estimatedTotal)
@@ -472,7 +477,7 @@ public final class ItemStore: Sendable {
     /// Marks several resources stored (cache key and size each) in one transaction, then updates the progress
     /// counters once; the downloader gathers what finished within a short interval (``ProgressBatch``).
     @discardableResult
-    public func markDone(_ id: String, resources: [(key: String, size: Int64)], estimatedTotal: @Sendable (ResourceTotals) -> Int64)
+    package func markDone(_ id: String, resources: [(key: String, size: Int64)], estimatedTotal: @Sendable (ResourceTotals) -> Int64)
         throws(DownloadError) -> ItemProgressCounts?
     {
         try write { db in
@@ -543,7 +548,8 @@ public final class ItemStore: Sendable {
             return zip(columns, terms).map { "\($0) = \($0) \(sign) (\($1))" }.joined(separator: ", ")
         }
         // Not INSERT OR IGNORE: inside a trigger, the outer statement's conflict policy (an upsert's) overrides it.
-        let ensureRow = "INSERT INTO item_totals (item_id) SELECT NEW.item_id WHERE NOT EXISTS (SELECT 1 FROM item_totals WHERE item_id = NEW.item_id);"
+        let ensureRow =
+            "INSERT INTO item_totals (item_id) SELECT NEW.item_id WHERE NOT EXISTS (SELECT 1 FROM item_totals WHERE item_id = NEW.item_id);"
         return """
             CREATE TABLE item_totals (
               item_id TEXT PRIMARY KEY NOT NULL,
@@ -568,7 +574,7 @@ public final class ItemStore: Sendable {
     }
 
     /// Whether another item that is not expired or deleted (and, with `lockedOnly`, is locked) lists `key`.
-    public func isShared(_ key: String, except id: String, lockedOnly: Bool = false) throws(DownloadError) -> Bool {
+    package func isShared(_ key: String, except id: String, lockedOnly: Bool = false) throws(DownloadError) -> Bool {
         try read { db in
             let sql = """
                 SELECT COUNT(*) FROM item_resources r JOIN items i ON i.id = r.item_id
@@ -579,7 +585,7 @@ public final class ItemStore: Sendable {
     }
 
     /// The expiries of the other items that are not expired or deleted and list `key` (`nil`: never expires).
-    public func expiries(ofItemsListing key: String, except id: String) throws(DownloadError) -> [Date?] {
+    package func expiries(ofItemsListing key: String, except id: String) throws(DownloadError) -> [Date?] {
         try read { db in
             let sql = """
                 SELECT i.expires_at FROM item_resources r JOIN items i ON i.id = r.item_id
@@ -626,8 +632,10 @@ public final class ItemStore: Sendable {
     }
 
     private static func fetchResources(_ db: Database, id: String) throws -> [ItemResource] {
-        try Row.fetchAll(db, sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? ORDER BY position", arguments: [id])
-            .map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
+        try Row.fetchAll(
+            db, sql: "SELECT key, url, kind, size, done FROM item_resources WHERE item_id = ? ORDER BY position", arguments: [id]
+        )
+        .map { ItemResource(key: $0["key"], url: $0["url"], kind: $0["kind"], size: $0["size"], done: $0["done"]) }
     }
 
     private static let encoder = JSONEncoder()
@@ -687,7 +695,8 @@ public final class ItemStore: Sendable {
                 """,
             arguments: [
                 item.id, item.url, try Self.json(item.selection), try Self.json(item.renditions), item.precacheSeconds,
-                item.expiresAt?.timeIntervalSince1970, item.locked, try headerCoding.encode(item.headers, itemID: item.id), item.state.rawValue,
+                item.expiresAt?.timeIntervalSince1970, item.locked, try headerCoding.encode(item.headers, itemID: item.id),
+                item.state.rawValue,
                 item.errorCode, item.errorMessage, item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal,
                 item.createdAt.timeIntervalSince1970, item.updatedAt.timeIntervalSince1970, item.ownerPID.map { Int64($0) },
                 item.ownerToken, item.startedAt?.timeIntervalSince1970, item.completedAt?.timeIntervalSince1970,

@@ -3,36 +3,36 @@ import HLSCacheStore
 
 /// One origin resource an item stores: a playlist, a segment file (whole, even when the playlist addresses
 /// byte ranges of it), an init section or a key.
-public struct PlannedResource: Sendable, Hashable {
+package struct PlannedResource: Sendable, Hashable {
     /// The absolute origin URL.
-    public var url: OriginURL
+    package var url: OriginURL
     /// The cache key it is stored under.
-    public var key: CacheKey
+    package var key: CacheKey
     /// The object kind given to the store.
-    public var kind: CacheObjectKind
+    package var kind: CacheObjectKind
     /// Bytes the playlist already tells (sum of byte ranges), if any.
-    public var knownLength: Int64?
+    package var knownLength: Int64?
     /// For a key: its `METHOD` as the playlist writes it (`AES-128`, `SAMPLE-AES`, `AES-256`, …), which says the
     /// key's length (``KeyService/keySize(method:)``).
-    public var keyMethod: String?
+    package var keyMethod: String?
     /// For an AES-128 segment file: each encrypted segment in it (the whole file, or each `EXT-X-BYTERANGE` of
     /// it) with its key's URL and IV, so the download can be checked by decrypting the last block of each (a
     /// wrong key, IV or a damaged body is `corrupted` at download time, not at playback).
-    public var encryptions: [Encryption] = []
+    package var encryptions: [Encryption] = []
     /// For a slice of a large file addressed by byte ranges: which one (its key is the slice's,
     /// ``SliceLayout/key(of:slice:)``; `url` is the file's).
-    public var slice: Slice?
+    package var slice: Slice?
     /// The item's poster: optional — when it cannot be stored the item goes on without it (``DownloadItem/posterError``).
-    public var isPoster = false
+    package var isPoster = false
 
     /// A slice of a large file: fetched with a `Range` request for its bytes and stored as the proxy stores slices.
-    public struct Slice: Sendable, Hashable {
+    package struct Slice: Sendable, Hashable {
         /// The whole file's cache key.
-        public var objectKey: CacheKey
-        public var index: Int64
-        public var layout: SliceLayout
+        package var objectKey: CacheKey
+        package var index: Int64
+        package var layout: SliceLayout
 
-        public init(objectKey: CacheKey, index: Int64, layout: SliceLayout) {
+        package init(objectKey: CacheKey, index: Int64, layout: SliceLayout) {
             self.objectKey = objectKey
             self.index = index
             self.layout = layout
@@ -40,11 +40,11 @@ public struct PlannedResource: Sendable, Hashable {
     }
 
     /// One AES-128 segment: the whole file (`range` nil) or a byte range of it, each with its own PKCS#7 padding.
-    public struct Encryption: Sendable, Hashable {
-        public var keyURL: OriginURL
-        public var iv: [UInt8]
+    package struct Encryption: Sendable, Hashable {
+        package var keyURL: OriginURL
+        package var iv: [UInt8]
         /// Offset and length of the segment in the file; `nil` for the whole file.
-        public var range: (offset: Int64, length: Int64)? {
+        package var range: (offset: Int64, length: Int64)? {
             get { rangeOffset.map { ($0, rangeLength ?? 0) } }
             set {
                 rangeOffset = newValue?.offset
@@ -54,7 +54,7 @@ public struct PlannedResource: Sendable, Hashable {
         private var rangeOffset: Int64?
         private var rangeLength: Int64?
 
-        public init(keyURL: OriginURL, iv: [UInt8], range: (offset: Int64, length: Int64)? = nil) {
+        package init(keyURL: OriginURL, iv: [UInt8], range: (offset: Int64, length: Int64)? = nil) {
             self.keyURL = keyURL
             self.iv = iv
             self.range = range
@@ -62,7 +62,7 @@ public struct PlannedResource: Sendable, Hashable {
     }
 
     /// A resource.
-    public init(url: OriginURL, key: CacheKey, kind: CacheObjectKind, knownLength: Int64? = nil) {
+    package init(url: OriginURL, key: CacheKey, kind: CacheObjectKind, knownLength: Int64? = nil) {
         self.url = url
         self.key = key
         self.kind = kind

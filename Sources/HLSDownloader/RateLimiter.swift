@@ -1,8 +1,8 @@
 /// A token bucket shared by every download of a process (`--rate`): callers wait for their bytes in arrival
 /// order, so concurrent resources (and items) share the bandwidth fairly, chunk by chunk.
-public actor RateLimiter {
+package actor RateLimiter {
     /// Bytes per second.
-    public let bytesPerSecond: Int64
+    package let bytesPerSecond: Int64
     private let burst: Double
     private var available: Double
     private var last: ContinuousClock.Instant
@@ -11,7 +11,7 @@ public actor RateLimiter {
 
     /// A bucket refilled at `bytesPerSecond`, holding at most a quarter second of bytes; bytes it lets through
     /// then wait for `then`, when given.
-    public init(bytesPerSecond: Int64, then: RateLimiter? = nil) {
+    package init(bytesPerSecond: Int64, then: RateLimiter? = nil) {
         precondition(bytesPerSecond > 0)
         self.then = then
         self.bytesPerSecond = bytesPerSecond
@@ -21,7 +21,7 @@ public actor RateLimiter {
     }
 
     /// Waits until `bytes` may be passed on.
-    public func acquire(_ bytes: Int) async throws {
+    package func acquire(_ bytes: Int) async throws {
         let now = ContinuousClock.now
         available = min(burst, available + Double(bytesPerSecond) * Self.seconds(now - last))
         last = now

@@ -3,9 +3,9 @@ import HLSPlaylist
 
 /// Which renditions of a multivariant playlist an item downloads (`--variants`, `--audio`, `--subtitles`,
 /// `--iframes`).
-public struct RenditionSelection: Sendable, Hashable, Codable {
+package struct RenditionSelection: Sendable, Hashable, Codable {
     /// Which `EXT-X-STREAM-INF` variants.
-    public enum Variants: Sendable, Hashable, Codable {
+    package enum Variants: Sendable, Hashable, Codable {
         /// Every variant.
         case all
         /// The one with the highest BANDWIDTH.
@@ -17,7 +17,7 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
     }
 
     /// Which alternative renditions (`EXT-X-MEDIA`) of one type.
-    public enum Languages: Sendable, Hashable, Codable {
+    package enum Languages: Sendable, Hashable, Codable {
         /// Every rendition in the groups the chosen variants name.
         case all
         /// None: players fall back to the origin (through the proxy) for them.
@@ -26,14 +26,14 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
         case only([String])
     }
 
-    public var variants: Variants
-    public var audio: Languages
-    public var subtitles: Languages
+    package var variants: Variants
+    package var audio: Languages
+    package var subtitles: Languages
     /// Whether I-frame playlists (`EXT-X-I-FRAME-STREAM-INF`) of the chosen bandwidths are downloaded too.
-    public var iFrames: Bool
+    package var iFrames: Bool
 
     /// Everything but I-frame playlists.
-    public init(variants: Variants = .all, audio: Languages = .all, subtitles: Languages = .all, iFrames: Bool = false) {
+    package init(variants: Variants = .all, audio: Languages = .all, subtitles: Languages = .all, iFrames: Bool = false) {
         self.variants = variants
         self.audio = audio
         self.subtitles = subtitles
@@ -42,7 +42,7 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
 
     /// Where the values came from, so that an error names what the user wrote: a flag of `hlscache fetch`
     /// (`--variants xx: …`) or a field of the admin API's JSON body (`"variants": …`).
-    public enum Source: Sendable {
+    package enum Source: Sendable {
         case commandLine, json
 
         /// The message for a bad `value` of `field` (`variants`, `audio`, `subtitles`).
@@ -57,7 +57,7 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
     /// Parses the CLI spellings (also those of the admin API): `all|best|worst|<bits/s>` (`800k`, `1.5M`
     /// accepted) and `all|none|en,fr`.
     /// - Throws: ``DownloadError/invalidState`` naming the bad value and the flag or field it came from.
-    public init(variants: String, audio: String, subtitles: String, iFrames: Bool, source: Source = .commandLine) throws(DownloadError) {
+    package init(variants: String, audio: String, subtitles: String, iFrames: Bool, source: Source = .commandLine) throws(DownloadError) {
         self.variants = try Self.parseVariants(variants, source: source)
         self.audio = try Self.parseLanguages(audio, field: "audio", source: source)
         self.subtitles = try Self.parseLanguages(subtitles, field: "subtitles", source: source)
@@ -73,8 +73,11 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
             let lower = text.lowercased()
             var multiplier = 1.0
             var digits = Substring(lower)
-            if lower.hasSuffix("k") { multiplier = 1e3; digits = digits.dropLast() }
-            else if lower.hasSuffix("m") { multiplier = 1e6; digits = digits.dropLast() }
+            if lower.hasSuffix("k") {
+                multiplier = 1e3; digits = digits.dropLast()
+            } else if lower.hasSuffix("m") {
+                multiplier = 1e6; digits = digits.dropLast()
+            }
             guard let number = Double(digits), number > 0, number * multiplier < 1e12 else {
                 throw DownloadError.invalidState.with(
                     source.problem("variants", text, "expected all, best, worst or a bandwidth cap in bits/s (e.g. 800k)"))
@@ -97,7 +100,7 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
     }
 
     /// The media playlists to download from `master`, without duplicates, variants first.
-    public func select(from master: MasterPlaylist) -> [SelectedPlaylist] {
+    package func select(from master: MasterPlaylist) -> [SelectedPlaylist] {
         let chosen = chooseVariants(master.variants)
         var result: [SelectedPlaylist] = []
         var seen: Set<String> = []
@@ -105,7 +108,10 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
             if seen.insert(playlist.url).inserted { result.append(playlist) }
         }
         for variant in chosen {
-            add(SelectedPlaylist(url: variant.url, role: .variant, bandwidth: variant.bandwidth ?? variant.averageBandwidth, name: variant.resolution.map { "\($0.width)x\($0.height)" }, language: nil))
+            add(
+                SelectedPlaylist(
+                    url: variant.url, role: .variant, bandwidth: variant.bandwidth ?? variant.averageBandwidth,
+                    name: variant.resolution.map { "\($0.width)x\($0.height)" }, language: nil))
         }
         let audioGroups = Set(chosen.compactMap(\.audioGroup))
         let videoGroups = Set(chosen.compactMap(\.videoGroup))
@@ -181,7 +187,7 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
 
     /// What the selection asked for and the master does not have: `--audio de` on a stream with English and
     /// French audio selects no audio, which the user should hear about.
-    public func unmatched(in master: MasterPlaylist) -> [String] {
+    package func unmatched(in master: MasterPlaylist) -> [String] {
         let chosen = chooseVariants(master.variants)
         var notes: [String] = []
         func check(_ filter: Languages, _ type: Rendition.MediaType, groups: Set<String>, option: String, what: String) {
@@ -189,7 +195,9 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
             let offered = master.renditions.filter { $0.type == type && groups.contains($0.groupID) && $0.url != nil }
             guard !offered.isEmpty, !offered.contains(where: { Self.matches($0.language, filter) }) else { return }
             let languages = Array(Set(offered.map { $0.language ?? "unlabelled" })).sorted().joined(separator: ", ")
-            notes.append("\(option) \(tags.joined(separator: ",")) matches no \(what) rendition of the chosen variants (they have: \(languages)); none is downloaded")
+            notes.append(
+                "\(option) \(tags.joined(separator: ",")) matches no \(what) rendition of the chosen variants (they have: \(languages)); none is downloaded"
+            )
         }
         check(audio, .audio, groups: Set(chosen.compactMap(\.audioGroup)), option: "--audio", what: "audio")
         check(subtitles, .subtitles, groups: Set(chosen.compactMap(\.subtitlesGroup)), option: "--subtitles", what: "subtitles")
@@ -198,23 +206,23 @@ public struct RenditionSelection: Sendable, Hashable, Codable {
 }
 
 /// A media playlist chosen by a ``RenditionSelection``.
-public struct SelectedPlaylist: Sendable, Hashable, Codable {
+package struct SelectedPlaylist: Sendable, Hashable, Codable {
     /// Where it comes from in the master.
-    public enum Role: String, Sendable, Hashable, Codable {
+    package enum Role: String, Sendable, Hashable, Codable {
         case variant, audio, video, subtitles, iFrames, media
     }
 
     /// Its absolute origin URL.
-    public var url: String
-    public var role: Role
+    package var url: String
+    package var role: Role
     /// The variant's BANDWIDTH (bits/s), for estimates.
-    public var bandwidth: UInt64?
+    package var bandwidth: UInt64?
     /// The rendition's NAME, or the variant's resolution.
-    public var name: String?
-    public var language: String?
+    package var name: String?
+    package var language: String?
 
     /// A selected playlist.
-    public init(url: String, role: Role, bandwidth: UInt64?, name: String?, language: String?) {
+    package init(url: String, role: Role, bandwidth: UInt64?, name: String?, language: String?) {
         self.url = url
         self.role = role
         self.bandwidth = bandwidth

@@ -190,7 +190,8 @@ final class StoreStreamHandler: OriginStreamHandler {
                     abort()
                     promise.fail(
                         DownloadError.corrupted.with(
-                            "\(head.url.redacted): the answer to a slice request names other bytes, or no ETag or Last-Modified tells its version"))
+                            "\(head.url.redacted): the answer to a slice request names other bytes, or no ETag or Last-Modified tells its version"
+                        ))
                     return
                 }
                 etag = answer.validator
@@ -207,7 +208,8 @@ final class StoreStreamHandler: OriginStreamHandler {
                 // The body may have been empty: no batch created the writer.
                 let writer = try writerForHead(head)
                 try writer.checkLength()
-                return WrittenBody(writer: writer, contentType: contentType, kind: kind, locked: locked, etag: validator, slice: placedSlice)
+                return WrittenBody(
+                    writer: writer, contentType: contentType, kind: kind, locked: locked, etag: validator, slice: placedSlice)
             }
             let finished: EventLoopFuture<WrittenBody>
             if let rest, limiter == nil {

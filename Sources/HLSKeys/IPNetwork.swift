@@ -1,12 +1,12 @@
 import HLSOrigin
 
 /// An IPv4 or IPv6 network in CIDR notation (`192.168.1.0/24`, `fd00::/8`; a bare address is a /32 or /128).
-public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
+package struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     private let prefix: [UInt8]
     private let length: Int
 
     /// Parses CIDR notation; `nil` for anything else.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = OriginIPAddress(String(parts[0])) else { return nil }
         let bits = address.bytes.count * 8
@@ -21,7 +21,7 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `address` is inside the network. An IPv4-mapped IPv6 peer (`::ffff:a.b.c.d`, what a dual-stack
     /// listener reports) is compared as its IPv4 address.
-    public func contains(_ address: OriginIPAddress) -> Bool {
+    package func contains(_ address: OriginIPAddress) -> Bool {
         var bytes = address.bytes
         if bytes.count == 16, prefix.count == 4, bytes[0..<12].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) {
             bytes = Array(bytes[12...])
@@ -39,7 +39,7 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
         return out
     }
 
-    public var description: String {
+    package var description: String {
         let address = OriginIPAddress(bytes: prefix).map { "\($0)" } ?? "?"
         return "\(address)/\(length)"
     }

@@ -3,18 +3,18 @@ import HLSOrigin
 /// Who may receive keys from `/keys/` (docs/design.md §7): loopback clients always, others only inside a configured
 /// network (`keys.allow`, `serve --keys-allow CIDR`). A key is the whole protection of a stream, so a proxy
 /// listening on `0.0.0.0` for a LAN still keeps keys to the box unless told otherwise.
-public struct KeyAccessPolicy: Sendable, Hashable {
+package struct KeyAccessPolicy: Sendable, Hashable {
     /// Networks allowed besides loopback.
-    public var allowedNetworks: [IPNetwork]
+    package var allowedNetworks: [IPNetwork]
 
     /// A policy allowing loopback and `allowedNetworks`.
-    public init(allowedNetworks: [IPNetwork] = []) {
+    package init(allowedNetworks: [IPNetwork] = []) {
         self.allowedNetworks = allowedNetworks
     }
 
     /// Whether a client at `peer` (a numeric address, as `SocketAddress.ipAddress` gives it) may receive keys.
     /// Unknown peers (no address, a Unix socket) are refused.
-    public func allows(peer: String?) -> Bool {
+    package func allows(peer: String?) -> Bool {
         guard let peer, let address = OriginIPAddress(peer) else { return false }
         if address.kind == .loopback { return true }
         return allowedNetworks.contains { $0.contains(address) }

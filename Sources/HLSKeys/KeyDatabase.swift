@@ -158,7 +158,8 @@ struct KeyDatabase: Sendable {
     func record(_ id: KeyID) throws(KeyError) -> KeyRecord? {
         try read { db in
             // A cached statement: a listing page of the admin API asks this for every item on it.
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM keys WHERE id = ?"), arguments: [id.value]).flatMap(Self.record(row:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM keys WHERE id = ?"), arguments: [id.value]).flatMap(
+                Self.record(row:))
         }
     }
 

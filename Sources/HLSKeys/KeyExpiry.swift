@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import HLSCacheCore
@@ -11,11 +11,11 @@ import NIOHTTP1
 
 /// How long a fetched key may be served (docs/design.md §7): the earliest of the item's expiry, the origin's
 /// freshness for the key response, and the configured TTL.
-public enum KeyExpiry {
+package enum KeyExpiry {
     /// The expiry the origin gave the key response: `Cache-Control: max-age` (which wins, RFC 9111 §5.3),
     /// otherwise `Expires`. An `Expires` that is not a valid date means already expired (RFC 9111 §5.3).
     /// `nil` when the response says neither.
-    public static func origin(headers: HTTPHeaders, now: Date) -> Date? {
+    package static func origin(headers: HTTPHeaders, now: Date) -> Date? {
         for value in headers[canonicalForm: "cache-control"] {
             for directive in value.split(separator: ",") {
                 let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -32,7 +32,7 @@ public enum KeyExpiry {
     }
 
     /// The earliest of the given moments, `nil` when none is given.
-    public static func earliest(_ dates: Date?...) -> Date? {
+    package static func earliest(_ dates: Date?...) -> Date? {
         dates.compactMap { $0 }.min()
     }
 
@@ -43,7 +43,7 @@ public enum KeyExpiry {
 }
 
 /// The limit items put on a key they hold, as a registration sets it (``KeyService/register(_:itemExpiry:headers:)``).
-public enum ItemExpiry: Sendable, Equatable {
+package enum ItemExpiry: Sendable, Equatable {
     /// Leave the recorded limit as it is: the proxy naming the key in a playlist it serves.
     case unchanged
     /// No limit: an item holding the key never expires.

@@ -11,15 +11,15 @@ import NIOConcurrencyHelpers
 ///
 /// The plaintext of a key exists only in memory, on its way from the origin to the client; logs and errors
 /// carry ids and hosts, never bytes. Concurrent requests for one key share one origin fetch.
-public final class KeyService: Sendable {
+package final class KeyService: Sendable {
     /// The lengths of a key: 16 bytes (AES-128, SAMPLE-AES, SAMPLE-AES-CTR), 32 (AES-256, AES-256-CTR). Any other
     /// answer of a key's origin is refused.
-    public static let keySizes: Set<Int> = [16, 32]
+    package static let keySizes: Set<Int> = [16, 32]
 
     /// The length of a key of `method` (as a playlist writes it): 16 bytes for `AES-128`, `SAMPLE-AES` and
     /// `SAMPLE-AES-CTR`, 32 for `AES-256` and `AES-256-CTR`; `nil` for a method this does not know (then any of
     /// ``keySizes`` is taken).
-    public static func keySize(method: String) -> Int? {
+    package static func keySize(method: String) -> Int? {
         switch method.uppercased() {
         case "AES-128", "SAMPLE-AES", "SAMPLE-AES-CTR": 16
         case "AES-256", "AES-256-CTR": 32
@@ -39,7 +39,7 @@ public final class KeyService: Sendable {
         return keySizes.contains(count)
     }
     /// The settings this service runs with.
-    public let configuration: KeyConfiguration
+    package let configuration: KeyConfiguration
     private let database: KeyDatabase
     /// The master key the keys are sealed under; other secrets the proxy keeps at rest (channel headers) use it too.
     package let masterKey: MasterKey
@@ -66,7 +66,7 @@ public final class KeyService: Sendable {
     private let counters = NIOLockedValueBox(KeyStatistics())
 
     /// What this service did since it started (origin fetches, expiries), for `/metrics`.
-    public var statistics: KeyStatistics { counters.withLockedValue { $0 } }
+    package var statistics: KeyStatistics { counters.withLockedValue { $0 } }
 
     /// Opens (creating if needed) `directory/keys.sqlite`.
     /// - Parameters:
@@ -74,7 +74,7 @@ public final class KeyService: Sendable {
     ///   - fetcher: the origin client.
     ///   - now: the clock; tests move it.
     /// - Throws: ``KeyError/storage`` when the database cannot be opened.
-    public init(
+    package init(
         directory: String, configuration: KeyConfiguration, masterKey: MasterKey, fetcher: any KeyFetcher, logger: Logger,
         now: @escaping @Sendable () -> Date = Date.init
     ) throws(KeyError) {
@@ -94,18 +94,18 @@ public final class KeyService: Sendable {
 
     /// The id of `url` if a served playlist registered it as a key in this process, else nil.
     /// The proxy uses it to keep key files off the generic (cached, plaintext) path.
-    public func registeredID(for url: OriginURL) -> KeyID? {
+    package func registeredID(for url: OriginURL) -> KeyID? {
         registeredID(for: CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
     }
 
     /// Like ``registeredID(for:)-(OriginURL)`` for a cache key made with this service's volatile parameters: one
     /// dictionary lookup, no hashing (the proxy asks for every request it serves).
-    public func registeredID(for key: CacheKey) -> KeyID? {
+    package func registeredID(for key: CacheKey) -> KeyID? {
         registered.withLockedValue { $0.value(forKey: key.value)?.id }
     }
 
     /// The id of the key at `url`, without registering it.
-    public func id(for url: OriginURL) -> KeyID {
+    package func id(for url: OriginURL) -> KeyID {
         KeyID(CacheKey(url, volatileParameters: configuration.volatileQueryParameters))
     }
 
@@ -124,7 +124,7 @@ public final class KeyService: Sendable {
     ///     answering another length is refused, and nothing is stored. `nil` or empty keeps the one recorded.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func register(
+    package func register(
         _ url: OriginURL, itemExpiry: ItemExpiry = .unchanged, headers: [(String, String)] = [], method: String? = nil
     ) throws(KeyError) -> KeyID {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
@@ -159,7 +159,7 @@ public final class KeyService: Sendable {
     ///
     /// A live playlist names its keys on every reload: the stored copy is capped (one database write) only when the
     /// lifetime is new for the key in this process; copies fetched later get it at fetch time.
-    public func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
+    package func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
         let seconds = max(1, seconds)
         let changed = liveLifetimes.withLockedValue { table in
             let previous = table.value(forKey: id)
@@ -172,7 +172,7 @@ public final class KeyService: Sendable {
     /// Drops the stored copy of a key and the headers its item gave (the item was deleted or expired): the key is
     /// `pending` again and is fetched from the origin if a player asks for it.
     /// - Throws: ``KeyError/storage``.
-    public func forget(_ id: KeyID) throws(KeyError) {
+    package func forget(_ id: KeyID) throws(KeyError) {
         try database.forget(id)
         logger.debug("key \(id) forgotten")
     }
@@ -188,7 +188,7 @@ public final class KeyService: Sendable {
     /// - Returns: whether the stored copy was dropped.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func distrust(_ id: KeyID, key: [UInt8], reason: String) throws(KeyError) -> Bool {
+    package func distrust(_ id: KeyID, key: [UInt8], reason: String) throws(KeyError) -> Bool {
         guard let record = try database.record(id), let sealed = record.sealed, open(record) == key else { return false }
         let dropped = try database.drop(id, ifSealed: sealed, reason: reason)
         if dropped { logger.warning("key \(id) (\(record.host)) dropped: \(reason); it is fetched again on its next use") }
@@ -200,7 +200,7 @@ public final class KeyService: Sendable {
     /// - Returns: how many keys were purged.
     /// - Throws: ``KeyError/storage``.
     @discardableResult
-    public func purgeExpired() throws(KeyError) -> Int {
+    package func purgeExpired() throws(KeyError) -> Int {
         let count = try database.purgeExpired(now: clock())
         if count > 0 { logger.info("purged \(count) expired key(s) from the key store") }
         return count
@@ -215,7 +215,7 @@ public final class KeyService: Sendable {
     /// - Parameter via: where to fetch the key from when it must be fetched, instead of its origin URL: an
     ///   item downloaded through a fleet's balancer (`through`) asks the balancer for `/keys/{id}/…`, so the node
     ///   that serves the key stores it too.
-    public func key(_ id: KeyID, via: OriginURL? = nil) async throws(KeyError) -> [UInt8] {
+    package func key(_ id: KeyID, via: OriginURL? = nil) async throws(KeyError) -> [UInt8] {
         guard let record = try database.record(id) else {
             throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
         }
@@ -236,7 +236,8 @@ public final class KeyService: Sendable {
         } catch {
             if unreadable {
                 throw KeyError.keyUnavailable.withStatus(403).with(
-                    "the stored copy of \(id) cannot be decrypted with this master key and the origin did not provide it (\(error.message))")
+                    "the stored copy of \(id) cannot be decrypted with this master key and the origin did not provide it (\(error.message))"
+                )
             }
             if record.isStored || record.state(masterKeyID: masterKey.id, now: clock()) == .expired {
                 let when = record.expiresAt.map { " at \(ISO8601DateFormatter().string(from: $0))" } ?? ""
@@ -250,7 +251,7 @@ public final class KeyService: Sendable {
     /// so the server can answer the common case — a key already fetched — from its thread pool.
     /// - Returns: `nil` when the key must be fetched (pending, expired, unreadable).
     /// - Throws: ``KeyError/notFound`` for an id never registered, ``KeyError/storage``.
-    public func storedKey(_ id: KeyID) throws(KeyError) -> [UInt8]? {
+    package func storedKey(_ id: KeyID) throws(KeyError) -> [UInt8]? {
         guard let record = try database.record(id) else {
             throw KeyError.notFound.with("no key \(id) is registered; reload the playlist")
         }
@@ -262,7 +263,7 @@ public final class KeyService: Sendable {
     /// - Returns: the record after the renewal.
     /// - Throws: ``KeyError/notFound``, ``KeyError/keyUnavailable``, ``KeyError/storage``.
     @discardableResult
-    public func renew(_ id: KeyID) async throws(KeyError) -> KeyRecord {
+    package func renew(_ id: KeyID) async throws(KeyError) -> KeyRecord {
         guard let record = try database.record(id) else { throw KeyError.notFound.with("no key \(id) is registered") }
         _ = try await fetchShared(record)
         guard let renewed = try database.record(id) else { throw KeyError.notFound.with("key \(id) was removed meanwhile") }
@@ -271,7 +272,7 @@ public final class KeyService: Sendable {
 
     /// Renews every stored key that expires within `window` (or has expired, or is unreadable) and that a
     /// refetch can extend: not when the item's own expiry is what limits it. Failures are logged and counted.
-    public func renewDue(within window: Duration) async -> (renewed: Int, failed: Int) {
+    package func renewDue(within window: Duration) async -> (renewed: Int, failed: Int) {
         let records: [KeyRecord]
         do {
             records = try database.all()
@@ -300,17 +301,17 @@ public final class KeyService: Sendable {
     }
 
     /// Every registered key, by host then id.
-    public func list() throws(KeyError) -> [KeyRecord] {
+    package func list() throws(KeyError) -> [KeyRecord] {
         try database.all()
     }
 
     /// One key's record, `nil` if not registered.
-    public func record(_ id: KeyID) throws(KeyError) -> KeyRecord? {
+    package func record(_ id: KeyID) throws(KeyError) -> KeyRecord? {
         try database.record(id)
     }
 
     /// The state of `record` for this process.
-    public func state(of record: KeyRecord) -> KeyState {
+    package func state(of record: KeyRecord) -> KeyState {
         record.state(masterKeyID: masterKey.id, now: clock())
     }
 
@@ -358,11 +359,14 @@ public final class KeyService: Sendable {
             do throws(OriginError) {
                 response = try await fetcher.fetch(via ?? url, headers: itemHeaders(record), maxBytes: configuration.maxResponseBytes)
             } catch {
-                let unavailable = error == .network || error == .timeout || error == .truncated
+                let unavailable =
+                    error == .network || error == .timeout || error == .truncated
                     || (error == .httpStatus && (error.originStatus >= 500 || error.originStatus == 408 || error.originStatus == 429))
                 // A key whose URL the destination policy refuses stays a 403, as the same URL through the proxy is.
-                throw KeyError.keyUnavailable.withStatus(error == .forbiddenDestination ? 403 : 502).with("origin \(url.host): \(error.message)")
-                    .transient(unavailable)
+                throw KeyError.keyUnavailable.withStatus(error == .forbiddenDestination ? 403 : 502).with(
+                    "origin \(url.host): \(error.message)"
+                )
+                .transient(unavailable)
             }
             let body = Array(response.body.readableBytesView)
             guard response.status == 200 || response.status == 203 else {
@@ -403,7 +407,8 @@ public final class KeyService: Sendable {
     /// The plaintext of a stored copy, `nil` when it cannot be decrypted (another master key, damage).
     private func open(_ record: KeyRecord) -> [UInt8]? {
         guard let sealed = record.sealed else { return nil }
-        if record.masterKeyID == masterKey.id, let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id)) {
+        if record.masterKeyID == masterKey.id, let plain = try? AES256GCM.open(sealed, key: masterKey.bytes, aad: KeyService.aad(record.id))
+        {
             // A copy of another length than the key's method now says (the playlist changed it): fetched again.
             return KeyService.fits(plain.count, method: record.method) ? plain : nil
         }

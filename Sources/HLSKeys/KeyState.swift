@@ -1,5 +1,5 @@
 /// Where a registered key stands, as `hlscache keys ls` reports it.
-public enum KeyState: String, Sendable, Hashable, CaseIterable {
+package enum KeyState: String, Sendable, Hashable, CaseIterable {
     /// Seen in a playlist, never fetched yet.
     case pending
     /// Stored and not past its expiry.

@@ -4,7 +4,7 @@ extension MasterKey {
     /// Seals `plain` with AES-256-GCM under this key, bound to `context` (additional data: a sealed box copied
     /// under another context does not open). For secrets other modules keep at rest (an item's request headers).
     /// - Throws: ``KeyError/storage`` when OpenSSL fails.
-    public func seal(_ plain: [UInt8], context: String) throws(KeyError) -> [UInt8] {
+    package func seal(_ plain: [UInt8], context: String) throws(KeyError) -> [UInt8] {
         do {
             return try AES256GCM.seal(plain, key: bytes, aad: Array(context.utf8))
         } catch {
@@ -13,7 +13,7 @@ extension MasterKey {
     }
 
     /// Opens a box made by ``seal(_:context:)``; `nil` under another master key, another context, or damage.
-    public func unseal(_ sealed: [UInt8], context: String) -> [UInt8]? {
+    package func unseal(_ sealed: [UInt8], context: String) -> [UInt8]? {
         try? AES256GCM.open(sealed, key: bytes, aad: Array(context.utf8))
     }
 }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import Foundation
 import HLSCrypto
@@ -12,20 +12,20 @@ import HLSCrypto
 ///
 /// Taken from `HLSCACHE_MASTER_KEY` (64 hex digits) when set, otherwise from `cache-dir/master.key`, which is
 /// created with mode 0600 on first use. Its bytes are never printed: `description` shows only its ``id``.
-public struct MasterKey: Sendable, CustomStringConvertible {
+package struct MasterKey: Sendable, CustomStringConvertible {
     /// The environment variable that overrides the file.
-    public static let environmentVariable = "HLSCACHE_MASTER_KEY"
+    package static let environmentVariable = "HLSCACHE_MASTER_KEY"
     /// The file name inside the cache directory.
-    public static let fileName = "master.key"
+    package static let fileName = "master.key"
 
     let bytes: [UInt8]
     /// A fingerprint (16 hex digits of SHA-256 over a label and the key) recorded with every sealed key, so a
     /// key sealed under another master key is reported as such instead of as damage.
-    public let id: String
+    package let id: String
 
     /// Wraps 32 raw bytes.
     /// - Throws: ``KeyError/masterKey`` unless there are exactly 32.
-    public init(bytes: [UInt8]) throws(KeyError) {
+    package init(bytes: [UInt8]) throws(KeyError) {
         guard bytes.count == AES256GCM.keyByteCount else {
             throw KeyError.masterKey.with("a master key has 32 bytes (64 hex digits), got \(bytes.count)")
         }
@@ -35,7 +35,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
 
     /// Parses 64 hexadecimal digits (surrounding whitespace ignored).
     /// - Throws: ``KeyError/masterKey`` for anything else.
-    public init(hex: String) throws(KeyError) {
+    package init(hex: String) throws(KeyError) {
         let text = hex.trimmingCharacters(in: .whitespacesAndNewlines)
         guard text.utf8.count == 64, let bytes = MasterKey.decodeHex(text) else {
             throw KeyError.masterKey.with("expected 64 hexadecimal digits")
@@ -44,7 +44,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     }
 
     /// A fresh random key.
-    public static func generate() throws(KeyError) -> MasterKey {
+    package static func generate() throws(KeyError) -> MasterKey {
         do {
             return try MasterKey(bytes: SecureRandom.bytes(AES256GCM.keyByteCount))
         } catch let error as KeyError {
@@ -61,7 +61,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     /// hard-linked into place, which fails if the other process was first; then its key is read.
     /// - Throws: ``KeyError/masterKey`` when the variable or the file is malformed, the file is readable,
     ///   writable or executable by group or others, or it cannot be created.
-    public static func load(directory: String, environment: [String: String]) throws(KeyError) -> MasterKey {
+    package static func load(directory: String, environment: [String: String]) throws(KeyError) -> MasterKey {
         if let value = environment[environmentVariable], !value.isEmpty {
             do {
                 return try MasterKey(hex: value)
@@ -147,5 +147,5 @@ public struct MasterKey: Sendable, CustomStringConvertible {
         return out
     }
 
-    public var description: String { "MasterKey(id: \(id))" }
+    package var description: String { "MasterKey(id: \(id))" }
 }

@@ -1,7 +1,7 @@
 import HLSCrypto
 
 /// Checks on downloaded AES-128 segments, for the downloader (`hlscache fetch`).
-public enum SegmentVerification {
+package enum SegmentVerification {
     /// Verifies that an AES-128 segment decrypts to valid PKCS#7 padding, decrypting one block only.
     ///
     /// A wrong key, a wrong IV on a one-block segment, or a truncated or damaged download fails with
@@ -11,7 +11,7 @@ public enum SegmentVerification {
     ///   - key: the 16-byte key.
     ///   - iv: the segment's IV (explicit, or its media sequence number as a 128-bit big-endian integer).
     /// - Throws: ``KeyError/corrupted`` when the padding is invalid or the sizes are wrong.
-    public static func verifySegment(lastTwoBlocks: some Collection<UInt8>, key: [UInt8], iv: [UInt8]) throws(KeyError) {
+    package static func verifySegment(lastTwoBlocks: some Collection<UInt8>, key: [UInt8], iv: [UInt8]) throws(KeyError) {
         let valid: Bool
         do {
             valid = try AES128CBC.hasValidPadding(lastTwoBlocks: lastTwoBlocks, key: key, iv: iv)
@@ -25,7 +25,7 @@ public enum SegmentVerification {
 
     /// The default IV of a segment without an explicit `IV=`: its media sequence number as a 128-bit
     /// big-endian integer (RFC 8216 §5.2).
-    public static func defaultIV(mediaSequence: UInt64) -> [UInt8] {
+    package static func defaultIV(mediaSequence: UInt64) -> [UInt8] {
         [UInt8](repeating: 0, count: 8) + (0..<8).map { UInt8(truncatingIfNeeded: mediaSequence >> (56 - 8 * $0)) }
     }
 }

@@ -31,7 +31,8 @@ final class ContentDecoder {
             .filter { !$0.isEmpty && $0 != "identity" }
         guard let first = codings.first else { return nil }
         guard codings.count == 1 else {
-            throw OriginError.encoding.with("the origin stacked content codings (\(codings.joined(separator: ", "))), which are not supported")
+            throw OriginError.encoding.with(
+                "the origin stacked content codings (\(codings.joined(separator: ", "))), which are not supported")
         }
         switch first {
         case "gzip", "x-gzip": return .gzip
@@ -115,7 +116,8 @@ final class ContentDecoder {
     }
 
     /// Inflates from `offset` until the input is used up or the coded data ends.
-    private func inflateSome(_ bytes: [UInt8], from offset: Int, allocator: ByteBufferAllocator) throws(OriginError) -> (Int, [ByteBuffer]) {
+    private func inflateSome(_ bytes: [UInt8], from offset: Int, allocator: ByteBufferAllocator) throws(OriginError) -> (Int, [ByteBuffer])
+    {
         var pieces: [ByteBuffer] = []
         var status: Int32 = Z_OK
         let available = bytes.count - offset

@@ -12,9 +12,9 @@ import Synchronization
 ///   resource belongs to);
 /// - the refreshes: one request per page at a time, and none again within the interval the caller gives (several
 ///   refused requests share one fetch of the page).
-public final class CookieRefresher: Sendable {
+package final class CookieRefresher: Sendable {
     /// For a URL an origin refused: the page whose answer sets the cookies it wants, or `nil` when none is known.
-    public typealias PageSource = @Sendable (OriginURL) async -> OriginURL?
+    package typealias PageSource = @Sendable (OriginURL) async -> OriginURL?
 
     /// The pages learnt, by origin (`scheme://authority`).
     private let learnt: Mutex<BoundedLRU<String, String>>
@@ -30,14 +30,14 @@ public final class CookieRefresher: Sendable {
     /// - Parameters:
     ///   - maxOrigins: the most origins whose page is remembered (least recently used out).
     ///   - maxPages: the most pages whose last refresh is remembered.
-    public init(maxOrigins: Int = 1024, maxPages: Int = 1024) {
+    package init(maxOrigins: Int = 1024, maxPages: Int = 1024) {
         learnt = Mutex(BoundedLRU(maxCount: maxOrigins))
         refreshes = Mutex(BoundedLRU(maxCount: maxPages))
     }
 
     /// Lets refused requests get cookies (``OriginClient`` asks again, once, after a refresh): from the pages learnt,
     /// else from the page `source` names. Without a source (`nil`, the default) a refusal is delivered as it came.
-    public func setPageSource(_ source: PageSource?) {
+    package func setPageSource(_ source: PageSource?) {
         self.source.withLock { $0 = source }
     }
 
@@ -45,13 +45,13 @@ public final class CookieRefresher: Sendable {
     var isEnabled: Bool { source.withLock { $0 != nil } }
 
     /// Remembers `page`, a multivariant playlist just read, as where its origin's cookies come from.
-    public func learn(page: OriginURL) {
+    package func learn(page: OriginURL) {
         let origin = Self.origin(of: page)
         learnt.withLock { _ = $0.setValue(page.string, forKey: origin) }
     }
 
     /// The page that sets the cookies `url`'s origin wants: the one learnt for its origin, else the source's.
-    public func page(for url: OriginURL) async -> OriginURL? {
+    package func page(for url: OriginURL) async -> OriginURL? {
         if let page = learnt.withLock({ $0.value(forKey: Self.origin(of: url)) }).flatMap({ try? OriginURL($0) }) { return page }
         guard let source = source.withLock({ $0 }) else { return nil }
         return await source(url)
@@ -59,7 +59,7 @@ public final class CookieRefresher: Sendable {
 
     /// Runs `fetch` (a request for `page`, for the cookies its answer sets) unless a refresh of `page` is under way or
     /// started within `interval`; then waits for that one instead.
-    public func refresh(_ page: OriginURL, within interval: Duration, _ fetch: @escaping @Sendable () async -> Void) async {
+    package func refresh(_ page: OriginURL, within interval: Duration, _ fetch: @escaping @Sendable () async -> Void) async {
         let now = ContinuousClock.now
         let task = refreshes.withLock { table -> Task<Void, Never> in
             if let recent = table.value(forKey: page.string), now - recent.started < interval { return recent.task }

@@ -122,7 +122,8 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
                 // Not an http(s) URL, or one carrying credentials: the redirect cannot be followed, and its own answer
                 // (a 3xx without the content) is no answer to give a player.
                 state = .discarding(
-                    .failedBeforeHead(OriginError.httpStatus(status).with("\(url.host) redirected to a URL that cannot be followed (\(error))")))
+                    .failedBeforeHead(
+                        OriginError.httpStatus(status).with("\(url.host) redirected to a URL that cannot be followed (\(error))")))
             }
         } else if retryAuthorization, status == 401 || status == 403 {
             state = .discarding(.authorizationRefused(status))

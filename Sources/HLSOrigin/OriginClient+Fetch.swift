@@ -9,12 +9,14 @@ extension OriginClient {
     /// - Returns: the response for 2xx and 304.
     /// - Throws: `OriginError.httpStatus(status)` for any other final status (after redirects and retries),
     ///   or the error that ended the request. Cancelling the Swift task cancels the request.
-    public func fetch(_ url: OriginURL, headers: [(String, String)] = [], maxBytes: Int) async throws(OriginError) -> OriginResponse {
+    package func fetch(_ url: OriginURL, headers: [(String, String)] = [], maxBytes: Int) async throws(OriginError) -> OriginResponse {
         try await fetch(url, headers: headers, maxBytes: maxBytes, refreshingCookies: true)
     }
 
     /// ``fetch(_:headers:maxBytes:)``; `refreshingCookies: false` for the page of a cookie refresh itself.
-    func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int, refreshingCookies: Bool) async throws(OriginError) -> OriginResponse {
+    func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int, refreshingCookies: Bool) async throws(OriginError)
+        -> OriginResponse
+    {
         let eventLoop = eventLoopGroup.next()
         let collector = OriginResponseCollector(maxBytes: maxBytes, eventLoop: eventLoop)
         let task = stream(url, method: .GET, headers: headers, on: eventLoop, refreshingCookies: refreshingCookies, handler: collector)

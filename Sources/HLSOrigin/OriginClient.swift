@@ -11,11 +11,11 @@ import Synchronization
 ///
 /// Runs on the server's `EventLoopGroup`; `stream` can be called from a channel handler and calls its
 /// handler back on the event loop it is given.
-public final class OriginClient: Sendable {
+package final class OriginClient: Sendable {
     /// The settings this client was made with.
-    public let configuration: OriginConfiguration
+    package let configuration: OriginConfiguration
     /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
-    public let cookieJar: OriginCookieJar?
+    package let cookieJar: OriginCookieJar?
     private let httpClient: HTTPClient
     /// Requests in flight per origin host (``OriginConfiguration/maxConnectionsPerHost``).
     private let slots: OriginConnectionSlots
@@ -23,7 +23,8 @@ public final class OriginClient: Sendable {
     private let logger: Logger
     /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``); the least
     /// recently used hosts go beyond ``maxRememberedHosts``.
-    private let resolutions = Mutex(BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(maxCount: OriginClient.maxRememberedHosts))
+    private let resolutions = Mutex(
+        BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(maxCount: OriginClient.maxRememberedHosts))
     /// The most hosts remembered.
     private static let maxRememberedHosts = 1024
 
@@ -33,14 +34,14 @@ public final class OriginClient: Sendable {
     /// ``CookieRefresher/page(for:)`` names is fetched (its body discarded, its cookies kept; at most once per
     /// ``OriginConfiguration/cookieRefreshInterval`` per page) and the request made again, once; that answer is
     /// delivered whatever it is. A URL no page is known for is asked again once too.
-    public let cookies = CookieRefresher()
+    package let cookies = CookieRefresher()
     /// Request headers for a URL on top of the configured ones (the proxy's: those an IPTV list's `#EXTVLCOPT`
     /// names for a channel and what is reached from it). See ``setHeaderSource(_:)``.
-    public typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
+    package typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
     private let headerSource = Mutex<HeaderSource?>(nil)
     /// Names this process in the `Via` header of every origin request (`1.1 hlscache-…`), so a request that comes back
     /// to the server that sent it is recognised (the loop detection of Varnish and Squid).
-    public let instanceToken: String
+    package let instanceToken: String
     /// The addresses and ports a server of this process listens on: never an origin (a proxied URL naming the proxy
     /// itself would make it fetch from itself, its admin API and keys included, and nest without end).
     private let ownListeners = Mutex<[(address: OriginIPAddress?, port: Int)]>([])
@@ -48,7 +49,7 @@ public final class OriginClient: Sendable {
     private let rawTLSContext = Mutex<NIOSSLContext?>(nil)
 
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
-    public init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
+    package init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
         self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
         self.eventLoopGroup = eventLoopGroup
@@ -85,7 +86,7 @@ public final class OriginClient: Sendable {
 
     /// Fetches `page` for the cookies its answer sets (the body is discarded), sharing a refresh of it under way or
     /// started within `interval` (by default ``OriginConfiguration/cookieRefreshInterval``).
-    public func refreshCookies(
+    package func refreshCookies(
         from page: OriginURL, headers: [(String, String)] = [], maxBytes: Int = 16 << 20, within interval: Duration? = nil
     ) async {
         await cookies.refresh(page, within: interval ?? configuration.cookieRefreshInterval) {
@@ -96,13 +97,13 @@ public final class OriginClient: Sendable {
     /// Adds the headers `source` gives for a URL to every request for it (after the configured headers of its
     /// origin, before the request's own): how the proxy sends the `User-Agent` and `Referer` an IPTV channel list
     /// names for a channel (`#EXTVLCOPT:http-user-agent=…`) with the requests of that channel.
-    public func setHeaderSource(_ source: HeaderSource?) {
+    package func setHeaderSource(_ source: HeaderSource?) {
         headerSource.withLock { $0 = source }
     }
 
     /// Tells the client that a server of this process listens at `host:port` (`0.0.0.0` or `::` for every local
     /// address): requests to it are refused with ``OriginError/forbiddenDestination``.
-    public func addOwnListener(host: String, port: Int) {
+    package func addOwnListener(host: String, port: Int) {
         let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         let address = OriginIPAddress(bare)
         var entries: [(address: OriginIPAddress?, port: Int)] = []
@@ -141,13 +142,13 @@ public final class OriginClient: Sendable {
     }
 
     /// How often requests waited for a connection to their host, for `/metrics`.
-    public var connectionWaits: (waits: Int, timeouts: Int, waiting: Int) {
+    package var connectionWaits: (waits: Int, timeouts: Int, waiting: Int) {
         let statistics = slots.statistics
         return (statistics.waits, statistics.timeouts, statistics.waiting)
     }
 
     /// Cancels what is in flight and closes all connections.
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         try await httpClient.shutdown()
     }
 
@@ -158,7 +159,7 @@ public final class OriginClient: Sendable {
     ///     origin headers. `Host` and connection headers are ignored.
     /// - Returns: the task, to cancel it or wait for it.
     @discardableResult
-    public func stream(
+    package func stream(
         _ url: OriginURL,
         method: OriginMethod = .GET,
         headers: [(String, String)] = [],
@@ -243,9 +244,11 @@ public final class OriginClient: Sendable {
                 // (a CDN edge, a signed URL that may have expired) is the origin's to give again.
                 mayRefreshCookies = false
                 if let page = await cookies.page(for: requested.url), page.string != requested.url.string {
-                    logger.debug("origin refused, fetching the page that sets its cookies", metadata: [
-                        "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
-                    ])
+                    logger.debug(
+                        "origin refused, fetching the page that sets its cookies",
+                        metadata: [
+                            "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
+                        ])
                     await refreshCookies(from: page)
                 }
                 (url, method, visited, redirects, retries) = (requested.url, requested.method, [requested.url.string], 0, 0)
@@ -342,13 +345,17 @@ public final class OriginClient: Sendable {
         let raw = OriginRawExchange.isNeeded(for: url)
         if raw, configuration.proxy != nil {
             throw OriginError.network.with(
-                "the path's percent escapes do not decode to UTF-8 text; such a path is sent as written on a direct connection only, not through the upstream proxy")
+                "the path's percent escapes do not decode to UTF-8 text; such a path is sent as written on a direct connection only, not through the upstream proxy"
+            )
         }
-        let request = raw ? nil : try HTTPClient.Request(
-            url: url.string,
-            method: method == .GET ? .GET : .HEAD,
-            headers: requestHeaders(for: url, extra: headers)
-        )
+        let request =
+            raw
+            ? nil
+            : try HTTPClient.Request(
+                url: url.string,
+                method: method == .GET ? .GET : .HEAD,
+                headers: requestHeaders(for: url, extra: headers)
+            )
         // One slot per request on the wire, given back when the transport is done with it (the body read or the
         // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
         // delegate exists: its promise must be completed once made.
@@ -423,7 +430,9 @@ public final class OriginClient: Sendable {
         // Cookies the origin set earlier, unless the configuration or the caller already sends one of that name.
         if let cookieJar, cookieJar.count > 0 {
             let sent = headers["Cookie"].joined(separator: "; ")
-            let taken = Set(sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) })
+            let taken = Set(
+                sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) }
+            )
             let stored = cookieJar.cookies(for: url, excluding: taken)
             if !stored.isEmpty {
                 let value = ([sent] + stored.map { "\($0.name)=\($0.value)" }).filter { !$0.isEmpty }.joined(separator: "; ")
@@ -439,5 +448,5 @@ public final class OriginClient: Sendable {
 
     /// The request header a caller adds for a body worth compressing (playlists): the origin may send it
     /// gzipped, and the client decodes it before the caller sees it.
-    public static let acceptCompressed = ("Accept-Encoding", "gzip, deflate")
+    package static let acceptCompressed = ("Accept-Encoding", "gzip, deflate")
 }

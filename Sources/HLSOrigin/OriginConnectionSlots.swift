@@ -144,7 +144,8 @@ final class OriginConnectionSlots: Sendable {
         }
         continuation?.resume(
             throwing: OriginError.busy.with(
-                "every one of the \(limit) connections to this origin host stayed busy for \(Self.describe(waitLimit)) (origin.maxConnectionsPerHost)"))
+                "every one of the \(limit) connections to this origin host stayed busy for \(Self.describe(waitLimit)) (origin.maxConnectionsPerHost)"
+            ))
     }
 
     static func describe(_ amount: TimeAmount) -> String {

@@ -10,7 +10,7 @@ import Synchronization
 /// it, so hlscache, fetching for the player, must too. Kept in memory for the life of the process; cookies
 /// configured for an origin (`origins.HOST.cookies`) and a request's own `Cookie` header take precedence over
 /// stored ones of the same name.
-public final class OriginCookieJar: Sendable {
+package final class OriginCookieJar: Sendable {
     struct Cookie: Equatable {
         var name: String
         var value: String
@@ -31,10 +31,10 @@ public final class OriginCookieJar: Sendable {
 
     private let cookies = Mutex<[Cookie]>([])
 
-    public init() {}
+    package init() {}
 
     /// Stores the cookies of `setCookie` (the values of a response's `Set-Cookie` headers) received from `url`.
-    public func store(_ setCookie: [String], from url: OriginURL, now: Date = Date()) {
+    package func store(_ setCookie: [String], from url: OriginURL, now: Date = Date()) {
         let parsed = setCookie.compactMap { Self.parse($0, from: url, now: now) }
         guard !parsed.isEmpty else { return }
         cookies.withLock { jar in
@@ -53,7 +53,7 @@ public final class OriginCookieJar: Sendable {
     }
 
     /// The cookies to send to `url`, longest path first, leaving out `taken` names.
-    public func cookies(for url: OriginURL, excluding taken: Set<String> = [], now: Date = Date()) -> [(name: String, value: String)] {
+    package func cookies(for url: OriginURL, excluding taken: Set<String> = [], now: Date = Date()) -> [(name: String, value: String)] {
         let host = Self.bareHost(url)
         let path = url.path.isEmpty ? "/" : url.path
         let matching = cookies.withLock { jar in
@@ -68,7 +68,7 @@ public final class OriginCookieJar: Sendable {
     }
 
     /// How many cookies are held.
-    public var count: Int { cookies.withLock { $0.count } }
+    package var count: Int { cookies.withLock { $0.count } }
 
     // MARK: - RFC 6265 §5.2
 
@@ -87,8 +87,10 @@ public final class OriginCookieJar: Sendable {
         for attribute in parts {
             let (key, argument): (String, String) =
                 if let split = attribute.firstIndex(of: "=") {
-                    (attribute[..<split].trimmingCharacters(in: .whitespaces).lowercased(),
-                     attribute[attribute.index(after: split)...].trimmingCharacters(in: .whitespaces))
+                    (
+                        attribute[..<split].trimmingCharacters(in: .whitespaces).lowercased(),
+                        attribute[attribute.index(after: split)...].trimmingCharacters(in: .whitespaces)
+                    )
                 } else {
                     (attribute.lowercased(), "")
                 }

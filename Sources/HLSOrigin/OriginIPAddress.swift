@@ -1,18 +1,18 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An IPv4 or IPv6 address as raw network-order bytes, classified for the destination policy.
-public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
+package struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
     /// 4 bytes for IPv4, 16 for IPv6.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     /// What kind of network an address belongs to, as far as the destination policy cares.
-    public enum Kind: String, Sendable, Hashable {
+    package enum Kind: String, Sendable, Hashable {
         /// 127.0.0.0/8, ::1.
         case loopback
         /// 10/8, 172.16/12, 192.168/16, 100.64/10 (carrier-grade NAT), fc00::/7.
@@ -28,13 +28,13 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Wraps raw bytes; `nil` unless there are exactly 4 or 16.
-    public init?(bytes: [UInt8]) {
+    package init?(bytes: [UInt8]) {
         guard bytes.count == 4 || bytes.count == 16 else { return nil }
         self.bytes = bytes
     }
 
     /// Parses a numeric address (`127.0.0.1`, `::1`, `[fe80::1]`); host names give `nil`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         var text = Substring(text)
         if text.hasPrefix("[") && text.hasSuffix("]") { text = text.dropFirst().dropLast() }
         if let zone = text.firstIndex(of: "%") { text = text[..<zone] }
@@ -52,7 +52,7 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether this is an IPv4 address.
-    public var isIPv4: Bool { bytes.count == 4 }
+    package var isIPv4: Bool { bytes.count == 4 }
 
     /// The IPv4 address embedded in an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`),
     /// IPv4-compatible (`::a.b.c.d`) or
@@ -64,7 +64,8 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
         let nat64: [UInt8] = [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]
         // IPv4-translated (SIIT, RFC 2765: `::ffff:0:a.b.c.d`).
         let translated: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0]
-        let compatible = head.allSatisfy { $0 == 0 } && bytes[12..<16].contains { $0 != 0 }
+        let compatible =
+            head.allSatisfy { $0 == 0 } && bytes[12..<16].contains { $0 != 0 }
             && !(bytes[12..<15].allSatisfy { $0 == 0 } && bytes[15] <= 1)  // :: and ::1 are not IPv4
         if Array(head) == mapped || Array(head) == nat64 || Array(head) == translated || compatible {
             return OriginIPAddress(bytes: Array(bytes[12..<16]))
@@ -73,7 +74,7 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The address's kind; metadata addresses are reported as `cloudMetadata`, not as link-local or private.
-    public var kind: Kind {
+    package var kind: Kind {
         if let v4 = embeddedIPv4 { return v4.kind }
         let b = bytes
         if b.count == 4 {
@@ -96,7 +97,7 @@ public struct OriginIPAddress: Sendable, Hashable, CustomStringConvertible {
         return .global
     }
 
-    public var description: String {
+    package var description: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let family = bytes.count == 4 ? AF_INET : AF_INET6
         let ok = bytes.withUnsafeBytes { raw in

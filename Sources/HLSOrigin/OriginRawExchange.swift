@@ -6,9 +6,9 @@ import NIOPosix
 import NIOSSL
 
 #if canImport(FoundationEssentials)
-import struct FoundationEssentials.URL
+    import struct FoundationEssentials.URL
 #else
-import struct Foundation.URL
+    import struct Foundation.URL
 #endif
 
 /// One HTTP/1.1 exchange on a connection of its own, for the requests AsyncHTTPClient cannot send as written.
@@ -75,7 +75,8 @@ final class OriginRawExchange: Sendable {
                 }
             }
         var lastError: (any Error)?
-        let targets: [(host: String, port: Int)] = addresses.isEmpty
+        let targets: [(host: String, port: Int)] =
+            addresses.isEmpty
             ? [(bareHost, url.effectivePort)] : addresses.map { ("\($0)", url.effectivePort) }
         for target in targets {
             do {

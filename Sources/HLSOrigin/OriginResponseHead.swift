@@ -3,21 +3,23 @@ import HLSCacheCore
 import NIOHTTP1
 
 /// The status line and headers of an origin response, after redirects.
-public struct OriginResponseHead: Sendable {
+package struct OriginResponseHead: Sendable {
     /// The status code (200, 206, 304, 404, …).
-    public var status: Int
+    package var status: Int
     /// The response headers as the origin sent them.
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// The declared body length, from `Content-Length`; `nil` when absent (chunked or close-delimited).
-    public var contentLength: Int?
+    package var contentLength: Int?
     /// The URL that answered: the requested one, or the last redirect target. Playlists resolve their
     /// relative URIs against it.
-    public var url: OriginURL
+    package var url: OriginURL
 
     /// How long the origin asks to be left alone (`Retry-After`, RFC 9110 §10.2.3: seconds or an HTTP date),
     /// for 429 and 503 answers; `nil` when absent, malformed or in the past.
-    public var retryAfter: Duration? {
-        guard status == 429 || status == 503, let value = headers.first(name: "Retry-After")?.trimmedOWS(), !value.isEmpty else { return nil }
+    package var retryAfter: Duration? {
+        guard status == 429 || status == 503, let value = headers.first(name: "Retry-After")?.trimmedOWS(), !value.isEmpty else {
+            return nil
+        }
         if let seconds = Int(value) { return seconds > 0 ? .seconds(seconds) : nil }
         guard let date = HTTPDate.parse(value) else { return nil }
         let seconds = date - Int64(Date().timeIntervalSince1970)
@@ -26,7 +28,7 @@ public struct OriginResponseHead: Sendable {
 
     /// The origin's `ETag` when it is one well-formed strong entity-tag (`"…"`, RFC 9110 §8.8.3): it names these
     /// exact bytes, so a cache may serve it with them. Nil when absent, weak (`W/"…"`), repeated or malformed.
-    public var strongETag: String? {
+    package var strongETag: String? {
         let tags = headers["ETag"]
         guard tags.count == 1, let tag = tags.first?.trimmedOWS(), tag.utf8.count >= 2, tag.utf8.count <= 256, tag.hasPrefix("\""),
             tag.hasSuffix("\"")
@@ -37,7 +39,7 @@ public struct OriginResponseHead: Sendable {
     }
 
     /// Creates a head.
-    public init(status: Int, headers: HTTPHeaders, url: OriginURL) {
+    package init(status: Int, headers: HTTPHeaders, url: OriginURL) {
         self.status = status
         self.headers = headers
         self.url = url

@@ -2,16 +2,16 @@ import NIOCore
 
 /// How failures before the response head are retried: GET and HEAD only, on connect errors, connections
 /// reset before the head, and 502/503/504. Once the head was delivered nothing is retried.
-public struct OriginRetryPolicy: Sendable {
+package struct OriginRetryPolicy: Sendable {
     /// Extra attempts after the first one.
-    public var maxRetries: Int
+    package var maxRetries: Int
     /// The delay before the first retry; doubled for each further one.
-    public var baseDelay: TimeAmount
+    package var baseDelay: TimeAmount
     /// The cap on one delay.
-    public var maxDelay: TimeAmount
+    package var maxDelay: TimeAmount
 
     /// Two extra attempts, 200 ms then 400 ms (each with jitter), at most 5 s.
-    public init(maxRetries: Int = 2, baseDelay: TimeAmount = .milliseconds(200), maxDelay: TimeAmount = .seconds(5)) {
+    package init(maxRetries: Int = 2, baseDelay: TimeAmount = .milliseconds(200), maxDelay: TimeAmount = .seconds(5)) {
         self.maxRetries = max(0, maxRetries)
         self.baseDelay = baseDelay
         self.maxDelay = maxDelay
@@ -19,7 +19,7 @@ public struct OriginRetryPolicy: Sendable {
 
     /// The delay before retry number `retry` (1-based): exponential, capped, then a random 50–100 % of it
     /// so that many clients retrying a failed origin do not arrive in lockstep.
-    public func delay(beforeRetry retry: Int) -> TimeAmount {
+    package func delay(beforeRetry retry: Int) -> TimeAmount {
         let exponent = min(max(retry - 1, 0), 30)
         let (scaled, overflow) = baseDelay.nanoseconds.multipliedReportingOverflow(by: Int64(1) << exponent)
         let full = overflow ? maxDelay.nanoseconds : min(scaled, maxDelay.nanoseconds)

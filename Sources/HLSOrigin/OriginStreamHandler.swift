@@ -3,7 +3,7 @@ import NIOCore
 /// Receives one origin response as it streams. All calls are made on the task's event loop, one at a time,
 /// in order: at most one `didReceiveHead`, then `didReceiveBody` for each chunk, then `didFinish` exactly once
 /// (also when there was no head: refused destination, origin unreachable, cancelled).
-public protocol OriginStreamHandler: AnyObject, Sendable {
+package protocol OriginStreamHandler: AnyObject, Sendable {
     /// The final response head (redirects and retries happen before it). Any status is delivered here;
     /// the handler decides what a 404 or 503 means to it.
     func didReceiveHead(_ head: OriginResponseHead)

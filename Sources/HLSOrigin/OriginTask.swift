@@ -4,9 +4,9 @@ import NIOCore
 
 /// One running origin request started by `OriginClient.stream`. Cancel it when nobody needs the bytes any
 /// more; the handler then gets `didFinish(.failure(.cancelled))` unless it already finished.
-public final class OriginTask: Sendable {
+package final class OriginTask: Sendable {
     /// The event loop all handler calls are made on.
-    public let eventLoop: any EventLoop
+    package let eventLoop: any EventLoop
     private let promise: EventLoopPromise<Void>
     private let state: NIOLockedValueBox<State>
 
@@ -27,11 +27,11 @@ public final class OriginTask: Sendable {
     }
 
     /// Completes after `didFinish` returned, with the same result; for callers that prefer a future.
-    public var futureResult: EventLoopFuture<Void> { promise.futureResult }
+    package var futureResult: EventLoopFuture<Void> { promise.futureResult }
 
     /// Aborts the request (connection, retry wait or redirect) and finishes with `.cancelled`. Safe from any
     /// thread, any number of times; a no-op once finished.
-    public func cancel() {
+    package func cancel() {
         let (abortRequest, driver) = state.withLockedValue { state -> ((@Sendable () -> Void)?, Task<Void, Never>?) in
             guard !state.finished else { return (nil, nil) }
             return (state.abortRequest, state.driver)

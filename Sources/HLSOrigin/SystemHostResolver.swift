@@ -1,20 +1,20 @@
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Resolves with the system's `getaddrinfo` (the same resolver the connection uses) on NIO's blocking-I/O
 /// thread pool, never on an event loop.
-public struct SystemHostResolver: OriginHostResolver {
+package struct SystemHostResolver: OriginHostResolver {
     /// Creates a resolver.
-    public init() {}
+    package init() {}
 
-    public func resolve(host: String) async throws -> [OriginIPAddress] {
+    package func resolve(host: String) async throws -> [OriginIPAddress] {
         if let literal = OriginIPAddress(host) { return [literal] }
         return try await NIOThreadPool.singleton.runIfActive { try Self.getaddrinfoBlocking(host) }
     }
@@ -29,9 +29,9 @@ public struct SystemHostResolver: OriginHostResolver {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Darwin)
-        hints.ai_socktype = SOCK_STREAM
+            hints.ai_socktype = SOCK_STREAM
         #else
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #endif
         var list: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, nil, &hints, &list)

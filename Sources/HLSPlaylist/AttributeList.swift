@@ -81,7 +81,8 @@ func scanAttributes(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end
 /// ``scanAttributes(_:from:to:line:)`` for the tolerant reader: never throws; an item that does not parse (no `=`,
 /// an empty value, garbage after a quoted string) is skipped up to the next comma, an unterminated quoted string
 /// ends the list. `malformed` says whether anything was skipped.
-func scanAttributesLeniently(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> (items: [RawAttribute], malformed: Bool) {
+func scanAttributesLeniently(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) -> (items: [RawAttribute], malformed: Bool)
+{
     var result: [RawAttribute] = []
     var malformed = false
     var i = start
@@ -133,7 +134,8 @@ func scanAttributesLeniently(_ bytes: UnsafeBufferPointer<UInt8>, from start: In
             if valueEnd == valueStart {
                 malformed = true
             } else {
-                result.append(RawAttribute(nameStart: nameStart, nameEnd: nameEnd, valueStart: valueStart, valueEnd: valueEnd, quoted: false))
+                result.append(
+                    RawAttribute(nameStart: nameStart, nameEnd: nameEnd, valueStart: valueStart, valueEnd: valueEnd, quoted: false))
             }
             if i < end { i += 1 }
         }

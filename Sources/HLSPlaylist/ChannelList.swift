@@ -69,7 +69,8 @@ extension Playlist {
                 guard let equals = option.firstIndex(of: "=") else { continue }
                 options.append(
                     Channel.Option(
-                        name: String(option[..<equals]).trimmingLineSpace(), value: String(option[option.index(after: equals)...]).trimmingLineSpace()))
+                        name: String(option[..<equals]).trimmingLineSpace(),
+                        value: String(option[option.index(after: equals)...]).trimmingLineSpace()))
             case .uri:
                 defer {
                     name = ""
@@ -86,12 +87,14 @@ extension Playlist {
                     for item in suffix.split(separator: "&") {
                         guard let equals = item.firstIndex(of: "=") else { continue }
                         urlHeaders.append(
-                            Channel.Option(name: String(item[..<equals]), value: Self.percentDecoded(String(item[item.index(after: equals)...]))))
+                            Channel.Option(
+                                name: String(item[..<equals]), value: Self.percentDecoded(String(item[item.index(after: equals)...]))))
                     }
                 }
                 guard let (uri, url) = try? context.reference(reference, line: index + 1) else { continue }
                 result.append(
-                    Channel(name: name, attributes: attributes, options: options, urlHeaders: urlHeaders, uri: uri, url: url, line: index + 1))
+                    Channel(
+                        name: name, attributes: attributes, options: options, urlHeaders: urlHeaders, uri: uri, url: url, line: index + 1))
             default: continue
             }
         }

@@ -93,45 +93,49 @@ extension Playlist {
             let lineNumber = index + 1
             // Tolerant: a line whose value cannot be read is skipped, as a player skips it.
             do {
-            switch line.kind {
-            case .uri(.variant):
-                guard let inf = pending else { continue }
-                let (uri, url) = try context.reference(text(ofLine: index).trimmingLineSpace(), line: lineNumber)
-                master.variants.append(try makeVariant(inf.attributes, uri: uri, url: url, line: inf.line))
-                pending = nil
-            case .tag(.streamInf):
-                pending = (try attributes(ofLine: index), lineNumber)
-            case .tag(.iFrameStreamInf):
-                let a = try attributes(ofLine: index)
-                let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
-                master.iFrameVariants.append(try makeVariant(a, uri: uri, url: url, line: lineNumber))
-            case .tag(.media):
-                let a = try attributes(ofLine: index)
-                let reference = try a["URI"].map { try context.reference($0, line: lineNumber) }
-                master.renditions.append(
-                    Rendition(
-                        type: a["TYPE"].flatMap(Rendition.MediaType.init(rawValue:)), groupID: a["GROUP-ID"] ?? "", name: a["NAME"] ?? "",
-                        language: a["LANGUAGE"], associatedLanguage: a["ASSOC-LANGUAGE"], isDefault: a.flag("DEFAULT"),
-                        autoselect: a.flag("AUTOSELECT"), forced: a.flag("FORCED"), instreamID: a["INSTREAM-ID"],
-                        characteristics: a["CHARACTERISTICS"], channels: a["CHANNELS"], stableRenditionID: a["STABLE-RENDITION-ID"],
-                        uri: reference?.uri, url: reference?.url, line: lineNumber))
-            case .tag(.sessionData):
-                let a = try attributes(ofLine: index)
-                let reference = try a["URI"].map { try context.reference($0, line: lineNumber) }
-                master.sessionData.append(
-                    SessionData(dataID: a["DATA-ID"] ?? "", value: a["VALUE"], uri: reference?.uri, url: reference?.url, language: a["LANGUAGE"]))
-            case .tag(.sessionKey):
-                master.sessionKeys.append(try makeKey(try attributes(ofLine: index), context: context, line: lineNumber))
-            case .tag(.contentSteering):
-                let a = try attributes(ofLine: index)
-                let (uri, url) = try context.reference(a["SERVER-URI"] ?? "", line: lineNumber)
-                master.contentSteering = ContentSteering(serverURI: uri, serverURL: url, pathwayID: a["PATHWAY-ID"])
-            case .tag(.version):
-                master.version = Int(try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "version"))
-            case .tag(.independentSegments): master.independentSegments = true
-            case .tag(.start): master.start = try makeStart(try attributes(ofLine: index), line: lineNumber)
-            default: continue
-            }
+                switch line.kind {
+                case .uri(.variant):
+                    guard let inf = pending else { continue }
+                    let (uri, url) = try context.reference(text(ofLine: index).trimmingLineSpace(), line: lineNumber)
+                    master.variants.append(try makeVariant(inf.attributes, uri: uri, url: url, line: inf.line))
+                    pending = nil
+                case .tag(.streamInf):
+                    pending = (try attributes(ofLine: index), lineNumber)
+                case .tag(.iFrameStreamInf):
+                    let a = try attributes(ofLine: index)
+                    let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
+                    master.iFrameVariants.append(try makeVariant(a, uri: uri, url: url, line: lineNumber))
+                case .tag(.media):
+                    let a = try attributes(ofLine: index)
+                    let reference = try a["URI"].map { try context.reference($0, line: lineNumber) }
+                    master.renditions.append(
+                        Rendition(
+                            type: a["TYPE"].flatMap(Rendition.MediaType.init(rawValue:)), groupID: a["GROUP-ID"] ?? "",
+                            name: a["NAME"] ?? "",
+                            language: a["LANGUAGE"], associatedLanguage: a["ASSOC-LANGUAGE"], isDefault: a.flag("DEFAULT"),
+                            autoselect: a.flag("AUTOSELECT"), forced: a.flag("FORCED"), instreamID: a["INSTREAM-ID"],
+                            characteristics: a["CHARACTERISTICS"], channels: a["CHANNELS"], stableRenditionID: a["STABLE-RENDITION-ID"],
+                            uri: reference?.uri, url: reference?.url, line: lineNumber))
+                case .tag(.sessionData):
+                    let a = try attributes(ofLine: index)
+                    let reference = try a["URI"].map { try context.reference($0, line: lineNumber) }
+                    master.sessionData.append(
+                        SessionData(
+                            dataID: a["DATA-ID"] ?? "", value: a["VALUE"], uri: reference?.uri, url: reference?.url, language: a["LANGUAGE"]
+                        ))
+                case .tag(.sessionKey):
+                    master.sessionKeys.append(try makeKey(try attributes(ofLine: index), context: context, line: lineNumber))
+                case .tag(.contentSteering):
+                    let a = try attributes(ofLine: index)
+                    let (uri, url) = try context.reference(a["SERVER-URI"] ?? "", line: lineNumber)
+                    master.contentSteering = ContentSteering(serverURI: uri, serverURL: url, pathwayID: a["PATHWAY-ID"])
+                case .tag(.version):
+                    master.version = Int(
+                        try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "version"))
+                case .tag(.independentSegments): master.independentSegments = true
+                case .tag(.start): master.start = try makeStart(try attributes(ofLine: index), line: lineNumber)
+                default: continue
+                }
             } catch is PlaylistError where isTolerant {
                 continue
             }

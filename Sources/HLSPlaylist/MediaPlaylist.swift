@@ -212,191 +212,195 @@ extension Playlist {
             let lineNumber = index + 1
             // Tolerant: a line whose value cannot be read is skipped, as a player skips it.
             do {
-            switch line.kind {
-            case .blank, .comment: continue
-            case .uri:
-                let (uri, url) = try context.reference(text(ofLine: index).trimmingLineSpace(), line: lineNumber)
-                var byteRange: ByteRange?
-                if let range = pendingRange {
-                    let offset: UInt64
-                    if let explicit = range.offset {
-                        offset = explicit
-                    } else if let last = lastRange, last.uri == uri {
-                        offset = last.end
-                    } else {
-                        throw PlaylistError.invalidByteRange.at(line: lineNumber, "byte range without offset")
-                    }
-                    byteRange = ByteRange(length: range.length, offset: offset)
-                    lastRange = (uri, offset + range.length)
-                } else {
-                    lastRange = nil
-                }
-                if !sawSequence {
-                    discontinuitySequence = playlist.discontinuitySequence
-                    sawSequence = true
-                }
-                if discontinuity {
-                    guard discontinuitySequence < UInt64.max else {
-                        throw PlaylistError.absurdValue.at(line: lineNumber, "discontinuity sequence number overflows")
-                    }
-                    discontinuitySequence += 1
-                }
-                let inForce = keyOrder.compactMap { keys[$0] }
-                let sequence = try playlist.nextMediaSequence(line: lineNumber)
-                playlist.segments.append(
-                    Segment(
-                        index: playlist.segments.count, uri: uri, url: url, duration: duration, title: title, startTime: startTime,
-                        mediaSequence: sequence,
-                        discontinuitySequence: discontinuitySequence, isDiscontinuity: discontinuity, isGap: gap, byteRange: byteRange,
-                        key: keys["identity"] ?? (inForce.count == 1 ? inForce[0] : nil), keys: inForce, map: map,
-                        programDateTime: programDateTime, bitrate: bitrate, line: lineNumber))
-                startTime += duration
-                pendingRange = nil
-                discontinuity = false
-                gap = false
-                programDateTime = nil
-                partIndex = 0
-            case .tag(let tag):
-                switch tag {
-                case .inf where isTolerant:
-                    // `-1` (IPTV), `10.000 tvg-id="BBC"`: the leading number, as players read it; negative is unknown (0).
-                    let value = tagValue(ofLine: index)
-                    let comma = value.firstIndex(of: ",")
-                    var head = String(value[..<(comma ?? value.endIndex)]).trimmingLineSpace()
-                    duration = head.withUTF8 { Numbers.leadingDecimal($0, 0, $0.count)?.value } ?? 0
-                    if !(duration >= 0 && duration <= Numbers.maxSegmentDuration) { duration = 0 }
-                    title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
-                case .inf:
-                    let value = tagValue(ofLine: index)
-                    let comma = value.firstIndex(of: ",")
-                    duration = try Numbers.decimal(
-                        String(value[..<(comma ?? value.endIndex)]).trimmingLineSpace(), line: lineNumber, what: "EXTINF duration",
-                        range: 0...Numbers.maxSegmentDuration)
-                    title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
-                case .version: playlist.version = Int(try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "version"))
-                case .targetDuration where isTolerant:
-                    // 2.5 → 2, as hls.js (parseInt) and VLC (%d) read it.
-                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value,
-                        value <= UInt64(Numbers.maxSegmentDuration)
-                    {
-                        playlist.targetDuration = Int(value)
-                    }
-                case .mediaSequence where isTolerant:
-                    // A negative media sequence is read as 0 (the numbers of the segments then start at 0).
-                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
-                        playlist.mediaSequence = value
-                    }
-                case .discontinuitySequence where isTolerant:
-                    if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
-                        playlist.discontinuitySequence = value
-                    }
-                case .map where isTolerant && (try? attributes(ofLine: index)).flatMap({ $0["URI"] }) == nil:
-                    // EXT-X-MAP without URI: ignored, as players ignore it.
-                    break
-                case .targetDuration:
-                    playlist.targetDuration = Int(
-                        try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "target duration"))
-                case .mediaSequence:
-                    playlist.mediaSequence = try Numbers.integer(
-                        tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "media sequence")
-                case .discontinuitySequence:
-                    playlist.discontinuitySequence = try Numbers.integer(
-                        tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "discontinuity sequence")
-                case .playlistType: playlist.playlistType = MediaPlaylist.PlaylistType(rawValue: tagValue(ofLine: index).trimmingLineSpace())
-                case .endList: playlist.hasEndList = true
-                case .iFramesOnly: playlist.isIFramesOnly = true
-                case .independentSegments: playlist.independentSegments = true
-                case .byteRange: pendingRange = try Numbers.byteRange(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber)
-                case .discontinuity: discontinuity = true
-                case .gap: gap = true
-                case .programDateTime: programDateTime = tagValue(ofLine: index).trimmingLineSpace()
-                case .bitrate: bitrate = try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "bitrate")
-                case .key:
-                    let key = try makeKey(try attributes(ofLine: index), context: context, line: lineNumber)
-                    if key.method == .none {
-                        keys.removeAll()
-                        keyOrder.removeAll()
-                    } else {
-                        if keys[key.keyFormat] == nil { keyOrder.append(key.keyFormat) }
-                        keys[key.keyFormat] = key
-                    }
-                case .map:
-                    let attributes = try attributes(ofLine: index)
-                    let (uri, url) = try context.reference(attributes["URI"] ?? "", line: lineNumber)
-                    var range: ByteRange?
-                    if let text = attributes["BYTERANGE"] {
-                        let parsed = try Numbers.byteRange(text, line: lineNumber)
-                        range = ByteRange(length: parsed.length, offset: parsed.offset ?? 0)
-                    }
-                    map = MapSection(uri: uri, url: url, byteRange: range)
-                case .part:
-                    let attributes = try attributes(ofLine: index)
-                    let (uri, url) = try context.reference(attributes["URI"] ?? "", line: lineNumber)
-                    var range: ByteRange?
-                    if let text = attributes["BYTERANGE"] {
-                        let parsed = try Numbers.byteRange(text, line: lineNumber)
+                switch line.kind {
+                case .blank, .comment: continue
+                case .uri:
+                    let (uri, url) = try context.reference(text(ofLine: index).trimmingLineSpace(), line: lineNumber)
+                    var byteRange: ByteRange?
+                    if let range = pendingRange {
                         let offset: UInt64
-                        if let explicit = parsed.offset {
+                        if let explicit = range.offset {
                             offset = explicit
-                        } else if let last = lastPartRange, last.uri == uri {
+                        } else if let last = lastRange, last.uri == uri {
                             offset = last.end
                         } else {
-                            throw PlaylistError.invalidByteRange.at(line: lineNumber, "part byte range without offset")
+                            throw PlaylistError.invalidByteRange.at(line: lineNumber, "byte range without offset")
                         }
-                        range = ByteRange(length: parsed.length, offset: offset)
-                        lastPartRange = (uri, offset + parsed.length)
+                        byteRange = ByteRange(length: range.length, offset: offset)
+                        lastRange = (uri, offset + range.length)
+                    } else {
+                        lastRange = nil
                     }
+                    if !sawSequence {
+                        discontinuitySequence = playlist.discontinuitySequence
+                        sawSequence = true
+                    }
+                    if discontinuity {
+                        guard discontinuitySequence < UInt64.max else {
+                            throw PlaylistError.absurdValue.at(line: lineNumber, "discontinuity sequence number overflows")
+                        }
+                        discontinuitySequence += 1
+                    }
+                    let inForce = keyOrder.compactMap { keys[$0] }
                     let sequence = try playlist.nextMediaSequence(line: lineNumber)
-                    playlist.parts.append(
-                        Part(
-                            uri: uri, url: url,
-                            duration: try attributes.decimal("DURATION", line: lineNumber, range: 0...Numbers.maxSegmentDuration) ?? 0,
-                            isIndependent: attributes.flag("INDEPENDENT"), isGap: attributes.flag("GAP"), byteRange: range,
-                            mediaSequence: sequence, partIndex: partIndex))
-                    partIndex += 1
-                case .partInf:
-                    playlist.partTargetDuration = try attributes(ofLine: index).decimal(
-                        "PART-TARGET", line: lineNumber, range: 0...Numbers.maxSegmentDuration)
-                case .serverControl:
-                    let a = try attributes(ofLine: index)
-                    playlist.serverControl = ServerControl(
-                        canBlockReload: a.flag("CAN-BLOCK-RELOAD"),
-                        canSkipUntil: try a.decimal("CAN-SKIP-UNTIL", line: lineNumber, range: 0...1e9),
-                        canSkipDateRanges: a.flag("CAN-SKIP-DATERANGES"),
-                        holdBack: try a.decimal("HOLD-BACK", line: lineNumber, range: 0...1e9),
-                        partHoldBack: try a.decimal("PART-HOLD-BACK", line: lineNumber, range: 0...1e9))
-                case .skip:
-                    playlist.skippedSegments =
-                        try attributes(ofLine: index).integer("SKIPPED-SEGMENTS", line: lineNumber, max: 1 << 40) ?? 0
-                case .preloadHint:
-                    let a = try attributes(ofLine: index)
-                    let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
-                    playlist.preloadHints.append(
-                        PreloadHint(
-                            type: a["TYPE"] ?? "", uri: uri, url: url,
-                            byteRangeStart: try a.integer("BYTERANGE-START", line: lineNumber, max: Numbers.maxByteOffset),
-                            byteRangeLength: try a.integer("BYTERANGE-LENGTH", line: lineNumber, max: Numbers.maxByteOffset)))
-                case .renditionReport:
-                    let a = try attributes(ofLine: index)
-                    let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
-                    playlist.renditionReports.append(
-                        RenditionReport(
-                            uri: uri, url: url, lastMediaSequence: try a.integer("LAST-MSN", line: lineNumber),
-                            lastPart: try a.integer("LAST-PART", line: lineNumber)))
-                case .dateRange:
-                    let a = try attributes(ofLine: index)
-                    playlist.dateRanges.append(
-                        DateRange(
-                            id: a["ID"] ?? "", class: a["CLASS"], startDate: a["START-DATE"],
-                            duration: try a.decimal("DURATION", line: lineNumber, range: 0...1e9),
-                            assetURL: try a["X-ASSET-URI"].map { try context.reference($0, line: lineNumber).url },
-                            assetListURL: try a["X-ASSET-LIST"].map { try context.reference($0, line: lineNumber).url },
-                            attributes: a))
-                case .start:
-                    playlist.start = try makeStart(try attributes(ofLine: index), line: lineNumber)
-                default: break
+                    playlist.segments.append(
+                        Segment(
+                            index: playlist.segments.count, uri: uri, url: url, duration: duration, title: title, startTime: startTime,
+                            mediaSequence: sequence,
+                            discontinuitySequence: discontinuitySequence, isDiscontinuity: discontinuity, isGap: gap, byteRange: byteRange,
+                            key: keys["identity"] ?? (inForce.count == 1 ? inForce[0] : nil), keys: inForce, map: map,
+                            programDateTime: programDateTime, bitrate: bitrate, line: lineNumber))
+                    startTime += duration
+                    pendingRange = nil
+                    discontinuity = false
+                    gap = false
+                    programDateTime = nil
+                    partIndex = 0
+                case .tag(let tag):
+                    switch tag {
+                    case .inf where isTolerant:
+                        // `-1` (IPTV), `10.000 tvg-id="BBC"`: the leading number, as players read it; negative is unknown (0).
+                        let value = tagValue(ofLine: index)
+                        let comma = value.firstIndex(of: ",")
+                        var head = String(value[..<(comma ?? value.endIndex)]).trimmingLineSpace()
+                        duration = head.withUTF8 { Numbers.leadingDecimal($0, 0, $0.count)?.value } ?? 0
+                        if !(duration >= 0 && duration <= Numbers.maxSegmentDuration) { duration = 0 }
+                        title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
+                    case .inf:
+                        let value = tagValue(ofLine: index)
+                        let comma = value.firstIndex(of: ",")
+                        duration = try Numbers.decimal(
+                            String(value[..<(comma ?? value.endIndex)]).trimmingLineSpace(), line: lineNumber, what: "EXTINF duration",
+                            range: 0...Numbers.maxSegmentDuration)
+                        title = comma.map { String(value[value.index(after: $0)...]) } ?? ""
+                    case .version:
+                        playlist.version = Int(
+                            try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "version"))
+                    case .targetDuration where isTolerant:
+                        // 2.5 → 2, as hls.js (parseInt) and VLC (%d) read it.
+                        if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value,
+                            value <= UInt64(Numbers.maxSegmentDuration)
+                        {
+                            playlist.targetDuration = Int(value)
+                        }
+                    case .mediaSequence where isTolerant:
+                        // A negative media sequence is read as 0 (the numbers of the segments then start at 0).
+                        if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
+                            playlist.mediaSequence = value
+                        }
+                    case .discontinuitySequence where isTolerant:
+                        if let value = Numbers.tolerantInteger(tagValue(ofLine: index).trimmingLineSpace())?.value {
+                            playlist.discontinuitySequence = value
+                        }
+                    case .map where isTolerant && (try? attributes(ofLine: index)).flatMap({ $0["URI"] }) == nil:
+                        // EXT-X-MAP without URI: ignored, as players ignore it.
+                        break
+                    case .targetDuration:
+                        playlist.targetDuration = Int(
+                            try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "target duration"))
+                    case .mediaSequence:
+                        playlist.mediaSequence = try Numbers.integer(
+                            tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "media sequence")
+                    case .discontinuitySequence:
+                        playlist.discontinuitySequence = try Numbers.integer(
+                            tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "discontinuity sequence")
+                    case .playlistType:
+                        playlist.playlistType = MediaPlaylist.PlaylistType(rawValue: tagValue(ofLine: index).trimmingLineSpace())
+                    case .endList: playlist.hasEndList = true
+                    case .iFramesOnly: playlist.isIFramesOnly = true
+                    case .independentSegments: playlist.independentSegments = true
+                    case .byteRange: pendingRange = try Numbers.byteRange(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber)
+                    case .discontinuity: discontinuity = true
+                    case .gap: gap = true
+                    case .programDateTime: programDateTime = tagValue(ofLine: index).trimmingLineSpace()
+                    case .bitrate:
+                        bitrate = try Numbers.integer(tagValue(ofLine: index).trimmingLineSpace(), line: lineNumber, what: "bitrate")
+                    case .key:
+                        let key = try makeKey(try attributes(ofLine: index), context: context, line: lineNumber)
+                        if key.method == .none {
+                            keys.removeAll()
+                            keyOrder.removeAll()
+                        } else {
+                            if keys[key.keyFormat] == nil { keyOrder.append(key.keyFormat) }
+                            keys[key.keyFormat] = key
+                        }
+                    case .map:
+                        let attributes = try attributes(ofLine: index)
+                        let (uri, url) = try context.reference(attributes["URI"] ?? "", line: lineNumber)
+                        var range: ByteRange?
+                        if let text = attributes["BYTERANGE"] {
+                            let parsed = try Numbers.byteRange(text, line: lineNumber)
+                            range = ByteRange(length: parsed.length, offset: parsed.offset ?? 0)
+                        }
+                        map = MapSection(uri: uri, url: url, byteRange: range)
+                    case .part:
+                        let attributes = try attributes(ofLine: index)
+                        let (uri, url) = try context.reference(attributes["URI"] ?? "", line: lineNumber)
+                        var range: ByteRange?
+                        if let text = attributes["BYTERANGE"] {
+                            let parsed = try Numbers.byteRange(text, line: lineNumber)
+                            let offset: UInt64
+                            if let explicit = parsed.offset {
+                                offset = explicit
+                            } else if let last = lastPartRange, last.uri == uri {
+                                offset = last.end
+                            } else {
+                                throw PlaylistError.invalidByteRange.at(line: lineNumber, "part byte range without offset")
+                            }
+                            range = ByteRange(length: parsed.length, offset: offset)
+                            lastPartRange = (uri, offset + parsed.length)
+                        }
+                        let sequence = try playlist.nextMediaSequence(line: lineNumber)
+                        playlist.parts.append(
+                            Part(
+                                uri: uri, url: url,
+                                duration: try attributes.decimal("DURATION", line: lineNumber, range: 0...Numbers.maxSegmentDuration) ?? 0,
+                                isIndependent: attributes.flag("INDEPENDENT"), isGap: attributes.flag("GAP"), byteRange: range,
+                                mediaSequence: sequence, partIndex: partIndex))
+                        partIndex += 1
+                    case .partInf:
+                        playlist.partTargetDuration = try attributes(ofLine: index).decimal(
+                            "PART-TARGET", line: lineNumber, range: 0...Numbers.maxSegmentDuration)
+                    case .serverControl:
+                        let a = try attributes(ofLine: index)
+                        playlist.serverControl = ServerControl(
+                            canBlockReload: a.flag("CAN-BLOCK-RELOAD"),
+                            canSkipUntil: try a.decimal("CAN-SKIP-UNTIL", line: lineNumber, range: 0...1e9),
+                            canSkipDateRanges: a.flag("CAN-SKIP-DATERANGES"),
+                            holdBack: try a.decimal("HOLD-BACK", line: lineNumber, range: 0...1e9),
+                            partHoldBack: try a.decimal("PART-HOLD-BACK", line: lineNumber, range: 0...1e9))
+                    case .skip:
+                        playlist.skippedSegments =
+                            try attributes(ofLine: index).integer("SKIPPED-SEGMENTS", line: lineNumber, max: 1 << 40) ?? 0
+                    case .preloadHint:
+                        let a = try attributes(ofLine: index)
+                        let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
+                        playlist.preloadHints.append(
+                            PreloadHint(
+                                type: a["TYPE"] ?? "", uri: uri, url: url,
+                                byteRangeStart: try a.integer("BYTERANGE-START", line: lineNumber, max: Numbers.maxByteOffset),
+                                byteRangeLength: try a.integer("BYTERANGE-LENGTH", line: lineNumber, max: Numbers.maxByteOffset)))
+                    case .renditionReport:
+                        let a = try attributes(ofLine: index)
+                        let (uri, url) = try context.reference(a["URI"] ?? "", line: lineNumber)
+                        playlist.renditionReports.append(
+                            RenditionReport(
+                                uri: uri, url: url, lastMediaSequence: try a.integer("LAST-MSN", line: lineNumber),
+                                lastPart: try a.integer("LAST-PART", line: lineNumber)))
+                    case .dateRange:
+                        let a = try attributes(ofLine: index)
+                        playlist.dateRanges.append(
+                            DateRange(
+                                id: a["ID"] ?? "", class: a["CLASS"], startDate: a["START-DATE"],
+                                duration: try a.decimal("DURATION", line: lineNumber, range: 0...1e9),
+                                assetURL: try a["X-ASSET-URI"].map { try context.reference($0, line: lineNumber).url },
+                                assetListURL: try a["X-ASSET-LIST"].map { try context.reference($0, line: lineNumber).url },
+                                attributes: a))
+                    case .start:
+                        playlist.start = try makeStart(try attributes(ofLine: index), line: lineNumber)
+                    default: break
+                    }
                 }
-            }
             } catch is PlaylistError where isTolerant {
                 continue
             }
@@ -408,7 +412,8 @@ extension Playlist {
         let reference = try attributes["URI"].map { try context.reference($0, line: line) }
         return Key(
             method: Key.Method(attributes["METHOD"] ?? "NONE"), uri: reference?.uri, url: reference?.url,
-            iv: try attributes["IV"].flatMap { Numbers.hexBytes(try context.substitute($0, line: line)) }, keyFormat: attributes["KEYFORMAT"] ?? "identity",
+            iv: try attributes["IV"].flatMap { Numbers.hexBytes(try context.substitute($0, line: line)) },
+            keyFormat: attributes["KEYFORMAT"] ?? "identity",
             keyFormatVersions: attributes["KEYFORMATVERSIONS"])
     }
 

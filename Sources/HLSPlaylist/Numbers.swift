@@ -85,12 +85,16 @@ enum Numbers {
         return negative ? -value : value
     }
 
-
     private static func slowDecimal(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Double? {
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         guard let value = Double(text), value.isFinite else { return nil }
         // Reject forms Double accepts but HLS does not ("inf", "0x1p3", "+1").
-        guard text.utf8.allSatisfy({ ($0 &- UInt8(ascii: "0")) < 10 || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") || $0 == UInt8(ascii: "+") }) else {
+        guard
+            text.utf8.allSatisfy({
+                ($0 &- UInt8(ascii: "0")) < 10 || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "e")
+                    || $0 == UInt8(ascii: "E") || $0 == UInt8(ascii: "+")
+            })
+        else {
             return nil
         }
         return value
@@ -107,7 +111,9 @@ enum Numbers {
     /// An integer read the way players read one (hls.js's `parseInt`): a decimal-integer as it is; a decimal
     /// (`2.5`, `1280000.0`) as its integer part; a negative number as 0. The kind says which tolerance applied
     /// (nil: none). Nil when the text is no number at all.
-    static func tolerantInteger(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> (value: UInt64, tolerance: PlaylistWarning.Kind?)? {
+    static func tolerantInteger(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> (
+        value: UInt64, tolerance: PlaylistWarning.Kind?
+    )? {
         if let (value, overflow) = integer(bytes, start, end) {
             return overflow ? nil : (value, nil)
         }

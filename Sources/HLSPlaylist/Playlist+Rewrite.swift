@@ -63,7 +63,8 @@ extension Playlist {
                     if baseIsHTTP, let text = rewriter.directoryPrefix(for: resolver.directoryURL, role: slot.role) {
                         let utf8 = Array(text.utf8)
                         if utf8.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\"") }) {
-                            throw PlaylistError.invalidReplacement.at(line: slot.lineIndex + 1, "directory prefix contains a quote or line break")
+                            throw PlaylistError.invalidReplacement.at(
+                                line: slot.lineIndex + 1, "directory prefix contains a quote or line break")
                         }
                         prefixes[ordinal] = utf8
                         prefixState[ordinal] = 2
@@ -100,7 +101,8 @@ extension Playlist {
                         line: slot.lineIndex + 1, "replacement for a \(slot.role.rawValue) URI contains a quote or line break")
                 }
                 if !isAttribute && (utf8.isEmpty || utf8[0] == UInt8(ascii: "#")) {
-                    throw PlaylistError.invalidReplacement.at(line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
+                    throw PlaylistError.invalidReplacement.at(
+                        line: slot.lineIndex + 1, "replacement for a URI line is empty or starts with '#'")
                 }
                 edits.append(Edit(range: slot.range, prefix: -1, replacement: replacements.count))
                 outputSize += utf8.count - slot.range.count

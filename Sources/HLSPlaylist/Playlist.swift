@@ -95,7 +95,8 @@ public struct Playlist: Sendable {
         }
         return try bytes.withUnsafeBufferPointer { buffer in
             if isTolerant {
-                return AttributeList(scanAttributesLeniently(buffer, from: colon + 1, to: line.range.upperBound).items, buffer, tolerant: true)
+                return AttributeList(
+                    scanAttributesLeniently(buffer, from: colon + 1, to: line.range.upperBound).items, buffer, tolerant: true)
             }
             return AttributeList(try scanAttributes(buffer, from: colon + 1, to: line.range.upperBound, line: index + 1), buffer)
         }

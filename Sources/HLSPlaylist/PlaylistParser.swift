@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The single pass that indexes a playlist: splits lines, classifies tags, finds every URI value and checks
@@ -142,7 +142,9 @@ struct PlaylistParser {
     {
         var end = end
         if tolerant, let pipe = headerSuffixStart(bytes, start, end) {
-            warn(.urlHeaders, line: lineNumber, "request headers after the URL (Kodi's URL|Name=value); the URL is rewritten, the headers kept")
+            warn(
+                .urlHeaders, line: lineNumber,
+                "request headers after the URL (Kodi's URL|Name=value); the URL is rewritten, the headers kept")
             end = pipe
         }
         let role: URIRole
@@ -189,7 +191,9 @@ struct PlaylistParser {
         var items = 0
         while i < end {
             let nameStart = i
-            while i < end, URIReference.isAlpha(bytes[i]) || (bytes[i] &- UInt8(ascii: "0")) < 10 || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            while i < end, URIReference.isAlpha(bytes[i]) || (bytes[i] &- UInt8(ascii: "0")) < 10 || bytes[i] == UInt8(ascii: "-") {
+                i += 1
+            }
             guard i > nameStart, i < end, bytes[i] == UInt8(ascii: "=") else { return nil }
             while i < end, bytes[i] != UInt8(ascii: "&") { i += 1 }
             items += 1
@@ -220,7 +224,8 @@ struct PlaylistParser {
                     let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[(i + 2)..<j]), as: UTF8.self)
                     if !definitions.contains(where: { $0.name == name }) {
                         try fail(
-                            PlaylistError.undefinedVariable.at(line: line, "{$\(name)} is used before any EXT-X-DEFINE of it (kept as written)"))
+                            PlaylistError.undefinedVariable.at(
+                                line: line, "{$\(name)} is used before any EXT-X-DEFINE of it (kept as written)"))
                     }
                     i = j
                 }
@@ -435,7 +440,8 @@ struct PlaylistParser {
     }
 
     private mutating func checkBandwidth(_ attributes: [RawAttribute], _ bytes: UnsafeBufferPointer<UInt8>, _ line: Int) throws {
-        for attribute in attributes where attribute.nameEquals("BANDWIDTH", in: bytes) || attribute.nameEquals("AVERAGE-BANDWIDTH", in: bytes) {
+        for attribute in attributes
+        where attribute.nameEquals("BANDWIDTH", in: bytes) || attribute.nameEquals("AVERAGE-BANDWIDTH", in: bytes) {
             try integer(bytes, attribute.valueStart, attribute.valueEnd, line: line, what: "BANDWIDTH", max: Numbers.maxBandwidth)
         }
     }
@@ -460,7 +466,9 @@ struct PlaylistParser {
             return try fail(PlaylistError.invalidDefine.at(line: line, "EXT-X-DEFINE needs NAME, IMPORT or QUERYPARAM"))
         }
         guard !name.isEmpty,
-            name.utf8.allSatisfy({ URIReference.isAlpha($0) || ($0 &- UInt8(ascii: "0")) < 10 || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") })
+            name.utf8.allSatisfy({
+                URIReference.isAlpha($0) || ($0 &- UInt8(ascii: "0")) < 10 || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+            })
         else {
             return try fail(PlaylistError.invalidDefine.at(line: line, "invalid variable name"))
         }

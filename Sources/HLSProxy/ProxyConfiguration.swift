@@ -3,67 +3,67 @@ import HLSCacheStore
 import NIOCore
 
 /// Everything `hlscache serve` can be told. Defaults are the documented ones (docs/configuration.md).
-public struct ProxyConfiguration: Sendable {
-    public var host: String = "127.0.0.1"
-    public var port: Int = 8080
-    public var cacheDirectory: String
+package struct ProxyConfiguration: Sendable {
+    package var host: String = "127.0.0.1"
+    package var port: Int = 8080
+    package var cacheDirectory: String
     /// Size cap of the disk cache (default 10 GiB).
-    public var maxCacheBytes: Int64 = 10 << 30
+    package var maxCacheBytes: Int64 = 10 << 30
     /// Free space to leave on the cache's file system (default 100 MiB).
-    public var freeDiskCushion: Int64 = 100 << 20
+    package var freeDiskCushion: Int64 = 100 << 20
     /// Query parameters left out of cache keys (signed-URL tokens).
-    public var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
+    package var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
     /// The web pages allowed to read content (CORS), keys and the admin API (`http.allowedWebOrigins`).
-    public var webOrigins: WebOriginPolicy = .default
+    package var webOrigins: WebOriginPolicy = .default
     /// Playlists larger than this are refused (502 `corrupted`).
-    public var maxPlaylistBytes: Int = 16 << 20
+    package var maxPlaylistBytes: Int = 16 << 20
     /// Refuse (502 `corrupted`) every playlist that departs from RFC 8216 (`playlists.strict`). Default false: the
     /// serve path reads playlists as players do and counts each tolerance as a warning (docs/playlist-engine.md).
-    public var strictPlaylists: Bool = false
+    package var strictPlaylists: Bool = false
     /// A live playlist is cached for `targetDuration × liveTTLFactor` seconds (at most half the target duration).
-    public var liveTTLFactor: Double = 0.5
+    package var liveTTLFactor: Double = 0.5
     /// Simultaneous client connections; more are closed at once.
-    public var maxConnections: Int = 4096
+    package var maxConnections: Int = 4096
     /// A connection with no request in progress is closed after this long.
-    public var idleTimeout: TimeAmount = .seconds(60)
+    package var idleTimeout: TimeAmount = .seconds(60)
     /// A request head must arrive completely within this time of its first byte (slowloris).
-    public var requestHeadTimeout: TimeAmount = .seconds(10)
+    package var requestHeadTimeout: TimeAmount = .seconds(10)
     /// While a request body is expected, a connection that sends none of it for this long is closed.
-    public var requestBodyTimeout: TimeAmount = .seconds(10)
+    package var requestBodyTimeout: TimeAmount = .seconds(10)
     /// While response bytes wait to be sent, a client that takes none of them for this long is disconnected
     /// (nginx's `send_timeout`).
-    public var sendTimeout: TimeAmount = .seconds(60)
+    package var sendTimeout: TimeAmount = .seconds(60)
     /// Requests with more header fields than this get 431.
-    public var maxHeaderCount: Int = 100
+    package var maxHeaderCount: Int = 100
     /// Body bytes of one in-flight download held in memory (`limits.inFlightBuffer`): what its cache file has not
     /// written yet (without a cache file: what its slowest client has not taken). Past it the origin waits; clients
     /// that join late or fall behind read the growing cache file.
-    public var maxInFlightBufferBytes: Int = 4 << 20
+    package var maxInFlightBufferBytes: Int = 4 << 20
     /// Body bytes all in-flight downloads hold in memory together (`limits.inFlightMemory`); past it, origin reads
     /// wait until some are let go.
-    public var maxInFlightMemoryBytes: Int64 = 256 << 20
+    package var maxInFlightMemoryBytes: Int64 = 256 << 20
     /// Largest object stored (`cache.maxObjectSize`): larger ones, and bodies without a length that grow past it,
     /// are relayed but not cached; a download whose clients all left completes only when it has a length within it.
-    public var maxObjectBytes: Int64 = 2 << 30
+    package var maxObjectBytes: Int64 = 2 << 30
     /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
     /// slices when asked for by range (docs/architecture.md, "Slices").
-    public var sliceSize: Int64 = SliceLayout.defaultSliceSize
+    package var sliceSize: Int64 = SliceLayout.defaultSliceSize
     /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
     /// 0 disables the memory tier).
-    public var memoryCacheBytes: Int = 64 << 20
+    package var memoryCacheBytes: Int = 64 << 20
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
-    public var memoryMaxObjectBytes: Int = 64 << 10
+    package var memoryMaxObjectBytes: Int = 64 << 10
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
-    public var prefetchSegments: Int = 3
+    package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).
-    public var accessLog: Bool = true
+    package var accessLog: Bool = true
     /// Whether `/metrics` answers (`metrics.enabled`); counting goes on either way, it costs next to nothing.
-    public var metricsEnabled: Bool = true
+    package var metricsEnabled: Bool = true
     /// On SIGTERM/SIGINT, responses in flight get this long to finish before their connections are closed
     /// (`shutdown.grace`).
-    public var shutdownGrace: Duration = .seconds(10)
+    package var shutdownGrace: Duration = .seconds(10)
 
-    public init(cacheDirectory: String) {
+    package init(cacheDirectory: String) {
         self.cacheDirectory = cacheDirectory
     }
 }

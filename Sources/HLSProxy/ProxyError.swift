@@ -1,16 +1,17 @@
 import HLSCacheCore
 
 /// Errors the proxy itself answers with. Each maps to a status and a JSON body (`ErrorBody`).
-public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
+package struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
     private enum Code: String, Sendable, Hashable {
-        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable, payloadTooLarge,
+        case badRequest, notFound, methodNotAllowed, headersTooLarge, originStatus, corrupted, forbidden, unavailable, rangeNotSatisfiable,
+            payloadTooLarge,
             preconditionFailed, notImplemented, pageNotAllowed, loopDetected
     }
     private var codeValue: Code
-    public private(set) var httpStatus: Int
-    public private(set) var message: String
+    package private(set) var httpStatus: Int
+    package private(set) var message: String
     /// The origin's `Retry-After` for a passed-through 429/503, in seconds.
-    public private(set) var retryAfterSeconds: Int?
+    package private(set) var retryAfterSeconds: Int?
 
     private init(_ code: Code, _ status: Int, _ message: String) {
         codeValue = code
@@ -18,50 +19,50 @@ public struct ProxyError: HTTPMappableError, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public var code: String {
+    package var code: String {
         switch codeValue {
         case .originStatus: return httpStatus == 404 ? "notFound" : "http"
         default: return codeValue.rawValue
         }
     }
 
-    public static func badRequest(_ message: String) -> ProxyError { ProxyError(.badRequest, 400, message) }
-    public static func notFound(_ message: String) -> ProxyError { ProxyError(.notFound, 404, message) }
-    public static func methodNotAllowed(_ method: String) -> ProxyError {
+    package static func badRequest(_ message: String) -> ProxyError { ProxyError(.badRequest, 400, message) }
+    package static func notFound(_ message: String) -> ProxyError { ProxyError(.notFound, 404, message) }
+    package static func methodNotAllowed(_ method: String) -> ProxyError {
         ProxyError(.methodNotAllowed, 405, "method \(method) is not supported here")
     }
-    public static func headersTooLarge(_ message: String) -> ProxyError { ProxyError(.headersTooLarge, 431, message) }
+    package static func headersTooLarge(_ message: String) -> ProxyError { ProxyError(.headersTooLarge, 431, message) }
     /// The origin answered with a non-success status: passed through as is.
-    public static func originStatus(_ status: Int, host: String, retryAfter: Duration? = nil) -> ProxyError {
+    package static func originStatus(_ status: Int, host: String, retryAfter: Duration? = nil) -> ProxyError {
         var error = ProxyError(.originStatus, status, "origin \(host) answered \(status)")
         error.retryAfterSeconds = retryAfter.map { Int($0.components.seconds) }
         return error
     }
     /// The origin sent something that is not what it claims (a broken playlist).
-    public static func corrupted(_ message: String) -> ProxyError { ProxyError(.corrupted, 502, message) }
+    package static func corrupted(_ message: String) -> ProxyError { ProxyError(.corrupted, 502, message) }
     /// A request body larger than the server accepts (413).
-    public static func payloadTooLarge(_ message: String) -> ProxyError { ProxyError(.payloadTooLarge, 413, message) }
-    public static func forbidden(_ message: String) -> ProxyError { ProxyError(.forbidden, 403, message) }
-    public static func unavailable(_ message: String) -> ProxyError { ProxyError(.unavailable, 503, message) }
+    package static func payloadTooLarge(_ message: String) -> ProxyError { ProxyError(.payloadTooLarge, 413, message) }
+    package static func forbidden(_ message: String) -> ProxyError { ProxyError(.forbidden, 403, message) }
+    package static func unavailable(_ message: String) -> ProxyError { ProxyError(.unavailable, 503, message) }
     /// A method the server does not implement at all (501; RFC 9110 §9.1). Known methods that a path does not
     /// allow are ``methodNotAllowed(_:)``.
-    public static func notImplemented(_ method: String) -> ProxyError {
+    package static func notImplemented(_ method: String) -> ProxyError {
         ProxyError(.notImplemented, 501, "method \(method) is not implemented")
     }
     /// A web page `http.allowedWebOrigins` does not allow asked for keys or a preflight (403).
-    public static func pageNotAllowed(_ page: String) -> ProxyError {
+    package static func pageNotAllowed(_ page: String) -> ProxyError {
         ProxyError(.pageNotAllowed, 403, "a web page from \(page) may not use this server (http.allowedWebOrigins)")
     }
     /// A request that came back to this server through an origin fetch of its own (508, RFC 5842).
-    public static func loopDetected(_ message: String) -> ProxyError { ProxyError(.loopDetected, 508, message) }
+    package static func loopDetected(_ message: String) -> ProxyError { ProxyError(.loopDetected, 508, message) }
     /// `If-Match` or `If-Unmodified-Since` did not hold for the cached object (412).
-    public static func preconditionFailed(_ message: String) -> ProxyError { ProxyError(.preconditionFailed, 412, message) }
+    package static func preconditionFailed(_ message: String) -> ProxyError { ProxyError(.preconditionFailed, 412, message) }
     /// A Range outside the representation (416).
-    public static func rangeNotSatisfiable(size: Int64) -> ProxyError {
+    package static func rangeNotSatisfiable(size: Int64) -> ProxyError {
         ProxyError(.rangeNotSatisfiable, 416, "the requested range is outside the \(size)-byte resource")
     }
 
-    public var description: String { "\(code) (\(httpStatus)): \(message)" }
+    package var description: String { "\(code) (\(httpStatus)): \(message)" }
 }
 
 /// The JSON body of every error response: `{"error":"timeout","message":"..."}`.

@@ -3,19 +3,19 @@ import NIOCore
 import NIOHTTP1
 
 /// A complete client request as the router sees it.
-public struct ProxyRequest: Sendable {
-    public var head: HTTPRequestHead
-    public var remoteAddress: SocketAddress?
+package struct ProxyRequest: Sendable {
+    package var head: HTTPRequestHead
+    package var remoteAddress: SocketAddress?
     /// The request body, at most `maxRequestBodyBytes` (64 KiB); `nil` when the request had none.
-    public var body: ByteBuffer? = nil
+    package var body: ByteBuffer? = nil
     /// The web page behind the request, as `http.allowedWebOrigins` judges it (set when the request is dispatched).
-    public var page: WebOriginPolicy.Verdict = .noPage
+    package var page: WebOriginPolicy.Verdict = .noPage
 
-    public var method: HTTPMethod { head.method }
-    public var isHead: Bool { head.method == .HEAD }
-    public var headers: HTTPHeaders { head.headers }
+    package var method: HTTPMethod { head.method }
+    package var isHead: Bool { head.method == .HEAD }
+    package var headers: HTTPHeaders { head.headers }
 
-    public func header(_ name: String) -> String? { head.headers.first(name: name) }
+    package func header(_ name: String) -> String? { head.headers.first(name: name) }
 
     /// The verdict of `policy` on the page behind this request (`Origin`, `Sec-Fetch-Site`, `Referer`, `Host`).
     func judgedPage(by policy: WebOriginPolicy) -> WebOriginPolicy.Verdict {
@@ -28,7 +28,7 @@ public struct ProxyRequest: Sendable {
     /// Whether the request asks for the whole current representation, unconditionally: no `Range` and no `If-…`
     /// precondition (`If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`, `If-Range`): the
     /// requests a replayed hit may answer.
-    public var isPlainFetch: Bool {
+    package var isPlainFetch: Bool {
         for (name, _) in head.headers {
             guard let first = name.utf8.first, first | 0x20 == UInt8(ascii: "r") || first | 0x20 == UInt8(ascii: "i") else { continue }
             if ResponseEncoding.equalsIgnoringCase(name, "range") { return false }
@@ -41,7 +41,7 @@ public struct ProxyRequest: Sendable {
     }
 
     /// The same request without `Range` / `If-Range` (for answering a whole representation instead).
-    public var withoutRange: ProxyRequest {
+    package var withoutRange: ProxyRequest {
         var copy = self
         copy.head.headers.remove(name: "Range")
         copy.head.headers.remove(name: "If-Range")
@@ -49,7 +49,7 @@ public struct ProxyRequest: Sendable {
     }
 
     /// Whether the client accepts a gzip body (`Accept-Encoding: gzip`, not `gzip;q=0`).
-    public var acceptsGzip: Bool {
+    package var acceptsGzip: Bool {
         for value in head.headers[canonicalForm: "accept-encoding"] {
             let parts = value.split(separator: ";").map { $0.trimmingSpaces() }
             guard let coding = parts.first?.lowercased(), coding == "gzip" || coding == "*" else { continue }

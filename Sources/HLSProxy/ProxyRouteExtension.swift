@@ -7,7 +7,7 @@ import NIOHTTP1
 ///
 /// The proxy does not know what the extension does: it hands over the complete request (head, peer address and a
 /// body of at most 64 KiB; larger ones were already answered with 413) and a ``ProxyResponder``.
-public protocol ProxyRouteExtension: Sendable {
+package protocol ProxyRouteExtension: Sendable {
     /// Answers a request for `/`, `/api` or a path under `/api/`. Called on the connection's event loop: must not
     /// block (run SQLite and file work on a thread pool and answer through `responder` from anywhere).
     func handle(_ request: ProxyRequest, responder: ProxyResponder)
@@ -23,13 +23,13 @@ public protocol ProxyRouteExtension: Sendable {
 }
 
 extension ProxyRouteExtension {
-    public func attach(to metrics: ProxyMetrics) {}
+    package func attach(to metrics: ProxyMetrics) {}
 }
 
 /// How a ``ProxyRouteExtension`` answers: once with a complete response, or with a stream that stays open until
 /// ``end()`` (Server-Sent Events). Every method may be called from any thread; it hops to the connection's event
 /// loop. After the connection went away the methods do nothing (writes fail).
-public final class ProxyResponder: Sendable {
+package final class ProxyResponder: Sendable {
     private let responder: Responder
 
     init(_ responder: Responder) {
@@ -37,10 +37,10 @@ public final class ProxyResponder: Sendable {
     }
 
     /// The connection's event loop.
-    public var eventLoop: any EventLoop { responder.eventLoop }
+    package var eventLoop: any EventLoop { responder.eventLoop }
 
     /// Sends a complete response (for HEAD requests without the body). Adds `Content-Length`.
-    public func send(status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer) {
+    package func send(status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer) {
         let responder = self.responder
         var complete = headers
         complete.replaceOrAdd(name: "Content-Length", value: String(body.readableBytes))
@@ -49,39 +49,39 @@ public final class ProxyResponder: Sendable {
     }
 
     /// Sends an error as the proxy's JSON error body (`{"error":code,"message":…}`) with its status.
-    public func send(error: some HTTPMappableError, extraHeaders: HTTPHeaders = [:]) {
+    package func send(error: some HTTPMappableError, extraHeaders: HTTPHeaders = [:]) {
         let responder = self.responder
         run { responder.send(error: error, extraHeaders: extraHeaders) }
     }
 
     /// Starts a response whose body follows in ``write(_:)`` calls (no `Content-Length`: chunked).
-    public func beginStream(status: HTTPResponseStatus, headers: HTTPHeaders) {
+    package func beginStream(status: HTTPResponseStatus, headers: HTTPHeaders) {
         let responder = self.responder
         run { responder.beginStream(status: status, headers: headers) }
     }
 
     /// Writes and flushes a body chunk. The future completes when the bytes were handed to the kernel: a caller
     /// that waits for it before writing more never queues more than one chunk for a client that does not read.
-    public func write(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    package func write(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let responder = self.responder
         if responder.eventLoop.inEventLoop { return responder.write(buffer) }
         return responder.eventLoop.flatSubmit { responder.write(buffer) }
     }
 
     /// Ends a streamed response.
-    public func end() {
+    package func end() {
         let responder = self.responder
         run { responder.end() }
     }
 
     /// Closes the connection (a stream that cannot continue).
-    public func abort() {
+    package func abort() {
         let responder = self.responder
         run { responder.abort() }
     }
 
     /// `callback` runs (on the event loop) when the connection closes before the response ended.
-    public func whenClosed(_ callback: @escaping @Sendable () -> Void) {
+    package func whenClosed(_ callback: @escaping @Sendable () -> Void) {
         let responder = self.responder
         run { responder.whenCancelled(callback) }
     }

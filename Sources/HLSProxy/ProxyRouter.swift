@@ -42,7 +42,8 @@ final class ProxyRouter: Sendable {
                 preflight(request, responder)
             } else {
                 responder.send(
-                    error: ProxyError.badRequest("request target must be a path, or an http:// URL naming this server (hlscache is not a forward proxy)"))
+                    error: ProxyError.badRequest(
+                        "request target must be a path, or an http:// URL naming this server (hlscache is not a forward proxy)"))
             }
             return
         }
@@ -66,7 +67,9 @@ final class ProxyRouter: Sendable {
                 return
             }
             if let via = request.header("Via"), via.contains(services.origin.instanceToken) {
-                responder.send(error: ProxyError.loopDetected("this request came from this server's own origin fetch (Via): a proxied URL names the proxy itself"))
+                responder.send(
+                    error: ProxyError.loopDetected(
+                        "this request came from this server's own origin fetch (Via): a proxied URL names the proxy itself"))
                 return
             }
             responder.isProxiedContent = true
@@ -114,7 +117,8 @@ final class ProxyRouter: Sendable {
         }
         var headers = HTTPHeaders()
         headers.add(name: "Access-Control-Allow-Methods", value: admin ? "GET, HEAD, POST, PATCH, DELETE, OPTIONS" : "GET, HEAD, OPTIONS")
-        headers.add(name: "Access-Control-Allow-Headers", value: Self.allowedHeaders(requested: request.header("Access-Control-Request-Headers")))
+        headers.add(
+            name: "Access-Control-Allow-Headers", value: Self.allowedHeaders(requested: request.header("Access-Control-Request-Headers")))
         if request.header("Access-Control-Request-Private-Network")?.trimmingCharacters().lowercased() == "true" {
             headers.add(name: "Access-Control-Allow-Private-Network", value: "true")
         }
@@ -129,14 +133,17 @@ final class ProxyRouter: Sendable {
     static func allowedHeaders(requested: String?) -> String {
         guard let requested, requested.utf8.count <= maxRequestedHeadersLength else { return defaultAllowedHeaders }
         let names = requested.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces() }
-        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(isTokenCharacter) }) else { return defaultAllowedHeaders }
+        guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(isTokenCharacter) }) else {
+            return defaultAllowedHeaders
+        }
         return names.joined(separator: ", ")
     }
 
     /// `tchar` (RFC 9110 §5.6.2).
     static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
         default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
         }
     }

@@ -5,16 +5,16 @@ import ServiceLifecycle
 /// Runs a ``ProxyServer`` inside a swift-service-lifecycle `ServiceGroup`: on SIGTERM/SIGINT it stops
 /// accepting, closes idle keep-alive connections, lets responses in flight finish for up to `gracePeriod`,
 /// closes what is left, then returns.
-public struct ProxyService: Service {
+package struct ProxyService: Service {
     let server: ProxyServer
     let gracePeriod: Duration
 
-    public init(server: ProxyServer, gracePeriod: Duration = .seconds(10)) {
+    package init(server: ProxyServer, gracePeriod: Duration = .seconds(10)) {
         self.server = server
         self.gracePeriod = gracePeriod
     }
 
-    public func run() async throws {
+    package func run() async throws {
         if server.localAddress == nil { try await server.start() }
         try await withGracefulShutdownHandler {
             try await server.waitUntilClosed()

@@ -2,9 +2,9 @@ import Foundation
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The one way the commands write to standard output and standard error.
@@ -68,9 +68,9 @@ enum ConsoleOutput {
     /// `write(2)`, named apart from ``Stream/write(_:)``.
     private static func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
         #if canImport(Glibc)
-        Glibc.write(descriptor, buffer, count)
+            Glibc.write(descriptor, buffer, count)
         #else
-        Darwin.write(descriptor, buffer, count)
+            Darwin.write(descriptor, buffer, count)
         #endif
     }
 

@@ -60,10 +60,15 @@ struct FetchCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "Request every resource through this hlscache (a fleet's load balancer, http://HOST:PORT), so each lands on the node that serves it (docs/scale-out.md).")
+        help:
+            "Request every resource through this hlscache (a fleet's load balancer, http://HOST:PORT), so each lands on the node that serves it (docs/scale-out.md)."
+    )
     var through: String?
 
-    @Flag(name: .long, help: "Create the item without downloading: read its playlists, record its renditions and estimate; `hlscache resume ID` starts it.")
+    @Flag(
+        name: .long,
+        help: "Create the item without downloading: read its playlists, record its renditions and estimate; `hlscache resume ID` starts it."
+    )
     var noStart = false
 
     @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
@@ -87,7 +92,11 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Hours `serve` may download the item, HH:MM-HH:MM local time (default: downloads.window).")
     var window: String?
 
-    @Option(name: .long, help: "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; past it, it waits in idle until midnight.")
+    @Option(
+        name: .long,
+        help:
+            "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; past it, it waits in idle until midnight."
+    )
     var dailyLimit: String?
 
     @OptionGroup var origins: OriginOptions
@@ -100,7 +109,9 @@ struct FetchCommand: AsyncParsableCommand {
         }
         if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
         if let expires, ItemFormatter.duration(expires) == nil { throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d") }
-        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
+        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true {
+            throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB")
+        }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
         do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
         _ = try metadata()
@@ -125,74 +136,77 @@ struct FetchCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         try await ItemContext.with(
-            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, through: through.flatMap { try? OriginURL($0) },
+            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast,
+            through: through.flatMap { try? OriginURL($0) },
             onEvent: { printer.handle($0) }
         ) { context in
-                let proxy = proxyBase.base(context)
-                let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
-                try context.items.recoverInterrupted()
-                try context.downloader.expireDue()
-                var item = DownloadItem(
-                    id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
-                    expiresAt: expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }, locked: lock,
-                    headers: header.compactMap(HeaderField.init(parsing:)))
-                // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
-                item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
-                try metadata().apply(to: &item)
-                if dryRun {
-                    try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)
-                    return
+            let proxy = proxyBase.base(context)
+            let proxyURL = (try? OriginURL(url).proxyURL(base: proxy)) ?? url
+            try context.items.recoverInterrupted()
+            try context.downloader.expireDue()
+            var item = DownloadItem(
+                id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
+                expiresAt: expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }, locked: lock,
+                headers: header.compactMap(HeaderField.init(parsing:)))
+            // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
+            item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
+            try metadata().apply(to: &item)
+            if dryRun {
+                try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)
+                return
+            }
+            if let existing = try context.items.item(item.id) {
+                // The same id again: continue that item (after a kill, a pause, a failure) — the same stream only.
+                guard existing.url == item.url else {
+                    throw DownloadError.invalidState.with(
+                        "item \(existing.id) already prewarms another stream (\(existing.url)); pick another --id, or `hlscache rm \(existing.id)` first"
+                    )
                 }
-                if let existing = try context.items.item(item.id) {
-                    // The same id again: continue that item (after a kill, a pause, a failure) — the same stream only.
-                    guard existing.url == item.url else {
-                        throw DownloadError.invalidState.with(
-                            "item \(existing.id) already prewarms another stream (\(existing.url)); pick another --id, or `hlscache rm \(existing.id)` first")
-                    }
-                    let ignored = ignoredOptions(existing: existing, given: item)
-                    if !ignored.isEmpty {
-                        let note = "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); ignored: "
-                            + ignored.joined(separator: ", ") + "; `hlscache rm \(existing.id)` first to change them"
-                        printer.emit(json ? ItemFormatter.json(["event": "note", "id": existing.id, "message": note]) : "note: " + note)
-                    }
-                    item = existing
-                    // A `deleted` item (`rm --keep-metadata` kept its record) is downloaded again, as `resume` does.
-                    if existing.state.isSettled && existing.state != .expired {
-                        try context.downloader.resume(existing.id)
-                    }
-                } else {
-                    // Created without starting: `ready` until `resume` (the SDKs' load-metadata-then-start).
-                    if noStart { item.state = .ready }
-                    try context.items.insert(item)
+                let ignored = ignoredOptions(existing: existing, given: item)
+                if !ignored.isEmpty {
+                    let note =
+                        "item \(existing.id) exists: it is resumed with its own options (--seconds \(existing.precacheSeconds)); ignored: "
+                        + ignored.joined(separator: ", ") + "; `hlscache rm \(existing.id)` first to change them"
+                    printer.emit(json ? ItemFormatter.json(["event": "note", "id": existing.id, "message": note]) : "note: " + note)
                 }
+                item = existing
+                // A `deleted` item (`rm --keep-metadata` kept its record) is downloaded again, as `resume` does.
+                if existing.state.isSettled && existing.state != .expired {
+                    try context.downloader.resume(existing.id)
+                }
+            } else {
+                // Created without starting: `ready` until `resume` (the SDKs' load-metadata-then-start).
+                if noStart { item.state = .ready }
+                try context.items.insert(item)
+            }
+            if json {
+                printer.emit(ItemFormatter.json(["event": "item", "id": item.id, "proxyURL": proxyURL]))
+            } else {
+                printer.emit("item \(item.id): play \(proxyURL)")
+            }
+            if noStart {
+                let current = try context.items.require(item.id)
+                let loaded = current.state == .ready ? try await context.downloader.prepare(item.id) : current
                 if json {
-                    printer.emit(ItemFormatter.json(["event": "item", "id": item.id, "proxyURL": proxyURL]))
+                    var object = ItemFormatter.dictionary(loaded, proxyBase: proxy)
+                    object["event"] = "done"
+                    printer.emit(ItemFormatter.json(object))
                 } else {
-                    printer.emit("item \(item.id): play \(proxyURL)")
+                    let estimate = loaded.bytesTotal > 0 ? ", estimated \(ItemFormatter.bytes(loaded.bytesTotal))" : ""
+                    printer.emit(
+                        "\(loaded.id): \(loaded.state.rawValue), \(loaded.renditions.count) renditions, \(loaded.segmentsTotal) segments\(estimate)"
+                            + (loaded.state == .ready ? "; `hlscache resume \(loaded.id)` starts it" : ""))
                 }
-                if noStart {
-                    let current = try context.items.require(item.id)
-                    let loaded = current.state == .ready ? try await context.downloader.prepare(item.id) : current
-                    if json {
-                        var object = ItemFormatter.dictionary(loaded, proxyBase: proxy)
-                        object["event"] = "done"
-                        printer.emit(ItemFormatter.json(object))
-                    } else {
-                        let estimate = loaded.bytesTotal > 0 ? ", estimated \(ItemFormatter.bytes(loaded.bytesTotal))" : ""
-                        printer.emit(
-                            "\(loaded.id): \(loaded.state.rawValue), \(loaded.renditions.count) renditions, \(loaded.segmentsTotal) segments\(estimate)"
-                                + (loaded.state == .ready ? "; `hlscache resume \(loaded.id)` starts it" : ""))
-                    }
-                    return
-                }
-                if detach {
-                    if !json { printer.emit("queued; a running `hlscache serve` on this cache directory downloads it") }
-                    return
-                }
-                try await ForegroundDownload.run(item.id, context: context, printer: printer, proxyBase: proxy)
-                if let note = OfflineKeyNote.note(for: item.id, context: context) {
-                    printer.emit(json ? ItemFormatter.json(["event": "note", "id": item.id, "message": note]) : "note: " + note)
-                }
+                return
+            }
+            if detach {
+                if !json { printer.emit("queued; a running `hlscache serve` on this cache directory downloads it") }
+                return
+            }
+            try await ForegroundDownload.run(item.id, context: context, printer: printer, proxyBase: proxy)
+            if let note = OfflineKeyNote.note(for: item.id, context: context) {
+                printer.emit(json ? ItemFormatter.json(["event": "note", "id": item.id, "message": note]) : "note: " + note)
+            }
         }
     }
 
@@ -237,15 +251,21 @@ struct FetchCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         if let maxSize {
-            guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else { throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB") }
+            guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else {
+                throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB")
+            }
             options.maxBytes = bytes
         }
         if let window {
-            guard let parsed = DownloadWindow(parsing: window) else { throw ValidationError("--window \(window): expected HH:MM-HH:MM, e.g. 22:00-06:00") }
+            guard let parsed = DownloadWindow(parsing: window) else {
+                throw ValidationError("--window \(window): expected HH:MM-HH:MM, e.g. 22:00-06:00")
+            }
             options.window = parsed
         }
         if let dailyLimit {
-            guard let bytes = ByteSize(dailyLimit)?.bytes, bytes > 0 else { throw ValidationError("--daily-limit \(dailyLimit): expected a size, e.g. 500MiB") }
+            guard let bytes = ByteSize(dailyLimit)?.bytes, bytes > 0 else {
+                throw ValidationError("--daily-limit \(dailyLimit): expected a size, e.g. 500MiB")
+            }
             options.dailyBytes = bytes
         }
         return options
@@ -276,9 +296,11 @@ struct FetchCommand: AsyncParsableCommand {
         } else {
             for rendition in plan.renditions {
                 let s = rendition.selected
-                let label = [s.role.rawValue, s.name, s.language, s.bandwidth.map { "\($0) bit/s" }].compactMap { $0 }.joined(separator: " ")
+                let label = [s.role.rawValue, s.name, s.language, s.bandwidth.map { "\($0) bit/s" }].compactMap { $0 }.joined(
+                    separator: " ")
                 let estimate = rendition.estimatedBytes.map(ItemFormatter.bytes) ?? "size unknown"
-                printer.emit("\(label): \(rendition.segmentCount) segments, \(String(format: "%.1f", rendition.duration)) s, \(estimate)  \(s.url)")
+                printer.emit(
+                    "\(label): \(rendition.segmentCount) segments, \(String(format: "%.1f", rendition.duration)) s, \(estimate)  \(s.url)")
             }
             let total = plan.estimatedBytes.map { "\(ItemFormatter.bytes($0)) (\($0) bytes)" } ?? "unknown"
             printer.emit("total: \(plan.resources.count) resources, \(plan.segmentCount) segments, estimated \(total)")
@@ -288,7 +310,6 @@ struct FetchCommand: AsyncParsableCommand {
         if let fits { throw fits }
     }
 }
-
 
 /// The metadata and policy options of `fetch`, checked.
 struct ItemMetadataOptions {

@@ -98,7 +98,8 @@ enum ForegroundDownload {
         } catch let error as DownloadError where error == .unknownItem {
             // `rm` (or the API's DELETE) forgot the item while it ran: it was removed meanwhile, exit 0.
             printer.finishLine()
-            printer.emit(printer.json ? ItemFormatter.json(["event": "done", "id": id, "state": "deleted", "removed": true]) : "\(id): removed")
+            printer.emit(
+                printer.json ? ItemFormatter.json(["event": "done", "id": id, "state": "deleted", "removed": true]) : "\(id): removed")
             return
         }
         printer.finishLine()
@@ -116,7 +117,8 @@ enum ForegroundDownload {
         case .idle:
             throw DownloadError.cancelled.with("interrupted; \(item.id) is idle and resumes with `hlscache resume \(item.id)` or `serve`")
         case .failed:
-            throw (item.errorCode.flatMap(DownloadError.init(code:)) ?? DownloadError.network).with(item.errorMessage ?? "item \(item.id) failed")
+            throw (item.errorCode.flatMap(DownloadError.init(code:)) ?? DownloadError.network).with(
+                item.errorMessage ?? "item \(item.id) failed")
         case .expired:
             throw DownloadError.expired.with("item \(item.id) expired")
         }
@@ -143,7 +145,8 @@ enum ForegroundDownload {
                 // A download policy, not the origin (docs/fetch.md#download-policies): --fail-fast does not apply.
                 printer.emit("\(item.id): held back by a download policy (\(reason)); next attempt in \(wait) s (Ctrl-C to stop)")
             } else {
-                printer.emit("\(item.id): waiting for the origin (\(reason)); next attempt in \(wait) s (Ctrl-C to stop; --fail-fast fails instead)")
+                printer.emit(
+                    "\(item.id): waiting for the origin (\(reason)); next attempt in \(wait) s (Ctrl-C to stop; --fail-fast fails instead)")
             }
         }
         while Date() < next {

@@ -13,7 +13,8 @@ struct HLSCacheCommand: AsyncParsableCommand {
         version: HLSCacheVersion.current,
         subcommands: [
             ServeCommand.self, URLCommand.self, FetchCommand.self, ListCommand.self, ShowCommand.self, PauseCommand.self,
-            ResumeCommand.self, RemoveCommand.self, LockCommand.self, UnlockCommand.self, SetCommand.self, VerifyCommand.self, KeysCommand.self,
+            ResumeCommand.self, RemoveCommand.self, LockCommand.self, UnlockCommand.self, SetCommand.self, VerifyCommand.self,
+            KeysCommand.self,
         ]
     )
 }

@@ -48,7 +48,8 @@ struct ItemContext {
             items = try ItemStore(directory: proxy.cacheDirectory, masterKey: masterKey)
         } catch {
             store.close()
-            throw CacheOpenFailure.report(error is KeyError ? "the key store" : "the items database", directory: proxy.cacheDirectory, error)
+            throw CacheOpenFailure.report(
+                error is KeyError ? "the key store" : "the items database", directory: proxy.cacheDirectory, error)
         }
         var logger = Logger(label: "hlscache.fetch")
         logger.logLevel = .error
@@ -85,7 +86,8 @@ struct ItemContext {
             store: store, items: items, origin: origin, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: configuration, keys: keys, logger: logger, onEvent: onEvent)
         return ItemContext(
-            store: store, items: items, origin: origin, keyOrigin: keyOrigin, listenBase: ListenAddress(host: proxy.host, port: proxy.port).localBaseURL,
+            store: store, items: items, origin: origin, keyOrigin: keyOrigin,
+            listenBase: ListenAddress(host: proxy.host, port: proxy.port).localBaseURL,
             downloader: downloader)
     }
 

@@ -77,13 +77,16 @@ enum ItemFormatter {
     }
 
     static func json(_ object: [String: Any]) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return "{}"
+        }
         return String(decoding: data, as: UTF8.self)
     }
 
     /// `12.0 MiB / 40.0 MiB  5/20 segments  1.2 MiB/s  ETA 23s`.
     static func progressLine(_ progress: DownloadProgress) -> String {
-        var line = "\(bytes(progress.bytesDone)) / \(bytes(progress.bytesTotal))  \(progress.segmentsDone)/\(progress.segmentsTotal) segments"
+        var line =
+            "\(bytes(progress.bytesDone)) / \(bytes(progress.bytesTotal))  \(progress.segmentsDone)/\(progress.segmentsTotal) segments"
         line += "  \(bytes(Int64(progress.bytesPerSecond)))/s"
         if let eta = progress.eta { line += "  ETA \(Int(eta.rounded()))s" }
         return line

@@ -37,7 +37,8 @@ struct KeyStoreOptions: ParsableArguments {
         guard FileManager.default.fileExists(atPath: directory + "/keys.sqlite") else { return nil }
         do throws(KeyError) {
             let masterKey = try MasterKey.load(directory: directory, environment: ProcessInfo.processInfo.environment)
-            return try KeyService(directory: directory, configuration: configuration, masterKey: masterKey, fetcher: fetcher, logger: logger)
+            return try KeyService(
+                directory: directory, configuration: configuration, masterKey: masterKey, fetcher: fetcher, logger: logger)
         } catch {
             throw CacheOpenFailure.report("the key store", directory: directory, error)
         }
@@ -67,9 +68,11 @@ struct KeysListCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try store.load().settings
         // Listing never fetches; the service still wants a fetcher.
-        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache"))
+        let origin = OriginClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache"))
         let opened = Result { () throws -> (KeyService?, [KeyRecord]) in
-            let keys = try store.open(settings: settings, configuration: settings.keyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
+            let keys = try store.open(
+                settings: settings, configuration: settings.keyConfiguration(), fetcher: origin, logger: Logger(label: "hlscache"))
             do {
                 return (keys, try keys?.list() ?? [])
             } catch {
@@ -91,12 +94,14 @@ struct KeysListCommand: AsyncParsableCommand {
             return
         }
         let formatter = ISO8601DateFormatter()
-        let rows = [["ID", "HOST", "EXPIRES", "STATE"]]
+        let rows =
+            [["ID", "HOST", "EXPIRES", "STATE"]]
             + entries.map { [$0.id, $0.host, $0.expiresAt.map(formatter.string(from:)) ?? "-", $0.state] }
         let widths = (0..<4).map { column in rows.map { $0[column].count }.max() ?? 0 }
         for row in rows {
-            ConsoleOutput.line(row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
-                .trimmingCharacters(in: .whitespaces))
+            ConsoleOutput.line(
+                row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                    .trimmingCharacters(in: .whitespaces))
         }
     }
 }
@@ -123,7 +128,8 @@ struct KeysRenewCommand: AsyncParsableCommand {
         let settings = try store.load(commandLine).settings
         let configuration = settings.keyConfiguration()
         let logger = Logger(label: "hlscache")
-        let origin = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(), logger: logger)
+        let origin = OriginClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: settings.originConfiguration(), logger: logger)
         let result: Result<KeyRecord, KeyError>
         let opened: KeyService?
         do {

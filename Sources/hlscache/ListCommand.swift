@@ -8,7 +8,11 @@ struct ListCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Option(name: .long, help: "Only items in these states, comma-separated (queued, ready, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted).")
+    @Option(
+        name: .long,
+        help:
+            "Only items in these states, comma-separated (queued, ready, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted)."
+    )
     var state: String?
 
     @Option(name: .long, help: "Only items with this tag (repeatable: all of them).")
@@ -20,7 +24,9 @@ struct ListCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Only items whose URL contains this text.")
     var url: String?
 
-    @Option(name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (--sort=-updatedAt).")
+    @Option(
+        name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (--sort=-updatedAt)."
+    )
     var sort: String?
 
     @Option(name: .long, help: "At most this many items.")
@@ -60,12 +66,14 @@ struct ListCommand: AsyncParsableCommand {
             let items = try context.items.list(query).items
             if json {
                 for item in items {
-                    ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
+                    ConsoleOutput.line(
+                        ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
                 }
                 return
             }
             ConsoleOutput.line(
-                "ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8) + "TITLE".padding(24)
+                "ID".padding(14) + "STATE".padding(16) + "BYTES".padding(22) + "SEGMENTS".padding(10) + "SECONDS".padding(8)
+                    + "TITLE".padding(24)
                     + "TAGS".padding(16) + "URL")
             for item in items {
                 let bytes = "\(ItemFormatter.bytes(item.bytesDone))/\(ItemFormatter.bytes(item.bytesTotal))"

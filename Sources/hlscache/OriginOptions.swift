@@ -14,7 +14,8 @@ struct OriginOptions: ParsableArguments {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Only proxy these origin hosts (repeatable; default: any host; origin.allowedHosts). Link-local and metadata addresses are refused either way.",
+        help: ArgumentHelp(
+            "Only proxy these origin hosts (repeatable; default: any host; origin.allowedHosts). Link-local and metadata addresses are refused either way.",
             valueName: "HOST"))
     var allowHost: [String] = []
 

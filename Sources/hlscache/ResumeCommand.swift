@@ -29,18 +29,22 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var proxyBase: ProxyBaseOption
 
     func run() async throws {
-        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true { throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB") }
+        if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true {
+            throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB")
+        }
         let printer = ProgressPrinter(json: json)
-        try await ItemContext.with(cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, onEvent: { printer.handle($0) }) { context in
-                let current = try context.items.require(id)
-                if current.state != .idle && current.state != .queued {
-                    try context.downloader.resume(id)
-                }
-                if detach {
-                    printer.emit("\(id): queued")
-                    return
-                }
-                try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxyBase.base(context))
+        try await ItemContext.with(
+            cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, onEvent: { printer.handle($0) }
+        ) { context in
+            let current = try context.items.require(id)
+            if current.state != .idle && current.state != .queued {
+                try context.downloader.resume(id)
+            }
+            if detach {
+                printer.emit("\(id): queued")
+                return
+            }
+            try await ForegroundDownload.run(id, context: context, printer: printer, proxyBase: proxyBase.base(context))
         }
     }
 }

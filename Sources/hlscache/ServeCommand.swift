@@ -31,7 +31,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "Web page origin allowed to read content, keys and the API (repeatable): loopback, https://host[:port], null or *. Default loopback (http.allowedWebOrigins).")
+        help:
+            "Web page origin allowed to read content, keys and the API (repeatable): loopback, https://host[:port], null or *. Default loopback (http.allowedWebOrigins)."
+    )
     var allowedWebOrigins: [String] = []
 
     @Option(name: .long, help: "Segments fetched ahead of a player in the rendition it plays (0 disables). Default 3 (prefetch.segments).")
@@ -46,16 +48,23 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Log format on standard error: text, or json (one JSON object per line). Default text (log.format).")
     var logFormat: String?
 
-    @Flag(name: .long, inversion: .prefixedNo, help: "One access-log line per request (logger hlscache.access, level info). Default on (log.access).")
+    @Flag(
+        name: .long, inversion: .prefixedNo,
+        help: "One access-log line per request (logger hlscache.access, level info). Default on (log.access).")
     var accessLog: Bool?
 
     @Flag(name: .long, inversion: .prefixedNo, help: "Serve Prometheus metrics on /metrics. Default on (metrics.enabled).")
     var metrics: Bool?
 
-    @Option(name: .long, help: "On SIGTERM/SIGINT, how long responses in flight may take to finish, e.g. 10s. Default 10s (shutdown.grace).")
+    @Option(
+        name: .long, help: "On SIGTERM/SIGINT, how long responses in flight may take to finish, e.g. 10s. Default 10s (shutdown.grace).")
     var shutdownGrace: String?
 
-    @Option(name: .long, help: "Client connections held at once; more are closed on accept (raise `ulimit -n` to match). Default 4096 (limits.maxConnections).")
+    @Option(
+        name: .long,
+        help:
+            "Client connections held at once; more are closed on accept (raise `ulimit -n` to match). Default 4096 (limits.maxConnections)."
+    )
     var maxConnections: String?
 
     @Option(name: .long, help: "Bearer token the admin API (/api/v1) requires, from loopback too (YAML api.token).")
@@ -117,7 +126,8 @@ struct ServeCommand: AsyncParsableCommand {
         let store: CacheStore
         do {
             store = try CacheStore.open(
-                directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: configuration.freeDiskCushion)
+                directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes,
+                freeDiskCushion: configuration.freeDiskCushion)
         } catch {
             throw CacheOpenFailure.report("the cache", directory: configuration.cacheDirectory, error)
         }
@@ -134,7 +144,8 @@ struct ServeCommand: AsyncParsableCommand {
         do throws(KeyError) {
             masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: ProcessInfo.processInfo.environment)
             keys = try KeyService(
-                directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin, logger: logger)
+                directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: origin,
+                logger: logger)
         } catch {
             try? await origin.shutdown()
             store.close()
@@ -142,7 +153,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if configuration.webOrigins.allowsAnyPage {
             logger.warning(
-                "http.allowedWebOrigins includes *: any web page open in a browser on this machine can read what this server proxies, its keys (from loopback) and its admin API")
+                "http.allowedWebOrigins includes *: any web page open in a browser on this machine can read what this server proxies, its keys (from loopback) and its admin API"
+            )
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
@@ -169,7 +181,8 @@ struct ServeCommand: AsyncParsableCommand {
                 try? await downloadOrigin.shutdown()
                 try? await origin.shutdown()
                 store.close()
-                ConsoleOutput.error("hlscache: webhooks.urls is set but webhooks.secret is not: the receivers could not check the signatures")
+                ConsoleOutput.error(
+                    "hlscache: webhooks.urls is set but webhooks.secret is not: the receivers could not check the signatures")
                 throw ExitCode(64)
             }
             var webhookConfiguration = WebhookConfiguration()
@@ -221,7 +234,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
         let banner = ServeBanner(
-            line: "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))")
+            line:
+                "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"
+        )
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
         // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
@@ -235,7 +250,8 @@ struct ServeCommand: AsyncParsableCommand {
         running.append(ProxyService(server: server, gracePeriod: settings.shutdownGrace))
         running.append(admin)
         let services = ServiceGroup(
-            configuration: ServiceGroupConfiguration(services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: ServiceGroupConfiguration(
+                services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
         logger.info("hlscache stopped: connections drained, downloads paused, closing the cache")
         try? await downloadOrigin.shutdown()

@@ -26,7 +26,9 @@ struct SetCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Unlock the item's objects.")
     var unlock = false
 
-    @Option(name: .long, help: "The item's own bandwidth cap, bytes per second (e.g. 2MiB), within the process's; none removes it. From its next run.")
+    @Option(
+        name: .long,
+        help: "The item's own bandwidth cap, bytes per second (e.g. 2MiB), within the process's; none removes it. From its next run.")
     var rate: String?
 
     @Option(name: .long, help: "The item's maximum size (e.g. 2GiB), or none (downloads.maxItemSize applies).")
@@ -35,7 +37,10 @@ struct SetCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Hours `serve` may download the item, HH:MM-HH:MM local time, or none (downloads.window applies).")
     var window: String?
 
-    @Option(name: .long, help: "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; none removes it. From its next run.")
+    @Option(
+        name: .long,
+        help: "What the item may fetch from origins per day (e.g. 500MiB), within downloads.dailyLimit; none removes it. From its next run."
+    )
     var dailyLimit: String?
 
     @Option(name: .long, help: "The item's title; an empty string removes it.")
@@ -62,7 +67,8 @@ struct SetCommand: AsyncParsableCommand {
         if tag.isEmpty == false && clearTags { throw ValidationError("give --tag or --clear-tags, not both") }
         if (try metadataChanges()).isEmpty && expires == nil && expiresAt == nil && !lock && !unlock && rate == nil {
             throw ValidationError(
-                "nothing to change: give --expires, --expires-at, --lock, --unlock, --rate, --max-size, --window, --daily-limit, --title, --tag, --clear-tags, --poster or --meta")
+                "nothing to change: give --expires, --expires-at, --lock, --unlock, --rate, --max-size, --window, --daily-limit, --title, --tag, --clear-tags, --poster or --meta"
+            )
         }
         if let rate, rate.lowercased() != "none", ByteSize(rate).map({ $0.bytes > 0 }) != true {
             throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB, or none")
@@ -70,7 +76,9 @@ struct SetCommand: AsyncParsableCommand {
         if let expires, expires.lowercased() != "never", ItemFormatter.duration(expires) == nil {
             throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d, or never")
         }
-        if let expiresAt, Self.date(expiresAt) == nil { throw ValidationError("--expires-at \(expiresAt): expected an ISO 8601 date, e.g. 2026-12-01T00:00:00Z") }
+        if let expiresAt, Self.date(expiresAt) == nil {
+            throw ValidationError("--expires-at \(expiresAt): expected an ISO 8601 date, e.g. 2026-12-01T00:00:00Z")
+        }
     }
 
     /// The metadata and policy changes asked for, checked.
@@ -89,7 +97,9 @@ struct SetCommand: AsyncParsableCommand {
             if maxSize.lowercased() == "none" {
                 changes.maxBytes = .some(nil)
             } else {
-                guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else { throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB, or none") }
+                guard let bytes = ByteSize(maxSize)?.bytes, bytes > 0 else {
+                    throw ValidationError("--max-size \(maxSize): expected a size, e.g. 2GiB, or none")
+                }
                 changes.maxBytes = .some(bytes)
             }
         }
@@ -107,7 +117,9 @@ struct SetCommand: AsyncParsableCommand {
             if window.lowercased() == "none" {
                 changes.downloadWindow = .some(nil)
             } else {
-                guard let parsed = DownloadWindow(parsing: window) else { throw ValidationError("--window \(window): expected HH:MM-HH:MM, or none") }
+                guard let parsed = DownloadWindow(parsing: window) else {
+                    throw ValidationError("--window \(window): expected HH:MM-HH:MM, or none")
+                }
                 changes.downloadWindow = .some(parsed)
             }
         }
@@ -117,7 +129,8 @@ struct SetCommand: AsyncParsableCommand {
     func run() async throws {
         var changes = try metadataChanges()
         if let expires {
-            changes.expiresAt = .some(expires.lowercased() == "never" ? nil : ItemFormatter.duration(expires).map { Date().addingTimeInterval($0) })
+            changes.expiresAt = .some(
+                expires.lowercased() == "never" ? nil : ItemFormatter.duration(expires).map { Date().addingTimeInterval($0) })
         }
         if let expiresAt { changes.expiresAt = .some(Self.date(expiresAt)) }
         if lock { changes.locked = true }
@@ -128,7 +141,8 @@ struct SetCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             let item = try context.downloader.change(id, changes)
             if json {
-                ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
+                ConsoleOutput.line(
+                    ItemFormatter.json(ItemFormatter.dictionary(item, offline: try context.downloader.offlineStatus(of: item))))
                 return
             }
             let expiry = ItemFormatter.iso(item.expiresAt).map { "expires \($0)" } ?? "never expires"
@@ -136,7 +150,8 @@ struct SetCommand: AsyncParsableCommand {
             let daily = item.dailyBytes.map { ", daily limit \(ItemFormatter.bytes($0))" } ?? ""
             let title = item.title.map { ", \"\($0)\"" } ?? ""
             let tags = item.tags.isEmpty ? "" : ", tags \(item.tags.joined(separator: ","))"
-            ConsoleOutput.line("\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")\(rate)\(daily)\(title)\(tags)")
+            ConsoleOutput.line(
+                "\(item.id): \(item.state.rawValue), \(expiry)\(item.locked ? ", locked" : "")\(rate)\(daily)\(title)\(tags)")
         }
     }
 

@@ -11,7 +11,8 @@ enum SettingsOptions {
 
     static func load(configFile: String?, commandLine: CommandLineSettings) throws -> LoadedSettings {
         do {
-            return try SettingsLoader.load(configFile: configFile, environment: ProcessInfo.processInfo.environment, commandLine: commandLine)
+            return try SettingsLoader.load(
+                configFile: configFile, environment: ProcessInfo.processInfo.environment, commandLine: commandLine)
         } catch {
             ConsoleOutput.error("hlscache: config error: \(error.message)")
             throw ExitCode(78)
@@ -24,7 +25,9 @@ enum SettingsOptions {
 struct ProxyBaseOption: ParsableArguments {
     @Option(
         name: .long,
-        help: "The proxy's base URL for printed player URLs. Default: http:// + the configured listen address (a wildcard address prints as loopback).")
+        help:
+            "The proxy's base URL for printed player URLs. Default: http:// + the configured listen address (a wildcard address prints as loopback)."
+    )
     var proxy: String?
 
     func base(_ context: ItemContext) -> String { proxy ?? context.listenBase }

@@ -30,12 +30,16 @@ struct ShowCommand: AsyncParsableCommand {
             let storage = try context.downloader.renditionStorage(of: id)
             if json {
                 object["renditionsStored"] = storage.map { r -> [String: Any] in
-                    ["url": r.url, "seconds": (r.seconds * 1000).rounded() / 1000, "storedSeconds": (r.storedSeconds * 1000).rounded() / 1000,
-                     "storedFromStart": (r.storedFromStart * 1000).rounded() / 1000]
+                    [
+                        "url": r.url, "seconds": (r.seconds * 1000).rounded() / 1000,
+                        "storedSeconds": (r.storedSeconds * 1000).rounded() / 1000,
+                        "storedFromStart": (r.storedFromStart * 1000).rounded() / 1000,
+                    ]
                 }
             } else {
                 object["renditionsStored"] = storage.map {
-                    String(format: "%.1f of %.1f s stored, %.1f s from the start  ", $0.storedSeconds, $0.seconds, $0.storedFromStart) + $0.url
+                    String(format: "%.1f of %.1f s stored, %.1f s from the start  ", $0.storedSeconds, $0.seconds, $0.storedFromStart)
+                        + $0.url
                 }
             }
             // Playback through `serve` (the SDKs' "record consumption").
@@ -54,7 +58,9 @@ struct ShowCommand: AsyncParsableCommand {
             if !keys.isEmpty { object["keys"] = keys.map(ItemFormatter.line) }
             for key in object.keys.sorted() {
                 let value = object[key]!
-                if key == "meta", let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                if key == "meta",
+                    let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+                {
                     ConsoleOutput.line("meta: " + String(decoding: data, as: UTF8.self))
                 } else if let list = value as? [String] {
                     ConsoleOutput.line("\(key):" + (list.isEmpty ? " -" : ""))

@@ -8,13 +8,16 @@ struct URLCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "url",
         abstract: "Print the proxy URL of an origin URL.",
-        discussion: "Example: hlscache url https://cdn.example.com/vod/master.m3u8 prints http://127.0.0.1:8080/https/cdn.example.com/vod/master.m3u8"
+        discussion:
+            "Example: hlscache url https://cdn.example.com/vod/master.m3u8 prints http://127.0.0.1:8080/https/cdn.example.com/vod/master.m3u8"
     )
 
     @Argument(help: "The origin URL (http or https); not with --item.")
     var originURL: String?
 
-    @Option(name: .long, help: "Print the URL of this item's own playlist instead: only the renditions it selected (served by `hlscache serve`).")
+    @Option(
+        name: .long,
+        help: "Print the URL of this item's own playlist instead: only the renditions it selected (served by `hlscache serve`).")
     var item: String?
 
     @Flag(name: .long, help: "With --item: the offline form, whose media playlists end after the part stored.")

@@ -25,9 +25,14 @@ struct VerifyCommand: AsyncParsableCommand {
                 ConsoleOutput.line(ItemFormatter.json(ItemFormatter.dictionary(item, offline: offline)))
                 return
             }
-            var line = "\(item.id): \(item.state.rawValue), \(ItemFormatter.bytes(item.bytesDone)), \(item.segmentsDone)/\(item.segmentsTotal) segments"
-            if item.missingResources > 0 { line += ", \(item.missingResources) resource(s) missing (`hlscache resume \(item.id)` fetches them)" }
-            line += offline.playable ? ", playable offline" + (ItemFormatter.iso(offline.until).map { " until \($0)" } ?? "") : ", not playable offline"
+            var line =
+                "\(item.id): \(item.state.rawValue), \(ItemFormatter.bytes(item.bytesDone)), \(item.segmentsDone)/\(item.segmentsTotal) segments"
+            if item.missingResources > 0 {
+                line += ", \(item.missingResources) resource(s) missing (`hlscache resume \(item.id)` fetches them)"
+            }
+            line +=
+                offline.playable
+                ? ", playable offline" + (ItemFormatter.iso(offline.until).map { " until \($0)" } ?? "") : ", not playable offline"
             ConsoleOutput.line(line)
         }
     }

@@ -1,9 +1,9 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import HLSTestSupport
 import Testing
@@ -24,7 +24,9 @@ import Testing
     /// configuration answers — with a wildcard address printed as loopback.
     @Test func playerURLsFollowTheConfiguredListenAddress() async throws {
         let target = "https://cdn.example.com/a.m3u8"
-        #expect(try await CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout == "http://127.0.0.1:9090/https/cdn.example.com/a.m3u8\n")
+        #expect(
+            try await CLI.run(["url", target], environment: ["HLSCACHE_LISTEN": "0.0.0.0:9090"]).stdout
+                == "http://127.0.0.1:9090/https/cdn.example.com/a.m3u8\n")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-listen-url-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -64,7 +66,8 @@ import Testing
     @Test func everyListedCommandIsDocumented() async throws {
         let help = try await CLI.run(["--help"]).stdout
         let docs = try String(
-            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/cli.md"), encoding: .utf8)
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/cli.md"),
+            encoding: .utf8)
         guard let section = help.range(of: "SUBCOMMANDS:") else {
             Issue.record("no SUBCOMMANDS section in --help")
             return
@@ -143,7 +146,9 @@ import Testing
         while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let logged = try String(contentsOf: log, encoding: .utf8)
         #expect(
-            logged.contains("cache repaired (a process stopped uncleanly): removed 1 unfinished download from tmp/, removed 1 file no object names; 0 objects stored"),
+            logged.contains(
+                "cache repaired (a process stopped uncleanly): removed 1 unfinished download from tmp/, removed 1 file no object names; 0 objects stored"
+            ),
             "\(logged)")
         #expect(!FileManager.default.fileExists(atPath: temp.path) && !FileManager.default.fileExists(atPath: orphan.path))
     }
@@ -160,7 +165,9 @@ import Testing
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0
+            }
         }
         try #require(bound && listen(taken, 1) == 0)
         let port = Int(UInt16(bigEndian: address.sin_port))
@@ -203,7 +210,10 @@ import Testing
         for arguments in [["fetch", "http://127.0.0.1:1/a.m3u8"], ["serve", "--listen", "127.0.0.1:0"], ["resume", "nope"]] {
             let refused = try await CLI.run(arguments + ["--cache-dir", cache.path])
             #expect(refused.status == 78, "\(arguments): \(refused.stderr)")
-            #expect(refused.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users (mode 644); run chmod 600 on it"), "\(refused.stderr)")
+            #expect(
+                refused.stderr.hasPrefix(
+                    "hlscache: config error: the master key is unusable: \(keyFile) is readable by other users (mode 644); run chmod 600 on it"
+                ), "\(refused.stderr)")
             #expect(!refused.stderr.contains("Usage"))
         }
         // Write (or other) bits without read are refused too — whoever can replace the key chooses it — and the
@@ -214,7 +224,8 @@ import Testing
             #expect(refused.status == 78, "\(String(mode, radix: 8)): \(refused.stderr)")
             #expect(
                 refused.stderr.hasPrefix(
-                    "hlscache: config error: the master key is unusable: \(keyFile) is \(allowed) by other users (mode \(String(mode, radix: 8))); run chmod 600 on it"),
+                    "hlscache: config error: the master key is unusable: \(keyFile) is \(allowed) by other users (mode \(String(mode, radix: 8))); run chmod 600 on it"
+                ),
                 "\(refused.stderr)")
         }
     }
@@ -265,7 +276,9 @@ import Testing
         #expect(other.status == 8)
         #expect(other.stderr.contains("already prewarms another stream") && other.stderr.contains("hlscache rm same"), "\(other.stderr)")
         #expect(!other.stdout.contains("b.m3u8"), "no play URL for a stream that is not the item's")
-        let again = try await CLI.run(["fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "same", "--seconds", "6", "--cache-dir", cache.path])
+        let again = try await CLI.run([
+            "fetch", "http://127.0.0.1:1/a.m3u8", "--detach", "--id", "same", "--seconds", "6", "--cache-dir", cache.path,
+        ])
         #expect(again.status == 0)
         #expect(again.stdout.contains("note: item same exists: it is resumed with its own options (--seconds 0)"), "\(again.stdout)")
         let show = try await CLI.run(["show", "same", "--json", "--cache-dir", cache.path])

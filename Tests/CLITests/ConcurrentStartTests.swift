@@ -44,7 +44,10 @@ import Testing
             result[name] = try queue.read { db in
                 try String.fetchAll(db, sql: "SELECT 'migration ' || identifier FROM grdb_migrations ORDER BY identifier")
                     + String.fetchAll(
-                        db, sql: "SELECT type || ' ' || name || ': ' || IFNULL(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+                        db,
+                        sql:
+                            "SELECT type || ' ' || name || ': ' || IFNULL(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+                    )
             }
         }
         return result
@@ -68,7 +71,8 @@ import Testing
                     #expect(result.status == 0, "round \(round), process \(n): \(result.stderr)")
                 }
                 #expect(try Self.schema(of: directory) == expected, "round \(round)")
-                let list = try CLI.runBlocking(["ls", "--json", "--cache-dir", directory.path], environment: ["HOME": directory.path], isolated: true)
+                let list = try CLI.runBlocking(
+                    ["ls", "--json", "--cache-dir", directory.path], environment: ["HOME": directory.path], isolated: true)
                 #expect(list.status == 0, "\(list.stderr)")
                 #expect(list.stdout.split(separator: "\n").count == 3, "round \(round): \(list.stdout)")
             }

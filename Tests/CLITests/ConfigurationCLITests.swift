@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import HLSTestSupport
 import Testing
@@ -8,7 +8,9 @@ import Testing
 /// The real binary with a config file, `HLSCACHE_*` variables and flags.
 @Suite struct ConfigurationCLITests {
     /// Runs `hlscache` with exactly `environment` (plus PATH and HOME) and returns its status and output.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         try await CLI.run(arguments, environment: environment, isolated: true)
     }
 
@@ -81,10 +83,16 @@ import Testing
             (["serve", "--config", try write("syntax.yaml", "cache:\n  maxSize: 1GiB\n    dir: x\n")], [:], "not valid YAML: line 3"),
             (["serve", "--config", directory.appendingPathComponent("missing.yaml").path], [:], "no such file"),
             (["serve", "--config", directory.path], [:], "it is a directory"),
-            (["serve", "--print-config"], ["HLSCACHE_ORIGIN_RETRIES": "many"], "origin.retries = \"many\" in env HLSCACHE_ORIGIN_RETRIES: not a whole number"),
+            (
+                ["serve", "--print-config"], ["HLSCACHE_ORIGIN_RETRIES": "many"],
+                "origin.retries = \"many\" in env HLSCACHE_ORIGIN_RETRIES: not a whole number"
+            ),
             (["serve", "--max-cache-size", "lots"], [:], "cache.maxSize = \"lots\" in --max-cache-size: not a size"),
             // A too-short admin token: masked, named by its real source, and checked by --print-config too.
-            (["serve", "--print-config"], ["HLSCACHE_API_TOKEN": "short"], "api.token = \"********\" in env HLSCACHE_API_TOKEN: expected at least 16"),
+            (
+                ["serve", "--print-config"], ["HLSCACHE_API_TOKEN": "short"],
+                "api.token = \"********\" in env HLSCACHE_API_TOKEN: expected at least 16"
+            ),
             (["serve", "--print-config", "--api-token", "short"], [:], "api.token = \"********\" in --api-token: expected at least 16"),
             (["serve", "--config", try write("token.yaml", "api:\n  token: short\n")], [:], "api.token = \"********\" in "),
             // Every command that touches the cache reads the same file.
@@ -160,7 +168,8 @@ import Testing
         defer { if process.isRunning { process.terminate() } }
 
         let firstLine = await onOwnThread { readFirstLine(of: out) }
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init), "\(firstLine)")
+        let base = try #require(
+            firstLine.split(separator: " ").first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init), "\(firstLine)")
         #expect(firstLine.contains(directory.appendingPathComponent("cache").path))
 
         var request = URLRequest(url: URL(string: base + "/healthz")!)

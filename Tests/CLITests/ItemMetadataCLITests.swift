@@ -10,14 +10,21 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let cache = ["--cache-dir", dir.path]
         let first = try await CLI.run(
-            ["fetch", "http://127.0.0.1:1/course1/a.m3u8", "--detach", "--id", "a", "--title", "Lesson A", "--tag", "physics", "--tag", "week1",
-             "--poster", "http://127.0.0.1:1/a.jpg", "--meta", #"{"room": "B", "n": 2}"#, "--max-size", "1GiB", "--window", "22:00-06:00", "--daily-limit", "500MiB"] + cache)
+            [
+                "fetch", "http://127.0.0.1:1/course1/a.m3u8", "--detach", "--id", "a", "--title", "Lesson A", "--tag", "physics", "--tag",
+                "week1",
+                "--poster", "http://127.0.0.1:1/a.jpg", "--meta", #"{"room": "B", "n": 2}"#, "--max-size", "1GiB", "--window",
+                "22:00-06:00", "--daily-limit", "500MiB",
+            ] + cache)
         #expect(first.status == 0, "\(first.stderr)")
-        let second = try await CLI.run(["fetch", "http://127.0.0.1:1/course2/b.m3u8", "--detach", "--id", "b", "--tag", "chemistry"] + cache)
+        let second = try await CLI.run(
+            ["fetch", "http://127.0.0.1:1/course2/b.m3u8", "--detach", "--id", "b", "--tag", "chemistry"] + cache)
         #expect(second.status == 0, "\(second.stderr)")
 
         let table = try await CLI.run(["ls"] + cache)
-        #expect(table.stdout.contains("TITLE") && table.stdout.contains("Lesson A") && table.stdout.contains("physics,week1"), "\(table.stdout)")
+        #expect(
+            table.stdout.contains("TITLE") && table.stdout.contains("Lesson A") && table.stdout.contains("physics,week1"), "\(table.stdout)"
+        )
         let tagged = try await CLI.run(["ls", "--tag", "physics", "--json"] + cache)
         let lines = tagged.stdout.split(separator: "\n")
         #expect(lines.count == 1)
@@ -29,13 +36,16 @@ import Testing
         #expect(object["dailyLimit"] as? Int == 500 << 20, "the item's own daily limit")
         #expect(object["posterURL"] as? String == "http://127.0.0.1:1/a.jpg")
         #expect(try await CLI.run(["ls", "--url", "course2", "--json"] + cache).stdout.contains(#""id":"b""#))
-        #expect(try await CLI.run(["ls", "--state", "queued,paused", "--sort=-id", "--limit", "1", "--json"] + cache).stdout.contains(#""id":"b""#))
+        #expect(
+            try await CLI.run(["ls", "--state", "queued,paused", "--sort=-id", "--limit", "1", "--json"] + cache).stdout.contains(
+                #""id":"b""#))
         #expect(try await CLI.run(["ls", "--never-played", "--json"] + cache).stdout.split(separator: "\n").count == 2)
 
         let shown = try await CLI.run(["show", "a"] + cache)
         #expect(shown.stdout.contains("title: Lesson A") && shown.stdout.contains(#"meta: {"n":2,"room":"B"}"#), "\(shown.stdout)")
 
-        let changed = try await CLI.run(["set", "a", "--title", "", "--clear-tags", "--meta", "none", "--max-size", "none", "--json"] + cache)
+        let changed = try await CLI.run(
+            ["set", "a", "--title", "", "--clear-tags", "--meta", "none", "--max-size", "none", "--json"] + cache)
         #expect(changed.status == 0, "\(changed.stderr)")
         let after = try #require(try JSONSerialization.jsonObject(with: Data(changed.stdout.utf8)) as? [String: Any])
         #expect(after["title"] == nil && after["tags"] == nil && after["meta"] == nil && after["maxSize"] == nil)
@@ -46,7 +56,10 @@ import Testing
         let unlimited = try await CLI.run(["set", "a", "--daily-limit", "none", "--json"] + cache)
         #expect(unlimited.status == 0 && unlimited.stdout.contains("dailyLimit") == false, "\(unlimited.stdout)")
 
-        for bad in [["--tag", "a,b"], ["--meta", "[1]"], ["--window", "25:00-01:00"], ["--max-size", "lots"], ["--poster", "ftp://x/y"], ["--daily-limit", "0"]] {
+        for bad in [
+            ["--tag", "a,b"], ["--meta", "[1]"], ["--window", "25:00-01:00"], ["--max-size", "lots"], ["--poster", "ftp://x/y"],
+            ["--daily-limit", "0"],
+        ] {
             let refused = try await CLI.run(["fetch", "http://127.0.0.1:1/c.m3u8", "--detach"] + bad + cache)
             #expect(refused.status == 64, "\(bad): \(refused.status) \(refused.stderr)")
         }

@@ -19,7 +19,9 @@ private struct UnusedFetcher: KeyFetcher {
 /// A key origin that always answers 16 bytes.
 private struct SixteenBytes: KeyFetcher {
     func fetch(_ url: OriginURL, headers: [(String, String)], maxBytes: Int) async throws(OriginError) -> OriginResponse {
-        OriginResponse(head: OriginResponseHead(status: 200, headers: HTTPHeaders(), url: url), body: ByteBuffer(bytes: Array(repeating: 0x42, count: 16)))
+        OriginResponse(
+            head: OriginResponseHead(status: 200, headers: HTTPHeaders(), url: url),
+            body: ByteBuffer(bytes: Array(repeating: 0x42, count: 16)))
     }
 }
 
@@ -56,14 +58,17 @@ private struct SixteenBytes: KeyFetcher {
         #expect(!renew.stderr.contains("Usage"))
         let unknown = try await CLI.run(["keys", "renew", "0123456789abcdef0123456789abcdef", "--cache-dir", cache.path])
         #expect(unknown.status == 4, "\(unknown.stderr)")
-        #expect(unknown.stderr.hasPrefix("hlscache: notFound: cannot renew 0123456789abcdef0123456789abcdef: no such key"), "\(unknown.stderr)")
+        #expect(
+            unknown.stderr.hasPrefix("hlscache: notFound: cannot renew 0123456789abcdef0123456789abcdef: no such key"), "\(unknown.stderr)")
 
         // An unusable master key: a configuration error (78), and the command ends cleanly (no trap).
         let keyFile = cache.appendingPathComponent("master.key").path
         #expect(chmod(keyFile, 0o644) == 0)
         let unsafe = try await CLI.run(["keys", "renew", id.value, "--cache-dir", cache.path])
         #expect(unsafe.status == 78, "\(unsafe.stderr)")
-        #expect(unsafe.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users"), "\(unsafe.stderr)")
+        #expect(
+            unsafe.stderr.hasPrefix("hlscache: config error: the master key is unusable: \(keyFile) is readable by other users"),
+            "\(unsafe.stderr)")
     }
 
     /// `hlscache show ID` lists the item's keys with their state and expiry: a stored key reads `valid until …`,

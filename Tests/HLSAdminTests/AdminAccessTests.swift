@@ -34,7 +34,9 @@ struct AdminAccessTests {
         #expect(lan.check(try Self.request(from: "192.168.2.20"), queryToken: nil)?.httpStatus == 403)
         // A token does not open the API to other networks.
         let token = AdminAccess(configuration: AdminConfiguration(token: "0123456789abcdef0123"))
-        #expect(token.check(try Self.request(from: "192.168.1.20", headers: ["Authorization": "Bearer 0123456789abcdef0123"]), queryToken: nil)?.httpStatus == 403)
+        #expect(
+            token.check(try Self.request(from: "192.168.1.20", headers: ["Authorization": "Bearer 0123456789abcdef0123"]), queryToken: nil)?
+                .httpStatus == 403)
         #expect(AdminAccess.constantTimeEquals(Array("abc".utf8), Array("abc".utf8)))
         #expect(!AdminAccess.constantTimeEquals(Array("abc".utf8), Array("abd".utf8)))
         #expect(!AdminAccess.constantTimeEquals(Array("abc".utf8), Array("abcd".utf8)))
@@ -153,10 +155,14 @@ struct AdminAccessTests {
             "segmentsDone": 0, "segmentsTotal": 0, "percent": 0, "renditions": [String](), "headers": [String](),
             "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
         ]
-        openAPI.add("GET", "/items/{id}", AdminHarness.Response(status: 200, headers: [:], body: Array(try JSONSerialization.data(withJSONObject: body))))
+        openAPI.add(
+            "GET", "/items/{id}",
+            AdminHarness.Response(status: 200, headers: [:], body: Array(try JSONSerialization.data(withJSONObject: body))))
         body["state"] = "queued"
         body["secret"] = "leak"
-        openAPI.add("POST", "/items", AdminHarness.Response(status: 201, headers: [:], body: Array(try JSONSerialization.data(withJSONObject: body))))
+        openAPI.add(
+            "POST", "/items",
+            AdminHarness.Response(status: 201, headers: [:], body: Array(try JSONSerialization.data(withJSONObject: body))))
         openAPI.add("GET", "/keys", AdminHarness.Response(status: 418, headers: [:], body: Array(#"{"keys":[]}"#.utf8)))
         let (exit, output) = try await openAPI.validate()
         #expect(exit == 1)

@@ -34,9 +34,11 @@ final class AdminHarness: Sendable {
 
     /// - Parameter itemsBusyTimeout: how long `items.sqlite` writes wait for another connection's (10 s in production).
     init(
-        root: URL, cacheDirectory existing: URL? = nil, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30, configure: (inout AdminConfiguration) -> Void = { _ in },
+        root: URL, cacheDirectory existing: URL? = nil, itemsBusyTimeout: TimeInterval = 10, maxBytes: Int64 = 1 << 30,
+        configure: (inout AdminConfiguration) -> Void = { _ in },
         proxy configureProxy: (inout ProxyConfiguration) -> Void = { _ in },
-        downloader configureDownloader: (inout DownloaderConfiguration) -> Void = { _ in }, webhooks webhookConfiguration: WebhookConfiguration? = nil
+        downloader configureDownloader: (inout DownloaderConfiguration) -> Void = { _ in },
+        webhooks webhookConfiguration: WebhookConfiguration? = nil
     ) async throws {
         origin = TestOrigin(root: root)
         try await origin.start()
@@ -84,7 +86,8 @@ final class AdminHarness: Sendable {
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
             volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
         server = ProxyServer(
-            configuration: configuration, store: store, origin: proxyOrigin, keys: keys, group: group, threadPool: .singleton, logger: logger,
+            configuration: configuration, store: store, origin: proxyOrigin, keys: keys, group: group, threadPool: .singleton,
+            logger: logger,
             routeExtension: admin)
         try await server.start()
         // The client lets an idle connection go well before the server's idle timeout (60 s) closes it: with both at
@@ -119,7 +122,8 @@ final class AdminHarness: Sendable {
     }
 
     func request(
-        _ method: HTTPMethod, _ url: String, json: String? = nil, headers: [(String, String)] = [], contentType: String? = "application/json"
+        _ method: HTTPMethod, _ url: String, json: String? = nil, headers: [(String, String)] = [],
+        contentType: String? = "application/json"
     ) async throws -> Response {
         var request = HTTPClientRequest(url: url)
         request.method = method
@@ -154,7 +158,11 @@ final class AdminHarness: Sendable {
 
     /// - Parameter keepingCache: leave the cache directory for another harness on it (a restart).
     func shutdown(keepingCache: Bool = false) async {
-        guard stopped.withLockedValue({ was in defer { was = true }; return !was }) else { return }
+        guard
+            stopped.withLockedValue({ was in
+                defer { was = true }; return !was
+            })
+        else { return }
         for task in tasks.withLockedValue({ $0 }) { task.cancel() }
         for task in tasks.withLockedValue({ $0 }) { await task.value }
         try? await client.shutdown()
@@ -205,7 +213,9 @@ final class EventRecorder: Sendable {
                                 if line.hasPrefix("event: ") { type = String(line.dropFirst(7)) }
                                 if line.hasPrefix("data: ") { data.append(String(line.dropFirst(6))) }
                             }
-                            if !data.isEmpty { received.withLockedValue { $0.append(Event(type: type, data: data.joined(separator: "\n"))) } }
+                            if !data.isEmpty {
+                                received.withLockedValue { $0.append(Event(type: type, data: data.joined(separator: "\n"))) }
+                            }
                         }
                     }
                 } catch {}

@@ -27,7 +27,8 @@ struct AdminItemEdgeTests {
         let locked = try await h.request(.POST, h.api("/items/a%2eb-c/lock"))
         #expect(locked.status == 200 && locked.json["locked"] as? Bool == true)
         // Sent as written (an HTTP client would escape the `%`).
-        let malformed = try await RawSocket.exchange(port: h.port, Array("GET /api/v1/items/a%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        let malformed = try await RawSocket.exchange(
+            port: h.port, Array("GET /api/v1/items/a%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(malformed.hasPrefix("HTTP/1.1 400"), "\(malformed.prefix(80))")
         await h.shutdown()
     }
@@ -53,7 +54,8 @@ struct AdminItemEdgeTests {
     func flagsAndSettledItems() async throws {
         let h = try await AdminHarness(root: try await AdminItemsTests.tsStream())
         defer { h.shutdownLater() }
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/v0/index.m3u8"))","id":"k","seconds":2}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/v0/index.m3u8"))","id":"k","seconds":2}"#)
         #expect(created.status == 201)
         _ = try await h.eventually("k settles") { try h.items.item("k")?.state == .partiallyCached ? true : nil }
 

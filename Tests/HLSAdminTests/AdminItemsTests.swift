@@ -131,7 +131,9 @@ struct AdminItemsTests {
         // It appears with whatever state it has when first seen (queued, or already downloading if this server's
         // scheduler claimed it before the poll looked).
         _ = try await h.eventually("the other process's item") { events.states(of: "from-cli").isEmpty ? nil : true }
-        _ = try await h.eventually("the other process's item to finish") { events.states(of: "from-cli").last == "partiallyCached" ? true : nil }
+        _ = try await h.eventually("the other process's item to finish") {
+            events.states(of: "from-cli").last == "partiallyCached" ? true : nil
+        }
         // Removed by another process (`hlscache rm`): a removed event.
         try h.downloader.remove("from-cli", keepMetadata: false)
         _ = try await h.eventually("the removed event") {
@@ -155,7 +157,10 @@ struct AdminItemsTests {
         let keyDirectory = root.appendingPathComponent("keys")
         let keyFiles = try FileManager.default.contentsOfDirectory(atPath: keyDirectory.path).filter { $0.hasSuffix(".key") }
         #expect(keys.count == keyFiles.count)
-        #expect(keys.allSatisfy { $0["state"] as? String == "valid" && ($0["id"] as? String)?.count == 32 && $0["host"] as? String == "127.0.0.1" })
+        #expect(
+            keys.allSatisfy {
+                $0["state"] as? String == "valid" && ($0["id"] as? String)?.count == 32 && $0["host"] as? String == "127.0.0.1"
+            })
         for file in keyFiles {
             let bytes = try Data(contentsOf: keyDirectory.appendingPathComponent(file))
             let hex = bytes.map { String(format: "%02x", $0) }.joined()

@@ -6,7 +6,8 @@ import Testing
 /// The API's own JSON writer (sorted keys, no escaped slashes): what it writes parses back to what it was given.
 @Suite struct AdminJSONTests {
     @Test func writesWhatJSONSerializationReadsBack() throws {
-        let meta = try JSONSerialization.jsonObject(with: Data(#"{"flag": true, "zero": 0, "one": 1, "pi": 3.25, "big": 12345678901234, "n": null, "s": "x"}"#.utf8))
+        let meta = try JSONSerialization.jsonObject(
+            with: Data(#"{"flag": true, "zero": 0, "one": 1, "pi": 3.25, "big": 12345678901234, "n": null, "s": "x"}"#.utf8))
         let object: [String: Any] = [
             "text": "quote \" backslash \\ slash / newline \n tab \t bell \u{07} é 🎬", "yes": true, "no": false, "int": 42,
             "int64": Int64(-7), "double": 33.3, "whole": 100.0, "list": [1, 2, 3], "strings": ["a", "b"], "nested": ["k": [[0.5, 4.0]]],

@@ -15,7 +15,8 @@ struct AdminLifecycleTests {
         let h = try await AdminHarness(root: root)
         defer { h.shutdownLater() }
         let openAPI = OpenAPIRecords()
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"idle-task","start":false}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"idle-task","start":false}"#)
         openAPI.add("POST", "/items", created)
         #expect(created.status == 201 && created.json["state"] as? String == "ready", "\(created.json)")
         let loaded = try await h.eventually("its playlists loaded") { () -> DownloadItem? in
@@ -41,7 +42,10 @@ struct AdminLifecycleTests {
         #expect(capped.status == 200 && capped.json["rate"] as? Int == 4 << 20, "\(capped.text)")
         let uncapped = try await h.request(.PATCH, h.api("/items/idle-task"), json: #"{"rate":null}"#)
         #expect(uncapped.status == 200 && uncapped.json["rate"] == nil, "\(uncapped.text)")
-        for bad in [#"{}"#, #"{"expires":"soon"}"#, #"{"lock":"yes"}"#, #"{"rate":"fast"}"#, #"{"speed":1}"#, #"{"expires":"7d","expiresAt":"2030-01-01T00:00:00Z"}"#] {
+        for bad in [
+            #"{}"#, #"{"expires":"soon"}"#, #"{"lock":"yes"}"#, #"{"rate":"fast"}"#, #"{"speed":1}"#,
+            #"{"expires":"7d","expiresAt":"2030-01-01T00:00:00Z"}"#,
+        ] {
             let refused = try await h.request(.PATCH, h.api("/items/idle-task"), json: bad)
             openAPI.add("PATCH", "/items/{id}", refused)
             #expect(refused.status == 400, "\(bad): \(refused.status) \(refused.text)")

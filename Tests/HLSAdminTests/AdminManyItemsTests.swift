@@ -64,7 +64,8 @@ struct AdminManyItemsTests {
         #expect(shown.json["title"] as? String == "Lesson 1")
 
         let patched = try await h.request(
-            .PATCH, h.api("/items/m1"), json: #"{"title":"Lesson one","tags":["physics"],"meta":null,"maxSize":"1GiB","window":"22:00-06:00","dailyLimit":null}"#)
+            .PATCH, h.api("/items/m1"),
+            json: #"{"title":"Lesson one","tags":["physics"],"meta":null,"maxSize":"1GiB","window":"22:00-06:00","dailyLimit":null}"#)
         openAPI.add("PATCH", "/items/{id}", patched)
         #expect(patched.status == 200, "\(patched.text)")
         #expect(patched.json["title"] as? String == "Lesson one")
@@ -82,7 +83,8 @@ struct AdminManyItemsTests {
 
         for bad in [
             #"{"url":"\#(h.originURL("/x.m3u8"))","tags":["a,b"]}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","meta":[1]}"#,
-            #"{"url":"\#(h.originURL("/x.m3u8"))","poster":"ftp://x/y.jpg"}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","window":"25:00-01:00"}"#,
+            #"{"url":"\#(h.originURL("/x.m3u8"))","poster":"ftp://x/y.jpg"}"#,
+            #"{"url":"\#(h.originURL("/x.m3u8"))","window":"25:00-01:00"}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","title":""}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","dailyLimit":"lots"}"#, #"{"url":"\#(h.originURL("/x.m3u8"))","rate":0}"#,
             #"{"url":"\#(h.originURL("/x.m3u8"))","meta":{"big":"\#(String(repeating: "x", count: 17000))"}}"#,
@@ -144,7 +146,8 @@ struct AdminManyItemsTests {
         let start = Date(timeIntervalSince1970: 1_780_000_000)
         let states: [ItemState] = [.paused, .failed, .cached, .paused, .failed, .cached, .paused, .cached]
         for (index, state) in states.enumerated() {
-            var item = DownloadItem(id: "n\(index)", url: h.originURL("/stream\(index)/master.m3u8"), now: start.addingTimeInterval(Double(index)))
+            var item = DownloadItem(
+                id: "n\(index)", url: h.originURL("/stream\(index)/master.m3u8"), now: start.addingTimeInterval(Double(index)))
             item.state = state
             item.tags = index % 2 == 0 ? ["even"] : ["odd", "chem"]
             item.title = "Title \(7 - index)"
@@ -177,7 +180,8 @@ struct AdminManyItemsTests {
         let last = try await list("?sort=id&limit=3&offset=6")
         #expect(ids(last) == ["n6", "n7"] && last.json["nextOffset"] == nil)
         let filteredPage = try await list("?state=cached&limit=2")
-        #expect(ids(filteredPage) == ["n2", "n5"] && filteredPage.json["total"] as? Int == 3 && filteredPage.json["nextOffset"] as? Int == 2)
+        #expect(
+            ids(filteredPage) == ["n2", "n5"] && filteredPage.json["total"] as? Int == 3 && filteredPage.json["nextOffset"] as? Int == 2)
 
         for bad in ["?state=bogus", "?sort=size", "?limit=0", "?limit=1001", "?offset=-1", "?played=maybe", "?tags=x"] {
             let refused = try await list(bad)
@@ -210,7 +214,9 @@ struct AdminManyItemsTests {
             item.bytesDone = Int64(index % 4) * 1000
             try h.items.insert(item)
         }
-        for sort in ["createdAt", "-createdAt", "updatedAt", "title", "-title", "state", "bytes", "-bytes", "expiresAt", "-expiresAt", "id", "-id"] {
+        for sort in [
+            "createdAt", "-createdAt", "updatedAt", "title", "-title", "state", "bytes", "-bytes", "expiresAt", "-expiresAt", "id", "-id",
+        ] {
             for item in try h.items.items() { try h.items.purge(item.id) }
             for index in 0..<12 { try insert("i\(index)", index, createdAt: start + Double(index) * 1.1) }
             let first = try await list("?sort=\(sort)&limit=4")
@@ -226,12 +232,18 @@ struct AdminManyItemsTests {
             var pages = 1
             var pageLog: [String] = [ids(first).joined(separator: ",")]
             while let next = cursor, pages < 20 {
-                let page = try await list("?sort=\(sort)&limit=4&after=\(next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? next)")
+                let page = try await list(
+                    "?sort=\(sort)&limit=4&after=\(next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? next)")
                 #expect(page.status == 200, "\(sort): \(page.text)")
                 #expect(page.json["offset"] == nil && page.json["nextOffset"] == nil, "cursor pages have no offsets")
                 #expect(page.json["total"] as? Int == 13, "\(sort): the total counts every item now")
                 seen += ids(page)
-                pageLog.append(ids(page).joined(separator: ",") + " after " + (Data(base64Encoded: next.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/").padding(toLength: (next.count + 3) / 4 * 4, withPad: "=", startingAt: 0)).map { String(decoding: $0, as: UTF8.self) } ?? next))
+                pageLog.append(
+                    ids(page).joined(separator: ",") + " after "
+                        + (Data(
+                            base64Encoded: next.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/").padding(
+                                toLength: (next.count + 3) / 4 * 4, withPad: "=", startingAt: 0)
+                        ).map { String(decoding: $0, as: UTF8.self) } ?? next))
                 cursor = page.json["nextCursor"] as? String
                 pages += 1
             }
@@ -255,8 +267,10 @@ struct AdminManyItemsTests {
         let byCursor = ids(try await list("?limit=4&after=" + cursor))
         #expect(byCursor == ["i4", "i5", "i6", "i7"], "the cursor goes on after i3: \(byCursor)")
 
-        for bad in ["?after=garbage", "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&sort=-createdAt",
-            "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&offset=2"] {
+        for bad in [
+            "?after=garbage", "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&sort=-createdAt",
+            "?after=" + (try #require(try await list("?limit=2").json["nextCursor"] as? String)) + "&offset=2",
+        ] {
             let refused = try await list(bad)
             #expect(refused.status == 400, "\(bad): \(refused.text)")
         }
@@ -290,7 +304,10 @@ struct AdminManyItemsTests {
         #expect(try h.items.require("b2").locked && h.items.require("b3").locked)
 
         let pause = try await batch(#"{"action":"pause","filter":{"state":"cached"}}"#)
-        #expect((pause.json["results"] as? [[String: Any]])?.allSatisfy { $0["ok"] as? Bool == false && $0["error"] as? String == "invalidState" } == true)
+        #expect(
+            (pause.json["results"] as? [[String: Any]])?.allSatisfy {
+                $0["ok"] as? Bool == false && $0["error"] as? String == "invalidState"
+            } == true)
         #expect(pause.json["failed"] as? Int == 2)
 
         let deleted = try await batch(#"{"action":"delete","filter":{"tag":["gone"]}}"#)
@@ -302,7 +319,8 @@ struct AdminManyItemsTests {
 
         for bad in [
             #"{"action":"explode","ids":["b3"]}"#, #"{"action":"lock"}"#, #"{"action":"lock","ids":["b3"],"filter":{}}"#,
-            #"{"action":"lock","ids":[]}"#, #"{"action":"lock","filter":{"colour":"red"}}"#, #"{"action":"lock","ids":["b3"],"keepMetadata":true}"#,
+            #"{"action":"lock","ids":[]}"#, #"{"action":"lock","filter":{"colour":"red"}}"#,
+            #"{"action":"lock","ids":["b3"],"keepMetadata":true}"#,
         ] {
             let refused = try await batch(bad)
             #expect(refused.status == 400, "\(bad): \(refused.text)")
@@ -324,7 +342,8 @@ struct AdminManyItemsTests {
         #expect(estimate.json["dryRun"] as? Bool == true && estimate.json["fits"] as? Bool == true)
         #expect((estimate.json["segments"] as? Int ?? 0) >= 4)
         #expect((estimate.json["renditions"] as? [[String: Any]])?.count == 1)
-        let tooLarge = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/index.m3u8"))","dryRun":true,"maxSize":1}"#)
+        let tooLarge = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/index.m3u8"))","dryRun":true,"maxSize":1}"#)
         openAPI.add("POST", "/items", tooLarge)
         #expect(tooLarge.status == 200)
         // No BANDWIDTH and no byte ranges: no estimate to refuse; with a master, see DownloadPolicyTests.
@@ -413,7 +432,8 @@ struct AdminManyItemsTests {
         let h = try await AdminHarness(root: try await Self.tsStream(), webhooks: configuration)
         defer { h.shutdownLater() }
         let openAPI = OpenAPIRecords()
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","seconds":2,"id":"hooked"}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","seconds":2,"id":"hooked"}"#)
         #expect(created.status == 201)
         let accepted = try await h.eventually("the partiallyCached webhook") { () -> [WebhookReceiver.Received]? in
             let ok = receiver.requests.filter { $0.status == 204 }
@@ -455,7 +475,8 @@ struct AdminManyItemsTests {
         defer { h.shutdownLater() }
         let events = EventRecorder(client: h.client, url: h.api("/events"))
         _ = try await h.eventually("the event stream") { h.hub.subscriberCount > 0 ? true : nil }
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","start":false,"id":"L"}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","start":false,"id":"L"}"#)
         #expect(created.status == 201, "\(created.text)")
         _ = try await h.eventually("the item to be ready") { try h.items.require("L").state == .ready ? true : nil }
         func locks() -> [Bool] {
@@ -486,7 +507,8 @@ struct AdminManyItemsTests {
         configuration.urls = ["http://127.0.0.1:9/hook"]
         configuration.secret = "a-webhook-secret-of-some-length"
         configuration.queueSize = 2
-        let notifier = WebhookNotifier(configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"))
+        let notifier = WebhookNotifier(
+            configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"))
         // Not running: nothing is delivered, the queue fills.
         for index in 0..<5 { notifier.enqueue(.state(id: "i\(index)", state: .queued, error: nil)) }
         notifier.enqueue(.progress(id: "i0", bytes: 1, bytesTotal: 2, segments: 1, segmentsTotal: 2))

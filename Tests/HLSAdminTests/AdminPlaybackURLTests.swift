@@ -11,7 +11,8 @@ import Testing
 struct AdminPlaybackURLTests {
     static func decode(_ url: String) async throws -> (frames: [String], stderr: String) {
         let (stdout, stderr) = try await offThread {
-            try FFmpeg.run(FFmpeg.ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin", "-i", url, "-map", "0", "-f", "framemd5", "-"])
+            try FFmpeg.run(
+                FFmpeg.ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin", "-i", url, "-map", "0", "-f", "framemd5", "-"])
         }
         return (String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init), stderr)
     }
@@ -53,7 +54,8 @@ struct AdminPlaybackURLTests {
         let root = try await AdminItemsTests.tsStream()
         let h = try await AdminHarness(root: root)
         defer { h.shutdownLater() }
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"four","seconds":4}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"four","seconds":4}"#)
         #expect(created.status == 201)
         _ = try await h.eventually("the item partially cached") { try h.items.item("four")?.state == .partiallyCached ? true : nil }
         let whole = try await Self.decode(h.originURL("/master.m3u8"))

@@ -10,7 +10,8 @@ import Testing
 /// pool (cache writes, stored playlists, stored keys, `/readyz`).
 @Suite struct AdminThreadsTests {
     @Test func aLockedItemsDatabaseHoldsUpTheAPIButNotTheProxy() async throws {
-        let h = try await AdminHarness(root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"), itemsBusyTimeout: 30)
+        let h = try await AdminHarness(
+            root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"), itemsBusyTimeout: 30)
         defer { h.shutdownLater() }
         // Another connection (another process, as far as SQLite knows) takes the write lock and keeps it.
         let other = try await onOwnThread { try WriteLock(path: h.cacheDirectory.appendingPathComponent("items.sqlite").path) }

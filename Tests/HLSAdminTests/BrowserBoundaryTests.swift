@@ -4,7 +4,7 @@ import HLSTestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real browser on the same machine (headless Chromium): a page from a foreign site (`evil.test`, mapped to
@@ -133,7 +133,8 @@ struct BrowserBoundaryTests {
         for variant in ["v0", "v1", "venglish"] {
             let url = dir.appendingPathComponent("\(variant)/index.m3u8")
             guard let media = try? String(contentsOf: url, encoding: .utf8) else { continue }
-            try media.replacingOccurrences(of: "#EXT-X-ENDLIST", with: "#EXTINF:2.0,\n#EXT-X-ENDLIST").write(to: url, atomically: true, encoding: .utf8)
+            try media.replacingOccurrences(of: "#EXT-X-ENDLIST", with: "#EXTINF:2.0,\n#EXT-X-ENDLIST").write(
+                to: url, atomically: true, encoding: .utf8)
         }
         let h = try await AdminHarness(root: dir)
         defer { h.shutdownLater() }

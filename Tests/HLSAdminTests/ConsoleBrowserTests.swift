@@ -100,7 +100,9 @@ struct ConsoleBrowserTests {
                     })()
                     """)
             }
-            try await add(url: h.originURL("/a/master.m3u8"), id: "from-form", variants: "best", expires: "7d", title: "Test card", tags: "class-a, kiosk")
+            try await add(
+                url: h.originURL("/a/master.m3u8"), id: "from-form", variants: "best", expires: "7d", title: "Test card",
+                tags: "class-a, kiosk")
             try await Self.until(page, h, "from-form to show cached", "\(Self.row("from-form"))?.dataset.state === 'cached'")
             let progress = try await page.evaluate("\(Self.row("from-form")).querySelector('.pct').textContent")
             #expect(progress == "\"100.0%\"")
@@ -113,7 +115,9 @@ struct ConsoleBrowserTests {
             #expect(added.json["title"] as? String == "Test card")
             #expect(added.json["tags"] as? [String] == ["class-a", "kiosk"])
             #expect(try await page.evaluate("\(Self.row("from-form")).querySelector('.name').textContent") == "\"Test card (from-form)\"")
-            #expect(try await page.evaluate("[...\(Self.row("from-form")).querySelectorAll('.tag')].map(t => t.textContent).join()") == "\"class-a,kiosk\"")
+            #expect(
+                try await page.evaluate("[...\(Self.row("from-form")).querySelectorAll('.tag')].map(t => t.textContent).join()")
+                    == "\"class-a,kiosk\"")
 
             // A download that cannot finish: the row learns `downloading` from /events only (the POST answers `queued`).
             try await add(url: h.originURL("/b/v0/index.m3u8"), id: "stalled", variants: "all", expires: "")
@@ -121,10 +125,12 @@ struct ConsoleBrowserTests {
             // The filter matches tags too: "kiosk" leaves the tagged item only; cleared, both are back.
             func filter(_ text: String) async throws {
                 try await page.evaluate(
-                    "(() => { const f = document.getElementById('filter'); f.value = '\(text)'; f.dispatchEvent(new Event('input')); return true; })()")
+                    "(() => { const f = document.getElementById('filter'); f.value = '\(text)'; f.dispatchEvent(new Event('input')); return true; })()"
+                )
             }
             try await filter("kiosk")
-            try await Self.until(page, h, "the tag filter", "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === 'from-form'")
+            try await Self.until(
+                page, h, "the tag filter", "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === 'from-form'")
             try await filter("")
             try await Self.until(page, h, "both rows again", "document.querySelectorAll('#items tr').length === 2")
             try await Self.press(page, "pause", on: "stalled")
@@ -139,18 +145,24 @@ struct ConsoleBrowserTests {
             try await Self.until(page, h, "stalled to show downloading again", "\(Self.row("stalled")).dataset.state === 'downloading'")
 
             try await Self.press(page, "lock", on: "from-form")
-            try await Self.until(page, h, "from-form to show locked", "\(Self.row("from-form")).querySelector('.lock').textContent === 'locked'")
+            try await Self.until(
+                page, h, "from-form to show locked", "\(Self.row("from-form")).querySelector('.lock').textContent === 'locked'")
             #expect(try await Self.item(h, "from-form").json["locked"] as? Bool == true)
 
             // The preview: the browser's own HLS playback of the item's proxy URL.
             try await Self.press(page, "play", on: "from-form")
-            let time = try await Self.until(page, h, "the preview to play 1.5 s", "document.getElementById('player').currentTime > 1.5 && document.getElementById('player').currentTime")
+            let time = try await Self.until(
+                page, h, "the preview to play 1.5 s",
+                "document.getElementById('player').currentTime > 1.5 && document.getElementById('player').currentTime")
             #expect(Double(time) ?? 0 > 1.5, "\(time)")
             let shown = try await page.evaluate("document.getElementById('preview-time').textContent")
             #expect(Double(shown.trimmingCharacters(in: CharacterSet(charactersIn: "\""))) ?? 0 > 0, "the page shows the time: \(shown)")
             // What the preview read from the cache shows in the traffic plot.
-            try await Self.until(page, h, "the plot to count bytes from the cache", "Number(document.getElementById('traffic-plot').dataset.bytesFromCache) > 0")
-            try await Self.until(page, h, "the states plot to count the items", "document.getElementById('states-plot').dataset.total === '2'")
+            try await Self.until(
+                page, h, "the plot to count bytes from the cache",
+                "Number(document.getElementById('traffic-plot').dataset.bytesFromCache) > 0")
+            try await Self.until(
+                page, h, "the states plot to count the items", "document.getElementById('states-plot').dataset.total === '2'")
             let stats = try await h.request(.GET, h.api("/stats")).json
             #expect(((stats["lastHour"] as? [String: Any])?["bytesFromCache"] as? Int ?? 0) > 0, "\(stats)")
             let bars = try await page.evaluate("document.querySelectorAll('#traffic-plot rect.cache').length")
@@ -158,16 +170,20 @@ struct ConsoleBrowserTests {
             // Pause the stalled item again for the picture: one cached and playing, one paused.
             try await Self.press(page, "pause", on: "stalled")
             try await Self.until(page, h, "stalled to show paused", "\(Self.row("stalled")).dataset.state === 'paused'")
-            try await Self.until(page, h, "the states plot to show the pause", "document.getElementById('states-summary').textContent.includes('1 paused')")
+            try await Self.until(
+                page, h, "the states plot to show the pause", "document.getElementById('states-summary').textContent.includes('1 paused')")
             try Self.save(try await page.screenshot(), as: "console.png")
 
             try await Self.press(page, "unlock", on: "from-form")
-            try await Self.until(page, h, "from-form to show unlocked", "\(Self.row("from-form")).querySelector('.lock').textContent === ''")
+            try await Self.until(
+                page, h, "from-form to show unlocked", "\(Self.row("from-form")).querySelector('.lock').textContent === ''")
             #expect(try await Self.item(h, "from-form").json["locked"] as? Bool == false)
 
             // Delete asks once more on the same button; the second press deletes.
             try await Self.press(page, "delete", on: "stalled")
-            #expect(try await page.evaluate("\(Self.row("stalled")).querySelector('[data-action=\"delete\"]').textContent") == "\"Really delete?\"")
+            #expect(
+                try await page.evaluate("\(Self.row("stalled")).querySelector('[data-action=\"delete\"]').textContent")
+                    == "\"Really delete?\"")
             #expect(try await Self.item(h, "stalled").status == 200, "one press deletes nothing")
             try await Self.press(page, "delete", on: "stalled")
             try await Self.until(page, h, "the stalled row to go", "\(Self.row("stalled")) === null")
@@ -209,20 +225,25 @@ struct ConsoleBrowserTests {
             let page = try await browser.open(h.base + "/")
             try await Self.until(
                 page, h, "the token prompt",
-                "!document.getElementById('token-form').hidden && document.getElementById('console').hidden && document.getElementById('conn').textContent")
+                "!document.getElementById('token-form').hidden && document.getElementById('console').hidden && document.getElementById('conn').textContent"
+            )
             #expect(try await page.evaluate("document.querySelectorAll('#items tr').length") == "0", "nothing was shown without the token")
             try Self.save(try await page.screenshot(), as: "console-token.png")
 
             func enter(_ text: String) async throws {
                 try await page.evaluate(
-                    "(() => { document.getElementById('token-input').value = '\(text)'; document.getElementById('token-submit').click(); return true; })()")
+                    "(() => { document.getElementById('token-input').value = '\(text)'; document.getElementById('token-submit').click(); return true; })()"
+                )
             }
             try await enter("not-the-token-0123456789")
-            try await Self.until(page, h, "the wrong token to be refused", "document.getElementById('token-error').textContent.includes('refused')")
+            try await Self.until(
+                page, h, "the wrong token to be refused", "document.getElementById('token-error').textContent.includes('refused')")
             #expect(try await page.evaluate("document.getElementById('console').hidden") == "true")
 
             try await enter(token)
-            try await Self.until(page, h, "the console with the token", "document.getElementById('conn').textContent === 'live' && \(Self.row("waiting"))?.dataset.state === 'paused'")
+            try await Self.until(
+                page, h, "the console with the token",
+                "document.getElementById('conn').textContent === 'live' && \(Self.row("waiting"))?.dataset.state === 'paused'")
             #expect(try await page.evaluate("sessionStorage.getItem('hlscache.token')") == "\"\(token)\"")
             try await Self.press(page, "resume", on: "waiting")
             let state = try await h.eventually("the API to show waiting resumed") { () -> String? in
@@ -231,18 +252,24 @@ struct ConsoleBrowserTests {
             }
             #expect(["queued", "downloading", "partiallyCached", "cached"].contains(state))
             // Live over /events with ?access_token: the download's end reaches the row.
-            try await Self.until(page, h, "waiting to finish on the page", "['partiallyCached', 'cached'].includes(\(Self.row("waiting")).dataset.state)")
+            try await Self.until(
+                page, h, "waiting to finish on the page", "['partiallyCached', 'cached'].includes(\(Self.row("waiting")).dataset.state)")
 
             // Forget token: the prompt again, nothing kept in the tab.
             try await page.evaluate("(() => { document.getElementById('forget-token').click(); return true; })()")
-            try await Self.until(page, h, "the prompt after forgetting", "!document.getElementById('token-form').hidden && document.getElementById('console').hidden")
+            try await Self.until(
+                page, h, "the prompt after forgetting",
+                "!document.getElementById('token-form').hidden && document.getElementById('console').hidden")
             #expect(try await page.evaluate("sessionStorage.getItem('hlscache.token')") == "null")
             #expect(!browser.log.contains { $0.contains("Content Security Policy") }, "\(browser.log)")
             // A script injected into the page (as an XSS would) does not run, and the refusal is what the log shows.
             try await page.evaluate(
-                "(() => { const s = document.createElement('script'); s.textContent = 'window.injected = true'; document.body.appendChild(s); return true; })()")
+                "(() => { const s = document.createElement('script'); s.textContent = 'window.injected = true'; document.body.appendChild(s); return true; })()"
+            )
             #expect(try await page.evaluate("window.injected === undefined") == "true")
-            _ = try await h.eventually("Chromium to report the refused script") { browser.log.contains { $0.contains("Content Security Policy") } ? true : nil }
+            _ = try await h.eventually("Chromium to report the refused script") {
+                browser.log.contains { $0.contains("Content Security Policy") } ? true : nil
+            }
         } catch {
             await browser.close()
             throw error
@@ -278,15 +305,19 @@ struct ConsoleBrowserTests {
             let rows = min(count, 100)
             let drawnAt = try await Self.until(
                 page, h, "the first page of \(count) items",
-                "document.getElementById('item-count').textContent === '(\(count))' && document.querySelectorAll('#items tr').length === \(rows) && performance.now()")
+                "document.getElementById('item-count').textContent === '(\(count))' && document.querySelectorAll('#items tr').length === \(rows) && performance.now()"
+            )
             // Figures for scripts/console-scale.sh (printed, never asserted): the listing is the server's, the rest the page's.
             let lastPage = try await page.evaluate(
-                "Math.round(Math.max(...performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items')).map(e => e.responseEnd)))")
+                "Math.round(Math.max(...performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items')).map(e => e.responseEnd)))"
+            )
             let drawn = Int(Double(drawnAt) ?? 0), listed = Int(lastPage) ?? 0
-            print("console: \(count) items: last page of GET /items in at \(listed) ms, shown at \(drawn) ms (\(drawn - listed) ms after it)")
+            print(
+                "console: \(count) items: last page of GET /items in at \(listed) ms, shown at \(drawn) ms (\(drawn - listed) ms after it)")
             #expect(try await page.evaluate("document.querySelector('#items tr').dataset.id") == "\"\(id(0))\"")
             // Read in pages of 500 (the server pages the list).
-            let requests = try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?limit=500')).length")
+            let requests = try await page.evaluate(
+                "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?limit=500')).length")
             #expect(Int(requests) == (count + 499) / 500, "\(requests) list requests for \(count) items")
             try await Self.until(page, h, "the console to follow /events", "document.getElementById('conn').textContent === 'live'")
 
@@ -295,7 +326,8 @@ struct ConsoleBrowserTests {
             #expect(try await h.request(.DELETE, h.api("/items/\(removed)")).status == 204)
             try await Self.until(
                 page, h, "the removed row to go",
-                "\(Self.row(removed)) === null && document.getElementById('item-count').textContent === '(\(count - 1))' && document.querySelectorAll('#items tr').length === \(min(count - 1, 100))")
+                "\(Self.row(removed)) === null && document.getElementById('item-count').textContent === '(\(count - 1))' && document.querySelectorAll('#items tr').length === \(min(count - 1, 100))"
+            )
             // Resumed through the API on the last page: its origin answers 404, so it fails; the row follows over /events.
             #expect(try await h.request(.POST, h.api("/items/\(failing)/resume")).status == 200)
             try await page.evaluate("(() => { document.getElementById('page-last').click(); return true; })()")
@@ -303,19 +335,24 @@ struct ConsoleBrowserTests {
             try await Self.until(page, h, "the resumed row to show failed", "\(Self.row(failing)).dataset.state === 'failed'")
             // Locked by another process (as `hlscache lock` does: items.sqlite only; no state changes) and unlocked through
             // the API by another client: the row follows over /events (`lock`), without a reload of the list.
-            let listReads = try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length")
+            let listReads = try await page.evaluate(
+                "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length")
             _ = try h.downloader.setLocked(last, true)
-            try await Self.until(page, h, "a lock made elsewhere to show", "\(Self.row(last)).querySelector('.lock').textContent === 'locked'")
+            try await Self.until(
+                page, h, "a lock made elsewhere to show", "\(Self.row(last)).querySelector('.lock').textContent === 'locked'")
             #expect(try await h.request(.POST, h.api("/items/\(last)/unlock")).status == 200)
             try await Self.until(page, h, "an unlock made elsewhere to show", "\(Self.row(last)).querySelector('.lock').textContent === ''")
             #expect(
-                try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length") == listReads,
+                try await page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/items?')).length")
+                    == listReads,
                 "no list read for a lock")
 
             try await page.evaluate(
-                "(() => { const f = document.getElementById('filter'); f.value = '\(last)'; f.dispatchEvent(new Event('input')); return true; })()")
+                "(() => { const f = document.getElementById('filter'); f.value = '\(last)'; f.dispatchEvent(new Event('input')); return true; })()"
+            )
             try await Self.until(
-                page, h, "the filter to leave one row", "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === '\(last)'")
+                page, h, "the filter to leave one row",
+                "[...document.querySelectorAll('#items tr')].map(r => r.dataset.id).join() === '\(last)'")
             #expect(!browser.log.contains { $0.hasPrefix("exception") }, "\(browser.log)")
         } catch {
             await browser.close()

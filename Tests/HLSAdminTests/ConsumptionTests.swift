@@ -64,7 +64,9 @@ struct ConsumptionTests {
         await h.shutdown()
     }
 
-    @Test("only items being played have their timelines in memory; segments past the precached part are recorded once the player read the playlist")
+    @Test(
+        "only items being played have their timelines in memory; segments past the precached part are recorded once the player read the playlist"
+    )
     func timelinesLoadedOnlyForPlayedItems() async throws {
         let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
         let h = try await AdminHarness(root: root)
@@ -106,7 +108,8 @@ struct ConsumptionTests {
         await h.shutdown()
     }
 
-    @Test("an item read while one of its media playlists was missing from the store is read again once it is back: its segments are recorded")
+    @Test(
+        "an item read while one of its media playlists was missing from the store is read again once it is back: its segments are recorded")
     func aTimelineReadWithoutARenditionIsReadAgain() async throws {
         let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
         let h = try await AdminHarness(root: root)

@@ -3,7 +3,7 @@ import HLSTestSupport
 import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: the browser reads
@@ -38,7 +38,9 @@ final class HeadlessChromium: @unchecked Sendable {
         ]
         var toBrowser: [Int32] = [0, 0]
         var fromBrowser: [Int32] = [0, 0]
-        guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { throw ProtocolError(description: "pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else {
+            throw ProtocolError(description: "pipe: \(String(cString: strerror(errno)))")
+        }
         guard let devNull = FileHandle(forUpdatingAtPath: "/dev/null") else { throw ProtocolError(description: "cannot open /dev/null") }
         let child = ChildProcess()
         child.executableURL = URL(fileURLWithPath: executable)
@@ -202,7 +204,9 @@ final class HeadlessChromium: @unchecked Sendable {
         let created = try await send("Target.createTarget", ["url": "about:blank"])
         guard let target = created["targetId"] as? String else { throw ProtocolError(description: "Target.createTarget: no targetId") }
         let attached = try await send("Target.attachToTarget", ["targetId": target, "flatten": true])
-        guard let session = attached["sessionId"] as? String else { throw ProtocolError(description: "Target.attachToTarget: no sessionId") }
+        guard let session = attached["sessionId"] as? String else {
+            throw ProtocolError(description: "Target.attachToTarget: no sessionId")
+        }
         try await send("Runtime.enable", session: session)
         try await send("Log.enable", session: session)
         try await send("Page.enable", session: session)

@@ -19,10 +19,12 @@ final class OpenAPIRecords: Sendable {
 
     /// An event payload checked against `components/schemas/NAME`.
     func add(event: EventRecorder.Event) {
-        let schema = [
-            "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent", "played": "PlayedEvent",
-            "lock": "LockEvent",
-        ][event.type] ?? "Unknown"
+        let schema =
+            [
+                "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent",
+                "played": "PlayedEvent",
+                "lock": "LockEvent",
+            ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])
     }
 

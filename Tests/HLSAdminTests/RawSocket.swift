@@ -1,8 +1,8 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
-import HLSTestSupport
+    import Glibc
+    import HLSTestSupport
 #endif
 
 /// Blocking TCP clients for the tests, run on their own threads.

@@ -5,7 +5,7 @@ import HLSTestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite("Admin API: a subscriber that does not read")
@@ -32,7 +32,8 @@ struct SlowSubscriberTests {
         var rounds = 0
         while h.hub.largestBacklog < capacity && rounds < 400 {
             for n in 0..<2000 {
-                h.hub.send(.progress(id: "flood-\(n % 500)-\(padding)", bytes: Int64(rounds), bytesTotal: 1000, segments: 0, segmentsTotal: 10))
+                h.hub.send(
+                    .progress(id: "flood-\(n % 500)-\(padding)", bytes: Int64(rounds), bytesTotal: 1000, segments: 0, segmentsTotal: 10))
             }
             rounds += 1
             try await Task.sleep(for: .milliseconds(5))
@@ -44,7 +45,8 @@ struct SlowSubscriberTests {
         _ = try await h.eventually("the reading subscriber") { h.hub.subscriberCount == 2 ? true : nil }
         let listed = try await h.request(.GET, h.api("/items"))
         #expect(listed.status == 200)
-        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/v0/index.m3u8"))","id":"while-flooded"}"#)
+        let created = try await h.request(
+            .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/v0/index.m3u8"))","id":"while-flooded"}"#)
         #expect(created.status == 201)
         _ = try await h.eventually("the download") { reader.states(of: "while-flooded").last == "cached" ? true : nil }
         #expect(h.hub.largestBacklog <= capacity)

@@ -86,8 +86,12 @@ struct WebPageBoundaryTests {
         let segment = h.proxyURL("/p0/seg000.ts")
         for _ in 0..<2 {
             #expect(try await h.request(.GET, segment).headers.first(name: "Access-Control-Allow-Origin") == nil)
-            #expect(try await h.request(.GET, segment, headers: [("Origin", Self.local)]).headers.first(name: "Access-Control-Allow-Origin") == Self.local)
-            #expect(try await h.request(.GET, segment, headers: [("Origin", Self.evil)]).headers.first(name: "Access-Control-Allow-Origin") == nil)
+            #expect(
+                try await h.request(.GET, segment, headers: [("Origin", Self.local)]).headers.first(name: "Access-Control-Allow-Origin")
+                    == Self.local)
+            #expect(
+                try await h.request(.GET, segment, headers: [("Origin", Self.evil)]).headers.first(name: "Access-Control-Allow-Origin")
+                    == nil)
         }
 
         let pna: [(String, String)] = [("Access-Control-Request-Method", "GET"), ("Access-Control-Request-Private-Network", "true")]
@@ -100,10 +104,15 @@ struct WebPageBoundaryTests {
         #expect(granted.headers.first(name: "Access-Control-Allow-Private-Network") == "true")
         #expect(granted.headers.first(name: "Access-Control-Allow-Origin") == Self.local)
         let apiPreflight = try await h.request(
-            .OPTIONS, h.api("/items"), headers: [("Origin", Self.local), ("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "content-type")])
+            .OPTIONS, h.api("/items"),
+            headers: [
+                ("Origin", Self.local), ("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "content-type"),
+            ])
         #expect(apiPreflight.status == 204)
         #expect(apiPreflight.headers.first(name: "Access-Control-Allow-Methods")?.contains("POST") == true)
-        #expect(try await h.request(.OPTIONS, h.api("/items"), headers: [("Origin", Self.evil), ("Access-Control-Request-Method", "POST")]).status == 403)
+        #expect(
+            try await h.request(.OPTIONS, h.api("/items"), headers: [("Origin", Self.evil), ("Access-Control-Request-Method", "POST")])
+                .status == 403)
         await h.shutdown()
     }
 
@@ -117,7 +126,9 @@ struct WebPageBoundaryTests {
         #expect(try await open.request(.GET, open.proxyURL("/index.m3u8")).headers.first(name: "Access-Control-Allow-Origin") == "*")
         await open.shutdown()
 
-        let (listed, listedKey) = try await Self.protectedStream { $0.webOrigins = try! WebOriginPolicy(parsing: ["https://player.example"]) }
+        let (listed, listedKey) = try await Self.protectedStream {
+            $0.webOrigins = try! WebOriginPolicy(parsing: ["https://player.example"])
+        }
         defer { listed.shutdownLater() }
         #expect(try await listed.request(.GET, listed.base + listedKey, headers: [("Origin", "https://player.example")]).status == 200)
         #expect(try await listed.request(.GET, listed.base + listedKey, headers: [("Origin", Self.local)]).status == 403)
@@ -158,7 +169,10 @@ struct WebPageBoundaryTests {
         #expect(try h.items.item("target")?.locked == false, "nothing changed")
         #expect(try await h.request(.DELETE, h.api("/items/target"), contentType: nil).status == 415)
         #expect(try h.items.item("target") != nil)
-        #expect(try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/index.m3u8"))","id":"x"}"#, contentType: "text/plain").status == 415)
+        #expect(
+            try await h.request(
+                .POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/index.m3u8"))","id":"x"}"#, contentType: "text/plain"
+            ).status == 415)
         #expect(try h.items.item("x") == nil)
 
         let locked = try await h.request(.POST, h.api("/items/target/lock"), json: "", headers: [("Origin", Self.local)])
@@ -239,7 +253,9 @@ struct WebPageBoundaryTests {
     func statusesOfRefusals() async throws {
         let (h, _) = try await Self.protectedStream()
         defer { h.shutdownLater() }
-        for (path, location) in [("/to-ftp.ts", "ftp://127.0.0.1/seg.ts"), ("/to-creds.ts", "http://user:pw@127.0.0.1:\(h.origin.port)/p0/seg000.ts")] {
+        for (path, location) in [
+            ("/to-ftp.ts", "ftp://127.0.0.1/seg.ts"), ("/to-creds.ts", "http://user:pw@127.0.0.1:\(h.origin.port)/p0/seg000.ts"),
+        ] {
             h.origin.setFault(.redirect(to: location), for: path)
             let answer = try await h.request(.GET, h.proxyURL(path))
             #expect(answer.status == 502, "\(path)")

@@ -32,7 +32,8 @@ struct WebhookOutboxTests {
         let first = try await AdminHarness(root: root, webhooks: configuration)
         let directory = first.cacheDirectory
         defer { try? FileManager.default.removeItem(at: directory) }
-        let created = try await first.request(.POST, first.api("/items"), json: #"{"url":"\#(first.originURL("/master.m3u8"))","seconds":2,"id":"kept"}"#)
+        let created = try await first.request(
+            .POST, first.api("/items"), json: #"{"url":"\#(first.originURL("/master.m3u8"))","seconds":2,"id":"kept"}"#)
         #expect(created.status == 201, "\(created.text)")
         _ = try await first.eventually("the item to settle") { try first.items.require("kept").state == .partiallyCached ? true : nil }
         #expect(try await first.request(.POST, first.api("/items/kept/lock")).status == 200)
@@ -72,7 +73,9 @@ struct WebhookOutboxTests {
         #expect(try second.items.webhookOutbox().isEmpty, "taken from the outbox")
 
         // New events follow them, numbered after theirs.
-        let lastKept = kept.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.body.utf8)) as? [String: Any])?["sequence"] as? Int }.max() ?? 0
+        let lastKept =
+            kept.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.body.utf8)) as? [String: Any])?["sequence"] as? Int }.max()
+            ?? 0
         #expect(try await second.request(.POST, second.api("/items/kept/unlock")).status == 200)
         let unlocked = try await second.eventually("the unlock event") {
             receiver.requests.first { $0.status == 204 && $0.json["type"] as? String == "lock" && $0.json["locked"] as? Bool == false }
@@ -125,13 +128,16 @@ struct WebhookOutboxTests {
         _ = try await Self.eventually("the kept events queued") { next.count(of: .dropped) == 2 ? true : nil }
         #expect(ids(next.waitingBodies[0]) == ["i5", "i6"], "\(next.waitingBodies)")
         #expect(try items.webhookOutbox().isEmpty, "taken")
-        let sequences = next.waitingBodies[0].compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["sequence"] as? Int }
+        let sequences = next.waitingBodies[0].compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["sequence"] as? Int
+        }
         #expect(sequences.count == 2 && sequences[1] > sequences[0], "the new event is numbered after the kept ones: \(sequences)")
         running.cancel()
         await running.value
         #expect(ids(try items.webhookOutbox().map(\.body)) == ["i5", "i6"], "kept again at this stop")
         // A receiver no longer configured: its events are dropped at the start, counted.
-        try items.saveWebhookOutbox([WebhookOutboxEntry(receiver: "http://127.0.0.1:9/gone", delivery: "d", type: "state", body: "{}")], limit: 10)
+        try items.saveWebhookOutbox(
+            [WebhookOutboxEntry(receiver: "http://127.0.0.1:9/gone", delivery: "d", type: "state", body: "{}")], limit: 10)
         let third = WebhookNotifier(
             configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "t"), outbox: items)
         let again = Task { try? await third.run() }

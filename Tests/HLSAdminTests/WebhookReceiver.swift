@@ -79,7 +79,9 @@ final class WebhookReceiver: Sendable {
                 let status = receiver.answer(head, body: String(buffer: body))
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Length", value: "0")
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))),
+                    promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
         }

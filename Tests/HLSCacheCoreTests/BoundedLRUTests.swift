@@ -58,7 +58,9 @@ import Testing
         var table = BoundedLRU<String, [Int]>(maxCount: 3, maxCost: 30)
         table.setValue([1], forKey: "a", cost: 10)
         table.setValue([2], forKey: "b", cost: 10)
-        let count = table.modifyValue(forKey: "a") { $0.append(9); return $0.count }
+        let count = table.modifyValue(forKey: "a") {
+            $0.append(9); return $0.count
+        }
         #expect(count == 2)
         let missing = table.modifyValue(forKey: "missing") { $0.count }
         #expect(missing == nil)

@@ -10,7 +10,10 @@ import Testing
         var generator = SystemRandomNumberGenerator()
         let alphabet: [Unicode.Scalar] = (0..<0x80).compactMap(Unicode.Scalar.init) + ["\u{2028}", "\u{2029}", "é", "☃", "𝄞"]
         for _ in 0..<2_000 {
-            texts.append(String(String.UnicodeScalarView((0..<Int.random(in: 0..<40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })))
+            texts.append(
+                String(
+                    String.UnicodeScalarView(
+                        (0..<Int.random(in: 0..<40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })))
         }
         for text in texts {
             let written = JSONText.string(text)

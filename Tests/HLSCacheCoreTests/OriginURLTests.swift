@@ -92,7 +92,8 @@ import Testing
     }
 
     @Test func logsSeeTheURLWithoutItsQuery() throws {
-        #expect(try OriginURL("https://cdn.example.com:8443/vod/a.m3u8?token=secret").redacted == "https://cdn.example.com:8443/vod/a.m3u8?…")
+        #expect(
+            try OriginURL("https://cdn.example.com:8443/vod/a.m3u8?token=secret").redacted == "https://cdn.example.com:8443/vod/a.m3u8?…")
         #expect(try OriginURL("http://h/a.ts").redacted == "http://h/a.ts")
     }
 }
@@ -115,7 +116,8 @@ import Testing
 
 @Suite struct ByteSizeAndListenTests {
     @Test(arguments: [
-        ("10GiB", Int64(10) << 30), ("500MB", Int64(500_000_000)), ("100 MiB", Int64(100) << 20), ("4096", Int64(4096)), ("1.5K", Int64(1536)),
+        ("10GiB", Int64(10) << 30), ("500MB", Int64(500_000_000)), ("100 MiB", Int64(100) << 20), ("4096", Int64(4096)),
+        ("1.5K", Int64(1536)),
         ("2t", Int64(2) << 40),
     ])
     func parsesSizes(_ text: String, _ bytes: Int64) {

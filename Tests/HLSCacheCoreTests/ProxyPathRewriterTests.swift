@@ -40,7 +40,8 @@ import Testing
     @Test func keysAreLeftToTheKeyRewrite() throws {
         let playlist = try Playlist("#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\"\n#EXTINF:2,\ns.ts\n")
         let out = try playlist.rewrite(baseURL: "https://h/v/i.m3u8", using: ProxyPathRewriter(keyRewrite: { _, _, _ in "/keys/abc" }))
-        #expect(String(decoding: out, as: UTF8.self) == "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"/keys/abc\"\n#EXTINF:2,\n/https/h/v/s.ts\n")
+        #expect(
+            String(decoding: out, as: UTF8.self) == "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"/keys/abc\"\n#EXTINF:2,\n/https/h/v/s.ts\n")
     }
 }
 
@@ -60,7 +61,8 @@ import Testing
             """
         let playlist = try Playlist(bytes: Array(served.utf8))
         let out = try playlist.rewrite(
-            baseURL: "http://127.0.0.1:8080/https/cdn.example.com/vod/v0/index.m3u8", using: ServedPathRewriter(server: "http://127.0.0.1:8080/"))
+            baseURL: "http://127.0.0.1:8080/https/cdn.example.com/vod/v0/index.m3u8",
+            using: ServedPathRewriter(server: "http://127.0.0.1:8080/"))
         #expect(
             String(decoding: out, as: UTF8.self) == """
                 #EXTM3U

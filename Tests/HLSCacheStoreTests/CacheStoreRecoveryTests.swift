@@ -53,7 +53,8 @@ import Testing
         }
         #expect(dir.files(in: "sessions").count == 1)
         // A crashed writer's temp file (dead pid), a row whose file is gone, a truncated file, an orphan file.
-        _ = FileManager.default.createFile(atPath: dir.path + "/tmp/\(String(repeating: "a", count: 64)).999999999.1.tmp", contents: Data([1, 2]))
+        _ = FileManager.default.createFile(
+            atPath: dir.path + "/tmp/\(String(repeating: "a", count: 64)).999999999.1.tmp", contents: Data([1, 2]))
         _ = FileManager.default.createFile(atPath: dir.path + "/tmp/junk", contents: Data([1]))
         try FileManager.default.removeItem(atPath: paths["missing.ts"]!)
         try Data(bytes(50)).write(to: URL(fileURLWithPath: paths["truncated.ts"]!))
@@ -93,7 +94,8 @@ import Testing
         let count = 10_000
         let queue = try DatabaseQueue(path: dir.path + "/index.sqlite")
         for prefix in 0..<256 {
-            try FileManager.default.createDirectory(atPath: dir.path + "/objects/" + String(format: "%02x", prefix), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: dir.path + "/objects/" + String(format: "%02x", prefix), withIntermediateDirectories: true)
         }
         try queue.write { db in
             for index in 0..<count {
@@ -103,7 +105,8 @@ import Testing
                 #expect(descriptor >= 0 && write(descriptor, "x", 1) == 1)
                 close(descriptor)
                 try db.execute(
-                    sql: "INSERT INTO objects (key_hash, key, size, content_type, etag, created_at, last_access, locked, kind) VALUES (?, ?, 1, 'video/mp2t', ?, ?, ?, 0, 'segment')",
+                    sql:
+                        "INSERT INTO objects (key_hash, key, size, content_type, etag, created_at, last_access, locked, kind) VALUES (?, ?, 1, 'video/mp2t', ?, ?, ?, 0, 'segment')",
                     arguments: [hash, key, "\"\(hash.prefix(16))\"", Double(index), Double(index)])
             }
         }
@@ -145,7 +148,8 @@ import Testing
         // Damage by hand between two runs: not looked for at open any more...
         try FileManager.default.removeItem(atPath: paths["missing.ts"]!)
         try Data(bytes(50)).write(to: URL(fileURLWithPath: paths["truncated.ts"]!))
-        _ = FileManager.default.createFile(atPath: dir.path + "/tmp/\(String(repeating: "b", count: 64)).999999999.1.tmp", contents: Data([1]))
+        _ = FileManager.default.createFile(
+            atPath: dir.path + "/tmp/\(String(repeating: "b", count: 64)).999999999.1.tmp", contents: Data([1]))
 
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
         #expect(cache.recovery.exclusive && !cache.recovery.full)
@@ -186,7 +190,9 @@ import Testing
             switch Int.random(in: 0..<10, using: &generator) {
             case 0..<5:  // new object or a replaced version, maybe locked; evicts when over the cap
                 let size = Int.random(in: 1..<400, using: &generator)
-                _ = try? store(bytes(size, seed: UInt8(truncatingIfNeeded: step)), as: key(name), in: cache, locked: Bool.random(using: &generator) && step % 3 == 0)
+                _ = try? store(
+                    bytes(size, seed: UInt8(truncatingIfNeeded: step)), as: key(name), in: cache,
+                    locked: Bool.random(using: &generator) && step % 3 == 0)
                 names.append(name)
             case 5, 6:
                 try cache.remove(key(name))
@@ -201,7 +207,12 @@ import Testing
             let (bytes, count) = try cache.usage()
             let locked = try cache.lockedBytes()
             #expect(bytes == summed.bytes && count == summed.count && locked == summed.lockedBytes, "after step \(step)")
-            #expect(bytes == Int64(dir.objectFiles().compactMap { try? FileManager.default.attributesOfItem(atPath: dir.path + "/objects/" + $0)[.size] as? Int }.reduce(0, +)))
+            #expect(
+                bytes
+                    == Int64(
+                        dir.objectFiles().compactMap {
+                            try? FileManager.default.attributesOfItem(atPath: dir.path + "/objects/" + $0)[.size] as? Int
+                        }.reduce(0, +)))
         }
         cache.close()
     }
@@ -214,10 +225,11 @@ import Testing
             try store(bytes(30), as: key("b.ts"), in: cache)
             // Back to the v1 schema, as an older hlscache left it: no totals, no triggers, no session records.
             try cache.index.write { db in
-                try db.execute(sql: """
-                    DROP TRIGGER object_totals_insert; DROP TRIGGER object_totals_delete; DROP TRIGGER object_totals_update;
-                    DROP TABLE object_totals; DELETE FROM grdb_migrations WHERE identifier = 'v2-totals'
-                    """)
+                try db.execute(
+                    sql: """
+                        DROP TRIGGER object_totals_insert; DROP TRIGGER object_totals_delete; DROP TRIGGER object_totals_update;
+                        DROP TABLE object_totals; DELETE FROM grdb_migrations WHERE identifier = 'v2-totals'
+                        """)
             }
             cache.close()
         }
@@ -237,7 +249,10 @@ import Testing
             let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
             try store(bytes(100), as: key("a.ts"), in: cache)
             try cache.index.write { db in
-                try db.execute(sql: "ALTER TABLE objects DROP COLUMN location; ALTER TABLE objects DROP COLUMN tokens; DELETE FROM grdb_migrations WHERE identifier = 'v4-location'")
+                try db.execute(
+                    sql:
+                        "ALTER TABLE objects DROP COLUMN location; ALTER TABLE objects DROP COLUMN tokens; DELETE FROM grdb_migrations WHERE identifier = 'v4-location'"
+                )
             }
             cache.close()
         }

@@ -55,7 +55,9 @@ import Testing
         do {
             let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 30, freeDiskCushion: 0)
             for index: Int64 in 0..<3 {
-                try Self.storeSlice(bytes(1000, seed: UInt8(index)), index: index, of: movie, objectSize: 20_000, validator: "\"x\"", layout: layout, in: cache)
+                try Self.storeSlice(
+                    bytes(1000, seed: UInt8(index)), index: index, of: movie, objectSize: 20_000, validator: "\"x\"", layout: layout,
+                    in: cache)
             }
             cache.close()
         }
@@ -86,7 +88,9 @@ import Testing
         #expect(tagged?.first == 1_048_576 && tagged?.last == 2_097_151 && tagged?.total == 400_000_000 && tagged?.validator == "\"abc\"")
         let dated = SliceResponse(contentRange: "bytes 0-9/100", strongETag: nil, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
         #expect(dated?.validator.hasPrefix("\"lm-") == true)
-        #expect(dated?.validator != SliceResponse(contentRange: "bytes 0-9/101", strongETag: nil, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")?.validator)
+        #expect(
+            dated?.validator
+                != SliceResponse(contentRange: "bytes 0-9/101", strongETag: nil, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")?.validator)
         #expect(SliceResponse(contentRange: "bytes 0-9/100", strongETag: nil, lastModified: nil) == nil, "no validator")
         #expect(SliceResponse(contentRange: "bytes 0-9/*", strongETag: "\"a\"", lastModified: nil) == nil, "unknown size")
         #expect(SliceResponse(contentRange: "bytes 9-0/100", strongETag: "\"a\"", lastModified: nil) == nil)

@@ -31,8 +31,13 @@ import Testing
             rows[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = Array(cells)
         }
         let defaults = HLSCacheSettings()
-        let known = Set(SettingCatalog.all.map(\.name)).union([SettingCatalog.originsKey + ".<host>.headers", SettingCatalog.originsKey + ".<host>.cookies"])
-        #expect(Set(rows.keys) == known, "docs/configuration.md rows differ: missing \(known.subtracting(rows.keys).sorted()), extra \(Set(rows.keys).subtracting(known).sorted())")
+        let known = Set(SettingCatalog.all.map(\.name)).union([
+            SettingCatalog.originsKey + ".<host>.headers", SettingCatalog.originsKey + ".<host>.cookies",
+        ])
+        #expect(
+            Set(rows.keys) == known,
+            "docs/configuration.md rows differ: missing \(known.subtracting(rows.keys).sorted()), extra \(Set(rows.keys).subtracting(known).sorted())"
+        )
         for key in SettingCatalog.all {
             guard let row = rows[key.name] else { continue }
             #expect(row[1] == "`\(key.environmentName)`", "\(key.name): env column \(row[1])")

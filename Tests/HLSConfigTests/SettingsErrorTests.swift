@@ -27,7 +27,8 @@ import Testing
 
     @Test func badDurationFromTheEnvironmentNamesTheVariable() throws {
         let (message, _) = try error(environment: ["HLSCACHE_LIMITS_IDLE_TIMEOUT": "soon"])
-        #expect(message == "limits.idleTimeout = \"soon\" in env HLSCACHE_LIMITS_IDLE_TIMEOUT: not a duration (try 500ms, 10s, 5m, 24h or 7d)")
+        #expect(
+            message == "limits.idleTimeout = \"soon\" in env HLSCACHE_LIMITS_IDLE_TIMEOUT: not a duration (try 500ms, 10s, 5m, 24h or 7d)")
     }
 
     @Test func badFlagNamesTheFlag() throws {
@@ -63,9 +64,11 @@ import Testing
         let notPEM = try error(flags: flags).message
         #expect(notPEM == "origin.caFile = \"\(text)\" in --origin-ca: \(text) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         let pem = try fixture.write("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", name: "ca.pem")
-        let settings = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": pem], commandLine: CommandLineSettings())
+        let settings = try SettingsLoader.load(
+            configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": pem], commandLine: CommandLineSettings())
         #expect(settings.settings.originConfiguration().extraTrustRootsFile == pem)
-        let none = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": "~"], commandLine: CommandLineSettings())
+        let none = try SettingsLoader.load(
+            configFile: nil, environment: ["HLSCACHE_ORIGIN_CA_FILE": "~"], commandLine: CommandLineSettings())
         #expect(none.settings.originConfiguration().extraTrustRootsFile == nil)
     }
 

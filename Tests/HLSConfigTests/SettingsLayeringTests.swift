@@ -49,11 +49,14 @@ import Testing
     /// `EnvironmentVariablesProvider` (camelCase split, dots to `_`, `HLSCACHE_` prefix).
     @Test func everyKeyIsReadFromItsEnvironmentVariable() throws {
         let samples: [String: String] = [
-            "listen": "127.0.0.1:9999", "cache.dir": "/tmp/somewhere", "api.token": "secret-token-0123456789", "origin.proxy": "127.0.0.1:3128",
+            "listen": "127.0.0.1:9999", "cache.dir": "/tmp/somewhere", "api.token": "secret-token-0123456789",
+            "origin.proxy": "127.0.0.1:3128",
             "origin.userAgent": "test-agent", "downloads.rateLimit": "1MiB", "cache.volatileQueryParameters": "sig, exp",
             "origin.allowedHosts": "a.example,b.example", "keys.allow": "10.0.0.0/8", "api.allow": "192.168.0.0/16,10.1.0.0/16",
-            "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json", "http.allowedWebOrigins": "loopback, https://player.example",
-            "metrics.enabled": "false", "origin.allowLinkLocal": "true", "webhooks.urls": "http://127.0.0.1:9/hook, https://hooks.example/x",
+            "keys.autoRenewBefore": "30m", "keys.ttl": "none", "log.format": "json",
+            "http.allowedWebOrigins": "loopback, https://player.example",
+            "metrics.enabled": "false", "origin.allowLinkLocal": "true",
+            "webhooks.urls": "http://127.0.0.1:9/hook, https://hooks.example/x",
             "webhooks.secret": "a-webhook-secret-of-some-length", "downloads.window": "22:00-06:00", "downloads.dailyLimit": "5GiB",
         ]
         let defaults = HLSCacheSettings()
@@ -133,13 +136,17 @@ import Testing
         var flags = CommandLineSettings()
         flags.originHeaders = [("cdn.example.com", HLSCacheSettings.Field(name: "referer", value: "https://other.example/"))]
         let overridden = try SettingsLoader.load(configFile: file, environment: [:], commandLine: flags)
-        #expect(overridden.settings.origins["cdn.example.com"]?.headers == [HLSCacheSettings.Field(name: "referer", value: "https://other.example/")])
+        #expect(
+            overridden.settings.origins["cdn.example.com"]?.headers == [
+                HLSCacheSettings.Field(name: "referer", value: "https://other.example/")
+            ])
         #expect(overridden.sources["origins.cdn.example.com.headers.referer"] == "--origin-header")
     }
 
     @Test func printConfigNamesSourcesAndMasksSecrets() throws {
         let fixture = try ConfigFixture()
-        let file = try fixture.write("api:\n  token: hunter2-hunter2-hunter2\norigins:\n  cdn.example.com:\n    headers:\n      X-Token: abc123\n")
+        let file = try fixture.write(
+            "api:\n  token: hunter2-hunter2-hunter2\norigins:\n  cdn.example.com:\n    headers:\n      X-Token: abc123\n")
         let loaded = try SettingsLoader.load(configFile: file, environment: ["HLSCACHE_LOG_LEVEL": "debug"])
         let text = loaded.printableConfiguration(environment: ["HOME": "/home/someone"])
         #expect(text.contains("api.token = ********  # \(file)"))
@@ -162,7 +169,9 @@ import Testing
         #expect(SettingText.duration("10x") == nil)
         #expect(SettingText.duration("-5s") == nil)
         #expect(SettingText.duration("") == nil)
-        for duration: Duration in [.milliseconds(200), .seconds(10), .seconds(60), .seconds(86_400), .seconds(3 * 86_400), .milliseconds(1500)] {
+        for duration: Duration in [
+            .milliseconds(200), .seconds(10), .seconds(60), .seconds(86_400), .seconds(3 * 86_400), .milliseconds(1500),
+        ] {
             #expect(SettingText.duration(SettingText.format(duration)) == duration)
         }
         for bytes: Int64 in [0, 4096, 100 << 20, 10 << 30, 1536, 1000] {

@@ -168,7 +168,8 @@ func hexBytes(_ hex: String) -> [UInt8] {
         // McGrew & Viega GCM spec, test case 14: 256-bit zero key, zero 96-bit IV, one zero block.
         // seal() draws its own nonce, so build the box by hand and check open() accepts it.
         let key = [UInt8](repeating: 0, count: 32)
-        let box = [UInt8](repeating: 0, count: 12)
+        let box =
+            [UInt8](repeating: 0, count: 12)
             + hexBytes("cea7403d4d606b6e074ec5d3baf39d18") + hexBytes("d0d1c8a799996bf0265b98b5d48ab919")
         #expect(try AES256GCM.open(box, key: key) == [UInt8](repeating: 0, count: 16))
     }

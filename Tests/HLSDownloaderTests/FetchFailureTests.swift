@@ -55,10 +55,12 @@ import Testing
         let (origin, _) = try await start()
         origin.setFault(.status(503), for: "/seg002.m4s")
         // One resource at a time: a run stops at the failing segment, so a second run stores nothing new.
-        let fetch = try DownloaderHarness(origin: origin, configure: {
-            $0.idleRetryInterval = .seconds(30)
-            $0.resourcesPerItem = 1
-        })
+        let fetch = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.idleRetryInterval = .seconds(30)
+                $0.resourcesPerItem = 1
+            })
         defer { Task { await fetch.shutdown() } }
         let before = Date()
         let item = try await fetch.fetch("/index.m3u8")
@@ -216,8 +218,12 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         defer { Task { await origin.stop() } }
-        let segments = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("v0").path).filter { $0.hasSuffix(".ts") }
-        let sizes = try segments.map { try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("v0/\($0)").path)[.size] as! Int64 }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("v0").path).filter {
+            $0.hasSuffix(".ts")
+        }
+        let sizes = try segments.map {
+            try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("v0/\($0)").path)[.size] as! Int64
+        }
         // Room for three of the four segments: the last ones written must evict the first.
         let fetch = try DownloaderHarness(origin: origin, maxBytes: sizes.max()! * 3) { $0.resourcesPerItem = 1 }
         defer { Task { await fetch.shutdown() } }
@@ -236,7 +242,8 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let probe = try DownloaderHarness(origin: origin)
-        let estimate = try #require(try await probe.downloader.makePlan(for: DownloadItem(id: "p", url: probe.url("/master.m3u8")), storing: false).estimatedBytes)
+        let estimate = try #require(
+            try await probe.downloader.makePlan(for: DownloadItem(id: "p", url: probe.url("/master.m3u8")), storing: false).estimatedBytes)
         await probe.shutdown()
 
         for locked in [true, false] {

@@ -78,7 +78,9 @@ import Testing
         let pid = owner.process.processIdentifier
         try await waitUntil(
             "\(id) is downloading by \(pid)",
-            context: { "; the owner is \(owner.process.isRunning ? "running" : "gone"), the item is \(String(describing: try? items.item(id)?.state)), it printed: \(owner.text.suffix(1000))" }
+            context: {
+                "; the owner is \(owner.process.isRunning ? "running" : "gone"), the item is \(String(describing: try? items.item(id)?.state)), it printed: \(owner.text.suffix(1000))"
+            }
         ) { try items.item(id).map { $0.state == .downloading && $0.ownerPID == pid } ?? false }
         return owner
     }

@@ -33,9 +33,10 @@ import Testing
         let id = try #require(KeyID(idText))
         let renewed = try await keys.renew(id)
         #expect(renewed.lastError == nil)
-        #expect(origin.requests(matching: "/keys/key0.key").allSatisfy { request in
-            request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
-        })
+        #expect(
+            origin.requests(matching: "/keys/key0.key").allSatisfy { request in
+                request.headers.contains { $0.0.lowercased() == "x-key-token" && $0.1 == "only-the-item-knows" }
+            })
         #expect(!anyFile(under: fetch.cacheDirectory.appendingPathComponent("keys.sqlite"), contains: Array("only-the-item-knows".utf8)))
         await fetch.shutdown()
         await origin.stop()
@@ -276,7 +277,9 @@ import Testing
         try fetch.downloader.remove("long", keepMetadata: false)
         let status = try fetch.downloader.keyStatus(of: "short")
         #expect(status.map(\.state) == [.valid])
-        #expect(close(status.first?.expiresAt, minute), "the latest of the items still holding it: \(String(describing: status.first?.expiresAt))")
+        #expect(
+            close(status.first?.expiresAt, minute),
+            "the latest of the items still holding it: \(String(describing: status.first?.expiresAt))")
         await fetch.shutdown()
     }
 }

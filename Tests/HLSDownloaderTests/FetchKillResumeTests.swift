@@ -44,7 +44,9 @@ import Testing
                 kill(pid, SIGKILL)
             }
             await process.waitForExit()
-            #expect(process.terminationReason == .uncaughtSignal, "cycle \(cycle): killed before it finished (exit \(process.terminationStatus))")
+            #expect(
+                process.terminationReason == .uncaughtSignal,
+                "cycle \(cycle): killed before it finished (exit \(process.terminationStatus))")
             let refetched = requests(of: "cycle\(cycle)").filter { completedBefore.contains($0) }
             #expect(refetched.isEmpty, "cycle \(cycle): complete files fetched again: \(refetched)")
             completedBefore = try storedPaths(cache: cache, origin: origin, dir: dir)
@@ -80,7 +82,9 @@ import Testing
         try await origin.start()
         defer { Task { await origin.stop() } }
         let files = FileManager.default.enumerator(atPath: dir.path)?.compactMap { $0 as? String } ?? []
-        for file in files where file.hasSuffix(".ts") || file.hasSuffix(".m3u8") { origin.setFault(.requireHeader("X-Token", "t0k"), for: "/" + file) }
+        for file in files where file.hasSuffix(".ts") || file.hasSuffix(".m3u8") {
+            origin.setFault(.requireHeader("X-Token", "t0k"), for: "/" + file)
+        }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-headers-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
@@ -88,7 +92,8 @@ import Testing
         try "origins:\n  \"127.0.0.1\":\n    headers:\n      X-Token: t0k\n".write(to: config, atomically: true, encoding: .utf8)
         let url = origin.baseURL + "/master.m3u8"
         for (name, extra, expected) in [
-            ("none", [String](), Int32(3)), ("file", ["--config", config.path], 0), ("flag", ["--origin-header", "127.0.0.1=X-Token: t0k"], 0),
+            ("none", [String](), Int32(3)), ("file", ["--config", config.path], 0),
+            ("flag", ["--origin-header", "127.0.0.1=X-Token: t0k"], 0),
         ] {
             let cache = work.appendingPathComponent(name)
             let process = try launch(["fetch", url, "--cache-dir", cache.path, "--free-disk-cushion", "0", "--seconds", "4"] + extra)
@@ -117,7 +122,9 @@ import Testing
             _ = FileManager.default.createFile(atPath: output.path, contents: nil)
             let process = ChildProcess()
             process.executableURL = CLI.binary
-            process.arguments = ["fetch", origin.baseURL + "/index.m3u8", "--cache-dir", work.appendingPathComponent(name).path, "--expires", "7d"]
+            process.arguments = [
+                "fetch", origin.baseURL + "/index.m3u8", "--cache-dir", work.appendingPathComponent(name).path, "--expires", "7d",
+            ]
             var environment = ProcessInfo.processInfo.environment
             environment["HLSCACHE_KEYS_TTL"] = ttl
             process.environment = environment

@@ -34,8 +34,9 @@ import Testing
         #expect(paused.segmentsDone < 3)
         let doneBefore = try fetch.items.resources("p").filter { $0.done && $0.kind == "segment" }.map(\.url)
         #expect(!doneBefore.isEmpty)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty,
-                "the interrupted write left nothing behind")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty,
+            "the interrupted write left nothing behind")
 
         origin.clearLog()
         for index in 0..<3 { origin.setFault(nil, for: "/seg00\(index).m4s") }
@@ -63,7 +64,8 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-rate-pause-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8).write(to: dir.appendingPathComponent("index.m3u8"))
+        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8).write(
+            to: dir.appendingPathComponent("index.m3u8"))
         try Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }).write(to: dir.appendingPathComponent("seg0.ts"))
         let origin = TestOrigin(root: dir)
         try await origin.start()
@@ -73,7 +75,9 @@ import Testing
         let run = Task { try await fetch.downloader.run("slow") }
         // The segment is asked for; its first batch goes through the limiter's burst, the second waits its turn.
         let deadline = ContinuousClock.now + .seconds(60)
-        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         #expect(!origin.requests(matching: "/seg0.ts").isEmpty)
         try await Task.sleep(for: .milliseconds(500))
         let pausedAt = ContinuousClock.now
@@ -318,7 +322,9 @@ import Testing
         task.cancel()
         await task.value
         let settled = try fetch.items.items()
-        #expect(settled.allSatisfy { $0.state == .cached }, "\(settled.map { "\($0.id) \($0.state) \($0.errorCode ?? "") \($0.errorMessage ?? "")" })")
+        #expect(
+            settled.allSatisfy { $0.state == .cached },
+            "\(settled.map { "\($0.id) \($0.state) \($0.errorCode ?? "") \($0.errorMessage ?? "")" })")
         #expect(maxActive <= 2)
         await fetch.shutdown()
         await origin.stop()

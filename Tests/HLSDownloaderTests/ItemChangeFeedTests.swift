@@ -101,7 +101,9 @@ import Testing
         try store.apply(.expire, to: "i5")
         #expect(Set(try store.expiring(at: now).map(\.id)) == ["i0", "i10", "i15"])
         let counts = try store.countsByState()
-        #expect(counts["downloading"] == 8 && counts["queued"] == 10 && counts["cached"] == 1 && counts["expired"] == 1 && counts["paused"] == 0)
+        #expect(
+            counts["downloading"] == 8 && counts["queued"] == 10 && counts["cached"] == 1 && counts["expired"] == 1 && counts["paused"] == 0
+        )
 
         let queue = try DatabaseQueue(path: dir.appendingPathComponent("items.sqlite").path)
         defer { try? queue.close() }

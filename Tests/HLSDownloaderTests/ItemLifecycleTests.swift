@@ -82,8 +82,12 @@ import Testing
         #expect(try fetch.items.item("rental")?.state == .partiallyCached)
         let after = try #require(try keys.record(keyID))
         #expect(after.isStored)
-        #expect(after.expiresAt.map { $0 > now.addingTimeInterval(7000) } == true, "the key follows the item: \(String(describing: after.expiresAt))")
-        #expect(try fetch.downloader.offlineStatus(of: try fetch.items.require("rental")).until.map { $0 > now.addingTimeInterval(7000) } == true)
+        #expect(
+            after.expiresAt.map { $0 > now.addingTimeInterval(7000) } == true,
+            "the key follows the item: \(String(describing: after.expiresAt))")
+        #expect(
+            try fetch.downloader.offlineStatus(of: try fetch.items.require("rental")).until.map { $0 > now.addingTimeInterval(7000) }
+                == true)
 
         let locked = try fetch.downloader.change("rental", ItemChanges(locked: true))
         #expect(locked.locked)

@@ -14,8 +14,9 @@ import Testing
     @Test func insertReadAndListByState() throws {
         let (store, dir) = try makeStore()
         defer { try? FileManager.default.removeItem(at: dir) }
-        var item = DownloadItem(id: "a", url: "https://x/m.m3u8", precacheSeconds: 30, expiresAt: Date(timeIntervalSince1970: 2e9),
-                                headers: [HeaderField(name: "Authorization", value: "Bearer t")])
+        var item = DownloadItem(
+            id: "a", url: "https://x/m.m3u8", precacheSeconds: 30, expiresAt: Date(timeIntervalSince1970: 2e9),
+            headers: [HeaderField(name: "Authorization", value: "Bearer t")])
         item.selection = try RenditionSelection(variants: "best", audio: "en", subtitles: "none", iFrames: false)
         try store.insert(item)
         #expect(throws: DownloadError.invalidState) { try store.insert(item) }
@@ -168,7 +169,9 @@ import Testing
         try plain.insert(DownloadItem(id: "old", url: "https://x/m.m3u8", headers: [HeaderField(name: "X-Old", value: "legacy-value")]))
         let key = try MasterKey(bytes: Array(repeating: 1, count: 32))
         let store = try ItemStore(directory: dir.path, masterKey: key)
-        let headers = [HeaderField(name: "Cookie", value: "session=sealed-secret"), HeaderField(name: "Authorization", value: "Bearer t0k3n")]
+        let headers = [
+            HeaderField(name: "Cookie", value: "session=sealed-secret"), HeaderField(name: "Authorization", value: "Bearer t0k3n"),
+        ]
         try store.insert(DownloadItem(id: "new", url: "https://x/m.m3u8", headers: headers))
         #expect(try store.item("new")?.headers == headers)
         #expect(try store.item("old")?.headers == [HeaderField(name: "X-Old", value: "legacy-value")])
@@ -187,7 +190,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         try store.insert(DownloadItem(id: "d", url: "https://x/m.m3u8"))
         try store.insert(DownloadItem(id: "e", url: "https://x/m.m3u8"))
-        try store.setResources("d", [ItemResource(key: "k1", url: "u1", kind: "segment"), ItemResource(key: "k2", url: "u2", kind: "segment")])
+        try store.setResources(
+            "d", [ItemResource(key: "k1", url: "u1", kind: "segment"), ItemResource(key: "k2", url: "u2", kind: "segment")])
         try store.setResources("e", [ItemResource(key: "k2", url: "u2", kind: "segment")])
         let item = try #require(try store.markDone("d", key: "k1", size: 100, estimatedTotal: { _ in 250 }))
         #expect(item.bytesDone == 100 && item.bytesTotal == 250 && item.segmentsDone == 1 && item.segmentsTotal == 2)
@@ -297,7 +301,10 @@ import Testing
         }
         let store = try ItemStore(directory: dir.path)
         let totals = try store.read { db in try ItemStore.resourceTotals(db, id: "old") }
-        #expect(totals == ResourceTotals(bytesDone: 40, segmentsDone: 1, segmentsTotal: 2, doneSegmentBytes: 40, knownBytes: 47, unknownSegments: 0))
+        #expect(
+            totals
+                == ResourceTotals(
+                    bytesDone: 40, segmentsDone: 1, segmentsTotal: 2, doneSegmentBytes: 40, knownBytes: 47, unknownSegments: 0))
     }
 
     /// A file from before `item_tags` (the items' tags only in their JSON column, one of them malformed): opening it
@@ -309,7 +316,8 @@ import Testing
         do {
             let store = try ItemStore(directory: dir.path)
             for index in 0..<6 {
-                var item = DownloadItem(id: "t\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000 + Double(index)))
+                var item = DownloadItem(
+                    id: "t\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000 + Double(index)))
                 item.tags = index.isMultiple(of: 2) ? ["even", "all"] : ["odd", "all"]
                 try store.insert(item)
             }
@@ -335,8 +343,11 @@ import Testing
         #expect(try ids(["all", "odd"]) == ["t1", "t3", "t5"])
         #expect(try ids(["nothing"]).isEmpty)
         let plan = try store.read { db in
-            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT id FROM items WHERE id IN (SELECT item_id FROM item_tags WHERE tag = ?)", arguments: ["even"])
-                .map { $0["detail"] as String }
+            try Row.fetchAll(
+                db, sql: "EXPLAIN QUERY PLAN SELECT id FROM items WHERE id IN (SELECT item_id FROM item_tags WHERE tag = ?)",
+                arguments: ["even"]
+            )
+            .map { $0["detail"] as String }
         }
         #expect(plan.contains { $0.contains("item_tags_tag") }, "an index lookup: \(plan)")
 
@@ -365,7 +376,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try ItemStore(directory: dir.path)
         for index in 0..<13 {
-            var item = DownloadItem(id: "i\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000.25 + Double(index) * 1.1))
+            var item = DownloadItem(
+                id: "i\(index)", url: "https://x/\(index).m3u8", now: Date(timeIntervalSince1970: 1_000.25 + Double(index) * 1.1))
             item.bytesDone = Int64(index % 4) * 1000
             item.title = index % 3 == 0 ? nil : "Title \(index % 5)"
             try store.insert(item)

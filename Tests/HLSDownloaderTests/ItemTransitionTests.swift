@@ -12,13 +12,15 @@ import Testing
     private static func stalledStream() async throws -> (TestOrigin, DownloaderHarness, URL) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-transition-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8).write(to: dir.appendingPathComponent("index.m3u8"))
+        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8).write(
+            to: dir.appendingPathComponent("index.m3u8"))
         try Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: dir.appendingPathComponent("seg0.ts"))
         let origin = TestOrigin(root: dir)
         try await origin.start()
         origin.setFault(.stall(delay: .hours(1)), for: "/seg0.ts")
         // The run's own poll of the items table, and the origin's read timeout, are an hour: neither ends the run.
-        let fetch = try DownloaderHarness(origin: origin, configure: { $0.statePollInterval = .seconds(3600) }, configureOrigin: { $0.readTimeout = .hours(1) })
+        let fetch = try DownloaderHarness(
+            origin: origin, configure: { $0.statePollInterval = .seconds(3600) }, configureOrigin: { $0.readTimeout = .hours(1) })
         return (origin, fetch, dir)
     }
 
@@ -26,7 +28,9 @@ import Testing
     /// stalled segment.
     private static func waitForTheSegmentRequest(_ origin: TestOrigin) async throws {
         let deadline = ContinuousClock.now + .seconds(300)
-        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         #expect(!origin.requests(matching: "/seg0.ts").isEmpty, "the run never asked for the segment")
     }
 

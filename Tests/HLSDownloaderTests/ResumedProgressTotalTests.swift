@@ -33,7 +33,9 @@ import Testing
                 switch event {
                 case .planned(let id, _, _, _):
                     // Emitted right after the plan is written: the row as a follower (or `ls`) reads it now.
-                    if let item = try? rows.item(id) { observed.record("row at plan", item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal) }
+                    if let item = try? rows.item(id) {
+                        observed.record("row at plan", item.bytesDone, item.bytesTotal, item.segmentsDone, item.segmentsTotal)
+                    }
                 case .progress(_, let p):
                     observed.record("progress", p.bytesDone, p.bytesTotal, p.segmentsDone, p.segmentsTotal)
                 default:
@@ -65,7 +67,9 @@ import Testing
         for count in counts {
             #expect(count.total >= count.done, "\(count.what): total \(count.total) below done \(count.done)")
             if count.segments < count.segmentsTotal {
-                #expect(count.total > count.done, "\(count.what): \(count.segments)/\(count.segmentsTotal) segments, total \(count.total) == done")
+                #expect(
+                    count.total > count.done,
+                    "\(count.what): \(count.segments)/\(count.segmentsTotal) segments, total \(count.total) == done")
             }
         }
         await fetch.shutdown()

@@ -35,7 +35,10 @@ import Testing
     @Test func languagesFilterAudioAndSubtitles() throws {
         let base = "https://cdn.example.com/vod/"
         #expect(try select("best", "en", "none") == [base + "high/index.m3u8", base + "audio/en.m3u8"])
-        #expect(try select("best", "all", "en") == [base + "high/index.m3u8", base + "audio/en.m3u8", base + "audio/fr.m3u8", base + "subs/en.m3u8"])
+        #expect(
+            try select("best", "all", "en") == [
+                base + "high/index.m3u8", base + "audio/en.m3u8", base + "audio/fr.m3u8", base + "subs/en.m3u8",
+            ])
         #expect(try select("best", "none", "none", iFrames: true) == [base + "high/index.m3u8", base + "low/iframes.m3u8"])
     }
 
@@ -62,8 +65,11 @@ import Testing
         #expect(try pick("best") == ["https://h/p0.m3u8"])
         #expect(try pick("all") == ["https://h/p0.m3u8", "https://h/p1.m3u8", "https://h/p2.m3u8"])
         // An audio-only stream (no variant with video) is still prewarmed.
-        let audioOnly = try Playlist("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS=\"mp4a.40.5\"\na.m3u8\n").master(baseURL: "https://h/m.m3u8")
-        #expect(try RenditionSelection(variants: "worst", audio: "all", subtitles: "all", iFrames: false).select(from: audioOnly).map(\.url) == ["https://h/a.m3u8"])
+        let audioOnly = try Playlist("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=64000,CODECS=\"mp4a.40.5\"\na.m3u8\n").master(
+            baseURL: "https://h/m.m3u8")
+        #expect(
+            try RenditionSelection(variants: "worst", audio: "all", subtitles: "all", iFrames: false).select(from: audioOnly).map(\.url)
+                == ["https://h/a.m3u8"])
     }
 
     /// `--audio en-US` selects a rendition labelled `en` (and `en` one labelled `en-US`); a language the stream
@@ -74,16 +80,21 @@ import Testing
         #expect(try select("best", "none", "en-GB") == [base + "high/index.m3u8", base + "subs/en.m3u8"])
         #expect(try select("best", "en", "none") == [base + "high/index.m3u8", base + "audio/en.m3u8"])
         let german = try RenditionSelection(variants: "best", audio: "de", subtitles: "fr", iFrames: false)
-        #expect(german.unmatched(in: master) == [
-            "--audio de matches no audio rendition of the chosen variants (they have: en-US, fr); none is downloaded",
-            "--subtitles fr matches no subtitles rendition of the chosen variants (they have: en); none is downloaded",
-        ])
+        #expect(
+            german.unmatched(in: master) == [
+                "--audio de matches no audio rendition of the chosen variants (they have: en-US, fr); none is downloaded",
+                "--subtitles fr matches no subtitles rendition of the chosen variants (they have: en); none is downloaded",
+            ])
         #expect(try RenditionSelection(variants: "best", audio: "fr", subtitles: "all", iFrames: false).unmatched(in: master).isEmpty)
     }
 
     @Test func badSpellingsAreRefused() {
-        #expect(throws: DownloadError.invalidState) { try RenditionSelection(variants: "most", audio: "all", subtitles: "all", iFrames: false) }
-        #expect(throws: DownloadError.invalidState) { try RenditionSelection(variants: "all", audio: ",", subtitles: "all", iFrames: false) }
+        #expect(throws: DownloadError.invalidState) {
+            try RenditionSelection(variants: "most", audio: "all", subtitles: "all", iFrames: false)
+        }
+        #expect(throws: DownloadError.invalidState) {
+            try RenditionSelection(variants: "all", audio: ",", subtitles: "all", iFrames: false)
+        }
     }
 
     static let media = """

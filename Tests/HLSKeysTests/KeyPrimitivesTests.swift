@@ -82,7 +82,9 @@ import Testing
         let segment = try AES128CBC.encrypt((0..<1000).map { UInt8(truncatingIfNeeded: $0) }, key: key, iv: iv)
         try SegmentVerification.verifySegment(lastTwoBlocks: segment.suffix(32), key: key, iv: iv)
         let wrong = key.map { $0 ^ 1 }
-        let error = #expect(throws: KeyError.corrupted) { try SegmentVerification.verifySegment(lastTwoBlocks: segment.suffix(32), key: wrong, iv: iv) }
+        let error = #expect(throws: KeyError.corrupted) {
+            try SegmentVerification.verifySegment(lastTwoBlocks: segment.suffix(32), key: wrong, iv: iv)
+        }
         #expect(error?.code == "corrupted")
         #expect(throws: KeyError.corrupted) { try SegmentVerification.verifySegment(lastTwoBlocks: segment.suffix(31), key: key, iv: iv) }
 

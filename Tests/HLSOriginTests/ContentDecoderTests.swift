@@ -16,7 +16,9 @@ struct ContentDecoderTests {
     }()
 
     /// Feeds `coded` in slices of `step` bytes and returns what came out, piece by piece.
-    static func decode(_ coded: [UInt8], coding: ContentDecoder.Coding, step: Int) throws(OriginError) -> (bytes: [UInt8], pieces: [Int], decoder: ContentDecoder) {
+    static func decode(_ coded: [UInt8], coding: ContentDecoder.Coding, step: Int) throws(OriginError) -> (
+        bytes: [UInt8], pieces: [Int], decoder: ContentDecoder
+    ) {
         let decoder = ContentDecoder(coding: coding)
         var out: [UInt8] = []
         var pieces: [Int] = []

@@ -49,7 +49,9 @@ import Testing
         // Within the interval: nothing again; another page, or past the interval: fetched.
         await refresher.refresh(page, within: .seconds(3600)) { fetches.withLockedValue { $0 += 1 } }
         #expect(fetches.withLockedValue { $0 } == 1)
-        await refresher.refresh(try OriginURL("https://cdn.example/other.m3u8"), within: .seconds(3600)) { fetches.withLockedValue { $0 += 1 } }
+        await refresher.refresh(try OriginURL("https://cdn.example/other.m3u8"), within: .seconds(3600)) {
+            fetches.withLockedValue { $0 += 1 }
+        }
         #expect(fetches.withLockedValue { $0 } == 2)
         await refresher.refresh(page, within: .zero) { fetches.withLockedValue { $0 += 1 } }
         #expect(fetches.withLockedValue { $0 } == 3)

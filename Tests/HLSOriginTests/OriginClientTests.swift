@@ -53,7 +53,9 @@ struct OriginClientTests {
 
     @Test func originHeadersCookiesAndUserAgentAreSent() async throws {
         try await withOrigin { configuration in
-            configuration.originHeaders["127.0.0.1"] = [(name: "X-Origin-Token", value: "abc"), (name: "Referer", value: "https://player.example/")]
+            configuration.originHeaders["127.0.0.1"] = [
+                (name: "X-Origin-Token", value: "abc"), (name: "Referer", value: "https://player.example/"),
+            ]
             configuration.originCookies["127.0.0.1"] = [(name: "session", value: "s1"), (name: "cdn", value: "c2")]
             configuration.originHeaders["other.example"] = [(name: "X-Leak", value: "no")]
         } _: { origin, client, _ in
@@ -74,7 +76,8 @@ struct OriginClientTests {
         try await withOrigin { origin, client, _ in
             let plain = String(buffer: try await client.fetch(origin.url("/echo"), maxBytes: 1 << 16).body)
             #expect(plain.contains("accept-encoding: identity\n"), "\(plain)")
-            let compressed = String(buffer: try await client.fetch(origin.url("/echo"), headers: [OriginClient.acceptCompressed], maxBytes: 1 << 16).body)
+            let compressed = String(
+                buffer: try await client.fetch(origin.url("/echo"), headers: [OriginClient.acceptCompressed], maxBytes: 1 << 16).body)
             #expect(compressed.contains("accept-encoding: gzip, deflate\n"), "\(compressed)")
             #expect(!compressed.contains("identity"))
         }
@@ -108,7 +111,9 @@ struct OriginClientTests {
         try await withOrigin { origin, client, _ in
             // Cut short (Content-Length matches what was sent): the gzip end marker is missing.
             await #expect(throws: OriginError.truncated) { try await client.fetch(origin.url("/coded/gzip/300000/cut"), maxBytes: 1 << 20) }
-            let brotli = await #expect(throws: OriginError.encoding) { try await client.fetch(origin.url("/coded/br/1000"), maxBytes: 1 << 20) }
+            let brotli = await #expect(throws: OriginError.encoding) {
+                try await client.fetch(origin.url("/coded/br/1000"), maxBytes: 1 << 20)
+            }
             #expect(brotli?.httpStatus == 502)
             #expect(brotli?.message.contains("Content-Encoding br") == true)
             #expect(origin.hits("/coded/br/1000") == 1, "not retried: asking again gets the same answer")
@@ -131,7 +136,9 @@ struct OriginClientTests {
             let response = try await client.fetch(origin.url("/cookie/redirect"), maxBytes: 1024)
             #expect(response.status == 200, "the cookie set on the 302 went with the redirected request")
         }
-        try await withOrigin { $0.keepsCookies = false } _: { origin, client, _ in
+        try await withOrigin {
+            $0.keepsCookies = false
+        } _: { origin, client, _ in
             _ = try await client.fetch(origin.url("/cookie/set"), maxBytes: 1024)
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(client.cookieJar == nil)
@@ -189,7 +196,9 @@ struct OriginClientTests {
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(origin.hits("/cookie/need") == 1, "no source: no second request")
         }
-        try await withOrigin { $0.keepsCookies = false } _: { origin, client, _ in
+        try await withOrigin {
+            $0.keepsCookies = false
+        } _: { origin, client, _ in
             client.cookies.setPageSource { _ in origin.url("/cookie/set") }
             await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/cookie/need"), maxBytes: 1024) }
             #expect(origin.hits("/cookie/need") == 1 && origin.hits("/cookie/set") == 0, "cookies not kept: nothing to refresh")
@@ -198,7 +207,9 @@ struct OriginClientTests {
 
     /// A 503 that says when to come back: the retry waits that long, up to the policy's longest delay.
     @Test func retryAfterIsObeyedUpToTheLongestDelay() async throws {
-        try await withOrigin { $0.retry = OriginRetryPolicy(maxRetries: 2, baseDelay: .milliseconds(10), maxDelay: .seconds(1)) } _: { origin, client, _ in
+        try await withOrigin {
+            $0.retry = OriginRetryPolicy(maxRetries: 2, baseDelay: .milliseconds(10), maxDelay: .seconds(1))
+        } _: { origin, client, _ in
             let clock = ContinuousClock()
             var started = clock.now
             let first = try await client.fetch(origin.url("/busy/1/1"), maxBytes: 64)
@@ -309,7 +320,9 @@ struct OriginClientTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(reserved, $0, length) == 0 && getsockname(reserved, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(reserved, $0, length) == 0 && getsockname(reserved, $0, &length) == 0
+            }
         }
         try #require(bound)
         let port = Int(UInt16(bigEndian: address.sin_port))

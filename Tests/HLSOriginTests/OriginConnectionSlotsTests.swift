@@ -25,10 +25,11 @@ import Testing
         let order = NIOLockedValueBox<[Int]>([])
         var waiters: [Task<Void, any Error>] = []
         for index in 0..<3 {
-            waiters.append(Task {
-                try await slots.acquire("http://a", timerOn: Self.loop)
-                order.withLockedValue { $0.append(index) }
-            })
+            waiters.append(
+                Task {
+                    try await slots.acquire("http://a", timerOn: Self.loop)
+                    order.withLockedValue { $0.append(index) }
+                })
             try await Self.waitUntilWaiting(slots, index + 1)
         }
         for served in 1...3 {

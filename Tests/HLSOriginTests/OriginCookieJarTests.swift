@@ -14,7 +14,8 @@ struct OriginCookieJarTests {
 
     @Test func hostOnlyAndDomainCookies() throws {
         let jar = OriginCookieJar()
-        jar.store(["a=1", "b=2; Domain=.cdn.example; Path=/"], from: try OriginURL("https://edge.cdn.example/vod/master.m3u8"), now: Self.now)
+        jar.store(
+            ["a=1", "b=2; Domain=.cdn.example; Path=/"], from: try OriginURL("https://edge.cdn.example/vod/master.m3u8"), now: Self.now)
         #expect(try Self.names(jar, "https://edge.cdn.example/vod/v1/index.m3u8") == ["a=1", "b=2"])
         // A host-only cookie stays with its host; a domain cookie reaches the domain's other hosts.
         #expect(try Self.names(jar, "https://other.cdn.example/vod/seg.ts") == ["b=2"])
@@ -40,7 +41,8 @@ struct OriginCookieJarTests {
         jar.store(["dir=1", "root=1; Path=/", "deep=1; Path=/live/ch1/v1"], from: url, now: Self.now)
         #expect(try Self.names(jar, "https://cdn.example/live/ch1/v1/seg.ts") == ["deep=1", "dir=1", "root=1"])
         #expect(try Self.names(jar, "https://cdn.example/live/ch1/seg.ts") == ["dir=1", "root=1"])
-        #expect(try Self.names(jar, "https://cdn.example/live/ch10/seg.ts") == ["root=1"], "/live/ch1 is not a prefix directory of /live/ch10")
+        #expect(
+            try Self.names(jar, "https://cdn.example/live/ch10/seg.ts") == ["root=1"], "/live/ch1 is not a prefix directory of /live/ch10")
         #expect(OriginCookieJar.defaultPath("/live/ch1/master.m3u8") == "/live/ch1")
         #expect(OriginCookieJar.defaultPath("/master.m3u8") == "/")
         #expect(OriginCookieJar.defaultPath("") == "/")
@@ -50,7 +52,10 @@ struct OriginCookieJarTests {
         let jar = OriginCookieJar()
         let url = try OriginURL("https://cdn.example/a")
         jar.store(
-            ["short=1; Max-Age=60", "dated=1; Expires=Mon, 01 Mar 2027 00:00:00 GMT", "old=1; Expires=Thu, 01-Jan-1970 00:00:01 GMT", "session=1"],
+            [
+                "short=1; Max-Age=60", "dated=1; Expires=Mon, 01 Mar 2027 00:00:00 GMT", "old=1; Expires=Thu, 01-Jan-1970 00:00:01 GMT",
+                "session=1",
+            ],
             from: url, now: Self.now)
         #expect(try Set(Self.names(jar, "https://cdn.example/b")) == ["short=1", "dated=1", "session=1"])
         #expect(try Set(Self.names(jar, "https://cdn.example/b", at: Self.now.addingTimeInterval(61))) == ["dated=1", "session=1"])
@@ -70,7 +75,9 @@ struct OriginCookieJarTests {
         jar.store(["h=1; Secure"], from: try OriginURL("http://cdn.example/a"), now: Self.now)
         #expect(try !Self.names(jar, "https://cdn.example/a").contains("h=1"), "plain http may not set a Secure cookie")
         let before = jar.count
-        jar.store(["novalue", "=x", "bad name=1", String(repeating: "k", count: 5000) + "=1"], from: try OriginURL("https://cdn.example/a"), now: Self.now)
+        jar.store(
+            ["novalue", "=x", "bad name=1", String(repeating: "k", count: 5000) + "=1"], from: try OriginURL("https://cdn.example/a"),
+            now: Self.now)
         #expect(jar.count == before)
     }
 

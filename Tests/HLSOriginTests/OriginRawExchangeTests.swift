@@ -70,7 +70,9 @@ struct OriginRawExchangeTests {
             let coded = try await client.fetch(origin.url("/coded/gzip/300000/%E9"), maxBytes: 1 << 20)
             #expect(Array(coded.body.readableBytesView) == TestOrigin.textBytes(300000))
             #expect(coded.head.headers["Content-Encoding"].isEmpty)
-            await #expect(throws: OriginError.truncated) { try await client.fetch(origin.url("/coded/gzip/300000/cut/%E9"), maxBytes: 1 << 20) }
+            await #expect(throws: OriginError.truncated) {
+                try await client.fetch(origin.url("/coded/gzip/300000/cut/%E9"), maxBytes: 1 << 20)
+            }
         }
     }
 
@@ -85,7 +87,9 @@ struct OriginRawExchangeTests {
             #expect(stalled.snapshot.body.count == 10)
             #expect(stalled.error == .timeout)
             await #expect(throws: OriginError.timeout) { try await client.fetch(origin.url("/silent/%E9"), maxBytes: 1024) }
-            let notFound = await #expect(throws: OriginError.httpStatus) { try await client.fetch(origin.url("/notfound/%E9"), maxBytes: 1024) }
+            let notFound = await #expect(throws: OriginError.httpStatus) {
+                try await client.fetch(origin.url("/notfound/%E9"), maxBytes: 1024)
+            }
             #expect(notFound?.httpStatus == 404)
             await #expect(throws: OriginError.tooManyRedirects) { try await client.fetch(origin.url("/loop/%E9"), maxBytes: 1024) }
             #expect(origin.hits("/loop/%E9") == 1)

@@ -10,7 +10,10 @@ import Testing
         let master = try playlist.master(baseURL: Fixtures.baseURL("master.m3u8"))
         #expect(master.version == 3)
         #expect(master.variants.map(\.uri) == ["hi/index.m3u8", "lo/index.m3u8"])
-        #expect(master.variants.map(\.url) == ["https://cdn.example.com/vod/show/hi/index.m3u8", "https://cdn.example.com/vod/show/lo/index.m3u8"])
+        #expect(
+            master.variants.map(\.url) == [
+                "https://cdn.example.com/vod/show/hi/index.m3u8", "https://cdn.example.com/vod/show/lo/index.m3u8",
+            ])
         #expect(master.variants.map(\.bandwidth) == [510_400, 235_400])
         #expect(master.variants.map { $0.resolution?.width } == [320, 160])
         #expect(master.variants.map { $0.resolution?.height } == [180, 90])

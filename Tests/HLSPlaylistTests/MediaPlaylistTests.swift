@@ -156,9 +156,10 @@ import Testing
         #expect(media.preloadHints.map(\.type) == ["PART"])
         #expect(media.preloadHints.map(\.url) == [SamplePlaylists.dir + "seg113.part1.m4s"])
         #expect(media.preloadHints.map(\.byteRangeStart) == [nil])
-        #expect(media.renditionReports.map(\.url) == [
-            "https://origin.example.com/live/720p/index.m3u8", "https://origin.example.com/live/1080p/index.m3u8",
-        ])
+        #expect(
+            media.renditionReports.map(\.url) == [
+                "https://origin.example.com/live/720p/index.m3u8", "https://origin.example.com/live/1080p/index.m3u8",
+            ])
         #expect(media.renditionReports.map(\.lastMediaSequence) == [112, 112])
         #expect(media.renditionReports.map(\.lastPart) == [1, 0])
     }
@@ -174,9 +175,10 @@ import Testing
         #expect(media.dateRanges[1].attributes["X-RESTRICT"] == "SKIP,JUMP")
         #expect(media.dateRanges[2].assetURL == nil && media.dateRanges[2].assetListURL == nil)
 
-        #expect(media.segments.map(\.byteRange) == [
-            ByteRange(length: 1000, offset: 720), ByteRange(length: 2000, offset: 1720), ByteRange(length: 1500, offset: 3720), nil,
-        ])
+        #expect(
+            media.segments.map(\.byteRange) == [
+                ByteRange(length: 1000, offset: 720), ByteRange(length: 2000, offset: 1720), ByteRange(length: 1500, offset: 3720), nil,
+            ])
         let map = try #require(media.segments[0].map)
         #expect(map.byteRange == ByteRange(length: 720, offset: 0))
 
@@ -249,14 +251,16 @@ import Testing
         let sample = SamplePlaylists.iFrames
         let media = try Playlist(sample.text).media(baseURL: sample.baseURL)
         #expect(media.isIFramesOnly)
-        #expect(media.segments.map(\.byteRange) == [
-            ByteRange(length: 9400, offset: 564), ByteRange(length: 9400, offset: 200_000), ByteRange(length: 7896, offset: 1128),
-        ])
+        #expect(
+            media.segments.map(\.byteRange) == [
+                ByteRange(length: 9400, offset: 564), ByteRange(length: 9400, offset: 200_000), ByteRange(length: 7896, offset: 1128),
+            ])
         #expect(media.segments[2].url == "http://origin.example.com:8081/other/segment1.ts")
     }
 
     @Test func titlesAndStart() throws {
-        let text = "#EXTM3U\n#EXT-X-START:TIME-OFFSET=-12.5,PRECISE=YES\n#EXT-X-TARGETDURATION:10\n#EXTINF:9.5,title, with a comma\nseg.ts\n"
+        let text =
+            "#EXTM3U\n#EXT-X-START:TIME-OFFSET=-12.5,PRECISE=YES\n#EXT-X-TARGETDURATION:10\n#EXTINF:9.5,title, with a comma\nseg.ts\n"
         let media = try Playlist(text).media()
         #expect(media.start?.timeOffset == -12.5)
         #expect(media.start?.precise == true)

@@ -27,7 +27,8 @@ import Testing
         .init(name: "A= at end after items", text: "#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\",BYTERANGE=", error: .truncatedAttributeList, line: 2),
         .init(name: "A= at end, CRLF", text: "#EXTM3U\r\n#EXT-X-MAP:URI=\r\n", error: .truncatedAttributeList, line: 2),
         .init(name: "name without =", text: "#EXTM3U\n#EXT-X-MAP:URI\n", error: .truncatedAttributeList, line: 2),
-        .init(name: "empty unquoted value", text: "#EXTM3U\n#EXT-X-MAP:URI=\"i\",BYTERANGE=  ,X=1\n", error: .truncatedAttributeList, line: 2),
+        .init(
+            name: "empty unquoted value", text: "#EXTM3U\n#EXT-X-MAP:URI=\"i\",BYTERANGE=  ,X=1\n", error: .truncatedAttributeList, line: 2),
         .init(name: "junk after quoted value", text: "#EXTM3U\n#EXT-X-MAP:URI=\"a\"b\n", error: .invalidAttribute, line: 2),
         .init(name: "empty attribute name", text: "#EXTM3U\n#EXT-X-MAP:=\"a\"\n", error: .invalidAttribute, line: 2),
         .init(name: "URI line without EXTINF", text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\nseg.ts\n", error: .segmentWithoutDuration, line: 3),
@@ -83,16 +84,22 @@ import Testing
         .init(name: "IV without 0x", text: "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\",IV=1234\n", error: .invalidNumber, line: 2),
         .init(name: "IV not hex", text: "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\",IV=0xGG\n", error: .invalidNumber, line: 2),
         .init(name: "IV empty hex", text: "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\",IV=0x\n", error: .invalidNumber, line: 2),
-        .init(name: "session key IV", text: "#EXTM3U\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"k\",IV=0xZ\n", error: .invalidNumber, line: 2),
+        .init(
+            name: "session key IV", text: "#EXTM3U\n#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"k\",IV=0xZ\n", error: .invalidNumber, line: 2),
         .init(name: "key without METHOD", text: "#EXTM3U\n#EXT-X-KEY:URI=\"k\"\n", error: .missingAttribute, line: 2),
         .init(name: "AES-128 key without URI", text: "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128\n", error: .missingAttribute, line: 2),
         .init(name: "map without URI", text: "#EXTM3U\n#EXT-X-MAP:BYTERANGE=\"1@0\"\n", error: .missingAttribute, line: 2),
         .init(name: "part without URI", text: "#EXTM3U\n#EXT-X-PART:DURATION=1\n", error: .missingAttribute, line: 2),
-        .init(name: "steering without SERVER-URI", text: "#EXTM3U\n#EXT-X-CONTENT-STEERING:PATHWAY-ID=\"a\"\n", error: .missingAttribute, line: 2),
-        .init(name: "I-frame variant without URI", text: "#EXTM3U\n#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=1\n", error: .missingAttribute, line: 2),
+        .init(
+            name: "steering without SERVER-URI", text: "#EXTM3U\n#EXT-X-CONTENT-STEERING:PATHWAY-ID=\"a\"\n", error: .missingAttribute,
+            line: 2),
+        .init(
+            name: "I-frame variant without URI", text: "#EXTM3U\n#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=1\n", error: .missingAttribute, line: 2
+        ),
         .init(name: "bandwidth not a number", text: "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=fast\nv.m3u8\n", error: .invalidNumber, line: 2),
         .init(
-            name: "absurd bandwidth", text: "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=99999999999999999\nv.m3u8\n", error: .absurdValue, line: 2),
+            name: "absurd bandwidth", text: "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=99999999999999999\nv.m3u8\n", error: .absurdValue, line: 2
+        ),
         .init(name: "undefined variable", text: "#EXTM3U\n#EXTINF:2,\n{$cdn}/a.ts\n", error: .undefinedVariable, line: 3),
         .init(
             name: "variable used before its definition",
@@ -187,7 +194,9 @@ import Testing
                 var previousEnd = 0
                 for slot in playlist.uriSlots {
                     if slot.range.lowerBound < previousEnd || slot.range.upperBound > bytes.count {
-                        Issue.record("URI slot out of order or out of bounds: \(slot.range) prev \(previousEnd) count \(bytes.count) in \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+                        Issue.record(
+                            "URI slot out of order or out of bounds: \(slot.range) prev \(previousEnd) count \(bytes.count) in \(String(decoding: bytes, as: UTF8.self).debugDescription)"
+                        )
                     }
                     previousEnd = slot.range.upperBound
                 }

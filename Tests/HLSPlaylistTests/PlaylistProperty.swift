@@ -1,8 +1,8 @@
 // Shared by the test suite and the libFuzzer target (Fuzz/run.sh compiles this file into the fuzzer), so the
 // property the fuzzer hunts for is the one the regression tests check.
 #if !FUZZING
-import HLSPlaylist
-import HLSTestSupport
+    import HLSPlaylist
+    import HLSTestSupport
 #endif
 
 /// Why an input broke the engine's promises.

@@ -9,6 +9,7 @@ import Testing
         let playlist = try Playlist(text)
         #expect(playlist.serialize() == Array(text.utf8))
         let out = try playlist.rewrite(baseURL: "https://h/v/index.m3u8") { url, role in "/p?u=\(url)&r=\(role)" }
-        #expect(String(decoding: out, as: UTF8.self) == text.replacingOccurrences(of: "seg0.ts", with: "/p?u=https://h/v/seg0.ts&r=segment"))
+        #expect(
+            String(decoding: out, as: UTF8.self) == text.replacingOccurrences(of: "seg0.ts", with: "/p?u=https://h/v/seg0.ts&r=segment"))
     }
 }

@@ -115,13 +115,15 @@ import Testing
         #expect(playlist.kind == .media)
         #expect(playlist.warnings.map(\.kind) == [.channelList])
         #expect(playlist.warnings.first?.count == 2)
-        let expected = text
+        let expected =
+            text
             .replacingOccurrences(of: "\nhttp://iptv.example/", with: "\n/p/http://iptv.example/")
             .replacingOccurrences(of: "\nhttp://iptv.example:8000/", with: "\n/p/http://iptv.example:8000/")
         #expect(try Self.rewritten(playlist) == expected)
         let media = try playlist.media(baseURL: Self.base)
         #expect(media.segments.map(\.duration) == [0, 0])
-        #expect(media.segments.map(\.url) == ["http://iptv.example/live/one/index.m3u8", "http://iptv.example:8000/live/user/pass/1234.ts"])
+        #expect(
+            media.segments.map(\.url) == ["http://iptv.example/live/one/index.m3u8", "http://iptv.example:8000/live/user/pass/1234.ts"])
     }
 
     /// Kodi's `URL|Name=value&…` header suffix: the URL is rewritten, the suffix kept; the channel's headers include it.
@@ -138,7 +140,8 @@ import Testing
             """
         let playlist = try Self.parse(text)
         #expect(playlist.warnings.map(\.kind).contains(.urlHeaders))
-        let expected = text
+        let expected =
+            text
             .replacingOccurrences(of: "\nhttp://iptv.example/one.m3u8|", with: "\n/p/http://iptv.example/one.m3u8|")
             .replacingOccurrences(of: "\nhttp://iptv.example/two.m3u8?a=1|b", with: "\n/p/http://iptv.example/two.m3u8?a=1|b")
         #expect(try Self.rewritten(playlist) == expected)

@@ -16,7 +16,10 @@ import Testing
         let sample = SamplePlaylists.variables
         let media = try Playlist(sample.text).media(baseURL: sample.baseURL, imports: sample.imports)
         #expect(media.segments.map(\.uri) == ["https://cdn.example.com/v/s42/seg1.m4s?token=abc", "../s42/seg2.m4s"])
-        #expect(media.segments.map(\.url) == ["https://cdn.example.com/v/s42/seg1.m4s?token=abc", "https://origin.example.com/live/s42/seg2.m4s"])
+        #expect(
+            media.segments.map(\.url) == [
+                "https://cdn.example.com/v/s42/seg1.m4s?token=abc", "https://origin.example.com/live/s42/seg2.m4s",
+            ])
         #expect(media.segments[0].map?.url == "https://cdn.example.com/v/init.mp4?token=abc")
     }
 
@@ -34,7 +37,9 @@ import Testing
         let playlist = try Playlist("#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"a\"\n#EXT-X-DEFINE:IMPORT=\"b\"\n#EXTINF:2,\n{$a}.ts\n")
         // b is never used: no error for it.
         #expect(try playlist.resolvedURIs(baseURL: "https://h/x.m3u8", imports: ["a": "seg"]).map(\.url) == ["https://h/seg.ts"])
-        let rewriteError = #expect(throws: PlaylistError.self) { try playlist.rewrite(baseURL: "https://h/x.m3u8") { $0 + "?" + $1.rawValue } }
+        let rewriteError = #expect(throws: PlaylistError.self) {
+            try playlist.rewrite(baseURL: "https://h/x.m3u8") { $0 + "?" + $1.rawValue }
+        }
         #expect(rewriteError == .undefinedVariable)
         #expect(rewriteError?.line == 5)
         let mediaError = #expect(throws: PlaylistError.self) { try playlist.media(baseURL: "https://h/x.m3u8") }
@@ -45,11 +50,15 @@ import Testing
     /// A proxy that has not seen the multivariant playlist keeps a URI with an unknown import as written (the
     /// player substitutes it); the others are rewritten as usual.
     @Test func aRewriteCanKeepURIsWithAnUnknownImport() throws {
-        let text = "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:NAME=\"d\",VALUE=\"s1\"\n#EXTINF:2,\n{$d}/a.ts?t={$tok}\n#EXTINF:2,\n{$d}/b.ts\n"
+        let text =
+            "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:NAME=\"d\",VALUE=\"s1\"\n#EXTINF:2,\n{$d}/a.ts?t={$tok}\n#EXTINF:2,\n{$d}/b.ts\n"
         let playlist = try Playlist(text)
-        let kept = try playlist.rewrite(baseURL: "https://h/v/x.m3u8", keepingUnresolved: true, using: ClosureRewriterForTests { url, _ in "/p/" + url })
+        let kept = try playlist.rewrite(
+            baseURL: "https://h/v/x.m3u8", keepingUnresolved: true, using: ClosureRewriterForTests { url, _ in "/p/" + url })
         #expect(String(decoding: kept, as: UTF8.self) == text.replacingOccurrences(of: "{$d}/b.ts", with: "/p/https://h/v/s1/b.ts"))
-        let known = try playlist.rewrite(baseURL: "https://h/v/x.m3u8", imports: ["tok": "9"], keepingUnresolved: true, using: ClosureRewriterForTests { url, _ in "/p/" + url })
+        let known = try playlist.rewrite(
+            baseURL: "https://h/v/x.m3u8", imports: ["tok": "9"], keepingUnresolved: true,
+            using: ClosureRewriterForTests { url, _ in "/p/" + url })
         #expect(String(decoding: known, as: UTF8.self).contains("/p/https://h/v/s1/a.ts?t=9\n"))
         #expect(throws: PlaylistError.undefinedVariable) {
             try playlist.rewrite(baseURL: "https://h/v/x.m3u8", using: ClosureRewriterForTests { url, _ in "/p/" + url })
@@ -73,7 +82,8 @@ import Testing
 
     @Test func valuesAreSubstitutedOnce() throws {
         // A value that looks like a reference is not expanded again.
-        let playlist = try Playlist("#EXTM3U\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"{$b}\"\n#EXT-X-DEFINE:NAME=\"b\",VALUE=\"x\"\n#EXTINF:2,\n{$a}{$b}.ts\n")
+        let playlist = try Playlist(
+            "#EXTM3U\n#EXT-X-DEFINE:NAME=\"a\",VALUE=\"{$b}\"\n#EXT-X-DEFINE:NAME=\"b\",VALUE=\"x\"\n#EXTINF:2,\n{$a}{$b}.ts\n")
         #expect(try playlist.resolvedURIs(baseURL: "https://h/x.m3u8").map(\.url) == ["https://h/{$b}x.ts"])
     }
 }

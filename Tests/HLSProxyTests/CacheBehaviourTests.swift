@@ -130,7 +130,9 @@ import Testing
         var received = 0
         while received < 64 << 10, let chunk = try await iterator.next() { received += chunk.readableBytes }
         #expect(received == 64 << 10)
-        #expect(try OriginFaultMatrixTests.stored(harness.store, harness.originURL("/seg.ts")) == nil, "nothing is cached before the origin finished")
+        #expect(
+            try OriginFaultMatrixTests.stored(harness.store, harness.originURL("/seg.ts")) == nil,
+            "nothing is cached before the origin finished")
     }
 
     @Test func truncatedOriginBodyIsNeverCachedAndTheClientSeesAnError() async throws {
@@ -290,7 +292,8 @@ import Testing
     @Test func prewarmedObjectsKeepTheOriginsStrongETag() async throws {
         let origin = TestOrigin(root: FileManager.default.temporaryDirectory)
         try await origin.start()
-        origin.setBody(Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXTINF:2,\ns1.ts\n#EXT-X-ENDLIST\n".utf8), for: "/tag/index.m3u8")
+        origin.setBody(
+            Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\ns0.ts\n#EXTINF:2,\ns1.ts\n#EXT-X-ENDLIST\n".utf8), for: "/tag/index.m3u8")
         origin.setBody(randomBytes(3_000), contentType: "video/mp2t", for: "/tag/s0.ts")
         origin.setBody(randomBytes(3_000), contentType: "video/mp2t", for: "/tag/s1.ts")
         origin.setETag("\"s0-strong\"", for: "/tag/s0.ts")
@@ -333,13 +336,19 @@ import Testing
         // Only the stalled request is meant to hit a read timeout, so it has a proxy of its own with a short one;
         // everything else gets 30 s to connect and to read: a loaded CI machine paused the whole test process for
         // ~20 s, and short timeouts turned an immediate 503, and once a 404, into a 504.
-        let harness = try await ProxyHarness.start(serving: dir, configureOrigin: {
-            $0.readTimeout = .seconds(30)
-            $0.connectTimeout = .seconds(30)
-            $0.retry.maxRetries = 0
-        })
+        let harness = try await ProxyHarness.start(
+            serving: dir,
+            configureOrigin: {
+                $0.readTimeout = .seconds(30)
+                $0.connectTimeout = .seconds(30)
+                $0.retry.maxRetries = 0
+            })
         defer { Task { await harness.shutdown() } }
-        let impatient = try await ProxyHarness.start(serving: dir, configureOrigin: { $0.readTimeout = .seconds(3); $0.retry.maxRetries = 0 })
+        let impatient = try await ProxyHarness.start(
+            serving: dir,
+            configureOrigin: {
+                $0.readTimeout = .seconds(3); $0.retry.maxRetries = 0
+            })
         defer { Task { await impatient.shutdown() } }
 
         let missing = try await harness.get(harness.url("/nope.ts"))
@@ -375,9 +384,11 @@ import AsyncHTTPClient
 
 @Suite struct DestinationPolicyThroughProxyTests {
     @Test func hostsOutsideTheAllowListAndMetadataAddressesAreRefused() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configureOrigin: {
-            $0.destinationPolicy.allowedHosts = ["cdn.allowed.example"]
-        })
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory,
+            configureOrigin: {
+                $0.destinationPolicy.allowedHosts = ["cdn.allowed.example"]
+            })
         defer { Task { await harness.shutdown() } }
         let refused = try await harness.get(harness.url("/x.ts"))
         #expect(refused.status == 403)

@@ -9,7 +9,9 @@ import Testing
 @Suite(.serialized) struct ClosedOutputTests {
     /// Runs the binary with a standard output pipe whose reading end is already closed, to its end.
     /// - Returns: how it ended and what it wrote on standard error.
-    private func runWithClosedOutput(_ arguments: [String]) async throws -> (reason: ChildProcess.TerminationReason, status: Int32, stderr: String) {
+    private func runWithClosedOutput(_ arguments: [String]) async throws -> (
+        reason: ChildProcess.TerminationReason, status: Int32, stderr: String
+    ) {
         let process = ChildProcess()
         process.executableURL = CLI.binary
         process.arguments = arguments

@@ -10,7 +10,10 @@ import Testing
 /// the proxy and the downloader parse, rewrite and cache the decoded bytes, and players get them as they are.
 @Suite struct CompressedOriginTests {
     static let subtitles = Array(
-        (["WEBVTT", ""] + (0..<200).map { "00:00:\(String(format: "%02d", $0 % 60)).000 --> 00:00:\(String(format: "%02d", $0 % 60)).900\nline \($0)\n" })
+        (["WEBVTT", ""]
+            + (0..<200).map {
+                "00:00:\(String(format: "%02d", $0 % 60)).000 --> 00:00:\(String(format: "%02d", $0 % 60)).900\nline \($0)\n"
+            })
             .joined(separator: "\n").utf8)
 
     /// Every playlist of `dir`, as origin paths (`/master.m3u8`, `/v0/index.m3u8`, …).

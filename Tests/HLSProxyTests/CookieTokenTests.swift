@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import HLSCacheCore
 import HLSDownloader
@@ -33,7 +33,8 @@ import Testing
             request.path != "/master.m3u8" && !request.headers.contains { $0.0.lowercased() == "cookie" && $0.1.contains(Self.token) }
         }
         // (Refused, it was asked again once: the proxy had read no multivariant playlist of that origin to get a cookie from.)
-        #expect(Set(sentWithoutToken.map(\.path)) == ["/v0/index.m3u8"], "only the request made before the master playlist lacked the token")
+        #expect(
+            Set(sentWithoutToken.map(\.path)) == ["/v0/index.m3u8"], "only the request made before the master playlist lacked the token")
     }
 
     /// A stream prewarmed by `hlscache fetch` (its first 2 seconds), then played through `hlscache serve` (real

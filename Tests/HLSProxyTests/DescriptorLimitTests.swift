@@ -6,7 +6,7 @@ import Testing
 @testable import HLSProxy
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Out of file descriptors: `serve` raises its soft limit to the hard one, holds `limits.maxConnections` below what
@@ -131,7 +131,8 @@ struct DescriptorLimitTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             process.terminate()
-            throw ChildProcess.SpawnError(call: "serve did not start: \((try? String(contentsOf: logFile, encoding: .utf8)) ?? "")", code: 0)
+            throw ChildProcess.SpawnError(
+                call: "serve did not start: \((try? String(contentsOf: logFile, encoding: .utf8)) ?? "")", code: 0)
         }
 
         func stop() {
@@ -173,8 +174,10 @@ struct DescriptorLimitTests {
         func answer(_ path: String) async -> String? {
             let deadline = ContinuousClock.now + .seconds(300)
             while ContinuousClock.now < deadline {
-                let response = (try? await RawHTTP.exchange(
-                    port: port, Array("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60))?.response ?? ""
+                let response =
+                    (try? await RawHTTP.exchange(
+                        port: port, Array("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), readTimeout: 60))?.response
+                    ?? ""
                 if response.hasPrefix("HTTP/1.1 200") { return response }
                 try? await Task.sleep(for: .milliseconds(100))
             }

@@ -53,12 +53,14 @@ import Testing
     @Test func aDailyLimitStopsAnItemAtTheLimitAndItContinuesTheNextDay() async throws {
         let origin = try await origin()
         let clock = Clock(Self.date("2026-06-01T10:00:00Z"))
-        let fetch = try DownloaderHarness(origin: origin, configure: {
-            $0.resourcesPerItem = 1
-            $0.policies.dailyBytes = 60_000
-            $0.policies.timeZone = Self.utc
-            $0.policies.clock = { clock.read() }
-        })
+        let fetch = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.resourcesPerItem = 1
+                $0.policies.dailyBytes = 60_000
+                $0.policies.timeZone = Self.utc
+                $0.policies.clock = { clock.read() }
+            })
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/index.m3u8", id: "capped")
         #expect(item.state == .idle)
@@ -98,11 +100,13 @@ import Testing
     @Test func anItemsOwnDailyLimitStopsThatItemAndItContinuesTheNextDay() async throws {
         let origin = try await origin()
         let clock = Clock(Self.date("2026-06-01T10:00:00Z"))
-        let fetch = try DownloaderHarness(origin: origin, configure: {
-            $0.resourcesPerItem = 1
-            $0.policies.timeZone = Self.utc
-            $0.policies.clock = { clock.read() }
-        })
+        let fetch = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.resourcesPerItem = 1
+                $0.policies.timeZone = Self.utc
+                $0.policies.clock = { clock.read() }
+            })
         defer { Task { await fetch.shutdown() } }
         var capped = DownloadItem(id: "own-cap", url: fetch.url("/index.m3u8"))
         capped.dailyBytes = 30_000
@@ -138,11 +142,13 @@ import Testing
         await fetch.shutdown()
 
         // The same with the rest still on the origin: a new cache, two days, the second day's count the item's own.
-        let second = try DownloaderHarness(origin: origin, configure: {
-            $0.resourcesPerItem = 1
-            $0.policies.timeZone = Self.utc
-            $0.policies.clock = { clock.read() }
-        })
+        let second = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.resourcesPerItem = 1
+                $0.policies.timeZone = Self.utc
+                $0.policies.clock = { clock.read() }
+            })
         defer { Task { await second.shutdown() } }
         clock.set(Self.date("2026-06-03T10:00:00Z"))
         var again = DownloadItem(id: "two-days", url: second.url("/index.m3u8"))
@@ -168,11 +174,13 @@ import Testing
     @Test func aWindowClosedNowHoldsANewItemInIdle() async throws {
         let origin = try await origin()
         let clock = Clock(Self.date("2026-06-01T12:00:00Z"))
-        let fetch = try DownloaderHarness(origin: origin, configure: {
-            $0.policies.window = DownloadWindow(parsing: "22:00-06:00")
-            $0.policies.timeZone = Self.utc
-            $0.policies.clock = { clock.read() }
-        })
+        let fetch = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.policies.window = DownloadWindow(parsing: "22:00-06:00")
+                $0.policies.timeZone = Self.utc
+                $0.policies.clock = { clock.read() }
+            })
         defer { Task { await fetch.shutdown() } }
         let held = try await fetch.fetch("/index.m3u8", id: "night")
         #expect(held.state == .idle)
@@ -200,12 +208,14 @@ import Testing
         await fetch.shutdown()
 
         // A foreground `hlscache fetch` (enforcesWindow false) is not held by the window.
-        let foreground = try DownloaderHarness(origin: origin, configure: {
-            $0.policies.window = DownloadWindow(parsing: "22:00-06:00")
-            $0.policies.timeZone = Self.utc
-            $0.policies.enforcesWindow = false
-            $0.policies.clock = { Self.date("2026-06-01T12:00:00Z") }
-        })
+        let foreground = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.policies.window = DownloadWindow(parsing: "22:00-06:00")
+                $0.policies.timeZone = Self.utc
+                $0.policies.enforcesWindow = false
+                $0.policies.clock = { Self.date("2026-06-01T12:00:00Z") }
+            })
         defer { Task { await foreground.shutdown() } }
         #expect(try await foreground.fetch("/index.m3u8").state == .cached)
         await foreground.shutdown()
@@ -229,10 +239,12 @@ import Testing
         await fetch.shutdown()
 
         // No estimate (a media playlist without BANDWIDTH): the server's maximum stops the download itself.
-        let limited = try DownloaderHarness(origin: origin, configure: {
-            $0.resourcesPerItem = 1
-            $0.policies.maxItemBytes = 35_000
-        })
+        let limited = try DownloaderHarness(
+            origin: origin,
+            configure: {
+                $0.resourcesPerItem = 1
+                $0.policies.maxItemBytes = 35_000
+            })
         defer { Task { await limited.shutdown() } }
         let stopped = try await limited.fetch("/index.m3u8", id: "long")
         #expect(stopped.state == .failed)

@@ -77,7 +77,9 @@ import Testing
         }
         let (text, _) = Self.playlist(port: origin.port)
         origin.setBody(Array(text.utf8), for: "/p.m3u8")
-        for index in 0..<7 { origin.setBody(Self.randomKey(1000), contentType: "video/mp2t", for: index < 4 ? "/s\(index).ts" : "/u\(index - 4).ts") }
+        for index in 0..<7 {
+            origin.setBody(Self.randomKey(1000), contentType: "video/mp2t", for: index < 4 ? "/s\(index).ts" : "/u\(index - 4).ts")
+        }
         let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         let item = try await fetch.fetch("/p.m3u8", id: "every-method")

@@ -58,7 +58,9 @@ import Testing
             if wanted.contains(index) {
                 let object = try #require(stored, "slice \(index) is stored")
                 let bytes = layout.bytes(of: index, total: Int64(file))
-                #expect(FileManager.default.contents(atPath: object.path).map { [UInt8]($0) } == Array(original[Int(bytes.first)...Int(bytes.last)]))
+                #expect(
+                    FileManager.default.contents(atPath: object.path).map { [UInt8]($0) }
+                        == Array(original[Int(bytes.first)...Int(bytes.last)]))
             } else {
                 #expect(stored == nil, "slice \(index) is past the first 10 s")
             }

@@ -84,7 +84,10 @@ import Testing
         var aes256 = Self.machine(keySized: false)
         guard case .refuseKeySized = aes256.pump(View(head: try Self.head(length: 32))) else { Issue.record("known 32"); return }
         var endedAt32 = Self.machine(keySized: false)
-        guard case .refuseKeySized = endedAt32.pump(View(head: try Self.head(length: nil), ended: true, received: 32, chunks: [Self.chunk(32)])) else {
+        guard
+            case .refuseKeySized = endedAt32.pump(
+                View(head: try Self.head(length: nil), ended: true, received: 32, chunks: [Self.chunk(32)]))
+        else {
             Issue.record("ended at 32")
             return
         }

@@ -146,8 +146,10 @@ struct FullDiskTests {
             defer { store.close() }
             for index in 0..<4 {
                 let object = try #require(store.lookup(CacheKey(try OriginURL("\(origin.baseURL)/seg\(index).ts"))), "seg\(index)")
-                let same = FileManager.default.contents(atPath: object.path) == FileManager.default.contents(
-                    atPath: dir.appendingPathComponent("seg\(index).ts").path)
+                let same =
+                    FileManager.default.contents(atPath: object.path)
+                    == FileManager.default.contents(
+                        atPath: dir.appendingPathComponent("seg\(index).ts").path)
                 #expect(same, "seg\(index) differs from the origin")
             }
         }
@@ -188,8 +190,12 @@ struct FullDiskTests {
         #expect(again.body.count == big.count)
         try await settled()
         let metrics = String(decoding: try await Self.get(base + "/metrics").body, as: UTF8.self)
-        #expect(metrics.contains("hlscache_cache_write_failures_total{reason=\"full\"} 2"), "\(metrics.split(separator: "\n").filter { $0.contains("write_failures") })")
-        let free = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_cache_disk_free_bytes ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        #expect(
+            metrics.contains("hlscache_cache_write_failures_total{reason=\"full\"} 2"),
+            "\(metrics.split(separator: "\n").filter { $0.contains("write_failures") })")
+        let free = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_cache_disk_free_bytes ") }.flatMap {
+            Double($0.split(separator: " ")[1])
+        }
         #expect((free ?? .infinity) < 2_000_000, "\(String(describing: free))")
 
         #expect(try await get("/small.ts").cache == "MISS")

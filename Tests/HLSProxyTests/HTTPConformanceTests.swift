@@ -22,10 +22,11 @@ import Testing
     /// `curl --http2 URL1 URL2` on http:// sends `Upgrade: h2c` with each request; browsers send `Upgrade: websocket`.
     /// The server does not upgrade (RFC 9110 §7.8 lets it ignore the field): each request gets its ordinary answer and
     /// the connection goes on — pipelined, or with each request in a read of its own.
-    @Test(arguments: [
-        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
-        "Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
-    ], [0.0, 0.3])
+    @Test(
+        arguments: [
+            "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+            "Connection: keep-alive, Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+        ], [0.0, 0.3])
     func upgradeRequestsAreAnsweredAndTheConnectionGoesOn(_ upgrade: String, gap: Double) async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
@@ -60,8 +61,10 @@ import Testing
     /// upgrade stops it (nothing after it is decoded), any other does not.
     @Test func theUpgradeTestAgreesWithTheDecoder() throws {
         let heads = [
-            "Connection: Upgrade\r\nUpgrade: h2c", "Connection: keep-alive, Upgrade\r\nUpgrade: websocket", "Connection: UPGRADE \r\nUpgrade: x",
-            "Connection: close\r\nConnection: upgrade\r\nUpgrade: x", "Proxy-Connection: upgrade\r\nUpgrade: x", "Connection: upgrade ,close\r\nUpgrade: x",
+            "Connection: Upgrade\r\nUpgrade: h2c", "Connection: keep-alive, Upgrade\r\nUpgrade: websocket",
+            "Connection: UPGRADE \r\nUpgrade: x",
+            "Connection: close\r\nConnection: upgrade\r\nUpgrade: x", "Proxy-Connection: upgrade\r\nUpgrade: x",
+            "Connection: upgrade ,close\r\nUpgrade: x",
             "Upgrade: h2c", "Connection: Upgrade", "Connection: upgraded\r\nUpgrade: x", "Connection: Upgrade-Insecure\r\nUpgrade: x",
             "Connection: keep-alive\r\nUpgrade: h2c", "Upgrade-Insecure-Requests: 1\r\nConnection: upgrade",
         ]
@@ -76,7 +79,8 @@ import Testing
                 if case .head(let head) = part { heads.append(head) }
             }
             let first = try #require(heads.first)
-            #expect(RequestDecoder.isUpgradeRequest(first) == (heads.count == 1), "\(fields.debugDescription): \(heads.count) heads decoded")
+            #expect(
+                RequestDecoder.isUpgradeRequest(first) == (heads.count == 1), "\(fields.debugDescription): \(heads.count) heads decoded")
         }
     }
 
@@ -90,7 +94,8 @@ import Testing
         defer { Task { await harness.shutdown() } }
         let url = harness.url("/v/seg.ts")
         func preflight(_ headers: [(String, String)]) async throws -> ProxyHarness.Response {
-            try await harness.get(url, headers: [("Origin", "http://localhost:8000"), ("Access-Control-Request-Method", "GET")] + headers, method: .OPTIONS)
+            try await harness.get(
+                url, headers: [("Origin", "http://localhost:8000"), ("Access-Control-Request-Method", "GET")] + headers, method: .OPTIONS)
         }
         let asked = try await preflight([("Access-Control-Request-Headers", "authorization,if-range, range ,x-player-session")])
         #expect(asked.status == 204)
@@ -110,7 +115,8 @@ import Testing
         #expect(harness.origin.requests.isEmpty)
         // Responses let the page read what players use for byte ranges and validation.
         harness.origin.setBody(randomBytes(1_000), contentType: "video/mp2t", for: "/v/seg.ts")
-        let exposed = try #require(try await harness.get(url, headers: [("Origin", "http://localhost:8000")]).headers.first(name: "Access-Control-Expose-Headers"))
+        let exposed = try #require(
+            try await harness.get(url, headers: [("Origin", "http://localhost:8000")]).headers.first(name: "Access-Control-Expose-Headers"))
         let names = Set(exposed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
         #expect(names.isSuperset(of: ["content-range", "content-length", "etag", "accept-ranges"]))
     }
@@ -125,7 +131,8 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         harness.origin.setBody(randomBytes(100), contentType: "video/mp2t", for: "/e.ts")
-        let head = "\(method) /http/127.0.0.1:\(harness.origin.port)/e.ts HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
+        let head =
+            "\(method) /http/127.0.0.1:\(harness.origin.port)/e.ts HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\nExpect: 100-continue\r\n\r\n"
         // Only the head is sent: without an answer to it, the read times out with nothing (and the connection open). The
         // GET is a miss the origin answers first: 20 s, as a loaded machine running the whole suite took over 5 s.
         let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(head.utf8), readTimeout: 60)
@@ -210,9 +217,10 @@ import Testing
         #expect(response.hasSuffix("\r\n\r\nabsolute"))
         #expect(try await status("HTTP://LOCALHOST:\(port)/healthz", host: "whatever").0 == "200")
         #expect(try await status("http://127.0.0.1:\(port)/healthz?x=1").0 == "200")
-        for other in ["http://example.com:\(port)/healthz", "http://127.0.0.1:\(port == 1 ? 2 : 1)/healthz", "https://127.0.0.1:\(port)/healthz",
-            "http://user@127.0.0.1:\(port)/healthz", "http://127.0.0.1/healthz"]
-        {
+        for other in [
+            "http://example.com:\(port)/healthz", "http://127.0.0.1:\(port == 1 ? 2 : 1)/healthz", "https://127.0.0.1:\(port)/healthz",
+            "http://user@127.0.0.1:\(port)/healthz", "http://127.0.0.1/healthz",
+        ] {
             #expect(try await status(other).0 == "400", "\(other)")
         }
         #expect(harness.origin.requests(matching: "/abs.ts").count == 1)

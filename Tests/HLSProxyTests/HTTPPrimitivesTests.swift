@@ -93,12 +93,15 @@ import Testing
         #expect(ConditionalRequest.preconditionFails(ifMatch: "\"abc\"", ifUnmodifiedSince: nil, etag: "W/\"abc\"", lastModified: 100))
         #expect(ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100))
         #expect(!ConditionalRequest.preconditionFails(ifMatch: nil, ifUnmodifiedSince: HTTPDate.format(100), etag: etag, lastModified: 100))
-        #expect(!ConditionalRequest.preconditionFails(ifMatch: etag, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100),
+        #expect(
+            !ConditionalRequest.preconditionFails(ifMatch: etag, ifUnmodifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100),
             "If-Unmodified-Since is ignored when If-Match is there")
         for name in ["If-Match", "if-unmodified-since", "IF-RANGE", "Range"] {
             #expect(!ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: [name: "x"])).isPlainFetch, "\(name)")
         }
-        #expect(ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Icy-MetaData": "1", "Referer": "x"])).isPlainFetch)
+        #expect(
+            ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Icy-MetaData": "1", "Referer": "x"]))
+                .isPlainFetch)
     }
 
     @Test func conditionalRequests() {
@@ -106,7 +109,8 @@ import Testing
         #expect(ConditionalRequest.isNotModified(ifNoneMatch: "\"abc\"", ifModifiedSince: nil, etag: etag, lastModified: 100))
         #expect(ConditionalRequest.isNotModified(ifNoneMatch: "\"x\", W/\"abc\"", ifModifiedSince: nil, etag: etag, lastModified: 100))
         #expect(ConditionalRequest.isNotModified(ifNoneMatch: "*", ifModifiedSince: nil, etag: etag, lastModified: 100))
-        #expect(!ConditionalRequest.isNotModified(ifNoneMatch: "\"x\"", ifModifiedSince: HTTPDate.format(200), etag: etag, lastModified: 100),
+        #expect(
+            !ConditionalRequest.isNotModified(ifNoneMatch: "\"x\"", ifModifiedSince: HTTPDate.format(200), etag: etag, lastModified: 100),
             "If-None-Match wins over If-Modified-Since")
         #expect(ConditionalRequest.isNotModified(ifNoneMatch: nil, ifModifiedSince: HTTPDate.format(100), etag: etag, lastModified: 100))
         #expect(!ConditionalRequest.isNotModified(ifNoneMatch: nil, ifModifiedSince: HTTPDate.format(99), etag: etag, lastModified: 100))
@@ -136,7 +140,9 @@ import Testing
     }
 
     @Test func errorBodiesAreValidJSONStrings() {
-        #expect(ErrorBody.json(code: "http", message: "a \"quoted\"\nline\u{1}") == "{\"error\":\"http\",\"message\":\"a \\\"quoted\\\"\\nline\\u0001\"}\n")
+        #expect(
+            ErrorBody.json(code: "http", message: "a \"quoted\"\nline\u{1}")
+                == "{\"error\":\"http\",\"message\":\"a \\\"quoted\\\"\\nline\\u0001\"}\n")
     }
 
     @Test func blockingReloadDetection() {

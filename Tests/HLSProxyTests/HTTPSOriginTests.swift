@@ -24,19 +24,23 @@ import Testing
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         let caKey = dir.appendingPathComponent("ca.key").path
         try await offThread {
-            try FFmpeg.run("/usr/bin/openssl", ["req", "-x509"] + ec + [
-                "-keyout", caKey, "-out", certs.ca, "-days", "1", "-subj", "/CN=hlscache test CA",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-            ])
+            try FFmpeg.run(
+                "/usr/bin/openssl",
+                ["req", "-x509"] + ec + [
+                    "-keyout", caKey, "-out", certs.ca, "-days", "1", "-subj", "/CN=hlscache test CA",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                ])
             for (name, san) in [("ip", "IP:127.0.0.1"), ("other", "DNS:other.hlscache.test")] {
                 let ext = dir.appendingPathComponent("\(name).ext").path
                 let csr = dir.appendingPathComponent("\(name).csr").path
                 try Data("subjectAltName=\(san)\nbasicConstraints=CA:FALSE\n".utf8).write(to: URL(fileURLWithPath: ext))
                 try FFmpeg.run("/usr/bin/openssl", ["req"] + ec + ["-keyout", certs.leafKey(name), "-out", csr, "-subj", "/CN=\(name)"])
-                try FFmpeg.run("/usr/bin/openssl", [
-                    "x509", "-req", "-in", csr, "-CA", certs.ca, "-CAkey", caKey, "-CAcreateserial", "-out", certs.leaf(name),
-                    "-days", "1", "-extfile", ext,
-                ])
+                try FFmpeg.run(
+                    "/usr/bin/openssl",
+                    [
+                        "x509", "-req", "-in", csr, "-CA", certs.ca, "-CAkey", caKey, "-CAcreateserial", "-out", certs.leaf(name),
+                        "-days", "1", "-extfile", ext,
+                    ])
             }
         }
         return certs
@@ -48,7 +52,9 @@ import Testing
     }
 
     /// Adds a TLS server handler with the leaf `leaf` to an accepted connection, offering `protocols` in ALPN.
-    static func tlsSetup(_ certs: Certificates, leaf: String = "ip", protocols: [String] = []) throws -> @Sendable (any Channel) throws -> Void {
+    static func tlsSetup(_ certs: Certificates, leaf: String = "ip", protocols: [String] = []) throws
+        -> @Sendable (any Channel) throws -> Void
+    {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certs.leaf(leaf)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: certs.leafKey(leaf), format: .pem)))

@@ -111,6 +111,8 @@ import Testing
         #expect(notModified.body.isEmpty)
         let request = ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["If-Modified-Since": "x"]))
         #expect(!request.isPlainFetch)
-        #expect(ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Referer": "x", "Icy-MetaData": "1"])).isPlainFetch)
+        #expect(
+            ProxyRequest(head: .init(version: .http1_1, method: .GET, uri: "/", headers: ["Referer": "x", "Icy-MetaData": "1"]))
+                .isPlainFetch)
     }
 }

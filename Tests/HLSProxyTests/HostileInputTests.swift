@@ -57,7 +57,8 @@ import Testing
     /// made (403 or 400 — a 502/504 would mean the proxy tried to connect).
     @Test(arguments: [
         "/http/169.254.169.254/latest/meta-data/", "/http/169.254.1.1/x.ts", "/http/[fe80::1]/x.ts", "/http/[::ffff:169.254.169.254]/x.ts",
-        "/http/2852039166/latest/meta-data/", "/http/0xa9fea9fe/latest/meta-data/", "/http/169.254.169.254.nip.io.invalid/x", "/http/0.0.0.0/x.ts",
+        "/http/2852039166/latest/meta-data/", "/http/0xa9fea9fe/latest/meta-data/", "/http/169.254.169.254.nip.io.invalid/x",
+        "/http/0.0.0.0/x.ts",
         "/http/[::]/x.ts", "/http/metadata.google.internal/computeMetadata/v1/",
     ])
     func metadataAndLinkLocalAreRefusedWithoutConnecting(_ target: String) async throws {
@@ -186,7 +187,8 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-huge-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let huge = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n" + (0..<20_000).map { "#EXTINF:4.0,\nsegment-\($0).ts\n" }.joined() + "#EXT-X-ENDLIST\n"
+        let huge =
+            "#EXTM3U\n#EXT-X-TARGETDURATION:4\n" + (0..<20_000).map { "#EXTINF:4.0,\nsegment-\($0).ts\n" }.joined() + "#EXT-X-ENDLIST\n"
         #expect(huge.utf8.count > 300_000)
         try Data(huge.utf8).write(to: dir.appendingPathComponent("huge.m3u8"))
         let harness = try await ProxyHarness.start(serving: dir, configure: { $0.maxPlaylistBytes = 256 << 10 })

@@ -44,9 +44,10 @@ import Testing
         harness.origin.setFault(.requireHeader("User-Agent", "Kodi/20.0"), for: "/venglish/index.m3u8")
         let three = try await harness.get(harness.base + proxied + "/venglish/index.m3u8")
         #expect(three.status == 200, "\(three.text)")
-        #expect(harness.origin.requests(containing: "/venglish/index.m3u8").allSatisfy { request in
-            request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/three" }
-        })
+        #expect(
+            harness.origin.requests(containing: "/venglish/index.m3u8").allSatisfy { request in
+                request.headers.contains { $0.0.lowercased() == "referer" && $0.1 == "http://portal.example/three" }
+            })
 
         // Straight from the origin without the agent: refused.
         #expect(try await harness.get(harness.originURL("/v0/index.m3u8")).status == 403)
@@ -63,9 +64,10 @@ import Testing
         // Channel two names no agent: its requests carry the proxy's own.
         let two = try await harness.get(harness.base + proxied + "/v1/index.m3u8")
         #expect(two.status == 200)
-        #expect(harness.origin.requests(containing: "/v1/index.m3u8").allSatisfy { request in
-            !request.headers.contains { $0.1 == agent }
-        })
+        #expect(
+            harness.origin.requests(containing: "/v1/index.m3u8").allSatisfy { request in
+                !request.headers.contains { $0.1 == agent }
+            })
         // No read-ahead across channels: asking for channel one's playlist did not open channel two.
         #expect(harness.origin.requests(containing: "/v1/").count == 1)
     }

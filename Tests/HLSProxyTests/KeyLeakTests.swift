@@ -91,7 +91,9 @@ import Testing
 
         #expect(capture.lines.count > 5, "the capture saw the trace log")
         #expect(Self.leaks(inLog: capture.lines).isEmpty, "key in the log: \(Self.leaks(inLog: capture.lines))")
-        #expect(harness.origin.requests(matching: "/secret.key").allSatisfy { $0.headers.contains { $0 == ("X-Token", "s3cr3t-origin-token") } })
+        #expect(
+            harness.origin.requests(matching: "/secret.key").allSatisfy { $0.headers.contains { $0 == ("X-Token", "s3cr3t-origin-token") } }
+        )
         #expect(!capture.lines.contains { $0.contains("s3cr3t-origin-token") }, "an origin credential is in the log")
         // While the databases are open, so their WAL and SHM files are scanned too.
         let walFiles = try FileManager.default.contentsOfDirectory(atPath: harness.cacheDirectory.path).filter { $0.hasSuffix("-wal") }

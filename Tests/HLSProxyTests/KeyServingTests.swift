@@ -18,8 +18,11 @@ import Testing
     static func aes128() async throws -> URL { try await Streams.stream("aes128-rotation") { try FFmpeg.makeAES128(in: $0) } }
 
     static func keyFiles(_ dir: URL) throws -> [String: [UInt8]] {
-        let names = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("keys").path).filter { $0.hasSuffix(".key") }
-        return Dictionary(uniqueKeysWithValues: try names.map { ($0, [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/" + $0)))) })
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("keys").path).filter {
+            $0.hasSuffix(".key")
+        }
+        return Dictionary(
+            uniqueKeysWithValues: try names.map { ($0, [UInt8](try Data(contentsOf: dir.appendingPathComponent("keys/" + $0)))) })
     }
 
     static func keyLines(_ playlist: String) -> [Substring] {
@@ -77,7 +80,8 @@ import Testing
         for (name, bytes) in keys {
             #expect(!anyFile(under: harness.cacheDirectory, contains: bytes), "\(name) is in the clear under the cache dir")
         }
-        let mode = try FileManager.default.attributesOfItem(atPath: harness.cacheDirectory.appendingPathComponent("master.key").path)[.posixPermissions]
+        let mode = try FileManager.default.attributesOfItem(atPath: harness.cacheDirectory.appendingPathComponent("master.key").path)[
+            .posixPermissions]
         #expect(mode as? Int == 0o600)
     }
 
@@ -181,7 +185,8 @@ import Testing
             "#EXT-X-KEY:METHOD=AES-128,URI=\"data:text/plain;base64,AAECAwQFBgcICQoLDA0ODw==\"",
             "#EXT-X-KEY:METHOD=NONE",
         ]
-        let body = (["#EXTM3U", "#EXT-X-TARGETDURATION:2"] + lines.flatMap { [$0, "#EXTINF:2,", "s.ts"] } + ["#EXT-X-ENDLIST", ""]).joined(separator: "\n")
+        let body = (["#EXTM3U", "#EXT-X-TARGETDURATION:2"] + lines.flatMap { [$0, "#EXTINF:2,", "s.ts"] } + ["#EXT-X-ENDLIST", ""]).joined(
+            separator: "\n")
         harness.origin.setBody(Array(body.utf8), for: "/p.m3u8")
         let master = """
             #EXTM3U
@@ -301,7 +306,8 @@ import Testing
         try channel.pipeline.syncOperations.addHandler(
             ProxyHTTPHandler(router: ProxyRouter(services: harness.server.services), configuration: harness.server.configuration))
         try channel.writeInbound(
-            HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef", headers: ["Host": "x"])))
+            HTTPServerRequestPart.head(
+                HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef", headers: ["Host": "x"])))
         try channel.writeInbound(HTTPServerRequestPart.end(nil))
         var wire = ""
         while let part = try channel.readOutbound(as: IOData.self) {

@@ -61,7 +61,9 @@ import Testing
         // so that decision is checked on its own below.)
         for (path, headers) in [("/a/k.bin", [(String, String)]()), ("/b/k.bin", []), ("/c/k.bin", [])] {
             let wire = try await Self.exchangeAsRemoteClient(harness, "/http/127.0.0.1:\(harness.origin.port)\(path)", headers: headers)
-            #expect(wire.starts(with: Array("HTTP/1.1 403 Forbidden\r\n".utf8)), "\(path) \(headers): \(String(decoding: wire.prefix(80), as: UTF8.self))")
+            #expect(
+                wire.starts(with: Array("HTTP/1.1 403 Forbidden\r\n".utf8)),
+                "\(path) \(headers): \(String(decoding: wire.prefix(80), as: UTF8.self))")
             #expect(String(decoding: wire, as: UTF8.self).contains("\"error\":\"forbidden\""))
             #expect(!wire.contains(key), "\(path) \(headers): the key reached the client")
         }
@@ -72,7 +74,9 @@ import Testing
     }
 
     @Test func partsOfAKeySizedResourceAreKeySized() {
-        func sized(_ status: Int, _ fields: [(String, String)]) -> Bool { KeySizedBody.isKeySized(status: status, headers: HTTPHeaders(fields)) }
+        func sized(_ status: Int, _ fields: [(String, String)]) -> Bool {
+            KeySizedBody.isKeySized(status: status, headers: HTTPHeaders(fields))
+        }
         #expect(sized(200, [("Content-Length", "16")]))
         #expect(sized(206, [("Content-Range", "bytes 0-7/16"), ("Content-Length", "8")]))
         #expect(sized(206, [("Content-Range", "bytes 15-15/ 16")]))
@@ -88,13 +92,15 @@ import Testing
 
     /// One request through the proxy's whole request path from a client at 192.168.1.20 (an injected peer address:
     /// the tests have no other network to come from); returns the response's bytes once complete.
-    static func exchangeAsRemoteClient(_ harness: ProxyHarness, _ target: String, headers: [(String, String)] = []) async throws -> [UInt8] {
+    static func exchangeAsRemoteClient(_ harness: ProxyHarness, _ target: String, headers: [(String, String)] = []) async throws -> [UInt8]
+    {
         let channel = NIOAsyncTestingChannel()
         channel.remoteAddress = try SocketAddress(ipAddress: "192.168.1.20", port: 40000)
         let services = harness.server.services
         let configuration = harness.server.configuration
         try await channel.testingEventLoop.executeInContext {
-            try channel.pipeline.syncOperations.addHandler(ProxyHTTPHandler(router: ProxyRouter(services: services), configuration: configuration))
+            try channel.pipeline.syncOperations.addHandler(
+                ProxyHTTPHandler(router: ProxyRouter(services: services), configuration: configuration))
         }
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: ["Host": "x"])
         for (name, value) in headers { head.headers.add(name: name, value: value) }

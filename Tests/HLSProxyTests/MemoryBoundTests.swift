@@ -52,7 +52,9 @@ import Testing
     }
 
     static func fetchKey(_ harness: ProxyHarness, _ path: String) throws -> FetchKey {
-        .stored(CacheKey(try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters))
+        .stored(
+            CacheKey(
+                try OriginURL(harness.originURL(path)), volatileParameters: harness.server.services.configuration.volatileQueryParameters))
     }
 
     /// A range the download in flight has not reached is relayed as asked (``MissRoute/rangeRelay``): not split into

@@ -20,7 +20,9 @@ import Testing
 
     /// Asks for `url` until the memory tier holds the object stored for `path` (each whole hit from the file reads it
     /// in on the thread pool; how soon depends on the machine, so no deadline decides but a generous one).
-    private static func warm(_ harness: ProxyHarness, _ url: String, _ path: String, headers: [(String, String)] = []) async throws -> CachedObject {
+    private static func warm(_ harness: ProxyHarness, _ url: String, _ path: String, headers: [(String, String)] = []) async throws
+        -> CachedObject
+    {
         let object = try stored(harness, path)
         let deadline = ContinuousClock.now + .seconds(120)
         while !harness.server.services.memory.holds(object) && ContinuousClock.now < deadline {
@@ -174,8 +176,10 @@ import Testing
         #expect(expected.contains("/http/127.0.0.1:\(harness.origin.port)/p/seg39.ts"))
         let plain = try await harness.get(url)
         let zipped = try await harness.get(url, headers: [("Accept-Encoding", "gzip")])
-        let rewritten = try #require(harness.store.lookup(PlaylistService.rewrittenKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
-        let gzipped = try #require(harness.store.lookup(PlaylistService.gzipKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
+        let rewritten = try #require(
+            harness.store.lookup(PlaylistService.rewrittenKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
+        let gzipped = try #require(
+            harness.store.lookup(PlaylistService.gzipKey(CacheKey(try OriginURL(harness.originURL("/p/index.m3u8"))))))
         let deadline = ContinuousClock.now + .seconds(120)
         let memory = harness.server.services.memory
         while !(memory.holds(rewritten) && memory.holds(gzipped)) && ContinuousClock.now < deadline {
@@ -201,8 +205,13 @@ import Testing
     /// One raw exchange (HTTP/1.0, `Connection: close`): the head's lines but `Date`, and the body.
     private static func raw(_ harness: ProxyHarness, _ request: String) async throws -> (head: [String], body: [UInt8]) {
         let (response, _) = try await RawHTTP.exchangeBytes(port: harness.port, Array(request.utf8), readTimeout: 60)
-        let end = try #require((0..<max(0, response.count - 3)).first { response[$0] == 13 && response[$0 + 1] == 10 && response[$0 + 2] == 13 && response[$0 + 3] == 10 })
-        let head = String(decoding: response[..<end], as: UTF8.self).components(separatedBy: "\r\n").filter { !$0.lowercased().hasPrefix("date:") }
+        let end = try #require(
+            (0..<max(0, response.count - 3)).first {
+                response[$0] == 13 && response[$0 + 1] == 10 && response[$0 + 2] == 13 && response[$0 + 3] == 10
+            })
+        let head = String(decoding: response[..<end], as: UTF8.self).components(separatedBy: "\r\n").filter {
+            !$0.lowercased().hasPrefix("date:")
+        }
         return (head, Array(response[(end + 4)...]))
     }
 
@@ -224,7 +233,8 @@ import Testing
         let page = [("Origin", "http://localhost:8000")]
         let requests: [(name: String, headers: [(String, String)])] = [
             ("cors", page), ("range", [("Range", "bytes=10-19")]), ("suffix", page + [("Range", "bytes=-5")]),
-            ("if-range", [("If-Range", object.etag), ("Range", "bytes=0-9")]), ("if-range other", [("If-Range", "\"other\""), ("Range", "bytes=0-9")]),
+            ("if-range", [("If-Range", object.etag), ("Range", "bytes=0-9")]),
+            ("if-range other", [("If-Range", "\"other\""), ("Range", "bytes=0-9")]),
             ("not modified", [("If-None-Match", object.etag)]), ("precondition", [("If-Match", "\"other\"")]),
             ("unsatisfiable", [("Range", "bytes=60000-")]),
         ]

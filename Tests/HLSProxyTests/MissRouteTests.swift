@@ -93,7 +93,10 @@ import Testing
     // MARK: CacheLookup
 
     @Test func whatAStoredObjectMeans() {
-        #expect(CacheLookup.classify(kind: .segment, size: 1000) { Issue.record("asked for media"); return true } == .object)
+        #expect(
+            CacheLookup.classify(kind: .segment, size: 1000) {
+                Issue.record("asked for media"); return true
+            } == .object)
         #expect(CacheLookup.classify(kind: .playlist, size: 1000) { false } == .playlist)
         #expect(CacheLookup.classify(kind: .playlist, size: 1000) { true } == .playlistForOtherTokens)
         // A key-sized object is a key an older version kept in clear: dropped (keys have a sealed store).
@@ -105,7 +108,9 @@ import Testing
 
     // MARK: MissRoute
 
-    static func decide(_ range: String?, head: Bool = false, ext: String? = "ts", cacheable: Bool = true, _ inFlight: MissRoute.InFlight? = nil)
+    static func decide(
+        _ range: String?, head: Bool = false, ext: String? = "ts", cacheable: Bool = true, _ inFlight: MissRoute.InFlight? = nil
+    )
         -> MissRoute
     {
         MissRoute.decide(range: range, isHead: head, pathExtension: ext, cacheable: cacheable, inFlight: inFlight)

@@ -181,7 +181,9 @@ final class LogCapture: Sendable {
         // Bounded labels: never a URL, a host or a path.
         for sample in samples {
             for (key, value) in sample.labels {
-                #expect(!value.contains("/") && !value.contains("127.0.0.1") && !value.contains(".ts") && !value.contains(".m3u8"), "\(sample.name) \(key)=\(value)")
+                #expect(
+                    !value.contains("/") && !value.contains("127.0.0.1") && !value.contains(".ts") && !value.contains(".m3u8"),
+                    "\(sample.name) \(key)=\(value)")
             }
         }
         #expect(!scrape.text.contains("secret"))
@@ -255,7 +257,9 @@ final class LogCapture: Sendable {
             #expect(line["label"] as? String == "hlscache.access")
             #expect(line["level"] as? String == "info")
             let timestamp = try #require(line["timestamp"] as? String)
-            #expect(ISO8601DateFormatter().date(from: timestamp.replacingOccurrences(of: #"\.\d{3}"#, with: "", options: .regularExpression)) != nil)
+            #expect(
+                ISO8601DateFormatter().date(from: timestamp.replacingOccurrences(of: #"\.\d{3}"#, with: "", options: .regularExpression))
+                    != nil)
             #expect((line["message"] as? String)?.isEmpty == false)
         }
         let fields = lines.compactMap { $0["metadata"] as? [String: String] }
@@ -292,7 +296,9 @@ final class LogCapture: Sendable {
         let capture = LogCapture()
         let logger = capture.logger(label: "hlscache \"test\"", level: .debug)
         let nasty = "quote \" backslash \\ newline \n tab \t bell \u{07} nul \u{00} del \u{7F} é 🎬 \u{2028}"
-        logger.debug("\(nasty)", metadata: ["key": .string(nasty), "n": .stringConvertible(42), "list": .array([.string("a"), .dictionary(["b": "c"])])])
+        logger.debug(
+            "\(nasty)",
+            metadata: ["key": .string(nasty), "n": .stringConvertible(42), "list": .array([.string("a"), .dictionary(["b": "c"])])])
         let objects = try capture.objects()
         #expect(objects.count == 1)
         let object = try #require(objects.first)

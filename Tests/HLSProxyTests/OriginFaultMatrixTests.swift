@@ -67,13 +67,15 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let segment = randomBytes(256 << 10)
         try Data(segment).write(to: dir.appendingPathComponent("seg.ts"))
-        let media = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:0\n"
+        let media =
+            "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:0\n"
             + (0..<20).map { "#EXTINF:4.0,\nseg.ts?n=\($0)\n" }.joined() + "#EXT-X-ENDLIST\n"
         try Data(media.utf8).write(to: dir.appendingPathComponent("list.m3u8"))
         try Data(media.utf8).write(to: dir.appendingPathComponent("reference.m3u8"))
         let prewarm = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4.0,\nseg.ts\n#EXT-X-ENDLIST\n"
         try Data(prewarm.utf8).write(to: dir.appendingPathComponent("one.m3u8"))
-        let encrypted = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\",IV=0x0\n#EXTINF:4.0,\nseg.ts\n#EXT-X-ENDLIST\n"
+        let encrypted =
+            "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.bin\",IV=0x0\n#EXTINF:4.0,\nseg.ts\n#EXT-X-ENDLIST\n"
         try Data(encrypted.utf8).write(to: dir.appendingPathComponent("enc.m3u8"))
         try Data(keyBytes).write(to: dir.appendingPathComponent("k.bin"))
         return (dir, segment)
@@ -98,7 +100,9 @@ import Testing
         }
     }
 
-    static func attempt(_ harness: ProxyHarness, _ url: String, headers: [(String, String)] = []) async -> Result<ProxyHarness.Response, any Error> {
+    static func attempt(_ harness: ProxyHarness, _ url: String, headers: [(String, String)] = []) async -> Result<
+        ProxyHarness.Response, any Error
+    > {
         do { return .success(try await harness.get(url, headers: headers)) } catch { return .failure(error) }
     }
 
@@ -192,7 +196,8 @@ import Testing
         switch kind {
         case .segmentMiss, .coalescedMiss, .rangeMiss:
             let kept = try Self.stored(harness.store, harness.originURL("/seg.ts"))
-            #expect(kept == nil || kept == segment, "\(kind) × \(fault): the cache holds \(kept?.count ?? 0) bytes that are not the origin's")
+            #expect(
+                kept == nil || kept == segment, "\(kind) × \(fault): the cache holds \(kept?.count ?? 0) bytes that are not the origin's")
         case .playlist:
             let raw = [UInt8](try Data(contentsOf: dir.appendingPathComponent("list.m3u8")))
             let kept = try Self.stored(harness.store, harness.originURL("/list.m3u8"))

@@ -39,12 +39,12 @@ import Testing
     private static func writeConfig(in work: URL) throws -> URL {
         let config = work.appendingPathComponent("hlscache.yaml")
         try """
-            downloads:
-              retryBaseDelay: 50ms
-              retryMaxDelay: 200ms
-              idleRetryInterval: 1s
-              idleRetryMaxInterval: 2s
-            """.write(to: config, atomically: true, encoding: .utf8)
+        downloads:
+          retryBaseDelay: 50ms
+          retryMaxDelay: 200ms
+          idleRetryInterval: 1s
+          idleRetryMaxInterval: 2s
+        """.write(to: config, atomically: true, encoding: .utf8)
         return config
     }
 
@@ -66,7 +66,8 @@ import Testing
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw OutageTestFailure(description: "timed out waiting for \(what); item: \(last.map { "\($0.state) \($0.errorCode ?? "-")" } ?? "none")")
+        throw OutageTestFailure(
+            description: "timed out waiting for \(what); item: \(last.map { "\($0.state) \($0.errorCode ?? "-")" } ?? "none")")
     }
 
     /// Every stored playlist and segment equals the origin's; returns how many segments are stored.
@@ -76,7 +77,9 @@ import Testing
         var count = 0
         for file in ["vod.m3u8"] + (0..<segments).map({ "s\($0).ts" }) {
             guard let object = store.lookup(CacheKey(try OriginURL(origin.baseURL + "/" + file))) else { continue }
-            #expect(FileManager.default.contents(atPath: object.path) == FileManager.default.contents(atPath: dir.appendingPathComponent(file).path))
+            #expect(
+                FileManager.default.contents(atPath: object.path)
+                    == FileManager.default.contents(atPath: dir.appendingPathComponent(file).path))
             if file.hasSuffix(".ts") { count += 1 }
         }
         return count
@@ -132,7 +135,9 @@ import Testing
         }
         let cache = work.appendingPathComponent("cache")
         let config = try Self.writeConfig(in: work)
-        let queued = try await ServeShutdownTests.run(["fetch", origin.baseURL + "/vod.m3u8", "--detach", "--id", "outage", "--cache-dir", cache.path])
+        let queued = try await ServeShutdownTests.run([
+            "fetch", origin.baseURL + "/vod.m3u8", "--detach", "--id", "outage", "--cache-dir", cache.path,
+        ])
         #expect(queued.status == 0)
         let (serve, _) = try await ServeShutdownTests.serve(
             cache: cache, extra: ["--config", config.path], stderr: work.appendingPathComponent("serve.log"))
@@ -168,7 +173,8 @@ import Testing
         let fetch = ChildProcess()
         fetch.executableURL = CLI.binary
         fetch.arguments = [
-            "fetch", origin.baseURL + "/vod.m3u8", "--id", "fg", "--cache-dir", cache.path, "--free-disk-cushion", "0", "--config", config.path,
+            "fetch", origin.baseURL + "/vod.m3u8", "--id", "fg", "--cache-dir", cache.path, "--free-disk-cushion", "0", "--config",
+            config.path,
         ]
         fetch.standardOutput = try FileHandle(forWritingTo: output)
         fetch.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -229,7 +235,10 @@ import Testing
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-failfast-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
         let result = try await ServeShutdownTests.run(
-            ["fetch", "http://127.0.0.1:\(reserved.port)/vod.m3u8", "--id", "ff", "--fail-fast", "--cache-dir", cache.path, "--free-disk-cushion", "0"])
+            [
+                "fetch", "http://127.0.0.1:\(reserved.port)/vod.m3u8", "--id", "ff", "--fail-fast", "--cache-dir", cache.path,
+                "--free-disk-cushion", "0",
+            ])
         #expect(result.status == 3)
         let item = try #require(try Self.item("ff", cache: cache))
         #expect(item.state == .failed && item.errorCode == "network", "\(item.state) \(item.errorCode ?? "-")")

@@ -65,7 +65,9 @@ struct OriginPoolTests {
         #expect(harness.originClient.configuration.maxConnectionsPerHost >= 64)
         let responses = try await Self.stall(Self.stalled, on: harness, client: client)
         #expect(responses.count == Self.stalled && responses.allSatisfy { $0.status == .ok })
-        #expect(harness.server.services.fetches.count == Self.stalled, "the stalled transfers are in flight: \(harness.server.services.fetches.keys)")
+        #expect(
+            harness.server.services.fetches.count == Self.stalled,
+            "the stalled transfers are in flight: \(harness.server.services.fetches.keys)")
 
         harness.origin.setBody(Array("small".utf8), contentType: "video/mp2t", for: "/small.ts")
         let small = try await harness.get(harness.url("/small.ts"))
@@ -105,7 +107,9 @@ struct OriginPoolTests {
         #expect(waits.waits >= 1 && waits.timeouts >= 1 && waits.waiting == 0)
 
         let metrics = try await harness.get("\(harness.base)/metrics").text
-        #expect(metrics.contains("hlscache_origin_connection_waits_total \(waits.waits)"), "\(metrics.split(separator: "\n").filter { $0.contains("waits") })")
+        #expect(
+            metrics.contains("hlscache_origin_connection_waits_total \(waits.waits)"),
+            "\(metrics.split(separator: "\n").filter { $0.contains("waits") })")
         #expect(metrics.contains("hlscache_origin_errors_total{code=\"busy\"} 1"))
         #expect(metrics.contains("hlscache_origin_requests_waiting 0"))
     }

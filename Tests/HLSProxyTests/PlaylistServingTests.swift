@@ -44,7 +44,8 @@ import Testing
             .replacingOccurrences(of: "URI=\"audio/en.m3u8\"", with: "URI=\"\(prefix)audio/en.m3u8\"")
             .replacingOccurrences(of: "\nv1/index.m3u8", with: "\n\(prefix)v1/index.m3u8")
             .replacingOccurrences(of: "URI=\"v1/iframes.m3u8\"", with: "URI=\"\(prefix)v1/iframes.m3u8\"")
-            .replacingOccurrences(of: "https://cdn.elsewhere.example/v2/index.m3u8?token=abc", with: "/https/cdn.elsewhere.example/v2/index.m3u8?token=abc")
+            .replacingOccurrences(
+                of: "https://cdn.elsewhere.example/v2/index.m3u8?token=abc", with: "/https/cdn.elsewhere.example/v2/index.m3u8?token=abc")
         #expect(response.text == expected)
 
         let gzipped = try await harness.get(harness.url("/vod/master.m3u8"), headers: [("Accept-Encoding", "gzip, deflate")])
@@ -96,7 +97,9 @@ import Testing
         #expect(try await harness.get(harness.url("/live/play")).text.contains("MEDIA-SEQUENCE:3"))
         harness.origin.setBody(Array(Self.live(sequence: 4).utf8), contentType: type, for: "/live/play")
         try await Task.sleep(for: .milliseconds(1100))  // target duration 2 s: at most 1 s in the cache
-        #expect(try await harness.get(harness.url("/live/play")).text.contains("MEDIA-SEQUENCE:4"), "a live playlist is never cached as a segment")
+        #expect(
+            try await harness.get(harness.url("/live/play")).text.contains("MEDIA-SEQUENCE:4"),
+            "a live playlist is never cached as a segment")
     }
 
     /// The same generic types on media: bytes are relayed and cached exactly, whatever their size (also shorter
@@ -158,7 +161,8 @@ import Testing
         #expect(range.headers.first(name: "Content-Type") == "video/mp2t")
         // A real playlist under the same label is still one.
         harness.origin.setBody(Array(Self.master.utf8), contentType: "application/x-mpegURL", for: "/dir/index.m3u8")
-        #expect(try await harness.get(harness.url("/dir/index.m3u8")).text.contains("/http/127.0.0.1:\(harness.origin.port)/dir/v1/index.m3u8"))
+        #expect(
+            try await harness.get(harness.url("/dir/index.m3u8")).text.contains("/http/127.0.0.1:\(harness.origin.port)/dir/v1/index.m3u8"))
     }
 
     /// An origin that writes the viewer's token into the URIs it returns (Wowza, token-propagating CDNs): a player
@@ -202,7 +206,9 @@ import Testing
         #expect(try await first.get(first.url("/tok/index.m3u8?token=A")).text.contains("seg0.ts?token=A"))
         let port = origin.port
         await first.shutdown()  // stops the origin too
-        let index = ["index.sqlite", "index.sqlite-wal"].compactMap { FileManager.default.contents(atPath: cache.appendingPathComponent($0).path) }
+        let index = ["index.sqlite", "index.sqlite-wal"].compactMap {
+            FileManager.default.contents(atPath: cache.appendingPathComponent($0).path)
+        }
         #expect(index.contains { String(decoding: $0, as: UTF8.self).contains("/tok/index.m3u8") }, "the index was read")
         #expect(!index.contains { String(decoding: $0, as: UTF8.self).contains("token=A") }, "a digest, never the token")
         try await origin.start(port: port)
@@ -263,9 +269,12 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         harness.origin.setBody(
-            Array("#EXTM3U\n#EXT-X-DEFINE:QUERYPARAM=\"tok\"\n#EXT-X-DEFINE:NAME=\"dir\",VALUE=\"v1\"\n#EXT-X-STREAM-INF:BANDWIDTH=1000\n{$dir}/index.m3u8?tok={$tok}\n".utf8),
+            Array(
+                "#EXTM3U\n#EXT-X-DEFINE:QUERYPARAM=\"tok\"\n#EXT-X-DEFINE:NAME=\"dir\",VALUE=\"v1\"\n#EXT-X-STREAM-INF:BANDWIDTH=1000\n{$dir}/index.m3u8?tok={$tok}\n"
+                    .utf8),
             for: "/def/master.m3u8")
-        let media = "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:IMPORT=\"dir\"\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?tok={$tok}\n#EXTINF:2,\n../{$dir}/seg1.ts\n#EXT-X-ENDLIST\n"
+        let media =
+            "#EXTM3U\n#EXT-X-DEFINE:IMPORT=\"tok\"\n#EXT-X-DEFINE:IMPORT=\"dir\"\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?tok={$tok}\n#EXTINF:2,\n../{$dir}/seg1.ts\n#EXT-X-ENDLIST\n"
         harness.origin.setBody(Array(media.utf8), for: "/def/v1/index.m3u8")
         harness.origin.setBody(Array(media.utf8), for: "/def/other/index.m3u8")
 
@@ -379,7 +388,8 @@ import Testing
     /// it cannot read as the origin wrote it, never garbled. What is no playlist is a 502 either way.
     @Test(arguments: [true, false])
     func malformedPlaylistIsA502OrKeptNotAGarbledRewrite(strict: Bool) async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = strict })
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = strict })
         defer { Task { await harness.shutdown() } }
         let malformed = "#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k\n"
         harness.origin.setBody(Array(malformed.utf8), for: "/bad.m3u8")

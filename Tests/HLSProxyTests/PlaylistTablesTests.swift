@@ -25,13 +25,16 @@ import Testing
             fetcher: origin, logger: logger)
         let metrics = ProxyMetrics()
         let service = PlaylistService(
-            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: keys, cookies: origin.cookies, logger: logger, metrics: metrics,
+            configuration: ProxyConfiguration(cacheDirectory: directory), store: store, keys: keys, cookies: origin.cookies, logger: logger,
+            metrics: metrics,
             writeFailures: CacheWriteFailureLog(metrics: metrics, logger: logger), limits: limits)
         return (service, store)
     }
 
     private static func origin() -> OriginClient {
-        OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(), logger: Logger(label: "hlscache-test"))
+        OriginClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: OriginConfiguration(),
+            logger: Logger(label: "hlscache-test"))
     }
 
     /// A media playlist of `segments` segments named `name`-N.ts, live or ended.
@@ -62,7 +65,8 @@ import Testing
                 let b = try Self.url("b\(round)-\(other).m3u8")
                 _ = try service.process(raw: Self.playlist("b\(round)-\(other)", segments: 3), key: CacheKey(b), url: b, store: true)
             }
-            let ended = try service.process(raw: Self.playlist("a", segments: 3, ended: true, sequence: round), key: keyA, url: a, store: true)
+            let ended = try service.process(
+                raw: Self.playlist("a", segments: 3, ended: true, sequence: round), key: keyA, url: a, store: true)
             #expect(ended.isLive, "round \(round): the ended live playlist was taken for VOD")
             #expect(store.lookup(keyA) == nil, "round \(round): the ended live playlist was stored on disk")
             #expect(store.lookup(PlaylistService.rewrittenKey(keyA)) == nil)
@@ -88,7 +92,8 @@ import Testing
             _ = try service.process(raw: Self.playlist("a", segments: 3), key: CacheKey(a), url: a, store: true)
             let b = try Self.url("b\(round).m3u8")
             _ = try service.process(raw: Self.playlist("b\(round)", segments: 4), key: CacheKey(b), url: b, store: true)
-            let expiry = try #require(service.liveExpiry(of: segmentA), "round \(round): a segment of the playing live stream lost its expiry")
+            let expiry = try #require(
+                service.liveExpiry(of: segmentA), "round \(round): a segment of the playing live stream lost its expiry")
             // Window (3 × 4 s) plus two target durations.
             #expect(abs(expiry.timeIntervalSinceNow - 20) < 5)
         }

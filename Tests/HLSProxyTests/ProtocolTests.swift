@@ -11,7 +11,8 @@ import Testing
     @Test func pipelinedRequestsAreAnsweredInOrderOnOneConnection() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let request =
+            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         // The server closes the connection, which ends the read at once; the 10 s bound is for a loaded machine.
         let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(request.utf8), readTimeout: 60)
         let statuses = response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
@@ -66,7 +67,8 @@ import Testing
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
         let big = String(repeating: "a", count: 200_000)
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n".utf8))
+        let (response, closed) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n".utf8))
         #expect(response.hasPrefix("HTTP/1.1 4"))
         #expect(closed)
     }
@@ -74,7 +76,8 @@ import Testing
     @Test func conflictingContentLengthAndTransferEncodingIsRefused() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
-        let smuggle = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        let smuggle =
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array(smuggle.utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 400"))
         #expect(!response.contains("HTTP/1.1 200"), "the smuggled request must not be answered")
@@ -82,10 +85,13 @@ import Testing
     }
 
     @Test func slowlorisHeadIsCutOff() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestHeadTimeout = .milliseconds(300) }
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.requestHeadTimeout = .milliseconds(300)
+        }
         defer { Task { await harness.shutdown() } }
         // The socket's read timeout is 10 s; "closed" means the server hung up before it (the idle timeout is 60 s).
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 60)
+        let (response, closed) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 60)
         #expect(closed)
         #expect(response.isEmpty)
     }
@@ -163,7 +169,8 @@ import Testing
         // connecting and sending for longer than a 300 ms idle timeout (the server rightly closed the silent connection).
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.idleTimeout = .seconds(2) }
         defer { Task { await harness.shutdown() } }
-        let (response, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
+        let (response, closed) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
         #expect(response.hasPrefix("HTTP/1.1 200"))
         #expect(closed)
     }
@@ -182,7 +189,8 @@ import Testing
         // Wait (bounded) until the server holds both, however slowly a loaded machine schedules them.
         for _ in 0..<3000 where harness.server.services.connections.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(harness.server.services.connections.count == 2)
-        let (third, closed) = try await RawHTTP.exchange(port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
+        let (third, closed) = try await RawHTTP.exchange(
+            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
         #expect(third.isEmpty)
         #expect(closed)
         for channel in harness.server.services.connections.open { try? await channel.close() }
@@ -194,7 +202,9 @@ import Testing
     /// its setup and was reset.
     @Test func acceptedConnectionsGetNoDelayAndNotSODebug() async throws {
         // A head timeout longer than the test: a starved run (98 s) saw the server close the held connection first.
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.requestHeadTimeout = .seconds(900) }
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.requestHeadTimeout = .seconds(900)
+        }
         defer { Task { await harness.shutdown() } }
         // Held open (an unfinished head) until the checks are done, then closed by the server: a short client
         // timeout let the connection go before a loaded machine got to look at it.

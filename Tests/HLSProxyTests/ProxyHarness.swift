@@ -70,7 +70,8 @@ final class ProxyHarness: Sendable {
         configureKeys(&keyConfiguration)
         let masterKey = try MasterKey.load(directory: configuration.cacheDirectory, environment: [:])
         let keys = try KeyService(
-            directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient, logger: logger,
+            directory: configuration.cacheDirectory, configuration: keyConfiguration, masterKey: masterKey, fetcher: originClient,
+            logger: logger,
             now: keyClock)
         let server = ProxyServer(
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
@@ -84,7 +85,8 @@ final class ProxyHarness: Sendable {
         clientConfiguration.connectionPool = .init(idleTimeout: .seconds(20))
         let client = HTTPClient(eventLoopGroupProvider: .shared(group), configuration: clientConfiguration)
         return ProxyHarness(
-            origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client, keys: keys)
+            origin: origin, server: server, store: store, cacheDirectory: cacheDirectory, originClient: originClient, client: client,
+            keys: keys)
     }
 
     private init(
@@ -157,7 +159,9 @@ final class ProxyHarness: Sendable {
 enum RawHTTP {
     /// Sends `request`, then reads until the peer closes or `readTimeout` passes without data (60 s by default: a
     /// refusal closes the connection at once, and a loaded machine must not turn a late answer into none).
-    static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 60, pauseAfter: Double = 0) async throws -> (response: String, closedByPeer: Bool) {
+    static func exchange(port: Int, _ request: [UInt8], readTimeout: Double = 60, pauseAfter: Double = 0) async throws -> (
+        response: String, closedByPeer: Bool
+    ) {
         let (bytes, closed) = try await exchangeBytes(port: port, request, readTimeout: readTimeout, pauseAfter: pauseAfter)
         return (String(decoding: bytes, as: UTF8.self), closed)
     }
@@ -175,7 +179,8 @@ enum RawHTTP {
                 continuation.resume(
                     with: Result {
                         try blockingExchange(
-                            port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter, receiveBuffer: receiveBuffer, pace: pace)
+                            port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter, receiveBuffer: receiveBuffer,
+                            pace: pace)
                     })
             }
         }
@@ -183,10 +188,13 @@ enum RawHTTP {
 
     /// Sends each of `requests` on one connection, `gap` seconds apart (each arrives as a read of its own), then reads
     /// as ``exchange(port:_:readTimeout:pauseAfter:)`` does.
-    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 60) async throws -> (response: String, closedByPeer: Bool) {
+    static func exchange(port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double = 60) async throws -> (
+        response: String, closedByPeer: Bool
+    ) {
         let (bytes, closed) = try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try blockingExchange(port: port, requests, gap: gap, readTimeout: readTimeout, pauseAfter: 0) })
+                continuation.resume(
+                    with: Result { try blockingExchange(port: port, requests, gap: gap, readTimeout: readTimeout, pauseAfter: 0) })
             }
         }
         return (String(decoding: bytes, as: UTF8.self), closed)

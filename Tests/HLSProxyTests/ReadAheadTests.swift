@@ -34,12 +34,16 @@ import Testing
         _ = try await harness.get(harness.url("/v0/index.m3u8"))
         _ = try await harness.get(harness.url("/v1/index.m3u8"))
         _ = try await harness.get(harness.url("/v0/seg000.ts"))
-        #expect(harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.isReadAhead == true)
+        #expect(
+            harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.isReadAhead
+                == true)
         let switched = try await harness.get(harness.url("/v1/seg001.ts"))
         #expect(switched.status == 200)
         try await harness.waitForIdle()
         for index in 1...3 {
-            #expect(harness.store.lookup(CacheKey(storedValue: try Self.key(harness, "/v0/seg00\(index).ts"))) == nil, "v0 read-ahead kept running")
+            #expect(
+                harness.store.lookup(CacheKey(storedValue: try Self.key(harness, "/v0/seg00\(index).ts"))) == nil,
+                "v0 read-ahead kept running")
         }
         #expect(harness.store.lookup(CacheKey(storedValue: try Self.key(harness, "/v1/seg002.ts"))) != nil, "v1 is read ahead now")
     }

@@ -4,7 +4,8 @@ import HLSTestSupport
 /// Runs one of the repository's scripts (`scripts/…`) with the hlscache binary under test, and returns its exit
 /// status and everything it printed (stdout and stderr, in order), for the tests that prove a script's scenario.
 enum ScriptRun {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     static func run(_ script: String, _ arguments: [String] = []) async throws -> (status: Int32, log: String) {
         let process = ChildProcess()

@@ -136,7 +136,8 @@ import Testing
 
         // A slow cache miss is streaming when the signal arrives.
         let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton))
-        let response = try await client.execute(HTTPClientRequest(url: "\(base)/http/127.0.0.1:\(origin.port)/big.ts"), timeout: .seconds(120))
+        let response = try await client.execute(
+            HTTPClientRequest(url: "\(base)/http/127.0.0.1:\(origin.port)/big.ts"), timeout: .seconds(120))
         #expect(response.status == .ok)
         kill(process.processIdentifier, SIGTERM)
 

@@ -125,7 +125,8 @@ import Testing
     /// origin connection for every player of it. A client of a body with a length, or of a Range, cannot.
     @Test func aNeverEndingChannelIsNotStoredAndNewcomersJoinLiveAtAPacketBoundary() throws {
         var machine = Machine(
-            limits: .init(window: 1000, maxPlaylistBytes: 1000, maxObjectBytes: 1 << 20), url: try OriginURL("http://origin.test/live/1.ts"),
+            limits: .init(window: 1000, maxPlaylistBytes: 1000, maxObjectBytes: 1 << 20),
+            url: try OriginURL("http://origin.test/live/1.ts"),
             cacheable: true, isChannel: true)
         let first = Client()
         let firstAt = machine.subscribe(ObjectIdentifier(first), from: 0, joiningLive: true)

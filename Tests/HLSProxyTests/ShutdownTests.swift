@@ -11,10 +11,12 @@ import Testing
         let dir = try MetricsTests.originDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         // The server's idle timeout is far beyond the client's wait, so only the shutdown can close the idle connection.
-        let harness = try await ProxyHarness.start(serving: dir, configure: {
-            $0.prefetchSegments = 0
-            $0.idleTimeout = .seconds(900)
-        })
+        let harness = try await ProxyHarness.start(
+            serving: dir,
+            configure: {
+                $0.prefetchSegments = 0
+                $0.idleTimeout = .seconds(900)
+            })
         // About a second of body: 70,000 bytes in 8 KiB pieces, 100 ms apart.
         harness.origin.setFault(.slow(chunk: 8192, delay: .milliseconds(100)), for: "/seg0.ts")
         let port = harness.port
@@ -26,7 +28,9 @@ import Testing
         let streaming = Task { try await harness.get(harness.url("/seg0.ts")) }
         let deadline = ContinuousClock.now + .seconds(60)
         // Both connections are open (a loaded machine may start the idle one late) and the origin is streaming.
-        while (harness.origin.requests(matching: "/seg0.ts").isEmpty || harness.server.openConnections < 2) && ContinuousClock.now < deadline {
+        while (harness.origin.requests(matching: "/seg0.ts").isEmpty || harness.server.openConnections < 2)
+            && ContinuousClock.now < deadline
+        {
             try await Task.sleep(for: .milliseconds(10))
         }
         try await Task.sleep(for: .milliseconds(200))

@@ -76,7 +76,8 @@ import Testing
         #expect(hit.status == 206 && hit.count == length && hit.matches)
         #expect(hit.cache == "HIT")
         let inner = first + 12_345
-        let innerHit = try await MemoryBoundTests.fetchPattern(harness.client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99_999)")], from: inner)
+        let innerHit = try await MemoryBoundTests.fetchPattern(
+            harness.client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99_999)")], from: inner)
         #expect(innerHit.status == 206 && innerHit.count == 100_000 && innerHit.matches)
         #expect(harness.origin.patternBytesSent("/big.ts") == sent)
     }
@@ -89,15 +90,20 @@ import Testing
         let first: Int64 = 100_000_000
         let covering = Self.layout.index(of: first)...Self.layout.index(of: first + 999_999)
         // The origin holds inside the first covering slice until released: the first request's run is in flight.
-        harness.origin.setFault(.pattern(length: MemoryBoundTests.bigSize, holdAt: covering.lowerBound * Self.layout.sliceSize + 1000), for: "/shared.ts")
+        harness.origin.setFault(
+            .pattern(length: MemoryBoundTests.bigSize, holdAt: covering.lowerBound * Self.layout.sliceSize + 1000), for: "/shared.ts")
         harness.origin.setETag("\"shared-1\"", for: "/shared.ts")
         let url = harness.url("/shared.ts")
         let client = harness.client
         let range = [("Range", "bytes=\(first)-\(first + 999_999)")]
         let one = Task { try await MemoryBoundTests.fetchPattern(client, url, headers: range, from: first) }
-        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") { harness.origin.requests(matching: "/shared.ts").count == 1 }
+        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") {
+            harness.origin.requests(matching: "/shared.ts").count == 1
+        }
         let inner = first + 500_000
-        let two = Task { try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99)")], from: inner) }
+        let two = Task {
+            try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99)")], from: inner)
+        }
         let flights = harness.server.services.sliceFlights
         try await MemoryBoundTests.waitUntil("the second request to wait for the first one's slice") { flights.waiting == 1 }
         harness.origin.releasePattern("/shared.ts")
@@ -126,12 +132,16 @@ import Testing
         let key = try Self.key(harness, "/follow.ts")
         let client = harness.client
         let one = Task {
-            try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(sliceStart)-\(sliceStart + slice - 1)")], from: sliceStart)
+            try await MemoryBoundTests.fetchPattern(
+                client, url, headers: [("Range", "bytes=\(sliceStart)-\(sliceStart + slice - 1)")], from: sliceStart)
         }
-        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") { harness.origin.requests(matching: "/follow.ts").count == 1 }
+        try await MemoryBoundTests.waitUntil("the first request's run to reach the origin") {
+            harness.origin.requests(matching: "/follow.ts").count == 1
+        }
         // Inside the same slice, before the hold: sent from the run's temp file while the slice is still being written.
         let inner = sliceStart + 700_000
-        let two = try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99_999)")], from: inner)
+        let two = try await MemoryBoundTests.fetchPattern(
+            client, url, headers: [("Range", "bytes=\(inner)-\(inner + 99_999)")], from: inner)
         #expect(two.status == 206 && two.count == 100_000 && two.matches)
         #expect(two.cache == "MISS")
         #expect(Self.storedSlice(harness, key, index) == nil, "answered before the slice was stored")
@@ -155,11 +165,13 @@ import Testing
         let url = harness.url("/movie.mp4")
         let key = try Self.key(harness, "/movie.mp4")
         for offset: Int64 in [10_000_000, 30_000_000] {
-            let part = try await MemoryBoundTests.fetchPattern(harness.client, url, headers: [("Range", "bytes=\(offset)-\(offset + 999)")], from: offset)
+            let part = try await MemoryBoundTests.fetchPattern(
+                harness.client, url, headers: [("Range", "bytes=\(offset)-\(offset + 999)")], from: offset)
             #expect(part.status == 206 && part.count == 1000 && part.matches)
         }
         try await MemoryBoundTests.waitUntil("two slices stored") {
-            Self.storedSlice(harness, key, Self.layout.index(of: 10_000_000)) != nil && Self.storedSlice(harness, key, Self.layout.index(of: 30_000_000)) != nil
+            Self.storedSlice(harness, key, Self.layout.index(of: 10_000_000)) != nil
+                && Self.storedSlice(harness, key, Self.layout.index(of: 30_000_000)) != nil
         }
         #expect(harness.origin.patternBytesSent("/movie.mp4") == 2 * Self.layout.sliceSize)
 
@@ -170,7 +182,10 @@ import Testing
         #expect(whole.matches)
         #expect(whole.cache == "MISS")
         #expect(harness.origin.patternBytesSent("/movie.mp4") == size, "every byte fetched once")
-        #expect(harness.origin.requests(matching: "/movie.mp4").allSatisfy { request in request.headers.contains { $0.0.lowercased() == "range" } })
+        #expect(
+            harness.origin.requests(matching: "/movie.mp4").allSatisfy { request in
+                request.headers.contains { $0.0.lowercased() == "range" }
+            })
         let count = Self.layout.count(total: size)
         try await MemoryBoundTests.waitUntil("every slice stored") {
             (0..<count).allSatisfy { Self.storedSlice(harness, key, $0) != nil }
@@ -258,7 +273,8 @@ import Testing
         let sent = harness.origin.patternBytesSent("/e.ts")
         #expect(sent == 3 * slice)
         // Slices 1 and 2 are read again; slice 0 is now the least recently used object of the cache.
-        let later = try await MemoryBoundTests.fetchPattern(harness.client, url, headers: [("Range", "bytes=\(slice)-\(3 * slice - 1)")], from: slice)
+        let later = try await MemoryBoundTests.fetchPattern(
+            harness.client, url, headers: [("Range", "bytes=\(slice)-\(3 * slice - 1)")], from: slice)
         #expect(later.cache == "HIT" && later.matches)
         let store = harness.store
         let freed = try await Task.detached { try store.evict(bytes: 1) }.value

@@ -45,7 +45,9 @@ import Testing
         }
         // Keys: fetched from the balancer's /keys/{id}/…, so both key stores hold them sealed.
         let keys = fetch.keys
-        let names = try FileManager.default.contentsOfDirectory(atPath: made.appendingPathComponent("keys").path).filter { $0.hasSuffix(".key") }
+        let names = try FileManager.default.contentsOfDirectory(atPath: made.appendingPathComponent("keys").path).filter {
+            $0.hasSuffix(".key")
+        }
         try #require(!names.isEmpty)
         for name in names {
             let url = try OriginURL(balancer.originURL("/keys/" + name))

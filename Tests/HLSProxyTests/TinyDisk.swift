@@ -31,7 +31,8 @@ final class TinyDisk: @unchecked Sendable {
     }()
 
     static func executable(_ name: String) -> URL? {
-        for directory in ["/usr/bin", "/bin", "/usr/sbin", "/sbin"] where FileManager.default.isExecutableFile(atPath: "\(directory)/\(name)") {
+        for directory in ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+        where FileManager.default.isExecutableFile(atPath: "\(directory)/\(name)") {
             return URL(fileURLWithPath: "\(directory)/\(name)")
         }
         return nil

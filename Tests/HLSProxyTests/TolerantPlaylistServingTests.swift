@@ -54,7 +54,8 @@ import Testing
             name: "negative MEDIA-SEQUENCE", text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:-3\n#EXTINF:2,\na.ts\n",
             replacements: [("\na.ts", "\n{proxy}/t/a.ts")], kind: .negativeNumber, strictLine: 3),
         Case(
-            name: "EXT-X-MAP without URI", text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:BYTERANGE=\"10@0\"\n#EXTINF:2,\na.m4s\n#EXT-X-ENDLIST\n",
+            name: "EXT-X-MAP without URI",
+            text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:BYTERANGE=\"10@0\"\n#EXTINF:2,\na.m4s\n#EXT-X-ENDLIST\n",
             replacements: [("\na.m4s", "\n{proxy}/t/a.m4s")], kind: .missingAttribute, strictLine: 3),
         Case(
             name: "URI lines without EXTINF", text: "#EXTM3U\nhttp://a.example/one.m3u8\n",
@@ -63,7 +64,8 @@ import Testing
             name: "whitespace before #EXTM3U", text: "\n\n#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.ts\n#EXT-X-ENDLIST\n",
             replacements: [("\na.ts", "\n{proxy}/t/a.ts")], kind: .leadingWhitespace, strictLine: 1),
         Case(
-            name: "unterminated quote", text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PROGRAM-DATE-TIME:x\n#EXT-X-DATERANGE:ID=\"a\n#EXTINF:2,\na.ts\n",
+            name: "unterminated quote",
+            text: "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PROGRAM-DATE-TIME:x\n#EXT-X-DATERANGE:ID=\"a\n#EXTINF:2,\na.ts\n",
             replacements: [("\na.ts", "\n{proxy}/t/a.ts")], kind: .malformedAttributes, strictLine: 4),
     ]
 
@@ -82,7 +84,8 @@ import Testing
         var expected = c.text
         for (from, to) in c.replacements {
             #expect(expected.contains(from), "fixture: \(from)")
-            expected = expected.replacingOccurrences(of: from, with: to.replacingOccurrences(of: "{proxy}", with: "/http/127.0.0.1:\(harness.origin.port)"))
+            expected = expected.replacingOccurrences(
+                of: from, with: to.replacingOccurrences(of: "{proxy}", with: "/http/127.0.0.1:\(harness.origin.port)"))
         }
         #expect(response.text == expected)
         #expect(try await Self.metric(harness, kind: c.kind) == 1)
@@ -93,7 +96,8 @@ import Testing
 
     @Test(arguments: cases)
     func strictKeepsTheRefusal(_ c: Case) async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = true })
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = true })
         defer { Task { await harness.shutdown() } }
         harness.origin.setBody(Array(c.text.utf8), for: "/t/p.m3u8")
         let response = try await harness.get(harness.url("/t/p.m3u8"))
@@ -129,7 +133,8 @@ import Testing
     }
 
     @Test func overTheSizeCapIsRefused() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.maxPlaylistBytes = 1024 })
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.maxPlaylistBytes = 1024 })
         defer { Task { await harness.shutdown() } }
         let text = "#EXTM3U\n#EXT-X-TARGETDURATION:2.5\n" + String(repeating: "#EXTINF:2,\na.ts\n", count: 100)
         harness.origin.setBody(Array(text.utf8), for: "/t/big.m3u8")
@@ -162,7 +167,8 @@ import Testing
     /// `IV=0x…{$two}`: a variable inside a hexadecimal sequence is valid HLS, served by both readers.
     @Test(arguments: [false, true])
     func aVariableInsideAnIVIsServed(strict: Bool) async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = strict })
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.strictPlaylists = strict })
         defer { Task { await harness.shutdown() } }
         let text = """
             #EXTM3U
@@ -196,9 +202,11 @@ import Testing
         for variant in ["v0", "v1", "venglish"] {
             let url = dir.appendingPathComponent("\(variant)/index.m3u8")
             guard var media = try? String(contentsOf: url, encoding: .utf8) else { continue }
-            media = media.replacingOccurrences(of: #"#EXT-X-TARGETDURATION:(\d+)"#, with: "#EXT-X-TARGETDURATION:$1.5", options: .regularExpression)
             media = media.replacingOccurrences(
-                of: "#EXT-X-TARGETDURATION", with: "#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"https://keys.invalid/none\"\n#EXT-X-TARGETDURATION")
+                of: #"#EXT-X-TARGETDURATION:(\d+)"#, with: "#EXT-X-TARGETDURATION:$1.5", options: .regularExpression)
+            media = media.replacingOccurrences(
+                of: "#EXT-X-TARGETDURATION",
+                with: "#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"https://keys.invalid/none\"\n#EXT-X-TARGETDURATION")
             media = media.replacingOccurrences(of: "#EXT-X-ENDLIST", with: "#EXTINF:2.0,\n#EXT-X-ENDLIST")
             try media.write(to: url, atomically: true, encoding: .utf8)
         }

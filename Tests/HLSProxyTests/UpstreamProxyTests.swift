@@ -23,7 +23,8 @@ import Testing
         let origin = TestOrigin(root: dir)
         try await origin.start()
         let upstream = try await ConnectProxy.start(forwardingTo: origin.port)
-        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: upstream.port) })
+        let harness = try await ProxyHarness.start(
+            origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: upstream.port) })
         return (origin, upstream, harness)
     }
 
@@ -31,7 +32,11 @@ import Testing
         let (dir, segment) = try Self.fixture()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (origin, upstream, harness) = try await Self.proxied(dir)
-        defer { Task { await harness.shutdown(); await upstream.stop() } }
+        defer {
+            Task {
+                await harness.shutdown(); await upstream.stop()
+            }
+        }
         let base = "\(harness.base)/http/\(Self.host)"
 
         let playlist = try await harness.get(base + "/index.m3u8")
@@ -60,7 +65,11 @@ import Testing
         let (dir, _) = try Self.fixture()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (origin, upstream, harness) = try await Self.proxied(dir)
-        defer { Task { await harness.shutdown(); await upstream.stop() } }
+        defer {
+            Task {
+                await harness.shutdown(); await upstream.stop()
+            }
+        }
         for target in ["/http/169.254.169.254/latest/meta-data/", "/http/[fe80::1]/seg0.ts", "/http/%5Bfe80::1%5D/seg0.ts"] {
             // Raw, so the brackets of the IPv6 literal reach the server as a player sends them.
             let (response, _) = try await RawHTTP.exchange(
@@ -79,7 +88,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let origin = TestOrigin(root: dir)
         try await origin.start()
-        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: origin.port) })
+        let harness = try await ProxyHarness.start(
+            origin: origin, configureOrigin: { $0.proxy = .server(host: "127.0.0.1", port: origin.port) })
         defer { Task { await harness.shutdown() } }
         let refused = try await harness.get("\(harness.base)/http/\(Self.host)/seg0.ts")
         #expect(refused.status == 502)
@@ -111,7 +121,9 @@ import Testing
         let (dir, segment, origin, upstream) = try await Self.authenticatingProxy()
         defer {
             try? FileManager.default.removeItem(at: dir)
-            Task { await upstream.stop(); await origin.stop() }
+            Task {
+                await upstream.stop(); await origin.stop()
+            }
         }
         let path = "/http/\(UpstreamProxyTests.host)/seg0.ts"
         // A harness stops its origin when shut down: all of them are shut down at the end.
@@ -119,10 +131,12 @@ import Testing
         defer { Task { [harnesses] in for harness in harnesses { await harness.shutdown() } } }
 
         for (password, label) in [("wrong", "a wrong password"), (nil, "no credentials")] as [(String?, String)] {
-            let refused = try await ProxyHarness.start(origin: origin, configureOrigin: {
-                $0.proxy = .server(
-                    host: "127.0.0.1", port: upstream.port, authorization: password.map { .basic(username: Self.user, password: $0) })
-            })
+            let refused = try await ProxyHarness.start(
+                origin: origin,
+                configureOrigin: {
+                    $0.proxy = .server(
+                        host: "127.0.0.1", port: upstream.port, authorization: password.map { .basic(username: Self.user, password: $0) })
+                })
             harnesses.append(refused)
             let before = upstream.requests.count
             let response = try await refused.get(refused.base + path)
@@ -134,9 +148,12 @@ import Testing
         }
         #expect(origin.requests.isEmpty, "nothing got through without the credentials")
 
-        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: {
-            $0.proxy = .server(host: "127.0.0.1", port: upstream.port, authorization: .basic(username: Self.user, password: Self.password))
-        })
+        let harness = try await ProxyHarness.start(
+            origin: origin,
+            configureOrigin: {
+                $0.proxy = .server(
+                    host: "127.0.0.1", port: upstream.port, authorization: .basic(username: Self.user, password: Self.password))
+            })
         harnesses.append(harness)
         let played = try await harness.get(harness.base + path)
         #expect(played.status == 200)
@@ -156,7 +173,9 @@ import Testing
         let (dir, segment, origin, upstream) = try await Self.authenticatingProxy()
         defer {
             try? FileManager.default.removeItem(at: dir)
-            Task { await upstream.stop(); await origin.stop() }
+            Task {
+                await upstream.stop(); await origin.stop()
+            }
         }
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-upstream-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
@@ -194,7 +213,8 @@ import Testing
         try await origin.start()
         let socks = try await SOCKSProxy.start(forwardingTo: origin.port)
         defer { Task { await socks.stop() } }
-        let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
+        let harness = try await ProxyHarness.start(
+            origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
         defer { Task { await harness.shutdown() } }
         let base = "\(harness.base)/http/\(UpstreamProxyTests.host)"
 
@@ -208,7 +228,10 @@ import Testing
         // The name went to the proxy (it resolves it); the origin saw its own Host.
         #expect(Set(socks.requests) == ["\(UpstreamProxyTests.host):80"], "\(socks.requests)")
         #expect(origin.requests.map(\.path) == ["/index.m3u8", "/seg0.ts"])
-        #expect(origin.requests.allSatisfy { request in request.headers.contains { $0.0.lowercased() == "host" && $0.1 == UpstreamProxyTests.host } })
+        #expect(
+            origin.requests.allSatisfy { request in
+                request.headers.contains { $0.0.lowercased() == "host" && $0.1 == UpstreamProxyTests.host }
+            })
         try await harness.waitForIdle()
         #expect(try await harness.get(base + "/seg0.ts").headers.first(name: "X-Cache") == "HIT")
 
@@ -229,11 +252,18 @@ import Testing
         let wantsPassword = try await SOCKSProxy.start(forwardingTo: origin.port, requiringMethod: 2)
         // Its target is a port nothing listens on: the proxy answers "connection refused".
         let closed = try await SOCKSProxy.start(forwardingTo: 1)
-        defer { Task { await wantsPassword.stop(); await closed.stop() } }
+        defer {
+            Task {
+                await wantsPassword.stop(); await closed.stop()
+            }
+        }
         var harnesses: [ProxyHarness] = []
         defer { Task { [harnesses] in for harness in harnesses { await harness.shutdown() } } }
-        for (socks, expected) in [(wantsPassword, "asks for authentication, which is not supported"), (closed, "could not connect to the origin")] {
-            let harness = try await ProxyHarness.start(origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
+        for (socks, expected) in [
+            (wantsPassword, "asks for authentication, which is not supported"), (closed, "could not connect to the origin"),
+        ] {
+            let harness = try await ProxyHarness.start(
+                origin: origin, configureOrigin: { $0.proxy = .socksServer(host: "127.0.0.1", port: socks.port) })
             harnesses.append(harness)
             let response = try await harness.get("\(harness.base)/http/\(UpstreamProxyTests.host)/seg0.ts")
             #expect(response.status == 502, "\(expected)")

@@ -69,12 +69,14 @@ import Testing
         try await MemoryBoundTests.waitUntil("every slice stored") { Self.presentSlices(harness, key).count == Int(count) }
         #expect(harness.store.lookup(key) == nil)
         #expect(harness.store.sliceSet(of: key, layout: Self.layout)?.validator == "\"film-1\"")
-        #expect(SliceTests.storedSlice(harness, key, count - 1)?.size == size - (count - 1) * Self.layout.sliceSize, "the last slice is short")
+        #expect(
+            SliceTests.storedSlice(harness, key, count - 1)?.size == size - (count - 1) * Self.layout.sliceSize, "the last slice is short")
         for index in 0..<count - 1 { #expect(SliceTests.storedSlice(harness, key, index)?.size == Self.layout.sliceSize) }
 
         // A range afterwards: a hit from the slices, nothing from the origin.
         let inner: Int64 = 12_345_678
-        let rangeHit = try await MemoryBoundTests.fetchPattern(client, url, headers: [("Range", "bytes=\(inner)-\(inner + 1_999_999)")], from: inner)
+        let rangeHit = try await MemoryBoundTests.fetchPattern(
+            client, url, headers: [("Range", "bytes=\(inner)-\(inner + 1_999_999)")], from: inner)
         #expect(rangeHit.status == 206 && rangeHit.count == 2_000_000 && rangeHit.matches)
         #expect(rangeHit.cache == "HIT")
         // The whole object afterwards: stitched from the slices, a hit.

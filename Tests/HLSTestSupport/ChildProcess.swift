@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child process started with `posix_spawn`: the part of Foundation's `Process` the tests use, with the same
@@ -108,7 +108,8 @@ package final class ChildProcess: @unchecked Sendable {
             for pointer in envp { free(pointer) }
         }
         var child: pid_t = 0
-        let result = executable.contains("/")
+        let result =
+            executable.contains("/")
             ? posix_spawn(&child, executable, &actions, &attributes, argv, envp)
             : posix_spawnp(&child, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw SpawnError(call: "posix_spawn \(executable)", code: result) }

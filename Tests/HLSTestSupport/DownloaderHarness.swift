@@ -31,7 +31,8 @@ package final class DownloaderHarness: Sendable {
         observe: @escaping @Sendable (DownloadEvent) -> Void = { _ in }
     ) throws {
         self.origin = origin
-        self.cacheDirectory = cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
+        self.cacheDirectory =
+            cacheDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fetch-\(UUID().uuidString)")
         store = try CacheStore.open(directory: self.cacheDirectory.path, maxBytes: maxBytes, freeDiskCushion: 0)
         // The master key serve and fetch use: it seals the items' headers and the key store (keys.sqlite).
         let masterKey = try MasterKey.load(directory: self.cacheDirectory.path, environment: [:])
@@ -48,18 +49,21 @@ package final class DownloaderHarness: Sendable {
         // one for ~20 s) waits, and a short timeout then turned an origin's 404 into a 504.
         originConfiguration.connectTimeout = .seconds(60)
         configureOrigin(&originConfiguration)
-        originClient = OriginClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
+        originClient = OriginClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: originConfiguration, logger: logger)
         var configuration = DownloaderConfiguration()
         configuration.retryBaseDelay = .milliseconds(20)
         configuration.statePollInterval = .milliseconds(50)
         configure(&configuration)
         let log = eventLog
         let keys = try KeyService(
-            directory: self.cacheDirectory.path, configuration: KeyConfiguration(), masterKey: masterKey, fetcher: originClient, logger: logger)
+            directory: self.cacheDirectory.path, configuration: KeyConfiguration(), masterKey: masterKey, fetcher: originClient,
+            logger: logger)
         self.keys = keys
         downloader = Downloader(
             store: store, items: items, origin: originClient, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            commitThreadPool: commitThreadPool, configuration: configuration, keys: keys, logger: logger, onEvent: { event in
+            commitThreadPool: commitThreadPool, configuration: configuration, keys: keys, logger: logger,
+            onEvent: { event in
                 log.withLockedValue { $0.append(event) }
                 observe(event)
             })
@@ -73,9 +77,12 @@ package final class DownloaderHarness: Sendable {
 
     /// Records an item and runs it to the end.
     @discardableResult
-    package func fetch(_ path: String, id: String = DownloadItem.generateID(), seconds: Int = 0, selection: RenditionSelection = RenditionSelection(),
-               locked: Bool = false, expiresAt: Date? = nil) async throws -> DownloadItem {
-        try items.insert(DownloadItem(id: id, url: url(path), selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: locked))
+    package func fetch(
+        _ path: String, id: String = DownloadItem.generateID(), seconds: Int = 0, selection: RenditionSelection = RenditionSelection(),
+        locked: Bool = false, expiresAt: Date? = nil
+    ) async throws -> DownloadItem {
+        try items.insert(
+            DownloadItem(id: id, url: url(path), selection: selection, precacheSeconds: seconds, expiresAt: expiresAt, locked: locked))
         return try await downloader.run(id)
     }
 
@@ -91,4 +98,3 @@ package final class DownloaderHarness: Sendable {
         if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }
     }
 }
-

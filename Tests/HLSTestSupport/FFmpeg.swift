@@ -8,7 +8,9 @@ package enum FFmpeg {
 
     /// Runs a program and returns stdout; throws with stderr when it fails.
     @discardableResult
-    package static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> (stdout: Data, stderr: String) {
+    package static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval = 120) throws -> (
+        stdout: Data, stderr: String
+    ) {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -25,7 +27,9 @@ package enum FFmpeg {
         while !reader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
         let stderr = String(decoding: errData.value ?? Data(), as: UTF8.self)
         guard process.terminationStatus == 0 else {
-            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(stderr.suffix(1500))")
+            throw Failure(
+                description: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus): \(stderr.suffix(1500))"
+            )
         }
         return (stdout, stderr)
     }
@@ -34,8 +38,11 @@ package enum FFmpeg {
 
     /// Decodes `url` and returns the per-frame MD5 lines (comments dropped), as a player would see the content.
     package static func frameMD5(_ url: String, extraArguments: [String] = []) async throws -> [String] {
-        let (stdout, _) = try await offThread { try run(
-            ffmpeg, ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"]) }
+        let (stdout, _) = try await offThread {
+            try run(
+                ffmpeg,
+                ["-hide_banner", "-loglevel", "error", "-nostdin"] + extraArguments + ["-i", url, "-map", "0", "-f", "framemd5", "-"])
+        }
         return String(decoding: stdout, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
     }
 
@@ -44,7 +51,9 @@ package enum FFmpeg {
         ["-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25:duration=\(seconds)"]
     }
     private static func audio(_ seconds: Int) -> [String] { ["-f", "lavfi", "-i", "sine=frequency=440:duration=\(seconds)"] }
-    private static let h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0", "-pix_fmt", "yuv420p"]
+    private static let h264 = [
+        "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-keyint_min", "25", "-sc_threshold", "0", "-pix_fmt", "yuv420p",
+    ]
 
     /// Clear TS: a master playlist with two video variants and an audio group (`master.m3u8`).
     package static func makeTSVariants(in dir: URL, seconds: Int = 8) throws {
@@ -68,7 +77,9 @@ package enum FFmpeg {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         // Rotating keys with periodic_rekey needs the key info file rewritten while ffmpeg runs; making one
         // chunk per key and stitching the playlists gives the same playlist shape deterministically.
-        var lines: [String] = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0", "#EXT-X-PLAYLIST-TYPE:VOD"]
+        var lines: [String] = [
+            "#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", "#EXT-X-MEDIA-SEQUENCE:0", "#EXT-X-PLAYLIST-TYPE:VOD",
+        ]
         let parts = max(1, seconds / 4)
         for part in 0..<parts {
             let key = (0..<16).map { _ in UInt8.random(in: 0...255) }
@@ -86,8 +97,10 @@ package enum FFmpeg {
                     "-hls_segment_filename", partDir.path + "/seg%03d.ts", partDir.path + "/index.m3u8",
                 ])
             let playlist = try String(contentsOf: partDir.appendingPathComponent("index.m3u8"), encoding: .utf8)
-            for line in playlist.split(separator: "\n") where !line.hasPrefix("#EXTM3U") && !line.hasPrefix("#EXT-X-VERSION")
-                && !line.hasPrefix("#EXT-X-TARGETDURATION") && !line.hasPrefix("#EXT-X-MEDIA-SEQUENCE") && !line.hasPrefix("#EXT-X-PLAYLIST-TYPE")
+            for line in playlist.split(separator: "\n")
+            where !line.hasPrefix("#EXTM3U") && !line.hasPrefix("#EXT-X-VERSION")
+                && !line.hasPrefix("#EXT-X-TARGETDURATION") && !line.hasPrefix("#EXT-X-MEDIA-SEQUENCE")
+                && !line.hasPrefix("#EXT-X-PLAYLIST-TYPE")
                 && !line.hasPrefix("#EXT-X-ENDLIST")
             {
                 if line.hasPrefix("#EXT-X-KEY") {
@@ -127,13 +140,16 @@ package enum FFmpeg {
         try run(
             ffmpeg,
             base + video(10) + h264 + [
-                "-f", "hls", "-hls_time", "2", "-hls_list_size", "0", "-hls_segment_filename", dir.path + "/seg%03d.ts", dir.path + "/full.m3u8",
+                "-f", "hls", "-hls_time", "2", "-hls_list_size", "0", "-hls_segment_filename", dir.path + "/seg%03d.ts",
+                dir.path + "/full.m3u8",
             ])
         let full = try String(contentsOf: dir.appendingPathComponent("full.m3u8"), encoding: .utf8)
         var entries: [(String, String)] = []
         var pending: String?
         for line in full.split(separator: "\n").map(String.init) {
-            if line.hasPrefix("#EXTINF") { pending = line } else if let inf = pending, !line.hasPrefix("#") {
+            if line.hasPrefix("#EXTINF") {
+                pending = line
+            } else if let inf = pending, !line.hasPrefix("#") {
                 entries.append((inf, line))
                 pending = nil
             }

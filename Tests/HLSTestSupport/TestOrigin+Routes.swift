@@ -5,9 +5,9 @@ import NIOHTTP1
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Paths of a ``TestOrigin`` made with `routedFaults` that misbehave by their name, for the origin client's tests
@@ -90,7 +90,9 @@ enum TestOriginRoutes {
             var coded = parts[1] == "br" ? plain : TestZlib.compress(plain, format: TestZlib.Format(rawValue: parts[1])!)
             if parts.count > 3, parts[3] == "cut" { coded.removeLast(10) }
             let name = ["gzip": "gzip", "zlib": "deflate", "raw": "deflate", "br": "br"][parts[1]]!
-            send(context, status: .ok, headers: ["Content-Encoding": name, "Content-Length": "\(coded.count)", "Vary": "Accept-Encoding"], body: coded)
+            send(
+                context, status: .ok, headers: ["Content-Encoding": name, "Content-Length": "\(coded.count)", "Vary": "Accept-Encoding"],
+                body: coded)
         case "busy":
             let failures = Int(parts[1])!
             if hit <= failures {
@@ -104,7 +106,8 @@ enum TestOriginRoutes {
             switch parts.count > 1 ? parts[1] : "" {
             case "set":
                 send(
-                    context, status: .ok, headers: ["Set-Cookie": "token=abc; Path=/cookie", "set-cookie": "stray=1; Domain=elsewhere.example"],
+                    context, status: .ok,
+                    headers: ["Set-Cookie": "token=abc; Path=/cookie", "set-cookie": "stray=1; Domain=elsewhere.example"],
                     body: Array("set".utf8))
             case "redirect":
                 send(context, status: .found, headers: ["Location": "/cookie/need", "Set-Cookie": "token=abc; Path=/"], body: [])
@@ -136,7 +139,8 @@ enum TestOriginRoutes {
     }
 
     private static func writeHead(_ context: ChannelHandlerContext, status: HTTPResponseStatus, headers: HTTPHeaders) {
-        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(
+            NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
     }
 
     private static func writeBody(_ context: ChannelHandlerContext, _ bytes: [UInt8]) {

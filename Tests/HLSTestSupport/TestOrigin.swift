@@ -189,7 +189,8 @@ package final class TestOrigin: Sendable {
     /// Records a request; returns how many times its path was asked for, this one included.
     fileprivate func record(_ head: HTTPRequestHead, path: String) -> Int {
         log.withLockedValue {
-            $0.append(LoggedRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name, $0.value) }, time: .now))
+            $0.append(
+                LoggedRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name, $0.value) }, time: .now))
         }
         return hitCounts.withLockedValue { counts in
             counts[path, default: 0] += 1
@@ -273,7 +274,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             var headers = HTTPHeaders()
             headers.add(name: "Retry-After", value: "\(seconds)")
             headers.add(name: "Content-Length", value: "0")
-            context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .tooManyRequests, headers: headers))), promise: nil)
+            context.write(
+                NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .tooManyRequests, headers: headers))),
+                promise: nil)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
             return
         case .status(let code), .failFirst(_, let code):
@@ -293,7 +296,8 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
                 headers.add(name: "Set-Cookie", value: "\(gate.cookie); Path=/; HttpOnly")
             }
             headers.add(name: "Content-Length", value: "0")
-            context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
+            context.write(
+                NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
             return
         case .pattern(let length, let holdAt):
@@ -324,7 +328,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         } else if let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
             var spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
             // A suffix range (the last N bytes).
-            if spec.count == 2, spec[0].isEmpty, let suffix = Int(spec[1]), suffix > 0 { spec = [Substring(String(max(0, body.count - suffix))), ""] }
+            if spec.count == 2, spec[0].isEmpty, let suffix = Int(spec[1]), suffix > 0 {
+                spec = [Substring(String(max(0, body.count - suffix))), ""]
+            }
             if spec.count == 2, let first = Int(spec[0]), first < body.count {
                 let last = min(Int(spec[1]) ?? body.count - 1, body.count - 1)
                 slice = body[first...last]
@@ -347,7 +353,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         } else {
             headers.add(name: "Content-Length", value: String(slice.count))
         }
-        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+        context.write(
+            NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))),
+            promise: nil)
         if head.method == .HEAD {
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
             return
@@ -356,7 +364,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         case .truncate(let bytes):
             let part = ByteBuffer(bytes: slice.prefix(bytes))
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(part)))).whenComplete { _ in bound.value.close(promise: nil) }
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(part)))).whenComplete { _ in
+                bound.value.close(promise: nil)
+            }
         case .wrongLength:
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: slice))))).whenComplete { _ in
@@ -389,7 +399,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         if let length, let range = head.headers.first(name: "Range"), range.hasPrefix("bytes=") {
             var spec = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
             // A suffix range (the last N bytes).
-            if spec.count == 2, spec[0].isEmpty, let suffix = Int64(spec[1]), suffix > 0 { spec = [Substring(String(max(0, length - suffix))), ""] }
+            if spec.count == 2, spec[0].isEmpty, let suffix = Int64(spec[1]), suffix > 0 {
+                spec = [Substring(String(max(0, length - suffix))), ""]
+            }
             guard spec.count == 2, let first = Int64(spec[0]), first < length else {
                 send(context, status: 416, body: [], type: "text/plain", head: head)
                 return
@@ -401,7 +413,8 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             headers.add(name: "Content-Range", value: "bytes \(first)-\(last)/\(length)")
         }
         if let end { headers.add(name: "Content-Length", value: String(end - start)) }
-        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(
+            NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         if head.method == .HEAD {
             context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
             return
@@ -455,7 +468,9 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: type)
         headers.add(name: "Content-Length", value: String(body.count))
-        context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+        context.write(
+            NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))),
+            promise: nil)
         if head.method != .HEAD { context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
         context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil)), promise: nil)
     }

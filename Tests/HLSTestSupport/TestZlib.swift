@@ -13,12 +13,15 @@ package enum TestZlib {
 
     package static func compress(_ input: [UInt8], format: Format, level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
-        let bits: Int32 = switch format {
-        case .gzip: 15 + 16
-        case .zlib: 15
-        case .raw: -15
-        }
-        precondition(deflateInit2_(&stream, level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK)
+        let bits: Int32 =
+            switch format {
+            case .gzip: 15 + 16
+            case .zlib: 15
+            case .raw: -15
+            }
+        precondition(
+            deflateInit2_(&stream, level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
+        )
         defer { deflateEnd(&stream) }
         var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(input.count))) + 64)
         var input = input

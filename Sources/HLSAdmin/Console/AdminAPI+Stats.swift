@@ -4,7 +4,7 @@ import HLSProxy
 /// `GET /api/v1/stats`: what the console plots — the last hour of traffic (per minute, cache against origin),
 /// the disk used against the cap, and the items by state.
 extension AdminAPI {
-    public func attach(to metrics: ProxyMetrics) {
+    package func attach(to metrics: ProxyMetrics) {
         traffic.attach { metrics.traffic }
     }
 

@@ -61,7 +61,8 @@ enum AbsoluteForm {
         }
         var port = 80
         if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int(portText) else {
+            guard !portText.isEmpty, portText.count <= 5, portText.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int(portText)
+            else {
                 return nil
             }
             port = value

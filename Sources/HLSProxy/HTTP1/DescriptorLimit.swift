@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The process's file-descriptor limit (`RLIMIT_NOFILE`, `ulimit -n`) and what it leaves for client connections.
@@ -14,22 +14,22 @@ import Darwin
 /// hard one at start (as nginx's `worker_rlimit_nofile`), and holds `limits.maxConnections` below the limit minus
 /// ``reserve(for:)``, so that a flood of idle connections is refused at accept while the server keeps descriptors
 /// for its own work.
-public struct DescriptorLimit: Sendable, Equatable {
+package struct DescriptorLimit: Sendable, Equatable {
     /// The soft limit now in force.
-    public var soft: Int
+    package var soft: Int
     /// The hard limit (the most the soft one may be raised to without privilege).
-    public var hard: Int
+    package var hard: Int
     /// The soft limit before ``raiseToHard()`` raised it; nil when it was not raised.
-    public var raisedFrom: Int?
+    package var raisedFrom: Int?
 
-    public init(soft: Int, hard: Int, raisedFrom: Int? = nil) {
+    package init(soft: Int, hard: Int, raisedFrom: Int? = nil) {
         self.soft = soft
         self.hard = hard
         self.raisedFrom = raisedFrom
     }
 
     /// The limit as it is, unchanged.
-    public static func current() -> DescriptorLimit? {
+    package static func current() -> DescriptorLimit? {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         return DescriptorLimit(soft: Self.count(limit.rlim_cur), hard: Self.count(limit.rlim_max))
@@ -37,7 +37,7 @@ public struct DescriptorLimit: Sendable, Equatable {
 
     /// Raises the soft limit to the hard one. An unlimited hard limit (root, some containers) is capped at the
     /// kernel's `fs.nr_open` (1,048,576 by default), above which `setrlimit` fails.
-    public static func raiseToHard() -> DescriptorLimit? {
+    package static func raiseToHard() -> DescriptorLimit? {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         let before = limit.rlim_cur
@@ -54,17 +54,17 @@ public struct DescriptorLimit: Sendable, Equatable {
 
     /// Descriptors kept back from client connections: a quarter of the limit, at least 128 (cache files, the origin
     /// pools of the proxy and of the downloads, SQLite, event loops), and at most half of it.
-    public static func reserve(for limit: Int) -> Int {
+    package static func reserve(for limit: Int) -> Int {
         min(max(128, limit / 4), limit / 2)
     }
 
     /// The most client connections this limit leaves room for.
-    public var connectionCap: Int {
+    package var connectionCap: Int {
         max(1, soft - Self.reserve(for: soft))
     }
 
     /// `configured`, or ``connectionCap`` when that is lower.
-    public func maxConnections(configured: Int) -> Int {
+    package func maxConnections(configured: Int) -> Int {
         min(configured, connectionCap)
     }
 

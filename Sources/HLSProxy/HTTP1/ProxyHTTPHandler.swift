@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import HLSCacheCore
 import Logging
@@ -41,7 +41,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var decodingUpgradeRequest = false
 
     init(
-        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil, timeouts: (any ConnectionTimeoutEvents)? = nil,
+        router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
+        timeouts: (any ConnectionTimeoutEvents)? = nil,
         decoder: RequestDecoder? = nil, date: DateLine? = nil
     ) {
         self.router = router
@@ -285,13 +286,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     static let corkThreshold: Int64 = 1 << 20
 
     #if os(Linux)
-    private static let corkOption = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: CInt(TCP_CORK)))
+        private static let corkOption = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: CInt(TCP_CORK)))
     #endif
 
     /// Sets `TCP_CORK` (Linux only; a failure only costs the optimisation).
     private static func setCork(_ on: Bool, on channel: any Channel) {
         #if os(Linux)
-        try? channel.syncOptions?.setOption(corkOption, value: on ? 1 : 0)
+            try? channel.syncOptions?.setOption(corkOption, value: on ? 1 : 0)
         #endif
     }
 
@@ -318,7 +319,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(wrapOutboundOut(.byteBuffer(header)), promise: nil)
             context.write(wrapOutboundOut(.byteBuffer(buffer)), promise: nil)
             let trailer = ByteBuffer(staticString: ResponseEncoding.chunkTrailer)
-            return flush ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(trailer))) : context.write(wrapOutboundOut(.byteBuffer(trailer)))
+            return flush
+                ? context.writeAndFlush(wrapOutboundOut(.byteBuffer(trailer))) : context.write(wrapOutboundOut(.byteBuffer(trailer)))
         }
         timeouts?.queued(bytes: buffer.readableBytes)
         if flush { return context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer))) }
@@ -369,7 +371,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// When `written` completes: `body` is released (its file closed and unpinned), then the response counts as
     /// written.
-    private func completeResponse(when written: EventLoopFuture<Void>, context: ChannelHandlerContext, releasing body: ResponseBody = .empty) {
+    private func completeResponse(
+        when written: EventLoopFuture<Void>, context: ChannelHandlerContext, releasing body: ResponseBody = .empty
+    ) {
         let bound = NIOLoopBound((handler: self, context: context, body: body), eventLoop: context.eventLoop)
         written.whenComplete { result in
             let (handler, context, body) = bound.value

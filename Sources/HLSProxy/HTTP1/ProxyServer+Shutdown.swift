@@ -3,7 +3,7 @@ import NIOCore
 extension ProxyServer {
     /// Stops accepting (the listening socket closes, so new connections are refused), closes idle keep-alive
     /// connections, and lets the responses in flight finish with `Connection: close`.
-    public func beginShutdown() {
+    package func beginShutdown() {
         services.connections.drain()
         let channel = self.listener
         channel?.close(promise: nil)
@@ -13,7 +13,7 @@ extension ProxyServer {
     /// closes the ones still open (a response that did not finish in time is cut off).
     /// - Returns: the number of connections closed at the deadline.
     @discardableResult
-    public func shutdown(gracePeriod: Duration) async -> Int {
+    package func shutdown(gracePeriod: Duration) async -> Int {
         beginShutdown()
         let deadline = ContinuousClock.now + gracePeriod
         while services.connections.count > 0 && ContinuousClock.now < deadline {
@@ -33,14 +33,14 @@ extension ProxyServer {
     }
 
     /// Whether a shutdown has begun.
-    public var isShuttingDown: Bool { services.isDraining }
+    package var isShuttingDown: Bool { services.isDraining }
 
     /// The server's metrics (also on `/metrics`).
-    public var metrics: ProxyMetrics { services.metrics }
+    package var metrics: ProxyMetrics { services.metrics }
 
     /// Gives `/metrics` the number of prewarm items in each state (`hlscache_downloads{state}`); called at
     /// scrape time, off the event loops.
-    public func setDownloadStateProvider(_ provider: @escaping @Sendable () throws -> [String: Int]) {
+    package func setDownloadStateProvider(_ provider: @escaping @Sendable () throws -> [String: Int]) {
         services.downloadStates.withLockedValue { $0 = provider }
     }
 }

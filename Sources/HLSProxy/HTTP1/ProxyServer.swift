@@ -8,8 +8,8 @@ import NIOHTTP1
 import NIOPosix
 
 /// The HTTP server: SwiftNIO on epoll, HTTP/1.1 with keep-alive and pipelining, cache hits sent with sendfile.
-public final class ProxyServer: Sendable {
-    public let configuration: ProxyConfiguration
+package final class ProxyServer: Sendable {
+    package let configuration: ProxyConfiguration
     let services: ProxyServices
     private let router: ProxyRouter
     private let limiter: ConnectionLimiter
@@ -29,7 +29,7 @@ public final class ProxyServer: Sendable {
     ///     process read no multivariant playlist from that origin (the stream was prewarmed: its playlists are
     ///     served from the cache). The origin client's ``CookieRefresher`` asks for the multivariant playlist last
     ///     read from the request's origin, else for this.
-    public init(
+    package init(
         configuration: ProxyConfiguration, store: CacheStore, origin: OriginClient, keys: KeyService, group: any EventLoopGroup,
         threadPool: NIOThreadPool, logger: Logger, metrics: ProxyMetrics = ProxyMetrics(), accessLogger: Logger? = nil,
         routeExtension: (any ProxyRouteExtension)? = nil, cookiePages: CookieRefresher.PageSource? = nil
@@ -51,7 +51,7 @@ public final class ProxyServer: Sendable {
 
     /// Binds the listening socket. Returns the bound address (useful with port 0).
     @discardableResult
-    public func start() async throws -> SocketAddress {
+    package func start() async throws -> SocketAddress {
         let router = self.router
         let configuration = self.configuration
         let limiter = self.limiter
@@ -125,10 +125,10 @@ public final class ProxyServer: Sendable {
     var listener: (any Channel)? { channel.withLockedValue { $0 } }
 
     /// The bound address, once started.
-    public var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
+    package var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
 
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
-    public func stop() async throws {
+    package func stop() async throws {
         let channel = self.channel.withLockedValue { $0 }
         dates.withLockedValue { $0 }?.stop()
         try await channel?.close()
@@ -140,18 +140,18 @@ public final class ProxyServer: Sendable {
     }
 
     /// Runs until the listening channel closes.
-    public func waitUntilClosed() async throws {
+    package func waitUntilClosed() async throws {
         let channel = self.channel.withLockedValue { $0 }
         try await channel?.closeFuture.get()
     }
 
     /// Open client connections.
-    public var openConnections: Int { limiter.current }
+    package var openConnections: Int { limiter.current }
 
     /// How long accepting pauses after accept(2) failed (out of descriptors): short enough that a connection closing
     /// meanwhile is soon followed by the next accept, long enough that the failing call is not a busy loop.
     static let acceptPause = TimeAmount.milliseconds(200)
 
     /// The client connections this server holds at most (`limits.maxConnections`, as given).
-    public var maxConnections: Int { limiter.limit }
+    package var maxConnections: Int { limiter.limit }
 }

@@ -37,7 +37,8 @@ final class RequestDecoder: ByteToMessageDecoder {
     static func isUpgradeRequest(_ head: HTTPRequestHead) -> Bool {
         guard head.headers.contains(name: "upgrade") else { return false }
         for name in ["connection", "proxy-connection"] {
-            for value in head.headers[name] where value.split(separator: ",").contains(where: { $0.trimmingSpaces().lowercased() == "upgrade" }) {
+            for value in head.headers[name]
+            where value.split(separator: ",").contains(where: { $0.trimmingSpaces().lowercased() == "upgrade" }) {
                 return true
             }
         }

@@ -54,7 +54,8 @@ final class Responder: @unchecked Sendable {
     var isProxiedContent = false
 
     init(
-        eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, webOrigins: WebOriginPolicy, observer: ExchangeObserver? = nil
+        eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, webOrigins: WebOriginPolicy,
+        observer: ExchangeObserver? = nil
     ) {
         self.eventLoop = eventLoop
         self.request = request
@@ -123,7 +124,9 @@ final class Responder: @unchecked Sendable {
         headers.replaceOrAdd(name: "Content-Length", value: String(buffer.readableBytes))
         headers.replaceOrAdd(name: "Cache-Control", value: "no-store")
         // An origin that asked to be left alone (429/503 with Retry-After) asks the player too.
-        if let seconds = error.retryAfterSeconds, !headers.contains(name: "Retry-After") { headers.add(name: "Retry-After", value: String(seconds)) }
+        if let seconds = error.retryAfterSeconds, !headers.contains(name: "Retry-After") {
+            headers.add(name: "Retry-After", value: String(seconds))
+        }
         send(status: HTTPResponseStatus(statusCode: error.httpStatus), headers: headers, body: .bytes(buffer))
     }
 

@@ -53,7 +53,8 @@ final class CacheWriteFailureLog: Sendable {
                 state.unreported = 0
                 state.unreportedFull = 0
             }
-            let reason = state.unreportedFull == state.unreported ? "the cache is full" : "\(state.unreportedFull) of them for want of space"
+            let reason =
+                state.unreportedFull == state.unreported ? "the cache is full" : "\(state.unreportedFull) of them for want of space"
             return "\(state.unreported) more responses not cached since the last such line (\(reason)); the latest: \(label): \(error)"
         }
         if let line { logger.warning("\(line)") }

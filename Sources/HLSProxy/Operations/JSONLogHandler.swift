@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import HLSCacheCore
 import Logging
@@ -9,32 +9,32 @@ import NIOConcurrencyHelpers
 /// `{"timestamp":"2026-11-22T05:01:02.345Z","level":"info","label":"hlscache.access","message":"…","metadata":{…}}`.
 /// Timestamps are ISO 8601 in UTC with milliseconds; every string is escaped, so a line is always one valid
 /// JSON object whatever the message holds.
-public struct JSONLogHandler: LogHandler {
+package struct JSONLogHandler: LogHandler {
     /// Where lines go.
-    public enum Stream: Sendable {
+    package enum Stream: Sendable {
         case standardError, standardOutput
         /// Every line is handed to `sink` (tests).
         case custom(@Sendable (String) -> Void)
     }
 
-    public var logLevel: Logger.Level = .info
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
     private let label: String
     private let stream: Stream
 
-    public init(label: String, stream: Stream = .standardError, metadataProvider: Logger.MetadataProvider? = nil) {
+    package init(label: String, stream: Stream = .standardError, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.stream = stream
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         write(level: event.level, message: event.message, metadata: event.metadata, source: event.source)
     }
 

@@ -22,11 +22,15 @@ final class OperationsEndpoint: Sendable {
             let states = try? services.downloadStates.withLockedValue { $0 }?()
             services.metrics.update(
                 ProxyMetrics.Snapshot(
-                    activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count, inFlightBytes: services.inFlight.used,
+                    activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count,
+                    inFlightBytes: services.inFlight.used,
                     cacheBytes: usage?.bytes,
-                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, diskFree: services.store.freeDiskBytes(), keys: services.keys.statistics,
+                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, diskFree: services.store.freeDiskBytes(),
+                    keys: services.keys.statistics,
                     downloadStates: states,
-                    originConnectionWaits: { let waits = services.origin.connectionWaits; return (waits.waits, waits.waiting) }()))
+                    originConnectionWaits: {
+                        let waits = services.origin.connectionWaits; return (waits.waits, waits.waiting)
+                    }()))
             return services.metrics.emit()
         }.whenComplete { result in
             switch result {

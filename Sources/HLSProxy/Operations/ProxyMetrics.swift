@@ -10,9 +10,9 @@ import Prometheus
 /// Counters on the request path are made once, for every value of their bounded labels, and picked by index:
 /// counting a request is a few atomic adds, with no string built and no dictionary looked up. Gauges (cache
 /// size, connections, downloads by state) are computed when `/metrics` is scraped. See docs/operations.md.
-public final class ProxyMetrics: Sendable {
+package final class ProxyMetrics: Sendable {
     /// The registry `/metrics` emits. Callers may add their own metrics to it.
-    public let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
 
     /// Statuses that get their own `status` label; any other is counted under `status="other"`.
     static let statuses: [Int] = [200, 204, 206, 304, 307, 400, 403, 404, 405, 416, 431, 500, 502, 503, 504]
@@ -58,9 +58,9 @@ public final class ProxyMetrics: Sendable {
     private let trafficCounters = TrafficCounters()
 
     /// What was served so far, from the cache and from the origin (the admin API's last-hour history samples it).
-    public var traffic: TrafficTotals { trafficCounters.totals }
+    package var traffic: TrafficTotals { trafficCounters.totals }
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(namespace: "hlscache", metricName: metric, unitName: unit, helpText: help)
@@ -92,17 +92,22 @@ public final class ProxyMetrics: Sendable {
             descriptor: name("origin_fetches_in_flight", "", "Origin downloads of the proxy in progress (shared by coalesced clients)."),
             labels: [])
         self.inFlightBytes = registry.makeGauge(
-            descriptor: name("inflight", "bytes", "Body bytes of in-flight origin downloads held in memory (limits.inFlightMemory bounds them)."),
+            descriptor: name(
+                "inflight", "bytes", "Body bytes of in-flight origin downloads held in memory (limits.inFlightMemory bounds them)."),
             labels: [])
-        self.cacheBytesUsed = registry.makeGauge(descriptor: name("cache_used", "bytes", "Bytes of complete objects in the cache."), labels: [])
+        self.cacheBytesUsed = registry.makeGauge(
+            descriptor: name("cache_used", "bytes", "Bytes of complete objects in the cache."), labels: [])
         self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
         self.cacheObjects = registry.makeGauge(descriptor: name("cache_objects", "", "Complete objects in the cache."), labels: [])
         self.keyFetches = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "ok")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
+            labels: [("result", "ok")])
         self.keyFetchFailures = registry.makeCounter(
-            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."), labels: [("result", "error")])
+            descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
+            labels: [("result", "error")])
         self.cacheDiskFree = registry.makeGauge(
-            descriptor: name("cache_disk_free", "bytes", "Free space on the cache's file system (statvfs), the cushion included."), labels: [])
+            descriptor: name("cache_disk_free", "bytes", "Free space on the cache's file system (statvfs), the cushion included."),
+            labels: [])
         let failureName = name("cache_write_failures", "total", "Origin responses the proxy relayed but could not store, by reason.")
         self.cacheWriteFailures = CacheWriteFailure.allCases.map {
             registry.makeCounter(descriptor: failureName, labels: [("reason", $0.label)])
@@ -113,7 +118,8 @@ public final class ProxyMetrics: Sendable {
                 "Proxy origin requests that found every connection to their host busy and waited (origin.maxConnectionsPerHost)."),
             labels: [])
         self.originRequestsWaiting = registry.makeGauge(
-            descriptor: name("origin_requests_waiting", "", "Proxy origin requests waiting for a free connection to their host."), labels: [])
+            descriptor: name("origin_requests_waiting", "", "Proxy origin requests waiting for a free connection to their host."),
+            labels: [])
         self.acceptBackoffs = registry.makeCounter(
             descriptor: name(
                 "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
@@ -123,13 +129,17 @@ public final class ProxyMetrics: Sendable {
                 descriptor: name(outcome.metric, "total", outcome.help), labels: [])
         }
         self.itemEvictions = registry.makeCounter(
-            descriptor: name("item_evictions", "total", "Times the cache evicted objects of a prewarm item (size cap, free-disk cushion), in this process."),
+            descriptor: name(
+                "item_evictions", "total",
+                "Times the cache evicted objects of a prewarm item (size cap, free-disk cushion), in this process."),
             labels: [])
         self.keyExpiries = registry.makeCounter(
-            descriptor: name("key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
+            descriptor: name(
+                "key_expiries", "total", "Requests for a key fetched before and now past its expiry (then refetched or refused)."),
             labels: [])
         let warningName = name(
-            "playlist_warnings", "total", "Playlists served although they depart from RFC 8216 as players tolerate, by kind (once per playlist URL).")
+            "playlist_warnings", "total",
+            "Playlists served although they depart from RFC 8216 as players tolerate, by kind (once per playlist URL).")
         self.playlistWarnings = PlaylistWarning.Kind.allCases.map {
             registry.makeCounter(descriptor: warningName, labels: [("kind", $0.rawValue)])
         }
@@ -209,12 +219,12 @@ public final class ProxyMetrics: Sendable {
     }
 
     /// Counts an eviction that took objects of a prewarm item (the item is told: `partiallyCached` or `evicted`).
-    public func itemEvicted() {
+    package func itemEvicted() {
         itemEvictions.increment()
     }
 
     /// A webhook event delivered, given up on after its attempts, or dropped from a full queue.
-    public func webhook(_ outcome: WebhookOutcome) {
+    package func webhook(_ outcome: WebhookOutcome) {
         webhookOutcomes[outcome.rawValue].increment()
     }
 
@@ -286,7 +296,7 @@ public final class ProxyMetrics: Sendable {
 }
 
 /// What became of one webhook event for one receiver (`hlscache_webhook_*_total`).
-public enum WebhookOutcome: Int, CaseIterable, Sendable {
+package enum WebhookOutcome: Int, CaseIterable, Sendable {
     case delivered, failed, dropped
 
     var metric: String {

@@ -1,10 +1,10 @@
 /// What kind of request an exchange was, for metrics and the access log. A closed set: metric labels never
 /// carry a URL.
-public enum RequestRoute: Int, Sendable, CaseIterable {
+package enum RequestRoute: Int, Sendable, CaseIterable {
     case playlist, segment, key, api, metrics, health, other
 
     /// The label value (`route="segment"`).
-    public var label: String {
+    package var label: String {
         switch self {
         case .playlist: "playlist"
         case .segment: "segment"
@@ -49,7 +49,7 @@ extension Substring.UTF8View {
 
 /// Where the body of a proxied answer came from (the access log's `cache` field and
 /// `hlscache_cache_requests_total{result}`).
-public enum CacheResult: Int, Sendable, CaseIterable {
+package enum CacheResult: Int, Sendable, CaseIterable {
     /// Not a proxied resource (API, health, metrics, keys) or answered before the cache was asked (a 400).
     case none
     /// From the disk cache (sendfile), including 304 answers to conditional requests.
@@ -63,7 +63,7 @@ public enum CacheResult: Int, Sendable, CaseIterable {
     /// Relayed from the origin without caching (a Range request on a miss, LL-HLS blocking reloads).
     case passthrough
 
-    public var label: String {
+    package var label: String {
         switch self {
         case .none: "-"
         case .hit: "hit"

@@ -2,17 +2,17 @@ import Synchronization
 
 /// What the proxy served since it started, by where the bytes came from: the cache (disk, or a live playlist
 /// fresh in memory) or the origin (a miss, a client joining a download in flight, a relayed range).
-public struct TrafficTotals: Sendable, Equatable {
+package struct TrafficTotals: Sendable, Equatable {
     /// Body bytes of proxied resources sent from the cache.
-    public var bytesFromCache: Int64
+    package var bytesFromCache: Int64
     /// Body bytes of proxied resources relayed from the origin.
-    public var bytesFromOrigin: Int64
+    package var bytesFromOrigin: Int64
     /// Proxied resources answered from the cache (`X-Cache: HIT`, live playlists from memory).
-    public var requestsFromCache: Int64
+    package var requestsFromCache: Int64
     /// Proxied resources answered from the origin.
-    public var requestsFromOrigin: Int64
+    package var requestsFromOrigin: Int64
 
-    public init(bytesFromCache: Int64 = 0, bytesFromOrigin: Int64 = 0, requestsFromCache: Int64 = 0, requestsFromOrigin: Int64 = 0) {
+    package init(bytesFromCache: Int64 = 0, bytesFromOrigin: Int64 = 0, requestsFromCache: Int64 = 0, requestsFromOrigin: Int64 = 0) {
         self.bytesFromCache = bytesFromCache
         self.bytesFromOrigin = bytesFromOrigin
         self.requestsFromCache = requestsFromCache

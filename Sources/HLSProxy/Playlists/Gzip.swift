@@ -2,12 +2,14 @@ import CZlib
 
 /// One-shot gzip for rewritten playlists: compressed once when the playlist is stored, then served as a file.
 /// (NIOHTTPCompression compresses per response and must never see a FileRegion; we need neither.)
-public enum Gzip {
+package enum Gzip {
     /// Compresses `input` into a gzip member (RFC 1952).
-    public static func compress(_ input: [UInt8], level: Int32 = 6) -> [UInt8] {
+    package static func compress(_ input: [UInt8], level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
         // windowBits 15 + 16 selects the gzip wrapper.
-        guard deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
+        guard
+            deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+                == Z_OK
         else { fatalError("zlib deflateInit2 failed: out of memory") }
         defer { deflateEnd(&stream) }
         let bound = Int(deflateBound(&stream, uLong(input.count)))
@@ -29,7 +31,7 @@ public enum Gzip {
     }
 
     /// Decompresses a gzip member (used by tests; origin bodies are decoded as they stream by `HLSOrigin`).
-    public static func decompress(_ input: [UInt8], maxBytes: Int = 64 << 20) -> [UInt8]? {
+    package static func decompress(_ input: [UInt8], maxBytes: Int = 64 << 20) -> [UInt8]? {
         var stream = z_stream()
         guard inflateInit2_(&stream, 15 + 32, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
         defer { inflateEnd(&stream) }

@@ -104,7 +104,8 @@ final class PlaylistService: Sendable {
     /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process
     /// remembers it, else as the stored copy's digest says (a restart); unknown (a prewarmed copy) is no.
     func hasOtherTokens(than url: OriginURL, key: CacheKey, stored object: CachedObject) -> Bool {
-        hasOtherTokens(than: CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters), key: key, stored: object)
+        hasOtherTokens(
+            than: CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters), key: key, stored: object)
     }
 
     /// ``hasOtherTokens(than:key:stored:)`` for a request whose tokens (``CacheKey/volatileSignature(_:volatileParameters:)``
@@ -139,7 +140,9 @@ final class PlaylistService: Sendable {
             let children = try? playlist.resolvedURIs(baseURL: url.string)
         else { return }
         let volatile = configuration.volatileQueryParameters
-        let named = children.filter(\.role.isPlaylist).compactMap { try? OriginURL($0.url) }.map { CacheKey($0, volatileParameters: volatile) }
+        let named = children.filter(\.role.isPlaylist).compactMap { try? OriginURL($0.url) }.map {
+            CacheKey($0, volatileParameters: volatile)
+        }
         importsByPlaylist.withLockedValue { table in
             for key in named { table.setValue(master.variables, forKey: key) }
         }
@@ -194,7 +197,9 @@ final class PlaylistService: Sendable {
             metrics.playlistWarning(warning.kind)
             logger.warning(
                 "playlist departs from RFC 8216, served as players read it",
-                metadata: ["url": "\(url.redacted)", "kind": "\(warning.kind.rawValue)", "line": "\(warning.line)", "detail": "\(warning.detail)"])
+                metadata: [
+                    "url": "\(url.redacted)", "kind": "\(warning.kind.rawValue)", "line": "\(warning.line)", "detail": "\(warning.detail)",
+                ])
         }
     }
 
@@ -379,7 +384,8 @@ final class PlaylistService: Sendable {
     }
 
     /// Parses and rewrites `raw`, and learns what the playlist says (keys, imports, read-ahead, live lifetimes).
-    private func rewrite(raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double) {
+    private func rewrite(raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double)
+    {
         let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
@@ -419,7 +425,8 @@ final class PlaylistService: Sendable {
             for (index, line) in playlist.lines.enumerated() {
                 if case .tag(.targetDuration) = line.kind {
                     let text = playlist.text(ofLine: index)
-                    targetDuration = Double(text.split(separator: ":").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
+                    targetDuration =
+                        Double(text.split(separator: ":").last.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "") ?? 0
                 }
             }
             isLive = playlist.isLiveMedia

@@ -2,10 +2,10 @@ import HLSCacheCore
 
 /// Evaluates the preconditions of RFC 9110 §13 for GET and HEAD against a cached object, in the order of §13.2.2:
 /// `If-Match` / `If-Unmodified-Since` (412), then `If-None-Match` / `If-Modified-Since` (304), then `If-Range`.
-public enum ConditionalRequest {
+package enum ConditionalRequest {
     /// Whether `If-Match` (strong comparison; `*`: the object exists, which it does) or, without it,
     /// `If-Unmodified-Since` (ignored when not a date) fails, so the answer is `412 Precondition Failed`.
-    public static func preconditionFails(ifMatch: String?, ifUnmodifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
+    package static func preconditionFails(ifMatch: String?, ifUnmodifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
         if let ifMatch {
             let trimmed = ifMatch.trimmingCharacters()
             if trimmed == "*" { return false }
@@ -20,7 +20,7 @@ public enum ConditionalRequest {
     }
 
     /// Whether the client's copy is current, so the answer is `304 Not Modified`.
-    public static func isNotModified(ifNoneMatch: String?, ifModifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
+    package static func isNotModified(ifNoneMatch: String?, ifModifiedSince: String?, etag: String, lastModified: Int64) -> Bool {
         if let ifNoneMatch {
             // If-None-Match takes precedence; If-Modified-Since is then ignored.
             return etagListMatches(ifNoneMatch, etag: etag)
@@ -32,7 +32,7 @@ public enum ConditionalRequest {
     }
 
     /// `If-Range`: the Range header applies only if the validator still matches (strong comparison for ETags).
-    public static func ifRangeAllowsPartial(_ ifRange: String?, etag: String, lastModified: Int64) -> Bool {
+    package static func ifRangeAllowsPartial(_ ifRange: String?, etag: String, lastModified: Int64) -> Bool {
         guard let ifRange = ifRange?.trimmingCharacters() else { return true }
         if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") { return !ifRange.hasPrefix("W/") && ifRange == etag }
         guard let date = HTTPDate.parse(ifRange) else { return false }

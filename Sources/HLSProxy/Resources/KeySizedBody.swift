@@ -30,7 +30,9 @@ enum KeySizedBody {
 
     /// The answer to a client that may not receive one.
     static var refusal: ProxyError {
-        ProxyError.forbidden("a 16- or 32-byte answer is handled as a key: it goes only to the clients allowed keys (loopback and keys.allow, from no web page or an allowed one)")
+        ProxyError.forbidden(
+            "a 16- or 32-byte answer is handled as a key: it goes only to the clients allowed keys (loopback and keys.allow, from no web page or an allowed one)"
+        )
     }
 
     /// Whether an origin answer to a GET, whole (200) or a part (206), is of a key-sized resource.

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Content types by file extension, for origins that send `application/octet-stream` or nothing.
-public enum MediaTypes {
-    public static let playlist = "application/vnd.apple.mpegurl"
+package enum MediaTypes {
+    package static let playlist = "application/vnd.apple.mpegurl"
 
     private static let byExtension: [String: String] = [
         "m3u8": playlist, "m3u": playlist,
@@ -14,12 +14,12 @@ public enum MediaTypes {
     ]
 
     /// The type for a path extension, or nil when unknown.
-    public static func forExtension(_ ext: String?) -> String? {
+    package static func forExtension(_ ext: String?) -> String? {
         ext.flatMap { byExtension[$0] }
     }
 
     /// Whether a response is a playlist, judged by the origin's Content-Type, then by the path.
-    public static func isPlaylist(contentType: String?, pathExtension: String?) -> Bool {
+    package static func isPlaylist(contentType: String?, pathExtension: String?) -> Bool {
         if let type = contentType?.lowercased() {
             if type.contains("mpegurl") { return true }
             // Specific non-playlist types win over the extension.
@@ -32,7 +32,7 @@ public enum MediaTypes {
     /// decide (``sniffPlaylist(_:complete:)``): a generic or missing type on a path without a known media
     /// extension (`/live/manifest`, `/play?id=5` sent as `application/octet-stream` or `text/plain`). Proxied
     /// as a segment, such a playlist would go to the player unrewritten, and a live one would be cached forever.
-    public static func mightBePlaylist(contentType: String?, pathExtension: String?) -> Bool {
+    package static func mightBePlaylist(contentType: String?, pathExtension: String?) -> Bool {
         if let pathExtension, byExtension[pathExtension] != nil { return false }
         guard let type = contentType?.lowercased().split(separator: ";").first?.trimmingCharacters(in: .whitespaces), !type.isEmpty else {
             return true
@@ -43,7 +43,7 @@ public enum MediaTypes {
     /// Whether a response its type calls a playlist may be media after all: a path with a media extension
     /// (`seg1.ts` sent as `application/x-mpegURL` by an origin that labels a whole directory so). The first bytes
     /// decide; players ignore a segment's type, so such a stream plays directly and must play through the proxy.
-    public static func mightBeMedia(contentType: String?, pathExtension: String?) -> Bool {
+    package static func mightBeMedia(contentType: String?, pathExtension: String?) -> Bool {
         guard let pathExtension, let type = byExtension[pathExtension] else { return false }
         return type != playlist && type != "application/json"
     }
@@ -51,10 +51,13 @@ public enum MediaTypes {
     /// Decides from a body's first bytes whether it is a playlist: an optional UTF-8 byte-order mark, optional
     /// blank lines and spaces (fewer than ``maxLeadingBlank`` bytes; players and the tolerant reader read past
     /// them), then `#EXTM3U` ending its line. `nil` while too few bytes arrived to tell, unless `complete`.
-    public static func sniffPlaylist(_ prefix: some Collection<UInt8>, complete: Bool) -> Bool? {
+    package static func sniffPlaylist(_ prefix: some Collection<UInt8>, complete: Bool) -> Bool? {
         var bytes = Array(prefix.prefix(3 + maxLeadingBlank + 8))
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
-        else if bytes.count < 3 && [UInt8]([0xEF, 0xBB, 0xBF]).starts(with: bytes) && !complete { return nil }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            bytes.removeFirst(3)
+        } else if bytes.count < 3 && [UInt8]([0xEF, 0xBB, 0xBF]).starts(with: bytes) && !complete {
+            return nil
+        }
         let blank = bytes.prefix { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }.count
         if blank > 0 {
             if blank >= maxLeadingBlank { return false }
@@ -71,11 +74,13 @@ public enum MediaTypes {
     }
 
     /// The most whitespace before `#EXTM3U` that still lets a body of a generic type be taken for a playlist.
-    public static let maxLeadingBlank = 64
+    package static let maxLeadingBlank = 64
 
     /// The type to send: the origin's when it is specific, else the extension's, else octet-stream.
-    public static func choose(origin: String?, pathExtension: String?) -> String {
-        if let origin, !origin.isEmpty, !origin.lowercased().hasPrefix("application/octet-stream"), !origin.lowercased().hasPrefix("binary/") {
+    package static func choose(origin: String?, pathExtension: String?) -> String {
+        if let origin, !origin.isEmpty, !origin.lowercased().hasPrefix("application/octet-stream"),
+            !origin.lowercased().hasPrefix("binary/")
+        {
             return origin
         }
         return forExtension(pathExtension) ?? origin ?? "application/octet-stream"

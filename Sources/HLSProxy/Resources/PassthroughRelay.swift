@@ -33,7 +33,8 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
         onPlaylist: @escaping () -> Void
     ) {
         let relay = PassthroughRelay(
-            responder: responder, url: url, metrics: services.metrics, mayReceiveKeySized: KeySizedBody.mayReceive(request, services: services),
+            responder: responder, url: url, metrics: services.metrics,
+            mayReceiveKeySized: KeySizedBody.mayReceive(request, services: services),
             onPlaylist: onPlaylist)
         var headers: [(String, String)] = [("Range", range)]
         if let ifRange = request.header("If-Range") { headers.append(("If-Range", ifRange)) }
@@ -53,7 +54,8 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
             return
         }
         // Players ask for a playlist from its first byte (ffmpeg: "bytes=0-"); only such an answer can tell.
-        let fromStart = head.status == 200 || (head.status == 206 && head.headers.first(name: "Content-Range")?.hasPrefix("bytes 0-") == true)
+        let fromStart =
+            head.status == 200 || (head.status == 206 && head.headers.first(name: "Content-Range")?.hasPrefix("bytes 0-") == true)
         if fromStart, MediaTypes.mightBePlaylist(contentType: type, pathExtension: url.pathExtension) {
             held = head
             return

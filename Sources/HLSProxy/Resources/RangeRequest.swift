@@ -1,6 +1,6 @@
 /// A parsed `Range` request header (RFC 9110 §14), resolved against the representation's size.
 /// Only single byte ranges are honoured; anything else is served as the full representation, as the RFC allows.
-public enum RangeRequest: Equatable, Sendable {
+package enum RangeRequest: Equatable, Sendable {
     /// No usable range: send 200 with the whole body.
     case full
     /// Send 206 with bytes `first...last` (inclusive).
@@ -11,12 +11,12 @@ public enum RangeRequest: Equatable, Sendable {
     /// `bytes=0-`: the whole representation (ffmpeg and the players built on it ask this way for every segment).
     /// A miss answers it as a plain GET — one origin request that fills the cache — instead of a range relay plus
     /// a background fill (two origin requests per segment); RFC 9110 §14.2 lets a server ignore Range.
-    public static func isWholeFromStart(_ header: String) -> Bool {
+    package static func isWholeFromStart(_ header: String) -> Bool {
         let compact = header.filter { $0 != " " && $0 != "\t" }.lowercased()
         return compact == "bytes=0-"
     }
 
-    public init(header: String?, size: Int64) {
+    package init(header: String?, size: Int64) {
         guard let header else {
             self = .full
             return

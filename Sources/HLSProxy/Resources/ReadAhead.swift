@@ -107,7 +107,9 @@ final class ReadAheadIndex: Sendable {
     func requested(_ key: CacheKey) -> Plan {
         guard window > 0 else { return Plan() }
         return state.withLockedValue { state in
-            guard let (playlistKey, index) = state.positions[key.value], let segments = state.playlists.value(forKey: playlistKey) else { return Plan() }
+            guard let (playlistKey, index) = state.positions[key.value], let segments = state.playlists.value(forKey: playlistKey) else {
+                return Plan()
+            }
             let upper = min(segments.count, index + 1 + window)
             var plan = Plan(prefetch: index + 1 < upper ? Array(segments[(index + 1)..<upper]) : [])
             if let group = state.variantGroup.value(forKey: playlistKey) {

@@ -35,7 +35,8 @@ extension ResourceService {
                     // A new raw version starts afresh: the other encoding's replay belongs to the old one.
                     let kept = memo.playlistReplay.flatMap { $0.raw == raw ? $0 : nil }
                     memo.playlistReplay = PlaylistReplay(
-                        raw: raw, identity: forGzipClients ? kept?.identity : replay, forGzipClients: forGzipClients ? replay : kept?.forGzipClients)
+                        raw: raw, identity: forGzipClients ? kept?.identity : replay,
+                        forGzipClients: forGzipClients ? replay : kept?.forGzipClients)
                 }
             }
         }

@@ -75,16 +75,22 @@ final class ResourceService: Sendable {
                 return
             }
             if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
-            if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) { return }
+            if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) {
+                return
+            }
             switch lookUp(key, url: url) {
             case .hit(let object, let pin):
-                if serveFile(object, pin: pin, headers: fileHeaders(object), request: request, responder: responder, replay: .object(target, current: memo.replay)) {
+                if serveFile(
+                    object, pin: pin, headers: fileHeaders(object), request: request, responder: responder,
+                    replay: .object(target, current: memo.replay))
+                {
                     return
                 }
             case .playlistHit(let object, let pin):
                 responder.route = .playlist
                 responder.cacheResult = .hit
-                servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
+                servePlaylist(
+                    object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
                 return
             case .playlistForOtherTokens:
                 refetchPlaylist(request, key: key, url: url, responder: responder)
@@ -144,7 +150,8 @@ final class ResourceService: Sendable {
         // Served whole from its file a second time: worth a copy in memory (if small enough).
         services.memory.load(replay.object, store: services.store, threadPool: services.threadPool)
         responder.cacheResult = .hit
-        responder.sendPrepared(replay.head, headers: replay.headers, body: .file(handle, offset: 0, length: replay.object.size, release: { pin.unpin() }))
+        responder.sendPrepared(
+            replay.head, headers: replay.headers, body: .file(handle, offset: 0, length: replay.object.size, release: { pin.unpin() }))
         return true
     }
 
@@ -191,7 +198,9 @@ final class ResourceService: Sendable {
         guard size == object.size else {
             try? handle.close()
             services.store.forget(object)
-            services.logger.notice("a stored file does not match its index entry (replaced or damaged); treated as a miss", metadata: ["path": "\(object.path)"])
+            services.logger.notice(
+                "a stored file does not match its index entry (replaced or damaged); treated as a miss",
+                metadata: ["path": "\(object.path)"])
             return nil
         }
         return handle
@@ -248,7 +257,9 @@ final class ResourceService: Sendable {
         }
         var range = RangeRequest.full
         // Range is defined for GET only (RFC 9110 §14.2): a HEAD with Range is answered whole, as on a miss.
-        if !request.isHead, ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified) {
+        if !request.isHead,
+            ConditionalRequest.ifRangeAllowsPartial(request.header("If-Range"), etag: object.etag, lastModified: lastModified)
+        {
             range = RangeRequest(header: request.header("Range"), size: object.size)
         }
         switch range {
@@ -282,13 +293,17 @@ final class ResourceService: Sendable {
         let gzipClient = request.acceptsGzip
         let replayTarget = replay.map { ReplayTarget.playlist($0.target, raw: raw, forGzipClients: gzipClient, current: $0.current) }
         if gzipClient, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
-            serveFile(gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder, replay: replayTarget)
+            serveFile(
+                gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder,
+                replay: replayTarget)
         {
             pin.unpin()
             return
         }
         if let (rewritten, rewrittenPin) = store.lookupAndPin(PlaylistService.rewrittenKey(key)),
-            serveFile(rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder, replay: replayTarget)
+            serveFile(
+                rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder,
+                replay: replayTarget)
         {
             pin.unpin()
             return
@@ -328,7 +343,9 @@ final class ResourceService: Sendable {
                 responder.send(error: error)
                 return
             }
-            services.logger.debug("playlist refetch for new tokens failed; serving the stored one", metadata: ["url": "\(url.redacted)", "error": "\(error.code)"])
+            services.logger.debug(
+                "playlist refetch for new tokens failed; serving the stored one",
+                metadata: ["url": "\(url.redacted)", "error": "\(error.code)"])
             responder.cacheResult = .hit
             servePlaylist(object, pin: pin, key: key, url: url, request: request, responder: responder)
         }
@@ -339,7 +356,9 @@ final class ResourceService: Sendable {
     private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
         let inFlight = services.fetches.existing(FetchKey(key: key, url: url, cacheable: cacheable))
         let range = request.header("Range")
-        switch MissRoute.decide(range: range, isHead: request.isHead, pathExtension: url.pathExtension, cacheable: cacheable, inFlight: inFlight?.missRouteView) {
+        switch MissRoute.decide(
+            range: range, isHead: request.isHead, pathExtension: url.pathExtension, cacheable: cacheable, inFlight: inFlight?.missRouteView)
+        {
         case .joinRange(let first, let last):
             responder.cacheResult = .coalesced
             subscribe(responder, to: inFlight!, range: (first, last), key: key, url: url, cacheable: cacheable)
@@ -350,7 +369,10 @@ final class ResourceService: Sendable {
             slices.rangeMiss(
                 request, key: key, url: url, range: range!, responder: responder,
                 backgroundFill: { _ = self.originFetch(key: key, url: url, cacheable: true, purpose: .background) },
-                withoutSlices: { self.rangeRelay(request, key: key, url: url, range: range!, cacheable: cacheable, background: true, responder: responder) })
+                withoutSlices: {
+                    self.rangeRelay(
+                        request, key: key, url: url, range: range!, cacheable: cacheable, background: true, responder: responder)
+                })
         case .rangeRelay:
             rangeRelay(request, key: key, url: url, range: range!, cacheable: cacheable, background: false, responder: responder)
         case .whole(let trySlices):
@@ -434,7 +456,8 @@ final class HitReplay: Sendable {
         var head = ByteBuffer()
         head.reserveCapacity(512)
         _ = ResponseEncoding.writeHead(
-            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil, terminated: false,
+            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil,
+            terminated: false,
             into: &head)
         self.head = head
     }

@@ -32,7 +32,9 @@ final class SliceService: Sendable {
 
     /// A whole-object GET or HEAD on a miss: answered by stitching the object's slices when it is stored as slices
     /// (missing ones fetched on the way). False when it is not: the caller fetches it whole.
-    func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, responder: Responder, withoutSlices: @escaping () -> Void) -> Bool {
+    func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, responder: Responder, withoutSlices: @escaping () -> Void)
+        -> Bool
+    {
         guard let stored = services.store.sliceSet(of: key, layout: layout) else { return false }
         SliceStitcher(
             services: services, layout: layout, key: key, url: url, request: request, responder: responder, rangeHeader: nil,

@@ -164,7 +164,9 @@ final class SliceStitcher: @unchecked Sendable {
             pump()
             return
         }
-        guard let file = progress.file, available > position else { return waitForChange(of: flight, after: progress.changes, index: index) }
+        guard let file = progress.file, available > position else {
+            return waitForChange(of: flight, after: progress.changes, index: index)
+        }
         let end = min(last, available - 1)
         sendHead()
         responder.writeFile(file, offset: position - slice.first, length: end - position + 1).whenComplete { [self] result in
@@ -197,14 +199,16 @@ final class SliceStitcher: @unchecked Sendable {
         let lastModified = set.lastModified.map { Int64($0.timeIntervalSince1970) } ?? Int64.max
         let etag = set.validator
         if ConditionalRequest.preconditionFails(
-            ifMatch: request.header("If-Match"), ifUnmodifiedSince: request.header("If-Unmodified-Since"), etag: etag, lastModified: lastModified)
+            ifMatch: request.header("If-Match"), ifUnmodifiedSince: request.header("If-Unmodified-Since"), etag: etag,
+            lastModified: lastModified)
         {
             done = true
             responder.send(error: ProxyError.preconditionFailed("the cached object does not satisfy If-Match or If-Unmodified-Since"))
             return false
         }
         if ConditionalRequest.isNotModified(
-            ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: etag, lastModified: lastModified)
+            ifNoneMatch: request.header("If-None-Match"), ifModifiedSince: request.header("If-Modified-Since"), etag: etag,
+            lastModified: lastModified)
         {
             done = true
             responder.cacheResult = .hit
@@ -309,7 +313,8 @@ final class SliceStitcher: @unchecked Sendable {
     }
 
     private func startRun(_ indices: ClosedRange<Int64>) {
-        let run = SliceRun(stitcher: self, services: services, layout: layout, key: key, url: url, indices: indices, eventLoop: responder.eventLoop)
+        let run = SliceRun(
+            stitcher: self, services: services, layout: layout, key: key, url: url, indices: indices, eventLoop: responder.eventLoop)
         self.run = run
         run.start()
     }
@@ -336,16 +341,20 @@ final class SliceStitcher: @unchecked Sendable {
         guard let range, range.first == firstByte else {
             // The origin ignores Range (200), fails, or answers other bytes: served as without slices while nothing is
             // sent (with nothing stored, the path without slices relays even errors as it always did).
-            stop(unlessFallback: set == nil || head.status == 200 ? nil : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter))
+            stop(
+                unlessFallback: set == nil || head.status == 200
+                    ? nil : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter))
             return nil
         }
         let answer = SliceResponse(
-            contentRange: head.headers.first(name: "Content-Range"), strongETag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"))
+            contentRange: head.headers.first(name: "Content-Range"), strongETag: head.strongETag,
+            lastModified: head.headers.first(name: "Last-Modified"))
         // Without a validator, versions cannot be told apart: such an object is relayed, never stored as slices.
         let sliceable = answer != nil && layout.isSliced(total: range.total)
         let validator = answer?.validator ?? head.strongETag ?? ""
         if let known = set, known.validator != validator || known.objectSize != range.total || (!relaying && !sliceable) {
-            services.logger.notice("slices of another version: the origin's validator or size changed", metadata: ["url": "\(url.redacted)"])
+            services.logger.notice(
+                "slices of another version: the origin's validator or size changed", metadata: ["url": "\(url.redacted)"])
             if !relaying { dropStoredSlices() }
             if headSent {
                 done = true
@@ -372,7 +381,9 @@ final class SliceStitcher: @unchecked Sendable {
             }
             set = SliceSet(
                 validator: validator, objectSize: range.total, contentType: head.headers.first(name: "Content-Type"),
-                lastModified: head.headers.first(name: "Last-Modified").flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                lastModified: head.headers.first(name: "Last-Modified").flatMap(HTTPDate.parse).map {
+                    Date(timeIntervalSince1970: TimeInterval($0))
+                },
                 present: [])
             guard resolve() else { return nil }
             // The run was asked from the slice the range starts in (a suffix run: from before it), so the client's
@@ -467,7 +478,9 @@ final class SliceStitcher: @unchecked Sendable {
         let compact = header.filter { $0 != " " && $0 != "\t" }
         guard compact.lowercased().hasPrefix("bytes=-") else { return nil }
         let digits = compact.dropFirst(7)
-        guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let length = Int64(digits), length > 0 else { return nil }
+        guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let length = Int64(digits), length > 0 else {
+            return nil
+        }
         return length
     }
 
@@ -476,7 +489,8 @@ final class SliceStitcher: @unchecked Sendable {
         let compact = header.filter { $0 != " " && $0 != "\t" }
         guard compact.lowercased().hasPrefix("bytes="), !compact.contains(",") else { return nil }
         let parts = compact.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, !parts[0].isEmpty, parts[0].count <= 18, parts[0].allSatisfy(\.isASCIIDigit), let first = Int64(parts[0]) else {
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].count <= 18, parts[0].allSatisfy(\.isASCIIDigit), let first = Int64(parts[0])
+        else {
             return nil
         }
         if parts[1].isEmpty { return (first, nil) }
