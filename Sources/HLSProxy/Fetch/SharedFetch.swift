@@ -157,10 +157,11 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let eventLoop = state.withLockedValue { $0.task?.eventLoop } ?? services.anyEventLoop
+        var eventLoop = services.anyEventLoop
         var pause: EventLoopPromise<Void>?
         var collecting = false
         let action = handle { locked in
+            if let loop = locked.task?.eventLoop { eventLoop = loop }
             let action = locked.machine.bodyReceived(buffer)
             if action.pauseOrigin && action.fail == nil {
                 let promise = eventLoop.makePromise(of: Void.self)
@@ -179,15 +180,17 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     func didFinish(_ result: Result<Void, OriginError>) {
-        handle { $0.machine.originFinished(result) }
         // The end may come while a read is held back (the origin client does not wait for it): nothing waits on it any
-        // more, and a promise must not outlive the fetch unfulfilled.
-        let (paused, budget) = state.withLockedValue { locked in
-            defer {
-                locked.paused = nil
-                locked.budgetWait = nil
-            }
-            return (locked.paused, locked.budgetWait)
+        // more, and a promise must not outlive the fetch unfulfilled. Taken in the same locked event.
+        var paused: EventLoopPromise<Void>?
+        var budget: (promise: EventLoopPromise<Void>, id: Int?)?
+        handle { locked in
+            let action = locked.machine.originFinished(result)
+            paused = locked.paused
+            budget = locked.budgetWait
+            locked.paused = nil
+            locked.budgetWait = nil
+            return action
         }
         paused?.succeed()
         if let budget {
