@@ -43,6 +43,7 @@ extension HLSCacheSettings {
         configuration.sliceSize = sliceSize
         configuration.memoryCacheBytes = memoryCacheBytes
         configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
+        configuration.memoryLargeSends = memoryLargeSends
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace

@@ -60,6 +60,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var sliceSize: Int64
     package var memoryCacheBytes: Int
     package var memoryMaxObjectBytes: Int
+    package var memoryLargeSends: Int
     package var shutdownGrace: Duration = .seconds(10)
     package var metricsEnabled: Bool = true
     package var accessLog: Bool = true
@@ -153,6 +154,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
         sliceSize = proxy.sliceSize
         memoryCacheBytes = proxy.memoryCacheBytes
         memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
+        memoryLargeSends = proxy.memoryLargeSends
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

@@ -38,6 +38,9 @@ package enum SettingCatalog {
                 "cache.memorySize", \.memoryCacheBytes,
                 "small hot objects kept in memory as well, so their hits read no file (0 disables)"),
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
+            .int(
+                "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
+                "hits of bodies over 64 KiB written from memory at once; past it they are sent from their files (0: always from files)"),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

@@ -52,7 +52,12 @@ package struct ProxyConfiguration: Sendable {
     /// 0 disables the memory tier).
     package var memoryCacheBytes: Int = 64 << 20
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
-    package var memoryMaxObjectBytes: Int = 64 << 10
+    package var memoryMaxObjectBytes: Int = 4 << 20
+    /// Hits of bodies over 64 KiB written from the memory tier at once (`cache.memoryLargeSends`); past it they
+    /// take their file (sendfile). 0: large bodies always take their file.
+    package var memoryLargeSends: Int = 8
+    /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
+    package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

@@ -61,7 +61,8 @@ final class ProxyServices: Sendable {
             writeFailures: cacheWriteFailures)
         self.metrics = metrics
         let memory = MemoryTier(
-            maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes, directory: store.directory)
+            maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes,
+            maxLargeSends: configuration.memoryLargeSends, directory: store.directory, now: configuration.memoryTierClock)
         self.memory = memory
         if memory.isEnabled { store.onEviction { keys in memory.remove(keys) } }
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)

@@ -2,6 +2,8 @@ import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import HLSTestSupport
+import NIOCore
+import Synchronization
 import Testing
 
 @testable import HLSProxy
@@ -71,18 +73,23 @@ import Testing
         #expect(harness.origin.requests(matching: "/m.ts").count == 1)
     }
 
-    /// Another process (`hlscache fetch`) stores a new version of the same length: the copy in memory is of the old
-    /// file and is never sent again; the new version is, and in time it is the one in memory.
+    /// Another process (`hlscache fetch`) stores a new version of the same length: until the tier looks at the file
+    /// again (``MemoryTier/recheckInterval`` on its clock) the copy in memory — whole, under its own head — is sent;
+    /// after that it never is again; the new version is, and in time it is the one in memory.
     @Test func aVersionReplacedByAnotherProcessIsNotAnsweredFromMemory() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryTierClock = { clock.now }
+        }
         defer { Task { await harness.shutdown() } }
         let original = randomBytes(40_000)
         harness.origin.setBody(original, contentType: "video/mp2t", for: "/r.ts")
         let url = harness.url("/r.ts")
         _ = try await harness.get(url)
         try await harness.waitForIdle()
-        _ = try await Self.warm(harness, url, "/r.ts")
-        #expect(sameBytes(try await harness.get(url).body, original))
+        let object = try await Self.warm(harness, url, "/r.ts")
+        let before = try await harness.get(url)
+        #expect(sameBytes(before.body, original))
 
         let replacement = randomBytes(40_000)
         let other = try CacheStore.open(directory: harness.cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
@@ -90,6 +97,14 @@ import Testing
         try writer.write(replacement)
         _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
         other.close()
+        // Within the interval: the old copy, whole, with the head it was sent with before (replayed and ordinary).
+        clock.advance(MemoryTier.recheckInterval - .nanoseconds(1))
+        let stale = try await harness.get(url)
+        #expect(sameBytes(stale.body, original), "the file was looked at before the interval passed")
+        #expect(Self.headerList(stale) == Self.headerList(before))
+        let staleRange = try await harness.get(url, headers: [("Range", "bytes=0-9")])
+        #expect(staleRange.body == Array(original[0..<10]) && staleRange.headers.first(name: "ETag") == object.etag)
+        clock.advance(.nanoseconds(1))
         for _ in 0..<3 {
             #expect(sameBytes(try await harness.get(url).body, replacement))
         }
@@ -219,7 +234,10 @@ import Testing
     /// ranges, conditional requests — are answered from memory as well, once two of them were served from the file;
     /// with the disk path's heads, validators and ranges, and never for a version or file that moved on.
     @Test func ordinaryHitsAreAnsweredFromMemory() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryTierClock = { clock.now }
+        }
         defer { Task { await harness.shutdown() } }
         let body = randomBytes(50_000)
         harness.origin.setBody(body, contentType: "video/mp2t", for: "/o.ts")
@@ -272,7 +290,8 @@ import Testing
         #expect(try await Self.raw(harness, "GET \(path) HTTP/1.0\r\n\r\n").head == head10.head)
         #expect(try await Self.raw(harness, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").head == close.head)
 
-        // A new version of the same length stored by another process: never answered from the old copy.
+        // A new version of the same length stored by another process: the old copy (read from the scribbled file) until
+        // the file is looked at again, never after.
         _ = try await Self.warm(harness, url, "/o.ts", headers: page)
         let replacement = randomBytes(50_000)
         let other = try CacheStore.open(directory: harness.cacheDirectory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
@@ -280,6 +299,10 @@ import Testing
         try writer.write(replacement)
         _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
         other.close()
+        let stale = try await harness.get(url, headers: page)
+        #expect(stale.body == [UInt8](repeating: 0x47, count: 50_000) && stale.headers.first(name: "ETag") == object.etag)
+        #expect(try await harness.get(url, headers: [("Range", "bytes=0-9")]).body == [UInt8](repeating: 0x47, count: 10))
+        clock.advance(MemoryTier.recheckInterval)
         for _ in 0..<3 {
             #expect(sameBytes(try await harness.get(url, headers: page).body, replacement))
             #expect(try await harness.get(url, headers: [("Range", "bytes=0-9")]).body == Array(replacement[0..<10]))
@@ -305,5 +328,168 @@ import Testing
         let miss = try await harness.get(url, headers: page)
         #expect(miss.headers.first(name: "X-Cache") == "MISS")
         #expect(harness.origin.requests(matching: "/p.ts").count == 2)
+    }
+
+    /// Waits (a generous bound, not a measurement) until `condition` holds.
+    private static func eventually(_ condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        return condition()
+    }
+
+    /// A 2 MiB segment (within the default `cache.memoryMaxObjectSize`) is read in after two serves and then answered
+    /// from memory, with the disk path's head; the write's count of large sends in flight is given back.
+    @Test func aLargeObjectServedTwiceIsAnsweredFromMemory() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(2 << 20)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let fromDisk = try await harness.get(url)
+        let object = try await Self.warm(harness, url, "/big.ts")
+        try Self.scribble(over: object)
+        let fromMemory = try await harness.get(url)
+        #expect(sameBytes(fromMemory.body, body), "answered from the file, not from memory")
+        #expect(Self.headerList(fromMemory) == Self.headerList(fromDisk))
+        let partial = try await harness.get(url, headers: [("Range", "bytes=1000000-")])
+        #expect(partial.status == 206 && sameBytes(partial.body, Array(body[1_000_000...])))
+        let memory = harness.server.services.memory
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) large sends left counted")
+        #expect(harness.origin.requests(matching: "/big.ts").count == 1)
+    }
+
+    /// With `cache.memoryLargeSends` large bodies being written from memory (clients that do not read a body larger
+    /// than the socket buffers can hold), the next hit of a large object is sent from its file; once those writes
+    /// are over — one read to the end, one client gone mid-body — the count is back to 0 and hits come from memory.
+    @Test func largeSendsFromMemoryAreBoundedAndGivenBack() async throws {
+        // Larger than any socket buffer can hold (tcp_wmem's maximum is a few MiB), so a write to a client that does not
+        // read cannot complete.
+        let size = 12 << 20
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryMaxObjectBytes = 16 << 20
+            configuration.memoryLargeSends = 2
+            configuration.sliceSize = 16 << 20  // stored whole, not as slices
+            configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
+        }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(size)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/huge.ts")
+        let url = harness.url("/huge.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try await Self.warm(harness, url, "/huge.ts")
+        try Self.scribble(over: object)
+        let memory = harness.server.services.memory
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
+
+        let path = "/http/127.0.0.1:\(harness.origin.port)/huge.ts"
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        let stalled = try (0..<2).map { _ in try StalledClient(port: harness.port, request: request) }
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "\(memory.largeSendsInFlight) in flight")
+        // Both writes are stuck; the next hit (replayed or ordinary) takes the file: the scribbled bytes.
+        let fromFile = try await harness.get(url)
+        #expect(fromFile.status == 200 && fromFile.body.count == size)
+        #expect(fromFile.body.allSatisfy { $0 == 0x47 }, "answered from memory past cache.memoryLargeSends")
+        let rangeFromFile = try await harness.get(url, headers: [("Range", "bytes=0-99999")])
+        #expect(rangeFromFile.body == [UInt8](repeating: 0x47, count: 100_000))
+        #expect(memory.largeSendsInFlight == 2)
+
+        // One reads its response to the end (the original bytes: it was written from memory), the other goes away.
+        let first = try await stalled[0].readResponse()
+        #expect(first.count > size && sameBytes(Array(first.suffix(size)), body))
+        stalled[1].close()
+        stalled[0].close()
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) left counted")
+        let fromMemory = try await harness.get(url)
+        #expect(sameBytes(fromMemory.body, body), "answered from the file once the large sends were over")
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
+        #expect(harness.origin.requests(matching: "/huge.ts").count == 1)
+    }
+}
+
+/// A monotonic clock moved by hand (the memory tier's file re-checks).
+final class StepClock: Sendable {
+    private let nanoseconds = Synchronization.Atomic<UInt64>(1 << 40)
+
+    var now: NIODeadline { .uptimeNanoseconds(nanoseconds.load(ordering: .relaxed)) }
+
+    func advance(_ amount: TimeAmount) {
+        nanoseconds.wrappingAdd(UInt64(amount.nanoseconds), ordering: .relaxed)
+    }
+}
+
+/// A client on 127.0.0.1 that sends one request and does not read its answer (a small `SO_RCVBUF`, set before
+/// connecting, keeps the window small) until told to.
+final class StalledClient: Sendable {
+    private let descriptor: Int32
+    private let closed = Synchronization.Atomic<Bool>(false)
+
+    init(port: Int, request: [UInt8]) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw RawHTTP.SocketError() }
+        var size: Int32 = 4096
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            throw RawHTTP.SocketError()
+        }
+        let sent = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == request.count else {
+            Glibc.close(descriptor)
+            throw RawHTTP.SocketError()
+        }
+    }
+
+    deinit { close() }
+
+    /// Reads one response (head and a `Content-Length` body) to its end, off the test's executor; a read waits at
+    /// most 60 s for data.
+    func readResponse() async throws -> [UInt8] {
+        let descriptor = self.descriptor
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                var timeout = timeval(tv_sec: 60, tv_usec: 0)
+                setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 1 << 16)
+                var expected: Int?
+                while expected.map({ received.count < $0 }) ?? true {
+                    let count = recv(descriptor, &buffer, buffer.count, 0)
+                    guard count > 0 else { break }
+                    received.append(contentsOf: buffer[0..<count])
+                    if expected == nil, let end = StalledClient.headEnd(received) {
+                        let head = String(decoding: received[..<end], as: UTF8.self).lowercased()
+                        let length = head.components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }
+                            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                        expected = end + 4 + (length ?? 0)
+                    }
+                }
+                if let expected, received.count == expected {
+                    continuation.resume(returning: received)
+                } else {
+                    continuation.resume(throwing: RawHTTP.SocketError())
+                }
+            }
+        }
+    }
+
+    private static func headEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        return (0...(bytes.count - 4)).first { bytes[$0] == 13 && bytes[$0 + 1] == 10 && bytes[$0 + 2] == 13 && bytes[$0 + 3] == 10 }
+    }
+
+    /// Closes the connection (mid-body, if it was not read to the end).
+    func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        Glibc.close(descriptor)
     }
 }

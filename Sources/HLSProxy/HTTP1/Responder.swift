@@ -37,6 +37,8 @@ final class Responder: @unchecked Sendable {
     private var streaming = false
     /// Called (on the event loop) if the connection closes before the response is complete.
     private var onCancel: (() -> Void)?
+    /// Called (on the event loop) once the exchange is over: the response written, failed, or never to be sent.
+    private var onFinish: (() -> Void)?
     /// Who may read the answer from a web page (CORS).
     let webOrigins: WebOriginPolicy
     /// What the exchange was, for metrics and the access log; the router and the services refine them.
@@ -67,6 +69,25 @@ final class Responder: @unchecked Sendable {
     func whenCancelled(_ callback: @escaping () -> Void) {
         eventLoop.preconditionInEventLoop()
         onCancel = callback
+    }
+
+    /// `callback` runs once the exchange is over (the response written out or failed, the connection gone), or at
+    /// once if it is. Whatever the response holds until its bytes are written (a large body from the memory tier)
+    /// is given back there.
+    func whenFinished(_ callback: @escaping () -> Void) {
+        eventLoop.preconditionInEventLoop()
+        guard !recorded else {
+            callback()
+            return
+        }
+        if let earlier = onFinish {
+            onFinish = {
+                earlier()
+                callback()
+            }
+        } else {
+            onFinish = callback
+        }
     }
 
     /// Sends a complete response. For HEAD requests the body is dropped (its length stays in the headers).
@@ -186,6 +207,9 @@ final class Responder: @unchecked Sendable {
         observer?.exchangeCompleted(
             request: request, route: route, status: answered ? status : 499, cache: cacheResult, bytes: bodyBytes, startedAt: startedAt,
             complete: success)
+        let finish = onFinish
+        onFinish = nil
+        finish?()
     }
 
     /// The handler reports that the connection is gone.

@@ -6,6 +6,7 @@ import HLSCacheStore
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Small hot objects of the disk cache held in memory (`cache.memorySize`), so that a hit on one is one `writev` of
 /// a head rendered earlier and the bytes, with no file opened, read or closed per request (docs/architecture.md,
@@ -21,8 +22,15 @@ import NIOPosix
 ///   store's current row, which the caller checks with ``CacheStore/touchIfUnchanged(_:)``), and only while the
 ///   object's file is still the file it was read from (``FileIdentity``: same inode, size and modification time):
 ///   another process (`hlscache fetch`) that replaced it, or a hand that truncated it, sends the request to the
-///   disk path, which deals with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``); replaced,
-///   removed or expired ones are dropped when next asked for, or age out.
+///   disk path, which deals with it. The file is looked at again at most once per ``recheckInterval`` per entry
+///   (a `stat` per hit was 7 % of a playlist hit's CPU); in between the copy is served — a whole, consistent copy
+///   of the version whose head goes with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``);
+///   replaced, removed or expired ones are dropped when next asked for, or age out.
+/// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is written from memory only while fewer than
+///   ``maxLargeSends`` such writes are in flight (``bodyToSend(of:)``); past that its hit takes the file and
+///   sendfile. Written from memory the bytes are copied into the socket and read back by a loopback receiver while
+///   still in the CPU's caches — half the system CPU of a sendfile of a 2 MiB hit at 1–8 connections; with many in
+///   flight the bytes outgrow the caches and sendfile's single copy wins (docs/benchmarks.md, issue 26).
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -35,6 +43,19 @@ final class MemoryTier: Sendable {
     /// Objects remembered as served from their file once by the ordinary path (their key and entity tag), most
     /// recent first: the second such serve reads the object in.
     static let maxSightings = 4096
+    /// Bodies of at most this many bytes (playlists, keys' neighbours, init sections, short segments) are always
+    /// written from memory when held; larger ones only while fewer than ``maxLargeSends`` are in flight.
+    static let alwaysFromMemoryBytes = 64 << 10
+    /// How long an entry's file is taken to be unchanged after it was looked at (another process replacing it is
+    /// noticed within this long).
+    static let recheckInterval = TimeAmount.seconds(1)
+    /// Writes of bodies over ``alwaysFromMemoryBytes`` from memory in flight at once (`cache.memoryLargeSends`);
+    /// 0: large bodies always take their file.
+    let maxLargeSends: Int
+    /// Such writes in flight now (``bodyToSend(of:)`` to ``largeSendEnded()``).
+    private let largeSends = Synchronization.Atomic<Int>(0)
+    /// The monotonic clock the file re-checks are timed by (tests move it by hand).
+    private let now: @Sendable () -> NIODeadline
 
     private struct State {
         var entries: BoundedLRU<CacheKey, MemoryObject>
@@ -47,8 +68,15 @@ final class MemoryTier: Sendable {
     /// it (two components to walk instead of the whole path; walking it was most of what a `stat` cost).
     private let objects: (prefix: String, descriptor: Int32)?
 
-    /// - Parameter directory: the cache directory (`objects/` is looked up in it).
-    init(maxBytes: Int, maxObjectBytes: Int, directory: String) {
+    /// - Parameters:
+    ///   - directory: the cache directory (`objects/` is looked up in it).
+    ///   - now: the clock of the file re-checks (``recheckInterval``).
+    init(
+        maxBytes: Int, maxObjectBytes: Int, maxLargeSends: Int = 8, directory: String,
+        now: @escaping @Sendable () -> NIODeadline = { .now() }
+    ) {
+        self.now = now
+        self.maxLargeSends = max(0, maxLargeSends)
         let objectsPath = (directory.hasSuffix("/") ? directory : directory + "/") + "objects"
         let descriptor = maxBytes > 0 ? open(objectsPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
         objects = descriptor >= 0 ? (objectsPath + "/", descriptor) : nil
@@ -78,7 +106,8 @@ final class MemoryTier: Sendable {
     }
 
     /// The bytes of `object` (the version the caller found current in the store), if held and its file is still the
-    /// one they were read from. A stale entry (another version, another file) is dropped.
+    /// one they were read from (looked at again once ``recheckInterval`` passed since it last was). A stale entry
+    /// (another version, another file) is dropped.
     func body(of object: CachedObject) -> ByteBuffer? {
         guard isEnabled else { return nil }
         let found = state.withLockedValue { state -> MemoryObject? in
@@ -90,14 +119,43 @@ final class MemoryTier: Sendable {
             return entry
         }
         guard let found else { return nil }
+        let time = now().uptimeNanoseconds
+        if time &- found.checkedAt.load(ordering: .relaxed) < UInt64(Self.recheckInterval.nanoseconds) { return found.body }
         guard identity(of: object.path, relative: found.relativePath) == found.file else {
             state.withLockedValue { state in
                 if state.entries.peekValue(forKey: object.key) === found { state.entries.removeValue(forKey: object.key) }
             }
             return nil
         }
+        found.checkedAt.store(time, ordering: .relaxed)
         return found.body
     }
+
+    /// The bytes of `object` for a response about to be written (as ``body(of:)``), or nil: send its file. A body
+    /// over ``alwaysFromMemoryBytes`` is given only while fewer than ``maxLargeSends`` such writes are in flight;
+    /// then `large` is true and the caller calls ``largeSendEnded()`` exactly once, when the write completed,
+    /// failed or will not be made.
+    /// - Parameter headOnly: no body will be written (HEAD): not counted.
+    func bodyToSend(of object: CachedObject, headOnly: Bool = false) -> (body: ByteBuffer, large: Bool)? {
+        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object).map { ($0, false) } }
+        guard isEnabled, largeSends.wrappingAdd(1, ordering: .relaxed).oldValue < maxLargeSends else {
+            if isEnabled { largeSendEnded() }
+            return nil
+        }
+        guard let body = body(of: object) else {
+            largeSendEnded()
+            return nil
+        }
+        return (body, true)
+    }
+
+    /// A write of a large body given by ``bodyToSend(of:)`` is over.
+    func largeSendEnded() {
+        largeSends.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    /// Writes of large bodies from memory in flight (tests, metrics).
+    var largeSendsInFlight: Int { largeSends.load(ordering: .relaxed) }
 
     /// Reads `object` in on `threadPool` unless it is held, being read, too large, or too many reads are under way.
     /// The read checks that the file is the object's (its size) and is dropped if the store moved on meanwhile.
@@ -113,7 +171,7 @@ final class MemoryTier: Sendable {
         threadPool.submit { [self] work in
             defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
             let relative = objects.flatMap { object.path.hasPrefix($0.prefix) ? String(object.path.dropFirst($0.prefix.utf8.count)) : nil }
-            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative) else { return }
+            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative, at: now()) else { return }
             // Still the store's version (not replaced, evicted or expired while it was read)?
             guard store.isCurrent(object) else { return }
             state.withLockedValue { state in
@@ -170,8 +228,11 @@ final class MemoryObject: Sendable {
     /// The file's path relative to the store's `objects/` folder (nil: not in it; the whole path is checked).
     let relativePath: String?
     let body: ByteBuffer
+    /// When ``file`` was last found to be what the object's path names (``NIODeadline/uptimeNanoseconds``).
+    let checkedAt: Synchronization.Atomic<UInt64>
 
-    private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer) {
+    private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer, checkedAt: NIODeadline) {
+        self.checkedAt = Synchronization.Atomic(checkedAt.uptimeNanoseconds)
         self.etag = etag
         self.size = size
         self.file = file
@@ -181,7 +242,7 @@ final class MemoryObject: Sendable {
 
     /// Reads `object`'s file whole (blocking: the thread pool's work). Nil when it cannot be read or is not of the
     /// object's size.
-    static func read(_ object: CachedObject, relativePath: String?) -> MemoryObject? {
+    static func read(_ object: CachedObject, relativePath: String?, at time: NIODeadline) -> MemoryObject? {
         let descriptor = open(object.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
@@ -203,7 +264,7 @@ final class MemoryObject: Sendable {
             return done
         }
         guard complete == size else { return nil }
-        return MemoryObject(etag: object.etag, size: object.size, file: file, relativePath: relativePath, body: buffer)
+        return MemoryObject(etag: object.etag, size: object.size, file: file, relativePath: relativePath, body: buffer, checkedAt: time)
     }
 }
 

@@ -216,9 +216,13 @@ final class ResourceService: Sendable {
         replay: ReplayTarget? = nil
     ) -> Bool {
         let source: HitSource
-        if services.memory.admits(object), let body = services.memory.body(of: object) {
+        if services.memory.admits(object), let lent = services.memory.bodyToSend(of: object, headOnly: request.isHead) {
             pin.unpin()
-            source = .memory(body)
+            if lent.large {
+                let memory = services.memory
+                responder.whenFinished { memory.largeSendEnded() }
+            }
+            source = .memory(lent.body)
         } else {
             guard let handle = openMatching(object) else {
                 pin.unpin()
