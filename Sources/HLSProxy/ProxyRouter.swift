@@ -27,6 +27,8 @@ final class ProxyRouter: Sendable {
     }
 
     func route(_ request: ProxyRequest, responder: Responder) {
+        // The connection asks again: a large body it was sent from memory has been read.
+        if let connection = responder.connection { services.memory.requestBegan(on: connection) }
         // RFC 9110 §9.1: a method the server does not know is 501; the methods of RFC 9110 and PATCH are known, and
         // a path that does not allow one answers 405 with Allow. (Methods llhttp itself does not know never get
         // here: RequestDecoder turns them into a 501 and the connection closes.)

@@ -338,7 +338,7 @@ import Testing
     }
 
     /// A 2 MiB segment (within the default `cache.memoryMaxObjectSize`) is read in after two serves and then answered
-    /// from memory, with the disk path's head; the write's count of large sends in flight is given back.
+    /// from memory, with the disk path's head.
     @Test func aLargeObjectServedTwiceIsAnsweredFromMemory() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
@@ -355,40 +355,35 @@ import Testing
         #expect(Self.headerList(fromMemory) == Self.headerList(fromDisk))
         let partial = try await harness.get(url, headers: [("Range", "bytes=1000000-")])
         #expect(partial.status == 206 && sameBytes(partial.body, Array(body[1_000_000...])))
-        let memory = harness.server.services.memory
-        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) large sends left counted")
         #expect(harness.origin.requests(matching: "/big.ts").count == 1)
     }
 
-    /// With `cache.memoryLargeSends` large bodies being written from memory (clients that do not read a body larger
-    /// than the socket buffers can hold), the next hit of a large object is sent from its file; once those writes
-    /// are over — one read to the end, one client gone mid-body — the count is back to 0 and hits come from memory.
+    /// With `cache.memoryLargeSends` connections holding a large body sent from memory and not yet read (clients that
+    /// do not read it), the next hit of a large object is sent from its file; once those are over — one read to the
+    /// end and asked again, one gone mid-body — none is counted and hits come from memory again.
     @Test func largeSendsFromMemoryAreBoundedAndGivenBack() async throws {
-        // Larger than any socket buffer can hold (tcp_wmem's maximum is a few MiB), so a write to a client that does not
-        // read cannot complete.
-        let size = 12 << 20
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
-            configuration.memoryMaxObjectBytes = 16 << 20
             configuration.memoryLargeSends = 2
-            configuration.sliceSize = 16 << 20  // stored whole, not as slices
             configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
         }
         defer { Task { await harness.shutdown() } }
+        let size = 2 << 20
         let body = randomBytes(size)
-        harness.origin.setBody(body, contentType: "video/mp2t", for: "/huge.ts")
-        let url = harness.url("/huge.ts")
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let url = harness.url("/big.ts")
         _ = try await harness.get(url)
         try await harness.waitForIdle()
-        let object = try await Self.warm(harness, url, "/huge.ts")
+        let object = try await Self.warm(harness, url, "/big.ts")
         try Self.scribble(over: object)
+        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
         let memory = harness.server.services.memory
         #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
 
-        let path = "/http/127.0.0.1:\(harness.origin.port)/huge.ts"
+        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
         let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         let stalled = try (0..<2).map { _ in try StalledClient(port: harness.port, request: request) }
         #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "\(memory.largeSendsInFlight) in flight")
-        // Both writes are stuck; the next hit (replayed or ordinary) takes the file: the scribbled bytes.
+        // The next hits (replayed or ordinary) take the file: the scribbled bytes.
         let fromFile = try await harness.get(url)
         #expect(fromFile.status == 200 && fromFile.body.count == size)
         #expect(fromFile.body.allSatisfy { $0 == 0x47 }, "answered from memory past cache.memoryLargeSends")
@@ -396,16 +391,44 @@ import Testing
         #expect(rangeFromFile.body == [UInt8](repeating: 0x47, count: 100_000))
         #expect(memory.largeSendsInFlight == 2)
 
-        // One reads its response to the end (the original bytes: it was written from memory), the other goes away.
+        // One reads its answer to the end (the original bytes: sent from memory) and asks again; the other goes away
+        // mid-body.
         let first = try await stalled[0].readResponse()
         #expect(first.count > size && sameBytes(Array(first.suffix(size)), body))
+        try stalled[0].send(Array("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
         stalled[1].close()
-        stalled[0].close()
         #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) left counted")
         let fromMemory = try await harness.get(url)
         #expect(sameBytes(fromMemory.body, body), "answered from the file once the large sends were over")
+        #expect(memory.largeSendsInFlight == 1)
+        stalled[0].close()
+        #expect(harness.origin.requests(matching: "/big.ts").count == 1)
+    }
+
+    /// A connection that closes mid-body is not counted any more, however many do.
+    @Test func connectionsGoneMidBodyAreNotCounted() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryLargeSends = 4
+            configuration.sendTimeout = .seconds(3600)
+        }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(3 << 20)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        _ = try await Self.warm(harness, url, "/big.ts")
+        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
+        let memory = harness.server.services.memory
         #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
-        #expect(harness.origin.requests(matching: "/huge.ts").count == 1)
+        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        for round in 0..<3 {
+            let clients = try (0..<4).map { _ in try StalledClient(port: harness.port, request: request) }
+            #expect(try await Self.eventually { memory.largeSendsInFlight == 4 }, "round \(round): \(memory.largeSendsInFlight)")
+            for client in clients { client.close() }
+            #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "round \(round): \(memory.largeSendsInFlight) left")
+        }
     }
 }
 
@@ -442,7 +465,7 @@ final class StalledClient: Sendable {
             Glibc.close(descriptor)
             throw RawHTTP.SocketError()
         }
-        let sent = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let sent = request.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         guard sent == request.count else {
             Glibc.close(descriptor)
             throw RawHTTP.SocketError()
@@ -450,6 +473,12 @@ final class StalledClient: Sendable {
     }
 
     deinit { close() }
+
+    /// Sends more bytes (another request).
+    func send(_ bytes: [UInt8]) throws {
+        let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == bytes.count else { throw RawHTTP.SocketError() }
+    }
 
     /// Reads one response (head and a `Content-Length` body) to its end, off the test's executor; a read waits at
     /// most 60 s for data.

@@ -37,8 +37,6 @@ final class Responder: @unchecked Sendable {
     private var streaming = false
     /// Called (on the event loop) if the connection closes before the response is complete.
     private var onCancel: (() -> Void)?
-    /// Called (on the event loop) once the exchange is over: the response written, failed, or never to be sent.
-    private var onFinish: (() -> Void)?
     /// Who may read the answer from a web page (CORS).
     let webOrigins: WebOriginPolicy
     /// What the exchange was, for metrics and the access log; the router and the services refine them.
@@ -71,25 +69,6 @@ final class Responder: @unchecked Sendable {
         onCancel = callback
     }
 
-    /// `callback` runs once the exchange is over (the response written out or failed, the connection gone), or at
-    /// once if it is. Whatever the response holds until its bytes are written (a large body from the memory tier)
-    /// is given back there.
-    func whenFinished(_ callback: @escaping () -> Void) {
-        eventLoop.preconditionInEventLoop()
-        guard !recorded else {
-            callback()
-            return
-        }
-        if let earlier = onFinish {
-            onFinish = {
-                earlier()
-                callback()
-            }
-        } else {
-            onFinish = callback
-        }
-    }
-
     /// Sends a complete response. For HEAD requests the body is dropped (its length stays in the headers).
     func send(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody) {
         eventLoop.preconditionInEventLoop()
@@ -120,6 +99,10 @@ final class Responder: @unchecked Sendable {
         routeObserver?.didRespond(to: request, status: .ok, headers: headers)
         handler.writePrepared(head, body: body, headOnly: request.isHead)
     }
+
+    /// The connection this responder answers on (its handler; nil once it is gone): what the memory tier counts
+    /// large bodies sent from memory by.
+    var connection: AnyObject? { handler }
 
     /// Whether a response on this connection goes out without a `Connection` header (HTTP/1.1, kept alive, not
     /// draining): the case a replayed head was rendered for.
@@ -207,9 +190,6 @@ final class Responder: @unchecked Sendable {
         observer?.exchangeCompleted(
             request: request, route: route, status: answered ? status : 499, cache: cacheResult, bytes: bodyBytes, startedAt: startedAt,
             complete: success)
-        let finish = onFinish
-        onFinish = nil
-        finish?()
     }
 
     /// The handler reports that the connection is gone.

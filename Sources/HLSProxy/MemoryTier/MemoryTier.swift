@@ -26,11 +26,14 @@ import Synchronization
 ///   (a `stat` per hit was 7 % of a playlist hit's CPU); in between the copy is served — a whole, consistent copy
 ///   of the version whose head goes with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``);
 ///   replaced, removed or expired ones are dropped when next asked for, or age out.
-/// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is written from memory only while fewer than
-///   ``maxLargeSends`` such writes are in flight (``bodyToSend(of:)``); past that its hit takes the file and
+/// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is sent from memory only while fewer than
+///   ``maxLargeSends`` connections hold one not yet read — from the send until the connection's next request or
+///   its end (``bodyToSend(of:on:headOnly:)``, ``requestBegan(on:)``); past that its hit takes the file and
 ///   sendfile. Written from memory the bytes are copied into the socket and read back by a loopback receiver while
 ///   still in the CPU's caches — half the system CPU of a sendfile of a 2 MiB hit at 1–8 connections; with many in
-///   flight the bytes outgrow the caches and sendfile's single copy wins (docs/benchmarks.md, issue 26).
+///   flight the bytes outgrow the caches and sendfile's single copy wins (docs/benchmarks.md, issue 26). The end
+///   of the write is not the signal: the kernel takes a whole 2 MiB body into its socket buffers at once, long
+///   before the receiver has read it.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -49,10 +52,12 @@ final class MemoryTier: Sendable {
     /// How long an entry's file is taken to be unchanged after it was looked at (another process replacing it is
     /// noticed within this long).
     static let recheckInterval = TimeAmount.seconds(1)
-    /// Writes of bodies over ``alwaysFromMemoryBytes`` from memory in flight at once (`cache.memoryLargeSends`);
-    /// 0: large bodies always take their file.
+    /// Connections that may hold a body over ``alwaysFromMemoryBytes`` sent from memory at once
+    /// (`cache.memoryLargeSends`); 0: large bodies always take their file.
     let maxLargeSends: Int
-    /// Such writes in flight now (``bodyToSend(of:)`` to ``largeSendEnded()``).
+    /// The connections holding one (at most ``maxLargeSends``; a connection gone is dropped when next looked at).
+    private let largeSendHolders = NIOLockedValueBox<[LargeSendHolder]>([])
+    /// Their count, read without the lock.
     private let largeSends = Synchronization.Atomic<Int>(0)
     /// The monotonic clock the file re-checks are timed by (tests move it by hand).
     private let now: @Sendable () -> NIODeadline
@@ -131,31 +136,52 @@ final class MemoryTier: Sendable {
         return found.body
     }
 
-    /// The bytes of `object` for a response about to be written (as ``body(of:)``), or nil: send its file. A body
-    /// over ``alwaysFromMemoryBytes`` is given only while fewer than ``maxLargeSends`` such writes are in flight;
-    /// then `large` is true and the caller calls ``largeSendEnded()`` exactly once, when the write completed,
-    /// failed or will not be made.
+    /// The bytes of `object` for a response about to be written on `connection` (as ``body(of:)``), or nil: send
+    /// its file. A body over ``alwaysFromMemoryBytes`` is given only while fewer than ``maxLargeSends`` connections
+    /// hold one (``largeSendsInFlight``); `connection` then holds it until its next request
+    /// (``requestBegan(on:)``) or until it is gone.
     /// - Parameter headOnly: no body will be written (HEAD): not counted.
-    func bodyToSend(of object: CachedObject, headOnly: Bool = false) -> (body: ByteBuffer, large: Bool)? {
-        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object).map { ($0, false) } }
-        guard isEnabled, largeSends.wrappingAdd(1, ordering: .relaxed).oldValue < maxLargeSends else {
-            if isEnabled { largeSendEnded() }
-            return nil
-        }
+    func bodyToSend(of object: CachedObject, on connection: AnyObject?, headOnly: Bool = false) -> ByteBuffer? {
+        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object) }
+        guard isEnabled, let connection, takeLargeSend(for: connection) else { return nil }
         guard let body = body(of: object) else {
-            largeSendEnded()
+            requestBegan(on: connection)
             return nil
         }
-        return (body, true)
+        return body
     }
 
-    /// A write of a large body given by ``bodyToSend(of:)`` is over.
-    func largeSendEnded() {
-        largeSends.wrappingSubtract(1, ordering: .relaxed)
+    /// Counts a large send for `connection` if fewer than ``maxLargeSends`` are held (its own earlier one included).
+    private func takeLargeSend(for connection: AnyObject) -> Bool {
+        let id = ObjectIdentifier(connection)
+        return largeSendHolders.withLockedValue { holders in
+            holders.removeAll { $0.connection == nil || $0.id == id }
+            defer { largeSends.store(holders.count, ordering: .relaxed) }
+            guard holders.count < maxLargeSends else { return false }
+            holders.append(LargeSendHolder(id: id, connection: connection))
+            return true
+        }
     }
 
-    /// Writes of large bodies from memory in flight (tests, metrics).
-    var largeSendsInFlight: Int { largeSends.load(ordering: .relaxed) }
+    /// A new request began on `connection`: the large body it was last sent from memory has been read (a client asks
+    /// again once it has its answer), so it no longer counts.
+    func requestBegan(on connection: AnyObject) {
+        guard largeSends.load(ordering: .relaxed) > 0 else { return }
+        let id = ObjectIdentifier(connection)
+        largeSendHolders.withLockedValue { holders in
+            holders.removeAll { $0.connection == nil || $0.id == id }
+            largeSends.store(holders.count, ordering: .relaxed)
+        }
+    }
+
+    /// Connections holding a large body sent from memory (tests, metrics); connections gone are not counted.
+    var largeSendsInFlight: Int {
+        largeSendHolders.withLockedValue { holders in
+            holders.removeAll { $0.connection == nil }
+            largeSends.store(holders.count, ordering: .relaxed)
+            return holders.count
+        }
+    }
 
     /// Reads `object` in on `threadPool` unless it is held, being read, too large, or too many reads are under way.
     /// The read checks that the file is the object's (its size) and is dropped if the store moved on meanwhile.
@@ -218,6 +244,14 @@ final class MemoryTier: Sendable {
             return entry.etag == object.etag && entry.size == object.size
         }
     }
+}
+
+/// A connection sent a large body from memory (``MemoryTier/bodyToSend(of:on:headOnly:)``), until its next request.
+/// Unchecked: the connection is only looked at under the tier's lock, and only for whether it is gone (a weak
+/// reference is safe to load from any thread); nothing is called on it.
+private struct LargeSendHolder: @unchecked Sendable {
+    let id: ObjectIdentifier
+    weak var connection: AnyObject?
 }
 
 /// One object's bytes in the memory tier, and what they were read from.

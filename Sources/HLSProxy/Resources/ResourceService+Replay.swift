@@ -43,22 +43,15 @@ extension ResourceService {
     }
 
     /// Sends `replay`'s object from the memory tier if it holds the current version (and, for a large body, fewer
-    /// than the tier's limit of large writes are in flight). The store records the access as for any hit; no pin is
+    /// than the tier's limit of connections hold one). The store records the access as for any hit; no pin is
     /// needed, as no file is read.
     func sendFromMemory(_ replay: HitReplay, responder: Responder) -> Bool {
         guard services.memory.admits(replay.object),
-            let lent = services.memory.bodyToSend(of: replay.object, headOnly: responder.request.isHead)
+            let body = services.memory.bodyToSend(of: replay.object, on: responder.connection, headOnly: responder.request.isHead),
+            services.store.touchIfUnchanged(replay.object)
         else { return false }
-        guard services.store.touchIfUnchanged(replay.object) else {
-            if lent.large { services.memory.largeSendEnded() }
-            return false
-        }
-        if lent.large {
-            let memory = services.memory
-            responder.whenFinished { memory.largeSendEnded() }
-        }
         responder.cacheResult = .hit
-        responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(lent.body))
+        responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(body))
         return true
     }
 

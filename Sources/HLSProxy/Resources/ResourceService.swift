@@ -216,13 +216,11 @@ final class ResourceService: Sendable {
         replay: ReplayTarget? = nil
     ) -> Bool {
         let source: HitSource
-        if services.memory.admits(object), let lent = services.memory.bodyToSend(of: object, headOnly: request.isHead) {
+        if services.memory.admits(object),
+            let body = services.memory.bodyToSend(of: object, on: responder.connection, headOnly: request.isHead)
+        {
             pin.unpin()
-            if lent.large {
-                let memory = services.memory
-                responder.whenFinished { memory.largeSendEnded() }
-            }
-            source = .memory(lent.body)
+            source = .memory(body)
         } else {
             guard let handle = openMatching(object) else {
                 pin.unpin()
