@@ -40,7 +40,8 @@ package enum SettingCatalog {
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
-                "hits of bodies over 64 KiB written from memory at once; past it they are sent from their files (0: always from files)"),
+                "connections that may hold a body over 64 KiB sent from memory until they ask again; past it such hits use sendfile (0: always sendfile)"
+            ),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

@@ -53,8 +53,8 @@ package struct ProxyConfiguration: Sendable {
     package var memoryCacheBytes: Int = 64 << 20
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
     package var memoryMaxObjectBytes: Int = 4 << 20
-    /// Hits of bodies over 64 KiB written from the memory tier at once (`cache.memoryLargeSends`); past it they
-    /// take their file (sendfile). 0: large bodies always take their file.
+    /// Connections that may hold a body over 64 KiB sent from the memory tier until they ask again
+    /// (`cache.memoryLargeSends`); past it such hits take their file (sendfile). 0: they always do.
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
