@@ -5,8 +5,11 @@
 ///
 /// A value type with no lock: keep it in a `Mutex` or `NIOLockedValueBox`. Lookups, insertions and removals are
 /// O(1) (a dictionary of slots and a doubly linked recency list kept in an array). Inlinable, so that each table is
-/// specialised for its key and value types where it is used (the proxy looks several up per request).
-package struct BoundedLRU<Key: Hashable, Value> {
+/// specialised for its key and value types where it is used (the proxy looks several up per request) — and `public`
+/// for that: the bodies of `package` inlinable code are not made available to other modules by this toolchain, and
+/// every call from them stayed a generic call with a metadata lookup (HLSCacheCore is no library product, so nothing
+/// outside the package sees it).
+public struct BoundedLRU<Key: Hashable, Value> {
     @usableFromInline
     struct Node {
         @usableFromInline var key: Key
@@ -28,11 +31,11 @@ package struct BoundedLRU<Key: Hashable, Value> {
     }
 
     /// The most entries kept.
-    package let maxCount: Int
+    public let maxCount: Int
     /// The largest total cost kept; an entry whose cost alone is larger is never kept.
-    package let maxCost: Int
+    public let maxCost: Int
     /// The sum of the costs of the entries.
-    @inlinable package var totalCost: Int { costSum }
+    @inlinable public var totalCost: Int { costSum }
     @usableFromInline var costSum = 0
 
     @usableFromInline var slots: [Key: Int] = [:]
@@ -45,23 +48,23 @@ package struct BoundedLRU<Key: Hashable, Value> {
     ///   - maxCount: the most entries kept (0: none).
     ///   - maxCost: the largest total cost kept (default: unbounded, the count alone bounds the table).
     @inlinable
-    package init(maxCount: Int, maxCost: Int = .max) {
+    public init(maxCount: Int, maxCost: Int = .max) {
         precondition(maxCount >= 0 && maxCost >= 0, "bounds must not be negative")
         self.maxCount = maxCount
         self.maxCost = maxCost
     }
 
     @inlinable
-    package var count: Int { slots.count }
+    public var count: Int { slots.count }
     @inlinable
-    package var isEmpty: Bool { slots.isEmpty }
+    public var isEmpty: Bool { slots.isEmpty }
 
     @inlinable
-    package func contains(_ key: Key) -> Bool { slots[key] != nil }
+    public func contains(_ key: Key) -> Bool { slots[key] != nil }
 
     /// The value for `key`, made the most recently used.
     @inlinable
-    package mutating func value(forKey key: Key) -> Value? {
+    public mutating func value(forKey key: Key) -> Value? {
         guard let slot = slots[key] else { return nil }
         touch(slot)
         return nodes[slot]!.value
@@ -69,7 +72,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
 
     /// The value for `key`, leaving the recency order as it is.
     @inlinable
-    package func peekValue(forKey key: Key) -> Value? {
+    public func peekValue(forKey key: Key) -> Value? {
         slots[key].map { nodes[$0]!.value }
     }
 
@@ -79,7 +82,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
     /// - Returns: whether the value was kept.
     @discardableResult
     @inlinable
-    package mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
+    public mutating func setValue(_ value: Value, forKey key: Key, cost: Int = 0) -> Bool {
         precondition(cost >= 0, "cost must not be negative")
         guard cost <= maxCost, maxCount > 0 else {
             removeValue(forKey: key)
@@ -116,7 +119,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
     /// - Returns: what `body` returned, or nil when there is no value for `key`.
     @discardableResult
     @inlinable
-    package mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
+    public mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
         guard let slot = slots[key] else { return nil }
         return try body(&nodes[slot]!.value)
     }
@@ -124,7 +127,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
     /// Removes the value for `key` and returns it.
     @discardableResult
     @inlinable
-    package mutating func removeValue(forKey key: Key) -> Value? {
+    public mutating func removeValue(forKey key: Key) -> Value? {
         guard let slot = slots.removeValue(forKey: key) else { return nil }
         return unlink(slot).value
     }
@@ -132,7 +135,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
     /// Removes the least recently used entry and returns it.
     @discardableResult
     @inlinable
-    package mutating func removeLeastRecent() -> (key: Key, value: Value)? {
+    public mutating func removeLeastRecent() -> (key: Key, value: Value)? {
         guard leastRecent >= 0 else { return nil }
         let slot = leastRecent
         slots[nodes[slot]!.key] = nil
@@ -142,7 +145,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
 
     /// Removes every entry for which `shouldRemove` is true (an expiry sweep).
     @inlinable
-    package mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
+    public mutating func removeAll(where shouldRemove: (Key, Value) throws -> Bool) rethrows {
         var slot = leastRecent
         while slot >= 0 {
             let node = nodes[slot]!
@@ -156,7 +159,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
     }
 
     @inlinable
-    package mutating func removeAll() {
+    public mutating func removeAll() {
         slots.removeAll()
         nodes.removeAll()
         freeSlots.removeAll()
@@ -167,7 +170,7 @@ package struct BoundedLRU<Key: Hashable, Value> {
 
     /// The keys, the most recently used first.
     @inlinable
-    package var keysByRecency: [Key] {
+    public var keysByRecency: [Key] {
         var keys: [Key] = []
         keys.reserveCapacity(slots.count)
         var slot = mostRecent

@@ -9,15 +9,20 @@ extension CacheStore {
         let now = Date().timeIntervalSince1970
         let flush = state.withLock { state -> (Bool, Bool)? in
             guard let index = state.entries.index(forKey: hash) else { return nil }
-            // Read in place: a copy of the row (`let row = …`) retained and released each of its strings per hit.
-            guard state.entries.values[index].etag == object.etag, state.entries.values[index].size == object.size,
-                !state.entries.values[index].isExpired(at: now)
-            else { return nil }
-            state.entries.values[index].lastAccess = now
+            // Read in place, through the row's modify accessor: a copy of the row (`let row = …`, or each
+            // `values[index].field` read) retained and released each of its strings per hit.
+            guard Self.touch(&state.entries.values[index], ifItIs: object, at: now) else { return nil }
             return Self.recordAccess(&state, hash: hash, at: now)
         }
         guard let (flushNow, schedule) = flush else { return false }
         scheduleAccessFlush(now: flushNow, later: schedule)
+        return true
+    }
+
+    /// Records an access at `now` in `row` if it is `object`'s version and not expired.
+    private static func touch(_ row: inout ObjectRow, ifItIs object: CachedObject, at now: Double) -> Bool {
+        guard row.etag == object.etag, row.size == object.size, !row.isExpired(at: now) else { return false }
+        row.lastAccess = now
         return true
     }
 

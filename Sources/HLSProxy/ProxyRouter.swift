@@ -101,6 +101,14 @@ final class ProxyRouter: Sendable {
     }
 
     /// Request headers a preflight allows when the browser's list is missing or unusable.
+    /// Answers a proxied resource's request again as its same bytes were answered before (``ReplayedExchanges``);
+    /// false when that answer no longer holds.
+    func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
+        // As in route(_:responder:): the connection asks again.
+        if let connection = responder.connection { services.memory.requestBegan(on: connection) }
+        return resources.replay(answer, responder: responder)
+    }
+
     static let defaultAllowedHeaders = "Range, If-Range, If-None-Match, If-Modified-Since, Origin, Accept, Content-Type"
     /// The longest `Access-Control-Request-Headers` echoed back.
     static let maxRequestedHeadersLength = 1024

@@ -29,8 +29,11 @@ struct ListCommand: AsyncParsableCommand {
     )
     var sort: String?
 
-    @Option(name: .long, help: "At most this many items.")
+    @Option(name: .long, help: "At most this many items; when more follow, the cursor of the next page goes to stderr.")
     var limit: Int?
+
+    @Option(name: .long, help: "Start after this cursor (printed after a page cut short by --limit; the same --sort).")
+    var after: String?
 
     @Flag(name: .long, help: "One JSON object per line.")
     var json = false
@@ -60,10 +63,23 @@ struct ListCommand: AsyncParsableCommand {
             guard limit > 0 else { throw ValidationError("--limit \(limit): expected 1 or more") }
             query.limit = limit
         }
+        if let after {
+            guard let cursor = ItemQuery.Cursor(token: after) else {
+                throw ValidationError("--after: not a cursor (give the one printed after a page)")
+            }
+            guard cursor.sort == query.sort, cursor.descending == query.descending else {
+                throw ValidationError(
+                    "--after: a cursor of --sort \(cursor.descending ? "-" : "")\(cursor.sort.rawValue); give the same --sort as its page")
+            }
+            query.after = cursor
+        }
         try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
-            let items = try context.items.list(query).items
+            let page = try context.items.page(query)
+            let items = page.items
+            // On stderr, so that the listing itself (--json lines) stays the items alone.
+            defer { if let next = page.nextCursor { ConsoleOutput.error("more items: --after \(next.token)") } }
             if json {
                 for item in items {
                     ConsoleOutput.line(

@@ -84,4 +84,38 @@ import Testing
             ["serve", "--listen", "127.0.0.1:0", "--cache-dir", dir.path], environment: ["HLSCACHE_WEBHOOKS_URLS": "ftp://x/hook"])
         #expect(notURL.status == 78 && notURL.stderr.contains("webhooks.urls"), "\(notURL.stderr)")
     }
+
+    /// `ls --limit N` prints the next page's cursor on stderr; `ls --after` with it lists the rest, every item once;
+    /// a cursor of another sort, or garbage, is refused with a clear error.
+    @Test func listPagesWithACursor() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-pages-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cache = ["--cache-dir", dir.path]
+        for index in 0..<5 {
+            let made = try await CLI.run(["fetch", "http://127.0.0.1:1/s\(index).m3u8", "--detach", "--id", "item\(index)"] + cache)
+            #expect(made.status == 0, "\(made.stderr)")
+        }
+        var seen: [String] = []
+        var after: [String] = []
+        for _ in 0..<5 {
+            let page = try await CLI.run(["ls", "--sort=-id", "--limit", "2", "--json"] + after + cache)
+            #expect(page.status == 0, "\(page.stderr)")
+            for line in page.stdout.split(separator: "\n") {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                seen.append(try #require(object["id"] as? String))
+            }
+            guard let range = page.stderr.range(of: "--after ") else { break }
+            after = ["--after", String(page.stderr[range.upperBound...].prefix { !$0.isWhitespace })]
+        }
+        #expect(seen == ["item4", "item3", "item2", "item1", "item0"])
+        #expect(try await CLI.run(["ls", "--sort=-id", "--limit", "5"] + cache).stderr.contains("--after") == false, "no page follows")
+
+        let first = try await CLI.run(["ls", "--sort=id", "--limit", "1"] + cache)
+        let range = try #require(first.stderr.range(of: "--after "))
+        let token = first.stderr[range.upperBound...].prefix { !$0.isWhitespace }
+        let otherSort = try await CLI.run(["ls", "--sort=-id", "--after", String(token)] + cache)
+        #expect(otherSort.status != 0 && otherSort.stderr.contains("same --sort"), "\(otherSort.stderr)")
+        let garbage = try await CLI.run(["ls", "--after", "not a cursor"] + cache)
+        #expect(garbage.status != 0 && garbage.stderr.contains("not a cursor"), "\(garbage.stderr)")
+    }
 }

@@ -138,6 +138,24 @@ struct ProxyConnectionStateMachine {
         }
     }
 
+    /// Whether a request may be answered now without being decoded (``ReplayedExchanges``): idle, nothing queued or
+    /// refused, not draining.
+    var mayReplay: Bool { isIdle && queued.isEmpty && pendingRefusal == nil && !draining }
+
+    /// A replayed exchange is being answered, as a kept-alive HTTP/1.1 request without a body would be.
+    mutating func replayedRequestStarted() {
+        guard mayReplay else { return }
+        state = .responding(keepAlive: true)
+        requestIsHTTP10 = false
+        requestHasBody = false
+        headInProgress = nil
+    }
+
+    /// The replayed exchange could not be answered after all (nothing was written): idle again.
+    mutating func replayedRequestAbandoned() {
+        if case .responding = state { state = .idle }
+    }
+
     mutating func receivedBody(count: Int) -> Action {
         guard case .receivingRequest(let head, let bytes) = state else { return .none }
         if bytes + count > maxRequestBodyBytes {

@@ -39,17 +39,25 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let listenHost: String
     /// The last head the decoder produced asked for a protocol upgrade.
     private var decodingUpgradeRequest = false
+    /// This event loop's requests answered without decoding (``ReplayedExchanges``).
+    private let replays: ReplayedExchanges?
+    /// Request heads received (handed on from the queue) so far.
+    private var headsReceived = 0
+    /// The bytes of the request being received, when the decoder found them whole at a boundary: remembered with
+    /// the answer if it is a replayed hit from memory.
+    private var candidate: RequestDecoder.Candidate?
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
-        decoder: RequestDecoder? = nil, date: DateLine? = nil
+        decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil
     ) {
         self.router = router
         self.observer = observer
         self.timeouts = timeouts
         self.decoder = decoder
         self.date = date
+        self.replays = replays
         self.webOrigins = configuration.webOrigins
         self.listenHost = configuration.host
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
@@ -78,11 +86,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case .head(let head):
             decoder.upgradeRequestEnded = false
+            decoder.headsDecoded &+= 1
+            decoder.messageOpen = true
             decodingUpgradeRequest = RequestDecoder.isUpgradeRequest(head)
         case .body:
             decoder.upgradeRequestEnded = false
         case .end:
             decoder.upgradeRequestEnded = decodingUpgradeRequest
+            decoder.messageOpen = false
             decodingUpgradeRequest = false
         }
     }
@@ -107,6 +118,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case .head(var head):
             requestBody = nil
+            headsReceived &+= 1
+            candidate = decoder?.takeCandidate(headNumber: headsReceived)
             if head.uri.utf8.first != UInt8(ascii: "/") {
                 head = AbsoluteForm.originForm(of: head, local: context.channel.localAddress, listenHost: listenHost)
             }
@@ -190,7 +203,16 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
+            let candidate = self.candidate
+            self.candidate = nil
             router.route(request, responder: responder)
+            // Answered with a replayed hit from memory: the same head bytes are answered that way next time.
+            if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody {
+                replays.remember(
+                    ReplayedExchange(
+                        head: candidate.head, hash: candidate.hash, request: request, route: responder.route,
+                        routeObserver: responder.routeObserver, answer: answer))
+            }
         case .reject(let error):
             let received = state.takeRejectedHead()
             let cut = head ?? received
@@ -206,6 +228,35 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .close:
             context.close(promise: nil)
         }
+    }
+
+    // MARK: - Replayed exchanges
+
+    /// Answers the request whose whole head is `head` (at the start of the bytes read, at a message boundary) the way
+    /// the same bytes were answered before, if the connection is idle and the answer still holds (``ReplayedExchanges``).
+    /// False: the decoder decodes the bytes as usual.
+    func replayExchange(head: ByteBufferView, hash: Int) -> Bool {
+        guard let context, let replays, responder == nil, state.mayReplay, let exchange = replays.exchange(for: head, hash: hash) else {
+            return false
+        }
+        var request = exchange.request
+        request.remoteAddress = context.channel.remoteAddress
+        let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
+        responder.route = exchange.route
+        responder.routeObserver = exchange.routeObserver
+        responder.isProxiedContent = true
+        state.replayedRequestStarted()
+        timeouts?.requestHeadReceived(awaitingBody: false)
+        self.responder = responder
+        if router.replay(exchange.answer, responder: responder) {
+            replays.countReplayed()
+            return true
+        }
+        // The answer does not hold any more (another version, evicted, out of memory): decoded as usual.
+        self.responder = nil
+        state.replayedRequestAbandoned()
+        replays.forget(exchange)
+        return false
     }
 
     // MARK: - Writing (called by the Responder, on the event loop)

@@ -16,6 +16,8 @@ package final class ProxyServer: Sendable {
     private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
     /// The `Date` line of each event loop, once started.
     private let dates: NIOLockedValueBox<DateHeaders?> = NIOLockedValueBox(nil)
+    /// The requests each event loop answers without decoding (``ReplayedExchanges``), once started.
+    private let replays: NIOLockedValueBox<[ObjectIdentifier: ReplayedExchanges]> = NIOLockedValueBox([:])
 
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
@@ -59,6 +61,10 @@ package final class ProxyServer: Sendable {
         let observer = services.observer
         let dates = DateHeaders(group: services.group)
         self.dates.withLockedValue { $0 = dates }
+        var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
+        for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges() }
+        let replays = tables
+        self.replays.withLockedValue { $0 = tables }
         let metrics = services.metrics
         let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
@@ -106,10 +112,11 @@ package final class ProxyServer: Sendable {
                     // NIO's HTTPRequestDecoder, kept decoding after a request that asks for an upgrade (RequestDecoder).
                     let decoder = RequestDecoder()
                     try sync.addHandler(ByteToMessageHandler(decoder))
-                    try sync.addHandler(
-                        ProxyHTTPHandler(
-                            router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
-                            date: dates.line(for: channel.eventLoop)))
+                    let handler = ProxyHTTPHandler(
+                        router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
+                        date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)])
+                    decoder.replayer = handler
+                    try sync.addHandler(handler)
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -119,6 +126,16 @@ package final class ProxyServer: Sendable {
         }
         services.logger.info("hlscache listening on \(channel.localAddress?.description ?? "?")")
         return channel.localAddress!
+    }
+
+    /// Requests answered so far without being decoded, on every event loop (tests).
+    package func replayedRequests() async throws -> Int {
+        var total = 0
+        for loop in services.group.makeIterator() {
+            guard let table = replays.withLockedValue({ $0[ObjectIdentifier(loop)] }) else { continue }
+            total += try await loop.submit { table.replayed }.get()
+        }
+        return total
     }
 
     /// The listening channel, once started.

@@ -26,6 +26,29 @@ final class RequestDecoder: ByteToMessageDecoder {
     var upgradeRequestEnded = false
     /// Request parts handed on so far (counted by the handler).
     var partsDecoded = 0
+    /// Request heads handed on so far, and whether the last one's request has not ended yet (told by the handler).
+    var headsDecoded = 0
+    var messageOpen = false
+    /// The handler, asked to answer a head it has answered before without decoding it (``ReplayedExchanges``).
+    weak var replayer: ProxyHTTPHandler?
+    /// NIO's decoder holds nothing of an unfinished request: the next bytes start a request, and a head found whole
+    /// at their start can be answered without it.
+    private var atBoundary = true
+    /// The bytes of a whole `GET` head found at a boundary and handed to NIO's decoder: the head it decodes next
+    /// (number `headNumber`), which the handler may remember with its answer.
+    struct Candidate {
+        let head: [UInt8]
+        let hash: Int
+        let headNumber: Int
+    }
+    private var candidate: Candidate?
+
+    /// The head bytes of request head number `number`, if they were found whole at a boundary; taken once.
+    func takeCandidate(headNumber number: Int) -> Candidate? {
+        guard let found = candidate, found.headNumber == number else { return nil }
+        candidate = nil
+        return found
+    }
 
     /// A well-formed request line with a method llhttp does not know.
     struct UnknownMethod: Error {}
@@ -54,6 +77,19 @@ final class RequestDecoder: ByteToMessageDecoder {
     }
 
     func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        if atBoundary, let replayer {
+            let bytes = buffer.readableBytesView
+            if let length = ReplayedExchanges.getHeadLength(bytes) {
+                let head = bytes[bytes.startIndex..<bytes.startIndex + length]
+                let hash = ReplayedExchanges.hash(head)
+                if replayer.replayExchange(head: head, hash: hash) {
+                    buffer.moveReaderIndex(forwardBy: length)
+                    return buffer.readableBytes > 0 ? .continue : .needMoreData
+                }
+                candidate = Candidate(head: Array(head), hash: hash, headNumber: headsDecoded + 1)
+            }
+        }
+        atBoundary = false
         let partsBefore = partsDecoded
         let state: DecodingState
         do {
@@ -62,13 +98,18 @@ final class RequestDecoder: ByteToMessageDecoder {
             // Nothing decoded in this call: the bytes start with the request that failed.
             throw UnknownMethod()
         }
-        guard upgradeRequestEnded else { return state }
+        guard upgradeRequestEnded else {
+            // Every request fed so far has ended and no byte of another is held: the next bytes start a request.
+            if !messageOpen && buffer.readableBytes == 0 { atBoundary = true }
+            return state
+        }
         // The decoder stopped after the request (anything it decoded since would have cleared the flag): the bytes
         // left are the next request, for a fresh decoder.
         upgradeRequestEnded = false
         decoder.decoderRemoved(context: context)
         decoder = HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)
         decoder.decoderAdded(context: context)
+        atBoundary = true
         return buffer.readableBytes > 0 ? .continue : .needMoreData
     }
 

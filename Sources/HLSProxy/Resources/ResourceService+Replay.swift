@@ -67,10 +67,41 @@ extension ResourceService {
         // Set before sending: a response written at once is recorded at once.
         let route = responder.route
         responder.route = .playlist
+        if sendFromMemory(copy, responder: responder) {
+            responder.replayedAnswer = .playlist(playlist, copy: copy, target: memo.resolved)
+            return true
+        }
         guard sendReplayed(copy, responder: responder) else {
             responder.route = route
             return false
         }
+        return true
+    }
+
+    /// Answers a request whose head is byte for byte one answered before with `answer` (``ReplayedExchanges``), if
+    /// that answer still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered
+    /// key now, no live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent
+    /// only from the memory tier. False, having sent nothing: decode the request and take the ordinary path.
+    func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
+        let target: ResolvedTarget
+        switch answer {
+        case .object(_, let resolved), .playlist(_, _, let resolved): target = resolved
+        }
+        let key = target.key
+        guard (keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: target.url)) == nil,
+            services.playlists.livePlaylist(key) == nil
+        else { return false }
+        switch answer {
+        case .object(let replay, _):
+            guard sendFromMemory(replay, responder: responder) else { return false }
+        case .playlist(let playlist, let copy, _):
+            guard services.store.touchIfUnchanged(playlist.raw),
+                !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw)
+            else { return false }
+            responder.route = .playlist
+            guard sendFromMemory(copy, responder: responder) else { return false }
+        }
+        readAhead(after: key)
         return true
     }
 }

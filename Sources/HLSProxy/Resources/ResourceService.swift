@@ -11,7 +11,7 @@ import NIOHTTP1
 final class ResourceService: Sendable {
     let services: ProxyServices
     /// The key service makes cache keys like the proxy does, so a request's cache key finds a registered key.
-    private let keysShareCacheKeys: Bool
+    let keysShareCacheKeys: Bool
     /// What is known about recently requested targets: players ask for the same ones again and again, and
     /// parsing the URL, making its cache key and rendering a hit's head were most of a hit's own work.
     let targets = NIOLockedValueBox(BoundedLRU<String, TargetMemo>(maxCount: ResourceService.maxRememberedTargets))
@@ -74,7 +74,7 @@ final class ResourceService: Sendable {
                 services.playlists.respond(with: live, to: responder, cache: "HIT")
                 return
             }
-            if let replay = memo.replay, replayHit(replay, request: request, responder: responder) { return }
+            if let replay = memo.replay, replayHit(replay, target: memo.resolved, request: request, responder: responder) { return }
             if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) {
                 return
             }
@@ -133,8 +133,12 @@ final class ResourceService: Sendable {
 
     /// Answers a plain GET or HEAD of an object served whole before with the head rendered then, if the object
     /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
-    private func replayHit(_ replay: HitReplay, request: ProxyRequest, responder: Responder) -> Bool {
+    private func replayHit(_ replay: HitReplay, target: ResolvedTarget, request: ProxyRequest, responder: Responder) -> Bool {
         guard request.isPlainFetch, responder.sendsPlainKeepAlive, !responder.echoesOrigin else { return false }
+        if sendFromMemory(replay, responder: responder) {
+            responder.replayedAnswer = .object(replay, target: target)
+            return true
+        }
         return sendReplayed(replay, responder: responder)
     }
 
@@ -157,7 +161,7 @@ final class ResourceService: Sendable {
 
     /// Starts background fetches of the next segments of the playlist `key` belongs to, and cancels the
     /// read-ahead of a variant the player just left.
-    private func readAhead(after key: CacheKey) {
+    func readAhead(after key: CacheKey) {
         let plan = services.playlists.readAhead.requested(key)
         for cancelled in plan.cancel { services.fetches.existing(.stored(cancelled))?.cancelIfUnwatched() }
         // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
@@ -408,59 +412,5 @@ final class ResourceService: Sendable {
         let join = originFetch(key: key, url: url, cacheable: cacheable)
         responder.cacheResult = join.cacheResult(stored: cacheable)
         subscribe(responder, to: join.fetch, range: nil, key: key, url: url, cacheable: cacheable)
-    }
-}
-
-/// What ``ResourceService`` remembers about a proxied request target. Copied out of the memo on every request,
-/// so it is two references.
-struct TargetMemo: Sendable {
-    let resolved: ResolvedTarget
-    /// The last whole-object hit served for it.
-    var replay: HitReplay?
-    /// The last whole stored playlist served for it (a playlist's target never has a ``replay``).
-    var playlistReplay: PlaylistReplay?
-
-    var url: OriginURL { resolved.url }
-    var key: CacheKey { resolved.key }
-    var blocking: Bool { resolved.blocking }
-}
-
-/// A request target parsed once: its origin URL and cache key.
-final class ResolvedTarget: Sendable {
-    let url: OriginURL
-    let key: CacheKey
-    /// Carries LL-HLS blocking-reload parameters: always fetched from the origin.
-    let blocking: Bool
-    /// The volatile query parameters (tokens) of the URL (``CacheKey/volatileSignature(_:volatileParameters:)``).
-    let tokens: String
-
-    init(url: OriginURL, key: CacheKey, blocking: Bool, tokens: String) {
-        self.url = url
-        self.key = key
-        self.blocking = blocking
-        self.tokens = tokens
-    }
-}
-
-/// The 200 response head of a cached object exactly as ``ProxyHTTPHandler`` writes it on a kept-alive
-/// HTTP/1.1 connection, rendered once: the next plain GET or HEAD of the same object sends these bytes and the
-/// file, without building headers again. The head stops before its `Date` line, which the handler adds (with the
-/// blank line) from its event loop's ``DateLine``.
-final class HitReplay: Sendable {
-    let object: CachedObject
-    /// The headers, CORS included (what the route observer is shown).
-    let headers: HTTPHeaders
-    let head: ByteBuffer
-
-    init(object: CachedObject, headers: HTTPHeaders) {
-        self.object = object
-        self.headers = headers
-        var head = ByteBuffer()
-        head.reserveCapacity(512)
-        _ = ResponseEncoding.writeHead(
-            status: .ok, headers: headers, bodyLength: object.size, chunkedAllowed: true, headOnly: false, connection: nil,
-            terminated: false,
-            into: &head)
-        self.head = head
     }
 }

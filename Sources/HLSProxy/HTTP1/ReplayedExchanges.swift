@@ -1,0 +1,112 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import HLSCacheCore
+import NIOCore
+
+/// Requests answered again without being decoded (docs/architecture.md, "Replayed exchanges"): when a request's head
+/// is byte for byte the head of an earlier request that was answered with a replayed hit from the memory tier, it
+/// is answered the same way again — with the same checks of the object, but without llhttp, the header fields, the
+/// router and the target table. Players reload the same playlists and ask for the same segments with the same
+/// bytes over and over; decoding them again was most of what such a hit cost in user space.
+///
+/// Only a whole head that NIO's decoder parsed before, at a message boundary, is remembered, so nothing is ever
+/// parsed differently: the same bytes were a valid request with the same meaning (the Host check, the method,
+/// no body, the page verdict, keep-alive). What can change between two identical requests is the server's state,
+/// which ``ResourceService/replay(_:responder:)`` checks each time as the ordinary path would.
+///
+/// One table per event loop, used only there (no lock); least recently used heads leave first.
+final class ReplayedExchanges: @unchecked Sendable {
+    /// Heads longer than this are not remembered (players send a few hundred bytes).
+    static let maxHeadBytes = 2048
+    /// Heads remembered per event loop.
+    static let maxEntries = 1024
+
+    private var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
+    /// Requests answered from the table (tests, metrics).
+    private(set) var replayed = 0
+
+    init() {}
+
+    /// The exchange remembered for exactly these head bytes.
+    func exchange(for head: ByteBufferView, hash: Int) -> ReplayedExchange? {
+        guard let found = table.value(forKey: hash) else { return nil }
+        guard found.head.count == head.count else { return nil }
+        let same =
+            head.withContiguousStorageIfAvailable { received in
+                found.head.withUnsafeBufferPointer { memcmp($0.baseAddress!, received.baseAddress!, received.count) == 0 }
+            } ?? found.head.elementsEqual(head)
+        return same ? found : nil
+    }
+
+    func remember(_ exchange: ReplayedExchange) {
+        table.setValue(exchange, forKey: exchange.hash)
+    }
+
+    func forget(_ exchange: ReplayedExchange) {
+        if table.peekValue(forKey: exchange.hash) === exchange { table.removeValue(forKey: exchange.hash) }
+    }
+
+    func countReplayed() { replayed &+= 1 }
+
+    var count: Int { table.count }
+
+    /// The length of the request head at the start of `bytes` (through its blank line) when it is a complete `GET`
+    /// head of at most ``maxHeadBytes``; nil otherwise (another method, more bytes to come, too long).
+    static func getHeadLength(_ bytes: ByteBufferView) -> Int? {
+        let get = "GET /".utf8
+        guard bytes.count >= 20, bytes.prefix(get.count).elementsEqual(get) else { return nil }
+        let limit = min(bytes.count, maxHeadBytes)
+        var index = bytes.startIndex + get.count
+        let end = bytes.startIndex + limit
+        // A CR LF CR LF ends the head; anything else (a bare LF line end) is left to the decoder.
+        while index + 3 < end {
+            if bytes[index + 3] != 10 {
+                index += bytes[index + 3] == 13 ? 1 : 4
+                continue
+            }
+            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13 { return index + 4 - bytes.startIndex }
+            index += 1
+        }
+        return nil
+    }
+
+    static func hash(_ head: ByteBufferView) -> Int {
+        var hasher = Hasher()
+        head.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) } ?? hasher.combine(Array(head))
+        return hasher.finalize()
+    }
+}
+
+/// A request head and how it was answered: a replayed hit of a stored object or of a stored playlist's rewritten
+/// copy, from the memory tier.
+final class ReplayedExchange: @unchecked Sendable {
+    /// The head's bytes, exactly as received.
+    let head: [UInt8]
+    let hash: Int
+    /// The request as decoded from them (its peer address is replaced by each connection's own).
+    let request: ProxyRequest
+    let route: RequestRoute
+    let routeObserver: (any ProxyRouteExtension)?
+    let answer: ReplayedAnswer
+
+    init(
+        head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,
+        answer: ReplayedAnswer
+    ) {
+        self.head = head
+        self.hash = hash
+        self.request = request
+        self.route = route
+        self.routeObserver = routeObserver
+        self.answer = answer
+    }
+}
+
+/// What a replayed exchange answered with, and what ``ResourceService/replay(_:responder:)`` checks again.
+enum ReplayedAnswer {
+    /// A stored object's replayed hit.
+    case object(HitReplay, target: ResolvedTarget)
+    /// A stored playlist's copy (`copy`, of `playlist`) for the target.
+    case playlist(PlaylistReplay, copy: HitReplay, target: ResolvedTarget)
+}

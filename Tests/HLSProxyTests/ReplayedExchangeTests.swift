@@ -1,0 +1,254 @@
+import Foundation
+import HLSCacheCore
+import HLSCacheStore
+import HLSTestSupport
+import NIOCore
+import Testing
+
+@testable import HLSProxy
+
+/// Requests whose head is byte for byte one answered before with a replayed hit from memory are answered again
+/// without being decoded (``ReplayedExchanges``): the same bytes on the wire, counted and logged like any request,
+/// and never once the answer stopped holding.
+@Suite struct ReplayedExchangeTests {
+    /// One connection kept open: each exchange sends bytes and reads the responses they ask for, each framed by its
+    /// `Content-Length` (HEAD: none).
+    final class Connection: @unchecked Sendable {
+        private let fd: Int32
+        private var pending: [UInt8] = []
+
+        init(port: Int) throws {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw RawHTTP.SocketError() }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { throw RawHTTP.SocketError() }
+            var timeout = timeval(tv_sec: 60, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        deinit { close(fd) }
+
+        struct Response: Equatable {
+            /// The status line and header lines but `Date`, in order.
+            var head: [String]
+            var body: [UInt8]
+            var status: Int { Int(head[0].split(separator: " ")[1]) ?? 0 }
+        }
+
+        /// Sends `bytes` in one write and reads `count` responses.
+        func exchange(_ bytes: [UInt8], responses count: Int = 1, headOnly: Bool = false) async throws -> [Response] {
+            try await withCheckedThrowingContinuation { continuation in
+                Thread.detachNewThread {
+                    continuation.resume(with: Result { try self.blockingExchange(bytes, count: count, headOnly: headOnly) })
+                }
+            }
+        }
+
+        private func blockingExchange(_ bytes: [UInt8], count: Int, headOnly: Bool) throws -> [Response] {
+            _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var responses: [Response] = []
+            while responses.count < count {
+                guard let end = headEnd() else {
+                    try receiveMore()
+                    continue
+                }
+                let lines = String(decoding: pending[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+                let length =
+                    headOnly
+                    ? 0
+                    : lines.first { $0.lowercased().hasPrefix("content-length:") }.flatMap {
+                        Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces))
+                    }
+                        ?? 0
+                while pending.count < end + 4 + length { try receiveMore() }
+                responses.append(
+                    Response(
+                        head: lines.filter { !$0.lowercased().hasPrefix("date:") }, body: Array(pending[(end + 4)..<(end + 4 + length)])))
+                pending.removeFirst(end + 4 + length)
+            }
+            return responses
+        }
+
+        private func headEnd() -> Int? {
+            guard pending.count >= 4 else { return nil }
+            return (0...(pending.count - 4)).first {
+                pending[$0] == 13 && pending[$0 + 1] == 10 && pending[$0 + 2] == 13 && pending[$0 + 3] == 10
+            }
+        }
+
+        private func receiveMore() throws {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            guard n > 0 else { throw RawHTTP.SocketError() }
+            pending.append(contentsOf: buffer[0..<n])
+        }
+    }
+
+    /// Serves `path` until the memory tier holds its stored object (a replayed hit from memory is what is remembered).
+    private static func warm(_ harness: ProxyHarness, _ path: String) async throws -> CachedObject {
+        let url = harness.url(path)
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try #require(harness.store.lookup(CacheKey(try OriginURL(harness.originURL(path)))))
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !harness.server.services.memory.holds(object) && ContinuousClock.now < deadline {
+            _ = try await harness.get(url)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(harness.server.services.memory.holds(object), "never read into memory")
+        return object
+    }
+
+    /// Sends `request` on `connection` until one is answered without being decoded (its rewritten copy or object is
+    /// read into memory after a few hits, on the thread pool: how soon depends on the machine); returns that answer.
+    private static func untilReplayed(_ harness: ProxyHarness, _ connection: Connection, _ request: [UInt8]) async throws
+        -> Connection.Response
+    {
+        let before = try await harness.server.replayedRequests()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let response = try await connection.exchange(request)[0]
+            if try await harness.server.replayedRequests() > before { return response }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("never replayed")
+        throw RawHTTP.SocketError()
+    }
+
+    private static func request(_ harness: ProxyHarness, _ path: String, extra: String = "") -> [UInt8] {
+        Array(
+            "GET /http/127.0.0.1:\(harness.origin.port)\(path) HTTP/1.1\r\nHost: 127.0.0.1:\(harness.port)\r\nUser-Agent: t\r\n\(extra)\r\n"
+                .utf8)
+    }
+
+    @Test func theSameHeadIsAnsweredAgainWithTheSameBytesCountedAndLogged() async throws {
+        let capture = LogCapture()
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory, configure: { $0.prefetchSegments = 0 },
+            accessLogger: capture.logger(label: "hlscache.access"))
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(50_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/a.ts")
+        _ = try await Self.warm(harness, "/a.ts")
+        let linesBefore = capture.captured.count
+        let connection = try Connection(port: harness.port)
+        let request = Self.request(harness, "/a.ts")
+        // The first is decoded (and remembered), the next four are not.
+        var responses: [Connection.Response] = []
+        for _ in 0..<5 { responses += try await connection.exchange(request) }
+        #expect(try await harness.server.replayedRequests() == 4)
+        #expect(responses.allSatisfy { $0 == responses[0] })
+        #expect(responses[0].status == 200 && sameBytes(responses[0].body, body))
+        #expect(responses[0].head.contains("X-Cache: HIT"))
+        // Five requests in one write: answered in order, the same way.
+        // (The first is replayed; each next one is too when the answer before it was written out at once, else it is
+        // decoded: either way the same answer.)
+        let five = try await connection.exchange(Array(Array(repeating: request, count: 5).joined()), responses: 5)
+        #expect(five == Array(repeating: responses[0], count: 5))
+        #expect((5...9).contains(try await harness.server.replayedRequests()))
+        // The same head on another connection is answered from the same table (one per event loop) or decoded.
+        let other = try Connection(port: harness.port)
+        #expect(try await other.exchange(request) == [responses[0]])
+
+        await harness.shutdown()
+        let fields = try capture.objects().dropFirst(linesBefore).compactMap { $0["metadata"] as? [String: String] }
+        #expect(fields.count == 11, "one access-log line per request")
+        #expect(
+            fields.allSatisfy {
+                $0["status"] == "200" && $0["cache"] == "hit" && $0["bytes"] == String(body.count) && $0["remote"] == "127.0.0.1"
+            })
+        #expect(harness.origin.requests(matching: "/a.ts").count == 1)
+    }
+
+    /// A rewritten playlist replayed the same way, and a remembered head that stops holding: the object removed from
+    /// the cache (the next one is a miss, decoded), another version (never the old bytes).
+    @Test func aRememberedHeadWhoseAnswerStoppedHoldingIsDecoded() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.prefetchSegments = 0 })
+        defer { Task { await harness.shutdown() } }
+        var playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:6\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        for index in 0..<20 { playlist += "#EXTINF:6.0,\nseg\(index).ts\n" }
+        playlist += "#EXT-X-ENDLIST\n"
+        harness.origin.setBody(Array(playlist.utf8), contentType: "application/vnd.apple.mpegurl", for: "/v/index.m3u8")
+        let connection = try Connection(port: harness.port)
+        let request = Self.request(harness, "/v/index.m3u8")
+        let decoded = try await connection.exchange(request)[0]
+        let first = try await Self.untilReplayed(harness, connection, request)
+        #expect(first.body == decoded.body, "the decoded answer (a miss) and the replayed one differ")
+        let text = String(decoding: first.body, as: UTF8.self)
+        #expect(first.status == 200 && text.contains("/http/127.0.0.1:\(harness.origin.port)/v/seg19.ts"), "not rewritten: \(text)")
+        let replayed = try await harness.server.replayedRequests()
+        #expect(try await connection.exchange(request) == [first])
+        #expect(try await harness.server.replayedRequests() == replayed + 1)
+        let object = try #require(harness.store.lookup(CacheKey(try OriginURL(harness.originURL("/v/index.m3u8")))))
+
+        // Removed from the cache: decoded and fetched again.
+        let changed = playlist.replacingOccurrences(of: "seg19.ts", with: "seg19b.ts")
+        harness.origin.setBody(Array(changed.utf8), contentType: "application/vnd.apple.mpegurl", for: "/v/index.m3u8")
+        try harness.store.remove(object.key)
+        let refetched = try await connection.exchange(request)[0]
+        #expect(String(decoding: refetched.body, as: UTF8.self).contains("seg19b.ts"))
+        #expect(try await harness.server.replayedRequests() == replayed + 1)
+        #expect(harness.origin.requests(matching: "/v/index.m3u8").count == 2)
+    }
+
+    /// Heads that must be decoded every time: a request with a body (its bytes follow the head), one refused by the
+    /// Host check, a range, HEAD; and bytes that only look like the start of a remembered head.
+    @Test func headsThatMustBeDecodedAreNeverReplayed() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.prefetchSegments = 0 })
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(30_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/b.ts")
+        _ = try await Self.warm(harness, "/b.ts")
+        let connection = try Connection(port: harness.port)
+        let path = "/http/127.0.0.1:\(harness.origin.port)/b.ts"
+        // A GET with a body: the body is not read as the next request, and the head is not remembered.
+        let withBody = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello".utf8)
+        for _ in 0..<3 {
+            let response = try await connection.exchange(withBody)[0]
+            #expect(response.status == 200 && sameBytes(response.body, body))
+        }
+        let range = Self.request(harness, "/b.ts", extra: "Range: bytes=0-9\r\n")
+        for _ in 0..<3 { #expect(try await connection.exchange(range)[0].body == Array(body[0..<10])) }
+        let head = Array("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        for _ in 0..<3 { #expect(try await connection.exchange(head, headOnly: true)[0].status == 200) }
+        #expect(try await harness.server.replayedRequests() == 0)
+        // No Host: 400 each time, and the connection closes.
+        let noHost = Array("GET \(path) HTTP/1.1\r\nUser-Agent: t\r\n\r\n".utf8)
+        for _ in 0..<2 {
+            let refused = try await RawHTTP.exchange(port: harness.port, noHost)
+            #expect(refused.response.hasPrefix("HTTP/1.1 400") && refused.closedByPeer)
+        }
+        // A remembered head, then one that differs only in a field, then the remembered one again, in one write: the
+        // first is replayed; the second is decoded, and NIO's decoder takes the third with it (decoded too).
+        let plain = Self.request(harness, "/b.ts")
+        _ = try await connection.exchange(plain)
+        let replayed = try await harness.server.replayedRequests()
+        let twin = Self.request(harness, "/b.ts", extra: "X-Other: 1\r\n")
+        let answers = try await connection.exchange(plain + twin + plain, responses: 3)
+        #expect(answers.allSatisfy { $0.status == 200 && sameBytes($0.body, body) })
+        #expect(try await harness.server.replayedRequests() == replayed + 1)
+    }
+
+    @Test func headLengthIsFoundOnlyForWholeGetHeads() {
+        func length(_ text: String) -> Int? {
+            let buffer = ByteBuffer(string: text)
+            return ReplayedExchanges.getHeadLength(buffer.readableBytesView)
+        }
+        let head = "GET /http/example.com/a.ts HTTP/1.1\r\nHost: x\r\n\r\n"
+        #expect(length(head) == head.utf8.count)
+        #expect(length(head + "GET /next HTTP/1.1\r\n") == head.utf8.count)
+        #expect(length(String(decoding: head.utf8.dropLast(1), as: UTF8.self)) == nil)
+        #expect(length("POST /http/example.com/a.ts HTTP/1.1\r\nHost: x\r\n\r\n") == nil)
+        #expect(length("GET /http/example.com/a.ts HTTP/1.1\nHost: x\n\n") == nil)
+        #expect(length("GET /a HTTP/1.1\r\nHost: x\r\nA: \r\r\n\r\n") == "GET /a HTTP/1.1\r\nHost: x\r\nA: \r\r\n\r\n".utf8.count)
+        #expect(length("GET /a HTTP/1.1\r\nX: " + String(repeating: "a", count: 3000) + "\r\n\r\n") == nil)
+        // Every split point of a head: found only once it is whole.
+        for cut in 0..<head.utf8.count { #expect(length(String(decoding: head.utf8.prefix(cut), as: UTF8.self)) == nil, "\(cut)") }
+    }
+}
