@@ -3,5 +3,6 @@ extension CacheKey {
     /// the stored text is already normalised, and re-parsing could change a key written by an older version.
     package init(storedValue: String) {
         value = storedValue
+        valueHash = storedValue.hashValue
     }
 }

@@ -3,6 +3,17 @@
 package struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     /// The normalised URL string that names the resource.
     package let value: String
+    /// `value`'s hash, computed once: a request looks its key up in several tables (memory tier, key registrations,
+    /// playlists, read-ahead), and hashing the whole URL each time was a visible part of a hit.
+    let valueHash: Int
+
+    package static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
+        lhs.valueHash == rhs.valueHash && lhs.value == rhs.value
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(valueHash)
+    }
 
     /// Query parameters dropped by default: CDN signing tokens that change per viewer or per hour.
     package static let defaultVolatileParameters: [String] = [
@@ -23,6 +34,7 @@ package struct CacheKey: Sendable, Hashable, CustomStringConvertible {
             if !kept.isEmpty { key += "?" + kept.joined(separator: "&") }
         }
         value = key
+        valueHash = key.hashValue
     }
 
     package var description: String { value }

@@ -36,12 +36,12 @@ import Testing
         var completedBefore: Set<String> = []
         for cycle in 0..<3 {
             let process = try launch(common + ["--rate", "100KB"] + run("cycle\(cycle)"))
-            // Killed from a plain thread, so a busy cooperative pool cannot delay the kill past the download.
-            let pid = process.processIdentifier
+            // Killed from a plain thread, so a busy cooperative pool cannot delay the kill past the download; through
+            // ChildProcess, which never signals a pid it has reaped (the system may have given it to another process).
             let delay = UInt32.random(in: 150_000...900_000)
             Thread.detachNewThread {
                 usleep(delay)
-                kill(pid, SIGKILL)
+                process.signal(SIGKILL)
             }
             await process.waitForExit()
             #expect(

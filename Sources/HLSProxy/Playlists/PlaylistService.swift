@@ -43,7 +43,7 @@ final class PlaylistService: Sendable {
     /// The bounds of the tables below.
     let limits: TableLimits
     /// Live playlists (and live ones that ended) served from memory until they expire.
-    private let live: NIOLockedValueBox<BoundedLRU<String, (playlist: RewrittenPlaylist, expires: NIODeadline)>>
+    private let live: NIOLockedValueBox<BoundedLRU<CacheKey, (playlist: RewrittenPlaylist, expires: NIODeadline)>>
     /// Media playlists this process has served live: when one ends (EXT-X-ENDLIST) it is still not kept on disk.
     private let seenLive: NIOLockedValueBox<BoundedLRU<CacheKey, Bool>>
 
@@ -464,15 +464,15 @@ final class PlaylistService: Sendable {
 
     private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
         let expires = NIODeadline.now() + .nanoseconds(Int64(playlist.ttl * 1e9))
-        live.withLockedValue { _ = $0.setValue((playlist, expires), forKey: key.value) }
+        live.withLockedValue { _ = $0.setValue((playlist, expires), forKey: key) }
     }
 
     /// A live playlist still fresh in memory.
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
         live.withLockedValue { entries in
-            guard let entry = entries.value(forKey: key.value) else { return nil }
+            guard let entry = entries.value(forKey: key) else { return nil }
             guard entry.expires > .now() else {
-                entries.removeValue(forKey: key.value)
+                entries.removeValue(forKey: key)
                 return nil
             }
             return entry.playlist
