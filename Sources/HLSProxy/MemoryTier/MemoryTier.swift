@@ -46,8 +46,8 @@ final class MemoryTier: Sendable {
     /// Objects remembered as served from their file once by the ordinary path (their key and entity tag), most
     /// recent first: the second such serve reads the object in.
     static let maxSightings = 4096
-    /// Bodies of at most this many bytes (playlists, keys' neighbours, init sections, short segments) are always
-    /// written from memory when held; larger ones only while fewer than ``maxLargeSends`` are in flight.
+    /// Bodies of at most this many bytes (playlists, init sections, short segments) are always sent from memory when
+    /// held; larger ones only while fewer than ``maxLargeSends`` connections hold one.
     static let alwaysFromMemoryBytes = 64 << 10
     /// How long an entry's file is taken to be unchanged after it was looked at (another process replacing it is
     /// noticed within this long).
