@@ -14,7 +14,7 @@ import Testing
 @Suite struct HTTPConformanceTests {
     /// Status codes of the responses in a raw exchange, in order.
     private static func statuses(_ response: String) -> [String] {
-        response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        RawHTTP.statuses(response)
     }
 
     // MARK: Upgrade

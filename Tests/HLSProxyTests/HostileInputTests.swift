@@ -13,8 +13,8 @@ import Testing
 @Suite struct HostileInputTests {
     static func emptyOrigin() -> URL { FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none") }
 
-    static func statuses(_ response: String) -> [Substring] {
-        response.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+    static func statuses(_ response: String) -> [String] {
+        RawHTTP.statuses(response)
     }
 
     // MARK: Path traversal

@@ -202,6 +202,25 @@ enum RawHTTP {
 
     struct SocketError: Error {}
 
+    /// The status codes of the responses in `response`, in order, found in its bytes: searched as a `String`, a
+    /// random body ending in a character that joins the next one (U+0600, a prepended concatenation mark) swallowed
+    /// the next status line into one grapheme, and a response looked missing.
+    static func statuses(_ response: String) -> [String] {
+        let bytes = Array(response.utf8)
+        let marker = Array("HTTP/1.1 ".utf8)
+        var found: [String] = []
+        var index = 0
+        while index + marker.count + 3 <= bytes.count {
+            if bytes[index..<index + marker.count].elementsEqual(marker) {
+                found.append(String(decoding: bytes[index + marker.count..<index + marker.count + 3], as: UTF8.self))
+                index += marker.count
+            } else {
+                index += 1
+            }
+        }
+        return found
+    }
+
     private static func blockingExchange(port: Int, _ request: [UInt8], readTimeout: Double, pauseAfter: Double) throws -> ([UInt8], Bool) {
         try blockingExchange(port: port, [request], gap: 0, readTimeout: readTimeout, pauseAfter: pauseAfter)
     }
