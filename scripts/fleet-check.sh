@@ -50,8 +50,10 @@ for port in range(base, base + count):
         s.close()
 EOF
 }
+# Below the ephemeral range (32768 and up on Linux): a port of it, free when checked, can be taken by any outgoing
+# connection before a node binds it (the streams are made in between), and then that node cannot start.
 for _ in $(seq 50); do
-    base=$((20000 + RANDOM % 30000))
+    base=$((20000 + RANDOM % 12000))
     ports_free "$base" 5 && break
 done
 export BALANCER_PORT=$base NODE_PORT=$((base + 1))

@@ -135,7 +135,11 @@ EOF
     # Ready ports answered by our own processes: one that could not bind its port has exited, and a port taken
     # meanwhile by another program would answer in its place.
     for pidfile in "$DIR/haproxy.pid.own" "$DIR"/node*/pid; do
-        kill -0 "$(cat "$pidfile")" 2>/dev/null || { echo "fleet: $pidfile: process $(cat "$pidfile") has exited" >&2; return 1; }
+        kill -0 "$(cat "$pidfile")" 2>/dev/null || {
+            echo "fleet: $pidfile: process $(cat "$pidfile") has exited" >&2
+            tail -n 20 "$(dirname "$pidfile")/serve.log" "$DIR/haproxy.log" 2>/dev/null >&2 || true
+            return 1
+        }
     done
     echo "fleet: $count nodes behind http://127.0.0.1:$BALANCER_PORT (state in $DIR)"
 }

@@ -44,6 +44,21 @@ final class WebhookReceiver: Sendable {
         channel.withLockedValue { $0 = bound }
     }
 
+    /// Starts on a free port below the ephemeral range (32768 and up on Linux), for a receiver that is stopped and
+    /// started again on the same port: a port of that range can be taken meanwhile by any outgoing connection of the
+    /// tests running beside this one.
+    func startBelowTheEphemeralRange() async throws {
+        for _ in 0..<200 {
+            do {
+                try await start(port: Int.random(in: 20_000..<32_000))
+                return
+            } catch let error as IOError where error.errnoCode == EADDRINUSE {
+                continue
+            }
+        }
+        try await start()
+    }
+
     func stop() async {
         try? await channel.withLockedValue { $0 }?.close()
     }

@@ -29,7 +29,7 @@ import Testing
     @Test func fourSecondsOfEveryRenditionPlayOfflineThenTheRestAfterTheOriginReturns() async throws {
         let dir = try await Streams.stream("ts-variants-audio-group", { try FFmpeg.makeTSVariants(in: $0) })
         let origin = TestOrigin(root: dir)
-        try await origin.start()
+        try await origin.startBelowTheEphemeralRange()  // started again on its port below
         let port = origin.port
         let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }

@@ -195,7 +195,7 @@ import Testing
     /// the same token is a hit, another one gets a fresh copy.
     @Test func aRestartStillTellsANewTokenFromTheOldOne() async throws {
         let origin = TestOrigin(root: FileManager.default.temporaryDirectory)
-        try await origin.start()
+        try await origin.startBelowTheEphemeralRange()  // started again on its port below
         func media(_ token: String) -> [UInt8] {
             Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?token=\(token)\n#EXT-X-ENDLIST\n".utf8)
         }

@@ -99,6 +99,21 @@ package final class TestOrigin: Sendable {
     package var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Binds an OS-chosen port, or `port` (to bring a stopped origin back at the same address), on `group`.
+    /// Starts on a free port below the ephemeral range (32768 and up on Linux), for an origin that is stopped and
+    /// started again on the same port: a port of that range can be taken meanwhile by any outgoing connection of the
+    /// tests running beside this one, and the restart then fails with EADDRINUSE.
+    package func startBelowTheEphemeralRange() async throws {
+        for _ in 0..<200 {
+            do {
+                try await start(port: Int.random(in: 20_000..<32_000))
+                return
+            } catch let error as IOError where error.errnoCode == EADDRINUSE {
+                continue
+            }
+        }
+        try await start()
+    }
+
     package func start(port: Int = 0, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
