@@ -9,25 +9,9 @@ import Foundation
 enum RawSocket {
     struct SocketError: Error {}
 
-    /// Connects to 127.0.0.1:`port` with a small receive buffer; returns the descriptor.
+    /// Connects to 127.0.0.1:`port` (``LoopbackSocket``); returns the descriptor.
     static func connect(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SocketError() }
-        if var size = receiveBuffer {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw SocketError()
-        }
-        return fd
+        try LoopbackSocket.connect(port: port, receiveBuffer: receiveBuffer)
     }
 
     static func send(_ fd: Int32, _ bytes: [UInt8]) {

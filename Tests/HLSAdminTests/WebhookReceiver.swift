@@ -48,15 +48,7 @@ final class WebhookReceiver: Sendable {
     /// started again on the same port: a port of that range can be taken meanwhile by any outgoing connection of the
     /// tests running beside this one.
     func startBelowTheEphemeralRange() async throws {
-        for _ in 0..<200 {
-            do {
-                try await start(port: Int.random(in: 20_000..<32_000))
-                return
-            } catch let error as IOError where error.errnoCode == EADDRINUSE {
-                continue
-            }
-        }
-        try await start()
+        try await HLSTestSupport.startBelowTheEphemeralRange { try await start(port: $0) }
     }
 
     func stop() async {

@@ -229,23 +229,8 @@ enum RawHTTP {
         port: Int, _ requests: [[UInt8]], gap: Double, readTimeout: Double, pauseAfter: Double, receiveBuffer: Int32 = 0,
         pace: (bytes: Int, seconds: Double)? = nil
     ) throws -> ([UInt8], Bool) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SocketError() }
+        let fd = try LoopbackSocket.connect(port: port, receiveBuffer: receiveBuffer > 0 ? receiveBuffer : nil, readTimeout: readTimeout)
         defer { close(fd) }
-        if receiveBuffer > 0 {
-            var size = receiveBuffer
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw SocketError() }
-        var timeout = timeval(tv_sec: Int(readTimeout), tv_usec: Int((readTimeout - Double(Int(readTimeout))) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         for (index, request) in requests.enumerated() {
             if index > 0 && gap > 0 { Thread.sleep(forTimeInterval: gap) }
             _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -103,15 +103,7 @@ package final class TestOrigin: Sendable {
     /// started again on the same port: a port of that range can be taken meanwhile by any outgoing connection of the
     /// tests running beside this one, and the restart then fails with EADDRINUSE.
     package func startBelowTheEphemeralRange() async throws {
-        for _ in 0..<200 {
-            do {
-                try await start(port: Int.random(in: 20_000..<32_000))
-                return
-            } catch let error as IOError where error.errnoCode == EADDRINUSE {
-                continue
-            }
-        }
-        try await start()
+        try await HLSTestSupport.startBelowTheEphemeralRange { try await start(port: $0) }
     }
 
     package func start(port: Int = 0, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws {

@@ -249,7 +249,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         timeouts?.requestHeadReceived(awaitingBody: false)
         self.responder = responder
         if router.replay(exchange.answer, responder: responder) {
-            replays.countReplayed()
+            replays.replayed &+= 1
             return true
         }
         // The answer does not hold any more (another version, evicted, out of memory): decoded as usual.

@@ -23,8 +23,8 @@ final class ReplayedExchanges: @unchecked Sendable {
     static let maxEntries = 1024
 
     private var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
-    /// Requests answered from the table (tests, metrics).
-    private(set) var replayed = 0
+    /// Requests answered from the table (tests).
+    var replayed = 0
 
     init() {}
 
@@ -46,8 +46,6 @@ final class ReplayedExchanges: @unchecked Sendable {
     func forget(_ exchange: ReplayedExchange) {
         if table.peekValue(forKey: exchange.hash) === exchange { table.removeValue(forKey: exchange.hash) }
     }
-
-    func countReplayed() { replayed &+= 1 }
 
     var count: Int { table.count }
 
@@ -109,4 +107,10 @@ enum ReplayedAnswer {
     case object(HitReplay, target: ResolvedTarget)
     /// A stored playlist's copy (`copy`, of `playlist`) for the target.
     case playlist(PlaylistReplay, copy: HitReplay, target: ResolvedTarget)
+
+    var target: ResolvedTarget {
+        switch self {
+        case .object(_, let target), .playlist(_, _, let target): return target
+        }
+    }
 }

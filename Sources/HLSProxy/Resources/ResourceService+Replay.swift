@@ -83,10 +83,7 @@ extension ResourceService {
     /// key now, no live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent
     /// only from the memory tier. False, having sent nothing: decode the request and take the ordinary path.
     func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
-        let target: ResolvedTarget
-        switch answer {
-        case .object(_, let resolved), .playlist(_, _, let resolved): target = resolved
-        }
+        let target = answer.target
         let key = target.key
         guard (keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: target.url)) == nil,
             services.playlists.livePlaylist(key) == nil
