@@ -37,6 +37,11 @@ package final class EventHub: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    /// Held from deciding an event to handing it to every subscriber and observer, so events leave in the order the
+    /// hub decided them: a poll that decided `downloading` must not send it after an event decided later sent
+    /// `partiallyCached`. Sending never waits (bounded buffers, observers that do not block), and nothing sending
+    /// calls back into the hub, so holding it costs nothing. Always taken before `state`, never inside it.
+    private let sending = NIOLock()
     let progressInterval: Duration
     /// Told of every event as it is broadcast (the webhooks); they must not wait.
     private let observers = NIOLockedValueBox<[@Sendable (AdminEvent) -> Void]>([])
@@ -64,6 +69,10 @@ package final class EventHub: Sendable {
 
     /// A downloader event (pass this as the ``Downloader``'s `onEvent`).
     package func publish(_ event: DownloadEvent) {
+        sending.withLock { publishInOrder(event) }
+    }
+
+    private func publishInOrder(_ event: DownloadEvent) {
         switch event {
         case .stateChanged(let id, let itemState, let error):
             announce(id: id, state: itemState, error: error)
@@ -105,6 +114,8 @@ package final class EventHub: Sendable {
     /// have started a resumed item already) and is not overwritten.
     /// A lock or unlock is announced as a `lock` event (the state does not change).
     package func itemChanged(_ item: DownloadItem, readAt: ContinuousClock.Instant? = nil) {
+        sending.lock()
+        defer { sending.unlock() }
         let stale = readAt.map { readAt in state.withLockedValue { $0.announcedAt[item.id].map { $0 >= readAt } ?? false } } ?? false
         if !stale { announce(id: item.id, state: item.state, error: item.errorCode) }
         announceLock(id: item.id, locked: item.locked)
@@ -127,6 +138,8 @@ package final class EventHub: Sendable {
 
     /// The item is gone (removed without metadata).
     package func itemRemoved(_ id: String) {
+        sending.lock()
+        defer { sending.unlock() }
         let known = state.withLockedValue { s -> Bool in
             s.unpolled.remove(id)
             s.heldProgress[id] = nil
@@ -139,7 +152,7 @@ package final class EventHub: Sendable {
 
     /// Sends an event that is not a state or progress change (playback).
     package func send(_ event: AdminEvent) {
-        broadcast(event)
+        sending.withLock { broadcast(event) }
     }
 
     /// Announces what the items table says changed since the last poll (``ItemChangeFeed``): state and progress
@@ -147,10 +160,15 @@ package final class EventHub: Sendable {
     /// first poll only learns the items (a new subscriber reads `/items` for the start).
     /// `readAt`: when the read of `changes` began; states announced from events since are newer than the read's.
     package func poll(_ changes: ItemChangeFeed.Changes, readAt: ContinuousClock.Instant = .now) {
+        sending.lock()
+        defer { sending.unlock() }
         var events: [AdminEvent] = []
         state.withLockedValue { s in
             let first = changes.isFirst || !s.polledOnce
             s.polledOnce = true
+            // The first read replaces what the hub knew, except states announced from events after it began: those
+            // are newer than the read (it did: queued, downloading, then `downloading` again at the second poll).
+            let announcedBefore = s.known
             if changes.isFirst { s.known = [:] }
             for item in changes.changed {
                 s.unpolled.remove(item.id)
@@ -158,11 +176,11 @@ package final class EventHub: Sendable {
                     state: item.state, error: item.errorCode, bytes: item.bytesDone, bytesTotal: item.bytesTotal,
                     segments: item.segmentsDone, segmentsTotal: item.segmentsTotal, locked: item.locked)
                 let before = s.known[item.id]
-                if let before, let announced = s.announcedAt[item.id], announced >= readAt {
+                if let newer = before ?? announcedBefore[item.id], let announced = s.announcedAt[item.id], announced >= readAt {
                     // An event announced a state after this read began: the read's state is the older one.
-                    now.state = before.state
-                    now.error = before.error
-                    now.locked = before.locked
+                    now.state = newer.state
+                    now.error = newer.error
+                    now.locked = newer.locked ?? item.locked
                 }
                 s.known[item.id] = now
                 guard !first, before != now else { continue }
