@@ -40,7 +40,7 @@ package enum SettingCatalog {
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
-                "connections that may hold a body over 64 KiB sent from memory until they ask again; past it such hits use sendfile (0: always sendfile)"
+                "bodies over 64 KiB go from memory while fewer than this many other connections hold one (from memory or file) they have not asked again since; past it, sendfile (0: always sendfile)"
             ),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,

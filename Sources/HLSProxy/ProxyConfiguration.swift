@@ -53,8 +53,9 @@ package struct ProxyConfiguration: Sendable {
     package var memoryCacheBytes: Int = 64 << 20
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
     package var memoryMaxObjectBytes: Int = 4 << 20
-    /// Connections that may hold a body over 64 KiB sent from the memory tier until they ask again
-    /// (`cache.memoryLargeSends`); past it such hits take their file (sendfile). 0: they always do.
+    /// Bodies over 64 KiB go from the memory tier while fewer than this many other connections hold one (from memory
+    /// or from its file) they have not asked again since (`cache.memoryLargeSends`); past it they take their file
+    /// (sendfile). 0: they always do.
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }

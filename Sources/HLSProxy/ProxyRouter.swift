@@ -27,7 +27,7 @@ final class ProxyRouter: Sendable {
     }
 
     func route(_ request: ProxyRequest, responder: Responder) {
-        // The connection asks again: a large body it was sent from memory has been read.
+        // The connection asks again: a large body it was sent has been read.
         if let connection = responder.connection { services.memory.requestBegan(on: connection) }
         // RFC 9110 §9.1: a method the server does not know is 501; the methods of RFC 9110 and PATCH are known, and
         // a path that does not allow one answers 405 with Allow. (Methods llhttp itself does not know never get
@@ -98,6 +98,11 @@ final class ProxyRouter: Sendable {
         default:
             responder.send(error: ProxyError.notFound("no such path; proxied URLs look like /https/host/path.m3u8"))
         }
+    }
+
+    /// The connection closed: a large body it held no longer counts in the memory tier.
+    func connectionEnded(_ connection: any LargeSendHolding) {
+        services.memory.connectionEnded(connection)
     }
 
     /// Request headers a preflight allows when the browser's list is missing or unusable.

@@ -359,8 +359,9 @@ import Testing
     }
 
     /// With `cache.memoryLargeSends` connections holding a large body sent from memory and not yet read (clients that
-    /// do not read it), the next hit of a large object is sent from its file; once those are over — one read to the
-    /// end and asked again, one gone mid-body — none is counted and hits come from memory again.
+    /// do not read it), the next hit of a large object is sent from its file (and counts too); once those are over —
+    /// one read to the end and asked again, one gone mid-body, the third asking again — none is counted and hits come
+    /// from memory again.
     @Test func largeSendsFromMemoryAreBoundedAndGivenBack() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
             configuration.memoryLargeSends = 2
@@ -389,20 +390,61 @@ import Testing
         #expect(fromFile.body.allSatisfy { $0 == 0x47 }, "answered from memory past cache.memoryLargeSends")
         let rangeFromFile = try await harness.get(url, headers: [("Range", "bytes=0-99999")])
         #expect(rangeFromFile.body == [UInt8](repeating: 0x47, count: 100_000))
-        #expect(memory.largeSendsInFlight == 2)
+        #expect(memory.largeSendsInFlight == 3, "the two stalled clients, and this one: a body from its file counts too")
 
         // One reads its answer to the end (the original bytes: sent from memory) and asks again; the other goes away
-        // mid-body.
+        // mid-body; this client asks again.
         let first = try await stalled[0].readResponse()
         #expect(first.count > size && sameBytes(Array(first.suffix(size)), body))
         try stalled[0].send(Array("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
         stalled[1].close()
+        _ = try await harness.get(url, method: .HEAD)
         #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) left counted")
         let fromMemory = try await harness.get(url)
         #expect(sameBytes(fromMemory.body, body), "answered from the file once the large sends were over")
         #expect(memory.largeSendsInFlight == 1)
         stalled[0].close()
         #expect(harness.origin.requests(matching: "/big.ts").count == 1)
+    }
+
+    /// A large body sent from its file counts like one from memory: with the limit held by a client that was sent
+    /// its file, the next hit takes the file too; many large bodies in flight all take their files.
+    @Test func largeBodiesSentFromTheirFilesCountToo() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryLargeSends = 1
+            configuration.sendTimeout = .seconds(3600)
+        }
+        defer { Task { await harness.shutdown() } }
+        let size = 2 << 20
+        let body = randomBytes(size)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try await Self.warm(harness, url, "/big.ts")
+        try Self.scribble(over: object)  // the file's bytes are 0x47 now: what is sent from it shows
+        _ = try await harness.get(url, method: .HEAD)
+        let memory = harness.server.services.memory
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
+
+        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        let fromMemory = try StalledClient(port: harness.port, request: request)
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
+        let fromFile = try StalledClient(port: harness.port, request: request)
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "sent its file: counted")
+        fromMemory.close()
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 }, "\(memory.largeSendsInFlight)")
+        // The one holding the limit was sent the file: this hit takes the file as well.
+        let next = try await harness.get(url)
+        #expect(next.status == 200 && next.body.count == size && next.body.allSatisfy { $0 == 0x47 }, "answered from memory")
+        let fileAnswer = try await fromFile.readResponse()
+        #expect(fileAnswer.count > size && fileAnswer.suffix(size).allSatisfy { $0 == 0x47 }, "the second client was sent the file")
+        fromFile.close()
+        _ = try await harness.get(url, method: .HEAD)  // this client asks again
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) left counted")
+        let again = try await harness.get(url)
+        #expect(sameBytes(again.body, body), "from memory once nothing else is in flight")
     }
 
     /// A connection that closes mid-body is not counted any more, however many do.

@@ -27,13 +27,14 @@ import Synchronization
 ///   of the version whose head goes with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``);
 ///   replaced, removed or expired ones are dropped when next asked for, or age out.
 /// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is sent from memory only while fewer than
-///   ``maxLargeSends`` connections hold one not yet read — from the send until the connection's next request or
-///   its end (``bodyToSend(of:on:headOnly:)``, ``requestBegan(on:)``); past that its hit takes the file and
-///   sendfile. Written from memory the bytes are copied into the socket and read back by a loopback receiver while
-///   still in the CPU's caches — half the system CPU of a sendfile of a 2 MiB hit at 1–8 connections; with many in
-///   flight the bytes outgrow the caches and sendfile's single copy wins (docs/benchmarks.md, issue 26). The end
-///   of the write is not the signal: the kernel takes a whole 2 MiB body into its socket buffers at once, long
-///   before the receiver has read it.
+///   ``maxLargeSends`` other connections hold a large body — sent from memory or from its file, from the send until
+///   the connection's next request or its end (``bodyToSend(of:on:headOnly:)``, ``requestBegan(on:)``,
+///   ``connectionEnded(_:)``); past that it takes the file and sendfile. Written from memory the bytes are copied
+///   into the socket and read back by a loopback receiver while still in the CPU's caches — half the system CPU of a
+///   sendfile of a 2 MiB hit at 1–8 connections; with many in flight the bytes outgrow the caches and sendfile's
+///   single copy wins (docs/benchmarks.md, issue 26), so every large body in flight counts, not only those from
+///   memory: with many, all take their file. The end of the write is not the signal: the kernel takes a whole
+///   2 MiB body into its socket buffers at once, long before the receiver has read it.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -52,12 +53,10 @@ final class MemoryTier: Sendable {
     /// How long an entry's file is taken to be unchanged after it was looked at (another process replacing it is
     /// noticed within this long).
     static let recheckInterval = TimeAmount.seconds(1)
-    /// Connections that may hold a body over ``alwaysFromMemoryBytes`` sent from memory at once
+    /// Large bodies from memory only while fewer than this many other connections hold a large body
     /// (`cache.memoryLargeSends`); 0: large bodies always take their file.
     let maxLargeSends: Int
-    /// The connections holding one (at most ``maxLargeSends``; a connection gone is dropped when next looked at).
-    private let largeSendHolders = NIOLockedValueBox<[LargeSendHolder]>([])
-    /// Their count, read without the lock.
+    /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
     /// The monotonic clock the file re-checks are timed by (tests move it by hand).
     private let now: @Sendable () -> NIODeadline
@@ -137,50 +136,39 @@ final class MemoryTier: Sendable {
     }
 
     /// The bytes of `object` for a response about to be written on `connection` (as ``body(of:)``), or nil: send
-    /// its file. A body over ``alwaysFromMemoryBytes`` is given only while fewer than ``maxLargeSends`` connections
-    /// hold one (``largeSendsInFlight``); `connection` then holds it until its next request
-    /// (``requestBegan(on:)``) or until it is gone.
+    /// its file. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
+    /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
+    /// ``maxLargeSends`` other connections hold one.
     /// - Parameter headOnly: no body will be written (HEAD): not counted.
-    func bodyToSend(of object: CachedObject, on connection: AnyObject?, headOnly: Bool = false) -> ByteBuffer? {
+    func bodyToSend(of object: CachedObject, on connection: (any LargeSendHolding)?, headOnly: Bool = false) -> ByteBuffer? {
         guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object) }
-        guard isEnabled, let connection, takeLargeSend(for: connection) else { return nil }
-        guard let body = body(of: object) else {
-            requestBegan(on: connection)
-            return nil
+        guard isEnabled, let connection else { return nil }
+        let others: Int
+        if connection.holdsLargeSend {
+            others = largeSends.load(ordering: .relaxed) - 1
+        } else {
+            connection.holdsLargeSend = true
+            others = largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
         }
-        return body
+        return others < maxLargeSends ? body(of: object) : nil
     }
 
-    /// Counts a large send for `connection` if fewer than ``maxLargeSends`` are held (its own earlier one included).
-    private func takeLargeSend(for connection: AnyObject) -> Bool {
-        let id = ObjectIdentifier(connection)
-        return largeSendHolders.withLockedValue { holders in
-            holders.removeAll { $0.connection == nil || $0.id == id }
-            defer { largeSends.store(holders.count, ordering: .relaxed) }
-            guard holders.count < maxLargeSends else { return false }
-            holders.append(LargeSendHolder(id: id, connection: connection))
-            return true
-        }
+    /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
+    /// it has its answer), so it no longer counts.
+    func requestBegan(on connection: any LargeSendHolding) {
+        guard connection.holdsLargeSend else { return }
+        connection.holdsLargeSend = false
+        largeSends.wrappingSubtract(1, ordering: .relaxed)
     }
 
-    /// A new request began on `connection`: the large body it was last sent from memory has been read (a client asks
-    /// again once it has its answer), so it no longer counts.
-    func requestBegan(on connection: AnyObject) {
-        guard largeSends.load(ordering: .relaxed) > 0 else { return }
-        let id = ObjectIdentifier(connection)
-        largeSendHolders.withLockedValue { holders in
-            holders.removeAll { $0.connection == nil || $0.id == id }
-            largeSends.store(holders.count, ordering: .relaxed)
-        }
+    /// `connection` is closed: what it held no longer counts.
+    func connectionEnded(_ connection: any LargeSendHolding) {
+        requestBegan(on: connection)
     }
 
-    /// Connections holding a large body sent from memory (tests, metrics); connections gone are not counted.
+    /// Connections holding a large body (tests, metrics).
     var largeSendsInFlight: Int {
-        largeSendHolders.withLockedValue { holders in
-            holders.removeAll { $0.connection == nil }
-            largeSends.store(holders.count, ordering: .relaxed)
-            return holders.count
-        }
+        largeSends.load(ordering: .relaxed)
     }
 
     /// Reads `object` in on `threadPool` unless it is held, being read, too large, or too many reads are under way.
@@ -246,12 +234,10 @@ final class MemoryTier: Sendable {
     }
 }
 
-/// A connection sent a large body from memory (``MemoryTier/bodyToSend(of:on:headOnly:)``), until its next request.
-/// Unchecked: the connection is only looked at under the tier's lock, and only for whether it is gone (a weak
-/// reference is safe to load from any thread); nothing is called on it.
-private struct LargeSendHolder: @unchecked Sendable {
-    let id: ObjectIdentifier
-    weak var connection: AnyObject?
+/// A connection large bodies are sent on (the HTTP/1 handler): whether it holds one of the tier's large sends
+/// (``MemoryTier/bodyToSend(of:on:headOnly:)``). Only touched on the connection's event loop.
+protocol LargeSendHolding: AnyObject {
+    var holdsLargeSend: Bool { get set }
 }
 
 /// One object's bytes in the memory tier, and what they were read from.
