@@ -101,7 +101,7 @@ final class ProxyRouter: Sendable {
     }
 
     /// The connection closed: a large body it held no longer counts in the memory tier.
-    func connectionEnded(_ connection: any LargeSendHolding) {
+    func connectionEnded(_ connection: LargeSendHold) {
         services.memory.connectionEnded(connection)
     }
 

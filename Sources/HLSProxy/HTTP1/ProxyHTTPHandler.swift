@@ -11,7 +11,7 @@ import NIOHTTP1
 /// pipelined requests, reads, refusals, draining, keep-alive, framing) comes from ``ProxyConnectionStateMachine``.
 /// It writes the response bytes itself (``ResponseEncoding``): NIO's pipelining and response-encoding handlers cost
 /// a cache hit more than all they would do for it.
-final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, LargeSendHolding {
+final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
@@ -46,8 +46,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, Lar
     /// The bytes of the request being received, when the decoder found them whole at a boundary: remembered with
     /// the answer if it is a replayed hit from memory.
     private var candidate: RequestDecoder.Candidate?
-    /// Whether a large body sent on this connection counts in the memory tier (``LargeSendHolding``).
-    var holdsLargeSend = false
+    /// Whether a large body sent on this connection counts in the memory tier.
+    let largeSendHold = LargeSendHold()
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
@@ -71,7 +71,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, Lar
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        router.connectionEnded(self)  // removed without the channel closing (an upgrade): the same (idempotent)
+        router.connectionEnded(largeSendHold)  // removed without the channel closing (an upgrade): the same (idempotent)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -161,7 +161,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, Lar
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        router.connectionEnded(self)
+        router.connectionEnded(largeSendHold)
         state.channelClosed()
         let current = responder
         responder = nil

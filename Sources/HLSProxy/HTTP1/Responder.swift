@@ -105,7 +105,7 @@ final class Responder: @unchecked Sendable {
 
     /// The connection this responder answers on (its handler; nil once it is gone): what the memory tier counts
     /// large bodies in flight by.
-    var connection: (any LargeSendHolding)? { handler }
+    var connection: LargeSendHold? { handler?.largeSendHold }
 
     /// Whether a response on this connection goes out without a `Connection` header (HTTP/1.1, kept alive, not
     /// draining): the case a replayed head was rendered for.

@@ -140,29 +140,24 @@ final class MemoryTier: Sendable {
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
     /// ``maxLargeSends`` other connections hold one.
     /// - Parameter headOnly: no body will be written (HEAD): not counted.
-    func bodyToSend(of object: CachedObject, on connection: (any LargeSendHolding)?, headOnly: Bool = false) -> ByteBuffer? {
+    func bodyToSend(of object: CachedObject, on connection: LargeSendHold?, headOnly: Bool = false) -> ByteBuffer? {
         guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object) }
         guard isEnabled, let connection else { return nil }
-        let others: Int
-        if connection.holdsLargeSend {
-            others = largeSends.load(ordering: .relaxed) - 1
-        } else {
-            connection.holdsLargeSend = true
-            others = largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
-        }
+        let others =
+            connection.take()
+            ? largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
+            : largeSends.load(ordering: .relaxed) - 1
         return others < maxLargeSends ? body(of: object) : nil
     }
 
     /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
     /// it has its answer), so it no longer counts.
-    func requestBegan(on connection: any LargeSendHolding) {
-        guard connection.holdsLargeSend else { return }
-        connection.holdsLargeSend = false
-        largeSends.wrappingSubtract(1, ordering: .relaxed)
+    func requestBegan(on connection: LargeSendHold) {
+        if connection.release() { largeSends.wrappingSubtract(1, ordering: .relaxed) }
     }
 
     /// `connection` is closed: what it held no longer counts.
-    func connectionEnded(_ connection: any LargeSendHolding) {
+    func connectionEnded(_ connection: LargeSendHold) {
         requestBegan(on: connection)
     }
 
@@ -234,10 +229,21 @@ final class MemoryTier: Sendable {
     }
 }
 
-/// A connection large bodies are sent on (the HTTP/1 handler): whether it holds one of the tier's large sends
-/// (``MemoryTier/bodyToSend(of:on:headOnly:)``). Only touched on the connection's event loop.
-protocol LargeSendHolding: AnyObject {
-    var holdsLargeSend: Bool { get set }
+/// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:headOnly:)``):
+/// one per connection (its HTTP/1 handler's), counted once however many large bodies it is sent before it asks
+/// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
+final class LargeSendHold: Sendable {
+    private let held = Synchronization.Atomic<Bool>(false)
+
+    /// Marks it held; true if it was not (count it).
+    func take() -> Bool {
+        !held.load(ordering: .relaxed) && !held.exchange(true, ordering: .relaxed)
+    }
+
+    /// Marks it free; true if it was held (stop counting it).
+    func release() -> Bool {
+        held.load(ordering: .relaxed) && held.exchange(false, ordering: .relaxed)
+    }
 }
 
 /// One object's bytes in the memory tier, and what they were read from.
