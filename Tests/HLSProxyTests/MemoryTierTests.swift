@@ -433,6 +433,8 @@ import Testing
         #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
         let fromFile = try StalledClient(port: harness.port, request: request)
         #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "sent its file: counted")
+        let scrape = try await harness.get(harness.base + "/metrics")
+        #expect(try PrometheusText.parse(scrape.text).samples.value("hlscache_memory_large_sends") == 2)
         fromMemory.close()
         #expect(try await Self.eventually { memory.largeSendsInFlight == 1 }, "\(memory.largeSendsInFlight)")
         // The one holding the limit was sent the file: this hit takes the file as well.

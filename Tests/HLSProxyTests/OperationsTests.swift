@@ -174,6 +174,10 @@ final class LogCapture: Sendable {
         let usage = try harness.store.usage()
         #expect(samples.value("hlscache_cache_used_bytes") == Double(usage.bytes))
         #expect(samples.value("hlscache_cache_objects") == Double(usage.count))
+        let memory = harness.server.services.memory.usage
+        #expect(samples.value("hlscache_memory_tier_bytes") == Double(memory.bytes))
+        #expect(samples.value("hlscache_memory_tier_objects") == Double(memory.count))
+        #expect(samples.value("hlscache_memory_large_sends") == 0)
         #expect(samples.value("hlscache_cache_capacity_bytes") == Double(harness.server.configuration.maxCacheBytes))
         #expect((samples.value("hlscache_active_connections") ?? 0) >= 1)
         #expect(samples.value("hlscache_key_fetches_total", ["result": "ok"]) == 0)

@@ -161,7 +161,7 @@ final class MemoryTier: Sendable {
         requestBegan(on: connection)
     }
 
-    /// Connections holding a large body (tests, metrics).
+    /// Connections holding a large body (`hlscache_memory_large_sends`, tests).
     var largeSendsInFlight: Int {
         largeSends.load(ordering: .relaxed)
     }
@@ -215,7 +215,7 @@ final class MemoryTier: Sendable {
         }
     }
 
-    /// Bytes and entries held (metrics, tests).
+    /// Bytes and entries held (`hlscache_memory_tier_bytes`, `hlscache_memory_tier_objects`, tests).
     var usage: (bytes: Int, count: Int) {
         state.withLockedValue { ($0.entries.totalCost, $0.entries.count) }
     }

@@ -25,7 +25,11 @@ final class OperationsEndpoint: Sendable {
                     activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count,
                     inFlightBytes: services.inFlight.used,
                     cacheBytes: usage?.bytes,
-                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes, diskFree: services.store.freeDiskBytes(),
+                    cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes,
+                    memoryTier: {
+                        let held = services.memory.usage; return (held.bytes, held.count, services.memory.largeSendsInFlight)
+                    }(),
+                    diskFree: services.store.freeDiskBytes(),
                     keys: services.keys.statistics,
                     downloadStates: states,
                     originConnectionWaits: {

@@ -38,6 +38,9 @@ package final class ProxyMetrics: Sendable {
     private let cacheBytesUsed: Gauge
     private let cacheBytesCap: Gauge
     private let cacheObjects: Gauge
+    private let memoryTierBytes: Gauge
+    private let memoryTierObjects: Gauge
+    private let memoryLargeSends: Gauge
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
@@ -99,6 +102,16 @@ package final class ProxyMetrics: Sendable {
             descriptor: name("cache_used", "bytes", "Bytes of complete objects in the cache."), labels: [])
         self.cacheBytesCap = registry.makeGauge(descriptor: name("cache_capacity", "bytes", "The cache's size cap."), labels: [])
         self.cacheObjects = registry.makeGauge(descriptor: name("cache_objects", "", "Complete objects in the cache."), labels: [])
+        self.memoryTierBytes = registry.makeGauge(
+            descriptor: name("memory_tier", "bytes", "Bytes held by the memory tier (bodies and overhead; cache.memorySize bounds them)."),
+            labels: [])
+        self.memoryTierObjects = registry.makeGauge(
+            descriptor: name("memory_tier_objects", "", "Objects held by the memory tier."), labels: [])
+        self.memoryLargeSends = registry.makeGauge(
+            descriptor: name(
+                "memory_large_sends", "",
+                "Connections holding a body over 64 KiB they have not asked again since (cache.memoryLargeSends is compared with it)."),
+            labels: [])
         self.keyFetches = registry.makeCounter(
             descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
             labels: [("result", "ok")])
@@ -244,6 +257,8 @@ package final class ProxyMetrics: Sendable {
         var cacheBytes: Int64?
         var cacheObjects: Int?
         var cacheCapacity: Int64
+        /// The memory tier: bytes and objects held, and connections holding a large body.
+        var memoryTier: (bytes: Int, objects: Int, largeSends: Int) = (0, 0, 0)
         var diskFree: Int64?
         var keys: KeyStatistics
         var downloadStates: [String: Int]?
@@ -258,6 +273,9 @@ package final class ProxyMetrics: Sendable {
         if let bytes = snapshot.cacheBytes { cacheBytesUsed.set(bytes) }
         if let count = snapshot.cacheObjects { cacheObjects.set(Int64(count)) }
         cacheBytesCap.set(snapshot.cacheCapacity)
+        memoryTierBytes.set(Int64(snapshot.memoryTier.bytes))
+        memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
+        memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let waits = snapshot.originConnectionWaits {
             let previous = lastConnectionWaits.withLockedValue { last in
