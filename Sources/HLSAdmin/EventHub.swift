@@ -168,8 +168,8 @@ package final class EventHub: Sendable {
             s.polledOnce = true
             // The first read replaces what the hub knew, except states announced from events after it began: those
             // are newer than the read (it did: queued, downloading, then `downloading` again at the second poll).
-            let announcedBefore = s.known
-            if changes.isFirst { s.known = [:] }
+            var announcedBefore: [String: Known] = [:]
+            if changes.isFirst { swap(&announcedBefore, &s.known) }  // moved, not copied
             for item in changes.changed {
                 s.unpolled.remove(item.id)
                 var now = Known(
