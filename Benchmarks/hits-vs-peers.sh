@@ -4,7 +4,8 @@
 #   nginx static       sendfile of the files (no cache logic at all: the floor every cache is compared with)
 #   nginx proxy_cache  nginx as a caching proxy of the same origin (sendfile from its cache files)
 #   Varnish            varnishd -s malloc (serves from memory)
-#   hlscache           the release build, sendfile from its cache
+#   hlscache           the release build: its memory tier (small hits; bodies over 64 KiB while few are in flight),
+#                      else sendfile from its cache files
 # Workloads: 2 MiB and 256 KiB segments, and a 1.8 KB VOD playlist (40 segments; hlscache serves it rewritten),
 # at several connection counts. Every server is warmed (each object fetched once, then checked to be a hit), then
 # each cell runs ROUNDS rounds of wrk per server, the servers interleaved (this machine is shared: single runs swing
