@@ -201,3 +201,4 @@ echo
 rss() { local t=0 pid; for pid in "$@"; do [ -r "/proc/$pid/status" ] && t=$((t + $(awk '/VmHWM/{print $2}' "/proc/$pid/status"))); done; echo "$((t / 1024)) MiB"; }
 # shellcheck disable=SC2046
 echo "peak RSS: nginx (all workers, both roles) $(rss $(pids_of static)), Varnish $(rss $(pids_of varnish)), hlscache $(rss "$hls_pid")${HLSCACHE_BIN_B:+, hlscache B $(rss "${hls_b_pid:-}")}"
+echo "load at the end: $(cut -d" " -f1-3 /proc/loadavg) (other work on the machine moves these figures: compare runs at similar load)"
