@@ -140,18 +140,7 @@ pids_of() { # server -> the processes whose CPU time counts
     hlscache_b) echo "$hls_b_pid" ;;
   esac
 }
-ticks() { local t=0 pid; for pid in "$@"; do [ -r "/proc/$pid/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
-tick_us=$((1000000 / $(getconf CLK_TCK)))
-run_wrk() { # url connections pids... -> "requests/s cpu-µs-per-request"
-  local url=$1 conns=$2
-  shift 2
-  local threads=$((conns < 2 ? 1 : 2)) before after
-  before=$(ticks "$@")
-  wrk -t"$threads" -c"$conns" -d"${duration}s" "$url" >"$work/wrk.out" 2>&1
-  after=$(ticks "$@")
-  awk -v cpu=$(((after - before) * tick_us)) '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} END {printf "%s %.1f", rps, (n ? cpu / n : 0)}' "$work/wrk.out"
-}
-median() { python3 -c 'import sys, statistics; print(round(statistics.median(float(x) for x in sys.argv[1:]), 1))' "$@"; }
+. Benchmarks/lib/wrk-rounds.sh
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(varnishd -V 2>&1 | head -1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
 echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved; median req/s (CPU µs per request)"

@@ -49,16 +49,7 @@ for limit in $limits; do
     wrk -t1 -c1 -d1s "$(url_of "$limit" "$object")" >/dev/null
   done
 done
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-tick_us=$((1000000 / $(getconf CLK_TCK)))
-run_wrk() { # url connections pid -> "requests/s cpu-µs-per-request"
-  local threads=$(($2 < 2 ? 1 : 2)) before after
-  before=$(ticks "$3")
-  wrk -t"$threads" -c"$2" -d"${duration}s" "$1" >"$work/wrk.out" 2>&1
-  after=$(ticks "$3")
-  awk -v cpu=$(((after - before) * tick_us)) '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} END {printf "%s %.1f", rps, (n ? cpu / n : 0)}' "$work/wrk.out"
-}
-median() { python3 -c 'import sys, statistics; print(round(statistics.median(float(x) for x in sys.argv[1:]), 1))' "$@"; }
+. Benchmarks/lib/wrk-rounds.sh
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $bin"
 echo "each cell: $rounds rounds of wrk ${duration}s per server, interleaved; median req/s (server CPU µs per request)"
 echo

@@ -28,7 +28,7 @@ final class ProxyRouter: Sendable {
 
     func route(_ request: ProxyRequest, responder: Responder) {
         // The connection asks again: a large body it was sent has been read.
-        if let connection = responder.connection { services.memory.requestBegan(on: connection) }
+        if let hold = responder.largeSendHold { services.memory.requestBegan(on: hold) }
         // RFC 9110 §9.1: a method the server does not know is 501; the methods of RFC 9110 and PATCH are known, and
         // a path that does not allow one answers 405 with Allow. (Methods llhttp itself does not know never get
         // here: RequestDecoder turns them into a 501 and the connection closes.)
@@ -110,7 +110,7 @@ final class ProxyRouter: Sendable {
     /// false when that answer no longer holds.
     func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
         // As in route(_:responder:): the connection asks again.
-        if let connection = responder.connection { services.memory.requestBegan(on: connection) }
+        if let hold = responder.largeSendHold { services.memory.requestBegan(on: hold) }
         return resources.replay(answer, responder: responder)
     }
 

@@ -337,6 +337,42 @@ import Testing
         return condition()
     }
 
+    /// A large object held in the memory tier, behind a server with `cache.memoryLargeSends` = `limit` that keeps
+    /// clients which do not read (a send timeout of an hour); its file scribbled over unless told (what is sent from
+    /// the file is then all 0x47); the test client has asked again since, so nothing is counted. The caller shuts
+    /// `harness` down.
+    private struct LargeObject {
+        let harness: ProxyHarness
+        let body: [UInt8]
+        /// The object's URL through the proxy, and its path (for clients on sockets of their own).
+        let url: String
+        let path: String
+        var memory: MemoryTier { harness.server.services.memory }
+        /// A GET of `path`, as a client on its own socket sends it.
+        var request: [UInt8] { Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8) }
+        /// A client that sends `request` and never reads the answer.
+        func stalledClient() throws -> StalledClient { try StalledClient(port: harness.port, request: request) }
+    }
+
+    private static func largeObject(limit: Int, size: Int = 2 << 20, scribbled: Bool = true) async throws -> LargeObject {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryLargeSends = limit
+            configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
+        }
+        let body = randomBytes(size)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try await Self.warm(harness, url, "/big.ts")
+        if scribbled { try Self.scribble(over: object) }
+        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
+        let memory = harness.server.services.memory
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
+        return LargeObject(
+            harness: harness, body: body, url: url, path: "/http/127.0.0.1:\(harness.origin.port)/big.ts")
+    }
+
     /// A 2 MiB segment (within the default `cache.memoryMaxObjectSize`) is read in after two serves and then answered
     /// from memory, with the disk path's head.
     @Test func aLargeObjectServedTwiceIsAnsweredFromMemory() async throws {
@@ -363,26 +399,11 @@ import Testing
     /// one read to the end and asked again, one gone mid-body, the third asking again — none is counted and hits come
     /// from memory again.
     @Test func largeSendsFromMemoryAreBoundedAndGivenBack() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
-            configuration.memoryLargeSends = 2
-            configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
-        }
+        let large = try await Self.largeObject(limit: 2)
+        let (harness, body, url, path, memory) = (large.harness, large.body, large.url, large.path, large.memory)
         defer { Task { await harness.shutdown() } }
-        let size = 2 << 20
-        let body = randomBytes(size)
-        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
-        let url = harness.url("/big.ts")
-        _ = try await harness.get(url)
-        try await harness.waitForIdle()
-        let object = try await Self.warm(harness, url, "/big.ts")
-        try Self.scribble(over: object)
-        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
-        let memory = harness.server.services.memory
-        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
-
-        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        let stalled = try (0..<2).map { _ in try StalledClient(port: harness.port, request: request) }
+        let size = body.count
+        let stalled = try (0..<2).map { _ in try large.stalledClient() }
         #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "\(memory.largeSendsInFlight) in flight")
         // The next hits (replayed or ordinary) take the file: the scribbled bytes.
         let fromFile = try await harness.get(url)
@@ -410,28 +431,13 @@ import Testing
     /// A large body sent from its file counts like one from memory: with the limit held by a client that was sent
     /// its file, the next hit takes the file too; many large bodies in flight all take their files.
     @Test func largeBodiesSentFromTheirFilesCountToo() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
-            configuration.memoryLargeSends = 1
-            configuration.sendTimeout = .seconds(3600)
-        }
+        let large = try await Self.largeObject(limit: 1)
+        let (harness, body, url, memory) = (large.harness, large.body, large.url, large.memory)
         defer { Task { await harness.shutdown() } }
-        let size = 2 << 20
-        let body = randomBytes(size)
-        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
-        let url = harness.url("/big.ts")
-        _ = try await harness.get(url)
-        try await harness.waitForIdle()
-        let object = try await Self.warm(harness, url, "/big.ts")
-        try Self.scribble(over: object)  // the file's bytes are 0x47 now: what is sent from it shows
-        _ = try await harness.get(url, method: .HEAD)
-        let memory = harness.server.services.memory
-        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
-
-        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        let fromMemory = try StalledClient(port: harness.port, request: request)
+        let size = body.count
+        let fromMemory = try large.stalledClient()
         #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
-        let fromFile = try StalledClient(port: harness.port, request: request)
+        let fromFile = try large.stalledClient()
         #expect(try await Self.eventually { memory.largeSendsInFlight == 2 }, "sent its file: counted")
         let scrape = try await harness.get(harness.base + "/metrics")
         #expect(try PrometheusText.parse(scrape.text).samples.value("hlscache_memory_large_sends") == 2)
@@ -451,24 +457,11 @@ import Testing
 
     /// A connection that closes mid-body is not counted any more, however many do.
     @Test func connectionsGoneMidBodyAreNotCounted() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
-            configuration.memoryLargeSends = 4
-            configuration.sendTimeout = .seconds(3600)
-        }
-        defer { Task { await harness.shutdown() } }
-        let body = randomBytes(3 << 20)
-        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
-        let url = harness.url("/big.ts")
-        _ = try await harness.get(url)
-        try await harness.waitForIdle()
-        _ = try await Self.warm(harness, url, "/big.ts")
-        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
-        let memory = harness.server.services.memory
-        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
-        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        let large = try await Self.largeObject(limit: 4, size: 3 << 20, scribbled: false)
+        let memory = large.memory
+        defer { Task { await large.harness.shutdown() } }
         for round in 0..<3 {
-            let clients = try (0..<4).map { _ in try StalledClient(port: harness.port, request: request) }
+            let clients = try (0..<4).map { _ in try large.stalledClient() }
             #expect(try await Self.eventually { memory.largeSendsInFlight == 4 }, "round \(round): \(memory.largeSendsInFlight)")
             for client in clients { client.close() }
             #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "round \(round): \(memory.largeSendsInFlight) left")

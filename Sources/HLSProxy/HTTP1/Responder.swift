@@ -103,9 +103,9 @@ final class Responder: @unchecked Sendable {
         handler.writePrepared(head, body: body, headOnly: request.isHead)
     }
 
-    /// The connection this responder answers on (its handler; nil once it is gone): what the memory tier counts
-    /// large bodies in flight by.
-    var connection: LargeSendHold? { handler?.largeSendHold }
+    /// Whether the connection this responder answers on holds a large body (its handler's; nil once it is gone): what
+    /// the memory tier counts large bodies in flight by.
+    var largeSendHold: LargeSendHold? { handler?.largeSendHold }
 
     /// Whether a response on this connection goes out without a `Connection` header (HTTP/1.1, kept alive, not
     /// draining): the case a replayed head was rendered for.

@@ -47,7 +47,7 @@ extension ResourceService {
     /// needed, as no file is read.
     func sendFromMemory(_ replay: HitReplay, responder: Responder) -> Bool {
         guard services.memory.admits(replay.object),
-            let body = services.memory.bodyToSend(of: replay.object, on: responder.connection, headOnly: responder.request.isHead),
+            let body = services.memory.bodyToSend(of: replay.object, on: responder.largeSendHold, headOnly: responder.request.isHead),
             services.store.touchIfUnchanged(replay.object)
         else { return false }
         responder.cacheResult = .hit

@@ -221,7 +221,7 @@ final class ResourceService: Sendable {
     ) -> Bool {
         let source: HitSource
         if services.memory.admits(object),
-            let body = services.memory.bodyToSend(of: object, on: responder.connection, headOnly: request.isHead)
+            let body = services.memory.bodyToSend(of: object, on: responder.largeSendHold, headOnly: request.isHead)
         {
             pin.unpin()
             source = .memory(body)
