@@ -59,6 +59,10 @@ package struct ProxyConfiguration: Sendable {
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
+    /// The clock the client connection timeouts (head, body, send, idle) are measured by; tests move it.
+    package var connectionClock: @Sendable () -> NIODeadline = { .now() }
+    /// The clock live playlists' memory TTL and `max-age` are measured by; tests move it.
+    package var livePlaylistClock: @Sendable () -> NIODeadline = { .now() }
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

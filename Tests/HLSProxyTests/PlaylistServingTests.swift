@@ -223,25 +223,27 @@ import Testing
     }
 
     @Test func livePlaylistIsCachedForHalfItsTargetDurationOnly() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        // The TTL runs on a clock moved by hand: however slow the machine, the second request is within it.
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.livePlaylistClock = { clock.now }
+        }
         defer { Task { await harness.shutdown() } }
-        // Target duration 8 s: TTL 4 s, room for a loaded machine between the first two requests.
+        // Target duration 8 s: TTL 4 s.
         harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 8).utf8), for: "/live/index.m3u8")
-        let asked = ContinuousClock.now
         let first = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(first.text.contains("MEDIA-SEQUENCE:10"))
         harness.origin.setBody(Array(Self.live(sequence: 11, targetDuration: 8).utf8), for: "/live/index.m3u8")
         let cached = try await harness.get(harness.url("/live/index.m3u8"))
-        // Within the TTL only if this test was not stalled for seconds between the two (a starved CI process was).
-        if ContinuousClock.now - asked < .milliseconds(3500) {
-            #expect(cached.text.contains("MEDIA-SEQUENCE:10"), "served from memory within TTL")
-            #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
-        }
-        let before = harness.origin.requests(matching: "/live/index.m3u8").count
-        try await Task.sleep(for: .milliseconds(4100))  // TTL = 8 s × 0.5
+        #expect(cached.text.contains("MEDIA-SEQUENCE:10"), "served from memory within TTL")
+        clock.advance(.milliseconds(3900))
+        let later = try await harness.get(harness.url("/live/index.m3u8"))
+        #expect(later.text.contains("MEDIA-SEQUENCE:10"), "still within the 4 s TTL")
+        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
+        clock.advance(.milliseconds(200))  // TTL = 8 s × 0.5
         let fresh = try await harness.get(harness.url("/live/index.m3u8"))
         #expect(fresh.text.contains("MEDIA-SEQUENCE:11"), "never stale beyond half the target duration")
-        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == before + 1)
+        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 2)
     }
 
     /// A live playlist stored in the cache (an older `hlscache fetch` refused the item but kept it) is never
@@ -356,21 +358,19 @@ import Testing
     /// A live playlist served from memory says `max-age` for what is left of its TTL: a cache in front of the
     /// proxy must not keep a nearly expired copy for a whole TTL more.
     @Test func aLivePlaylistsMaxAgeIsWhatIsLeftOfItsTTL() async throws {
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
-        defer { Task { await harness.shutdown() } }
-        // Target duration 30 s: TTL 15 s, room for a loaded machine.
-        harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 30).utf8), for: "/age/index.m3u8")
-        let start = ContinuousClock.now
-        let first = try await harness.get(harness.url("/age/index.m3u8"))
-        let fresh = try #require(first.headers.first(name: "Cache-Control").flatMap { Int($0.dropFirst("max-age=".count)) })
-        #expect(fresh <= 15 && Double(fresh) >= 15 - Double((ContinuousClock.now - start).components.seconds) - 1)
-        try await Task.sleep(for: .seconds(3))
-        let cached = try await harness.get(harness.url("/age/index.m3u8"))
-        let elapsed = Double((ContinuousClock.now - start).components.seconds)
-        let left = try #require(cached.headers.first(name: "Cache-Control").flatMap { Int($0.dropFirst("max-age=".count)) })
-        if harness.origin.requests(matching: "/age/index.m3u8").count == 1 {
-            #expect(left <= 12 && Double(left) >= 15 - elapsed - 1, "\(left) s left after \(elapsed) s")
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.livePlaylistClock = { clock.now }
         }
+        defer { Task { await harness.shutdown() } }
+        // Target duration 30 s: TTL 15 s, on a clock moved by hand.
+        harness.origin.setBody(Array(Self.live(sequence: 10, targetDuration: 30).utf8), for: "/age/index.m3u8")
+        let first = try await harness.get(harness.url("/age/index.m3u8"))
+        #expect(first.headers.first(name: "Cache-Control") == "max-age=15")
+        clock.advance(.seconds(3))
+        let cached = try await harness.get(harness.url("/age/index.m3u8"))
+        #expect(harness.origin.requests(matching: "/age/index.m3u8").count == 1, "served from memory")
+        #expect(cached.headers.first(name: "Cache-Control") == "max-age=12")
     }
 
     @Test func blockingReloadParametersAlwaysGoToTheOrigin() async throws {

@@ -85,15 +85,28 @@ import Testing
     }
 
     @Test func slowlorisHeadIsCutOff() async throws {
+        // The timeouts run on a clock moved by hand, past the configured 300 ms only: had the server used its
+        // 10 s default (or the 60 s idle timeout), nothing would ever close the connection and the client would
+        // read nothing for 60 s ("closed" false).
+        let clock = StepClock()
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
             $0.requestHeadTimeout = .milliseconds(300)
+            $0.connectionClock = { clock.now }
         }
         defer { Task { await harness.shutdown() } }
-        // The socket's read timeout is 10 s; "closed" means the server hung up before it (the idle timeout is 60 s).
-        let (response, closed) = try await RawHTTP.exchange(
+        async let exchange = RawHTTP.exchange(
             port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 60)
+        try await Self.waitUntil { harness.server.services.connections.count == 1 }
+        clock.advance(.milliseconds(400))
+        let (response, closed) = try await exchange
         #expect(closed)
         #expect(response.isEmpty)
+    }
+
+    /// Waits (bounded at 60 s, in 20 ms steps) for a condition the server reaches on its own time.
+    static func waitUntil(_ condition: () -> Bool) async throws {
+        for _ in 0..<3000 where !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(condition(), "not reached within 60 s")
     }
 
     /// A head that announces a body which never comes used to hold the connection (and its slot under
@@ -165,13 +178,58 @@ import Testing
     }
 
     @Test func idleKeepAliveConnectionIsClosedAfterTheIdleTimeout() async throws {
-        // 2 s, not less: the test client shares the loaded test process, and a CI run once saw it descheduled between
-        // connecting and sending for longer than a 300 ms idle timeout (the server rightly closed the silent connection).
-        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.idleTimeout = .seconds(2) }
+        // On a clock moved by hand: the connection stays open while the clock is short of the 2 s idle timeout,
+        // however long the machine takes, and closes once it is past it (with the 60 s default, never: the client's
+        // 60 s read timeout would end the wait with the connection still open).
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.idleTimeout = .seconds(2)
+            $0.connectionClock = { clock.now }
+        }
         defer { Task { await harness.shutdown() } }
-        let (response, closed) = try await RawHTTP.exchange(
-            port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), readTimeout: 60)
-        #expect(response.hasPrefix("HTTP/1.1 200"))
+        let port = harness.port
+        let fd = try LoopbackSocket.connect(port: port, readTimeout: 60)
+        defer { close(fd) }
+        let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // The whole response (Content-Length), then the connection kept alive.
+        let head = try await offThread { () -> String in
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                guard n > 0 else { break }
+                received.append(contentsOf: buffer[0..<n])
+                let text = String(decoding: received, as: UTF8.self)
+                if let end = text.range(of: "\r\n\r\n"),
+                    let length = text.split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
+                        .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
+                    text.utf8.count - text[..<end.upperBound].utf8.count >= length
+                {
+                    break
+                }
+            }
+            return String(decoding: received, as: UTF8.self)
+        }
+        #expect(head.hasPrefix("HTTP/1.1 200"), "\(head)")
+        clock.advance(.milliseconds(1900))
+        // Short of the timeout: another request on the same connection is answered.
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let again = try await offThread { () -> String in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
+        }
+        #expect(again.hasPrefix("HTTP/1.1 200"), "closed before the idle timeout: \(again)")
+        clock.advance(.milliseconds(2100))
+        let closed = try await offThread { () -> Bool in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n == 0 { return true }  // the server closed it
+                if n < 0 { return false }  // 60 s without the close
+            }
+        }
         #expect(closed)
     }
 

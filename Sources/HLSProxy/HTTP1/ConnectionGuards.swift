@@ -39,13 +39,16 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
 
     private var timeouts: ConnectionTimeouts
     private var check: RepeatedTask?
+    /// The clock the timeouts are measured by (tests move it by hand; the checks still run on the event loop's).
+    private let now: @Sendable () -> NIODeadline
 
     init(
         headTimeout: TimeAmount, bodyTimeout: TimeAmount = .seconds(10), sendTimeout: TimeAmount = .seconds(60),
-        idleTimeout: TimeAmount = .seconds(60)
+        idleTimeout: TimeAmount = .seconds(60), clock: @escaping @Sendable () -> NIODeadline = { .now() }
     ) {
+        self.now = clock
         self.timeouts = ConnectionTimeouts(
-            limits: ConnectionTimeouts.Limits(head: headTimeout, body: bodyTimeout, send: sendTimeout, idle: idleTimeout), now: .now())
+            limits: ConnectionTimeouts.Limits(head: headTimeout, body: bodyTimeout, send: sendTimeout, idle: idleTimeout), now: clock())
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -59,12 +62,12 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
 
     private func startChecking(context: ChannelHandlerContext) {
         guard check == nil else { return }
-        timeouts.connected(at: .now())
+        timeouts.connected(at: now())
         let interval = timeouts.checkInterval
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
         check = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             let (handler, context) = bound.value
-            let expired = handler.timeouts.check(at: .now()) {
+            let expired = handler.timeouts.check(at: handler.now()) {
                 (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
             }
             if expired != nil { context.close(promise: nil) }
@@ -72,7 +75,7 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        timeouts.bytesRead(at: .now())
+        timeouts.bytesRead(at: now())
         context.fireChannelRead(data)
     }
 
@@ -85,7 +88,7 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
     }
 
     func responseCompleted() {
-        timeouts.responseCompleted(at: .now())
+        timeouts.responseCompleted(at: now())
     }
 
     func queued(bytes: Int) {

@@ -103,7 +103,8 @@ package final class ProxyServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     let timeouts = ConnectionTimeoutHandler(
                         headTimeout: configuration.requestHeadTimeout, bodyTimeout: configuration.requestBodyTimeout,
-                        sendTimeout: configuration.sendTimeout, idleTimeout: configuration.idleTimeout)
+                        sendTimeout: configuration.sendTimeout, idleTimeout: configuration.idleTimeout,
+                        clock: configuration.connectionClock)
                     try sync.addHandler(timeouts)
                     // No HTTPServerPipelineHandler, HTTPResponseEncoder or error handler: ProxyHTTPHandler queues
                     // pipelined requests, answers decoder errors and writes the response bytes itself. Every

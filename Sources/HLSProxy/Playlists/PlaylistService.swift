@@ -18,14 +18,14 @@ struct RewrittenPlaylist: Sendable {
     var isLive: Bool
     /// How long a live playlist may be served from memory.
     var ttl: Double
-    /// When it was made from the origin's answer.
+    /// When it was made from the origin's answer (on ``ProxyConfiguration/livePlaylistClock``).
     var madeAt: NIODeadline = .now()
 
-    /// The `Cache-Control` to send: a live playlist may be kept downstream only for what is left of its TTL (a
-    /// cache in front of the proxy adding a whole TTL to a copy already nearly a TTL old would serve it stale).
-    var cacheControl: String {
+    /// The `Cache-Control` to send at `now`: a live playlist may be kept downstream only for what is left of its TTL
+    /// (a cache in front of the proxy adding a whole TTL to a copy already nearly a TTL old would serve it stale).
+    func cacheControl(at now: NIODeadline) -> String {
         guard isLive else { return "no-cache" }
-        let elapsed = Double((NIODeadline.now() - madeAt).nanoseconds) / 1e9
+        let elapsed = Double((now - madeAt).nanoseconds) / 1e9
         return "max-age=\(max(0, Int((ttl - elapsed).rounded())))"
     }
 }
@@ -362,7 +362,8 @@ final class PlaylistService: Sendable {
         if raw.count >= Self.trimThreshold { MemoryTrim.giveBackFreedMemory() }
         let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
         let result = RewrittenPlaylist(
-            body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl)
+            body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl,
+            madeAt: configuration.livePlaylistClock())
         guard keep else { return result }
         if isLive {
             remember(result, key: key)
@@ -463,7 +464,7 @@ final class PlaylistService: Sendable {
     // MARK: - Live playlists
 
     private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
-        let expires = NIODeadline.now() + .nanoseconds(Int64(playlist.ttl * 1e9))
+        let expires = configuration.livePlaylistClock() + .nanoseconds(Int64(playlist.ttl * 1e9))
         live.withLockedValue { _ = $0.setValue((playlist, expires), forKey: key) }
     }
 
@@ -471,7 +472,7 @@ final class PlaylistService: Sendable {
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
         live.withLockedValue { entries in
             guard let entry = entries.value(forKey: key) else { return nil }
-            guard entry.expires > .now() else {
+            guard entry.expires > configuration.livePlaylistClock() else {
                 entries.removeValue(forKey: key)
                 return nil
             }
@@ -486,7 +487,7 @@ final class PlaylistService: Sendable {
         headers.add(name: "Content-Type", value: MediaTypes.playlist)
         headers.add(name: "Vary", value: "Accept-Encoding")
         headers.add(name: "X-Cache", value: cache)
-        headers.add(name: "Cache-Control", value: playlist.cacheControl)
+        headers.add(name: "Cache-Control", value: playlist.cacheControl(at: configuration.livePlaylistClock()))
         var body = playlist.body
         if responder.request.acceptsGzip, let gzip = playlist.gzip {
             body = gzip
