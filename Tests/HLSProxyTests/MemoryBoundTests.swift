@@ -192,11 +192,9 @@ import Testing
                 port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/stall.ts", bodyBytes: 1 << 20, thenWaitFor: release)
         }
         let key = try CacheKey(OriginURL(harness.originURL("/stall.ts")), volatileParameters: [])
-        var peak: Int64 = 0
-        try await Self.waitUntil("the object to be stored while its client is stalled") {
-            peak = max(peak, harness.server.services.inFlight.used)
-            return harness.store.lookup(key) != nil
-        }
+        try await Self.waitUntil("the object to be stored while its client is stalled") { harness.store.lookup(key) != nil }
+        // The high-water mark, not samples of the current value (a spike between two samples would be missed).
+        let peak = harness.server.services.inFlight.peak
         release.signal()
         let read = try await reader.value
         #expect(read.matches)
@@ -354,6 +352,7 @@ enum SlowReader {
         var header: [UInt8] = []
         var headerDone = false
         var chunked = false
+        var dechunker = Dechunker()
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var body = 0
         var matches = true
@@ -377,9 +376,9 @@ enum SlowReader {
                 chunked = String(decoding: header, as: UTF8.self).lowercased().contains("transfer-encoding: chunked")
             }
             if chunked {
-                // The chunk framing is not taken apart: only the amount is counted.
-                body += bytes.count
-                continue
+                // The chunk framing taken apart: the payload is checked like any other body.
+                bytes = dechunker.payload(bytes)
+                guard !dechunker.malformed else { throw Failure() }
             }
             let count = min(bytes.count, bodyBytes - body)
             if matches { matches = Array(bytes.prefix(count)).withUnsafeBytes { TestPattern.matches($0, at: Int64(body)) } }
@@ -393,5 +392,81 @@ enum SlowReader {
         // Generous: the test signals once it has seen what it waits for.
         _ = thenWaitFor?.wait(timeout: .now() + 300)
         return (body, matches)
+    }
+}
+
+/// Takes the framing out of a chunked body (RFC 9112 §7.1) fed in pieces of any size.
+struct Dechunker {
+    private enum State {
+        case size([UInt8])
+        case data(Int)
+        case dataEnd(Int)
+        case done
+    }
+
+    private var state = State.size([])
+    private(set) var malformed = false
+
+    /// The payload bytes in `bytes`, in order.
+    mutating func payload(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var out: [UInt8] = []
+        var rest = bytes
+        while !rest.isEmpty, !malformed {
+            switch state {
+            case .size(var line):
+                let byte = rest.removeFirst()
+                if byte == 10 {
+                    let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                    guard let size = Int(text.split(separator: ";").first ?? "", radix: 16) else {
+                        malformed = true
+                        break
+                    }
+                    state = size == 0 ? .done : .data(size)
+                } else {
+                    line.append(byte)
+                    state = .size(line)
+                }
+            case .data(let left):
+                let take = min(left, rest.count)
+                out.append(contentsOf: rest.prefix(take))
+                rest = rest.dropFirst(take)
+                state = take == left ? .dataEnd(2) : .data(left - take)
+            case .dataEnd(let left):
+                rest.removeFirst()
+                state = left == 1 ? .size([]) : .dataEnd(left - 1)
+            case .done:
+                rest.removeAll()
+            }
+        }
+        return out[...]
+    }
+}
+
+@Suite struct DechunkerTests {
+    /// SlowReader checks a chunked body's payload (it used to count the framing and check nothing): fed in pieces
+    /// that split sizes, payload and CRLFs anywhere, the payload comes out whole and in order.
+    @Test func takesTheFramingOutOfAChunkedBodyFedInAnyPieces() {
+        let payload = Array(TestPattern.bytes(at: 0, count: 10_000).readableBytesView)
+        var wire: [UInt8] = []
+        var offset = 0
+        for size in [1, 4095, 16, 3000, 2888] {
+            wire += Array(String(size, radix: 16).utf8) + Array(";ext=1\r\n".utf8) + payload[offset..<offset + size] + [13, 10]
+            offset += size
+        }
+        wire += Array("0\r\n\r\n".utf8)
+        for piece in [1, 7, 4096, wire.count] {
+            var dechunker = Dechunker()
+            var out: [UInt8] = []
+            var start = 0
+            while start < wire.count {
+                out += dechunker.payload(wire[start..<min(start + piece, wire.count)])
+                start += piece
+            }
+            #expect(!dechunker.malformed)
+            #expect(out == payload, "pieces of \(piece)")
+        }
+        var bad = Dechunker()
+        _ = bad.payload(Array("zz\r\n".utf8)[...])
+        #expect(bad.malformed)
     }
 }

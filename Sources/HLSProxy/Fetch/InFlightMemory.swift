@@ -9,6 +9,8 @@ final class InFlightMemory: Sendable {
 
     private struct State {
         var used: Int64 = 0
+        /// The most ever held at once (a high-water mark, like `VmHWM`: no spike between two looks is missed).
+        var peak: Int64 = 0
         var nextID = 0
         var waiters: [Int: @Sendable () -> Void] = [:]
     }
@@ -22,6 +24,9 @@ final class InFlightMemory: Sendable {
     /// Bytes held now.
     var used: Int64 { state.withLockedValue { $0.used } }
 
+    /// The most bytes held at once since the start.
+    var peak: Int64 { state.withLockedValue { $0.peak } }
+
     /// Whether the budget is used up.
     var isExhausted: Bool { state.withLockedValue { $0.used > budget } }
 
@@ -30,6 +35,7 @@ final class InFlightMemory: Sendable {
         guard bytes != 0 else { return }
         let woken = state.withLockedValue { state -> [@Sendable () -> Void] in
             state.used -= bytes
+            state.peak = max(state.peak, state.used)
             guard state.used <= budget, !state.waiters.isEmpty else { return [] }
             defer { state.waiters.removeAll() }
             return Array(state.waiters.values)
