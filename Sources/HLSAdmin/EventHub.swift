@@ -46,8 +46,13 @@ package final class EventHub: Sendable {
     /// Told of every event as it is broadcast (the webhooks); they must not wait.
     private let observers = NIOLockedValueBox<[@Sendable (AdminEvent) -> Void]>([])
 
-    package init(progressInterval: Duration = .milliseconds(250)) {
+    /// Called by ``publish(_:)`` just before it waits for its turn to send (tests use it as a barrier to force an
+    /// event to arrive while a poll is sending).
+    private let beforeSending: (@Sendable (DownloadEvent) -> Void)?
+
+    package init(progressInterval: Duration = .milliseconds(250), beforeSending: (@Sendable (DownloadEvent) -> Void)? = nil) {
         self.progressInterval = progressInterval
+        self.beforeSending = beforeSending
     }
 
     /// The number of connected subscribers.
@@ -69,6 +74,7 @@ package final class EventHub: Sendable {
 
     /// A downloader event (pass this as the ``Downloader``'s `onEvent`).
     package func publish(_ event: DownloadEvent) {
+        beforeSending?(event)
         sending.withLock { publishInOrder(event) }
     }
 

@@ -70,6 +70,7 @@ extension CacheStore {
                 for (hash, row) in hidden where state.entries[hash] == nil { state.entries[hash] = row }
             }
         }
+        if !victims.isEmpty, let hook = beforeUnlinkHook.withLock({ $0 }) { hook() }
         // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
         for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
         if !victimKeys.isEmpty {

@@ -136,6 +136,15 @@ package final class CacheStore: Sendable {
         evictionObservers.withLock { $0.append(observer) }
     }
 
+    /// Called by each eviction between deleting its rows and unlinking their files (tests: a barrier that holds an
+    /// eviction there, to close the store in that window every run).
+    let beforeUnlinkHook = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Sets the hook ``beforeUnlinkHook`` runs (nil: none).
+    package func beforeUnlinking(_ hook: (@Sendable () -> Void)?) {
+        beforeUnlinkHook.withLock { $0 = hook }
+    }
+
     /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
     /// using the directory's lock. Open writers can still finish. Idempotent.
     package func close() {

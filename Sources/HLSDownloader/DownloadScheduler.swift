@@ -27,8 +27,14 @@ package actor DownloadScheduler {
         for task in tasks { await task.value }
     }
 
-    /// One poll.
-    package func tick() {
+    /// One poll. Returns how many items run after it (read in the same actor turn: none can have finished).
+    @discardableResult
+    package func tick() -> Int {
+        poll()
+        return running.count
+    }
+
+    private func poll() {
         do {
             try downloader.items.recoverInterrupted()
             try downloader.expireDue()

@@ -60,7 +60,9 @@ struct EventHubTests {
     func eventsLeaveInTheOrderDecided() throws {
         let (items, directory) = try Self.store()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let hub = EventHub()
+        // The other thread's publish tells when it has come to wait for its turn: the race is reached every run.
+        let arrived = DispatchSemaphore(value: 0)
+        let hub = EventHub(beforeSending: { _ in arrived.signal() })
         let recorder = Recorder()
         let feed = ItemChangeFeed(items: items)
         for id in ["x", "y"] { try items.insert(DownloadItem(id: id, url: "http://127.0.0.1:9/\(id).m3u8")) }
@@ -88,11 +90,15 @@ struct EventHubTests {
                 hub.publish(.stateChanged(id: "y", state: .partiallyCached, errorCode: nil))
                 published.signal()
             }
-            // Gives the other thread the chance to overtake, which it must not take: without the order held, it sends
-            // y's `partiallyCached` at once and the poll's `downloading` for y follows it.
+            // The other thread is at the hub's door while this poll is still sending (a barrier, however slow the
+            // machine). Then it gets a second to overtake, which it must not take: without the order held, it sends
+            // y's `partiallyCached` at once and the poll's `downloading` for y follows it. (With the order held it
+            // cannot publish before this returns: the wait always runs out, and the test never depends on it.)
+            #expect(arrived.wait(timeout: .now() + 60) == .success, "the other thread reached publish")
             if published.wait(timeout: .now() + 1) == .success { overtook.withLockedValue { $0 = true } }
         }
         hub.poll(changes, readAt: .now)
+        #expect(!overtook.withLockedValue { $0 }, "the other thread's event left while the poll was sending")
         if !overtook.withLockedValue({ $0 }) {
             #expect(published.wait(timeout: .now() + 60) == .success, "the other thread's publish returned")
         }

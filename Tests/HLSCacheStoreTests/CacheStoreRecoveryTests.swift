@@ -91,7 +91,7 @@ import Testing
     private static func closeDuringEviction() throws {
         let dir = try TemporaryDirectory()
         try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0).close()  // the schema
-        let count = 10_000
+        let count = 300  // the window is held open by a barrier: no need for many files to make it last
         let queue = try DatabaseQueue(path: dir.path + "/index.sqlite")
         for prefix in 0..<256 {
             try FileManager.default.createDirectory(
@@ -114,18 +114,26 @@ import Testing
 
         let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0)
         #expect(try cache.usage().count == count)
+        // The eviction is held between deleting its rows and unlinking their files while the store is closed: the
+        // window is reached every run, whatever the machine's speed.
+        let rowsGone = DispatchSemaphore(value: 0)
+        let closedNow = DispatchSemaphore(value: 0)
+        cache.beforeUnlinking {
+            rowsGone.signal()
+            _ = closedNow.wait(timeout: .now() + 300)
+        }
         let evicted = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             _ = try? cache.evict(bytes: Int64(count))
             evicted.signal()
         }
-        // Close as soon as the rows are gone: the files are being unlinked now (or already are).
-        while try cache.usage().count > 0 { usleep(200) }
+        #expect(rowsGone.wait(timeout: .now() + 300) == .success, "the eviction reached its unlinks")
+        #expect(try cache.usage().count == 0)
         cache.close()
-        let left = dir.objectFiles().count
-        let sessionKept = !dir.files(in: "sessions").isEmpty
+        #expect(dir.objectFiles().count == count, "closed before any file was unlinked")
+        #expect(!dir.files(in: "sessions").isEmpty, "files without rows, and no session file to have them removed")
+        closedNow.signal()
         evicted.wait()
-        #expect(left == 0 || sessionKept, "\(left) files without rows, and no session file to have them removed")
 
         // Whatever this process had time to do, the next open leaves no file without a row.
         let reopened = try CacheStore.open(directory: dir.path, maxBytes: 1 << 40, freeDiskCushion: 0)
