@@ -156,7 +156,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures"], swiftSettings: swiftSettings),
+            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures", "FuzzRegressions"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto", "HLSTestSupport"], swiftSettings: swiftSettings),
         .testTarget(

@@ -26,6 +26,11 @@ import Testing
         #expect(String(decoding: fast, as: UTF8.self) == String(decoding: slow, as: UTF8.self))
     }
 
+    /// The cases below come from a directory listing: one that found nothing would run no case and pass.
+    @Test func theFixturesAreFound() {
+        #expect(Self.fixtureNames.count >= 10, "\(Self.fixtureNames) in \(Self.fixtures.path)")
+    }
+
     @Test(arguments: fixtureNames)
     func fixtures(_ name: String) throws {
         let text = try String(contentsOf: Self.fixtures.appendingPathComponent(name), encoding: .utf8)
