@@ -122,9 +122,9 @@ final class LogCapture: Sendable {
         let harness = try await ProxyHarness.start(serving: dir, configure: { $0.prefetchSegments = 0 }) { origin in
             origin.retry.maxRetries = 0
         }
-        let down = TestOrigin(root: dir)
-        try await down.start()
-        await down.stop()
+        // Reserved, not a stopped server's port: in a parallel run another test's server was given that one and
+        // answered 404.
+        let down = try ReservedPort()
 
         let miss = try await harness.get(harness.url("/seg0.ts?token=secret"))
         #expect(miss.status == 200 && miss.headers.first(name: "X-Cache") == "MISS")
@@ -138,6 +138,7 @@ final class LogCapture: Sendable {
         let unreachable = try await harness.get("\(harness.base)/http/127.0.0.1:\(down.port)/seg0.ts")
         #expect(unreachable.status == 502)
         try await harness.waitForIdle()
+        withExtendedLifetime(down) {}
 
         let scrape = try await harness.get(harness.base + "/metrics")
         #expect(scrape.status == 200)
