@@ -73,10 +73,13 @@ struct MemoryTierContents<Value> {
 
     /// The value held for `key`, marked as asked for at `now` (and made the most recent of its region).
     mutating func value(forKey key: CacheKey, now: UInt64) -> Value? {
-        if let value = small.touchValue(forKey: key, { entry -> Value in
-            entry.lastUsed = now
-            return entry.value
-        }) {
+        if let value = small.touchValue(
+            forKey: key,
+            { entry -> Value in
+                entry.lastUsed = now
+                return entry.value
+            })
+        {
             return value
         }
         return large.touchValue(forKey: key) { entry -> Value in
