@@ -48,9 +48,9 @@ package struct ProxyConfiguration: Sendable {
     /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
     /// slices when asked for by range (docs/architecture.md, "Slices").
     package var sliceSize: Int64 = SliceLayout.defaultSliceSize
-    /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
-    /// 0 disables the memory tier).
-    package var memoryCacheBytes: Int = 64 << 20
+    /// Bytes of hot objects held in memory to answer hits without reading their files (`cache.memorySize`; 0
+    /// disables the memory tier; by default sized from the machine, ``MemoryTierSizing``).
+    package var memoryCacheBytes: Int = MemoryTierSizing.machineDefault
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
     package var memoryMaxObjectBytes: Int = 4 << 20
     /// Bodies over 64 KiB go from the memory tier while fewer than this many other connections hold one (from memory
