@@ -59,6 +59,10 @@ package struct ProxyConfiguration: Sendable {
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
+    /// Told on the event loop each time response body bytes are handed to a connection: the request's target, and
+    /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
+    /// loop with it.
+    package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).
