@@ -101,7 +101,7 @@ import Testing
         let bigSlices = order.filter { $0.target == bigTarget }
         let playlistDone = try #require(order.firstIndex { $0.target == playlistTarget && $0.last }, "\(order)")
         let bigDone = try #require(order.firstIndex { $0.target == bigTarget && $0.last })
-        let expectedSlices = (2 << 20) / ProxyHTTPHandler.sliceBytes
+        let expectedSlices = (2 << 20) / harness.server.configuration.sendSliceBytes
         #expect(bigSlices.count == expectedSlices, "2 MiB in \(bigSlices.count) writes, not \(expectedSlices) slices")
         #expect(order.first?.target == bigTarget, "the 2 MiB request was handled first")
         #expect(playlistDone < bigDone, "the playlist waited for the whole body: \(order)")
