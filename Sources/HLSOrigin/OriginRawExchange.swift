@@ -19,10 +19,14 @@ import NIOSSL
 /// request line is the path and query exactly as given, over plain TCP or TLS (certificate verification as
 /// AsyncHTTPClient's, the configured extra trust roots included), `Connection: close`, to the addresses the
 /// destination check just approved. Responses reach the same ``OriginAttemptDelegate`` as AsyncHTTPClient's, with
-/// the same backpressure: the next read waits until the delegate took the last part. Rare, so not pooled.
+/// the same backpressure: the next read waits until the delegate took the last part. Rare, so not pooled. Paths and
+/// queries with characters Foundation's `URL` would escape (`[`, `]`, `|`, `^`, `` ` ``, `{`, `}`) go here too.
 final class OriginRawExchange: Sendable {
     /// Whether AsyncHTTPClient would send another request line than `url`'s path and query.
     static func isNeeded(for url: OriginURL) -> Bool {
+        // `[`, `]`, `|`, `^`, `` ` ``, `{`, `}`: Foundation's URL escapes them (`%5B`), another path to an origin
+        // that matches paths literally.
+        if url.hasLiteralUnsafeCharacters { return true }
         guard url.path.utf8.contains(UInt8(ascii: "%")) else { return false }
         guard let parsed = URL(string: url.string) else { return true }
         return parsed.path.isEmpty && url.path != ""
