@@ -98,7 +98,8 @@ extension Playlist {
             switch line.kind {
             case .tag(.inf):
                 (attributes, name) = Self.channelInfo(tagValue(ofLine: index))
-            case .tag(.unknown):
+            case .tag(.unknown), .comment:
+                // `#KODIPROP:` is no `#EXT` tag: a comment to the reader.
                 let text = text(ofLine: index).trimmingLineSpace()
                 if text.hasPrefix("#EXTHTTP:") {
                     extHTTPHeaders += Self.jsonStringObject(String(text.dropFirst("#EXTHTTP:".count))) ?? []

@@ -7,7 +7,7 @@ import Foundation
 /// VLC (`cvlc`) and mpv as the tests' real players (Debian packages `vlc` and `mpv`, `make test-deps`).
 ///
 /// Both play in real time with no video or audio device (`--vout=dummy --aout=dummy`, `--vo=null --ao=null`) and say
-/// what they did: VLC's `-vvv` log (each input's `EOF reached`, its decoders), mpv's end of each file with the position
+/// what they did: VLC's `-vvv` log (each input's `EOF reached`, the pictures decoded), mpv's end of each file with the position
 /// reached (a Lua script prints `time-pos` at `end-file`). VLC refuses to run as root: as root it runs as `nobody`
 /// (`setpriv`) with a HOME of its own.
 package enum RealPlayers {
@@ -31,8 +31,11 @@ package enum RealPlayers {
         package var endings: [Ending]
         /// VLC: how many inputs reached their end (`main input debug: EOF reached`).
         package var vlcEndsReached: Int { log.components(separatedBy: "main input debug: EOF reached").count - 1 }
-        /// VLC: the decoders it started (`using decoder module "avcodec"`, …), one per elementary stream decoded.
-        package var vlcDecoders: Int { log.components(separatedBy: "main decoder debug: using decoder module").count - 1 }
+        /// VLC: the H.264 pictures its decoder (libavcodec, which logs each NAL unit at `-vvv`) decoded: one IDR or
+        /// non-IDR slice per picture in the test streams.
+        package var vlcPicturesDecoded: Int {
+            log.split(separator: "\n").count { $0.contains("nal_unit_type: 1(") || $0.contains("nal_unit_type: 5(") }
+        }
     }
 
     package static func isInstalled(_ player: Player) -> Bool {
