@@ -17,10 +17,12 @@ package enum RealPlayers {
         package var executable: String { self == .vlc ? "/usr/bin/cvlc" : "/usr/bin/mpv" }
     }
 
-    /// One file mpv finished: why (`eof`, `error`, `quit`, `redirect` for a list it opened) and the position reached.
+    /// One file mpv finished: why (`eof`, `error`, `quit`, `redirect` for a list it opened), the position reached and
+    /// the seconds played.
     package struct Ending: Sendable, Equatable {
         package var reason: String
         package var position: Double
+        package var played: Double
     }
 
     package struct Run: Sendable {
@@ -42,12 +44,19 @@ package enum RealPlayers {
         FileManager.default.isExecutableFile(atPath: player.executable)
     }
 
+    /// Prints, at the end of each file, the position and the seconds played: the sum of the forward steps of
+    /// `time-pos` (a stream's timestamps may start again after an `EXT-X-DISCONTINUITY`).
     private static let positionScript = """
-        local last = -1
-        mp.observe_property("time-pos", "number", function(_, v) if v then last = v end end)
-        mp.register_event("start-file", function() last = -1 end)
+        local last, played = -1, 0
+        mp.observe_property("time-pos", "number", function(_, v)
+          if v then
+            if last >= 0 and v > last and v - last < 1 then played = played + (v - last) end
+            last = v
+          end
+        end)
+        mp.register_event("start-file", function() last, played = -1, 0 end)
         mp.register_event("end-file", function(e)
-          io.stderr:write(string.format("hlscache-test end-file reason=%s position=%.3f\\n", tostring(e.reason), last))
+          io.stderr:write(string.format("hlscache-test end-file reason=%s position=%.3f played=%.3f\\n", tostring(e.reason), last, played))
         end)
         """
 
@@ -119,11 +128,13 @@ package enum RealPlayers {
         for line in text.split(separator: "\n") where line.hasPrefix("hlscache-test end-file ") {
             var reason = ""
             var position = -1.0
+            var played = 0.0
             for field in line.split(separator: " ") {
                 if field.hasPrefix("reason=") { reason = String(field.dropFirst("reason=".count)) }
                 if field.hasPrefix("position=") { position = Double(field.dropFirst("position=".count)) ?? -1 }
+                if field.hasPrefix("played=") { played = Double(field.dropFirst("played=".count)) ?? 0 }
             }
-            endings.append(Ending(reason: reason, position: position))
+            endings.append(Ending(reason: reason, position: position, played: played))
         }
         return Run(status: process.terminationStatus, log: text, endings: endings)
     }
