@@ -28,7 +28,9 @@ extension OriginURL {
             if let start = suffixStart {
                 let suffix = String(decoding: u[start...], as: UTF8.self)
                 guard isHeaderList(suffix) else { return nil }
-                let headers = Playlist.headerList(suffix).map { (name: $0.name, value: $0.value) }
+                // A value that decodes to a control character (`%0D%0A`) is left out: it cannot be sent.
+                let headers = Playlist.headerList(suffix).filter { $0.value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) } }
+                    .map { (name: $0.name, value: $0.value) }
                 return (String(decoding: u[..<i], as: UTF8.self), headers)
             }
             i += 1

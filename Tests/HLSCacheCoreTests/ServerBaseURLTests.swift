@@ -51,6 +51,10 @@ import Testing
         #expect(split.target == "/http/o:81/ch/one.m3u8?t=1")
         #expect(split.headers.map(\.name) == ["User-Agent", "Referer"])
         #expect(split.headers.map(\.value) == ["Kodi/20", "http://p.example/x"])
+        // A value that decodes to a line break is left out, the rest is used.
+        let injected = try #require(OriginURL.splittingHeaderSuffix(of: "/http/o/a.ts|Referer=x%0D%0AInjected:%201&User-Agent=A"))
+        #expect(injected.target == "/http/o/a.ts")
+        #expect(injected.headers.map(\.name) == ["User-Agent"])
         let escaped = try #require(OriginURL.splittingHeaderSuffix(of: "/https/o/one.m3u8%7Cuser-agent=VLC"))
         #expect(escaped.target == "/https/o/one.m3u8")
         #expect(escaped.headers.map(\.value) == ["VLC"])
