@@ -38,6 +38,7 @@ extension HLSCacheSettings {
         configuration.requestBodyTimeout = Self.timeAmount(requestBodyTimeout)
         configuration.sendTimeout = Self.timeAmount(sendTimeout)
         configuration.maxHeaderCount = maxHeaderCount
+        configuration.sendSliceBytes = sendSliceBytes
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
