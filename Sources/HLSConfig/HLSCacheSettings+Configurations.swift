@@ -27,6 +27,7 @@ extension HLSCacheSettings {
         configuration.freeDiskCushion = freeDiskCushion
         configuration.volatileQueryParameters = volatileQueryParameters
         configuration.webOrigins = webOriginPolicy
+        configuration.serverNames = ServerBaseURL(serverNames: serverNames)
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.liveTTLFactor = liveTTLFactor

@@ -42,6 +42,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var volatileQueryParameters: [String]
     /// `http.allowedWebOrigins`, as written (parsed by ``webOriginPolicy``).
     package var allowedWebOrigins: [String]
+    /// `http.serverNames`.
+    package var serverNames: [String] = []
     package var logLevel: String
     package var logFormat: LogFormat = .text
     package var maxPlaylistBytes: Int

@@ -58,6 +58,10 @@ package enum SettingCatalog {
             .list(
                 "http.allowedWebOrigins", \.allowedWebOrigins, flag: "--allowed-web-origins", validate: SettingKey.webOrigin,
                 "web pages allowed to read content, keys and the API: loopback, origins (https://host[:port]), null, or *"),
+            .list(
+                "http.serverNames", \.serverNames, validate: SettingKey.serverName,
+                "names a request's Host may give this server by in the absolute URLs of channel lists (name or name:port), besides the address the client reached"
+            ),
             .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in

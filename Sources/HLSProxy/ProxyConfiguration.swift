@@ -15,6 +15,9 @@ package struct ProxyConfiguration: Sendable {
     package var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
     /// The web pages allowed to read content (CORS), keys and the admin API (`http.allowedWebOrigins`).
     package var webOrigins: WebOriginPolicy = .default
+    /// Names (`name` or `name:port`) a request's `Host` may give this server by, besides the address it was reached
+    /// at, for the absolute URLs of channel lists (`http.serverNames`, ``ServerBaseURL``).
+    package var serverNames = ServerBaseURL()
     /// Playlists larger than this are refused (502 `corrupted`).
     package var maxPlaylistBytes: Int = 16 << 20
     /// Refuse (502 `corrupted`) every playlist that departs from RFC 8216 (`playlists.strict`). Default false: the

@@ -210,7 +210,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .none:
             break
         case .dispatch(let head, _):
-            var request = ProxyRequest(head: head, remoteAddress: context.channel.remoteAddress, body: requestBody)
+            var request = ProxyRequest(
+                head: head, remoteAddress: context.channel.remoteAddress, localAddress: context.channel.localAddress, body: requestBody)
             request.page = request.judgedPage(by: webOrigins)
             requestBody = nil
             let responder = Responder(

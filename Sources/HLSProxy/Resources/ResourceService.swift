@@ -36,7 +36,11 @@ final class ResourceService: Sendable {
             memo = known
         } else {
             do {
-                let url = try OriginURL(proxyTarget: target)
+                // Kodi's `|User-Agent=…&Referer=…` after the URL (a channel list's, sent on by a player that does not
+                // know it): the headers go with the origin requests for the URL, never the suffix itself.
+                let suffix = OriginURL.splittingHeaderSuffix(of: target)
+                let url = try OriginURL(proxyTarget: suffix?.target ?? target)
+                if let suffix, !suffix.headers.isEmpty { services.playlists.learnHeaders(suffix.headers, for: url) }
                 let volatile = services.configuration.volatileQueryParameters
                 memo = TargetMemo(
                     resolved: ResolvedTarget(
@@ -322,7 +326,8 @@ final class ResourceService: Sendable {
             defer { pin.unpin() }
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
             do {
-                return try playlists.process(raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens)
+                return try playlists.process(
+                    raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens, contentType: raw.contentType)
             } catch let error as PlaylistService.StoredLivePlaylist {
                 // A live playlist is never served from a stored copy (it would freeze the stream): the copy goes.
                 _ = try? store.remove(key)
