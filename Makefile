@@ -7,10 +7,11 @@ SWIFT ?= swift
 DEB_PACKAGES := libssl-dev zlib1g-dev libsqlite3-dev pkg-config ffmpeg
 # Only for the test run: the status page test loads it in headless Chromium; the OpenAPI test validates with Python;
 # the AES and HTTPS-origin tests use the openssl command (a cipher to compare with, a test CA); the fleet test runs
-# HAProxy in front of three servers (scripts/fleet-check.sh, with curl). Every test that needs one of them runs:
-# a skip not listed in Tests/allowed-skips.txt fails `make test` (scripts/run-tests.sh). python3-pip installs what
-# Debian does not package (scripts/install-python-deps.sh: openapi-spec-validator).
-TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema python3-cryptography python3-pip openssl haproxy curl
+# HAProxy in front of three servers (scripts/fleet-check.sh, with curl); the real-player tests play through the proxy
+# with VLC (cvlc: vlc-bin, and vlc-plugin-base for HLS, TS, MP4, avcodec and the dummy outputs) and mpv. Every test
+# that needs one of them runs: a skip not listed in Tests/allowed-skips.txt fails `make test` (scripts/run-tests.sh).
+# python3-pip installs what Debian does not package (scripts/install-python-deps.sh: openapi-spec-validator).
+TEST_DEB_PACKAGES := chromium python3-yaml python3-jsonschema python3-cryptography python3-pip openssl haproxy curl vlc-bin vlc-plugin-base mpv
 LISTEN ?= 127.0.0.1:8080
 CACHE_DIR ?=
 

@@ -140,6 +140,16 @@ package struct OriginURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL for logs: the query (signed URLs carry tokens in it) shown as `?…`.
     package var redacted: String { "\(scheme)://\(authority)\(path)\(query == nil ? "" : "?…")" }
 
+    /// Whether the path or query holds a character RFC 3986 does not allow but ``encodeInvalid(_:allowQueryChars:)``
+    /// keeps as written (`[`, `]`, `|`, `^`, `` ` ``, `{`, `}`): URL types would escape it before sending.
+    package var hasLiteralUnsafeCharacters: Bool {
+        func unsafe(_ c: UInt8) -> Bool {
+            c == UInt8(ascii: "[") || c == UInt8(ascii: "]") || c == UInt8(ascii: "|") || c == UInt8(ascii: "^")
+                || c == UInt8(ascii: "`") || c == UInt8(ascii: "{") || c == UInt8(ascii: "}")
+        }
+        return path.utf8.contains(where: unsafe) || (query?.utf8.contains(where: unsafe) ?? false)
+    }
+
     /// The path and query on the proxy: `/https/host/path?query`.
     package var proxyPath: String { "/\(scheme)/\(authority)\(path)\(query.map { "?\($0)" } ?? "")" }
 
@@ -231,7 +241,11 @@ package struct OriginURL: Sendable, Hashable, CustomStringConvertible {
 
     private static let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
 
-    /// Percent-encodes bytes that RFC 3986 does not allow in a path or query, leaving `%XX` escapes as they are.
+    /// Percent-encodes the bytes a request line cannot carry as written — spaces, controls, `"`, `<`, `>`, `\`,
+    /// bytes above 0x7F (as the octets they are: `%E9`, `%C3%A9`) — leaving `%XX` escapes as they are. The
+    /// printable characters RFC 3986 does not allow but origins and players send as written (`[`, `]`, `|`, `^`,
+    /// `` ` ``, `{`, `}`) stay: ffmpeg sends them so, browsers leave `[`, `]`, `|`, `^` unescaped in paths, and an
+    /// origin matching paths literally would answer another resource for `%5B` (docs/origin.md).
     static func encodeInvalid(_ text: String, allowQueryChars: Bool) -> String {
         func allowed(_ c: UInt8) -> Bool {
             if URIReference.isAlpha(c) || (c &- UInt8(ascii: "0")) < 10 { return true }
@@ -240,6 +254,9 @@ package struct OriginURL: Sendable, Hashable, CustomStringConvertible {
                 UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
                 UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"),
                 UInt8(ascii: "%"):
+                return true
+            case UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "|"), UInt8(ascii: "^"), UInt8(ascii: "`"), UInt8(ascii: "{"),
+                UInt8(ascii: "}"):
                 return true
             case UInt8(ascii: "?"): return allowQueryChars
             default: return false

@@ -27,6 +27,7 @@ extension HLSCacheSettings {
         configuration.freeDiskCushion = freeDiskCushion
         configuration.volatileQueryParameters = volatileQueryParameters
         configuration.webOrigins = webOriginPolicy
+        configuration.serverNames = ServerBaseURL(serverNames: serverNames)
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.liveTTLFactor = liveTTLFactor
@@ -37,11 +38,12 @@ extension HLSCacheSettings {
         configuration.requestBodyTimeout = Self.timeAmount(requestBodyTimeout)
         configuration.sendTimeout = Self.timeAmount(sendTimeout)
         configuration.maxHeaderCount = maxHeaderCount
+        configuration.sendSliceBytes = sendSliceBytes
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
         configuration.sliceSize = sliceSize
-        configuration.memoryCacheBytes = memoryCacheBytes
+        configuration.memoryCacheBytes = memoryCacheBytes ?? MemoryTierSizing.machineDefault
         configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.memoryLargeSends = memoryLargeSends
         configuration.accessLog = accessLog

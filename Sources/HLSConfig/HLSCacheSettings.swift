@@ -42,6 +42,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var volatileQueryParameters: [String]
     /// `http.allowedWebOrigins`, as written (parsed by ``webOriginPolicy``).
     package var allowedWebOrigins: [String]
+    /// `http.serverNames`.
+    package var serverNames: [String] = []
     package var logLevel: String
     package var logFormat: LogFormat = .text
     package var maxPlaylistBytes: Int
@@ -54,11 +56,13 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var requestBodyTimeout: Duration
     package var sendTimeout: Duration
     package var maxHeaderCount: Int
+    package var sendSliceBytes: Int
     package var inFlightBufferBytes: Int
     package var inFlightMemoryBytes: Int64
     package var maxObjectBytes: Int64
     package var sliceSize: Int64
-    package var memoryCacheBytes: Int
+    /// nil: `auto` (``MemoryTierSizing``).
+    package var memoryCacheBytes: Int?
     package var memoryMaxObjectBytes: Int
     package var memoryLargeSends: Int
     package var shutdownGrace: Duration = .seconds(10)
@@ -148,11 +152,12 @@ package struct HLSCacheSettings: Sendable, Equatable {
         requestBodyTimeout = .nanoseconds(proxy.requestBodyTimeout.nanoseconds)
         sendTimeout = .nanoseconds(proxy.sendTimeout.nanoseconds)
         maxHeaderCount = proxy.maxHeaderCount
+        sendSliceBytes = proxy.sendSliceBytes
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
         sliceSize = proxy.sliceSize
-        memoryCacheBytes = proxy.memoryCacheBytes
+        memoryCacheBytes = nil
         memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
         memoryLargeSends = proxy.memoryLargeSends
 

@@ -34,9 +34,19 @@ package enum SettingCatalog {
             .size(
                 "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
                 "objects of more than 8 slices are stored as slices of this size (asked for by range, or whole with a validator)"),
-            .size(
-                "cache.memorySize", \.memoryCacheBytes,
-                "small hot objects kept in memory as well, so their hits read no file (0 disables)"),
+            .single(
+                "cache.memorySize",
+                "hot objects kept in memory as well, so their hits read no file (auto: a 64th of the memory, 64 MiB to 1 GiB; 0 disables)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.lowercased() == "auto" {
+                        settings.memoryCacheBytes = nil
+                        return
+                    }
+                    guard let bytes = SettingText.size(text), bytes <= Int64(Int.max) else {
+                        throw SettingProblem("not a size (try 256MiB, 1GiB or 0), or auto")
+                    }
+                    settings.memoryCacheBytes = Int(bytes)
+                }, render: { $0.memoryCacheBytes.map { SettingText.format(bytes: Int64($0)) } ?? "auto" }),
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
@@ -48,6 +58,10 @@ package enum SettingCatalog {
             .list(
                 "http.allowedWebOrigins", \.allowedWebOrigins, flag: "--allowed-web-origins", validate: SettingKey.webOrigin,
                 "web pages allowed to read content, keys and the API: loopback, origins (https://host[:port]), null, or *"),
+            .list(
+                "http.serverNames", \.serverNames, validate: SettingKey.serverName,
+                "names a request's Host may give this server by in the absolute URLs of channel lists (name or name:port), besides the address the client reached"
+            ),
             .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
@@ -90,6 +104,9 @@ package enum SettingCatalog {
                 "limits.sendTimeout", \.sendTimeout,
                 "while response bytes wait to be sent, a client that takes none of them for this long is disconnected"),
             .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),
+            .size(
+                "limits.sendSlice", \.sendSliceBytes,
+                "larger response bodies go a slice at a time, between the event loop's other requests (0: whole bodies at once)"),
             .size(
                 "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,
                 "body bytes of one download held in memory; past it the origin waits for the cache file (or the slowest client)"),

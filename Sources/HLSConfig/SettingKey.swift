@@ -215,6 +215,10 @@ extension SettingKey {
         }
     }
 
+    static func serverName(_ text: String) -> String? {
+        ServerBaseURL.isValidName(text) ? nil : "not a host name or host:port"
+    }
+
     static func headerValue(_ text: String) -> String? {
         text.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) ? "must be a single header value" : nil
     }

@@ -345,7 +345,7 @@ package final class OriginClient: Sendable {
         let raw = OriginRawExchange.isNeeded(for: url)
         if raw, configuration.proxy != nil {
             throw OriginError.network.with(
-                "the path's percent escapes do not decode to UTF-8 text; such a path is sent as written on a direct connection only, not through the upstream proxy"
+                "the path has percent escapes that do not decode to UTF-8 text or characters such as [ ] | { } that URL types escape; such a path is sent as written on a direct connection only, not through the upstream proxy"
             )
         }
         let request =

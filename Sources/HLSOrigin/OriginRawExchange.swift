@@ -19,13 +19,43 @@ import NIOSSL
 /// request line is the path and query exactly as given, over plain TCP or TLS (certificate verification as
 /// AsyncHTTPClient's, the configured extra trust roots included), `Connection: close`, to the addresses the
 /// destination check just approved. Responses reach the same ``OriginAttemptDelegate`` as AsyncHTTPClient's, with
-/// the same backpressure: the next read waits until the delegate took the last part. Rare, so not pooled.
+/// the same backpressure: the next read waits until the delegate took the last part. Rare, so not pooled. Paths and
+/// queries with characters Foundation's `URL` would escape (`[`, `]`, `|`, `^`, `` ` ``, `{`, `}`) go here too.
 final class OriginRawExchange: Sendable {
     /// Whether AsyncHTTPClient would send another request line than `url`'s path and query.
     static func isNeeded(for url: OriginURL) -> Bool {
+        // `[`, `]`, `|`, `^`, `` ` ``, `{`, `}`: Foundation's URL escapes them (`%5B`), another path to an origin
+        // that matches paths literally.
+        if url.hasLiteralUnsafeCharacters { return true }
         guard url.path.utf8.contains(UInt8(ascii: "%")) else { return false }
         guard let parsed = URL(string: url.string) else { return true }
         return parsed.path.isEmpty && url.path != ""
+    }
+
+    /// What NIO's outbound validator checks, but for the request target only what the wire cannot carry: header
+    /// names are tokens, values hold no control character but tab, and the target is visible ASCII (no space, no
+    /// control, nothing above 0x7E: ``OriginURL`` escaped those).
+    static func isSendable(_ head: HTTPRequestHead) -> Bool {
+        guard head.uri.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return false }
+        for (name, value) in head.headers {
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte),
+                value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) })
+            else { return false }
+        }
+        return true
+    }
+
+    /// RFC 9110 `tchar`.
+    private static func isTokenByte(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            return true
+        default: return false
+        }
     }
 
     private let channel: any Channel
@@ -60,6 +90,9 @@ final class OriginRawExchange: Sendable {
         head.headers = headers
         head.headers.replaceOrAdd(name: "Host", value: url.authority)
         head.headers.replaceOrAdd(name: "Connection", value: "close")
+        guard isSendable(head) else {
+            throw OriginError.network.with("a request header or the request target holds a character HTTP cannot carry")
+        }
         let bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
         let serverName = OriginIPAddress(bareHost) == nil ? bareHost : nil
         let bootstrap = ClientBootstrap(group: eventLoop)
@@ -70,7 +103,9 @@ final class OriginRawExchange: Sendable {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
                     }
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    // NIO's outbound validator refuses `^`, `` ` ``, `{`, `|`, `}` in the request target, which this
+                    // exchange exists to send as written; the head is checked here instead (``isSendable(_:)``).
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
                     try channel.pipeline.syncOperations.addHandler(RawExchangeHandler(head: head, delegate: delegate))
                 }
             }

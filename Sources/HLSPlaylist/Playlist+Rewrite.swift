@@ -78,7 +78,7 @@ extension Playlist {
                 let resolved: String
                 let knownHTTP: Bool
                 if slot.hasVariables {
-                    let raw = String(decoding: reference, as: UTF8.self)
+                    let raw = URIResolver.text(of: reference)
                     guard let substituted = try variables.substitute(raw, line: slot.lineIndex + 1, orNil: keepingUnresolved) else {
                         continue
                     }

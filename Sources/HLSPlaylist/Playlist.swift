@@ -78,13 +78,16 @@ public struct Playlist: Sendable {
     }
 
     /// The text of line `index` (0-based), without its terminator.
+    /// A URI line's bytes that are not UTF-8 are given as percent escapes (``URIResolver/text(of:)``).
     public func text(ofLine index: Int) -> String {
-        String(decoding: bytes[lines[index].range], as: UTF8.self)
+        if case .uri = lines[index].kind { return URIResolver.text(of: bytes[lines[index].range]) }
+        return String(decoding: bytes[lines[index].range], as: UTF8.self)
     }
 
-    /// The raw text of a URI slot, as written (before variable substitution).
+    /// The raw text of a URI slot, as written (before variable substitution); bytes that are not UTF-8 as percent
+    /// escapes (``URIResolver/text(of:)``).
     public func rawValue(of slot: URISlot) -> String {
-        String(decoding: bytes[slot.range], as: UTF8.self)
+        URIResolver.text(of: bytes[slot.range])
     }
 
     /// The attribute list of a tag line (empty for tags without one).

@@ -35,8 +35,8 @@ public struct URIResolver: Sendable {
     /// common case. `isBaseRelative` is true when the result simply extends the base directory (so it has the
     /// base's scheme).
     func resolve(bytes: UnsafeBufferPointer<UInt8>) -> (url: String, isBaseRelative: Bool) {
-        guard URIResolver.isPlainRelativePath(bytes) else {
-            return (resolve(String(decoding: bytes, as: UTF8.self)), false)
+        guard URIResolver.isPlainRelativePath(bytes), URIResolver.isUTF8(bytes) else {
+            return (resolve(URIResolver.text(of: bytes)), false)
         }
         let prefixCount = directoryPrefix.utf8.count
         let url = String(unsafeUninitializedCapacity: prefixCount + bytes.count) { buffer in
@@ -48,6 +48,32 @@ public struct URIResolver: Sendable {
             return prefixCount + bytes.count
         }
         return (url, true)
+    }
+
+    /// The text of a reference's bytes: the bytes themselves when they are UTF-8, else the same with every byte
+    /// above 0x7F written as its percent escape (`caf\u{E9}.ts` in Latin-1 → `caf%E9.ts`). Decoding would put U+FFFD
+    /// (three other octets) where the playlist wrote one: the origin must get the octets the playlist has.
+    public static func text(of bytes: some Collection<UInt8>) -> String {
+        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 16)
+        for byte in bytes {
+            if byte < 0x80 {
+                out.append(byte)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `bytes` are ASCII, or else valid UTF-8.
+    static func isUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        for byte in bytes where byte >= 0x80 { return String(validating: bytes, as: UTF8.self) != nil }
+        return true
     }
 
     /// A relative-path reference with no scheme, no authority, no leading `/`, `?` or `#`, and no `.`/`..` segment:

@@ -15,6 +15,9 @@ package struct ProxyConfiguration: Sendable {
     package var volatileQueryParameters: [String] = CacheKey.defaultVolatileParameters
     /// The web pages allowed to read content (CORS), keys and the admin API (`http.allowedWebOrigins`).
     package var webOrigins: WebOriginPolicy = .default
+    /// Names (`name` or `name:port`) a request's `Host` may give this server by, besides the address it was reached
+    /// at, for the absolute URLs of channel lists (`http.serverNames`, ``ServerBaseURL``).
+    package var serverNames = ServerBaseURL()
     /// Playlists larger than this are refused (502 `corrupted`).
     package var maxPlaylistBytes: Int = 16 << 20
     /// Refuse (502 `corrupted`) every playlist that departs from RFC 8216 (`playlists.strict`). Default false: the
@@ -48,9 +51,9 @@ package struct ProxyConfiguration: Sendable {
     /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
     /// slices when asked for by range (docs/architecture.md, "Slices").
     package var sliceSize: Int64 = SliceLayout.defaultSliceSize
-    /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
-    /// 0 disables the memory tier).
-    package var memoryCacheBytes: Int = 64 << 20
+    /// Bytes of hot objects held in memory to answer hits without reading their files (`cache.memorySize`; 0
+    /// disables the memory tier; by default sized from the machine, ``MemoryTierSizing``).
+    package var memoryCacheBytes: Int = MemoryTierSizing.machineDefault
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
     package var memoryMaxObjectBytes: Int = 4 << 20
     /// Bodies over 64 KiB go from the memory tier while fewer than this many other connections hold one (from memory
@@ -63,6 +66,13 @@ package struct ProxyConfiguration: Sendable {
     package var connectionClock: @Sendable () -> NIODeadline = { .now() }
     /// The clock live playlists' memory TTL and `max-age` are measured by; tests move it.
     package var livePlaylistClock: @Sendable () -> NIODeadline = { .now() }
+    /// Response bodies longer than this are written a slice at a time between the event loop's other I/O
+    /// (`limits.sendSlice`; 0: whole bodies at once; ``LoopYield``).
+    package var sendSliceBytes: Int = 512 << 10
+    /// Told on the event loop each time response body bytes are handed to a connection: the request's target, and
+    /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
+    /// loop with it.
+    package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

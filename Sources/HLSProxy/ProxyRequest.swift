@@ -6,6 +6,8 @@ import NIOHTTP1
 package struct ProxyRequest: Sendable {
     package var head: HTTPRequestHead
     package var remoteAddress: SocketAddress?
+    /// The address the connection was accepted on (the base of absolute URLs, ``ServerBaseURL``).
+    package var localAddress: SocketAddress? = nil
     /// The request body, at most `maxRequestBodyBytes` (64 KiB); `nil` when the request had none.
     package var body: ByteBuffer? = nil
     /// The web page behind the request, as `http.allowedWebOrigins` judges it (set when the request is dispatched).
@@ -16,6 +18,12 @@ package struct ProxyRequest: Sendable {
     package var headers: HTTPHeaders { head.headers }
 
     package func header(_ name: String) -> String? { head.headers.first(name: name) }
+
+    /// `http://authority` this request reached the server at, as `names` judges its `Host` (``ServerBaseURL``); nil
+    /// when the connection's local address is unknown.
+    func serverBase(_ names: ServerBaseURL) -> String? {
+        names.base(hostHeader: header("Host"), localIP: localAddress?.ipAddress, localPort: localAddress?.port)
+    }
 
     /// The verdict of `policy` on the page behind this request (`Origin`, `Sec-Fetch-Site`, `Referer`, `Host`).
     func judgedPage(by policy: WebOriginPolicy) -> WebOriginPolicy.Verdict {

@@ -156,6 +156,42 @@ import Testing
         #expect(channels[1].httpHeaders.isEmpty)
     }
 
+    /// `#KODIPROP:inputstream.adaptive.stream_headers=…` / `manifest_headers=…` and `#EXTHTTP:{json}` (TiviMate, OTT
+    /// Navigator) name headers too; the lines stay byte for byte. Later sources win: `#EXTVLCOPT`, `#KODIPROP`,
+    /// `#EXTHTTP`, the URL suffix. A header that cannot be sent (a control character, a name that is no token) is left out.
+    @Test func kodiPropertiesAndExtHTTPHeaders() throws {
+        let text = #"""
+            #EXTM3U
+            #EXTINF:-1 tvg-id="one",One
+            #EXTVLCOPT:http-user-agent=VLC-Agent
+            #KODIPROP:inputstream=inputstream.adaptive
+            #KODIPROP:inputstream.adaptive.manifest_headers=User-Agent=Kodi%2F21&Referer=http%3A%2F%2Fportal.example%2Fk
+            #EXTHTTP:{"Cookie":"s=1; t=2","X-Forwarded-For":"10.0.0.1","Bad\nName":"x","X-Bad":"a\r\nInjected: 1","X-U":"\u00e9\/"}
+            http://iptv.example/one.m3u8
+            #EXTINF:-1 tvg-id="two",Two
+            #KODIPROP:inputstream.adaptive.stream_headers=User-Agent=Stream%2F1
+            #EXTHTTP:{"User-Agent":"TiviMate/4.7"}
+            http://iptv.example/two.m3u8
+            #EXTINF:-1 tvg-id="three",Three
+            #EXTHTTP:not json
+            http://iptv.example/three.m3u8
+
+            """#
+        let playlist = try Self.parse(text)
+        #expect(playlist.isChannelList)
+        #expect(try Self.rewritten(playlist) == text.replacingOccurrences(of: "\nhttp://iptv.example/", with: "\n/p/http://iptv.example/"))
+        let channels = try playlist.channels(baseURL: Self.base)
+        #expect(
+            channels[0].httpHeaders == [
+                Channel.Option(name: "User-Agent", value: "Kodi/21"), Channel.Option(name: "Referer", value: "http://portal.example/k"),
+                Channel.Option(name: "Cookie", value: "s=1; t=2"), Channel.Option(name: "X-Forwarded-For", value: "10.0.0.1"),
+                Channel.Option(name: "X-U", value: "\u{E9}/"),
+            ])
+        #expect(channels[0].properties.first == Channel.Option(name: "inputstream", value: "inputstream.adaptive"))
+        #expect(channels[1].httpHeaders == [Channel.Option(name: "User-Agent", value: "TiviMate/4.7")])
+        #expect(channels[2].httpHeaders.isEmpty)
+    }
+
     /// A list of URLs without any EXTINF (the simplest M3U).
     @Test func plainListOfURLs() throws {
         let text = "#EXTM3U\nhttp://a.example/one.m3u8\nhttp://b.example/two.ts\n"

@@ -39,7 +39,9 @@ import Testing
         let served = try await harness.get(harness.url("/tv/list.m3u"))
         #expect(served.status == 200)
         let proxied = "/http/127.0.0.1:\(harness.origin.port)"
-        #expect(served.text == list.replacingOccurrences(of: "\n\(origin)/v", with: "\n\(proxied)/v"))
+        // Absolute URLs (issue 41: VLC, mpv and Kodi read a leading `/` as a file), the origin's type.
+        #expect(served.text == list.replacingOccurrences(of: "\n\(origin)/v", with: "\n\(harness.base)\(proxied)/v"))
+        #expect(served.headers.first(name: "Content-Type") == "audio/x-mpegurl")
         // Kodi's `URL|User-Agent=…` suffix: kept in the list, and honoured by the proxy.
         harness.origin.setFault(.requireHeader("User-Agent", "Kodi/20.0"), for: "/venglish/index.m3u8")
         let three = try await harness.get(harness.base + proxied + "/venglish/index.m3u8")

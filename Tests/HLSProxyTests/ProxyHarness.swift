@@ -29,13 +29,15 @@ final class ProxyHarness: Sendable {
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
-        logger explicitLogger: Logger? = nil
+        logger explicitLogger: Logger? = nil,
+        group: MultiThreadedEventLoopGroup = .singleton,
+        threadPool: NIOThreadPool = .singleton
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
         return try await start(
             origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
-            accessLogger: accessLogger, logger: explicitLogger)
+            accessLogger: accessLogger, logger: explicitLogger, group: group, threadPool: threadPool)
     }
 
     static func start(
@@ -45,7 +47,9 @@ final class ProxyHarness: Sendable {
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
-        logger explicitLogger: Logger? = nil
+        logger explicitLogger: Logger? = nil,
+        group: MultiThreadedEventLoopGroup = .singleton,
+        threadPool: NIOThreadPool = .singleton
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -64,7 +68,6 @@ final class ProxyHarness: Sendable {
         if let explicitLogger { logger = explicitLogger }
         let store = try CacheStore.open(
             directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
-        let group = MultiThreadedEventLoopGroup.singleton
         let originClient = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         var keyConfiguration = KeyConfiguration()
         configureKeys(&keyConfiguration)
@@ -74,7 +77,7 @@ final class ProxyHarness: Sendable {
             logger: logger,
             now: keyClock)
         let server = ProxyServer(
-            configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
+            configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: threadPool,
             logger: logger, accessLogger: accessLogger)
         try await server.start()
         // Connections to the proxy on loopback are made at once; only a starved test process waits (a bound of 60 s,

@@ -45,7 +45,9 @@ import Testing
 
                 """,
             replacements: [
-                ("\nhttp://iptv.example/", "\n/http/iptv.example/"), ("\nhttp://iptv.example:8000/", "\n/http/iptv.example:8000/"),
+                // A channel list gets absolute URLs (issue 41).
+                ("\nhttp://iptv.example/", "\n{base}/http/iptv.example/"),
+                ("\nhttp://iptv.example:8000/", "\n{base}/http/iptv.example:8000/"),
             ], kind: .channelList, strictLine: 2),
         Case(
             name: "duration followed by attributes", text: "#EXTM3U\n#EXTINF:10.000 tvg-id=\"BBC\",BBC One\nbbc.ts\n#EXT-X-ENDLIST\n",
@@ -85,7 +87,9 @@ import Testing
         for (from, to) in c.replacements {
             #expect(expected.contains(from), "fixture: \(from)")
             expected = expected.replacingOccurrences(
-                of: from, with: to.replacingOccurrences(of: "{proxy}", with: "/http/127.0.0.1:\(harness.origin.port)"))
+                of: from,
+                with: to.replacingOccurrences(of: "{proxy}", with: "/http/127.0.0.1:\(harness.origin.port)")
+                    .replacingOccurrences(of: "{base}", with: harness.base))
         }
         #expect(response.text == expected)
         #expect(try await Self.metric(harness, kind: c.kind) == 1)

@@ -27,6 +27,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var lastModified: String?
         /// The URL that answered (after redirects); playlists resolve against it.
         var url: OriginURL
+        /// A playlist's `Content-Type` as the origin sent it (a channel list keeps it).
+        var originContentType: String? = nil
     }
 
     /// What a client can read now (``SharedFetchStateMachine/View``) and the file to read the part behind the
@@ -332,7 +334,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let bytes = collected
         services.runBlocking { () throws -> RewrittenPlaylist in
             try self.services.playlists.process(
-                raw: bytes, key: self.key, url: head.url, store: self.cacheable, tokens: self.services.playlists.tokenDigest(of: self.url))
+                raw: bytes, key: self.key, url: head.url, store: self.cacheable, tokens: self.services.playlists.tokenDigest(of: self.url),
+                contentType: head.originContentType)
         }.whenComplete { result in
             switch result {
             case .success(let playlist):

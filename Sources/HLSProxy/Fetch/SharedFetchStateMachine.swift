@@ -462,7 +462,8 @@ struct SharedFetchStateMachine {
         let info = SharedFetch.Head(
             contentLength: contentLength,
             contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
-            isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"), url: head.url)
+            isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"), url: head.url,
+            originContentType: isPlaylist ? head.headers.first(name: "Content-Type") : nil)
         if isPlaylist {
             state = .collectingPlaylist(info)
             return Action(begin: (info, false), notify: true)

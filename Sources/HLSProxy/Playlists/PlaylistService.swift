@@ -20,6 +20,28 @@ struct RewrittenPlaylist: Sendable {
     var ttl: Double
     /// When it was made from the origin's answer (on ``ProxyConfiguration/livePlaylistClock``).
     var madeAt: NIODeadline = .now()
+    /// The `Content-Type` to send: ``MediaTypes/playlist``, or the origin's for a playlist given absolute URLs.
+    var contentType: String = MediaTypes.playlist
+    /// Where in ``body`` the server's own `http://authority` goes, in ascending order: each URI of a playlist that
+    /// needs absolute URLs (``PlaylistService/needsAbsoluteURLs(_:contentType:url:)``). Empty for the others.
+    /// ``gzip`` is nil when this is not empty: the body differs with the request's `Host`.
+    var baseInsertions: [Int] = []
+
+    /// The body for a request that reached the server at `base` (`http://authority`).
+    func body(base: String?) -> ByteBuffer {
+        guard !baseInsertions.isEmpty, let base else { return body }
+        let prefix = Array(base.utf8)
+        var out = ByteBuffer()
+        out.reserveCapacity(body.readableBytes + prefix.count * baseInsertions.count)
+        var cursor = body.readerIndex
+        for offset in baseInsertions {
+            out.writeImmutableBuffer(body.getSlice(at: cursor, length: body.readerIndex + offset - cursor)!)
+            out.writeBytes(prefix)
+            cursor = body.readerIndex + offset
+        }
+        out.writeImmutableBuffer(body.getSlice(at: cursor, length: body.writerIndex - cursor)!)
+        return out
+    }
 
     /// The `Cache-Control` to send at `now`: a live playlist may be kept downstream only for what is left of its TTL
     /// (a cache in front of the proxy adding a whole TTL to a copy already nearly a TTL old would serve it stale).
@@ -63,6 +85,18 @@ final class PlaylistService: Sendable {
         /// URLs with request headers from a channel list, and channel URLs.
         var channelHeaderURLs = 100_000
     }
+
+    /// Whether a playlist is served with absolute URLs (`http://authority/https/cdn…`) and its origin's
+    /// `Content-Type`: IPTV channel lists, and anything served as a channel-list type or named `.m3u`. The players
+    /// of such lists (VLC, mpv, Kodi) take a reference starting with `/` for a file and decide the format by the
+    /// type and the name (docs/playlist-engine.md#absolute-urls).
+    static func needsAbsoluteURLs(_ playlist: Playlist, contentType: String?, url: OriginURL) -> Bool {
+        playlist.isChannelList || MediaTypes.isChannelListType(contentType) || url.pathExtension == "m3u"
+    }
+
+    /// Put before each URI of a playlist that needs absolute URLs, then taken out and its place recorded
+    /// (``RewrittenPlaylist/baseInsertions``). Bytes no playlist has (one that had them is served with paths).
+    private static let baseMarker: [UInt8] = Array("\u{1}hlscache-base\u{1}".utf8)
 
     init(
         configuration: ProxyConfiguration, store: CacheStore, keys: KeyService, cookies: CookieRefresher, logger: Logger,
@@ -310,6 +344,18 @@ final class PlaylistService: Sendable {
                 learnt.append((Self.channelKey(childURL), inherited))
             }
         }
+        record(learnt)
+    }
+
+    /// Learns request headers for `url` from Kodi's `URL|Name=value&…` suffix on a proxied request
+    /// (``OriginURL/splittingHeaderSuffix(of:)``): sent with its origin requests and handed on to what it names, as a
+    /// channel list's are.
+    func learnHeaders(_ headers: [(name: String, value: String)], for url: OriginURL) {
+        record([(Self.channelKey(url), headers.map { ($0.name, $0.value) })])
+    }
+
+    /// Keeps learnt headers in the table, and what is new in the index.
+    private func record(_ learnt: [(String, [(String, String)])]) {
         guard !learnt.isEmpty else { return }
         // Only what is new is written to the index: a live playlist reloaded every few seconds names mostly known URLs.
         let fresh = channelHeaderTable.withLockedValue { table -> [(String, [(String, String)])] in
@@ -341,25 +387,47 @@ final class PlaylistService: Sendable {
     /// - Throws: ``ProxyError/corrupted(_:)`` for what is no playlist at all or over the size cap (strict: for any
     ///   departure from the RFC); a ``KeyError`` when a key cannot be registered.
     func process(
-        raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false, tokens: String? = nil
+        raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool = false, tokens: String? = nil,
+        contentType: String? = nil
     ) throws -> RewrittenPlaylist {
         // A large playlist's working copies (the line and URI index, the rewritten bytes, gzip) are freed when the
         // work returns, but glibc keeps such freed memory in its arenas: an 8 MiB playlist left the process 17 MB
         // larger for good. Given back once its work is done; small playlists (nearly all) are not worth the call.
         defer { if raw.count >= Self.trimThreshold { MemoryTrim.giveBackFreedMemory() } }
-        return try rewriteAndStore(raw: raw, key: key, url: url, store: keep, fromStore: fromStore, tokens: tokens)
+        return try rewriteAndStore(
+            raw: raw, key: key, url: url, store: keep, fromStore: fromStore, tokens: tokens, contentType: contentType)
     }
 
     /// Playlists this large are followed by ``MemoryTrim/giveBackFreedMemory()``.
     static let trimThreshold = 1 << 20
 
     private func rewriteAndStore(
-        raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool, tokens: String?
+        raw: [UInt8], key: CacheKey, url: OriginURL, store keep: Bool, fromStore: Bool, tokens: String?, contentType: String?
     ) throws -> RewrittenPlaylist {
         // The parsed playlist (its line and URI index: about three times the size of the text) is gone once `rewrite`
         // returns, before the rewritten bytes are copied into buffers and stored.
-        let (rewritten, isLive, ttl) = try rewrite(raw: raw, key: key, url: url, fromStore: fromStore)
+        let (rewritten, isLive, ttl, insertions) = try rewrite(raw: raw, key: key, url: url, fromStore: fromStore, contentType: contentType)
         if raw.count >= Self.trimThreshold { MemoryTrim.giveBackFreedMemory() }
+        if let insertions {
+            // Its body depends on the request's Host: made for each answer, never stored rewritten (the raw copy is,
+            // with the origin's type, for the next request).
+            var result = RewrittenPlaylist(body: ByteBuffer(bytes: rewritten), gzip: nil, isLive: isLive, ttl: ttl)
+            result.contentType = (contentType?.isEmpty ?? true) ? "audio/x-mpegurl" : contentType!
+            result.baseInsertions = insertions
+            if keep {
+                if isLive {
+                    remember(result, key: key)
+                } else if !fromStore {
+                    do {
+                        let redirected = CacheKey(url, volatileParameters: configuration.volatileQueryParameters) != key
+                        try write(raw, key: key, location: redirected ? url.string : nil, tokens: tokens, contentType: result.contentType)
+                    } catch {
+                        writeFailures.record(error, label: "playlist \(url.redacted)")
+                    }
+                }
+            }
+            return result
+        }
         let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
         let result = RewrittenPlaylist(
             body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl,
@@ -385,8 +453,11 @@ final class PlaylistService: Sendable {
     }
 
     /// Parses and rewrites `raw`, and learns what the playlist says (keys, imports, read-ahead, live lifetimes).
-    private func rewrite(raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double)
-    {
+    /// `insertions`: where the server's base URL goes, for a playlist that needs absolute URLs (else nil).
+    private func rewrite(
+        raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool, contentType: String?
+    ) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double, insertions: [Int]?) {
+        var insertions: [Int]?
         let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
@@ -404,7 +475,14 @@ final class PlaylistService: Sendable {
                 return id.path(for: keyURL)
             }
             let imports = playlist.kind == .media ? imports(of: key) : [:]
-            rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
+            if Self.needsAbsoluteURLs(playlist, contentType: contentType, url: url), !Self.contains(raw, Self.baseMarker) {
+                let marked = try playlist.rewrite(
+                    baseURL: url.string, imports: imports, keepingUnresolved: true,
+                    using: MarkingRewriter(inner: rewriter, marker: String(decoding: Self.baseMarker, as: UTF8.self)))
+                (rewritten, insertions) = Self.removingMarkers(marked)
+            } else {
+                rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
+            }
             if playlist.kind == .master {
                 learnImports(from: playlist, url: url)
                 cookies.learn(page: url)
@@ -447,14 +525,46 @@ final class PlaylistService: Sendable {
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
         if fromStore && playlist.isLiveMedia { throw StoredLivePlaylist() }
-        return (rewritten, isLive, ttl)
+        return (rewritten, isLive, ttl, insertions)
     }
 
-    private func write(_ bytes: [UInt8], key: CacheKey, location: String? = nil, tokens: String? = nil) throws {
+    private static func contains(_ bytes: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard bytes.count >= needle.count, let first = needle.first else { return false }
+        var i = 0
+        while let found = bytes[i...].firstIndex(of: first) {
+            if found + needle.count > bytes.count { return false }
+            if bytes[found..<(found + needle.count)].elementsEqual(needle) { return true }
+            i = found + 1
+        }
+        return false
+    }
+
+    /// `marked` without the markers, and where each was (offsets in the result).
+    private static func removingMarkers(_ marked: [UInt8]) -> ([UInt8], [Int]) {
+        var out: [UInt8] = []
+        out.reserveCapacity(marked.count)
+        var offsets: [Int] = []
+        var i = 0
+        let first = baseMarker[0]
+        while i < marked.count {
+            if marked[i] == first, i + baseMarker.count <= marked.count, marked[i..<(i + baseMarker.count)].elementsEqual(baseMarker) {
+                offsets.append(out.count)
+                i += baseMarker.count
+                continue
+            }
+            out.append(marked[i])
+            i += 1
+        }
+        return (out, offsets)
+    }
+
+    private func write(
+        _ bytes: [UInt8], key: CacheKey, location: String? = nil, tokens: String? = nil, contentType: String = MediaTypes.playlist
+    ) throws {
         let writer = try store.makeWriter(for: key, expectedLength: Int64(bytes.count))
         do {
             try writer.write(bytes)
-            _ = try writer.finish(contentType: MediaTypes.playlist, kind: .playlist, location: location, tokens: tokens)
+            _ = try writer.finish(contentType: contentType, kind: .playlist, location: location, tokens: tokens)
         } catch {
             writer.abort()
             throw error
@@ -484,12 +594,18 @@ final class PlaylistService: Sendable {
 
     func respond(with playlist: RewrittenPlaylist, to responder: Responder, cache: String) {
         var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: MediaTypes.playlist)
-        headers.add(name: "Vary", value: "Accept-Encoding")
+        headers.add(name: "Content-Type", value: playlist.contentType)
+        headers.add(name: "Vary", value: playlist.baseInsertions.isEmpty ? "Accept-Encoding" : "Accept-Encoding, Host")
         headers.add(name: "X-Cache", value: cache)
         headers.add(name: "Cache-Control", value: playlist.cacheControl(at: configuration.livePlaylistClock()))
         var body = playlist.body
-        if responder.request.acceptsGzip, let gzip = playlist.gzip {
+        if !playlist.baseInsertions.isEmpty {
+            body = playlist.body(base: responder.request.serverBase(configuration.serverNames))
+            if responder.request.acceptsGzip, body.readableBytes >= 256 {
+                body = ByteBuffer(bytes: Gzip.compress(Array(body.readableBytesView)))
+                headers.add(name: "Content-Encoding", value: "gzip")
+            }
+        } else if responder.request.acceptsGzip, let gzip = playlist.gzip {
             body = gzip
             headers.add(name: "Content-Encoding", value: "gzip")
         }
@@ -505,5 +621,23 @@ final class PlaylistService: Sendable {
         headers.add(name: "Cache-Control", value: "no-cache")
         if gzip { headers.add(name: "Content-Encoding", value: "gzip") }
         return headers
+    }
+}
+
+/// Puts a marker before every replacement of another rewriter (``PlaylistService``'s absolute URLs).
+private struct MarkingRewriter: URIRewriter {
+    let inner: ProxyPathRewriter
+    let marker: String
+
+    func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
+        try inner.rewrite(resolvedURL, role: role).map { marker + $0 }
+    }
+
+    func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+        try inner.rewriteKey(resolvedURL, role: role, method: method).map { marker + $0 }
+    }
+
+    func directoryPrefix(for directoryURL: String, role: URIRole) -> String? {
+        inner.directoryPrefix(for: directoryURL, role: role).map { marker + $0 }
     }
 }

@@ -18,6 +18,14 @@ package enum MediaTypes {
         ext.flatMap { byExtension[$0] }
     }
 
+    /// The types IPTV channel lists are served with (`audio/x-mpegurl`, `audio/mpegurl`, `application/x-mpegurl`;
+    /// case and parameters ignored): a playlist served so is given absolute URLs and keeps its type.
+    package static func isChannelListType(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        return type == "audio/x-mpegurl" || type == "audio/mpegurl" || type == "application/x-mpegurl"
+    }
+
     /// Whether a response is a playlist, judged by the origin's Content-Type, then by the path.
     package static func isPlaylist(contentType: String?, pathExtension: String?) -> Bool {
         if let type = contentType?.lowercased() {

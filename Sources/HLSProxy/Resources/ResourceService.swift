@@ -36,7 +36,11 @@ final class ResourceService: Sendable {
             memo = known
         } else {
             do {
-                let url = try OriginURL(proxyTarget: target)
+                // Kodi's `|User-Agent=…&Referer=…` after the URL (a channel list's, sent on by a player that does not
+                // know it): the headers go with the origin requests for the URL, never the suffix itself.
+                let suffix = OriginURL.splittingHeaderSuffix(of: target)
+                let url = try OriginURL(proxyTarget: suffix?.target ?? target)
+                if let suffix, !suffix.headers.isEmpty { services.playlists.learnHeaders(suffix.headers, for: url) }
                 let volatile = services.configuration.volatileQueryParameters
                 memo = TargetMemo(
                     resolved: ResolvedTarget(
@@ -151,7 +155,7 @@ final class ResourceService: Sendable {
             pin.unpin()
             return false
         }
-        // Served whole from its file a second time: worth a copy in memory (if small enough).
+        // Served from its file: read into the memory tier in the background if it has earned a place there.
         services.memory.load(replay.object, store: services.store, threadPool: services.threadPool)
         responder.cacheResult = .hit
         responder.sendPrepared(
@@ -221,7 +225,8 @@ final class ResourceService: Sendable {
     ) -> Bool {
         let source: HitSource
         if services.memory.admits(object),
-            let body = services.memory.bodyToSend(of: object, on: responder.largeSendHold, headOnly: request.isHead)
+            let body = services.memory.bodyToSend(
+                of: object, on: responder.largeSendHold, headOnly: request.isHead, counted: &responder.memoryTierCounted)
         {
             pin.unpin()
             source = .memory(body)
@@ -230,8 +235,8 @@ final class ResourceService: Sendable {
                 pin.unpin()
                 return false
             }
-            // Served from its file by the ordinary path: a second time reads it into the memory tier.
-            services.memory.servedFromFile(object, store: services.store, threadPool: services.threadPool)
+            // Served from its file: read into the memory tier in the background if it has earned a place there.
+            services.memory.load(object, store: services.store, threadPool: services.threadPool)
             source = .file(handle, pin)
         }
         let lastModified = Int64((object.lastModified ?? object.createdAt).timeIntervalSince1970)
@@ -321,7 +326,8 @@ final class ResourceService: Sendable {
             defer { pin.unpin() }
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
             do {
-                return try playlists.process(raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens)
+                return try playlists.process(
+                    raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens, contentType: raw.contentType)
             } catch let error as PlaylistService.StoredLivePlaylist {
                 // A live playlist is never served from a stored copy (it would freeze the stream): the copy goes.
                 _ = try? store.remove(key)
