@@ -96,17 +96,26 @@ import Testing
         defer { Task { await harness.shutdown() } }
         async let exchange = RawHTTP.exchange(
             port: harness.port, Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow".utf8), readTimeout: 60)
-        try await Self.waitUntil { harness.server.services.connections.count == 1 }
+        // The head timeout runs from the first byte of the head: moved only once the server has read it.
+        try await Self.waitForPhase(.head, in: harness)
         clock.advance(.milliseconds(400))
         let (response, closed) = try await exchange
         #expect(closed)
         #expect(response.isEmpty)
     }
 
-    /// Waits (bounded at 60 s, in 20 ms steps) for a condition the server reaches on its own time.
-    static func waitUntil(_ condition: () -> Bool) async throws {
-        for _ in 0..<3000 where !condition() { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(condition(), "not reached within 60 s")
+    /// Waits (bounded at 60 s, in 20 ms steps) until the server's only connection runs `phase`'s timeout.
+    static func waitForPhase(_ phase: ConnectionTimeouts.Expired, in harness: ProxyHarness) async throws {
+        for _ in 0..<3000 {
+            if let channel = harness.server.services.connections.open.first {
+                let now = try? await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.handler(type: ConnectionTimeoutHandler.self).phase
+                }.get()
+                if now == phase { return }
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the connection never reached its \(phase) timeout within 60 s")
     }
 
     /// A head that announces a body which never comes used to hold the connection (and its slot under
@@ -212,6 +221,8 @@ import Testing
             return String(decoding: received, as: UTF8.self)
         }
         #expect(head.hasPrefix("HTTP/1.1 200"), "\(head)")
+        // The idle timeout runs from the response's completion: moved only once the server has recorded it.
+        try await Self.waitForPhase(.idle, in: harness)
         clock.advance(.milliseconds(1900))
         // Short of the timeout: another request on the same connection is answered.
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -221,6 +232,7 @@ import Testing
             return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : ""
         }
         #expect(again.hasPrefix("HTTP/1.1 200"), "closed before the idle timeout: \(again)")
+        try await Self.waitForPhase(.idle, in: harness)
         clock.advance(.milliseconds(2100))
         let closed = try await offThread { () -> Bool in
             var buffer = [UInt8](repeating: 0, count: 4096)

@@ -79,6 +79,9 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
         context.fireChannelRead(data)
     }
 
+    /// The timeout that runs now (``ConnectionTimeouts/phase``); on the channel's event loop.
+    var phase: ConnectionTimeouts.Expired? { timeouts.phase }
+
     func requestHeadReceived(awaitingBody: Bool) {
         timeouts.requestHeadReceived(awaitingBody: awaitingBody)
     }

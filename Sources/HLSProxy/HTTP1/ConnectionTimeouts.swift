@@ -70,6 +70,16 @@ struct ConnectionTimeouts {
         return .nanoseconds(max(shortest / 4, 1_000_000))
     }
 
+    /// The timeout that runs now (nil: a request is being answered). Tests wait for a phase before moving their clock.
+    var phase: Expired? {
+        switch state {
+        case .idle: .idle
+        case .readingHead: .head
+        case .readingBody: .body
+        case .inRequest: nil
+        }
+    }
+
     /// The connection is open (again): idle from `now`.
     mutating func connected(at now: NIODeadline) {
         state = .idle(since: now)
