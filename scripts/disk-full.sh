@@ -31,6 +31,7 @@ cleanup() {
     [ "${KEEP:-0}" = 1 ] && echo "kept $WORK" || rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'echo "FAIL: unexpected error at line $LINENO" >&2; exit 1' ERR
 fail() { echo "FAIL: $*" >&2; tail -20 "$WORK/serve.log" >&2 || true; exit 1; }
 
 if mount -t tmpfs -o size=4m tmpfs "$CACHE" 2>/dev/null; then
