@@ -156,7 +156,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures", "FuzzRegressions"], swiftSettings: swiftSettings),
+            name: "HLSPlaylistTests", dependencies: ["HLSPlaylist", "HLSTestSupport"], exclude: ["Fixtures", "FuzzRegressions"],
+            swiftSettings: swiftSettings),
         .testTarget(name: "HLSCacheCoreTests", dependencies: ["HLSCacheCore", "HLSPlaylist"], swiftSettings: swiftSettings),
         .testTarget(name: "HLSCryptoTests", dependencies: ["HLSCrypto", "HLSTestSupport"], swiftSettings: swiftSettings),
         .testTarget(

@@ -32,7 +32,7 @@ MUTANTS = [
     ("cache-key-forgets-query", "Sources/HLSCacheCore/CacheKey.swift",
      'if !kept.isEmpty { key += "?" + kept.joined(separator: "&") }', "_ = kept", "CacheKeyTests"),
     ("cache-key-keeps-tokens", "Sources/HLSCacheCore/CacheKey.swift",
-     "return !volatile.contains(name.lowercased())", "return !volatile.contains(name)", "CacheKeyTests"),
+     "return !volatile.contains(name.lowercased())", "return !volatile.contains(String(name))", "CacheKeyTests"),
     ("eviction-skips-the-index", "Sources/HLSCacheStore/CacheStore+Eviction.swift",
      "try IndexDatabase.delete(db, keyHashes: victims)", "_ = victims", "CacheStoreEvictionTests"),
     ("close-ignores-unlinking-eviction", "Sources/HLSCacheStore/CacheStore.swift",
