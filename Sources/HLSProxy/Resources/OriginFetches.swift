@@ -58,7 +58,6 @@ struct FetchTable<Fetch: AnyObject> {
     }
 
     var count: Int { fetches.count }
-    var keys: [FetchKey] { Array(fetches.keys) }
 }
 
 extension FetchTable: Sendable where Fetch: Sendable {}
@@ -81,9 +80,6 @@ final class SharedFetchRegistry: Sendable {
     }
 
     var count: Int { table.withLockedValue { $0.count } }
-
-    /// The keys in flight (tests and diagnostics).
-    var keys: [FetchKey] { table.withLockedValue { $0.keys } }
 }
 
 extension ResourceService {
