@@ -244,23 +244,15 @@ struct SharedFetchStateMachine {
 
     mutating func headReceived(_ head: OriginResponseHead) -> Action {
         guard case .awaitingHead = state else { return Action() }
-        guard head.status == 200 else {
-            let error: any HTTPMappableError =
-                (head.status == 206 || head.status == 304)
-                ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
-                : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
+        switch OriginHeadClassifier.whole(head, url: url) {
+        case .failure(let error):
             return fail(error, origin: true)
-        }
-        let originType = head.headers.first(name: "Content-Type")
-        let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
-        if isPlaylist
-            ? MediaTypes.mightBeMedia(contentType: originType, pathExtension: url.pathExtension)
-            : MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension)
-        {
+        case .success(.sniff):
             state = .sniffing(head)
             return Action()
+        case .success(let verdict):
+            return begin(head, isPlaylist: verdict == .playlist)
         }
-        return begin(head, isPlaylist: isPlaylist)
     }
 
     mutating func bodyReceived(_ buffer: ByteBuffer) -> Action {
@@ -451,9 +443,6 @@ struct SharedFetchStateMachine {
     }
 
     private mutating func begin(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {
-        var originType = head.headers.first(name: "Content-Type")
-        // Media its origin called a playlist is sent with its extension's type.
-        if !isPlaylist, MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }
         let contentLength = head.contentLength.map(Int64.init)
         if isPlaylist, let contentLength, contentLength > limits.maxPlaylistBytes {
             return fail(
@@ -461,7 +450,9 @@ struct SharedFetchStateMachine {
         }
         let info = SharedFetch.Head(
             contentLength: contentLength,
-            contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
+            contentType: isPlaylist
+                ? MediaTypes.playlist
+                : OriginHeadClassifier.mediaType(origin: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension),
             isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"), url: head.url)
         if isPlaylist {
             state = .collectingPlaylist(info)
