@@ -35,8 +35,8 @@ import Testing
         _ = try await harness.get(harness.url("/v1/index.m3u8"))
         _ = try await harness.get(harness.url("/v0/seg000.ts"))
         #expect(
-            harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.isReadAhead
-                == true)
+            harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.purpose
+                == .readAhead)
         let switched = try await harness.get(harness.url("/v1/seg001.ts"))
         #expect(switched.status == 200)
         try await harness.waitForIdle()

@@ -34,15 +34,15 @@ struct SharedFetchStateMachine {
         /// Whether ``fail`` is the origin's failure (counted in the metrics).
         var failureIsOrigin = false
         /// The head is known: make the cache file when `store`, then let the clients see the head.
-        var begin: (head: SharedFetch.Head, store: Bool)?
+        var begin: (head: FetchHead, store: Bool)?
         /// Chunks for the cache file, in order.
         var store: [ByteBuffer] = []
         /// Stop writing the cache file (the object is not stored); clients keep reading.
         var abandonFile = false
         /// The whole body arrived: commit the cache file.
-        var commit: SharedFetch.Head?
+        var commit: FetchHead?
         /// The whole playlist arrived: rewrite it, then report with ``SharedFetchStateMachine/playlistRewritten(_:)``.
-        var processPlaylist: (head: SharedFetch.Head, body: [ByteBuffer])?
+        var processPlaylist: (head: FetchHead, body: [ByteBuffer])?
         /// The clients have something new.
         var notify = false
         /// The window is full: the origin waits until ``resumeOrigin``.
@@ -73,7 +73,7 @@ struct SharedFetchStateMachine {
 
     /// What one client can read, from its position on.
     struct View {
-        var head: SharedFetch.Head?
+        var head: FetchHead?
         var failure: (any HTTPMappableError)?
         var playlist: RewrittenPlaylist?
         /// The whole body arrived.
@@ -91,11 +91,11 @@ struct SharedFetchStateMachine {
         /// The type leaves open whether this is a playlist; the first bytes (in `sniffer`) tell.
         case sniffing(OriginResponseHead)
         /// A playlist, collected whole in `collected`.
-        case collectingPlaylist(SharedFetch.Head)
-        case processingPlaylist(SharedFetch.Head)
-        case playlistReady(SharedFetch.Head, RewrittenPlaylist)
+        case collectingPlaylist(FetchHead)
+        case processingPlaylist(FetchHead)
+        case playlistReady(FetchHead, RewrittenPlaylist)
         /// Media, relayed and stored as it arrives; `ended` once every byte is in.
-        case streaming(SharedFetch.Head, ended: Bool)
+        case streaming(FetchHead, ended: Bool)
         case failed(any HTTPMappableError)
     }
 
@@ -177,7 +177,7 @@ struct SharedFetchStateMachine {
     var heldBytes: Int64 { held }
 
     /// The head (once known), the bytes received, and the first byte a new client can be served from.
-    var progress: (head: SharedFetch.Head?, received: Int64, servableFrom: Int64, failed: Bool) {
+    var progress: (head: FetchHead?, received: Int64, servableFrom: Int64, failed: Bool) {
         switch state {
         case .awaitingHead, .sniffing: return (nil, 0, 0, false)
         case .collectingPlaylist(let head), .processingPlaylist(let head), .playlistReady(let head, _): return (head, received, 0, false)
@@ -448,7 +448,7 @@ struct SharedFetchStateMachine {
             return fail(
                 ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false)
         }
-        let info = SharedFetch.Head(
+        let info = FetchHead(
             contentLength: contentLength,
             contentType: isPlaylist
                 ? MediaTypes.playlist
@@ -485,7 +485,7 @@ struct SharedFetchStateMachine {
         return action
     }
 
-    private mutating func append(_ buffer: ByteBuffer, head: SharedFetch.Head) -> Action {
+    private mutating func append(_ buffer: ByteBuffer, head: FetchHead) -> Action {
         let count = Int64(buffer.readableBytes)
         guard count > 0 else { return Action() }
         window.append(Chunk(offset: received, buffer: buffer))
