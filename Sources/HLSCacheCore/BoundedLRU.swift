@@ -124,6 +124,16 @@ public struct BoundedLRU<Key: Hashable, Value> {
         return try body(&nodes[slot]!.value)
     }
 
+    /// Changes the value for `key` in place (its cost stays) and makes it the most recently used.
+    /// - Returns: what `body` returned, or nil when there is no value for `key`.
+    @discardableResult
+    @inlinable
+    public mutating func touchValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
+        guard let slot = slots[key] else { return nil }
+        touch(slot)
+        return try body(&nodes[slot]!.value)
+    }
+
     /// Removes the value for `key` and returns it.
     @discardableResult
     @inlinable
@@ -179,6 +189,18 @@ public struct BoundedLRU<Key: Hashable, Value> {
             slot = nodes[slot]!.older
         }
         return keys
+    }
+
+    /// Calls `body` with each entry (its key, value and cost), the least recently used first, until it returns false;
+    /// the order is left as it is. What a caller weighs before it evicts (the memory tier's admission).
+    @inlinable
+    public func forEachLeastRecentFirst(_ body: (Key, Value, Int) throws -> Bool) rethrows {
+        var slot = leastRecent
+        while slot >= 0 {
+            let node = nodes[slot]!
+            guard try body(node.key, node.value, node.cost) else { return }
+            slot = node.newer
+        }
     }
 
     // MARK: - The recency list

@@ -41,7 +41,7 @@ extension HLSCacheSettings {
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes
         configuration.sliceSize = sliceSize
-        configuration.memoryCacheBytes = memoryCacheBytes
+        configuration.memoryCacheBytes = memoryCacheBytes ?? MemoryTierSizing.machineDefault
         configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.memoryLargeSends = memoryLargeSends
         configuration.accessLog = accessLog

@@ -58,7 +58,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var inFlightMemoryBytes: Int64
     package var maxObjectBytes: Int64
     package var sliceSize: Int64
-    package var memoryCacheBytes: Int
+    /// nil: `auto` (``MemoryTierSizing``).
+    package var memoryCacheBytes: Int?
     package var memoryMaxObjectBytes: Int
     package var memoryLargeSends: Int
     package var shutdownGrace: Duration = .seconds(10)
@@ -152,7 +153,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes
         sliceSize = proxy.sliceSize
-        memoryCacheBytes = proxy.memoryCacheBytes
+        memoryCacheBytes = nil
         memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
         memoryLargeSends = proxy.memoryLargeSends
 

@@ -34,9 +34,19 @@ package enum SettingCatalog {
             .size(
                 "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
                 "objects of more than 8 slices are stored as slices of this size (asked for by range, or whole with a validator)"),
-            .size(
-                "cache.memorySize", \.memoryCacheBytes,
-                "small hot objects kept in memory as well, so their hits read no file (0 disables)"),
+            .single(
+                "cache.memorySize",
+                "hot objects kept in memory as well, so their hits read no file (auto: a 64th of the memory, 64 MiB to 1 GiB; 0 disables)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.lowercased() == "auto" {
+                        settings.memoryCacheBytes = nil
+                        return
+                    }
+                    guard let bytes = SettingText.size(text), bytes <= Int64(Int.max) else {
+                        throw SettingProblem("not a size (try 256MiB, 1GiB or 0), or auto")
+                    }
+                    settings.memoryCacheBytes = Int(bytes)
+                }, render: { $0.memoryCacheBytes.map { SettingText.format(bytes: Int64($0)) } ?? "auto" }),
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,

@@ -48,9 +48,9 @@ package struct ProxyConfiguration: Sendable {
     /// Slice size of large objects (`cache.sliceSize`): objects of more than 8 slices are fetched and stored as
     /// slices when asked for by range (docs/architecture.md, "Slices").
     package var sliceSize: Int64 = SliceLayout.defaultSliceSize
-    /// Bytes of small hot objects held in memory to answer hits without reading their files (`cache.memorySize`;
-    /// 0 disables the memory tier).
-    package var memoryCacheBytes: Int = 64 << 20
+    /// Bytes of hot objects held in memory to answer hits without reading their files (`cache.memorySize`; 0
+    /// disables the memory tier; by default sized from the machine, ``MemoryTierSizing``).
+    package var memoryCacheBytes: Int = MemoryTierSizing.machineDefault
     /// Larger objects never enter the memory tier (`cache.memoryMaxObjectSize`).
     package var memoryMaxObjectBytes: Int = 4 << 20
     /// Bodies over 64 KiB go from the memory tier while fewer than this many other connections hold one (from memory
@@ -59,6 +59,10 @@ package struct ProxyConfiguration: Sendable {
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
+    /// Told on the event loop each time response body bytes are handed to a connection: the request's target, and
+    /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
+    /// loop with it.
+    package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).

@@ -177,6 +177,8 @@ final class LogCapture: Sendable {
         let memory = harness.server.services.memory.usage
         #expect(samples.value("hlscache_memory_tier_bytes") == Double(memory.bytes))
         #expect(samples.value("hlscache_memory_tier_objects") == Double(memory.count))
+        #expect(samples.value("hlscache_memory_tier_capacity_bytes") == Double(harness.server.services.memory.maxBytes))
+        #expect(harness.server.services.memory.maxBytes == MemoryTierSizing.machineDefault, "the harness runs on the default, auto")
         #expect(samples.value("hlscache_memory_large_sends") == 0)
         #expect(samples.value("hlscache_cache_capacity_bytes") == Double(harness.server.configuration.maxCacheBytes))
         #expect((samples.value("hlscache_active_connections") ?? 0) >= 1)

@@ -29,13 +29,14 @@ final class ProxyHarness: Sendable {
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
-        logger explicitLogger: Logger? = nil
+        logger explicitLogger: Logger? = nil,
+        group: MultiThreadedEventLoopGroup = .singleton
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
         return try await start(
             origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
-            accessLogger: accessLogger, logger: explicitLogger)
+            accessLogger: accessLogger, logger: explicitLogger, group: group)
     }
 
     static func start(
@@ -45,7 +46,8 @@ final class ProxyHarness: Sendable {
         configureKeys: (inout KeyConfiguration) -> Void = { _ in },
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
-        logger explicitLogger: Logger? = nil
+        logger explicitLogger: Logger? = nil,
+        group: MultiThreadedEventLoopGroup = .singleton
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -64,7 +66,6 @@ final class ProxyHarness: Sendable {
         if let explicitLogger { logger = explicitLogger }
         let store = try CacheStore.open(
             directory: configuration.cacheDirectory, maxBytes: configuration.maxCacheBytes, freeDiskCushion: 0)
-        let group = MultiThreadedEventLoopGroup.singleton
         let originClient = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         var keyConfiguration = KeyConfiguration()
         configureKeys(&keyConfiguration)

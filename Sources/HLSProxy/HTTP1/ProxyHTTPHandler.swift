@@ -48,12 +48,17 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var candidate: RequestDecoder.Candidate?
     /// Whether a large body sent on this connection counts in the memory tier.
     let largeSendHold = LargeSendHold()
+    /// This event loop's yield: bodies over ``sliceBytes`` are written a slice at a time between its other I/O.
+    private let yield: LoopYield?
+    /// ``ProxyConfiguration/bodyWriteObserver``.
+    private let bodyWriteObserver: (@Sendable (String, Bool) -> Void)?
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
-        decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil
+        decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil
     ) {
+        self.yield = yield
         self.router = router
         self.observer = observer
         self.timeouts = timeouts
@@ -62,6 +67,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.replays = replays
         self.webOrigins = configuration.webOrigins
         self.listenHost = configuration.host
+        self.bodyWriteObserver = configuration.bodyWriteObserver
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
 
@@ -301,8 +307,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
-        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes).
-        timeouts?.queued(bytes: head.readableBytes + (framing == .none ? 0 : Int(body.length)))
+        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes); a
+        // sliced body counts each slice as it is handed over.
+        let sliced = framing != .none && body.length > Int64(Self.sliceBytes) && yield != nil
+        timeouts?.queued(bytes: head.readableBytes + (framing == .none || sliced ? 0 : Int(body.length)))
         switch body {
         case .empty:
             completeResponse(when: done.futureResult, context: context)
@@ -311,8 +319,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             completeResponse(when: done.futureResult, context: context)
             if framing == .none || buffer.readableBytes == 0 {
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(head)), promise: done)
+            } else if sliced {
+                context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+                writeSlice(of: .bytes(buffer), from: 0, length: Int64(buffer.readableBytes), done: done, context: context)
             } else {
                 context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+                bodyWriteObserver?(responder?.request.head.uri ?? "", true)
                 context.writeAndFlush(wrapOutboundOut(.byteBuffer(buffer)), promise: done)
             }
         case .file(let handle, let offset, let length, _):
@@ -325,15 +337,71 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The file is closed and unpinned before the next pipelined request is looked at.
             completeResponse(when: done.futureResult, context: context, releasing: body)
             context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
-            let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
             // Corked, the head leaves in the same full-sized segments as the file's first bytes instead of a
             // small packet of its own (nginx's `tcp_nopush`); uncorking once sendfile has the data pushes the
             // tail out at once. About 10-15% more 2 MiB hits per second, but about 10% fewer 256 KiB ones, so
             // only large bodies are corked (docs/benchmarks.md).
             let cork = length >= Self.corkThreshold
             if cork { Self.setCork(true, on: context.channel) }
-            context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
+            if sliced {
+                writeSlice(of: .file(handle, offset: offset), from: 0, length: length, done: done, context: context)
+            } else {
+                let region = FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset + length))
+                bodyWriteObserver?(responder?.request.head.uri ?? "", true)
+                context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
+            }
             if cork { Self.setCork(false, on: context.channel) }
+        }
+    }
+
+    /// Bodies longer than this are written a slice of this size at a time, each after the event loop has looked at
+    /// its other sockets again (``LoopYield``): a request arriving behind a large body on the same loop waits for one
+    /// slice, not the whole body (nginx's `sendfile_max_chunk`, there 2 MiB).
+    static let sliceBytes = 512 << 10
+
+    /// Where the slices of a body come from.
+    private enum SliceSource {
+        case bytes(ByteBuffer)
+        /// An open file and where the body starts in it.
+        case file(NIOFileHandle, offset: Int64)
+    }
+
+    /// Writes the slice of `source` at `position` (of `length` bytes in all); once the kernel took it, the next one
+    /// waits for the loop's next poll. The last slice completes `done`; a failed write fails it.
+    private func writeSlice(
+        of source: SliceSource, from position: Int64, length: Int64, done: EventLoopPromise<Void>, context: ChannelHandlerContext
+    ) {
+        guard self.context != nil else {
+            done.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        let end = min(position + Int64(Self.sliceBytes), length)
+        let data: IOData
+        switch source {
+        case .bytes(let buffer):
+            data = .byteBuffer(buffer.getSlice(at: buffer.readerIndex + Int(position), length: Int(end - position))!)
+        case .file(let handle, let offset):
+            data = .fileRegion(FileRegion(fileHandle: handle, readerIndex: Int(offset + position), endIndex: Int(offset + end)))
+        }
+        timeouts?.queued(bytes: Int(end - position))
+        bodyWriteObserver?(responder?.request.head.uri ?? "", end == length)
+        guard end < length, let yield else {
+            context.writeAndFlush(wrapOutboundOut(data), promise: done)
+            return
+        }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(data), promise: written)
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { result in
+            switch result {
+            case .success:
+                yield.afterNextPoll {
+                    let (handler, context) = bound.value
+                    handler.writeSlice(of: source, from: end, length: length, done: done, context: context)
+                }
+            case .failure(let error):
+                done.fail(error)
+            }
         }
     }
 

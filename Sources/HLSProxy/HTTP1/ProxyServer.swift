@@ -18,6 +18,8 @@ package final class ProxyServer: Sendable {
     private let dates: NIOLockedValueBox<DateHeaders?> = NIOLockedValueBox(nil)
     /// The requests each event loop answers without decoding (``ReplayedExchanges``), once started.
     private let replays: NIOLockedValueBox<[ObjectIdentifier: ReplayedExchanges]> = NIOLockedValueBox([:])
+    /// Each event loop's ``LoopYield`` (large bodies written a slice at a time between the loop's other I/O).
+    private let yields: NIOLockedValueBox<[ObjectIdentifier: LoopYield]> = NIOLockedValueBox([:])
 
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
@@ -65,6 +67,10 @@ package final class ProxyServer: Sendable {
         for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges() }
         let replays = tables
         self.replays.withLockedValue { $0 = tables }
+        var loopYields: [ObjectIdentifier: LoopYield] = [:]
+        for loop in services.group.makeIterator() { loopYields[ObjectIdentifier(loop)] = try await LoopYield.make(on: loop).get() }
+        let yields = loopYields
+        self.yields.withLockedValue { $0 = loopYields }
         let metrics = services.metrics
         let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
@@ -114,7 +120,8 @@ package final class ProxyServer: Sendable {
                     try sync.addHandler(ByteToMessageHandler(decoder))
                     let handler = ProxyHTTPHandler(
                         router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
-                        date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)])
+                        date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)],
+                        yield: yields[ObjectIdentifier(channel.eventLoop)])
                     decoder.replayer = handler
                     try sync.addHandler(handler)
                 }
@@ -148,13 +155,18 @@ package final class ProxyServer: Sendable {
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
     package func stop() async throws {
         let channel = self.channel.withLockedValue { $0 }
-        dates.withLockedValue { $0 }?.stop()
+        stopDates()
         try await channel?.close()
     }
 
-    /// Stops renewing the `Date` lines (the server is done).
+    /// Stops renewing the `Date` lines and closes the loops' yield pipes (the server is done).
     func stopDates() {
         dates.withLockedValue { $0 }?.stop()
+        let yields = self.yields.withLockedValue { table in
+            defer { table = [:] }
+            return table
+        }
+        for yield in yields.values { yield.close().whenComplete { _ in } }
     }
 
     /// Runs until the listening channel closes.

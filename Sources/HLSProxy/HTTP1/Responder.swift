@@ -55,6 +55,9 @@ final class Responder: @unchecked Sendable {
     /// Set when the answer was a replayed hit from the memory tier: the same request bytes may be answered so again
     /// without being decoded (``ReplayedExchanges``).
     var replayedAnswer: ReplayedAnswer?
+    /// Whether the memory tier counted this request already (a hit may look at the tier twice: a replay, then the
+    /// ordinary path; each request counts once in what decides what enters).
+    var memoryTierCounted = false
 
     init(
         eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, webOrigins: WebOriginPolicy,

@@ -12,12 +12,13 @@ import Synchronization
 /// a head rendered earlier and the bytes, with no file opened, read or closed per request (docs/architecture.md,
 /// "The memory tier"). The disk cache stays the truth: an entry is only a copy of one version of one object file.
 ///
-/// - **What enters:** a whole object of at most ``maxObjectBytes`` that was served from its file at least twice — a
-///   replayed whole hit (``load(_:store:threadPool:)``), or any two hits of the ordinary path, ranges and CORS
-///   included (``servedFromFile(_:store:threadPool:)``): the second time it is read in on the thread pool; the first
-///   would copy every segment a player asks for once. Larger objects never enter: memory never grows with the size
-///   of an object.
-/// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry), least recently used first out.
+/// - **What enters:** a whole object of at most ``maxObjectBytes`` asked for at least twice, and — when room must be
+///   made — asked for more often than every entry it would evict (``MemoryTierContents``: TinyLFU admission over a
+///   frequency sketch, with a room of its own for small objects so that segments never push a playlist out). The
+///   decision is taken before the object is read, and the read runs on the thread pool, never on a request's path:
+///   a hit that misses the tier is sent from its file at once, and an object that would not enter is never read.
+///   Larger objects never enter: memory never grows with the size of an object.
+/// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry).
 /// - **Validity:** an entry answers only for the version it was read from (same key, entity tag and size as the
 ///   store's current row, which the caller checks with ``CacheStore/touchIfUnchanged(_:)``), and only while the
 ///   object's file is still the file it was read from (``FileIdentity``: same inode, size and modification time):
@@ -28,7 +29,7 @@ import Synchronization
 ///   replaced, removed or expired ones are dropped when next asked for, or age out.
 /// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is sent from memory only while fewer than
 ///   ``maxLargeSends`` other connections hold a large body — sent from memory or from its file, from the send until
-///   the connection's next request or its end (``bodyToSend(of:on:headOnly:)``, ``requestBegan(on:)``,
+///   the connection's next request or its end (``bodyToSend(of:on:headOnly:counted:)``, ``requestBegan(on:)``,
 ///   ``connectionEnded(_:)``); past that it takes the file and sendfile. Written from memory the bytes are copied
 ///   into the socket and read back by a loopback receiver while still in the CPU's caches — half the system CPU of a
 ///   sendfile of a 2 MiB hit at 1–8 connections; with many in flight the bytes outgrow the caches and sendfile's
@@ -44,9 +45,8 @@ final class MemoryTier: Sendable {
     static let entryOverhead = 512
     /// Reads in flight at once; an object asked for while this many are under way is read on a later hit.
     static let maxLoads = 8
-    /// Objects remembered as served from their file once by the ordinary path (their key and entity tag), most
-    /// recent first: the second such serve reads the object in.
-    static let maxSightings = 4096
+    /// An entry not asked for in this long counts as never asked for when room is made (``MemoryTierContents``).
+    static let idleAfter = TimeAmount.seconds(30)
     /// Bodies of at most this many bytes (playlists, init sections, short segments) are always sent from memory when
     /// held; larger ones only while fewer than ``maxLargeSends`` connections hold one.
     static let alwaysFromMemoryBytes = 64 << 10
@@ -62,9 +62,8 @@ final class MemoryTier: Sendable {
     private let now: @Sendable () -> NIODeadline
 
     private struct State {
-        var entries: BoundedLRU<CacheKey, MemoryObject>
+        var entries: MemoryTierContents<MemoryObject>
         var loading: Set<CacheKey> = []
-        var sightings = BoundedLRU<CacheKey, String>(maxCount: MemoryTier.maxSightings)
     }
 
     private let state: NIOLockedValueBox<State>
@@ -88,7 +87,12 @@ final class MemoryTier: Sendable {
         self.maxObjectBytes = min(max(0, maxObjectBytes), max(0, maxBytes - Self.entryOverhead))
         // Every entry costs at least its overhead, so the count bound follows from the byte bound.
         let maxCount = maxBytes > 0 ? max(1, maxBytes / Self.entryOverhead) : 0
-        state = NIOLockedValueBox(State(entries: BoundedLRU(maxCount: maxCount, maxCost: self.maxBytes)))
+        state = NIOLockedValueBox(
+            State(
+                entries: MemoryTierContents(
+                    maxBytes: self.maxBytes, smallCost: Self.alwaysFromMemoryBytes + Self.entryOverhead,
+                    smallBudget: Self.smallBudget(of: self.maxBytes), maxCount: maxCount,
+                    idleAfter: UInt64(Self.idleAfter.nanoseconds))))
     }
 
     deinit {
@@ -109,13 +113,24 @@ final class MemoryTier: Sendable {
         isEnabled && object.size <= Int64(maxObjectBytes) && object.kind != .key && !KeySizedBody.isKeySize(object.size)
     }
 
+    /// Bytes small objects (at most ``alwaysFromMemoryBytes``) may always use: an eighth of the tier, at least
+    /// 4 MiB (or the whole tier when it is smaller) — some thousands of playlists.
+    static func smallBudget(of maxBytes: Int) -> Int {
+        max(maxBytes / 8, min(maxBytes, 4 << 20))
+    }
+
     /// The bytes of `object` (the version the caller found current in the store), if held and its file is still the
     /// one they were read from (looked at again once ``recheckInterval`` passed since it last was). A stale entry
     /// (another version, another file) is dropped.
-    func body(of object: CachedObject) -> ByteBuffer? {
-        guard isEnabled else { return nil }
+    /// - Parameter counted: whether this request was counted already (``bodyToSend(of:on:headOnly:counted:)``);
+    ///   set when it is.
+    private func body(of object: CachedObject, counted: inout Bool) -> ByteBuffer? {
+        let time = now().uptimeNanoseconds
+        let count = !counted
+        counted = true
         let found = state.withLockedValue { state -> MemoryObject? in
-            guard let entry = state.entries.value(forKey: object.key) else { return nil }
+            if count { state.entries.recordRequest(object.key) }
+            guard let entry = state.entries.value(forKey: object.key, now: time) else { return nil }
             guard entry.etag == object.etag, entry.size == object.size else {
                 state.entries.removeValue(forKey: object.key)
                 return nil
@@ -123,7 +138,6 @@ final class MemoryTier: Sendable {
             return entry
         }
         guard let found else { return nil }
-        let time = now().uptimeNanoseconds
         if time &- found.checkedAt.load(ordering: .relaxed) < UInt64(Self.recheckInterval.nanoseconds) { return found.body }
         guard identity(of: object.path, relative: found.relativePath) == found.file else {
             state.withLockedValue { state in
@@ -135,19 +149,35 @@ final class MemoryTier: Sendable {
         return found.body
     }
 
-    /// The bytes of `object` for a response about to be written on `connection` (as ``body(of:)``), or nil: send
-    /// its file. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
+    /// The bytes of `object` for a response about to be written on `connection`, or nil: send its file. The request
+    /// is counted (once: `counted` says whether it was, and is set) whether or not the object is held — what decides
+    /// what enters. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
     /// ``maxLargeSends`` other connections hold one.
-    /// - Parameter headOnly: no body will be written (HEAD): not counted.
-    func bodyToSend(of object: CachedObject, on connection: LargeSendHold?, headOnly: Bool = false) -> ByteBuffer? {
-        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object) }
-        guard isEnabled, let connection else { return nil }
+    /// - Parameter headOnly: no body will be written (HEAD): not counted as a large send.
+    func bodyToSend(of object: CachedObject, on connection: LargeSendHold?, headOnly: Bool = false, counted: inout Bool) -> ByteBuffer? {
+        guard isEnabled else { return nil }
+        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object, counted: &counted) }
+        guard let connection else {
+            countRequest(object, counted: &counted)
+            return nil
+        }
         let others =
             connection.take()
             ? largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
             : largeSends.load(ordering: .relaxed) - 1
-        return others < maxLargeSends ? body(of: object) : nil
+        guard others < maxLargeSends else {
+            countRequest(object, counted: &counted)
+            return nil
+        }
+        return body(of: object, counted: &counted)
+    }
+
+    /// Counts a request for `object` that will not look at the tier's copy, unless it was counted.
+    private func countRequest(_ object: CachedObject, counted: inout Bool) {
+        guard !counted else { return }
+        counted = true
+        state.withLockedValue { $0.entries.recordRequest(object.key) }
     }
 
     /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
@@ -166,13 +196,19 @@ final class MemoryTier: Sendable {
         largeSends.load(ordering: .relaxed)
     }
 
-    /// Reads `object` in on `threadPool` unless it is held, being read, too large, or too many reads are under way.
-    /// The read checks that the file is the object's (its size) and is dropped if the store moved on meanwhile.
+    /// Reads `object` in on `threadPool` if it would enter (``MemoryTierContents``: asked for often enough, and
+    /// more often than what it would evict) and is not held, being read, too large, nor past ``maxLoads`` reads under
+    /// way. The read checks that the file is the object's (its size); what it read enters only if the store still
+    /// has that version and the tier still admits it.
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
         guard admits(object) else { return }
+        let cost = Int(object.size) + Self.entryOverhead
+        let time = now().uptimeNanoseconds
         let start = state.withLockedValue { state -> Bool in
             if let held = state.entries.peekValue(forKey: object.key), held.etag == object.etag, held.size == object.size { return false }
-            guard state.loading.count < Self.maxLoads, !state.loading.contains(object.key) else { return false }
+            guard state.loading.count < Self.maxLoads, !state.loading.contains(object.key),
+                state.entries.admits(object.key, cost: cost, now: time)
+            else { return false }
             state.loading.insert(object.key)
             return true
         }
@@ -180,44 +216,32 @@ final class MemoryTier: Sendable {
         threadPool.submit { [self] work in
             defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
             let relative = objects.flatMap { object.path.hasPrefix($0.prefix) ? String(object.path.dropFirst($0.prefix.utf8.count)) : nil }
-            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative, at: now()) else { return }
+            let readAt = now()
+            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative, at: readAt) else { return }
             // Still the store's version (not replaced, evicted or expired while it was read)?
             guard store.isCurrent(object) else { return }
             state.withLockedValue { state in
-                state.entries.setValue(loaded, forKey: object.key, cost: Int(object.size) + Self.entryOverhead)
+                state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds)
             }
         }
-    }
-
-    /// The ordinary hit path (no replayed head: a range, a conditional request, a CORS request, HTTP/1.0 or
-    /// `Connection: close`) served `object` from its file: the second time this version is, it is read in.
-    func servedFromFile(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
-        guard admits(object) else { return }
-        let second = state.withLockedValue { state -> Bool in
-            if state.sightings.value(forKey: object.key) == object.etag {
-                state.sightings.removeValue(forKey: object.key)
-                return true
-            }
-            state.sightings.setValue(object.etag, forKey: object.key)
-            return false
-        }
-        if second { load(object, store: store, threadPool: threadPool) }
     }
 
     /// Drops the entries of `keys` (the store evicted them).
     func remove(_ keys: [CacheKey]) {
         guard isEnabled else { return }
         state.withLockedValue { state in
-            for key in keys {
-                state.entries.removeValue(forKey: key)
-                state.sightings.removeValue(forKey: key)
-            }
+            for key in keys { state.entries.removeValue(forKey: key) }
         }
     }
 
     /// Bytes and entries held (`hlscache_memory_tier_bytes`, `hlscache_memory_tier_objects`, tests).
     var usage: (bytes: Int, count: Int) {
         state.withLockedValue { ($0.entries.totalCost, $0.entries.count) }
+    }
+
+    /// How often `object` was asked for lately, as the tier counts (tests).
+    func frequency(of object: CachedObject) -> Int {
+        state.withLockedValue { $0.entries.frequency(object.key) }
     }
 
     /// Whether a current copy of `object` is held (tests).
@@ -229,7 +253,7 @@ final class MemoryTier: Sendable {
     }
 }
 
-/// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:headOnly:)``):
+/// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:headOnly:counted:)``):
 /// one per connection (its HTTP/1 handler's), counted once however many large bodies it is sent before it asks
 /// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
 final class LargeSendHold: Sendable {

@@ -27,7 +27,8 @@ final class OperationsEndpoint: Sendable {
                     cacheBytes: usage?.bytes,
                     cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes,
                     memoryTier: {
-                        let held = services.memory.usage; return (held.bytes, held.count, services.memory.largeSendsInFlight)
+                        let held = services.memory.usage
+                        return (held.bytes, held.count, services.memory.largeSendsInFlight, services.memory.maxBytes)
                     }(),
                     diskFree: services.store.freeDiskBytes(),
                     keys: services.keys.statistics,

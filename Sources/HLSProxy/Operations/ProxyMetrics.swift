@@ -40,6 +40,7 @@ package final class ProxyMetrics: Sendable {
     private let cacheObjects: Gauge
     private let memoryTierBytes: Gauge
     private let memoryTierObjects: Gauge
+    private let memoryTierCapacity: Gauge
     private let memoryLargeSends: Gauge
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
@@ -107,6 +108,9 @@ package final class ProxyMetrics: Sendable {
             labels: [])
         self.memoryTierObjects = registry.makeGauge(
             descriptor: name("memory_tier_objects", "", "Objects held by the memory tier."), labels: [])
+        self.memoryTierCapacity = registry.makeGauge(
+            descriptor: name("memory_tier_capacity", "bytes", "The memory tier's bound (cache.memorySize, resolved when auto)."),
+            labels: [])
         self.memoryLargeSends = registry.makeGauge(
             descriptor: name(
                 "memory_large_sends", "",
@@ -257,8 +261,8 @@ package final class ProxyMetrics: Sendable {
         var cacheBytes: Int64?
         var cacheObjects: Int?
         var cacheCapacity: Int64
-        /// The memory tier: bytes and objects held, and connections holding a large body.
-        var memoryTier: (bytes: Int, objects: Int, largeSends: Int) = (0, 0, 0)
+        /// The memory tier: bytes and objects held, connections holding a large body, and its bound.
+        var memoryTier: (bytes: Int, objects: Int, largeSends: Int, capacity: Int) = (0, 0, 0, 0)
         var diskFree: Int64?
         var keys: KeyStatistics
         var downloadStates: [String: Int]?
@@ -276,6 +280,7 @@ package final class ProxyMetrics: Sendable {
         memoryTierBytes.set(Int64(snapshot.memoryTier.bytes))
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
+        memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let waits = snapshot.originConnectionWaits {
             let previous = lastConnectionWaits.withLockedValue { last in

@@ -47,7 +47,9 @@ extension ResourceService {
     /// needed, as no file is read.
     func sendFromMemory(_ replay: HitReplay, responder: Responder) -> Bool {
         guard services.memory.admits(replay.object),
-            let body = services.memory.bodyToSend(of: replay.object, on: responder.largeSendHold, headOnly: responder.request.isHead),
+            let body = services.memory.bodyToSend(
+                of: replay.object, on: responder.largeSendHold, headOnly: responder.request.isHead,
+                counted: &responder.memoryTierCounted),
             services.store.touchIfUnchanged(replay.object)
         else { return false }
         responder.cacheResult = .hit

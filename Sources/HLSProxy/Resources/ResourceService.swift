@@ -151,7 +151,7 @@ final class ResourceService: Sendable {
             pin.unpin()
             return false
         }
-        // Served whole from its file a second time: worth a copy in memory (if small enough).
+        // Served from its file: read into the memory tier in the background if it has earned a place there.
         services.memory.load(replay.object, store: services.store, threadPool: services.threadPool)
         responder.cacheResult = .hit
         responder.sendPrepared(
@@ -221,7 +221,8 @@ final class ResourceService: Sendable {
     ) -> Bool {
         let source: HitSource
         if services.memory.admits(object),
-            let body = services.memory.bodyToSend(of: object, on: responder.largeSendHold, headOnly: request.isHead)
+            let body = services.memory.bodyToSend(
+                of: object, on: responder.largeSendHold, headOnly: request.isHead, counted: &responder.memoryTierCounted)
         {
             pin.unpin()
             source = .memory(body)
@@ -230,8 +231,8 @@ final class ResourceService: Sendable {
                 pin.unpin()
                 return false
             }
-            // Served from its file by the ordinary path: a second time reads it into the memory tier.
-            services.memory.servedFromFile(object, store: services.store, threadPool: services.threadPool)
+            // Served from its file: read into the memory tier in the background if it has earned a place there.
+            services.memory.load(object, store: services.store, threadPool: services.threadPool)
             source = .file(handle, pin)
         }
         let lastModified = Int64((object.lastModified ?? object.createdAt).timeIntervalSince1970)
