@@ -37,6 +37,7 @@ extension HLSCacheSettings {
         configuration.requestBodyTimeout = Self.timeAmount(requestBodyTimeout)
         configuration.sendTimeout = Self.timeAmount(sendTimeout)
         configuration.maxHeaderCount = maxHeaderCount
+        configuration.sendSliceBytes = sendSliceBytes
         configuration.maxInFlightBufferBytes = inFlightBufferBytes
         configuration.maxInFlightMemoryBytes = inFlightMemoryBytes
         configuration.maxObjectBytes = maxObjectBytes

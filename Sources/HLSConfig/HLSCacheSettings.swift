@@ -54,6 +54,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var requestBodyTimeout: Duration
     package var sendTimeout: Duration
     package var maxHeaderCount: Int
+    package var sendSliceBytes: Int
     package var inFlightBufferBytes: Int
     package var inFlightMemoryBytes: Int64
     package var maxObjectBytes: Int64
@@ -149,6 +150,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
         requestBodyTimeout = .nanoseconds(proxy.requestBodyTimeout.nanoseconds)
         sendTimeout = .nanoseconds(proxy.sendTimeout.nanoseconds)
         maxHeaderCount = proxy.maxHeaderCount
+        sendSliceBytes = proxy.sendSliceBytes
         inFlightBufferBytes = proxy.maxInFlightBufferBytes
         inFlightMemoryBytes = proxy.maxInFlightMemoryBytes
         maxObjectBytes = proxy.maxObjectBytes

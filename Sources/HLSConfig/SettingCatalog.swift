@@ -101,6 +101,9 @@ package enum SettingCatalog {
                 "while response bytes wait to be sent, a client that takes none of them for this long is disconnected"),
             .int("limits.maxHeaderCount", \.maxHeaderCount, range: 1...10_000, "requests with more header fields get 431"),
             .size(
+                "limits.sendSlice", \.sendSliceBytes,
+                "larger response bodies go a slice at a time, between the event loop's other requests (0: whole bodies at once)"),
+            .size(
                 "limits.inFlightBuffer", \.inFlightBufferBytes, minimum: 64 << 10,
                 "body bytes of one download held in memory; past it the origin waits for the cache file (or the slowest client)"),
             .size(

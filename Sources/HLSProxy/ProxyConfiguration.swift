@@ -59,6 +59,9 @@ package struct ProxyConfiguration: Sendable {
     package var memoryLargeSends: Int = 8
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
+    /// Response bodies longer than this are written a slice at a time between the event loop's other I/O
+    /// (`limits.sendSlice`; 0: whole bodies at once; ``LoopYield``).
+    package var sendSliceBytes: Int = 512 << 10
     /// Told on the event loop each time response body bytes are handed to a connection: the request's target, and
     /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
     /// loop with it.

@@ -3,6 +3,7 @@ import HLSCacheCore
 import HLSCacheStore
 import HLSTestSupport
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -215,6 +216,85 @@ import Testing
             #expect(Self.headerList(again2) == Self.headerList(zipped))
         }
         #expect(harness.origin.requests(matching: "/p/index.m3u8").count == 1)
+    }
+
+    /// A pass over segments twice the tier's size, each asked for twice (as a player and read-ahead, or two viewers,
+    /// would), leaves the playlist that was refreshed before it in memory: it is answered from its copy in memory
+    /// afterwards (its file scribbled over, the original bytes still come back).
+    @Test func aPassOverTwiceTheTierLeavesThePlaylistInMemory() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.memoryCacheBytes = 8 << 20 }
+        defer { Task { await harness.shutdown() } }
+        var text = "#EXTM3U\n#EXT-X-TARGETDURATION:6\n#EXT-X-PLAYLIST-TYPE:VOD\n"
+        for index in 0..<64 { text += "#EXTINF:6.0,\ns\(index).ts\n" }
+        text += "#EXT-X-ENDLIST\n"
+        harness.origin.setBody(Array(text.utf8), for: "/v/index.m3u8")
+        let playlistURL = harness.url("/v/index.m3u8")
+        let first = try await harness.get(playlistURL)
+        try await harness.waitForIdle()
+        let rewritten = try #require(
+            harness.store.lookup(PlaylistService.rewrittenKey(CacheKey(try OriginURL(harness.originURL("/v/index.m3u8"))))))
+        let memory = harness.server.services.memory
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !memory.holds(rewritten) && ContinuousClock.now < deadline {
+            _ = try await harness.get(playlistURL)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(memory.holds(rewritten))
+        // 64 segments of 256 KiB: 16 MiB through an 8 MiB tier, each asked for twice.
+        for index in 0..<64 {
+            harness.origin.setBody(randomBytes(256 << 10), contentType: "video/mp2t", for: "/v/s\(index).ts")
+            _ = try await harness.get(harness.url("/v/s\(index).ts"))
+            try await harness.waitForIdle()
+            _ = try await harness.get(harness.url("/v/s\(index).ts"))
+            _ = try await harness.get(harness.url("/v/s\(index).ts"))
+        }
+        let usage = memory.usage
+        #expect(usage.bytes <= 8 << 20 && usage.count > 1, "\(usage)")
+        #expect(memory.holds(rewritten), "a pass over segments pushed the playlist out")
+        try Self.scribble(over: rewritten)
+        let again = try await harness.get(playlistURL)
+        #expect(again.text == first.text, "the playlist was not answered from memory")
+    }
+
+    /// The read into memory runs on the thread pool, never on a request's path: with the pool's only thread held, an
+    /// object that earned its place is still answered at once from its file, and enters memory once the thread is free.
+    @Test func aTierMissIsAnsweredFromTheFileWhileTheReadWaits() async throws {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, threadPool: pool)
+        defer {
+            Task {
+                await harness.shutdown()
+                try? await pool.shutdownGracefully()
+            }
+        }
+        let body = randomBytes(50_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/w.ts")
+        let url = harness.url("/w.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try Self.stored(harness, "/w.ts")
+        // The pool's thread held until the test lets it go.
+        let held = DispatchSemaphore(value: 0)
+        let running = DispatchSemaphore(value: 0)
+        pool.submit { _ in
+            running.signal()
+            held.wait()
+        }
+        running.wait()
+        // Asked for twice from here (it has earned a place): both answered from the file, the read waits.
+        for _ in 0..<2 {
+            let hit = try await harness.get(url)
+            #expect(hit.headers.first(name: "X-Cache") == "HIT" && sameBytes(hit.body, body))
+        }
+        #expect(!harness.server.services.memory.holds(object), "read on the request's path")
+        #expect(harness.server.services.memory.frequency(of: object) >= MemoryTierContents<Int>.minimumFrequency)
+        held.signal()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !harness.server.services.memory.holds(object) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(harness.server.services.memory.holds(object), "never read in once the thread was free")
     }
 
     /// One raw exchange (HTTP/1.0, `Connection: close`): the head's lines but `Date`, and the body.

@@ -30,13 +30,14 @@ final class ProxyHarness: Sendable {
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
         logger explicitLogger: Logger? = nil,
-        group: MultiThreadedEventLoopGroup = .singleton
+        group: MultiThreadedEventLoopGroup = .singleton,
+        threadPool: NIOThreadPool = .singleton
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
         return try await start(
             origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
-            accessLogger: accessLogger, logger: explicitLogger, group: group)
+            accessLogger: accessLogger, logger: explicitLogger, group: group, threadPool: threadPool)
     }
 
     static func start(
@@ -47,7 +48,8 @@ final class ProxyHarness: Sendable {
         keyClock: @escaping @Sendable () -> Date = Date.init,
         accessLogger: Logger? = nil,
         logger explicitLogger: Logger? = nil,
-        group: MultiThreadedEventLoopGroup = .singleton
+        group: MultiThreadedEventLoopGroup = .singleton,
+        threadPool: NIOThreadPool = .singleton
     ) async throws -> ProxyHarness {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
@@ -75,7 +77,7 @@ final class ProxyHarness: Sendable {
             logger: logger,
             now: keyClock)
         let server = ProxyServer(
-            configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
+            configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: threadPool,
             logger: logger, accessLogger: accessLogger)
         try await server.start()
         // Connections to the proxy on loopback are made at once; only a starved test process waits (a bound of 60 s,

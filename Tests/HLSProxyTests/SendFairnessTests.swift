@@ -45,12 +45,34 @@ import Testing
     }
 
     @Test func aPlaylistIsAnsweredBeforeTheLastSliceOfALargeBodyOnItsLoop() async throws {
+        let (order, bigTarget, playlistTarget) = try await Self.largeBodyThenPlaylist(sliceBytes: 512 << 10)
+        let bigSlices = order.filter { $0.target == bigTarget }
+        let playlistDone = try #require(order.firstIndex { $0.target == playlistTarget && $0.last }, "\(order)")
+        let bigDone = try #require(order.firstIndex { $0.target == bigTarget && $0.last })
+        #expect(bigSlices.count == 4, "2 MiB in \(bigSlices.count) writes, not 4 slices of 512 KiB")
+        #expect(order.first?.target == bigTarget, "the 2 MiB request was handled first")
+        #expect(playlistDone < bigDone, "the playlist waited for the whole body: \(order)")
+    }
+
+    /// `limits.sendSlice: 0`: whole bodies at once, and the playlist behind one waits for it.
+    @Test func slicesCanBeTurnedOff() async throws {
+        let (order, bigTarget, playlistTarget) = try await Self.largeBodyThenPlaylist(sliceBytes: 0)
+        #expect(order.map(\.target) == [bigTarget, playlistTarget] && order.allSatisfy(\.last), "\(order)")
+    }
+
+    /// A 2 MiB hit and a playlist hit asked for on two connections of one event loop, both requests in the kernel
+    /// before the loop looks (it finds them in one poll, the 2 MiB one first); both answers read whole.
+    /// - Returns: the body writes on the loop in order, and the two targets.
+    private static func largeBodyThenPlaylist(sliceBytes: Int) async throws -> (
+        order: [(target: String, last: Bool)], big: String, playlist: String
+    ) {
         // One event loop: both connections share it.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let writes = Mutex<[(target: String, last: Bool)]>([])
         let harness = try await ProxyHarness.start(
             serving: FileManager.default.temporaryDirectory,
             configure: { configuration in
+                configuration.sendSliceBytes = sliceBytes
                 configuration.bodyWriteObserver = { target, last in writes.withLock { $0.append((target, last)) } }
             }, group: group)
         defer {
@@ -97,14 +119,6 @@ import Testing
         #expect(bigAnswer.status == "HTTP/1.1 200 OK" && bigAnswer.bodyBytes == large.count)
         #expect(playlistAnswer.status == "HTTP/1.1 200 OK" && playlistAnswer.bodyBytes > 0)
 
-        let order = writes.withLock { $0 }
-        let bigSlices = order.filter { $0.target == bigTarget }
-        let playlistDone = try #require(order.firstIndex { $0.target == playlistTarget && $0.last }, "\(order)")
-        let bigDone = try #require(order.firstIndex { $0.target == bigTarget && $0.last })
-        let expectedSlices = (2 << 20) / ProxyHTTPHandler.sliceBytes
-        #expect(bigSlices.count == expectedSlices, "2 MiB in \(bigSlices.count) writes, not \(expectedSlices) slices")
-        #expect(order.first?.target == bigTarget, "the 2 MiB request was handled first")
-        #expect(playlistDone < bigDone, "the playlist waited for the whole body: \(order)")
-
+        return (writes.withLock { $0 }, bigTarget, playlistTarget)
     }
 }

@@ -50,6 +50,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     let largeSendHold = LargeSendHold()
     /// This event loop's yield: bodies over ``sliceBytes`` are written a slice at a time between its other I/O.
     private let yield: LoopYield?
+    /// ``ProxyConfiguration/sendSliceBytes`` (0: none).
+    private let sliceBytes: Int
     /// ``ProxyConfiguration/bodyWriteObserver``.
     private let bodyWriteObserver: (@Sendable (String, Bool) -> Void)?
 
@@ -68,6 +70,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.webOrigins = configuration.webOrigins
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
+        self.sliceBytes = configuration.sendSliceBytes
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
 
@@ -305,11 +308,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         write(head: end, framing: headOnly ? .none : .length, body: body, context: context)
     }
 
+    /// Writes a response. A body longer than ``sliceBytes`` goes a slice of that size at a time, each after the event
+    /// loop has looked at its other sockets again (``LoopYield``): a request arriving behind a large body on the same
+    /// loop waits for one slice, not the whole body (nginx's `sendfile_max_chunk`, there 2 MiB).
     private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
         let done = context.eventLoop.makePromise(of: Void.self)
         // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes); a
         // sliced body counts each slice as it is handed over.
-        let sliced = framing != .none && body.length > Int64(Self.sliceBytes) && yield != nil
+        let sliced = framing != .none && sliceBytes > 0 && body.length > Int64(sliceBytes) && yield != nil
         timeouts?.queued(bytes: head.readableBytes + (framing == .none || sliced ? 0 : Int(body.length)))
         switch body {
         case .empty:
@@ -354,11 +360,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Bodies longer than this are written a slice of this size at a time, each after the event loop has looked at
-    /// its other sockets again (``LoopYield``): a request arriving behind a large body on the same loop waits for one
-    /// slice, not the whole body (nginx's `sendfile_max_chunk`, there 2 MiB).
-    static let sliceBytes = 512 << 10
-
     /// Where the slices of a body come from.
     private enum SliceSource {
         case bytes(ByteBuffer)
@@ -375,7 +376,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             done.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        let end = min(position + Int64(Self.sliceBytes), length)
+        let end = min(position + Int64(sliceBytes), length)
         let data: IOData
         switch source {
         case .bytes(let buffer):
