@@ -125,6 +125,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio,
+            // The console's page, style sheet and script, compiled into the binary as byte arrays (no bundle to ship).
+            resources: [
+                .embedInCode("Console/Resources/console.html"), .embedInCode("Console/Resources/console.css"),
+                .embedInCode("Console/Resources/console.js"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -15,7 +15,7 @@ final class ProxyServices: Sendable {
     let group: any EventLoopGroup
     let threadPool: NIOThreadPool
     /// Origin downloads in flight; started only through ``ResourceService/originFetch(key:url:cacheable:purpose:)``.
-    let fetches = SharedFetchRegistry()
+    let fetches = FetchRegistry()
     /// Slices of large objects being fetched, so concurrent requests share one origin request per slice (Slices/).
     let sliceFlights = SliceFlights()
     /// How large objects are cut into slices (`cache.sliceSize`).

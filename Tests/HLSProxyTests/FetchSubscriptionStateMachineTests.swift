@@ -10,8 +10,8 @@ import Testing
     typealias Machine = FetchSubscriptionStateMachine
     typealias View = SharedFetchStateMachine.View
 
-    static func head(length: Int64? = 100, playlist: Bool = false) throws -> SharedFetch.Head {
-        SharedFetch.Head(
+    static func head(length: Int64? = 100, playlist: Bool = false) throws -> FetchHead {
+        FetchHead(
             contentLength: length, contentType: playlist ? MediaTypes.playlist : "video/mp2t", isPlaylist: playlist, etag: nil,
             lastModified: nil,
             url: try OriginURL("http://origin.test/v/seg1.ts"))

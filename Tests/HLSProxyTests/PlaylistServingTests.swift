@@ -50,7 +50,7 @@ import Testing
 
         let gzipped = try await harness.get(harness.url("/vod/master.m3u8"), headers: [("Accept-Encoding", "gzip, deflate")])
         #expect(gzipped.headers.first(name: "Content-Encoding") == "gzip")
-        #expect(Gzip.decompress(gzipped.body) == Array(expected.utf8))
+        #expect(TestZlib.decompress(gzipped.body) == Array(expected.utf8))
         #expect(harness.origin.requests(matching: "master.m3u8").count == 1, "the rewritten playlist is kept")
     }
 

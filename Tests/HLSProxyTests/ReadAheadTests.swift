@@ -35,8 +35,8 @@ import Testing
         _ = try await harness.get(harness.url("/v1/index.m3u8"))
         _ = try await harness.get(harness.url("/v0/seg000.ts"))
         #expect(
-            harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.isReadAhead
-                == true)
+            harness.server.services.fetches.existing(.stored(CacheKey(storedValue: try Self.key(harness, "/v0/seg002.ts"))))?.purpose
+                == .readAhead)
         let switched = try await harness.get(harness.url("/v1/seg001.ts"))
         #expect(switched.status == 200)
         try await harness.waitForIdle()
@@ -111,7 +111,7 @@ import Testing
             try Self.learn(index, "other\(round)")
             // The player keeps asking for segments of its playlist.
             #expect(try Self.plan(index, "playing\(round % 8)").prefetch.count == 2, "round \(round)")
-            #expect(index.playlistCount <= 4)
+            #expect(index.segmentCount <= 40, "at most 4 playlists of 10 segments")
         }
         // The others went least recently used first: only the last three are left.
         #expect(try Self.plan(index, "other160").prefetch.isEmpty)
@@ -128,24 +128,44 @@ import Testing
         for segment in ["live3", "live4", "next0", "next1"] { text += "#EXTINF:4,\n\(segment).ts\n" }
         index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
         #expect(index.segmentCount == 4)
-        #expect(index.playlistCount == 1)
         #expect(try Self.plan(index, "live0").prefetch.isEmpty, "a segment that left the window is forgotten")
         #expect(try Self.plan(index, "live3").prefetch.map(\.url.path) == ["/v/live4.ts", "/v/next0.ts", "/v/next1.ts"])
     }
 
-    @Test func theVariantTablesAreBounded() throws {
-        let index = ReadAheadIndex(window: 1, maxPlaylists: 2)
-        for master in 0..<10 {
-            var text = "#EXTM3U\n"
-            for variant in 0..<4 { text += "#EXT-X-STREAM-INF:BANDWIDTH=\(variant + 1)000\nm\(master)v\(variant).m3u8\n" }
-            let url = try OriginURL("http://cdn.example/v/master\(master).m3u8")
-            index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
-            try Self.learn(index, "m\(master)v0")
-            _ = try Self.plan(index, "m\(master)v00")
+    static func learnMaster(_ index: ReadAheadIndex, _ name: String, variants: [String]) throws {
+        var text = "#EXTM3U\n"
+        for variant in variants { text += "#EXT-X-STREAM-INF:BANDWIDTH=1000\n\(variant).m3u8\n" }
+        let url = try OriginURL("http://cdn.example/v/\(name).m3u8")
+        index.learn(try Playlist(text), key: CacheKey(url), url: url, volatileParameters: [])
+    }
+
+    @Test func theVariantTableKeepsEightVariantsPerPlaylist() throws {
+        // Three playlists: 24 variants. The first of 25 is forgotten, so leaving it for another cancels nothing.
+        let index = ReadAheadIndex(window: 1, maxPlaylists: 3)
+        try Self.learnMaster(index, "master", variants: (0..<25).map { "v\($0)-" })
+        for variant in ["v0-", "v1-", "v2-"] { try Self.learn(index, variant) }
+        #expect(try Self.plan(index, "v0-0").cancel.isEmpty)
+        #expect(try Self.plan(index, "v1-0").cancel.isEmpty, "v0 is no variant of the master any more")
+        #expect(try Self.plan(index, "v2-0").cancel.map(\.value) == [try Self.segmentKey("v1-1")], "v1 and v2 still are")
+    }
+
+    @Test func readAheadsAreRememberedForAsManyMultivariantPlaylistsAsPlaylists() throws {
+        // Four multivariant playlists each with a read-ahead under way, room for three: the first one's is forgotten,
+        // so a switch there cancels nothing; a switch in the last one cancels what its first variant asked for.
+        let index = ReadAheadIndex(window: 1, maxPlaylists: 3)
+        for master in 0..<4 {
+            try Self.learnMaster(index, "m\(master)", variants: ["m\(master)a", "m\(master)b"])
+            try Self.learn(index, "m\(master)a")
+            #expect(try Self.plan(index, "m\(master)a0").cancel.isEmpty)
         }
-        let tables = index.variantTables
-        #expect(tables.variants == 2 * ReadAheadIndex.variantsPerPlaylist)
-        #expect(tables.active == 2)
+        try Self.learn(index, "m0b")
+        #expect(try Self.plan(index, "m0b0").cancel.isEmpty)
+        try Self.learn(index, "m3b")
+        #expect(try Self.plan(index, "m3b0").cancel.map(\.value) == [try Self.segmentKey("m3a1")])
+    }
+
+    static func segmentKey(_ segment: String) throws -> String {
+        CacheKey(try OriginURL("http://cdn.example/v/\(segment).ts")).value
     }
 
     @Test func switchingVariantCancelsTheReadAheadOfTheOneLeft() throws {

@@ -4,7 +4,6 @@ import HLSCacheStore
 import HLSDownloader
 import HLSKeys
 import HLSOrigin
-import HLSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix

@@ -1,6 +1,7 @@
 import CZlib
 
-/// Compresses test bodies with the system zlib, in the three shapes origins send.
+/// Compresses test bodies with the system zlib, in the three shapes origins send, and decompresses what the proxy
+/// gzipped.
 package enum TestZlib {
     package enum Format: String, Sendable {
         /// RFC 1952 (`Content-Encoding: gzip`).
@@ -36,5 +37,33 @@ package enum TestZlib {
             }
         }
         return Array(output[0..<produced])
+    }
+
+    /// Decompresses a gzip or zlib member (the proxy's own gzipped playlists; the server decodes origin bodies as they
+    /// stream, in `HLSOrigin.ContentDecoder`). `nil` when it is not one, or is larger than `maxBytes`.
+    package static func decompress(_ input: [UInt8], maxBytes: Int = 64 << 20) -> [UInt8]? {
+        var stream = z_stream()
+        guard inflateInit2_(&stream, 15 + 32, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
+        defer { inflateEnd(&stream) }
+        var input = input
+        var output: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        return input.withUnsafeMutableBufferPointer { src -> [UInt8]? in
+            stream.next_in = src.baseAddress
+            stream.avail_in = uInt(src.count)
+            while true {
+                let (status, produced) = chunk.withUnsafeMutableBufferPointer { dst -> (Int32, Int) in
+                    stream.next_out = dst.baseAddress
+                    stream.avail_out = uInt(dst.count)
+                    let status = inflate(&stream, Z_NO_FLUSH)
+                    return (status, dst.count - Int(stream.avail_out))
+                }
+                output.append(contentsOf: chunk[0..<produced])
+                if output.count > maxBytes { return nil }
+                if status == Z_STREAM_END { return output }
+                if status != Z_OK { return nil }
+                if produced == 0 && stream.avail_in == 0 { return nil }
+            }
+        }
     }
 }

@@ -111,7 +111,7 @@ final class FetchSubscription: @unchecked Sendable {
         }
     }
 
-    private func sendHead(_ head: SharedFetch.Head) {
+    private func sendHead(_ head: FetchHead) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: head.contentType)
         headers.add(name: "X-Cache", value: "MISS")

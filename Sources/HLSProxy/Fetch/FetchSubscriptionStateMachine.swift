@@ -25,7 +25,7 @@ struct FetchSubscriptionStateMachine {
         case markPlaylist
         /// Send the head (when given), then the body part, then end the response when `end`. After a body part that
         /// does not end the response, report ``writeCompleted(success:)``.
-        case send(head: SharedFetch.Head?, body: Body, end: Bool)
+        case send(head: FetchHead?, body: Body, end: Bool)
     }
 
     enum Body {
@@ -95,7 +95,7 @@ struct FetchSubscriptionStateMachine {
     /// The download has news: decides what to do with what `view` shows from ``position`` on.
     mutating func pump(_ view: SharedFetchStateMachine.View) -> Action {
         let position: Int64
-        var head: SharedFetch.Head?
+        var head: FetchHead?
         switch state {
         case .done, .writing:
             return .wait

@@ -16,21 +16,6 @@ import NIOCore
 /// the thread pool, and subscriptions live on their clients' event loops and pull with ``view(from:)``. Each event
 /// takes the lock once, asks the state machine, and runs the resulting action outside the lock.
 final class SharedFetch: OriginStreamHandler, Sendable {
-    /// The origin's answer, as far as clients need it.
-    struct Head: Sendable {
-        var contentLength: Int64?
-        var contentType: String
-        var isPlaylist: Bool
-        /// The origin's ETag when strong (``OriginResponseHead/strongETag``): sent on the miss and stored with the
-        /// object, so hits send the same one. A weak or absent one is not used: the store derives a strong one.
-        var etag: String?
-        var lastModified: String?
-        /// The URL that answered (after redirects); playlists resolve against it.
-        var url: OriginURL
-        /// A playlist's `Content-Type` as the origin sent it (a channel list keeps it).
-        var originContentType: String? = nil
-    }
-
     /// What a client can read now (``SharedFetchStateMachine/View``) and the file to read the part behind the
     /// window from.
     struct View {
@@ -54,21 +39,22 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     let url: OriginURL
     /// Whether the result is stored (false for LL-HLS blocking requests, which are per-request).
     let cacheable: Bool
-    /// Started by read-ahead rather than by a client; may be cancelled while nobody watches it.
-    let isReadAhead: Bool
+    /// Why it was started: for a client, or for no client (read-ahead, which may be cancelled while nobody watches
+    /// it; the background fill of a Range miss).
+    let purpose: FetchPurpose
     private let services: ProxyServices
     private let state: NIOLockedValueBox<Locked>
     private let startedAt = ContinuousClock.now
 
-    /// - Parameter background: started for no client (read-ahead, the background fill of a Range miss): the body is
-    ///   downloaded only if it is worth storing (a known length within `cache.maxObjectSize`).
-    init(key: CacheKey, url: OriginURL, cacheable: Bool, isReadAhead: Bool = false, background: Bool = false, services: ProxyServices) {
+    /// - Parameter purpose: other than `.client`, started for no client: the body is downloaded only if it is worth
+    ///   storing (a known length within `cache.maxObjectSize`).
+    init(key: CacheKey, url: OriginURL, cacheable: Bool, purpose: FetchPurpose = .client, services: ProxyServices) {
         // A channel of an IPTV channel list the proxy served: a body without a length is a live stream, not stored.
         let isChannel = services.playlists.isChannel(url)
         self.key = key
         self.url = url
         self.cacheable = cacheable
-        self.isReadAhead = isReadAhead
+        self.purpose = purpose
         self.services = services
         let configuration = services.configuration
         let limits = SharedFetchStateMachine.Limits(
@@ -77,7 +63,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         self.state = NIOLockedValueBox(
             Locked(
                 machine: SharedFetchStateMachine(
-                    limits: limits, url: url, cacheable: cacheable, unwatched: background || isReadAhead, isChannel: isChannel)))
+                    limits: limits, url: url, cacheable: cacheable, unwatched: purpose != .client, isChannel: isChannel)))
     }
 
     deinit {
@@ -130,7 +116,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// Returns whether it was cancelled.
     @discardableResult
     func cancelIfUnwatched() -> Bool {
-        guard isReadAhead else { return false }
+        guard purpose == .readAhead else { return false }
         let action = handle { $0.machine.cancelUnwatched(ProxyError.unavailable("read-ahead of \(url) cancelled")) }
         return action.fail != nil
     }
@@ -147,7 +133,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     /// Bytes received so far, the first byte a newcomer can be served from, and whether the head is known (for
     /// deciding how to serve a Range on a miss).
-    var progressInfo: (head: Head?, received: Int64, servableFrom: Int64, failed: Bool) {
+    var progressInfo: (head: FetchHead?, received: Int64, servableFrom: Int64, failed: Bool) {
         state.withLockedValue { $0.machine.progress }
     }
 
@@ -260,7 +246,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     /// Called under the lock: a fill reporting its progress back into this fetch.
-    private func makeFill(head: Head) -> CacheFill {
+    private func makeFill(head: FetchHead) -> CacheFill {
         CacheFill(
             store: services.store, key: key, expectedLength: head.contentLength, slicing: slicing(head), threadPool: services.threadPool,
             logger: services.logger, label: url.redacted,
@@ -273,7 +259,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     /// `Last-Modified`), as a `Range` request's slices are. Still one origin request: only the disk side is cut, so
     /// clients stream as from any download, later ranges are hits, and eviction works per slice. A live stream's
     /// segment (stored with an expiry) stays whole.
-    private func slicing(_ head: Head) -> CacheFill.Slicing? {
+    private func slicing(_ head: FetchHead) -> CacheFill.Slicing? {
         let layout = services.sliceLayout
         guard let total = head.contentLength, layout.isSliced(total: total), !head.isPlaylist,
             let validator = SliceResponse.validator(strongETag: head.etag, lastModified: head.lastModified, total: total),
@@ -317,7 +303,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     }
 
     /// Commits the cache entry once every chunk is on disk; until then late joiners are still served by this fetch.
-    private func storeSegment(_ fill: CacheFill, head: Head) {
+    private func storeSegment(_ fill: CacheFill, head: FetchHead) {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
         let expiresAt = services.playlists.liveExpiry(of: key)
@@ -327,7 +313,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         }
     }
 
-    private func processPlaylist(head: Head, body: [ByteBuffer]) {
+    private func processPlaylist(head: FetchHead, body: [ByteBuffer]) {
         var collected: [UInt8] = []
         collected.reserveCapacity(body.reduce(0) { $0 + $1.readableBytes })
         for chunk in body { collected.append(contentsOf: chunk.readableBytesView) }

@@ -34,15 +34,15 @@ struct SharedFetchStateMachine {
         /// Whether ``fail`` is the origin's failure (counted in the metrics).
         var failureIsOrigin = false
         /// The head is known: make the cache file when `store`, then let the clients see the head.
-        var begin: (head: SharedFetch.Head, store: Bool)?
+        var begin: (head: FetchHead, store: Bool)?
         /// Chunks for the cache file, in order.
         var store: [ByteBuffer] = []
         /// Stop writing the cache file (the object is not stored); clients keep reading.
         var abandonFile = false
         /// The whole body arrived: commit the cache file.
-        var commit: SharedFetch.Head?
+        var commit: FetchHead?
         /// The whole playlist arrived: rewrite it, then report with ``SharedFetchStateMachine/playlistRewritten(_:)``.
-        var processPlaylist: (head: SharedFetch.Head, body: [ByteBuffer])?
+        var processPlaylist: (head: FetchHead, body: [ByteBuffer])?
         /// The clients have something new.
         var notify = false
         /// The window is full: the origin waits until ``resumeOrigin``.
@@ -73,7 +73,7 @@ struct SharedFetchStateMachine {
 
     /// What one client can read, from its position on.
     struct View {
-        var head: SharedFetch.Head?
+        var head: FetchHead?
         var failure: (any HTTPMappableError)?
         var playlist: RewrittenPlaylist?
         /// The whole body arrived.
@@ -91,11 +91,11 @@ struct SharedFetchStateMachine {
         /// The type leaves open whether this is a playlist; the first bytes (in `sniffer`) tell.
         case sniffing(OriginResponseHead)
         /// A playlist, collected whole in `collected`.
-        case collectingPlaylist(SharedFetch.Head)
-        case processingPlaylist(SharedFetch.Head)
-        case playlistReady(SharedFetch.Head, RewrittenPlaylist)
+        case collectingPlaylist(FetchHead)
+        case processingPlaylist(FetchHead)
+        case playlistReady(FetchHead, RewrittenPlaylist)
         /// Media, relayed and stored as it arrives; `ended` once every byte is in.
-        case streaming(SharedFetch.Head, ended: Bool)
+        case streaming(FetchHead, ended: Bool)
         case failed(any HTTPMappableError)
     }
 
@@ -177,7 +177,7 @@ struct SharedFetchStateMachine {
     var heldBytes: Int64 { held }
 
     /// The head (once known), the bytes received, and the first byte a new client can be served from.
-    var progress: (head: SharedFetch.Head?, received: Int64, servableFrom: Int64, failed: Bool) {
+    var progress: (head: FetchHead?, received: Int64, servableFrom: Int64, failed: Bool) {
         switch state {
         case .awaitingHead, .sniffing: return (nil, 0, 0, false)
         case .collectingPlaylist(let head), .processingPlaylist(let head), .playlistReady(let head, _): return (head, received, 0, false)
@@ -244,23 +244,15 @@ struct SharedFetchStateMachine {
 
     mutating func headReceived(_ head: OriginResponseHead) -> Action {
         guard case .awaitingHead = state else { return Action() }
-        guard head.status == 200 else {
-            let error: any HTTPMappableError =
-                (head.status == 206 || head.status == 304)
-                ? ProxyError.corrupted("origin \(url.host) answered \(head.status) to a plain GET")
-                : ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
+        switch OriginHeadClassifier.whole(head, url: url) {
+        case .failure(let error):
             return fail(error, origin: true)
-        }
-        let originType = head.headers.first(name: "Content-Type")
-        let isPlaylist = MediaTypes.isPlaylist(contentType: originType, pathExtension: url.pathExtension)
-        if isPlaylist
-            ? MediaTypes.mightBeMedia(contentType: originType, pathExtension: url.pathExtension)
-            : MediaTypes.mightBePlaylist(contentType: originType, pathExtension: url.pathExtension)
-        {
+        case .success(.sniff):
             state = .sniffing(head)
             return Action()
+        case .success(let verdict):
+            return begin(head, isPlaylist: verdict == .playlist)
         }
-        return begin(head, isPlaylist: isPlaylist)
     }
 
     mutating func bodyReceived(_ buffer: ByteBuffer) -> Action {
@@ -451,17 +443,16 @@ struct SharedFetchStateMachine {
     }
 
     private mutating func begin(_ head: OriginResponseHead, isPlaylist: Bool) -> Action {
-        var originType = head.headers.first(name: "Content-Type")
-        // Media its origin called a playlist is sent with its extension's type.
-        if !isPlaylist, MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }
         let contentLength = head.contentLength.map(Int64.init)
         if isPlaylist, let contentLength, contentLength > limits.maxPlaylistBytes {
             return fail(
                 ProxyError.corrupted("playlist of \(contentLength) bytes is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false)
         }
-        let info = SharedFetch.Head(
+        let info = FetchHead(
             contentLength: contentLength,
-            contentType: isPlaylist ? MediaTypes.playlist : MediaTypes.choose(origin: originType, pathExtension: url.pathExtension),
+            contentType: isPlaylist
+                ? MediaTypes.playlist
+                : OriginHeadClassifier.mediaType(origin: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension),
             isPlaylist: isPlaylist, etag: head.strongETag, lastModified: head.headers.first(name: "Last-Modified"), url: head.url,
             originContentType: isPlaylist ? head.headers.first(name: "Content-Type") : nil)
         if isPlaylist {
@@ -495,7 +486,7 @@ struct SharedFetchStateMachine {
         return action
     }
 
-    private mutating func append(_ buffer: ByteBuffer, head: SharedFetch.Head) -> Action {
+    private mutating func append(_ buffer: ByteBuffer, head: FetchHead) -> Action {
         let count = Int64(buffer.readableBytes)
         guard count > 0 else { return Action() }
         window.append(Chunk(offset: received, buffer: buffer))

@@ -53,7 +53,8 @@ final class SlicedFile: FetchFile {
                 return responder.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
             }
             sent = responder.writeFile(file, offset: position - slice.first, length: count)
-            sent.whenComplete { _ in pin?.unpin() }
+            let held = pin
+            sent.whenComplete { _ in held?.unpin() }
             position += count
         }
         return sent

@@ -32,9 +32,6 @@ extension ProxyServer {
         return remaining
     }
 
-    /// Whether a shutdown has begun.
-    package var isShuttingDown: Bool { services.isDraining }
-
     /// The server's metrics (also on `/metrics`).
     package var metrics: ProxyMetrics { services.metrics }
 

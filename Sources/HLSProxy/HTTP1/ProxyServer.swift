@@ -136,8 +136,9 @@ package final class ProxyServer: Sendable {
         return channel.localAddress!
     }
 
-    /// Requests answered so far without being decoded, on every event loop (tests).
-    package func replayedRequests() async throws -> Int {
+    /// Requests answered so far without being decoded, on every event loop. For tests (`@testable`): a replayed
+    /// exchange is answered with the bytes the decoded path would send, so nothing else tells it apart.
+    func replayedRequests() async throws -> Int {
         var total = 0
         for loop in services.group.makeIterator() {
             guard let table = replays.withLockedValue({ $0[ObjectIdentifier(loop)] }) else { continue }

@@ -221,7 +221,7 @@ final class MemoryTier: Sendable {
             // Still the store's version (not replaced, evicted or expired while it was read)?
             guard store.isCurrent(object) else { return }
             state.withLockedValue { state in
-                state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds)
+                _ = state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds)
             }
         }
     }

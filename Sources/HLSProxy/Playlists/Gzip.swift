@@ -29,31 +29,4 @@ package enum Gzip {
         output.removeSubrange(produced...)
         return output
     }
-
-    /// Decompresses a gzip member (used by tests; origin bodies are decoded as they stream by `HLSOrigin`).
-    package static func decompress(_ input: [UInt8], maxBytes: Int = 64 << 20) -> [UInt8]? {
-        var stream = z_stream()
-        guard inflateInit2_(&stream, 15 + 32, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
-        defer { inflateEnd(&stream) }
-        var input = input
-        var output: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        return input.withUnsafeMutableBufferPointer { src -> [UInt8]? in
-            stream.next_in = src.baseAddress
-            stream.avail_in = uInt(src.count)
-            while true {
-                let (status, produced) = chunk.withUnsafeMutableBufferPointer { dst -> (Int32, Int) in
-                    stream.next_out = dst.baseAddress
-                    stream.avail_out = uInt(dst.count)
-                    let status = inflate(&stream, Z_NO_FLUSH)
-                    return (status, dst.count - Int(stream.avail_out))
-                }
-                output.append(contentsOf: chunk[0..<produced])
-                if output.count > maxBytes { return nil }
-                if status == Z_STREAM_END { return output }
-                if status != Z_OK { return nil }
-                if produced == 0 && stream.avail_in == 0 { return nil }
-            }
-        }
-    }
 }

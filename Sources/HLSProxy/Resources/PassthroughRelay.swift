@@ -44,28 +44,19 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
 
     func didReceiveHead(_ head: OriginResponseHead) {
         metrics.originResponded(after: ContinuousClock.now - startedAt)
-        let type = head.headers.first(name: "Content-Type")
-        // A segment path its origin labels a playlist is relayed as media (a range cannot be sniffed).
-        if MediaTypes.isPlaylist(contentType: type, pathExtension: url.pathExtension),
-            !MediaTypes.mightBeMedia(contentType: type, pathExtension: url.pathExtension)
-        {
+        switch OriginHeadClassifier.range(head, url: url) {
+        case .playlist:
             handedOver = true
             onPlaylist()
-            return
-        }
-        // Players ask for a playlist from its first byte (ffmpeg: "bytes=0-"); only such an answer can tell.
-        let fromStart =
-            head.status == 200 || (head.status == 206 && head.headers.first(name: "Content-Range")?.hasPrefix("bytes 0-") == true)
-        if fromStart, MediaTypes.mightBePlaylist(contentType: type, pathExtension: url.pathExtension) {
+        case .sniff:
             held = head
-            return
+        case .media:
+            sendHead(head)
         }
-        sendHead(head)
     }
 
     private func sendHead(_ head: OriginResponseHead) {
-        guard head.status == 200 || head.status == 206 || head.status == 416 else {
-            let error = ProxyError.originStatus(head.status, host: url.host, retryAfter: head.retryAfter)
+        if let error = OriginHeadClassifier.rangeFailure(head, url: url) {
             metrics.originFailed(code: error.code)
             responder.send(error: error)
             return
@@ -77,9 +68,9 @@ final class PassthroughRelay: OriginStreamHandler, @unchecked Sendable {
             return
         }
         var headers = HTTPHeaders()
-        var originType = head.headers.first(name: "Content-Type")
-        if MediaTypes.isPlaylist(contentType: originType, pathExtension: nil) { originType = nil }  // mislabelled media
-        headers.add(name: "Content-Type", value: MediaTypes.choose(origin: originType, pathExtension: url.pathExtension))
+        headers.add(
+            name: "Content-Type",
+            value: OriginHeadClassifier.mediaType(origin: head.headers.first(name: "Content-Type"), pathExtension: url.pathExtension))
         for name in ["Content-Length", "Content-Range", "Last-Modified", "ETag", "Accept-Ranges"] {
             if let value = head.headers.first(name: name) { headers.add(name: name, value: value) }
         }

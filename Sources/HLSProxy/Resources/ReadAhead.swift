@@ -63,12 +63,6 @@ final class ReadAheadIndex: Sendable {
     /// Segments learned, over every playlist.
     var segmentCount: Int { state.withLockedValue { $0.positions.count } }
 
-    /// Media playlists learned.
-    var playlistCount: Int { state.withLockedValue { $0.playlists.count } }
-
-    /// Variants known to belong to a multivariant playlist, and multivariant playlists with a read-ahead under way.
-    var variantTables: (variants: Int, active: Int) { state.withLockedValue { ($0.variantGroup.count, $0.active.count) } }
-
     /// Records what a served playlist says: segment order for media playlists, variants for multivariant ones.
     func learn(_ playlist: Playlist, key: CacheKey, url: OriginURL, volatileParameters: [String]) {
         guard window > 0 else { return }

@@ -1,6 +1,6 @@
 import HLSCacheCore
 
-/// What one origin download is shared under (``SharedFetchRegistry``): concurrent misses with equal fetch keys share
+/// What one origin download is shared under (``FetchRegistry``): concurrent misses with equal fetch keys share
 /// one ``SharedFetch``.
 ///
 /// A cacheable resource is fetched under its ``CacheKey``, so requests that differ only in volatile query parameters
