@@ -97,10 +97,11 @@ import Testing
         switch player {
         case .vlc:
             #expect(run.vlcEndsReached >= files, "VLC did not reach the end (exit \(run.status))\n\(run.log.suffix(4000))")
-            // 25 frames a second; a picture or two at the end may be dropped at EOF.
-            #expect(
-                run.vlcPicturesDecoded >= Int(seconds * 25 * 0.9), "VLC decoded \(run.vlcPicturesDecoded) pictures\n\(run.log.suffix(4000))"
-            )
+            // It decoded pictures (a second's worth at least). Not a share of all of them: under load VLC's adaptive
+            // demuxer still loses pictures however it is told to decode late ones (156 of 200 with two busy loops beside
+            // the suite), and an outcome here must not depend on the machine's speed; that it played to the end is
+            // shown by reaching the end and by every resource of a rendition fetched (the callers' checks).
+            #expect(run.vlcPicturesDecoded >= 25, "VLC decoded \(run.vlcPicturesDecoded) pictures\n\(run.log.suffix(4000))")
             #expect(!run.log.contains("VLC is not supposed to be run as root"))
         case .mpv:
             let played = run.endings.filter { $0.reason == "eof" }
