@@ -126,6 +126,15 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             return blocking(responder) { try self.listItems(query) }
         case 1 where route[0] == "items" && method == .POST:
             let body = request.body.map { Array($0.readableBytesView) } ?? []
+            if let list = (try? JSONSerialization.jsonObject(with: Data(body))) as? [Any] {
+                let entries: [BulkEntry]
+                do {
+                    entries = try Self.bulkEntries(list)
+                } catch {
+                    return responder.send(error: error)
+                }
+                return blocking(responder) { try self.createItems(entries) }
+            }
             let parsed: ItemRequest
             do {
                 parsed = try ItemRequest.parse(body)

@@ -9,9 +9,11 @@ struct ItemRequest {
     var start = true
     /// `"dryRun": true`: answer the estimate (`fetch --dry-run`); nothing is recorded or stored.
     var dryRun = false
+    /// The body named the item's `id` (else one was generated).
+    var idGiven = false
 
     static let knownFields: Set<String> = [
-        "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "id", "headers", "lock", "rate", "start",
+        "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "expiresAt", "id", "headers", "lock", "rate", "start",
         "through",
         "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun",
     ]
@@ -24,6 +26,7 @@ struct ItemRequest {
         var subtitles: String?
         var iframes: Bool?
         var expires: Expires?
+        var expiresAt: String?
         var id: String?
         var headers: Headers?
         var lock: Bool?
@@ -99,12 +102,17 @@ struct ItemRequest {
         } catch {
             throw .badRequest("the body is not valid JSON")
         }
+        return try parse(object: object, data: Data(body), now: now)
+    }
+
+    /// One item's fields, already read as a JSON object (`data` is its JSON text).
+    static func parse(object: [String: Any], data: Data, now: Date = Date()) throws(AdminError) -> ItemRequest {
         if let unknown = object.keys.sorted().first(where: { !knownFields.contains($0) }) {
             throw .badRequest("unknown field \"\(unknown)\"")
         }
         let fields: Body
         do {
-            fields = try JSONDecoder().decode(Body.self, from: Data(body))
+            fields = try JSONDecoder().decode(Body.self, from: data)
         } catch let DecodingError.typeMismatch(type, context) {
             throw .badRequest("\"\(context.codingPath.first?.stringValue ?? "?")\": expected \(Self.describe(type))")
         } catch let DecodingError.dataCorrupted(context) {
@@ -135,6 +143,15 @@ struct ItemRequest {
             }
             guard let interval else { throw .badRequest("\"expires\": expected seconds or e.g. \"45m\", \"12h\", \"7d\", \"2w\"") }
             expiresAt = now.addingTimeInterval(interval)
+        }
+        if let text = fields.expiresAt {
+            guard fields.expires == nil else { throw .badRequest("give \"expires\" or \"expiresAt\", not both") }
+            guard let date = ItemPatchRequest.date(text) else {
+                throw .badRequest("\"expiresAt\": expected an ISO 8601 date such as \"2026-12-01T00:00:00Z\"")
+            }
+            // Refused rather than created already expired (the scheduler would purge it on its first pass).
+            guard date > now else { throw .badRequest("\"expiresAt\": \(text) is in the past") }
+            expiresAt = date
         }
         let id = fields.id ?? DownloadItem.generateID()
         guard DownloadItem.isValidID(id) else { throw .badRequest("\"id\": expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
@@ -188,7 +205,7 @@ struct ItemRequest {
             }
             item.downloadWindow = window
         }
-        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false)
+        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false, idGiven: fields.id != nil)
     }
 
     private static func describe(_ type: Any.Type) -> String {

@@ -16,8 +16,19 @@ struct FetchCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Argument(help: "The origin URL of the master (multivariant) or media playlist.")
-    var url: String
+    @Argument(help: "The origin URL of the master (multivariant) or media playlist; several: one item each, downloaded in turn.")
+    var urls: [String] = []
+
+    @Option(
+        name: .long,
+        help: "A file of URLs, one per line, or an M3U list whose #EXTINF titles become the items' titles ('-': standard input).")
+    var from: String?
+
+    /// The one URL of a single fetch.
+    var url: String { urls.first ?? "" }
+
+    /// More than one stream: `fetch URL URL…` or `--from FILE`.
+    var isMany: Bool { urls.count > 1 || from != nil }
 
     @Option(name: .long, help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767).")
     var seconds: Int = 0
@@ -36,6 +47,9 @@ struct FetchCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Expire the item after this long (45m, 12h, 7d, 2w): its objects are evicted.")
     var expires: String?
+
+    @Option(name: .long, help: "Expire the item at this date (ISO 8601, e.g. 2026-12-01T00:00:00Z); not in the past.")
+    var expiresAt: String?
 
     @Option(name: .long, help: "Item id (1…64 of A-Z a-z 0-9 . _ -); default: generated. An existing id resumes that item.")
     var id: String?
@@ -109,11 +123,23 @@ struct FetchCommand: AsyncParsableCommand {
         }
         if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
         if let expires, ItemFormatter.duration(expires) == nil { throw ValidationError("--expires \(expires): expected e.g. 45m, 12h, 7d") }
+        if let expiresAt {
+            guard expires == nil else { throw ValidationError("give --expires or --expires-at, not both") }
+            guard let date = SetCommand.date(expiresAt) else {
+                throw ValidationError("--expires-at \(expiresAt): expected an ISO 8601 date, e.g. 2026-12-01T00:00:00Z")
+            }
+            guard date > Date() else { throw ValidationError("--expires-at \(expiresAt): the date is in the past") }
+        }
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true {
             throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB")
         }
         for line in header where HeaderField(parsing: line) == nil { throw ValidationError("--header \(line): expected 'Name: value'") }
-        do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+        if isMany {
+            try validateMany()
+        } else {
+            guard !urls.isEmpty else { throw ValidationError("give the URL of a stream, several, or --from FILE") }
+            do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
+        }
         _ = try metadata()
         if let through {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
@@ -127,7 +153,14 @@ struct FetchCommand: AsyncParsableCommand {
         }
     }
 
+    /// The item's expiry from `--expires` or `--expires-at`.
+    var expiryDate: Date? {
+        if let expiresAt { return SetCommand.date(expiresAt) }
+        return expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }
+    }
+
     func run() async throws {
+        if isMany { return try await runMany() }
         let printer = ProgressPrinter(json: json)
         let selection: RenditionSelection
         do {
@@ -146,7 +179,7 @@ struct FetchCommand: AsyncParsableCommand {
             try context.downloader.expireDue()
             var item = DownloadItem(
                 id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
-                expiresAt: expires.flatMap(ItemFormatter.duration).map { Date().addingTimeInterval($0) }, locked: lock,
+                expiresAt: expiryDate, locked: lock,
                 headers: header.compactMap(HeaderField.init(parsing:)))
             // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
             item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
@@ -226,6 +259,7 @@ struct FetchCommand: AsyncParsableCommand {
         if iframes && !selection.iFrames { ignored.append("--iframes") }
         if lock && !existing.locked { ignored.append("--lock (`hlscache lock \(existing.id)` locks it)") }
         if let expires { ignored.append("--expires \(expires)") }
+        if let expiresAt { ignored.append("--expires-at \(expiresAt)") }
         // Names only: a header's value may be a token.
         if given.headers != existing.headers { ignored += given.headers.map { "--header '\($0.name): …'" } }
         // Metadata and policies of an existing item change with `hlscache set`.
@@ -240,7 +274,7 @@ struct FetchCommand: AsyncParsableCommand {
     }
 
     /// `--title`, `--tag`, `--poster`, `--meta`, `--max-size`, `--window`, `--daily-limit`, checked.
-    private func metadata() throws -> ItemMetadataOptions {
+    func metadata() throws -> ItemMetadataOptions {
         var options = ItemMetadataOptions()
         do throws(ItemMetadata.Problem) {
             options.title = try title.map(ItemMetadata.title)

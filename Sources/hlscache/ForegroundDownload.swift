@@ -19,12 +19,22 @@ nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
 /// that a thread of its own reads. (A DispatchSource registers its signal asynchronously, on the dispatch manager:
 /// with SIG_IGN set meanwhile, a signal that came in that window was discarded — a follower interrupted right after
 /// its first progress line followed on as if nothing had been pressed.)
+///
+/// One per process (`fetch URL…` runs its items one after the other): the handlers and the reader thread are installed
+/// once, and a signal cancels the run in progress and every later one.
 private final class SignalCancellation: @unchecked Sendable {
+    static let shared = SignalCancellation()
     private let lock = NSLock()
     private var task: Task<DownloadItem, any Error>?
     private var signalled = false
+    private var installed = false
 
     func installHandlers() {
+        let first = lock.withLock {
+            defer { installed = true }
+            return !installed
+        }
+        guard first else { return }
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return }
         signalPipeWrite = fds[1]
@@ -70,7 +80,7 @@ private final class SignalCancellation: @unchecked Sendable {
 enum ForegroundDownload {
     static func run(_ id: String, context: ItemContext, printer: ProgressPrinter, proxyBase: String) async throws {
         // SIGINT/SIGTERM handling is in place before the run starts (SignalCancellation says why).
-        let cancellation = SignalCancellation()
+        let cancellation = SignalCancellation.shared
         cancellation.installHandlers()
         let task = Task { () async throws -> DownloadItem in
             while true {

@@ -56,6 +56,45 @@ package final class ItemStore: Sendable {
         }
     }
 
+    /// Records the items not stored yet, in one transaction. An item exists when its id is taken (by an item stored
+    /// or one earlier in the list) or, for one whose `matchURL` is set (no id was asked for), when an item of the same
+    /// origin URL is stored: the answer gives, for each, `nil` when it was recorded, else the existing item's id.
+    /// `recorded` is called for each inside the transaction, before it commits: a scheduler cannot claim an item
+    /// before it is announced.
+    package func insertNew(
+        _ items: [(item: DownloadItem, matchURL: Bool)], recorded: (DownloadItem) -> Void = { _ in }
+    ) throws(DownloadError) -> [String?] {
+        try write { db in
+            var ids: Set<String> = []
+            var urls: [String: String] = [:]
+            var answers: [String?] = []
+            for (item, matchURL) in items {
+                let taken = try ids.contains(item.id) || self.fetch(db, id: item.id) != nil
+                if taken {
+                    answers.append(item.id)
+                    continue
+                }
+                if matchURL {
+                    var existing = urls[item.url]
+                    if existing == nil {
+                        existing = try String.fetchOne(
+                            db, sql: "SELECT id FROM items WHERE url = ? ORDER BY created_at LIMIT 1", arguments: [item.url])
+                    }
+                    if let existing {
+                        answers.append(existing)
+                        continue
+                    }
+                }
+                ids.insert(item.id)
+                urls[item.url] = urls[item.url] ?? item.id
+                recorded(item)
+                try self.save(db, item)
+                answers.append(nil)
+            }
+            return answers
+        }
+    }
+
     /// The item with `id`, or `nil`.
     package func item(_ id: String) throws(DownloadError) -> DownloadItem? {
         try read { db in try self.fetch(db, id: id) }
