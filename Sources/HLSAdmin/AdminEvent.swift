@@ -7,8 +7,8 @@ import NIOCore
 package enum AdminEvent: Sendable, Hashable {
     /// The item is now in `state` (also sent when an item appears).
     case state(id: String, state: ItemState, error: String?)
-    /// Counters of a downloading item.
-    case progress(id: String, bytes: Int64, bytesTotal: Int64, segments: Int, segmentsTotal: Int)
+    /// Counters of a downloading item, and its speed (the moving average, `nil` when not known yet).
+    case progress(id: String, bytes: Int64, bytesTotal: Int64, segments: Int, segmentsTotal: Int, bytesPerSecond: Double? = nil)
     /// The cache evicted `resources` of the item's objects (or a re-check found them gone); counters are what is left.
     case evicted(id: String, state: ItemState, resources: Int, bytes: Int64, segments: Int)
     /// The item was removed without keeping its metadata.
@@ -21,7 +21,7 @@ package enum AdminEvent: Sendable, Hashable {
     /// The item the event is about.
     package var id: String {
         switch self {
-        case .state(let id, _, _), .progress(let id, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
+        case .state(let id, _, _), .progress(let id, _, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
             .locked(let id, _):
             id
         }
@@ -53,12 +53,15 @@ package enum AdminEvent: Sendable, Hashable {
             var object: [String: Any] = ["type": "state", "id": id, "state": state.rawValue]
             if let error { object["error"] = error }
             return object
-        case .progress(let id, let bytes, let bytesTotal, let segments, let segmentsTotal):
-            return [
+        case .progress(let id, let bytes, let bytesTotal, let segments, let segmentsTotal, let rate):
+            var object: [String: Any] = [
                 "type": "progress", "id": id, "bytes": bytes, "bytesTotal": bytesTotal, "segments": segments,
                 "segmentsTotal": segmentsTotal,
                 "percent": AdminJSON.percent(bytes: bytes, bytesTotal: bytesTotal, segments: segments, segmentsTotal: segmentsTotal),
             ]
+            let eta = DownloadProgress.eta(bytesDone: bytes, bytesTotal: bytesTotal, bytesPerSecond: rate)
+            object.merge(AdminJSON.speed(bytesPerSecond: rate, etaSeconds: eta)) { $1 }
+            return object
         case .evicted(let id, let state, let resources, let bytes, let segments):
             return ["type": "evicted", "id": id, "state": state.rawValue, "resources": resources, "bytes": bytes, "segments": segments]
         case .removed(let id):

@@ -147,6 +147,14 @@ enum AdminJSON {
     }
 
     /// An item. Header values are never shown (they may carry credentials), only their names.
+    /// `bytesPerSecond` (whole bytes) and `etaSeconds` (whole seconds, rounded up), `null` when unknown.
+    static func speed(bytesPerSecond: Double?, etaSeconds: Double?) -> [String: Any] {
+        [
+            "bytesPerSecond": bytesPerSecond.map { Int64($0.rounded()) } ?? NSNull(),
+            "etaSeconds": etaSeconds.map { Int64($0.rounded(.up)) } ?? NSNull(),
+        ]
+    }
+
     static func item(_ item: DownloadItem, consumption: ItemConsumption?, offline: OfflineStatus) -> [String: Any] {
         var object: [String: Any] = [
             "id": item.id, "url": item.url, "state": item.state.rawValue, "seconds": item.precacheSeconds,
@@ -157,6 +165,8 @@ enum AdminJSON {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt), "updatedAt": iso(item.updatedAt),
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
+        let speed = item.speed()
+        object.merge(Self.speed(bytesPerSecond: speed.bytesPerSecond, etaSeconds: speed.etaSeconds)) { $1 }
         if let through = item.through { object["through"] = through }
         object["tags"] = item.tags
         if let title = item.title { object["title"] = title }

@@ -110,7 +110,8 @@ package final class EventHub: Sendable {
                 }
             }
             let event = AdminEvent.progress(
-                id: id, bytes: p.bytesDone, bytesTotal: p.bytesTotal, segments: p.segmentsDone, segmentsTotal: p.segmentsTotal)
+                id: id, bytes: p.bytesDone, bytesTotal: p.bytesTotal, segments: p.segmentsDone, segmentsTotal: p.segmentsTotal,
+                bytesPerSecond: p.bytesPerSecond)
             throttle(event, force: p.segmentsTotal > 0 && p.segmentsDone >= p.segmentsTotal)
         }
     }
@@ -206,7 +207,7 @@ package final class EventHub: Sendable {
                     events.append(
                         .progress(
                             id: item.id, bytes: now.bytes, bytesTotal: now.bytesTotal, segments: now.segments,
-                            segmentsTotal: now.segmentsTotal))
+                            segmentsTotal: now.segmentsTotal, bytesPerSecond: item.speed().bytesPerSecond))
                 }
             }
             for id in changes.removed {

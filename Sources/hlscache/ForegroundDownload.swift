@@ -192,7 +192,7 @@ enum ForegroundDownload {
                     id: id,
                     progress: DownloadProgress(
                         bytesDone: item.bytesDone, bytesTotal: item.bytesTotal, segmentsDone: item.segmentsDone,
-                        segmentsTotal: item.segmentsTotal, bytesPerSecond: 0)))
+                        segmentsTotal: item.segmentsTotal, bytesPerSecond: item.speed().bytesPerSecond)))
             do { try await Task.sleep(for: .milliseconds(500)) } catch { return try context.items.require(id) }
         }
     }

@@ -27,6 +27,9 @@ enum ItemFormatter {
             "headers": item.headers.map(\.name), "createdAt": iso(item.createdAt) ?? "", "updatedAt": iso(item.updatedAt) ?? "",
         ]
         if let expires = iso(item.expiresAt) { object["expiresAt"] = expires }
+        let speed = item.speed()
+        object["bytesPerSecond"] = speed.bytesPerSecond.map { Int64($0.rounded()) } ?? NSNull()
+        object["etaSeconds"] = speed.etaSeconds.map { Int64($0.rounded(.up)) } ?? NSNull()
         if let title = item.title { object["title"] = title }
         if !item.tags.isEmpty { object["tags"] = item.tags }
         if let poster = item.posterURL { object["posterURL"] = poster }
@@ -87,7 +90,7 @@ enum ItemFormatter {
     static func progressLine(_ progress: DownloadProgress) -> String {
         var line =
             "\(bytes(progress.bytesDone)) / \(bytes(progress.bytesTotal))  \(progress.segmentsDone)/\(progress.segmentsTotal) segments"
-        line += "  \(bytes(Int64(progress.bytesPerSecond)))/s"
+        if let rate = progress.bytesPerSecond { line += "  \(bytes(Int64(rate)))/s" }
         if let eta = progress.eta { line += "  ETA \(Int(eta.rounded()))s" }
         return line
     }
@@ -96,7 +99,7 @@ enum ItemFormatter {
         var object: [String: Any] = [
             "event": "progress", "id": id, "bytesDone": progress.bytesDone, "bytesTotal": progress.bytesTotal,
             "segmentsDone": progress.segmentsDone, "segmentsTotal": progress.segmentsTotal,
-            "bytesPerSecond": Int64(progress.bytesPerSecond),
+            "bytesPerSecond": progress.bytesPerSecond.map { Int64($0) } ?? NSNull(),
         ]
         if let eta = progress.eta { object["eta"] = Int(eta.rounded()) }
         return json(object)

@@ -20,17 +20,21 @@ package struct DownloadProgress: Sendable, Hashable, Codable {
     package var bytesTotal: Int64
     package var segmentsDone: Int
     package var segmentsTotal: Int
-    /// Origin bytes per second over this run (resources found cached do not count).
-    package var bytesPerSecond: Double
+    /// Origin bytes per second, the moving average over ``TransferRate/window`` (resources found cached do not count);
+    /// `nil` when not known yet.
+    package var bytesPerSecond: Double?
 
     /// Seconds left at the current rate, if it can be told.
-    package var eta: Double? {
-        guard bytesPerSecond > 0, bytesTotal >= bytesDone else { return nil }
+    package var eta: Double? { DownloadProgress.eta(bytesDone: bytesDone, bytesTotal: bytesTotal, bytesPerSecond: bytesPerSecond) }
+
+    /// What is left over the speed; `nil` when the speed is unknown or 0, or the total is not above what is done.
+    package static func eta(bytesDone: Int64, bytesTotal: Int64, bytesPerSecond: Double?) -> Double? {
+        guard let bytesPerSecond, bytesPerSecond > 0, bytesTotal > bytesDone else { return nil }
         return Double(bytesTotal - bytesDone) / bytesPerSecond
     }
 
     /// Counters.
-    package init(bytesDone: Int64, bytesTotal: Int64, segmentsDone: Int, segmentsTotal: Int, bytesPerSecond: Double) {
+    package init(bytesDone: Int64, bytesTotal: Int64, segmentsDone: Int, segmentsTotal: Int, bytesPerSecond: Double?) {
         self.bytesDone = bytesDone
         self.bytesTotal = bytesTotal
         self.segmentsDone = segmentsDone

@@ -251,20 +251,20 @@ package final class Downloader: Sendable {
                 id: item.id,
                 progress: DownloadProgress(
                     bytesDone: planned.bytesDone, bytesTotal: planned.bytesTotal, segmentsDone: planned.segmentsDone,
-                    segmentsTotal: planned.segmentsTotal, bytesPerSecond: 0)))
+                    segmentsTotal: planned.segmentsTotal, bytesPerSecond: nil)))
         for note in plan.notes { emit(.note(id: item.id, message: note)) }
         try checkFits(plan)
 
         let progress = ProgressBatch(
             id: item.id, items: items, estimator: estimator,
-            interval: configuration.progressWriteInterval
+            interval: configuration.progressWriteInterval, speed: { counter.movingRate }
         ) { [self] id, counts in
             emit(
                 .progress(
                     id: id,
                     progress: DownloadProgress(
                         bytesDone: counts.bytesDone, bytesTotal: counts.bytesTotal, segmentsDone: counts.segmentsDone,
-                        segmentsTotal: counts.segmentsTotal, bytesPerSecond: counter.rate)))
+                        segmentsTotal: counts.segmentsTotal, bytesPerSecond: counter.movingRate)))
         }
         for playlist in plan.playlists {
             try progress.add(playlist.key, size: store.lookup(playlist.key)?.size ?? 0)

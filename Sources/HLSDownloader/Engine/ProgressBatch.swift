@@ -26,14 +26,17 @@ final class ProgressBatch: Sendable {
     private let estimator: @Sendable (ResourceTotals) -> Int64
     private let interval: Duration
     private let onProgress: @Sendable (String, ItemProgressCounts) -> Void
+    /// The run's speed now (recorded with the progress).
+    private let speed: @Sendable () -> Double?
     private let pending = Mutex(Pending())
     /// Held while writing, so the progress reported never goes backwards.
     private let writer = Mutex(())
 
     init(
         id: String, items: ItemStore, estimator: @escaping @Sendable (ResourceTotals) -> Int64, interval: Duration,
-        onProgress: @escaping @Sendable (String, ItemProgressCounts) -> Void
+        speed: @escaping @Sendable () -> Double? = { nil }, onProgress: @escaping @Sendable (String, ItemProgressCounts) -> Void
     ) {
+        self.speed = speed
         self.id = id
         self.items = items
         self.estimator = estimator
@@ -97,7 +100,7 @@ final class ProgressBatch: Sendable {
         guard !batch.isEmpty else { return }
         let counts: ItemProgressCounts?
         do {
-            counts = try items.markDone(id, resources: batch, estimatedTotal: estimator)
+            counts = try items.markDone(id, resources: batch, estimatedTotal: estimator, bytesPerSecond: speed())
         } catch {
             pending.withLock { $0.resources.insert(contentsOf: batch, at: 0) }
             throw error

@@ -9,11 +9,16 @@ final class RunCounter: Sendable {
     private let volume: VolumeMeter?
     /// Transfers at a time, and how often they were narrowed (``pushedBack(generation:)``).
     private let width: NIOLockedValueBox<(transfers: Int, generation: Int)>
+    /// The moving average of this run's speed (`bytesPerSecond` of the item and its progress events).
+    private let speed: NIOLockedValueBox<TransferRate>
 
     init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil, transfers: Int = 1) {
         self.limiter = limiter
         self.volume = volume
         width = NIOLockedValueBox((max(1, transfers), 0))
+        var speed = TransferRate()
+        speed.add(total: 0, at: .now)
+        self.speed = NIOLockedValueBox(speed)
     }
 
     /// Transfers this run runs at once: `downloads.resourcesPerItem`, halved each time the origin pushed back.
@@ -35,7 +40,11 @@ final class RunCounter: Sendable {
     }
 
     func add(_ bytes: Int) {
-        state.withLockedValue { $0.bytes += Int64(bytes) }
+        let total = state.withLockedValue { state -> Int64 in
+            state.bytes += Int64(bytes)
+            return state.bytes
+        }
+        speed.withLockedValue { $0.add(total: total, at: .now) }
         volume?.add(bytes)
     }
 
@@ -54,6 +63,9 @@ final class RunCounter: Sendable {
     func giveBack(_ bytes: Int64) {
         state.withLockedValue { $0.itemRecorded -= bytes }
     }
+
+    /// Bytes per second over the last ``TransferRate/window``; `nil` in the run's first second.
+    var movingRate: Double? { speed.withLockedValue { $0.perSecond(at: .now) } }
 
     /// Bytes per second since the run started.
     var rate: Double {

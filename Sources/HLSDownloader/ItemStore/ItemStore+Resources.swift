@@ -81,7 +81,10 @@ extension ItemStore {
     /// Marks several resources stored (cache key and size each) in one transaction, then updates the progress
     /// counters once; the downloader gathers what finished within a short interval (``ProgressBatch``).
     @discardableResult
-    package func markDone(_ id: String, resources: [(key: String, size: Int64)], estimatedTotal: @Sendable (ResourceTotals) -> Int64)
+    package func markDone(
+        _ id: String, resources: [(key: String, size: Int64)], estimatedTotal: @Sendable (ResourceTotals) -> Int64,
+        bytesPerSecond: Double? = nil
+    )
         throws(DownloadError) -> ItemProgressCounts?
     {
         try write { db in
@@ -93,12 +96,14 @@ extension ItemStore {
                 segmentsTotal: totals.segmentsTotal)
             try db.cachedStatement(
                 sql: """
-                    UPDATE items SET bytes_done = ?, bytes_total = ?, segments_done = ?, segments_total = ?, updated_at = ?
+                    UPDATE items SET bytes_done = ?, bytes_total = ?, segments_done = ?, segments_total = ?, updated_at = ?,
+                      bytes_per_second = ?
                     WHERE id = ?
                     """
             ).execute(
                 arguments: [
-                    counts.bytesDone, counts.bytesTotal, counts.segmentsDone, counts.segmentsTotal, Date().timeIntervalSince1970, id,
+                    counts.bytesDone, counts.bytesTotal, counts.segmentsDone, counts.segmentsTotal, Date().timeIntervalSince1970,
+                    bytesPerSecond, id,
                 ])
             return db.changesCount > 0 ? counts : nil
         }

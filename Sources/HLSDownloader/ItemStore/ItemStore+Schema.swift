@@ -150,6 +150,11 @@ extension ItemStore {
                 t.column("body", .text).notNull()
             }
         }
+        // Speed (issue 43): the moving average of the running download, written with its progress, so every process
+        // (the API, `ls`, a follower) reads the same value.
+        migrator.registerMigration("v14-item-speed") { db in
+            try db.alter(table: "items") { t in t.add(column: "bytes_per_second", .double) }
+        }
         return migrator
     }
 

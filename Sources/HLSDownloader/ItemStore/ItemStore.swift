@@ -344,6 +344,7 @@ package final class ItemStore: Sendable {
         item.posterURL = row["poster_url"]
         item.posterError = row["poster_error"]
         item.metadata = row["meta"]
+        item.storedBytesPerSecond = row["bytes_per_second"]
         return item
     }
 

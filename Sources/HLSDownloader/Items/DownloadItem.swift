@@ -68,6 +68,8 @@ package struct DownloadItem: Sendable, Hashable, Codable {
     /// origins per day (the day of `downloads.dailyLimit`), counted per item, beside the server-wide limit. From its
     /// next run; `nil`: only the server's.
     package var dailyBytes: Int64?
+    /// The speed its running download recorded with its last progress (``TransferRate``); read it with ``speed(at:)``.
+    package var storedBytesPerSecond: Double?
     /// A title for people (`fetch --title`); `nil`: none.
     package var title: String?
     /// Tags to find it by (`fetch --tag`, `GET /items?tag=`), in the order given, without duplicates.
@@ -133,5 +135,17 @@ package struct DownloadItem: Sendable, Hashable, Codable {
     package static func isValidID(_ id: String) -> Bool {
         !id.isEmpty && id.count <= 64 && id != "." && id != ".."
             && id.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0)) }
+    }
+}
+
+extension DownloadItem {
+    /// Its download's speed (bytes per second, the moving average over ``TransferRate/window``) and the seconds
+    /// left at that speed, as of `now`: both `nil` unless it is downloading and the speed is known; a download that
+    /// stored nothing for a whole window is at 0 (its ETA unknown).
+    package func speed(at now: Date = Date()) -> (bytesPerSecond: Double?, etaSeconds: Double?) {
+        guard state == .downloading, let stored = storedBytesPerSecond else { return (nil, nil) }
+        let seconds = Double(TransferRate.window.components.seconds)
+        let rate = now.timeIntervalSince(updatedAt) > seconds ? 0 : stored
+        return (rate, DownloadProgress.eta(bytesDone: bytesDone, bytesTotal: bytesTotal, bytesPerSecond: rate))
     }
 }

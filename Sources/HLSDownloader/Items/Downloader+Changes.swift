@@ -95,7 +95,7 @@ extension Downloader {
                 id: id,
                 progress: DownloadProgress(
                     bytesDone: loaded.bytesDone, bytesTotal: loaded.bytesTotal, segmentsDone: loaded.segmentsDone,
-                    segmentsTotal: loaded.segmentsTotal, bytesPerSecond: 0)))
+                    segmentsTotal: loaded.segmentsTotal, bytesPerSecond: nil)))
         for note in plan.notes { emit(.note(id: id, message: note)) }
         return loaded
     }

@@ -159,6 +159,7 @@ function makeRow(id) {
   parts.badge = element("span", "badge", state); parts.lock = element("span", "lock", state); parts.why = element("span", "why", state);
   const progress = element("td", "progress", row);
   parts.bar = element("span", "", element("span", "bar", progress)); parts.pct = element("span", "pct", progress);
+  parts.speed = element("span", "speed", progress);
   parts.size = element("td", "size", row); parts.expires = element("td", "expires", row); parts.played = element("td", "played", row);
   const actions = element("td", "actions", row);
   parts.buttons = {};
@@ -201,6 +202,11 @@ function draw(id) {
   const pct = Number(item.percent) || 0;
   if (parts.bar.style.width !== pct + "%") parts.bar.style.width = pct + "%";
   text(parts.pct, pct.toFixed(1) + "%");
+  // The server's moving average (bytesPerSecond, etaSeconds): shown while the item downloads and the speed is known.
+  const downloading = item.state === "downloading" && typeof item.bytesPerSecond === "number";
+  text(parts.speed, downloading
+    ? size(item.bytesPerSecond) + "/s" + (typeof item.etaSeconds === "number" ? ", " + item.etaSeconds + " s left" : "")
+    : "");
   text(parts.size, size(item.bytesDone) + (item.bytesTotal ? " / " + size(item.bytesTotal) : ""));
   text(parts.expires, item.expiresAt ? when(item.expiresAt) : "never");
   text(parts.played, item.consumption ? when(item.consumption.lastPlayedAt) + " (" + Math.round(item.consumption.servedSeconds) + " s)" : "–");
@@ -295,7 +301,8 @@ function listen() {
     const d = JSON.parse(e.data);
     const item = items.get(d.id);
     if (!item) return reload(d.id);
-    Object.assign(item, {bytesDone: d.bytes, bytesTotal: d.bytesTotal, segmentsDone: d.segments, segmentsTotal: d.segmentsTotal, percent: d.percent});
+    Object.assign(item, {bytesDone: d.bytes, bytesTotal: d.bytesTotal, segmentsDone: d.segments, segmentsTotal: d.segmentsTotal, percent: d.percent,
+      bytesPerSecond: d.bytesPerSecond, etaSeconds: d.etaSeconds});
     touch(d.id);
   });
   events.addEventListener("removed", e => { forget(JSON.parse(e.data).id); statsSoon(); });
