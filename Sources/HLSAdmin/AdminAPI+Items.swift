@@ -7,7 +7,9 @@ import HLSKeys
 /// Listing with filters, sorting and pages; batch actions; an item's keys (docs/api.md).
 extension AdminAPI {
     /// The query parameters `GET /items` reads.
-    static let listParameters: Set<String> = ["state", "tag", "played", "url", "sort", "limit", "offset", "after"]
+    static let listParameters: Set<String> = [
+        "state", "tag", "played", "url", "ids", "locked", "q", "sort", "limit", "offset", "after",
+    ]
     /// The largest page.
     static let maxPageSize = 1000
 
@@ -19,6 +21,18 @@ extension AdminAPI {
         var query = try filter(
             states: parameters["state"].map { Self.split($0) }, tags: parameters["tag"].map { Self.split($0) },
             played: parameters["played"], url: parameters["url"])
+        if let text = parameters["ids"] {
+            let ids = split(text)
+            guard !ids.isEmpty, ids.count <= maxPageSize else { throw .badRequest("ids=: expected 1…\(maxPageSize) ids, comma-separated") }
+            query.ids = ids
+        }
+        switch parameters["locked"] {
+        case nil: break
+        case "true", "1": query.locked = true
+        case "false", "0": query.locked = false
+        case let other?: throw .badRequest("locked=\(other): expected true or false")
+        }
+        if let text = parameters["q"], !text.isEmpty { query.text = text }
         if var sort = parameters["sort"] {
             if sort.hasPrefix("-") {
                 query.descending = true
@@ -102,6 +116,12 @@ extension AdminAPI {
             if let next = page.nextCursor { object["nextCursor"] = next.token }
         }
         return Reply(status: .ok, json: AdminJSON.string(object))
+    }
+
+    /// `GET /tags`: the tags in use, with how many items carry each.
+    func listTags() throws -> Reply {
+        let tags = try items.tagCounts().map { ["tag": $0.tag, "items": $0.items] as [String: Any] }
+        return Reply(status: .ok, json: AdminJSON.string(["tags": tags]))
     }
 
     // MARK: - Batch actions

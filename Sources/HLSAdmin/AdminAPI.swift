@@ -187,6 +187,8 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         case 3 where route[0] == "items" && actions.contains(route[2]) && method == .POST:
             let (id, action) = (route[1], route[2])
             return blocking(responder) { try self.act(action, on: id) }
+        case 1 where route[0] == "tags" && isRead:
+            return blocking(responder) { try self.listTags() }
         case 1 where route[0] == "keys" && isRead:
             return blocking(responder) { try self.listKeys() }
         case 1 where route[0] == "status" && isRead:
@@ -215,7 +217,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         if route.count == 3 && route[0] == "items" && ["pause", "resume", "lock", "unlock", "verify"].contains(route[2]) { return "POST" }
         if route.count == 3 && route[0] == "items" && ["master.m3u8", "offline.m3u8"].contains(route[2]) { return "GET, HEAD" }
         if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }
-        if route == ["keys"] || route == ["status"] || route == ["stats"] { return "GET, HEAD" }
+        if route == ["keys"] || route == ["status"] || route == ["stats"] || route == ["tags"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
         return nil
     }

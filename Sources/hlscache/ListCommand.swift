@@ -21,11 +21,24 @@ struct ListCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Only items never played through the proxy.")
     var neverPlayed = false
 
+    @Flag(name: .long, help: "Only items played through the proxy at least once.")
+    var played = false
+
+    @Flag(name: .long, help: "Only locked items.")
+    var locked = false
+
+    @Flag(name: .long, help: "Only items not locked.")
+    var unlocked = false
+
+    @Option(name: .long, help: "Only items whose title or URL contains this text (ignoring case).")
+    var search: String?
+
     @Option(name: .long, help: "Only items whose URL contains this text.")
     var url: String?
 
     @Option(
-        name: .long, help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt or id; - first for descending (--sort=-updatedAt)."
+        name: .long,
+        help: "Sort by createdAt, updatedAt, title, state, bytes, expiresAt, completedAt or id; - first for descending (--sort=-updatedAt)."
     )
     var sort: String?
 
@@ -47,7 +60,13 @@ struct ListCommand: AsyncParsableCommand {
             query.states.append(parsed)
         }
         query.tags = tag
+        if neverPlayed && played { throw ValidationError("give --played or --never-played, not both") }
+        if locked && unlocked { throw ValidationError("give --locked or --unlocked, not both") }
         if neverPlayed { query.played = false }
+        if played { query.played = true }
+        if locked { query.locked = true }
+        if unlocked { query.locked = false }
+        if let search, !search.isEmpty { query.text = search }
         query.urlContains = url
         if var sort {
             if sort.hasPrefix("-") {

@@ -5,7 +5,7 @@ import GRDB
 package struct ItemQuery: Sendable, Hashable {
     /// What a listing is sorted by; ties go by id.
     package enum Sort: String, Sendable, Hashable, CaseIterable {
-        case createdAt, updatedAt, title, state, bytes, expiresAt, id
+        case createdAt, updatedAt, title, state, bytes, expiresAt, completedAt, id
 
         /// The expressions a listing is ordered by, before the id. Written so that no key is NULL (`title IS NULL`
         /// first, then the title or ''): a cursor compares the row values of these keys, and NULL compares as unknown.
@@ -18,6 +18,8 @@ package struct ItemQuery: Sendable, Hashable {
             case .state: ["state"]
             case .bytes: ["bytes_done"]
             case .expiresAt: ["expires_at IS NULL", "COALESCE(expires_at, 0)"]
+            // Items not completed yet sort after the completed ones, either way.
+            case .completedAt: ["completed_at IS NULL", "COALESCE(completed_at, 0)"]
             case .id: []
             }
         }
@@ -92,6 +94,10 @@ package struct ItemQuery: Sendable, Hashable {
     package var urlContains: String?
     /// Only these ids.
     package var ids: [String]?
+    /// Locked (`true`) or not (`false`); `nil`: either.
+    package var locked: Bool?
+    /// The title or the origin URL contains this text, ignoring ASCII case (`q=`, `ls --search`).
+    package var text: String?
     package var sort: Sort = .createdAt
     package var descending = false
     /// The page: at most `limit` items (nil: all) after skipping `offset`, or after the `after` cursor.
@@ -121,6 +127,14 @@ package struct ItemQuery: Sendable, Hashable {
         if let urlContains {
             clauses.append("instr(url, ?) > 0")
             arguments += [urlContains]
+        }
+        if let locked {
+            clauses.append("locked = ?")
+            arguments += [locked]
+        }
+        if let text {
+            clauses.append("(instr(lower(COALESCE(title, '')), lower(?)) > 0 OR instr(lower(url), lower(?)) > 0)")
+            arguments += [text, text]
         }
         if let ids {
             clauses.append(ids.isEmpty ? "0" : "id IN (\(ids.map { _ in "?" }.joined(separator: ", ")))")
@@ -197,6 +211,15 @@ extension ItemStore {
         try read { db in
             let (condition, arguments) = query.condition()
             return try String.fetchAll(db, sql: "SELECT id FROM items \(condition) \(query.order)", arguments: arguments)
+        }
+    }
+}
+
+extension ItemStore {
+    /// The tags in use and how many items carry each, by tag (`GET /api/v1/tags`, the PCD's categories).
+    package func tagCounts() throws(DownloadError) -> [(tag: String, items: Int)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT tag, COUNT(*) AS n FROM item_tags GROUP BY tag ORDER BY tag").map { ($0["tag"], $0["n"]) }
         }
     }
 }
