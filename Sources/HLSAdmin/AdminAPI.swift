@@ -196,7 +196,13 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         case 1 where route[0] == "stats" && isRead:
             return blocking(responder) { try self.stats() }
         case 1 where route[0] == "events" && method == .GET:
-            return subscribe(responder)
+            let filter: EventFilter
+            do {
+                filter = try EventFilter.parse(query)
+            } catch {
+                return responder.send(error: error)
+            }
+            return subscribe(responder, filter: filter)
         default:
             if let allowed = Self.allowedMethods(route) {
                 responder.send(
@@ -293,9 +299,9 @@ package final class AdminAPI: ProxyRouteExtension, Service {
 
     // MARK: - Events
 
-    private func subscribe(_ responder: ProxyResponder) {
+    private func subscribe(_ responder: ProxyResponder, filter: EventFilter) {
         let hub = self.hub
-        let stream = EventStream(responder: responder, capacity: configuration.maxBufferedEvents) { stream in
+        let stream = EventStream(responder: responder, capacity: configuration.maxBufferedEvents, filter: filter) { stream in
             hub.unsubscribe(stream)
         }
         hub.subscribe(stream)

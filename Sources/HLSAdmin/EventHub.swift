@@ -273,7 +273,7 @@ package final class EventHub: Sendable {
     private func broadcast(_ event: AdminEvent) {
         for observer in observers.withLockedValue({ $0 }) { observer(event) }
         let streams = state.withLockedValue { Array($0.subscribers.values) }
-        for stream in streams { stream.enqueue(event) }
+        for stream in streams where stream.filter.accepts(event) { stream.enqueue(event) }
     }
 
     /// Closes every subscription (server stopping).

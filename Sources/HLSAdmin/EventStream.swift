@@ -21,10 +21,16 @@ final class EventStream: Sendable {
 
     let responder: ProxyResponder
     let capacity: Int
+    /// The events this subscriber asked for (`?item=`, `?type=`).
+    let filter: EventFilter
     private let queue = NIOLockedValueBox(Queue())
     private let onClose: @Sendable (EventStream) -> Void
 
-    init(responder: ProxyResponder, capacity: Int, onClose: @escaping @Sendable (EventStream) -> Void) {
+    init(
+        responder: ProxyResponder, capacity: Int, filter: EventFilter = EventFilter(),
+        onClose: @escaping @Sendable (EventStream) -> Void
+    ) {
+        self.filter = filter
         self.responder = responder
         self.capacity = max(1, capacity)
         self.onClose = onClose
