@@ -126,7 +126,7 @@ extension AdminAPI {
 
     // MARK: - Batch actions
 
-    static let batchActions = ["pause", "resume", "delete", "lock", "unlock", "verify"]
+    static let batchActions = BatchAction.allCases.map(\.rawValue)
     static let batchFields: Set<String> = ["action", "ids", "filter", "keepMetadata"]
     static let batchFilterFields: Set<String> = ["state", "tag", "played", "url"]
     /// The most ids one request may name.
@@ -140,12 +140,12 @@ extension AdminAPI {
         if let unknown = object.keys.sorted().first(where: { !Self.batchFields.contains($0) }) {
             throw AdminError.badRequest("unknown field \"\(unknown)\" (expected \(Self.batchFields.sorted().joined(separator: ", ")))")
         }
-        guard let action = object["action"] as? String, Self.batchActions.contains(action) else {
+        guard let name = object["action"] as? String, let action = BatchAction(rawValue: name) else {
             throw AdminError.badRequest("\"action\": expected one of \(Self.batchActions.joined(separator: ", "))")
         }
         var keepMetadata = false
         if let value = object["keepMetadata"] {
-            guard action == "delete", let flag = value as? Bool else {
+            guard action == .delete, let flag = value as? Bool else {
                 throw AdminError.badRequest("\"keepMetadata\": true or false, with \"delete\" only")
             }
             keepMetadata = flag
@@ -170,30 +170,13 @@ extension AdminAPI {
             do throws(DownloadError) {
                 let readAt = ContinuousClock.now
                 var result: [String: Any] = ["id": id, "ok": true]
-                switch action {
-                case "delete":
-                    try downloader.remove(id, keepMetadata: keepMetadata)
-                    if keepMetadata {
-                        let item = try items.require(id)
-                        hub.itemChanged(item, readAt: readAt)
-                        result["state"] = item.state.rawValue
-                    } else {
-                        hub.itemRemoved(id)
-                    }
-                default:
-                    let item: DownloadItem
-                    switch action {
-                    case "pause": item = try downloader.pause(id)
-                    case "resume":
-                        item = try downloader.resume(id)
-                        resumed = true
-                    case "verify": item = try downloader.verify(id)
-                    case "lock": item = try downloader.setLocked(id, true)
-                    default: item = try downloader.setLocked(id, false)
-                    }
+                if let item = try downloader.act(action, on: id, keepMetadata: keepMetadata) {
                     hub.itemChanged(item, readAt: readAt)
                     result["state"] = item.state.rawValue
+                } else {
+                    hub.itemRemoved(id)
                 }
+                if action == .resume { resumed = true }
                 succeeded += 1
                 results.append(result)
             } catch {
@@ -205,7 +188,7 @@ extension AdminAPI {
         return Reply(
             status: .ok,
             json: AdminJSON.string([
-                "action": action, "results": results, "succeeded": succeeded, "failed": results.count - succeeded,
+                "action": action.rawValue, "results": results, "succeeded": succeeded, "failed": results.count - succeeded,
             ]))
     }
 

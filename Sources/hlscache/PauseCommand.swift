@@ -7,10 +7,10 @@ struct PauseCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Argument(help: "The item id.")
-    var id: String
+    @OptionGroup var selection: ItemSelection
 
     func run() async throws {
+        guard let id = selection.single else { return try await selection.run(.pause, verb: "pause", cache: cache) }
         try await ItemContext.with(cache) { context in
             try context.items.recoverInterrupted()
             let item = try context.downloader.pause(id)

@@ -7,13 +7,15 @@ struct RemoveCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Argument(help: "The item id.")
-    var id: String
+    @OptionGroup var selection: ItemSelection
 
     @Flag(name: .long, help: "Keep the item's record (state deleted) for `ls`.")
     var keepMetadata = false
 
     func run() async throws {
+        guard let id = selection.single else {
+            return try await selection.run(.delete, verb: "remove", cache: cache, keepMetadata: keepMetadata)
+        }
         try await ItemContext.with(cache) { context in
             try context.downloader.remove(id, keepMetadata: keepMetadata)
             ConsoleOutput.line("\(id): deleted")

@@ -9,8 +9,7 @@ struct ResumeCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Argument(help: "The item id.")
-    var id: String
+    @OptionGroup var selection: ItemSelection
 
     @Flag(name: .long, help: "Queue it and return; a running `hlscache serve` downloads it.")
     var detach = false
@@ -32,6 +31,8 @@ struct ResumeCommand: AsyncParsableCommand {
         if let rate, ByteSize(rate).map({ $0.bytes > 0 }) != true {
             throw ValidationError("--rate \(rate): expected a size per second, e.g. 2MiB")
         }
+        // Many items: queued for `serve` (as the batch endpoint does), not downloaded here one by one.
+        guard let id = selection.single else { return try await selection.run(.resume, verb: "resume", cache: cache) }
         let printer = ProgressPrinter(json: json)
         try await ItemContext.with(
             cache, origins: origins, rate: rate.flatMap(ByteSize.init)?.bytes, failFast: failFast, onEvent: { printer.handle($0) }

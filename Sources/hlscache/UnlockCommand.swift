@@ -7,10 +7,10 @@ struct UnlockCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
-    @Argument(help: "The item id.")
-    var id: String
+    @OptionGroup var selection: ItemSelection
 
     func run() async throws {
+        guard let id = selection.single else { return try await selection.run(.unlock, verb: "unlock", cache: cache) }
         try await ItemContext.with(cache) { context in
             try context.downloader.setLocked(id, false)
             ConsoleOutput.line("\(id): unlocked")
