@@ -17,7 +17,7 @@ final class PassthroughRelay: OriginStreamHandler {
         self.responder = responder
         self.metrics = metrics
         self.onPlaylist = NIOLoopBound(onPlaylist, eventLoop: responder.eventLoop)
-        machine = NIOLoopBoundBox(
+        machine = NIOLoopBoundBox.makeBoxSendingValue(
             PassthroughRelayStateMachine(url: url, mayReceiveKeySized: mayReceiveKeySized), eventLoop: responder.eventLoop)
     }
 

@@ -62,7 +62,7 @@ final class SliceRun: OriginStreamHandler {
         self.key = key
         self.url = url
         self.eventLoop = eventLoop
-        loop = NIOLoopBoundBox(
+        loop = NIOLoopBoundBox.makeBoxSendingValue(
             Loop(
                 machine: SliceRunStateMachine(layout: layout, indices: indices, suffix: suffix),
                 disk: eventLoop.makeSucceededVoidFuture(), client: eventLoop.makeSucceededVoidFuture()),
