@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HLSDownloader
+import Synchronization
 
 /// Runs one item in this process until it settles (`fetch`, `resume`): SIGINT/SIGTERM interrupt it (it
 /// becomes `idle` and resumes on the next `fetch`, `resume` or `serve`), the summary and exit status follow
@@ -22,17 +23,21 @@ nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
 ///
 /// One per process (`fetch URL…` runs its items one after the other): the handlers and the reader thread are installed
 /// once, and a signal cancels the run in progress and every later one.
-private final class SignalCancellation: @unchecked Sendable {
+private final class SignalCancellation: Sendable {
     static let shared = SignalCancellation()
-    private let lock = NSLock()
-    private var task: Task<DownloadItem, any Error>?
-    private var signalled = false
-    private var installed = false
+
+    private struct State {
+        var task: Task<DownloadItem, any Error>?
+        var signalled = false
+        var installed = false
+    }
+
+    private let state = Mutex(State())
 
     func installHandlers() {
-        let first = lock.withLock {
-            defer { installed = true }
-            return !installed
+        let first = state.withLock { state in
+            defer { state.installed = true }
+            return !state.installed
         }
         guard first else { return }
         var fds: [Int32] = [-1, -1]
@@ -61,17 +66,17 @@ private final class SignalCancellation: @unchecked Sendable {
     }
 
     func cancel() {
-        let task = lock.withLock {
-            signalled = true
-            return self.task
+        let task = state.withLock { state in
+            state.signalled = true
+            return state.task
         }
         task?.cancel()
     }
 
     func attach(_ task: Task<DownloadItem, any Error>) {
-        let signalled = lock.withLock {
-            self.task = task
-            return self.signalled
+        let signalled = state.withLock { state in
+            state.task = task
+            return state.signalled
         }
         if signalled { task.cancel() }
     }
