@@ -158,6 +158,7 @@ enum AdminJSON {
         ]
         if let expires = item.expiresAt { object["expiresAt"] = iso(expires) }
         if let through = item.through { object["through"] = through }
+        if let record = item.record { object["record"] = record.summary(segments: item.segmentsDone) }
         object["tags"] = item.tags
         if let title = item.title { object["title"] = title }
         if let poster = item.posterURL { object["posterURL"] = poster }
