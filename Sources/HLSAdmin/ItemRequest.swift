@@ -203,7 +203,9 @@ struct ItemRequest {
                 case .text(let text): spec.duration = Self.duration(text)
                 case .seconds(let value): spec.duration = value > 0 && value.isFinite ? value : nil
                 }
-                guard spec.duration != nil else { throw .badRequest("\"record.duration\": expected seconds or e.g. \"90s\", \"45m\", \"2h\"") }
+                guard spec.duration != nil else {
+                    throw .badRequest("\"record.duration\": expected seconds or e.g. \"90s\", \"45m\", \"2h\"")
+                }
             }
             if let until = record.until {
                 guard let date = ISO8601DateFormatter().date(from: until) else {

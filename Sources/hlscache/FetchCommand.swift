@@ -105,7 +105,8 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Record a live stream: follow its playlists and store every new segment (docs/fetch.md#live).")
     var record = false
 
-    @Option(name: .long, help: "With --record: media seconds to record (90s, 45m, 2h); default: until --until, the stream's end, or pause/rm.")
+    @Option(
+        name: .long, help: "With --record: media seconds to record (90s, 45m, 2h); default: until --until, the stream's end, or pause/rm.")
     var duration: String?
 
     @Option(name: .long, help: "With --record: stop recording at this time (ISO 8601, e.g. 2026-11-28T21:00:00Z).")
@@ -266,7 +267,9 @@ struct FetchCommand: AsyncParsableCommand {
         guard record else { return nil }
         var spec = RecordSpec()
         if let duration {
-            guard let seconds = ItemFormatter.duration(duration) else { throw ValidationError("--duration \(duration): expected e.g. 90s, 45m, 2h") }
+            guard let seconds = ItemFormatter.duration(duration) else {
+                throw ValidationError("--duration \(duration): expected e.g. 90s, 45m, 2h")
+            }
             spec.duration = seconds
         }
         if let until {

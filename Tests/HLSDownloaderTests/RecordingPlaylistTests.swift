@@ -40,7 +40,10 @@ import Testing
         #expect(text.components(separatedBy: "#EXT-X-DISCONTINUITY").count - 1 == 1)
         #expect(text.contains("# hlscache: 1 segment(s) missed here"))
         let recorded = try Playlist(bytes: Array(text.utf8)).media()
-        #expect(recorded.segments.map(\.url) == ["http://o.example/live/s40.ts", "http://o.example/live/s42.ts", "http://o.example/live/s43.ts"])
+        #expect(
+            recorded.segments.map(\.url) == [
+                "http://o.example/live/s40.ts", "http://o.example/live/s42.ts", "http://o.example/live/s43.ts",
+            ])
         #expect(recorded.segments.map(\.duration) == [2.0, 1.5, 2.0])
         // Every segment decrypts with the key and IV it had at the origin, although the numbers restart at 0.
         let wanted = [origin.segments[0], origin.segments[2], origin.segments[3]]

@@ -18,7 +18,8 @@ extension Downloader {
             let (renditions, playlistURLs, notes) = try await loadRenditions(for: item, storing: storing)
             if let live = renditions.first(where: { $0.1.isLive }) {
                 throw DownloadError.unsupported.with(
-                    "\(live.0.url) is a live playlist (no EXT-X-ENDLIST): record it with `hlscache fetch URL --record` (docs/fetch.md#live)")
+                    "\(live.0.url) is a live playlist (no EXT-X-ENDLIST): record it with `hlscache fetch URL --record` (docs/fetch.md#live)"
+                )
             }
             var plan = try DownloadPlan.make(
                 playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,

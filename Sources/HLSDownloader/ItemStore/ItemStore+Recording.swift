@@ -29,7 +29,8 @@ extension ItemStore {
             record.recordedSeconds = max(record.recordedSeconds, renditionSeconds)
             record.gaps += gaps
             let json = String(decoding: try Self.recordingEncoder.encode(record), as: UTF8.self)
-            try db.execute(sql: "UPDATE items SET record = ?, updated_at = ? WHERE id = ?", arguments: [json, Date().timeIntervalSince1970, id])
+            try db.execute(
+                sql: "UPDATE items SET record = ?, updated_at = ? WHERE id = ?", arguments: [json, Date().timeIntervalSince1970, id])
         }
     }
 
@@ -37,7 +38,8 @@ extension ItemStore {
     package func recorded(_ id: String, rendition: Int) throws(DownloadError) -> [RecordedSegment] {
         try read { db in
             try String.fetchAll(
-                db, sql: "SELECT segment FROM item_recording WHERE item_id = ? AND rendition = ? ORDER BY position", arguments: [id, rendition]
+                db, sql: "SELECT segment FROM item_recording WHERE item_id = ? AND rendition = ? ORDER BY position",
+                arguments: [id, rendition]
             ).compactMap { try? Self.recordingDecoder.decode(RecordedSegment.self, from: Data($0.utf8)) }
         }
     }
@@ -64,7 +66,8 @@ extension ItemStore {
             guard var record = try self.recordSpec(db, id: id) else { return }
             change(&record)
             let json = String(decoding: try Self.recordingEncoder.encode(record), as: UTF8.self)
-            try db.execute(sql: "UPDATE items SET record = ?, updated_at = ? WHERE id = ?", arguments: [json, Date().timeIntervalSince1970, id])
+            try db.execute(
+                sql: "UPDATE items SET record = ?, updated_at = ? WHERE id = ?", arguments: [json, Date().timeIntervalSince1970, id])
         }
     }
 

@@ -198,7 +198,8 @@ package final class ItemStore: Sendable {
         try write { db in
             var changed: [String] = []
             let rows = try Row.fetchAll(
-                db, sql: "SELECT * FROM items WHERE state IN (?, ?)", arguments: [ItemState.downloading.rawValue, ItemState.recording.rawValue])
+                db, sql: "SELECT * FROM items WHERE state IN (?, ?)",
+                arguments: [ItemState.downloading.rawValue, ItemState.recording.rawValue])
             for row in rows {
                 var item = try self.decode(row)
                 if let owner = item.ownerPID, ProcessIdentity.isAlive(owner, token: item.ownerToken) { continue }
