@@ -121,6 +121,7 @@ import Testing
         let created = try await Self.http(
             base + "/api/v1/items", method: .POST, body: #"{"url": "\#(origin.baseURL)/live.m3u8", "id": "cut", "record": {}}"#)
         #expect(created.status == 201 || created.status == 202)
+        let createdJSON = try? JSONSerialization.jsonObject(with: Data(created.body))
         _ = try await Self.waitForItem("cut", base: base, bound: .seconds(120)) { ($0["segmentsDone"] as? Int ?? 0) >= 3 }
         first.signal(SIGKILL)
         await first.waitForExit()
@@ -139,7 +140,15 @@ import Testing
             return gaps >= 1 && (item["segmentsDone"] as? Int ?? 0) >= before + 3
         }
         await stream.stop()
+        let recording = try await Self.waitForItem("cut", base: base2, bound: .seconds(60)) { _ in true }
         let item = try await Self.waitForItem("cut", base: base2, bound: .seconds(120)) { ($0["state"] as? String) != "recording" }
+        // The items as the API shows them, recording and after, match docs/openapi.yaml.
+        let validation = try await Self.validateAgainstOpenAPI([
+            ["method": "post", "path": "/items", "status": created.status, "body": createdJSON ?? NSNull()],
+            ["method": "get", "path": "/items/{id}", "status": 200, "body": recording],
+            ["method": "get", "path": "/items/{id}", "status": 200, "body": item],
+        ])
+        #expect(validation.status == 0, "\(validation.output)")
         #expect(item["state"] as? String == "partiallyCached", "\(item)")
         let record = try #require(item["record"] as? [String: Any])
         #expect(record["gaps"] as? Int == 1 && record["ended"] as? Bool == true, "\(record)")
@@ -268,6 +277,30 @@ import Testing
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let bytes = try await response.body.collect(upTo: 64 << 20)
         return (Int(response.status.code), [UInt8](bytes.readableBytesView))
+    }
+
+    /// Runs the admin tests' validator (Tests/HLSAdminTests/openapi_validate.py) on these responses.
+    static func validateAgainstOpenAPI(_ records: [[String: Any]]) async throws -> (status: Int32, output: String) {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-records-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: records).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let arguments = [
+            "python3", tests.appendingPathComponent("HLSAdminTests/openapi_validate.py").path,
+            tests.appendingPathComponent("../docs/openapi.yaml").standardized.path, file.path,
+        ]
+        return try await offThread {
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = arguments
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
     }
 
     static func temporary(_ name: String) -> URL {
