@@ -166,6 +166,35 @@ import Testing
         await second.waitForExit()
     }
 
+    /// `hlscache fetch LIVE --record --duration 6s` in the foreground (no `serve`: straight from the origin) records
+    /// 6 media seconds and ends `cached`; without `--record` the live stream is refused, pointing at it.
+    @Test func foregroundFetchRecordsForItsDuration() async throws {
+        let root = Self.temporary("live-fetch")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let stream = try LiveStream(in: root.appendingPathComponent("origin"), listSize: 3)
+        let origin = TestOrigin(root: stream.dir)
+        try await origin.start()
+        try await Self.waitUntil("the live playlist") { Self.originSegments(stream.dir).count >= 2 }
+        let cache = root.appendingPathComponent("cache").path
+        let url = origin.baseURL + "/live.m3u8"
+        let refused = try await CLI.run(["fetch", url, "--cache-dir", cache, "--free-disk-cushion", "0", "--id", "no"])
+        #expect(refused.status != 0 && refused.stderr.contains("--record"), "\(refused.stderr)")
+        let result = try await CLI.run([
+            "fetch", url, "--record", "--duration", "6s", "--json", "--cache-dir", cache, "--free-disk-cushion", "0", "--id", "fg",
+        ])
+        await stream.stop()
+        #expect(result.status == 0, "\(result.stderr)")
+        let done = try #require(
+            result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                .last { $0["event"] as? String == "done" })
+        #expect(done["state"] as? String == "cached", "\(done)")
+        let record = try #require(done["record"] as? [String: Any])
+        #expect((record["recordedSeconds"] as? Double ?? 0) >= 6 && record["ended"] as? Bool == true, "\(record)")
+        let rows = try ItemStore(directory: cache).recorded("fg", rendition: 0)
+        #expect(rows.count >= 6 && zip(rows, rows.dropFirst()).allSatisfy { $1.sequence == $0.sequence + 1 }, "consecutive segments")
+        await origin.stop()
+    }
+
     // MARK: - Helpers
 
     struct Copy: Sendable {
