@@ -89,10 +89,18 @@ final class ConsumptionRecorder: Sendable {
     private let items: ItemStore
     private let volatileParameters: [String]
     private let maxPending = 16_384
-    private let counters = NIOLockedValueBox((hits: 0, misses: 0))
     private let logger: Logger
-    /// Flushes that failed and were put back (for tests), and whether the last one failed (to log changes only).
-    private let failures = NIOLockedValueBox((count: 0, failing: false))
+
+    private struct Totals {
+        /// Hits and misses flushed so far.
+        var hits = 0
+        var misses = 0
+        /// Flushes that failed and were put back (for tests), and whether the last one failed (to log changes only).
+        var failedFlushes = 0
+        var failing = false
+    }
+
+    private let totals = NIOLockedValueBox(Totals())
 
     init(store: CacheStore, items: ItemStore, volatileParameters: [String], logger: Logger = Logger(label: "hlscache.admin")) {
         self.store = store
@@ -102,12 +110,12 @@ final class ConsumptionRecorder: Sendable {
     }
 
     /// How many flushes could not record what was served and kept it for the next one (for tests).
-    var failedFlushes: Int { failures.withLockedValue { $0.count } }
+    var failedFlushes: Int { totals.withLockedValue { $0.failedFlushes } }
 
     /// Cache hits and misses of proxied resources since the server started.
     var hitsAndMisses: (hits: Int, misses: Int) {
         let queued = pending.withLockedValue { ($0.hits, $0.misses) }
-        let counted = counters.withLockedValue { $0 }
+        let counted = totals.withLockedValue { (hits: $0.hits, misses: $0.misses) }
         return (counted.hits + queued.0, counted.misses + queued.1)
     }
 
@@ -134,8 +142,9 @@ final class ConsumptionRecorder: Sendable {
             defer { p = Pending() }
             return p
         }
-        counters.withLockedValue {
-            $0.hits += taken.hits; $0.misses += taken.misses
+        totals.withLockedValue {
+            $0.hits += taken.hits
+            $0.misses += taken.misses
         }
         timelines.withLockedValue { $0.flushes += 1 }
         forgetChanged(changes)
@@ -197,17 +206,20 @@ final class ConsumptionRecorder: Sendable {
             p.targets = Array(kept.prefix(maxPending))
             p.dropped += kept.count - p.targets.count
         }
-        let first = failures.withLockedValue { f -> Bool in
-            defer { f = (f.count + 1, true) }
-            return !f.failing
+        let first = totals.withLockedValue { totals -> Bool in
+            defer {
+                totals.failedFlushes += 1
+                totals.failing = true
+            }
+            return !totals.failing
         }
         if first { logger.warning("admin: cannot record playback yet, will retry: \(error)") }
     }
 
     private func noteRecovered() {
-        let was = failures.withLockedValue { f -> Bool in
-            defer { f.failing = false }
-            return f.failing
+        let was = totals.withLockedValue { totals -> Bool in
+            defer { totals.failing = false }
+            return totals.failing
         }
         if was { logger.notice("admin: recording playback again") }
     }

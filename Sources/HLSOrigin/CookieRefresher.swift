@@ -16,11 +16,15 @@ package final class CookieRefresher: Sendable {
     /// For a URL an origin refused: the page whose answer sets the cookies it wants, or `nil` when none is known.
     package typealias PageSource = @Sendable (OriginURL) async -> OriginURL?
 
-    /// The pages learnt, by origin (`scheme://authority`).
-    private let learnt: Mutex<BoundedLRU<String, String>>
-    private let source = Mutex<PageSource?>(nil)
-    /// Refreshes by page: the one under way or done last, and when it started.
-    private let refreshes: Mutex<BoundedLRU<String, Refresh>>
+    private struct State {
+        /// The pages learnt, by origin (`scheme://authority`).
+        var learnt: BoundedLRU<String, String>
+        var source: PageSource?
+        /// Refreshes by page: the one under way or done last, and when it started.
+        var refreshes: BoundedLRU<String, Refresh>
+    }
+
+    private let state: Mutex<State>
 
     private struct Refresh {
         var task: Task<Void, Never>
@@ -31,29 +35,29 @@ package final class CookieRefresher: Sendable {
     ///   - maxOrigins: the most origins whose page is remembered (least recently used out).
     ///   - maxPages: the most pages whose last refresh is remembered.
     package init(maxOrigins: Int = 1024, maxPages: Int = 1024) {
-        learnt = Mutex(BoundedLRU(maxCount: maxOrigins))
-        refreshes = Mutex(BoundedLRU(maxCount: maxPages))
+        state = Mutex(State(learnt: BoundedLRU(maxCount: maxOrigins), refreshes: BoundedLRU(maxCount: maxPages)))
     }
 
     /// Lets refused requests get cookies (``OriginClient`` asks again, once, after a refresh): from the pages learnt,
     /// else from the page `source` names. Without a source (`nil`, the default) a refusal is delivered as it came.
     package func setPageSource(_ source: PageSource?) {
-        self.source.withLock { $0 = source }
+        state.withLock { $0.source = source }
     }
 
     /// Whether refused requests get cookies (a page source is set).
-    var isEnabled: Bool { source.withLock { $0 != nil } }
+    var isEnabled: Bool { state.withLock { $0.source != nil } }
 
     /// Remembers `page`, a multivariant playlist just read, as where its origin's cookies come from.
     package func learn(page: OriginURL) {
         let origin = Self.origin(of: page)
-        learnt.withLock { _ = $0.setValue(page.string, forKey: origin) }
+        state.withLock { _ = $0.learnt.setValue(page.string, forKey: origin) }
     }
 
     /// The page that sets the cookies `url`'s origin wants: the one learnt for its origin, else the source's.
     package func page(for url: OriginURL) async -> OriginURL? {
-        if let page = learnt.withLock({ $0.value(forKey: Self.origin(of: url)) }).flatMap({ try? OriginURL($0) }) { return page }
-        guard let source = source.withLock({ $0 }) else { return nil }
+        let (learnt, source) = state.withLock { ($0.learnt.value(forKey: Self.origin(of: url)), $0.source) }
+        if let page = learnt.flatMap({ try? OriginURL($0) }) { return page }
+        guard let source else { return nil }
         return await source(url)
     }
 
@@ -61,10 +65,10 @@ package final class CookieRefresher: Sendable {
     /// started within `interval`; then waits for that one instead.
     package func refresh(_ page: OriginURL, within interval: Duration, _ fetch: @escaping @Sendable () async -> Void) async {
         let now = ContinuousClock.now
-        let task = refreshes.withLock { table -> Task<Void, Never> in
-            if let recent = table.value(forKey: page.string), now - recent.started < interval { return recent.task }
+        let task = state.withLock { state -> Task<Void, Never> in
+            if let recent = state.refreshes.value(forKey: page.string), now - recent.started < interval { return recent.task }
             let task = Task { await fetch() }
-            _ = table.setValue(Refresh(task: task, started: now), forKey: page.string)
+            _ = state.refreshes.setValue(Refresh(task: task, started: now), forKey: page.string)
             return task
         }
         await task.value

@@ -60,6 +60,46 @@ import Testing
         #expect(order.map(\.target) == [bigTarget, playlistTarget] && order.allSatisfy(\.last), "\(order)")
     }
 
+    /// A connection alone on its event loop waits for nobody: its 2 MiB body goes in one write, not in slices (each
+    /// slice cost a wake-up and a send more).
+    @Test func aConnectionAloneOnItsLoopGetsTheWholeBodyAtOnce() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let writes = Mutex<[(target: String, last: Bool)]>([])
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory,
+            configure: { configuration in
+                configuration.sendSliceBytes = 512 << 10
+                configuration.bodyWriteObserver = { target, last in writes.withLock { $0.append((target, last)) } }
+            }, group: group)
+        defer {
+            Task {
+                await harness.shutdown()
+                try? await group.shutdownGracefully()
+            }
+        }
+        let large = randomBytes(2 << 20)
+        harness.origin.setBody(large, contentType: "video/mp2t", for: "/big.ts")
+        let target = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
+        // Stored by a first request on a connection of its own, closed; then nothing is open on the loop.
+        let first = try LoopbackSocket.connect(port: harness.port)
+        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", on: first)
+        #expect(try Self.readResponse(first).bodyBytes == large.count)
+        close(first)
+        try await harness.waitForIdle()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while harness.server.services.connections.count > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(harness.server.services.connections.count == 0)
+        writes.withLock { $0.removeAll() }
+
+        let alone = try LoopbackSocket.connect(port: harness.port)
+        defer { close(alone) }
+        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: alone)
+        let answer = try await Task.detached { try Self.readResponse(alone) }.value
+        #expect(answer.status == "HTTP/1.1 200 OK" && answer.bodyBytes == large.count)
+        let bodyWrites = writes.withLock { $0.filter { $0.target == target } }
+        #expect(bodyWrites.count == 1 && bodyWrites.allSatisfy(\.last), "\(bodyWrites.count) writes for one connection alone")
+    }
+
     /// A 2 MiB hit and a playlist hit asked for on two connections of one event loop, both requests in the kernel
     /// before the loop looks (it finds them in one poll, the 2 MiB one first); both answers read whole.
     /// - Returns: the body writes on the loop in order, and the two targets.

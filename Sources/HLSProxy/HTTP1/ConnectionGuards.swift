@@ -1,9 +1,10 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Counts open client connections and refuses new ones above the limit (closed at once, before any read).
 final class ConnectionLimiter: Sendable {
-    private let open = NIOLockedValueBox(0)
+    private let open = Atomic<Int>(0)
     let limit: Int
 
     init(limit: Int) {
@@ -12,18 +13,20 @@ final class ConnectionLimiter: Sendable {
 
     /// Takes a slot; false when the server is full.
     func acquire() -> Bool {
-        open.withLockedValue { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
+        var count = open.load(ordering: .relaxed)
+        while count < limit {
+            let (exchanged, found) = open.compareExchange(expected: count, desired: count + 1, ordering: .relaxed)
+            if exchanged { return true }
+            count = found
         }
+        return false
     }
 
     func release() {
-        open.withLockedValue { $0 -= 1 }
+        open.wrappingSubtract(1, ordering: .relaxed)
     }
 
-    var current: Int { open.withLockedValue { $0 } }
+    var current: Int { open.load(ordering: .relaxed) }
 }
 
 /// Sits in front of the HTTP decoder and enforces the connection timeouts (``ConnectionTimeouts`` decides; this

@@ -76,10 +76,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        yield?.connectionOpened()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        yield?.connectionClosed()
         router.connectionEnded(largeSendHold)  // removed without the channel closing (an upgrade): the same (idempotent)
     }
 
@@ -316,7 +318,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let done = context.eventLoop.makePromise(of: Void.self)
         // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes); a
         // sliced body counts each slice as it is handed over.
-        let sliced = framing != .none && sliceBytes > 0 && body.length > Int64(sliceBytes) && yield != nil
+        let sliced = framing != .none && sliceBytes > 0 && body.length > Int64(sliceBytes) && yield?.isShared == true
         timeouts?.queued(bytes: head.readableBytes + (framing == .none || sliced ? 0 : Int(body.length)))
         switch body {
         case .empty:
@@ -377,7 +379,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             done.fail(ChannelError.ioOnClosedChannel)
             return
         }
-        let end = min(position + Int64(sliceBytes), length)
+        // Alone on the loop now (the others closed): the rest at once.
+        let end = yield?.isShared == true ? min(position + Int64(sliceBytes), length) : length
         let data: IOData
         switch source {
         case .bytes(let buffer):

@@ -46,10 +46,15 @@ final class SliceRun: OriginStreamHandler {
     }
 
     private let loop: NIOLoopBoundBox<Loop>
-    /// The slice being written (used only by the disk jobs, one at a time).
-    private let writer = NIOLockedValueBox<(index: Int64, writer: CacheWriter)?>(nil)
-    /// A write failed (full disk, …): the rest is relayed, not stored.
-    private let storing = NIOLockedValueBox(true)
+    /// What the disk jobs share with the loop, under one lock.
+    private struct Disk {
+        /// The slice being written (used only by the disk jobs, one at a time).
+        var writer: (index: Int64, writer: CacheWriter)?
+        /// False once a write failed (full disk, …) or nothing is to be stored: the rest is relayed, not stored.
+        var storing = true
+    }
+
+    private let shared = NIOLockedValueBox(Disk())
 
     /// A run of the slices `indices`, or — `indices` nil — a suffix run for the last `suffix` bytes.
     init(
@@ -96,7 +101,7 @@ final class SliceRun: OriginStreamHandler {
         if store {
             for flight in loop.value.flights.values { flight.accepted(accepted) }
         } else {
-            storing.withLockedValue { $0 = false }
+            shared.withLockedValue { $0.storing = false }
             releaseAll()
         }
         loop.value.contentType = head.headers.first(name: "Content-Type")
@@ -115,18 +120,18 @@ final class SliceRun: OriginStreamHandler {
             loop.value.client = stitcher.runDelivered(piece.bytes, at: piece.offset)
         }
         // A relayed run (nothing stored) is over once its client has what it asked for.
-        if !storing.withLockedValue({ $0 }), stitcher.isComplete { loop.value.machine.stop() }
+        if !shared.withLockedValue({ $0.storing }), stitcher.isComplete { loop.value.machine.stop() }
         return loop.value.client.and(loop.value.disk).map { _ in }
     }
 
     func didFinish(_ result: Result<Void, OriginError>) {
         let outcome = loop.value.machine.finished(result)
         // The last slice's commit (or the abort of a partial one) comes first: a next run must find it stored.
-        let writer = self.writer
+        let shared = self.shared
         let settled = loop.value.disk.always { _ in
-            writer.withLockedValue { current in
-                current?.writer.abort()
-                current = nil
+            shared.withLockedValue { shared in
+                shared.writer?.writer.abort()
+                shared.writer = nil
             }
         }
         settled.whenComplete { [self] _ in
@@ -153,41 +158,41 @@ final class SliceRun: OriginStreamHandler {
     /// Queues `piece` for its slice's cache writer: a writer is made at the slice's first byte, and the slice committed
     /// at its last (a run starts on a slice boundary; one that ends early leaves a partial slice, aborted).
     private func store(_ piece: SliceRunStateMachine.Piece) {
-        guard storing.withLockedValue({ $0 }), let set = loop.value.set else { return }
+        guard shared.withLockedValue({ $0.storing }), let set = loop.value.set else { return }
         let (index, startsSlice, endsSlice, bytes) = (piece.slice, piece.startsSlice, piece.endsSlice, piece.bytes)
         let sliceKey = layout.key(of: key, slice: index)
         let range = layout.bytes(of: index, total: set.objectSize)
         let metadata = ObjectSlice(set: layout.setID(of: key), index: index, objectSize: set.objectSize)
-        let (store, writer, storing, contentType, lastModified) = (
-            services.store, writer, storing, loop.value.contentType, loop.value.lastModified
+        let (store, shared, contentType, lastModified) = (
+            services.store, shared, loop.value.contentType, loop.value.lastModified
         )
         // Requests following this slice are sent what is written as it is written.
         let flight = loop.value.flights[index]
         let job: @Sendable () throws -> Bool = {
-            guard storing.withLockedValue({ $0 }) else { return false }
+            guard shared.withLockedValue({ $0.storing }) else { return false }
             do {
                 let current: CacheWriter
                 if startsSlice {
-                    writer.withLockedValue { $0?.writer.abort() }
+                    shared.withLockedValue { $0.writer?.writer.abort() }
                     current = try store.makeWriter(for: sliceKey, expectedLength: range.last - range.first + 1)
-                    writer.withLockedValue { $0 = (index, current) }
+                    shared.withLockedValue { $0.writer = (index, current) }
                     if let flight, let descriptor = current.openReader() { flight.began(GrowingFile(descriptor: descriptor)) }
                 } else {
-                    guard let open = writer.withLockedValue({ $0 }), open.index == index else { return false }
+                    guard let open = shared.withLockedValue({ $0.writer }), open.index == index else { return false }
                     current = open.writer
                 }
                 try bytes.withUnsafeReadableBytes { try current.write($0) }
                 flight?.wrote(current.bytesWritten)
                 guard endsSlice else { return false }
-                writer.withLockedValue { $0 = nil }
+                shared.withLockedValue { $0.writer = nil }
                 _ = try current.finish(
                     contentType: contentType, kind: .segment, etag: set.validator, lastModified: lastModified, slice: metadata)
                 return true
             } catch {
-                storing.withLockedValue { $0 = false }
-                writer.withLockedValue { current in
-                    current?.writer.abort()
-                    current = nil
+                shared.withLockedValue { $0.storing = false }
+                shared.withLockedValue { shared in
+                    shared.writer?.writer.abort()
+                    shared.writer = nil
                 }
                 throw error
             }
