@@ -168,6 +168,7 @@ enum AdminJSON {
         let speed = item.speed()
         object.merge(Self.speed(bytesPerSecond: speed.bytesPerSecond, etaSeconds: speed.etaSeconds)) { $1 }
         if let through = item.through { object["through"] = through }
+        if let record = item.record { object["record"] = record.summary(segments: item.segmentsDone) }
         object["tags"] = item.tags
         if let title = item.title { object["title"] = title }
         if let poster = item.posterURL { object["posterURL"] = poster }

@@ -15,7 +15,7 @@ struct ItemRequest {
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "expiresAt", "id", "headers", "lock", "rate", "start",
         "through",
-        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun", "record",
     ]
 
     private struct Body: Decodable {
@@ -40,6 +40,13 @@ struct ItemRequest {
         var window: String?
         var dailyLimit: Size?
         var dryRun: Bool?
+        var record: Record?
+    }
+
+    /// `"record": {"duration": "45m" or seconds, "until": "2026-11-28T21:00:00Z"}` (`{}`: until the stream ends).
+    private struct Record: Decodable {
+        var duration: Expires?
+        var until: String?
     }
 
     /// Bytes, or a size such as `"2GiB"`.
@@ -204,6 +211,26 @@ struct ItemRequest {
                 throw .badRequest("\"window\": expected HH:MM-HH:MM, e.g. \"22:00-06:00\"")
             }
             item.downloadWindow = window
+        }
+        if let record = fields.record {
+            // A live recording (`fetch --record`): docs/fetch.md#live.
+            var spec = RecordSpec()
+            if let duration = record.duration {
+                switch duration {
+                case .text(let text): spec.duration = Self.duration(text)
+                case .seconds(let value): spec.duration = value > 0 && value.isFinite ? value : nil
+                }
+                guard spec.duration != nil else {
+                    throw .badRequest("\"record.duration\": expected seconds or e.g. \"90s\", \"45m\", \"2h\"")
+                }
+            }
+            if let until = record.until {
+                guard let date = ISO8601DateFormatter().date(from: until) else {
+                    throw .badRequest("\"record.until\": expected an ISO 8601 time, e.g. \"2026-11-28T21:00:00Z\"")
+                }
+                spec.until = date
+            }
+            item.record = spec
         }
         return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false, idGiven: fields.id != nil)
     }

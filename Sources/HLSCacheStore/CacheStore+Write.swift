@@ -78,13 +78,17 @@ extension CacheStore {
         // version the other process commits after this read is replaced by the upsert below, as it would be
         // if it came after the delete.
         var wasLocked = false
+        var keptForGood = false
         if try index.read({ db in try IndexDatabase.fetch(db, keyHash: hash) }) != nil {
-            wasLocked = try index.write { db -> Bool in
-                guard let old = try IndexDatabase.fetch(db, keyHash: hash) else { return false }
+            (wasLocked, keptForGood) = try index.write { db -> (Bool, Bool) in
+                guard let old = try IndexDatabase.fetch(db, keyHash: hash) else { return (false, false) }
                 try IndexDatabase.delete(db, keyHashes: [hash])
-                return old.locked
+                return (old.locked, old.expiresAt == nil)
             }
         }
+        // A version stored for good (a recording's live segment, a prewarm's) is not given a live lifetime by a
+        // viewer's copy committed after it: the proxy and a recording may fetch the same segment at once.
+        let expiresAt = keptForGood && metadata.kind != .playlist ? nil : metadata.expiresAt
 
         // The directory is not fsynced: the data already is, and a rename lost in a power cut leaves either a
         // row without a file or a file without a row, both repaired by recovery at the next open. Syncing it
@@ -101,7 +105,7 @@ extension CacheStore {
             lastModified: metadata.lastModified?.timeIntervalSince1970,
             createdAt: now,
             lastAccess: now,
-            expiresAt: metadata.expiresAt?.timeIntervalSince1970,
+            expiresAt: expiresAt?.timeIntervalSince1970,
             locked: metadata.locked || wasLocked,
             kind: metadata.kind.rawValue,
             location: metadata.location,

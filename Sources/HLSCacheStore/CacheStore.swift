@@ -392,6 +392,20 @@ package final class CacheStore: Sendable {
         }
     }
 
+    /// Keeps the objects `keys` without an expiry: a live segment a viewer stored (kept for the live window) that a
+    /// recording lists from now on. Keys with no object are ignored.
+    package func clearExpiry(_ keys: [CacheKey]) throws {
+        let hashes = keys.map(Self.keyHash)
+        try index.write { db in
+            for hash in hashes {
+                try db.execute(sql: "UPDATE objects SET expires_at = NULL WHERE key_hash = ? AND expires_at IS NOT NULL", arguments: [hash])
+            }
+        }
+        state.withLock { state in
+            for hash in hashes { state.entries[hash]?.expiresAt = nil }
+        }
+    }
+
     /// Total bytes and number of complete objects, from the index (so it includes the other process's).
     package func usage() throws -> (bytes: Int64, count: Int) {
         try index.read(IndexDatabase.usage)

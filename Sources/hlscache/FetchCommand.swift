@@ -10,7 +10,10 @@ struct FetchCommand: AsyncParsableCommand {
         abstract: "Prewarm a stream (or its first N seconds).",
         discussion: """
             Prints the proxy URL to give the player, then the progress. The item is recorded in the cache \
-            directory: see `hlscache ls`, `show`, `pause`, `resume`, `rm`, `lock`. Live playlists are refused.
+            directory: see `hlscache ls`, `show`, `pause`, `resume`, `rm`, `lock`. A live stream is refused unless \
+            --record is given: then the item follows the channel and stores every new segment until --duration, \
+            --until, the end of the stream, `hlscache pause` or `rm`; it plays at `hlscache url --item ID` while it \
+            records and after (docs/fetch.md#live).
             """
     )
 
@@ -113,6 +116,16 @@ struct FetchCommand: AsyncParsableCommand {
     )
     var dailyLimit: String?
 
+    @Flag(name: .long, help: "Record a live stream: follow its playlists and store every new segment (docs/fetch.md#live).")
+    var record = false
+
+    @Option(
+        name: .long, help: "With --record: media seconds to record (90s, 45m, 2h); default: until --until, the stream's end, or pause/rm.")
+    var duration: String?
+
+    @Option(name: .long, help: "With --record: stop recording at this time (ISO 8601, e.g. 2026-11-28T21:00:00Z).")
+    var until: String?
+
     @OptionGroup var origins: OriginOptions
 
     @OptionGroup var proxyBase: ProxyBaseOption
@@ -141,6 +154,8 @@ struct FetchCommand: AsyncParsableCommand {
             do { _ = try OriginURL(url) } catch { throw ValidationError("cannot fetch \(url): \(error)") }
         }
         _ = try metadata()
+        if !record && (duration != nil || until != nil) { throw ValidationError("--duration and --until go with --record") }
+        _ = try recordSpec()
         if let through {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
                 throw ValidationError("--through \(through): expected the balancer's base URL, http://HOST:PORT")
@@ -184,6 +199,7 @@ struct FetchCommand: AsyncParsableCommand {
             // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
             item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
             try metadata().apply(to: &item)
+            item.record = try recordSpec()
             if dryRun {
                 try await dryRunReport(item, context: context, proxyURL: proxyURL, printer: printer)
                 return
@@ -216,6 +232,13 @@ struct FetchCommand: AsyncParsableCommand {
                 printer.emit(ItemFormatter.json(["event": "item", "id": item.id, "proxyURL": proxyURL]))
             } else {
                 printer.emit("item \(item.id): play \(proxyURL)")
+            }
+            if item.record != nil {
+                let recorded = proxy + DownloadItem.playbackPath(of: item.id, offline: false)
+                printer.emit(
+                    json
+                        ? ItemFormatter.json(["event": "recording", "id": item.id, "playbackURL": recorded])
+                        : "item \(item.id): recording; the recording plays at \(recorded) (on `hlscache serve`)")
             }
             if noStart {
                 let current = try context.items.require(item.id)
@@ -271,6 +294,25 @@ struct FetchCommand: AsyncParsableCommand {
         if window != nil { ignored.append("--window") }
         if dailyLimit != nil { ignored.append("--daily-limit") }
         return ignored
+    }
+
+    /// `--record` with `--duration` and `--until`, checked.
+    private func recordSpec() throws -> RecordSpec? {
+        guard record else { return nil }
+        var spec = RecordSpec()
+        if let duration {
+            guard let seconds = ItemFormatter.duration(duration) else {
+                throw ValidationError("--duration \(duration): expected e.g. 90s, 45m, 2h")
+            }
+            spec.duration = seconds
+        }
+        if let until {
+            guard let date = ISO8601DateFormatter().date(from: until) else {
+                throw ValidationError("--until \(until): expected an ISO 8601 time, e.g. 2026-11-28T21:00:00Z")
+            }
+            spec.until = date
+        }
+        return spec
     }
 
     /// `--title`, `--tag`, `--poster`, `--meta`, `--max-size`, `--window`, `--daily-limit`, checked.

@@ -120,7 +120,7 @@ enum ForegroundDownload {
         printer.finishLine()
         report(item, printer: printer, proxyBase: proxyBase, offline: try? context.downloader.offlineStatus(of: item))
         switch item.state {
-        case .queued, .downloading:
+        case .queued, .downloading, .recording:
             // Only a follower ends in these states: interrupted while another process downloads the item.
             if task.isCancelled {
                 let owner = item.ownerPID.map { " by process \($0)" } ?? ""
@@ -173,7 +173,7 @@ enum ForegroundDownload {
             let current = try context.items.require(item.id)
             switch current.state {
             case .idle: continue
-            case .queued, .downloading: return nil
+            case .queued, .downloading, .recording: return nil
             default: return current
             }
         }
@@ -188,8 +188,8 @@ enum ForegroundDownload {
         while true {
             let item = try context.items.require(id)
             switch item.state {
-            case .downloading where !item.ownerIsAlive, .idle, .queued: return nil
-            case .downloading: break
+            case .downloading where !item.ownerIsAlive, .recording where !item.ownerIsAlive, .idle, .queued: return nil
+            case .downloading, .recording: break
             default: return item
             }
             printer.handle(

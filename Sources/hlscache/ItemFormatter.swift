@@ -45,6 +45,7 @@ enum ItemFormatter {
         if item.missingResources > 0 { object["missingResources"] = item.missingResources }
         if let rate = item.rateLimit { object["rate"] = rate }
         if let through = item.through { object["through"] = through }
+        if let record = item.record { object["record"] = record.summary(segments: item.segmentsDone) }
         if let started = iso(item.startedAt) { object["startedAt"] = started }
         if let completed = iso(item.completedAt) { object["completedAt"] = completed }
         if let since = iso(item.interruptedAt) { object["interruptedAt"] = since }

@@ -11,7 +11,7 @@ struct ListCommand: AsyncParsableCommand {
     @Option(
         name: .long,
         help:
-            "Only items in these states, comma-separated (queued, ready, downloading, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted)."
+            "Only items in these states, comma-separated (queued, ready, downloading, recording, paused, idle, cached, partiallyCached, evicted, failed, expired, deleted)."
     )
     var state: String?
 

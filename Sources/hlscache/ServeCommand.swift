@@ -233,6 +233,19 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(71)
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
+        // Live recordings request their segments through this server's own proxy, so a viewer and a recording share
+        // one origin request per segment (docs/fetch.md#live); a client of its own, straight to the listener.
+        var shareConfiguration = OriginConfiguration()
+        shareConfiguration.retry = OriginRetryPolicy(maxRetries: 0)
+        shareConfiguration.destinationPolicy.allowLoopback = true
+        shareConfiguration.destinationPolicy.allowPrivateNetworks = true
+        shareConfiguration.readTimeout = settings.originConfiguration().readTimeout
+        shareConfiguration.keepsCookies = false
+        let shareOrigin = OriginClient(eventLoopGroup: group, configuration: shareConfiguration, logger: logger)
+        if let ip = bound.ipAddress, let port = bound.port {
+            let host = ip == "0.0.0.0" ? "127.0.0.1" : ip == "::" ? "[::1]" : ip.contains(":") ? "[\(ip)]" : ip
+            downloader.shareLiveFetches(through: "http://\(host):\(port)", client: shareOrigin)
+        }
         let banner = ServeBanner(
             line:
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"
@@ -254,6 +267,7 @@ struct ServeCommand: AsyncParsableCommand {
                 services: running + [banner], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await services.run()
         logger.info("hlscache stopped: connections drained, downloads paused, closing the cache")
+        try? await shareOrigin.shutdown()
         try? await downloadOrigin.shutdown()
         try? await origin.shutdown()
         store.close()

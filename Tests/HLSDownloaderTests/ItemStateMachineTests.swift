@@ -88,6 +88,10 @@ import Testing
             (.downloading, .pause, .paused, .stopDownload), (.downloading, .interrupt, .idle, .stopDownload),
             (.downloading, .finish(partial: false), .cached, .persist), (.downloading, .finish(partial: true), .partiallyCached, .persist),
             (.downloading, .fail(code: "http"), .failed, .stopDownload), (.downloading, .hold, .idle, .stopDownload),
+            // A recording runs with the same transitions.
+            (.recording, .pause, .paused, .stopDownload), (.recording, .interrupt, .idle, .stopDownload),
+            (.recording, .finish(partial: false), .cached, .persist), (.recording, .finish(partial: true), .partiallyCached, .persist),
+            (.recording, .fail(code: "http"), .failed, .stopDownload), (.recording, .hold, .idle, .stopDownload),
             (.paused, .resume, .queued, .persist), (.paused, .pause, .paused, .persist),
             (.idle, .start, .downloading, .startDownload), (.idle, .resume, .queued, .persist), (.idle, .pause, .paused, .persist),
             (.idle, .fail(code: "http"), .failed, .persist), (.idle, .hold, .idle, .persist),

@@ -18,7 +18,12 @@ extension Downloader {
                 let first = slice.index * slice.layout.sliceSize
                 headers.append(("Range", "bytes=\(first)-\(first + slice.layout.sliceSize - 1)"))
             }
-            let task = self.origin.stream(self.requestURL(resource.url, for: item), headers: headers, on: eventLoop, handler: handler)
+            // A recording's media through this process's own proxy when it serves viewers (``liveShare``).
+            let shared =
+                item.record != nil && item.headers.isEmpty && self.throughServer(of: item) == nil
+                ? self.liveShare.withLockedValue { $0 } : nil
+            let target = shared.flatMap { try? OriginURL($0.server + resource.url.proxyPath) } ?? self.requestURL(resource.url, for: item)
+            let task = (shared?.client ?? self.origin).stream(target, headers: headers, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {
                 try await handler.futureResult.get()
             } onCancel: {

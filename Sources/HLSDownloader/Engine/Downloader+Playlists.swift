@@ -15,6 +15,37 @@ extension Downloader {
     ///   ``DownloadError/unsupported`` for live playlists, the network codes.
     package func makePlan(for item: DownloadItem, storing: Bool) async throws(DownloadError) -> DownloadPlan {
         do {
+            let (renditions, playlistURLs, notes) = try await loadRenditions(for: item, storing: storing)
+            if let live = renditions.first(where: { $0.1.isLive }) {
+                throw DownloadError.unsupported.with(
+                    "\(live.0.url) is a live playlist (no EXT-X-ENDLIST): record it with `hlscache fetch URL --record` (docs/fetch.md#live)"
+                )
+            }
+            var plan = try DownloadPlan.make(
+                playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
+                volatileParameters: configuration.volatileQueryParameters, slicing: SliceLayout(sliceSize: configuration.sliceSize))
+            plan.notes = notes
+            // The poster is stored with the item (first, so a page can show it while the rest downloads).
+            if let poster = item.posterURL, let posterURL = try? OriginURL(poster) {
+                let key = CacheKey(posterURL, volatileParameters: configuration.volatileQueryParameters)
+                if !plan.resources.contains(where: { $0.key == key }) {
+                    var resource = PlannedResource(url: posterURL, key: key, kind: .other)
+                    resource.isPoster = true
+                    plan.media.insert(resource, at: 0)
+                }
+            }
+            return plan
+        } catch {
+            throw DownloadError.from(error)
+        }
+    }
+
+    /// Reads the item's playlists (master and the selected media playlists; stored when `storing` and not live) and
+    /// returns the chosen renditions parsed, the playlist URLs (the item's first) and the notes for the user.
+    func loadRenditions(for item: DownloadItem, storing: Bool) async throws(DownloadError) -> (
+        renditions: [(SelectedPlaylist, MediaPlaylist)], playlistURLs: [OriginURL], notes: [String]
+    ) {
+        do {
             let url: OriginURL
             do { url = try OriginURL(item.url) } catch { throw DownloadError.corrupted.with("\(item.url): \(error)") }
             let top = try await loadPlaylist(url, item: item, isMaster: true, storing: storing)
@@ -54,24 +85,7 @@ extension Downloader {
                     tolerated += Self.toleranceNotes(playlist.playlist, url: mediaURL)
                 }
             }
-            if let live = renditions.first(where: { $0.1.isLive }) {
-                throw DownloadError.unsupported.with(
-                    "\(live.0.url) is a live playlist (no EXT-X-ENDLIST); live recording is not supported yet")
-            }
-            var plan = try DownloadPlan.make(
-                playlists: playlistURLs, renditions: renditions, seconds: item.precacheSeconds,
-                volatileParameters: configuration.volatileQueryParameters, slicing: SliceLayout(sliceSize: configuration.sliceSize))
-            plan.notes = notes + tolerated
-            // The poster is stored with the item (first, so a page can show it while the rest downloads).
-            if let poster = item.posterURL, let posterURL = try? OriginURL(poster) {
-                let key = CacheKey(posterURL, volatileParameters: configuration.volatileQueryParameters)
-                if !plan.resources.contains(where: { $0.key == key }) {
-                    var resource = PlannedResource(url: posterURL, key: key, kind: .other)
-                    resource.isPoster = true
-                    plan.media.insert(resource, at: 0)
-                }
-            }
-            return plan
+            return (renditions, playlistURLs, notes + tolerated)
         } catch {
             throw DownloadError.from(error)
         }
@@ -111,7 +125,7 @@ extension Downloader {
 
     /// A playlist: the stored raw copy when there is one (a resumed item reads what it started with), else the
     /// origin's, parsed before it is stored so an invalid playlist is never cached.
-    private func loadPlaylist(_ url: OriginURL, item: DownloadItem, isMaster: Bool, storing: Bool) async throws
+    func loadPlaylist(_ url: OriginURL, item: DownloadItem, isMaster: Bool, storing: Bool) async throws
         -> (playlist: Playlist, baseURL: String)
     {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)

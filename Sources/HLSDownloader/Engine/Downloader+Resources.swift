@@ -73,6 +73,10 @@ extension Downloader {
                             try self.posterFailed(resource, of: item, error: error)
                             return .stored
                         }
+                    } else if item.record != nil, let shared = try await self.fetchShared(resource, for: item) {
+                        // A recording's segment stored by this server's proxy (Recording/Downloader+SharedFetch.swift).
+                        if !resource.encryptions.isEmpty { try await self.verify(resource) }
+                        size = shared
                     } else {
                         return .written(resource, try await self.fetchResource(resource, for: item, counter: counter))
                     }

@@ -41,6 +41,10 @@ package final class Downloader: Sendable {
     /// The encrypted key store: keys are kept there (sealed), never as cache objects.
     let keys: KeyService
     private let onEvent: @Sendable (DownloadEvent) -> Void
+    /// Where a recording's segments and init sections are requested when this process also serves viewers
+    /// (``shareLiveFetches(through:client:)``): the server's own proxy path, so a viewer and a recording share one
+    /// origin request per segment.
+    let liveShare = NIOLockedValueBox<(server: String, client: OriginClient)?>(nil)
 
     /// - Parameters:
     ///   - origin: a client on `eventLoopGroup`; give it `retry.maxRetries = 0`, the downloader retries each
@@ -81,6 +85,13 @@ package final class Downloader: Sendable {
         return pool
     }()
 
+    /// Requests the media of live recordings through `server` (this process's own proxy, `http://127.0.0.1:PORT`) with
+    /// `client` (one allowed to reach it): a segment a viewer is fetching is joined, not fetched again, and one a
+    /// viewer stored is a hit.
+    package func shareLiveFetches(through server: String, client: OriginClient) {
+        liveShare.withLockedValue { $0 = (server, client) }
+    }
+
     func emit(_ event: DownloadEvent) {
         onEvent(event)
     }
@@ -106,7 +117,7 @@ package final class Downloader: Sendable {
         }
         guard let item = try items.claim(id) else {
             let current = try items.require(id)
-            if current.state == .downloading, let owner = current.ownerPID {
+            if current.state.isActive, let owner = current.ownerPID {
                 throw DownloadError.invalidState.with("item \(id) is being downloaded by process \(owner)")
             }
             throw DownloadError.invalidState.with("item \(id) is \(current.state.rawValue); resume it first")
@@ -129,7 +140,7 @@ package final class Downloader: Sendable {
                     work.cancel()
                     return
                 }
-                if current.state != .downloading || current.ownerPID != getpid() || (current.expiresAt.map { $0 <= Date() } ?? false) {
+                if !current.state.isActive || current.ownerPID != getpid() || (current.expiresAt.map { $0 <= Date() } ?? false) {
                     work.cancel()
                     return
                 }
@@ -150,7 +161,7 @@ package final class Downloader: Sendable {
     /// ``DownloaderConfiguration/waitForOrigin`` is off).
     private func settle(_ id: String, result: Result<DownloadPlan, any Error>, bytesAtStart: Int64) throws(DownloadError) -> DownloadItem {
         let current = try items.require(id)
-        if current.state != .downloading || current.ownerPID != getpid() {
+        if !current.state.isActive || current.ownerPID != getpid() {
             // A command took over (pause, rm, expiry from another process); it already persisted its state.
             if current.state == .expired || (current.expiresAt.map { $0 <= Date() } ?? false) { return try finishExpired(id) }
             return current
@@ -219,12 +230,13 @@ package final class Downloader: Sendable {
 
     /// Everything a run does, in the run's task; cancelled by pause, rm or shutdown.
     private func download(_ item: DownloadItem) async throws -> DownloadPlan {
-        // The item's own cap (`hlscache set --rate`), inside the process's.
         // The item's own cap (`hlscache set --rate`), else `downloads.itemRate`, inside the process's.
         let itemRate = item.rateLimit ?? configuration.policies.itemBytesPerSecond
         let counter = RunCounter(
             limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: volume,
             transfers: configuration.resourcesPerItem)
+        // A live recording follows its playlists instead of planning them once (Recording/).
+        if item.record != nil { return try await record(item, counter: counter) }
         let plan = try await makePlan(for: item, storing: true)
         try checkSize(plan, for: item)
         let estimate = plan.estimatedBytes

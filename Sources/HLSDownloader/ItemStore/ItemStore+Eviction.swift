@@ -91,7 +91,7 @@ extension ItemStore {
                 // The action is `persist` (done below); the downloader announces the change (``StoredChange``).
                 _ = try Self.move(&item, .evict(segmentsLeft: totals.segmentsDone > 0))
             }
-        case .queued, .ready, .downloading, .paused, .idle, .failed, .expired, .deleted:
+        case .queued, .ready, .downloading, .recording, .paused, .idle, .failed, .expired, .deleted:
             break
         }
         item.updatedAt = Date()

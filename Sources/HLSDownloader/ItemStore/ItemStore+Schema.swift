@@ -155,6 +155,19 @@ extension ItemStore {
         migrator.registerMigration("v14-item-speed") { db in
             try db.alter(table: "items") { t in t.add(column: "bytes_per_second", .double) }
         }
+        // Live recordings (issue 44): what the item records (`record`, JSON) and every segment it stored or missed, by
+        // rendition, in order (ItemStore+Recording.swift); the rows go with the item.
+        migrator.registerMigration("v15-recording") { db in
+            try db.alter(table: "items") { t in t.add(column: "record", .text) }
+            try db.create(table: "item_recording") { t in
+                t.column("item_id", .text).notNull()
+                t.column("rendition", .integer).notNull()
+                t.column("position", .integer).notNull()
+                t.column("sequence", .integer).notNull()
+                t.column("segment", .text).notNull()
+                t.primaryKey(["item_id", "rendition", "position"])
+            }
+        }
         return migrator
     }
 

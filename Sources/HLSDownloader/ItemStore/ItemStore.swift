@@ -147,6 +147,8 @@ package final class ItemStore: Sendable {
         var machine = ItemStateMachine(state: item.state)
         let action = try machine.handle(event)
         item.state = machine.state
+        // A recording runs as `recording` (the same transitions as `downloading`).
+        if item.state == .downloading && item.record != nil { item.state = .recording }
         switch event {
         case .start:
             item.ownerPID = getpid()
@@ -203,7 +205,7 @@ package final class ItemStore: Sendable {
     package func claim(_ id: String) throws(DownloadError) -> DownloadItem? {
         try write { db in
             guard var item = try self.fetch(db, id: id) else { return nil }
-            if item.state == .downloading, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
+            if item.state.isActive, let owner = item.ownerPID, !ProcessIdentity.isAlive(owner, token: item.ownerToken) {
                 _ = try Self.move(&item, .interrupt)
             }
             guard item.state.isRunnable, (try? Self.move(&item, .start)) != nil else { return nil }
@@ -234,7 +236,9 @@ package final class ItemStore: Sendable {
     package func recoverInterrupted() throws(DownloadError) -> [String] {
         try write { db in
             var changed: [String] = []
-            let rows = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE state = ?", arguments: [ItemState.downloading.rawValue])
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT * FROM items WHERE state IN (?, ?)",
+                arguments: [ItemState.downloading.rawValue, ItemState.recording.rawValue])
             for row in rows {
                 var item = try self.decode(row)
                 if let owner = item.ownerPID, ProcessIdentity.isAlive(owner, token: item.ownerToken) { continue }
@@ -254,6 +258,7 @@ package final class ItemStore: Sendable {
             try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM item_volume WHERE item_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM item_recording WHERE item_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
         }
     }
@@ -345,6 +350,7 @@ package final class ItemStore: Sendable {
         item.posterError = row["poster_error"]
         item.metadata = row["meta"]
         item.storedBytesPerSecond = row["bytes_per_second"]
+        item.record = (row["record"] as String?).flatMap { try? Self.decoder.decode(RecordSpec.self, from: Data($0.utf8)) }
         return item
     }
 
@@ -370,5 +376,7 @@ package final class ItemStore: Sendable {
             ])
         // Its own statement, so the long one above stays as it is for the other columns; it writes only a new value.
         try db.execute(sql: "UPDATE items SET through = ?1 WHERE id = ?2 AND through IS NOT ?1", arguments: [item.through, item.id])
+        let record = try item.record.map { try Self.json($0) }
+        try db.execute(sql: "UPDATE items SET record = ?1 WHERE id = ?2 AND record IS NOT ?1", arguments: [record, item.id])
     }
 }

@@ -81,6 +81,8 @@ package struct DownloadItem: Sendable, Hashable, Codable {
     package var posterError: String?
     /// The caller's own JSON object (`fetch --meta`, `"meta"`), as compact JSON text; hlscache never reads it.
     package var metadata: String?
+    /// A live recording (`fetch --record`): what it follows and how far it got; `nil` for a prewarm.
+    package var record: RecordSpec?
     /// The process downloading it, while `downloading`.
     package var ownerPID: Int32?
     /// The owner's identity beyond its PID (boot id and start time), so a reused PID is not taken for the owner.

@@ -22,6 +22,11 @@ extension Downloader {
         guard !item.renditions.isEmpty else {
             throw DownloadError.invalidState.with("item \(id) has not read its playlists yet (\(item.state.rawValue)); start or resume it")
         }
+        // A recording's media playlists are what it recorded (Recording/), never the origin's live window.
+        let offlineMedia = item.record == nil ? offlineMedia : offlineMedia ?? { DownloadItem.offlineMediaPath(of: id, rendition: $0) }
+        if item.record != nil, item.renditions == [item.url], let media = offlineMedia {
+            return Array("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\n\(media(0))\n".utf8)
+        }
         let (playlist, base) = try storedPlaylist(item.url, of: item)
         let selected = item.renditions.compactMap { try? OriginURL($0).proxyPath }
         let position = Dictionary(selected.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
@@ -74,6 +79,7 @@ extension Downloader {
         guard item.renditions.indices.contains(rendition) else {
             throw DownloadError.unknownItem.with("item \(id) has no rendition \(rendition) (it has \(item.renditions.count))")
         }
+        if item.record != nil { return try recordedMediaPlaylist(item, rendition: rendition) }
         let (playlist, base) = try storedPlaylist(item.renditions[rendition], of: item)
         guard playlist.kind == .media else { throw DownloadError.corrupted.with("\(item.renditions[rendition]) is not a media playlist") }
         let text = String(decoding: try rewritten(playlist, base: base), as: UTF8.self)
@@ -146,7 +152,7 @@ extension Downloader {
     }
 
     /// Every URI through the proxy, keys through the key store's `/keys/{id}` (as the proxy rewrites them).
-    private func rewritten(_ playlist: Playlist, base: String) throws(DownloadError) -> [UInt8] {
+    func rewritten(_ playlist: Playlist, base: String) throws(DownloadError) -> [UInt8] {
         var rewriter = ProxyPathRewriter()
         let keys = self.keys
         rewriter.keyRewrite = { @Sendable resolved, _, method in

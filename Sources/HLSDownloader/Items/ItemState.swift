@@ -11,6 +11,8 @@ package enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     case ready
     /// A process is downloading it now.
     case downloading
+    /// A process is recording it now (a live stream, `fetch --record`): the same transitions as `downloading`.
+    case recording
     /// Stopped on request; only `resume` starts it again.
     case paused
     /// Interrupted: the process stopped or was killed (the next `fetch`, `resume` or `serve` continues it), or the
@@ -36,7 +38,7 @@ package enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     package var isSettled: Bool {
         switch self {
         case .ready, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted, .paused: true
-        case .queued, .downloading, .idle: false
+        case .queued, .downloading, .recording, .idle: false
         }
     }
 
@@ -44,7 +46,10 @@ package enum ItemState: String, Sendable, Hashable, CaseIterable, Codable {
     package var isRunnable: Bool {
         switch self {
         case .queued, .idle: true
-        case .ready, .downloading, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
+        case .ready, .downloading, .recording, .paused, .cached, .partiallyCached, .evicted, .failed, .expired, .deleted: false
         }
     }
+
+    /// A process runs it now (`downloading` or `recording`).
+    package var isActive: Bool { self == .downloading || self == .recording }
 }

@@ -75,7 +75,7 @@ package struct ItemStateMachine: Sendable, Hashable {
             case .delete: return move(.deleted, .stopAndEvict)
             case .start, .pause, .interrupt, .finish, .evict, .hold: throw refuse(event)
             }
-        case .downloading:
+        case .downloading, .recording:
             switch event {
             case .pause: return move(.paused, .stopDownload)
             case .interrupt: return move(.idle, .stopDownload)
