@@ -74,6 +74,7 @@ struct ServeCommand: AsyncParsableCommand {
     var apiAllow: [String] = []
 
     func run() async throws {
+        ConfigurationReloader.ignoreHangUp()
         var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
         try keyOptions.add(to: &commandLine)
@@ -89,6 +90,9 @@ struct ServeCommand: AsyncParsableCommand {
         commandLine.set("api.token", apiToken)
         commandLine.set("api.allow", apiAllow)
         let loaded = try cache.load(commandLine)
+        var reloadFlags = cache.commandLine
+        reloadFlags.values.merge(commandLine.values) { $1 }
+        reloadFlags.originHeaders = commandLine.originHeaders
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment
         if printConfig {
@@ -96,11 +100,14 @@ struct ServeCommand: AsyncParsableCommand {
             return
         }
         let address = settings.listen
+        // Every logger's level is the process's, which a reload changes (LiveLevelLogHandler).
+        LiveLevelLogHandler.setLevel(Logger.Level(rawValue: settings.logLevel) ?? .info)
         if settings.logFormat == .json {
-            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+            LoggingSystem.bootstrap { label in LiveLevelLogHandler(JSONLogHandler(label: label)) }
+        } else {
+            LoggingSystem.bootstrap { label in LiveLevelLogHandler(StreamLogHandler.standardError(label: label)) }
         }
-        var logger = Logger(label: "hlscache")
-        logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
+        let logger = Logger(label: "hlscache")
 
         // Buffers of 1 MiB or more (a large playlist's copies) go back to the system when freed (MemoryTrim).
         MemoryTrim.mapAllocations(from: 1 << 20)
@@ -233,6 +240,20 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(71)
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
+        // SIGHUP: the config file and the environment read again, what can change live applied (docs/operations.md#reload).
+        let reloader = ConfigurationReloader(
+            configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
+            apply: { plan, new in
+                await ServeReload.apply(
+                    plan, new,
+                    to: ServeReload.Targets(
+                        downloader: downloader, keys: keys, admin: admin, server: server, origins: [origin, downloadOrigin],
+                        wake: { Task { await scheduler.tick() } }))
+            })
+        let hangUps = reloader.listen()
+        defer { hangUps.cancel() }
+        ServePIDFile.write(cacheDirectory: configuration.cacheDirectory)
+        defer { ServePIDFile.remove(cacheDirectory: configuration.cacheDirectory) }
         let banner = ServeBanner(
             line:
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"

@@ -1,3 +1,4 @@
+import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
@@ -61,6 +62,7 @@ package final class ProxyServer: Sendable {
         let limiter = self.limiter
         let connections = services.connections
         let observer = services.observer
+        let webOrigins = services.webOrigins
         let dates = DateHeaders(group: services.group)
         self.dates.withLockedValue { $0 = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
@@ -122,7 +124,7 @@ package final class ProxyServer: Sendable {
                     let handler = ProxyHTTPHandler(
                         router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
                         date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)],
-                        yield: yields[ObjectIdentifier(channel.eventLoop)])
+                        yield: yields[ObjectIdentifier(channel.eventLoop)], webOrigins: webOrigins)
                     decoder.replayer = handler
                     try sync.addHandler(handler)
                 }
@@ -151,6 +153,12 @@ package final class ProxyServer: Sendable {
     var listener: (any Channel)? { channel.withLockedValue { $0 } }
 
     /// The bound address, once started.
+    /// Replaces `http.allowedWebOrigins`: every request from now on, on new and open connections, is judged by
+    /// `policy` (a reload; docs/operations.md#reload).
+    package func setWebOrigins(_ policy: WebOriginPolicy) {
+        services.webOrigins.withLockedValue { $0 = policy }
+    }
+
     package var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
 
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
