@@ -59,7 +59,9 @@ package struct OriginConfiguration: Sendable {
     }
 
     /// The extra headers and cookies for one URL from per-origin `headers` and `cookies` (keyed like ``originHeaders``).
-    static func extraHeaders(for url: OriginURL, headers originHeaders: [String: [Field]], cookies originCookies: [String: [Field]]) -> [Field] {
+    static func extraHeaders(for url: OriginURL, headers originHeaders: [String: [Field]], cookies originCookies: [String: [Field]])
+        -> [Field]
+    {
         let keys = [url.authority.lowercased(), url.host.lowercased()]
         var fields: [Field] = []
         if let headers = keys.lazy.compactMap({ originHeaders[$0] }).first { fields += headers }

@@ -20,7 +20,8 @@ struct ReloadCommand: AsyncParsableCommand {
         let loaded = try cache.load()
         let directory = loaded.settings.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment)
         guard let pid = ServePIDFile.runningServer(cacheDirectory: directory) else {
-            ConsoleOutput.error("hlscache: no running server of \(directory) (no live process in \(ServePIDFile.path(cacheDirectory: directory)))")
+            ConsoleOutput.error(
+                "hlscache: no running server of \(directory) (no live process in \(ServePIDFile.path(cacheDirectory: directory)))")
             throw ExitCode(69)
         }
         guard kill(pid, SIGHUP) == 0 else {

@@ -26,7 +26,9 @@ enum ServeReload {
         if changed.contains("log.level") {
             LiveLevelLogHandler.setLevel(Logger.Level(rawValue: settings.logLevel) ?? .info)
         }
-        if !changed.isDisjoint(with: ["downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window", "downloads.maxItemSize"]) {
+        if !changed.isDisjoint(with: [
+            "downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window", "downloads.maxItemSize",
+        ]) {
             let downloads = settings.downloaderConfiguration()
             await targets.downloader.reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
             targets.wake()
