@@ -73,6 +73,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Network (CIDR) allowed to use the admin API besides loopback (repeatable; YAML api.allow).")
     var apiAllow: [String] = []
 
+    @Flag(
+        name: .long,
+        help:
+            "Upgrade without dropping players: listen beside the running server of this cache directory (SO_REUSEPORT), then tell it to stop accepting and drain (it exits within its shutdown.grace)."
+    )
+    var takeOver = false
+
     func run() async throws {
         ConfigurationReloader.ignoreHangUp()
         var commandLine = CommandLineSettings()
@@ -126,6 +133,14 @@ struct ServeCommand: AsyncParsableCommand {
                 )
                 configuration.maxConnections = allowed
             }
+        }
+        // The socket can be shared, so the next version can start beside this one (`--take-over`).
+        configuration.listenSharing = .shareable
+        var predecessor: pid_t?
+        if takeOver {
+            predecessor = ServePIDFile.runningServer(cacheDirectory: configuration.cacheDirectory)
+            if predecessor != nil { configuration.listenSharing = .join }
+            if predecessor == nil { logger.notice("--take-over: no server of \(configuration.cacheDirectory) is running; starting as usual") }
         }
         let originConfiguration = settings.originConfiguration()
         let keyConfiguration = settings.keyConfiguration()
@@ -254,6 +269,12 @@ struct ServeCommand: AsyncParsableCommand {
         defer { hangUps.cancel() }
         ServePIDFile.write(cacheDirectory: configuration.cacheDirectory)
         defer { ServePIDFile.remove(cacheDirectory: configuration.cacheDirectory) }
+        if let predecessor {
+            // Both listen now: the old server stops accepting, finishes its responses (and leaves its downloads idle,
+            // which this one resumes), then exits.
+            kill(predecessor, SIGTERM)
+            logger.notice("took over \(address) from pid \(predecessor): it stops accepting and drains (shutdown.grace) before it exits")
+        }
         let banner = ServeBanner(
             line:
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"

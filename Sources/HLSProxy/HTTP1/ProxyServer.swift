@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
@@ -92,6 +95,7 @@ package final class ProxyServer: Sendable {
             }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: configuration.listenSharing == .exclusive ? 0 : 1)
             // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
             // CAP_NET_ADMIN, which a container started with `--cap-drop ALL` lacks: every connection would be reset.
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -129,6 +133,12 @@ package final class ProxyServer: Sendable {
                     try sync.addHandler(handler)
                 }
             }
+        if configuration.listenSharing == .shareable, configuration.port != 0 {
+            // SO_REUSEPORT would let this socket join one already there: a plain bind first refuses a taken address.
+            let probe = try await ServerBootstrap(group: services.group).serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: configuration.host, port: configuration.port).get()
+            try await probe.close()
+        }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         self.channel.withLockedValue { $0 = channel }
         if let bound = channel.localAddress, let ip = bound.ipAddress, let port = bound.port {
