@@ -140,7 +140,9 @@ struct ServeCommand: AsyncParsableCommand {
         if takeOver {
             predecessor = ServePIDFile.runningServer(cacheDirectory: configuration.cacheDirectory)
             if predecessor != nil { configuration.listenSharing = .join }
-            if predecessor == nil { logger.notice("--take-over: no server of \(configuration.cacheDirectory) is running; starting as usual") }
+            if predecessor == nil {
+                logger.notice("--take-over: no server of \(configuration.cacheDirectory) is running; starting as usual")
+            }
         }
         let originConfiguration = settings.originConfiguration()
         let keyConfiguration = settings.keyConfiguration()

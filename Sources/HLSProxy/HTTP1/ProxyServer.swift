@@ -95,7 +95,9 @@ package final class ProxyServer: Sendable {
             }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: configuration.listenSharing == .exclusive ? 0 : 1)
+            .serverChannelOption(
+                .socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: configuration.listenSharing == .exclusive ? 0 : 1
+            )
             // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
             // CAP_NET_ADMIN, which a container started with `--cap-drop ALL` lacks: every connection would be reset.
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
