@@ -79,24 +79,54 @@ package final class CacheWriter: Sendable {
                 throw CacheStoreError.writerClosed.with("write after finish or abort of \(key)")
             }
             do {
-                let total = state.written + Int64(bytes.count)
-                if let expectedLength, total > expectedLength {
-                    throw CacheStoreError.lengthMismatch.with(
-                        "\(key): more than the announced \(expectedLength) bytes")
-                }
-                if total > store.maxBytes {
-                    throw CacheStoreError.cacheFull.with("\(key) grows past the cache size cap of \(store.maxBytes)")
-                }
-                if expectedLength == nil, total >= state.nextSpaceCheck {
-                    state.nextSpaceCheck = total + Self.spaceCheckInterval
-                    if let available = FileSystem.availableBytes(store.directory),
-                        available - Int64(bytes.count) < store.freeDiskCushion
-                    {
-                        throw CacheStoreError.cacheFull.with("\(key): the free-disk cushion is reached")
-                    }
-                }
+                try checkGrowth(by: bytes.count, &state)
                 try FileSystem.writeAll(fd, bytes, path: tempPath)
-                state.written = total
+                state.written += Int64(bytes.count)
+            } catch {
+                discard(&state)
+                throw error
+            }
+        }
+    }
+
+    /// Throws when `count` more bytes would pass the announced length, the cache's cap or (without an announced length)
+    /// the free-disk cushion.
+    private func checkGrowth(by count: Int, _ state: inout WriterState) throws {
+        let total = state.written + Int64(count)
+        if let expectedLength, total > expectedLength {
+            throw CacheStoreError.lengthMismatch.with("\(key): more than the announced \(expectedLength) bytes")
+        }
+        if total > store.maxBytes {
+            throw CacheStoreError.cacheFull.with("\(key) grows past the cache size cap of \(store.maxBytes)")
+        }
+        if expectedLength == nil, total >= state.nextSpaceCheck {
+            state.nextSpaceCheck = total + Self.spaceCheckInterval
+            if let available = FileSystem.availableBytes(store.directory), available - Int64(count) < store.freeDiskCushion {
+                throw CacheStoreError.cacheFull.with("\(key): the free-disk cushion is reached")
+            }
+        }
+    }
+
+    /// Appends `parts`, in order, with one `writev` (retried until all is written): the page cache then holds the
+    /// file in folios as large as the write, which sendfile walks in fewer steps than one per small write (a 2 MiB hit
+    /// written in 64 KiB appends cost 17 % of its CPU in `filemap_get_read_batch`, under 1 % written whole).
+    ///
+    /// Throws as ``write(_:)-(UnsafeRawBufferPointer)``.
+    package func write(parts: [UnsafeRawBufferPointer]) throws {
+        guard parts.count > 1 else {
+            if let part = parts.first { try write(part) }
+            return
+        }
+        FileSystem.assertMayBlock("CacheWriter.write(\(key))")
+        let count = parts.reduce(0) { $0 + $1.count }
+        try state.withLock { state in
+            guard let fd = state.fileDescriptor else {
+                throw CacheStoreError.writerClosed.with("write after finish or abort of \(key)")
+            }
+            do {
+                try checkGrowth(by: count, &state)
+                try FileSystem.writeAll(fd, parts, path: tempPath)
+                state.written += Int64(count)
             } catch {
                 discard(&state)
                 throw error

@@ -103,6 +103,34 @@ enum FileSystem {
         }
     }
 
+    /// Writes all of `parts` in order with `writev` (at most `IOV_MAX` at a time), retrying short writes and `EINTR`.
+    static func writeAll(_ fd: Int32, _ parts: [UnsafeRawBufferPointer], path: String) throws {
+        var vectors = parts.filter { $0.count > 0 }.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var first = 0
+        while first < vectors.count {
+            let batch = min(vectors.count - first, 1024)
+            let n = vectors.withUnsafeMutableBufferPointer { writev(fd, $0.baseAddress! + first, Int32(batch)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw error("writev", path)
+            }
+            // Skips what was written: whole vectors, then the written part of the next.
+            var written = n
+            while written > 0, first < vectors.count {
+                if written >= vectors[first].iov_len {
+                    written -= vectors[first].iov_len
+                    first += 1
+                } else {
+                    vectors[first].iov_base += written
+                    vectors[first].iov_len -= written
+                    written = 0
+                }
+            }
+        }
+    }
+
     static func sync(_ fd: Int32, path: String) throws {
         while fsync(fd) != 0 {
             if errno == EINTR { continue }

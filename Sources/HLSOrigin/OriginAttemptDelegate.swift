@@ -22,7 +22,9 @@ enum OriginAttemptOutcome: Sendable {
 /// (``OriginRawExchange``). It decides at the head whether the response is the one to deliver (then it forwards head
 /// and body to the task, keeping the transport's backpressure) or one to swallow (redirect, retryable status). Both
 /// transports call it on the task's event loop only (AHC with `.delegate(on:)`), and all its mutable state is
-/// touched there, hence the unchecked Sendable. A transport calls ``sent(abort:)`` once the request is on its way,
+/// touched there, hence the unchecked Sendable (an AHC delegate is a class AHC calls directly: its state cannot sit
+/// behind a loop-bound box without a check on every body part; AHC documents the delegate's calls as serial, on the
+/// event loop given to `execute(request:delegate:eventLoop:)`). A transport calls ``sent(abort:)`` once the request is on its way,
 /// then ``received(head:)``, ``received(part:)`` (the next only after the last one's future completed), and
 /// ``finished()`` or ``failed(_:)``.
 final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendable {

@@ -52,7 +52,10 @@ final class ProxyServices: Sendable {
         self.routeExtension = routeExtension
         self.configuration = configuration
         self.webOrigins = NIOLockedValueBox(configuration.webOrigins)
-        self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes)
+        self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes) { [group] in
+            // The heap's free pages after a burst of misses go back to the system (a walk of the arenas: off the loops).
+            threadPool.runIfActive(eventLoop: group.any()) { MemoryTrim.giveBackFreedMemory() }.whenFailure { _ in }
+        }
         self.store = store
         self.origin = origin
         self.group = group

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HLSDownloader
+import Synchronization
 
 /// Runs one item in this process until it settles (`fetch`, `resume`): SIGINT/SIGTERM interrupt it (it
 /// becomes `idle` and resumes on the next `fetch`, `resume` or `serve`), the summary and exit status follow
@@ -19,10 +20,13 @@ nonisolated(unsafe) private var signalPipeWrite: Int32 = -1
 /// that a thread of its own reads. (A DispatchSource registers its signal asynchronously, on the dispatch manager:
 /// with SIG_IGN set meanwhile, a signal that came in that window was discarded — a follower interrupted right after
 /// its first progress line followed on as if nothing had been pressed.)
-private final class SignalCancellation: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: Task<DownloadItem, any Error>?
-    private var signalled = false
+private final class SignalCancellation: Sendable {
+    private struct State {
+        var task: Task<DownloadItem, any Error>?
+        var signalled = false
+    }
+
+    private let state = Mutex(State())
 
     func installHandlers() {
         var fds: [Int32] = [-1, -1]
@@ -51,17 +55,17 @@ private final class SignalCancellation: @unchecked Sendable {
     }
 
     func cancel() {
-        let task = lock.withLock {
-            signalled = true
-            return self.task
+        let task = state.withLock { state in
+            state.signalled = true
+            return state.task
         }
         task?.cancel()
     }
 
     func attach(_ task: Task<DownloadItem, any Error>) {
-        let signalled = lock.withLock {
-            self.task = task
-            return self.signalled
+        let signalled = state.withLock { state in
+            state.task = task
+            return state.signalled
         }
         if signalled { task.cancel() }
     }

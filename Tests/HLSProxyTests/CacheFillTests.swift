@@ -51,6 +51,71 @@ import Testing
         }
     }
 
+    /// Chunks are held until ``CacheFill/coalesceBytes`` are pending, then written together (one writev: large page
+    /// cache folios); ``CacheFill/flush()`` writes what is pending at once, and the commit writes the rest.
+    @Test func chunksAreWrittenACoalescedBatchAtATime() async throws {
+        let (store, directory) = try Self.store()
+        defer {
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let recorder = Recorder()
+        let key = CacheKey(try OriginURL("http://origin.test/c.ts"))
+        let fill = CacheFill(
+            store: store, key: key, expectedLength: 140, threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "c.ts",
+            coalesceBytes: 100, events: { event in recorder.events.withLockedValue { $0.append(event) } })
+        try await Self.waitUntil { recorder.file != nil }
+        let file = try #require(recorder.file)
+        let body = (0..<140).map { UInt8($0) }
+        for part in 0..<3 { fill.append(ByteBuffer(bytes: body[(part * 30)..<(part * 30 + 30)])) }
+        // Under the batch size no write is even scheduled: the file is empty, deterministically.
+        #expect(try Self.read(file, count: 140).isEmpty)
+        #expect(recorder.written == 0)
+        fill.append(ByteBuffer(bytes: body[90..<120]))
+        try await Self.waitUntil { recorder.written == 120 }
+        #expect(recorder.written == 120, "the batch of four chunks")
+        #expect(try Self.read(file, count: 140) == Array(body[0..<120]))
+        fill.append(ByteBuffer(bytes: body[120..<130]))
+        fill.flush()
+        try await Self.waitUntil { recorder.written == 130 }
+        #expect(recorder.written == 130, "flushed under the batch size")
+        fill.append(ByteBuffer(bytes: body[130..<140]))
+        let stored = NIOLockedValueBox<CachedObject?>(nil)
+        let done = NIOLockedValueBox(false)
+        fill.commit(contentType: "video/mp2t", kind: .segment, lastModified: nil) { object in
+            stored.withLockedValue { $0 = object }
+            done.withLockedValue { $0 = true }
+        }
+        try await Self.waitUntil { done.withLockedValue { $0 } }
+        #expect(stored.withLockedValue { $0?.size } == 140)
+        #expect(try Self.read(file, count: 140) == body)
+    }
+
+    /// One writev of many parts writes them in order, and is held to the announced length like single writes.
+    @Test func aWriteOfManyPartsKeepsTheirOrderAndTheAnnouncedLength() throws {
+        let (store, directory) = try Self.store()
+        defer {
+            store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let parts: [[UInt8]] = (0..<200).map { index in [UInt8](repeating: UInt8(index), count: 1 + index % 7) }
+        let total = parts.reduce(0) { $0 + $1.count }
+        let writer = try store.makeWriter(for: CacheKey(try OriginURL("http://origin.test/v.ts")), expectedLength: Int64(total))
+        try Self.withPointers(parts[...]) { try writer.write(parts: $0) }
+        let object = try writer.finish(contentType: nil, kind: .segment)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: object.path)) == Data(parts.flatMap { $0 }))
+
+        let short = try store.makeWriter(for: CacheKey(try OriginURL("http://origin.test/w.ts")), expectedLength: 5)
+        #expect(throws: CacheStoreError.self) { try Self.withPointers([[1, 2, 3], [4, 5, 6]]) { try short.write(parts: $0) } }
+    }
+
+    static func withPointers(
+        _ parts: ArraySlice<[UInt8]>, _ pointers: [UnsafeRawBufferPointer] = [], _ body: ([UnsafeRawBufferPointer]) throws -> Void
+    ) throws {
+        guard let first = parts.first else { return try body(pointers) }
+        try first.withUnsafeBytes { try withPointers(parts.dropFirst(), pointers + [$0], body) }
+    }
+
     @Test func writtenBytesAreReadableWhileTheFileGrowsAndAfterTheCommit() async throws {
         let (store, directory) = try Self.store()
         defer {
@@ -99,7 +164,9 @@ import Testing
         #expect(store.lookup(CacheKey(try OriginURL("http://origin.test/b.ts"))) == nil)
     }
 
-    @Test func aSlicedFillCommitsEachSliceAsItsLastByteIsWrittenAndKeepsThemWhenStopped() async throws {
+    /// Written as the chunks come (0) or in batches of 20 bytes cut across slice boundaries: the same slices.
+    @Test(arguments: [0, 20])
+    func aSlicedFillCommitsEachSliceAsItsLastByteIsWrittenAndKeepsThemWhenStopped(coalesce: Int) async throws {
         let (store, directory) = try Self.store()
         defer {
             store.close()
@@ -112,7 +179,7 @@ import Testing
         let fill = CacheFill(
             store: store, key: key, expectedLength: 50,
             slicing: CacheFill.Slicing(layout: layout, validator: "\"v1\"", objectSize: 50, contentType: "video/mp4", lastModified: nil),
-            threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "big.mp4",
+            threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "big.mp4", coalesceBytes: coalesce,
             events: { event in recorder.events.withLockedValue { $0.append(event) } })
         let body = (0..<50).map { UInt8($0) }
         // Chunks that straddle slice boundaries.

@@ -258,6 +258,28 @@ import Testing
         #expect(woken.withLockedValue { $0 } == 2, "called at once when there is room")
     }
 
+    /// A burst of at least ``InFlightMemory/drainedAfter`` is followed, once it has drained to a quarter, by the hook
+    /// that gives the heap's free pages back — once per burst; smaller bursts never call it.
+    @Test func aDrainedBurstCallsTheHookOncePerBurst() {
+        let calls = NIOLockedValueBox(0)
+        let memory = InFlightMemory(budget: 1 << 30) { calls.withLockedValue { $0 += 1 } }
+        let burst = InFlightMemory.drainedAfter
+        memory.release(-(burst / 2))
+        memory.release(burst / 2)
+        #expect(calls.withLockedValue { $0 } == 0, "a burst under the mark")
+        memory.release(-burst)
+        memory.release(burst / 2)
+        #expect(calls.withLockedValue { $0 } == 0, "half drained")
+        memory.release(burst / 4)
+        #expect(calls.withLockedValue { $0 } == 1, "drained to a quarter")
+        memory.release(burst / 4)
+        #expect(calls.withLockedValue { $0 } == 1, "once per burst")
+        memory.release(-2 * burst)
+        memory.release(2 * burst)
+        #expect(calls.withLockedValue { $0 } == 2, "the next burst")
+        #expect(memory.used == 0)
+    }
+
     /// The real `hlscache serve` in a process of its own, so its peak memory (`VmHWM`) is its own: a 200 MB miss
     /// read slowly by a client that then leaves costs about the window, not the object — stored whole (no validator)
     /// or, with an `ETag`, as slices.

@@ -6,6 +6,10 @@ import NIOHTTP1
 /// (or only a byte window, for a Range request), paced by its own connection: from the fetch's memory window when
 /// it keeps up, from the growing cache file (sendfile) when it is behind. The decisions are
 /// ``FetchSubscriptionStateMachine``'s; this class runs them. Confined to the client's event loop.
+///
+/// Why `@unchecked` is safe: the shared fetch, which reports from any thread, only ever wakes a subscription with
+/// `subscriber.eventLoop.execute { subscriber.pump() }`; every other entry is a callback of its own connection's
+/// writes, on that loop (`pump` checks it, `preconditionInEventLoop`).
 final class FetchSubscription: @unchecked Sendable {
     let eventLoop: any EventLoop
     private let responder: Responder

@@ -160,10 +160,17 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             return action
         }
         if action.fail != nil { return eventLoop.makeFailedFuture(OriginError.cancelled) }
-        if let pause { return pause.futureResult }
+        // Waiting for the disk: what the fill holds back to write in one go is written now (CacheFill.coalesceBytes).
+        if let pause {
+            state.withLockedValue { $0.fill }?.flush()
+            return pause.futureResult
+        }
         // Past the global budget, the next read waits for another download to let go (playlists, bounded by their
         // own cap and needed whole, are not held up).
-        if !collecting, services.inFlight.isExhausted { return waitForBudget(on: eventLoop) }
+        if !collecting, services.inFlight.isExhausted {
+            state.withLockedValue { $0.fill }?.flush()
+            return waitForBudget(on: eventLoop)
+        }
         return eventLoop.makeSucceededVoidFuture()
     }
 
@@ -250,8 +257,15 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         CacheFill(
             store: services.store, key: key, expectedLength: head.contentLength, slicing: slicing(head), threadPool: services.threadPool,
             logger: services.logger, label: url.redacted,
+            coalesceBytes: Self.coalesceBytes(window: services.configuration.maxInFlightBufferBytes),
             failed: { [failures = services.cacheWriteFailures, label = url.redacted] in failures.record($0, label: label) },
             events: { [weak self] event in self?.fillReported(event) })
+    }
+
+    /// The bytes a fill writes at once: 512 KiB (large folios for every later sendfile of the file), or a quarter of
+    /// the download's memory window when that is smaller, so the window always holds a write's worth.
+    static func coalesceBytes(window: Int) -> Int {
+        min(512 << 10, max(0, window / 4))
     }
 
     /// How the body is stored as slices (docs/architecture.md, "Slices"), or nil to store it whole: a large object — a

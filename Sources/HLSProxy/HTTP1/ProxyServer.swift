@@ -69,7 +69,7 @@ package final class ProxyServer: Sendable {
         let dates = DateHeaders(group: services.group)
         self.dates.withLockedValue { $0 = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
-        for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges() }
+        for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges(eventLoop: loop) }
         let replays = tables
         self.replays.withLockedValue { $0 = tables }
         var loopYields: [ObjectIdentifier: LoopYield] = [:]

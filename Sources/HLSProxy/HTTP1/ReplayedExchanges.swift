@@ -15,22 +15,34 @@ import NIOCore
 /// no body, the page verdict, keep-alive). What can change between two identical requests is the server's state,
 /// which ``ResourceService/replay(_:responder:)`` checks each time as the ordinary path would.
 ///
-/// One table per event loop, used only there (no lock); least recently used heads leave first.
-final class ReplayedExchanges: @unchecked Sendable {
+/// One table per event loop, bound to it (no lock); least recently used heads leave first.
+final class ReplayedExchanges: Sendable {
     /// Heads longer than this are not remembered (players send a few hundred bytes).
     static let maxHeadBytes = 2048
     /// Heads remembered per event loop.
     static let maxEntries = 1024
 
-    private var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
-    /// Requests answered from the table (tests).
-    var replayed = 0
+    private struct State {
+        var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
+        /// Requests answered from the table (tests).
+        var replayed = 0
+    }
 
-    init() {}
+    private let state: NIOLoopBoundBox<State>
+
+    init(eventLoop: any EventLoop) {
+        state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: eventLoop)
+    }
+
+    /// Requests answered from the table (tests).
+    var replayed: Int {
+        get { state.value.replayed }
+        set { state.value.replayed = newValue }
+    }
 
     /// The exchange remembered for exactly these head bytes.
     func exchange(for head: ByteBufferView, hash: Int) -> ReplayedExchange? {
-        guard let found = table.value(forKey: hash) else { return nil }
+        guard let found = state.value.table.value(forKey: hash) else { return nil }
         guard found.head.count == head.count else { return nil }
         let same =
             head.withContiguousStorageIfAvailable { received in
@@ -40,14 +52,14 @@ final class ReplayedExchanges: @unchecked Sendable {
     }
 
     func remember(_ exchange: ReplayedExchange) {
-        table.setValue(exchange, forKey: exchange.hash)
+        state.value.table.setValue(exchange, forKey: exchange.hash)
     }
 
     func forget(_ exchange: ReplayedExchange) {
-        if table.peekValue(forKey: exchange.hash) === exchange { table.removeValue(forKey: exchange.hash) }
+        if state.value.table.peekValue(forKey: exchange.hash) === exchange { state.value.table.removeValue(forKey: exchange.hash) }
     }
 
-    var count: Int { table.count }
+    var count: Int { state.value.table.count }
 
     /// The length of the request head at the start of `bytes` (through its blank line) when it is a complete `GET`
     /// head of at most ``maxHeadBytes``; nil otherwise (another method, more bytes to come, too long).
@@ -78,7 +90,7 @@ final class ReplayedExchanges: @unchecked Sendable {
 
 /// A request head and how it was answered: a replayed hit of a stored object or of a stored playlist's rewritten
 /// copy, from the memory tier.
-final class ReplayedExchange: @unchecked Sendable {
+final class ReplayedExchange: Sendable {
     /// The head's bytes, exactly as received.
     let head: [UInt8]
     let hash: Int
@@ -102,7 +114,7 @@ final class ReplayedExchange: @unchecked Sendable {
 }
 
 /// What a replayed exchange answered with, and what ``ResourceService/replay(_:responder:)`` checks again.
-enum ReplayedAnswer {
+enum ReplayedAnswer: Sendable {
     /// A stored object's replayed hit.
     case object(HitReplay, target: ResolvedTarget)
     /// A stored playlist's copy (`copy`, of `playlist`) for the target.

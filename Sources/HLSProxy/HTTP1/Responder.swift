@@ -29,6 +29,11 @@ enum ResponseBody {
 
 /// The one way the resource layer answers a request. Bound to the connection's event loop: every method must
 /// be called there. A responder answers exactly once; after the connection went away its methods do nothing.
+///
+/// Why `@unchecked` is safe: ``ProxyHTTPHandler`` makes it on its loop; whatever finishes elsewhere (thread-pool
+/// reads, fetches, the admin API's tasks) hops back with `eventLoop.execute` or a future on `eventLoop` before
+/// calling it, and each method that touches its state asserts so in debug builds (`assertInEventLoop`, which the
+/// whole test suite runs under). It is not loop-bound storage because a hit touches it a dozen times.
 final class Responder: @unchecked Sendable {
     let eventLoop: any EventLoop
     let request: ProxyRequest

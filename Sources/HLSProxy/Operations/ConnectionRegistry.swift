@@ -7,33 +7,43 @@ struct ServerDrainEvent: Sendable {}
 
 /// The open client connections, so that a shutdown can ask each to finish and close the stragglers.
 final class ConnectionRegistry: Sendable {
-    private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
-    private let draining = NIOLockedValueBox(false)
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var draining = false
+    }
+
+    private let state = NIOLockedValueBox(State())
 
     /// Records a new connection. Returns false when the server is already draining (close it).
     func add(_ channel: any Channel) -> Bool {
         let id = ObjectIdentifier(channel)
-        channels.withLockedValue { $0[id] = channel }
-        channel.closeFuture.whenComplete { _ in _ = self.channels.withLockedValue { $0.removeValue(forKey: id) } }
-        return !isDraining
+        let draining = state.withLockedValue { state in
+            state.channels[id] = channel
+            return state.draining
+        }
+        channel.closeFuture.whenComplete { _ in _ = self.state.withLockedValue { $0.channels.removeValue(forKey: id) } }
+        return !draining
     }
 
-    var count: Int { channels.withLockedValue { $0.count } }
+    var count: Int { state.withLockedValue { $0.channels.count } }
     /// The open connections, now.
-    var open: [any Channel] { channels.withLockedValue { Array($0.values) } }
-    var isDraining: Bool { draining.withLockedValue { $0 } }
+    var open: [any Channel] { state.withLockedValue { Array($0.channels.values) } }
+    var isDraining: Bool { state.withLockedValue { $0.draining } }
 
     /// Marks the server as draining and tells every open connection.
     func drain() {
-        draining.withLockedValue { $0 = true }
-        for channel in channels.withLockedValue({ Array($0.values) }) {
+        let open = state.withLockedValue { state in
+            state.draining = true
+            return Array(state.channels.values)
+        }
+        for channel in open {
             channel.pipeline.fireUserInboundEventTriggered(ServerDrainEvent())
         }
     }
 
     /// Closes every connection still open.
     func closeAll() {
-        for channel in channels.withLockedValue({ Array($0.values) }) {
+        for channel in open {
             channel.close(promise: nil)
         }
     }

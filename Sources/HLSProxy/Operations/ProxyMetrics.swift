@@ -52,10 +52,15 @@ package final class ProxyMetrics: Sendable {
     private let cacheWriteFailures: [Counter]
     private let originConnectionWaits: Counter
     private let originRequestsWaiting: Gauge
-    private let lastConnectionWaits = NIOLockedValueBox(0)
     private let acceptBackoffs: Counter
-    private let lastKeyStatistics = NIOLockedValueBox(KeyStatistics())
-    private let downloadStates = NIOLockedValueBox<[String: Gauge]>([:])
+    /// What ``update(_:)`` keeps from one snapshot to the next (it turns running totals into counter increments).
+    private struct Previous {
+        var connectionWaits = 0
+        var keyStatistics = KeyStatistics()
+        var downloadStates: [String: Gauge] = [:]
+    }
+
+    private let previous = NIOLockedValueBox(Previous())
     private let itemEvictions: Counter
     /// Indexed by ``WebhookOutcome``.
     private let webhookOutcomes: [Counter]
@@ -283,31 +288,31 @@ package final class ProxyMetrics: Sendable {
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let waits = snapshot.originConnectionWaits {
-            let previous = lastConnectionWaits.withLockedValue { last in
-                defer { last = max(last, waits.total) }
-                return last
+            let waitsBefore = previous.withLockedValue { previous in
+                defer { previous.connectionWaits = max(previous.connectionWaits, waits.total) }
+                return previous.connectionWaits
             }
-            originConnectionWaits.increment(by: Int64(max(0, waits.total - previous)))
+            originConnectionWaits.increment(by: Int64(max(0, waits.total - waitsBefore)))
             originRequestsWaiting.set(Int64(waits.waiting))
         }
         let keys = snapshot.keys
-        let previous = lastKeyStatistics.withLockedValue { last in
-            defer { last = keys }
-            return last
+        let before = previous.withLockedValue { previous in
+            defer { previous.keyStatistics = keys }
+            return previous.keyStatistics
         }
-        keyFetches.increment(by: max(0, keys.fetches - previous.fetches))
-        keyFetchFailures.increment(by: max(0, keys.fetchFailures - previous.fetchFailures))
-        keyExpiries.increment(by: max(0, keys.expiries - previous.expiries))
+        keyFetches.increment(by: max(0, keys.fetches - before.fetches))
+        keyFetchFailures.increment(by: max(0, keys.fetchFailures - before.fetchFailures))
+        keyExpiries.increment(by: max(0, keys.expiries - before.expiries))
         if let states = snapshot.downloadStates {
             let descriptor = MetricNameDescriptor(
                 namespace: "hlscache", metricName: "downloads", unitName: "", helpText: "Prewarm items (hlscache fetch) by state.")
-            downloadStates.withLockedValue { gauges in
+            previous.withLockedValue { previous in
                 for (state, count) in states {
-                    let gauge = gauges[state] ?? registry.makeGauge(descriptor: descriptor, labels: [("state", state)])
-                    gauges[state] = gauge
+                    let gauge = previous.downloadStates[state] ?? registry.makeGauge(descriptor: descriptor, labels: [("state", state)])
+                    previous.downloadStates[state] = gauge
                     gauge.set(Int64(count))
                 }
-                for (state, gauge) in gauges where states[state] == nil { gauge.set(Int64(0)) }
+                for (state, gauge) in previous.downloadStates where states[state] == nil { gauge.set(Int64(0)) }
             }
         }
     }

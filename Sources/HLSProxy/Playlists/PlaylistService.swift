@@ -64,15 +64,18 @@ final class PlaylistService: Sendable {
     let readAhead: ReadAheadIndex
     /// The bounds of the tables below.
     let limits: TableLimits
-    /// Live playlists (and live ones that ended) served from memory until they expire.
-    private let live: NIOLockedValueBox<BoundedLRU<CacheKey, (playlist: RewrittenPlaylist, expires: NIODeadline)>>
-    /// Media playlists this process has served live: when one ends (EXT-X-ENDLIST) it is still not kept on disk.
-    private let seenLive: NIOLockedValueBox<BoundedLRU<CacheKey, Bool>>
+    /// Every in-memory table of the service, behind one lock (``PlaylistTables``).
+    private let tables: NIOLockedValueBox<PlaylistTables>
 
-    /// How many entries each of the service's in-memory tables keeps. Each is a ``BoundedLRU``: when one is full the
-    /// entry used least recently goes — the playlists being played and the segments they name stay (a table that
-    /// emptied itself when full made an ended live playlist look like VOD, stored on disk for good, and stored live
-    /// segments without their expiry).
+    /// Runs `body` on one of the tables, under the tables' lock.
+    private func withTable<Table, Result>(
+        _ table: WritableKeyPath<PlaylistTables, Table>, _ body: (inout Table) throws -> Result
+    ) rethrows -> Result {
+        try tables.withLockedValue { try body(&$0[keyPath: table]) }
+    }
+
+    /// How many entries each table of ``PlaylistTables`` keeps; when one is full the entry used least recently goes
+    /// (a table that emptied itself when full made an ended live playlist look like VOD, stored for good).
     struct TableLimits: Sendable {
         /// Live playlists in memory, and media playlists remembered as having been live.
         var livePlaylists = 4096
@@ -104,14 +107,7 @@ final class PlaylistService: Sendable {
     ) {
         self.limits = limits
         self.cookies = cookies
-        live = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
-        seenLive = NIOLockedValueBox(BoundedLRU(maxCount: limits.livePlaylists))
-        fetchedFor = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
-        importsByPlaylist = NIOLockedValueBox(BoundedLRU(maxCount: limits.playlistTokens))
-        liveLifetimes = NIOLockedValueBox(BoundedLRU(maxCount: limits.liveResources))
-        warned = NIOLockedValueBox(BoundedLRU(maxCount: limits.warnings))
-        channelHeaderTable = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
-        channelURLs = NIOLockedValueBox(BoundedLRU(maxCount: limits.channelHeaderURLs))
+        tables = NIOLockedValueBox(PlaylistTables(limits: limits))
         self.writeFailures = writeFailures
         self.configuration = configuration
         self.metrics = metrics
@@ -122,17 +118,10 @@ final class PlaylistService: Sendable {
         loadChannelHeaders()
     }
 
-    /// The tokens (``CacheKey/volatileSignature(_:volatileParameters:)``) of the request each stored playlist was
-    /// fetched for by this process (a digest of them is stored with the playlist too, for after a restart). An
-    /// origin may write the viewer's token into the URIs of the playlist it returns (Wowza, token-propagating CDNs):
-    /// a player coming with a new token gets a playlist fetched with it, not the one stored for an earlier, perhaps
-    /// expired, token. Unknown (a prewarmed playlist): the stored one is served, as always.
-    private let fetchedFor: NIOLockedValueBox<BoundedLRU<CacheKey, String>>
-
     /// Notes that the playlist stored under `key` was fetched for `url`.
     func rememberTokens(of url: OriginURL, for key: CacheKey) {
         let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
-        fetchedFor.withLockedValue { _ = $0.setValue(signature, forKey: key) }
+        withTable(\.fetchedFor) { _ = $0.setValue(signature, forKey: key) }
     }
 
     /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process
@@ -145,7 +134,7 @@ final class PlaylistService: Sendable {
     /// ``hasOtherTokens(than:key:stored:)`` for a request whose tokens (``CacheKey/volatileSignature(_:volatileParameters:)``
     /// with this configuration's volatile parameters) are `signature`.
     func hasOtherTokens(than signature: String, key: CacheKey, stored object: CachedObject) -> Bool {
-        if let remembered = fetchedFor.withLockedValue({ $0.value(forKey: key) }) { return remembered != signature }
+        if let remembered = withTable(\.fetchedFor, { $0.value(forKey: key) }) { return remembered != signature }
         guard let digest = object.tokens else { return false }
         return digest != Self.digest(signature: signature)
     }
@@ -159,14 +148,8 @@ final class PlaylistService: Sendable {
         String(SHA256.hex("hlscache-playlist-tokens:" + signature).prefix(32))
     }
 
-    /// The variables of the multivariant playlists this process rewrote, by the cache key of each playlist they
-    /// name: a media playlist's `EXT-X-DEFINE:IMPORT` takes its value from there (RFC 8216bis §4.4.2.3). Unknown
-    /// (a restart, a player asking for a media playlist directly), the URI stays as written for the player to
-    /// substitute from the multivariant playlist it has.
-    private let importsByPlaylist: NIOLockedValueBox<BoundedLRU<CacheKey, [String: String]>>
-
     private func imports(of key: CacheKey) -> [String: String] {
-        importsByPlaylist.withLockedValue { $0.value(forKey: key) } ?? [:]
+        withTable(\.importsByPlaylist) { $0.value(forKey: key) } ?? [:]
     }
 
     private func learnImports(from playlist: Playlist, url: OriginURL) {
@@ -177,20 +160,13 @@ final class PlaylistService: Sendable {
         let named = children.filter(\.role.isPlaylist).compactMap { try? OriginURL($0.url) }.map {
             CacheKey($0, volatileParameters: volatile)
         }
-        importsByPlaylist.withLockedValue { table in
+        withTable(\.importsByPlaylist) { table in
             for key in named { table.setValue(master.variables, forKey: key) }
         }
     }
 
     /// Where a request its origin refused gets fresh cookies: the multivariant playlists read are its pages.
     private let cookies: CookieRefresher
-
-    /// How long each media resource named by a live playlist may be kept once stored, by cache key: the live window
-    /// plus two target durations, after which no player asks for it (it left every playlist). An encoder that
-    /// restarts and reuses its segment names (ffmpeg numbers from 0 again) is then never answered with the previous
-    /// run's pictures, and a live stream does not fill the cache with segments nobody will ask for again. EVENT
-    /// playlists keep everything (their segments stay listed).
-    private let liveLifetimes: NIOLockedValueBox<BoundedLRU<CacheKey, Double>>
 
     /// Learns the lifetime of the live playlist's media and returns it (`nil` for an EVENT playlist).
     @discardableResult
@@ -202,7 +178,7 @@ final class PlaylistService: Sendable {
         urls += media.segments.compactMap { $0.map?.url }
         let volatile = configuration.volatileQueryParameters
         let keys = Set(urls.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
-        liveLifetimes.withLockedValue { table in
+        withTable(\.liveLifetimes) { table in
             for key in keys { table.setValue(lifetime, forKey: key) }
         }
         return lifetime
@@ -210,17 +186,13 @@ final class PlaylistService: Sendable {
 
     /// When a media resource about to be stored stops being served: `nil` unless a live playlist names it.
     func liveExpiry(of key: CacheKey) -> Date? {
-        liveLifetimes.withLockedValue { $0.value(forKey: key) }.map { Date().addingTimeInterval($0) }
+        withTable(\.liveLifetimes) { $0.value(forKey: key) }.map { Date().addingTimeInterval($0) }
     }
-
-    /// The playlist URLs (cache keys) whose warnings this process logged and counted, each kind once per URL: a
-    /// live playlist reloaded every two seconds is not a new warning each time.
-    private let warned: NIOLockedValueBox<BoundedLRU<String, Bool>>
 
     /// Logs and counts the tolerances of a playlist the first time each is met for its URL.
     private func report(_ warnings: [PlaylistWarning], key: CacheKey, url: OriginURL) {
         guard !warnings.isEmpty else { return }
-        let fresh = warned.withLockedValue { seen in
+        let fresh = withTable(\.warned) { seen in
             warnings.filter { warning in
                 let name = key.value + "#" + warning.kind.rawValue
                 defer { seen.setValue(true, forKey: name) }
@@ -236,16 +208,6 @@ final class PlaylistService: Sendable {
                 ])
         }
     }
-
-    /// The request headers IPTV channel lists name (`#EXTVLCOPT:http-user-agent=…`, `http-referrer=…`), by origin
-    /// URL without its query (``channelKey(_:)``): a channel's own URL, and every URL of the playlists reached from
-    /// it (variants, renditions, segments, keys), learnt as each playlist is served. The origin client adds them to
-    /// the requests for those URLs (``OriginClient/setHeaderSource(_:)``). Kept in the index too, sealed under the
-    /// master key (``persistChannelHeaders(_:)``), and read back at start: after a restart a player asking for a
-    /// channel's playlist or segment directly still gets them sent.
-    private let channelHeaderTable: NIOLockedValueBox<BoundedLRU<String, [(String, String)]>>
-    /// Rows written since the table on disk was last trimmed to ``TableLimits/channelHeaderURLs``.
-    private let channelHeaderWrites = NIOLockedValueBox(0)
 
     private static func channelHeaderContext(_ url: String) -> String { "hlscache-channel-headers:" + url }
     /// The row of the channel table that says a URL is a channel (``isChannel(_:)``) rather than carries headers: its
@@ -269,8 +231,8 @@ final class PlaylistService: Sendable {
                 else { continue }
                 table.setValue(pairs.compactMap { $0.count == 2 ? ($0[0], $0[1]) : nil }, forKey: row.url)
             }
-            channelHeaderTable.withLockedValue { $0 = table }
-            channelURLs.withLockedValue { $0 = channels }
+            withTable(\.channelHeaderTable) { $0 = table }
+            withTable(\.channelURLs) { $0 = channels }
         } catch {
             logger.warning("cannot read the channel headers kept in the index: \(error)")
         }
@@ -288,7 +250,7 @@ final class PlaylistService: Sendable {
             else { continue }
             rows.append((url, sealed))
         }
-        let trim = channelHeaderWrites.withLockedValue { written -> Bool in
+        let trim = withTable(\.channelHeaderWrites) { written -> Bool in
             written += rows.count
             guard written >= 5_000 else { return false }
             written = 0
@@ -303,20 +265,14 @@ final class PlaylistService: Sendable {
 
     private static func channelKey(_ url: OriginURL) -> String { "\(url.scheme)://\(url.authority.lowercased())\(url.path)" }
 
-    /// The channel URLs of the channel lists served (``channelKey(_:)``): a body of unknown length at one of them is
-    /// a live stream, relayed and never stored (``SharedFetchStateMachine``). Bounded; kept in the index's channel
-    /// table too (rows ``channelRowPrefix`` + key), so a player coming back to a channel after a restart, without
-    /// the list, is not stored either.
-    private let channelURLs: NIOLockedValueBox<BoundedLRU<String, Bool>>
-
     /// Whether a channel list this process served names `url` as a channel.
     func isChannel(_ url: OriginURL) -> Bool {
-        channelURLs.withLockedValue { $0.value(forKey: Self.channelKey(url)) != nil }
+        withTable(\.channelURLs) { $0.value(forKey: Self.channelKey(url)) != nil }
     }
 
     /// The headers a channel list asked for `url`, if any.
     func channelHeaders(for url: OriginURL) -> [(String, String)] {
-        channelHeaderTable.withLockedValue { $0.value(forKey: Self.channelKey(url)) } ?? []
+        withTable(\.channelHeaderTable) { $0.value(forKey: Self.channelKey(url)) } ?? []
     }
 
     /// Learns the headers of each channel of a channel list, and hands the headers of a playlist reached from a
@@ -325,7 +281,7 @@ final class PlaylistService: Sendable {
         var learnt: [(String, [(String, String)])] = []
         if playlist.isChannelList, let channels = try? playlist.channels(baseURL: url.string) {
             let urls = channels.compactMap { try? OriginURL($0.url) }.map(Self.channelKey)
-            let newChannels = channelURLs.withLockedValue { known -> [String] in
+            let newChannels = withTable(\.channelURLs) { known -> [String] in
                 urls.filter { url in
                     defer { known.setValue(true, forKey: url) }
                     return !known.contains(url)
@@ -358,7 +314,7 @@ final class PlaylistService: Sendable {
     private func record(_ learnt: [(String, [(String, String)])]) {
         guard !learnt.isEmpty else { return }
         // Only what is new is written to the index: a live playlist reloaded every few seconds names mostly known URLs.
-        let fresh = channelHeaderTable.withLockedValue { table -> [(String, [(String, String)])] in
+        let fresh = withTable(\.channelHeaderTable) { table -> [(String, [(String, String)])] in
             var fresh: [(String, [(String, String)])] = []
             for (key, headers) in learnt {
                 let known = table.peekValue(forKey: key)
@@ -516,8 +472,8 @@ final class PlaylistService: Sendable {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }
                 }
-                seenLive.withLockedValue { _ = $0.setValue(true, forKey: key) }
-            } else if !fromStore, seenLive.withLockedValue({ $0.value(forKey: key) != nil }) {
+                withTable(\.seenLive) { _ = $0.setValue(true, forKey: key) }
+            } else if !fromStore, withTable(\.seenLive, { $0.value(forKey: key) != nil }) {
                 // A live stream that ended (the encoder wrote EXT-X-ENDLIST): the same URL may go live again with
                 // the next run, so it is kept like a live playlist, briefly and in memory, not on disk for good.
                 isLive = true
@@ -575,12 +531,12 @@ final class PlaylistService: Sendable {
 
     private func remember(_ playlist: RewrittenPlaylist, key: CacheKey) {
         let expires = configuration.livePlaylistClock() + .nanoseconds(Int64(playlist.ttl * 1e9))
-        live.withLockedValue { _ = $0.setValue((playlist, expires), forKey: key) }
+        withTable(\.live) { _ = $0.setValue((playlist, expires), forKey: key) }
     }
 
     /// A live playlist still fresh in memory.
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
-        live.withLockedValue { entries in
+        withTable(\.live) { entries in
             guard let entry = entries.value(forKey: key) else { return nil }
             guard entry.expires > configuration.livePlaylistClock() else {
                 entries.removeValue(forKey: key)

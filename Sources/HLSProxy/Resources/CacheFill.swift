@@ -15,6 +15,12 @@ import NIOPosix
 /// and the window paces the origin to the disk. Caching is best effort: when the writer cannot be made or a write
 /// fails, the response is still served, just not stored, and nothing half-written is left.
 ///
+/// Chunks are written ``coalesceBytes`` at a time, with one `writev` (``CacheWriter/write(parts:)``): the page cache then
+/// keeps the file in large folios, which every later sendfile of it walks faster (a 2 MiB hit of a file written in
+/// 64 KiB appends cost about a sixth more CPU). Whatever is pending is written at the commit, and at once when the
+/// download waits for the disk (``flush()``: its memory window or the in-flight budget is full), so coalescing never
+/// holds a download up.
+///
 /// A large object with a validator is stored as slices (``Slicing``): the same one body, cut at slice boundaries into
 /// one writer per slice, each committed as soon as its last byte is written (the last, possibly short, at
 /// ``commit(contentType:kind:etag:lastModified:expiresAt:completion:)``). A fill that stops keeps the slices it
@@ -63,8 +69,11 @@ final class CacheFill: Sendable {
         var sliceIndex: Int64 = 0
         /// Body bytes written so far (all slices).
         var written: Int64 = 0
-        /// Chunks not handed to the writer yet.
+        /// Chunks not handed to the writer yet, and their bytes.
         var pending: [ByteBuffer] = []
+        var pendingBytes = 0
+        /// Write what is pending now, however little (``flush()``).
+        var flushRequested = false
         /// A job is on the thread pool (only one at a time: writes stay in order).
         var running = false
         /// Creating or writing failed, or ``abort()`` was called: nothing more is written.
@@ -85,14 +94,17 @@ final class CacheFill: Sendable {
     /// The origin URL without its query, for log lines.
     private let label: String
     private let state = NIOLockedValueBox(State())
+    /// Chunks are written once this many bytes are pending (0: each as it comes).
+    let coalesceBytes: Int
     /// Set when the object is stored as slices, with the file its clients read the slices through.
     private let sliced: (slicing: Slicing, file: SlicedFile)?
 
     init(
         store: CacheStore, key: CacheKey, expectedLength: Int64?, slicing: Slicing? = nil, threadPool: NIOThreadPool, logger: Logger,
-        label: String, failed: (@Sendable (any Error) -> Void)? = nil, events: (@Sendable (Event) -> Void)? = nil
+        label: String, coalesceBytes: Int = 0, failed: (@Sendable (any Error) -> Void)? = nil, events: (@Sendable (Event) -> Void)? = nil
     ) {
         self.store = store
+        self.coalesceBytes = max(0, coalesceBytes)
         self.sliced = slicing.map { slicing in
             (
                 slicing,
@@ -109,11 +121,22 @@ final class CacheFill: Sendable {
         schedule()
     }
 
-    /// Queues the next chunk of the body.
+    /// Queues the next chunk of the body; it is written once ``coalesceBytes`` are pending.
     func append(_ buffer: ByteBuffer) {
         let start = state.withLockedValue { state -> Bool in
             guard !state.stopped else { return false }
             state.pending.append(buffer)
+            state.pendingBytes += buffer.readableBytes
+            return state.pendingBytes >= coalesceBytes && takeRun(&state)
+        }
+        if start { run() }
+    }
+
+    /// Writes what is pending now: the download waits for the disk.
+    func flush() {
+        let start = state.withLockedValue { state -> Bool in
+            guard !state.stopped, !state.pending.isEmpty else { return false }
+            state.flushRequested = true
             return takeRun(&state)
         }
         if start { run() }
@@ -221,7 +244,7 @@ final class CacheFill: Sendable {
                     if let sliced {
                         try writeSliced(chunks, sliced.slicing, sliced.file)
                     } else {
-                        for chunk in chunks { try chunk.withUnsafeReadableBytes { try writer.write($0) } }
+                        try Self.write(chunks[...], to: writer)
                         state.withLockedValue { $0.written = writer.bytesWritten }
                     }
                     events?(.written(state.withLockedValue { $0.written }))
@@ -273,19 +296,35 @@ final class CacheFill: Sendable {
     /// ``commit(contentType:kind:etag:lastModified:expiresAt:completion:)``, after the origin's end.
     private func writeSliced(_ chunks: [ByteBuffer], _ slicing: Slicing, _ file: SlicedFile) throws {
         let count = slicing.layout.count(total: slicing.objectSize)
+        // The pieces of the slice being written, written together (one writev) when it is full or the chunks end.
+        var group: [ByteBuffer] = []
+        var groupBytes: Int64 = 0
+        var groupWriter: CacheWriter?
+        func writeGroup() throws {
+            guard let writer = groupWriter, !group.isEmpty else { return }
+            try Self.write(group[...], to: writer)
+            state.withLockedValue { [groupBytes] in $0.written += groupBytes }
+            group.removeAll(keepingCapacity: true)
+            groupBytes = 0
+        }
         for var chunk in chunks {
             while chunk.readableBytes > 0 {
                 let (current, index) = state.withLockedValue { ($0.writer, $0.sliceIndex) }
                 guard let writer = current else { return }
                 let bytes = slicing.layout.bytes(of: index, total: slicing.objectSize)
-                let room = bytes.last - bytes.first + 1 - writer.bytesWritten
+                if groupWriter !== writer {
+                    try writeGroup()
+                    groupWriter = writer
+                }
+                let room = bytes.last - bytes.first + 1 - writer.bytesWritten - groupBytes
                 guard room > 0 else {
                     throw ProxyError.corrupted("origin \(label) sent more than the \(slicing.objectSize) bytes it announced")
                 }
                 let piece = chunk.readSlice(length: Int(min(room, Int64(chunk.readableBytes))))!
-                try piece.withUnsafeReadableBytes { try writer.write($0) }
-                state.withLockedValue { $0.written += Int64(piece.readableBytes) }
+                group.append(piece)
+                groupBytes += Int64(piece.readableBytes)
                 guard Int64(piece.readableBytes) == room, index + 1 < count else { continue }
+                try writeGroup()
                 _ = try finishSlice(writer, index: index, slicing)
                 file.committed(index)
                 let next = try makeWriter(slice: index + 1)
@@ -306,6 +345,20 @@ final class CacheFill: Sendable {
                 }
             }
         }
+        try writeGroup()
+    }
+
+    /// Writes `chunks` with one `writev` (``CacheWriter/write(parts:)``).
+    private static func write(_ chunks: ArraySlice<ByteBuffer>, to writer: CacheWriter, parts: [UnsafeRawBufferPointer] = []) throws {
+        // Each buffer's bytes are addressable only inside its closure: nested, at most 64 deep, then written.
+        guard let first = chunks.first, parts.count < 64 else {
+            try writer.write(parts: parts)
+            if !chunks.isEmpty { try write(chunks, to: writer) }
+            return
+        }
+        try first.withUnsafeReadableBytes { bytes in
+            try write(chunks.dropFirst(), to: writer, parts: parts + [bytes])
+        }
     }
 
     private func nextStep() -> Step {
@@ -315,8 +368,12 @@ final class CacheFill: Sendable {
                 return .stop
             }
             if state.writer == nil { return .create }
-            if !state.pending.isEmpty {
-                defer { state.pending.removeAll(keepingCapacity: true) }
+            if !state.pending.isEmpty, state.pendingBytes >= coalesceBytes || state.flushRequested || state.commit != nil {
+                defer {
+                    state.pending.removeAll(keepingCapacity: true)
+                    state.pendingBytes = 0
+                    state.flushRequested = false
+                }
                 return .write(state.pending)
             }
             if let commit = state.commit {

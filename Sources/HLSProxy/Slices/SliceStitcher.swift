@@ -21,6 +21,11 @@ import NIOHTTP1
 /// slice response").
 ///
 /// Bound to the client's event loop: every method runs there (the runs stream on that loop too).
+///
+/// Why `@unchecked` is safe: it is made and started by the resource service on the request's loop; its runs
+/// (``SliceRun``) are origin streams started on that loop, whose callbacks AsyncHTTPClient delivers there; the
+/// flights it follows wake it with `eventLoop.execute`; its writes complete on the connection's loop. The entry
+/// points assert it in debug builds.
 final class SliceStitcher: @unchecked Sendable {
     /// Slices one origin request asks for at most: a request per slice would be a round trip per MiB.
     static let maxRunSlices: Int64 = 8
@@ -74,6 +79,7 @@ final class SliceStitcher: @unchecked Sendable {
     /// Starts from the stored version `set`, or — nothing stored — by asking the origin for the slices the range
     /// starts in, which tells the size and the version.
     func start(with stored: SliceSet?) {
+        responder.eventLoop.assertInEventLoop()
         responder.whenCancelled { [self] in
             cancelled = true
             run?.cancel()
@@ -134,6 +140,7 @@ final class SliceStitcher: @unchecked Sendable {
     /// over the slice is read from the store (stored) or fetched by this request (given up); a run of another version
     /// than this response's is not followed (its outcome is awaited, then the slice is treated as any).
     private func follow(_ flight: SliceFlight, index: Int64) {
+        responder.eventLoop.assertInEventLoop()
         guard !cancelled, !done else { return }
         let progress = flight.progress
         if let stored = progress.outcome {
@@ -336,6 +343,7 @@ final class SliceStitcher: @unchecked Sendable {
     /// A run's origin head. Returns the version the run's bytes belong to and whether to store them as slices, or
     /// nil when the run must stop (this request was answered otherwise).
     func runAnswered(_ run: SliceRun, head: OriginResponseHead, firstByte: Int64) -> (set: SliceSet, store: Bool)? {
+        responder.eventLoop.assertInEventLoop()
         guard !cancelled, !done else { return nil }
         let range = head.status == 206 ? head.headers.first(name: "Content-Range").flatMap(SliceResponse.parse) : nil
         guard let range, range.first == firstByte else {
@@ -403,6 +411,7 @@ final class SliceStitcher: @unchecked Sendable {
 
     /// Bytes of the run at `offset`: the part the client asked for goes out; the future is the client's pace.
     func runDelivered(_ piece: ByteBuffer, at offset: Int64) -> EventLoopFuture<Void> {
+        responder.eventLoop.assertInEventLoop()
         guard !cancelled, !done else { return responder.eventLoop.makeSucceededVoidFuture() }
         let pieceEnd = offset + Int64(piece.readableBytes) - 1
         guard pieceEnd >= position, offset <= last, position <= last else { return responder.eventLoop.makeSucceededVoidFuture() }
@@ -427,6 +436,7 @@ final class SliceStitcher: @unchecked Sendable {
 
     /// The run ended (the client may still need more: the next stored slice or run follows).
     func runFinished(_ run: SliceRun, _ result: Result<Void, OriginError>) {
+        responder.eventLoop.assertInEventLoop()
         guard self.run === run else { return }
         self.run = nil
         guard !cancelled, !done else { return }
