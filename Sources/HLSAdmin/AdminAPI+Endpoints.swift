@@ -123,6 +123,9 @@ extension AdminAPI {
         var object: [String: Any] = ["today": downloader.volumeToday()]
         if let limit = policies.dailyBytes { object["dailyLimit"] = limit }
         if let window = policies.window { object["window"] = window.description }
+        if let rate = downloader.configuration.bytesPerSecond { object["rateLimit"] = rate }
+        if let rate = policies.itemBytesPerSecond { object["itemRate"] = rate }
+        if let size = policies.maxItemBytes { object["maxItemSize"] = size }
         return object
     }
 
@@ -141,6 +144,7 @@ extension AdminAPI {
             "items": byState,
             "eventSubscribers": hub.subscriberCount,
             "downloads": downloadsStatus(),
+            "configuration": configurationStatus.withLockedValue { $0.json },
         ]
         return Reply(status: .ok, json: AdminJSON.string(object))
     }

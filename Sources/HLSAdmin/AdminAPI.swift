@@ -5,6 +5,7 @@ import HLSDownloader
 import HLSKeys
 import HLSProxy
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -19,7 +20,11 @@ import ServiceLifecycle
 /// processes, writes playback records and sends heartbeats.
 package final class AdminAPI: ProxyRouteExtension, Service {
     let configuration: AdminConfiguration
-    let access: AdminAccess
+    /// Who may use the API: from ``configuration`` until ``setAccess(token:allowedNetworks:)`` (a reload).
+    var access: AdminAccess { liveAccess.withLockedValue { $0 } }
+    private let liveAccess: NIOLockedValueBox<AdminAccess>
+    /// The configuration's part of `/status`.
+    package let configurationStatus = NIOLockedValueBox(ConfigurationStatus())
     let downloader: Downloader
     let keys: KeyService
     let hub: EventHub
@@ -50,7 +55,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         threadPool: NIOThreadPool? = nil, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.configuration = configuration
-        self.access = AdminAccess(configuration: configuration)
+        self.liveAccess = NIOLockedValueBox(AdminAccess(configuration: configuration))
         self.downloader = downloader
         self.keys = keys
         self.hub = hub
@@ -68,6 +73,11 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         }
         self.logger = logger
         self.wake = wake
+    }
+
+    /// Replaces `api.token` and `api.allow`: the next request is judged by them (a reload; docs/operations.md#reload).
+    package func setAccess(token: String?, allowedNetworks: [IPNetwork]) {
+        liveAccess.withLockedValue { $0 = AdminAccess(configuration: AdminConfiguration(token: token, allowedNetworks: allowedNetworks)) }
     }
 
     deinit {

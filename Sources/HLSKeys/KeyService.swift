@@ -64,6 +64,15 @@ package final class KeyService: Sendable {
     /// Ids already reported as unreadable, so the log says it once.
     private let reportedUnreadable = NIOLockedValueBox<Set<KeyID>>([])
     private let counters = NIOLockedValueBox(KeyStatistics())
+    private let liveAccess: NIOLockedValueBox<KeyAccessPolicy>
+
+    /// Who may receive keys: ``KeyConfiguration/access`` until ``setAccess(_:)`` replaces it (a reload).
+    package var access: KeyAccessPolicy { liveAccess.withLockedValue { $0 } }
+
+    /// Replaces who may receive keys; the next key request is judged by it (docs/operations.md#reload).
+    package func setAccess(_ policy: KeyAccessPolicy) {
+        liveAccess.withLockedValue { $0 = policy }
+    }
 
     /// What this service did since it started (origin fetches, expiries), for `/metrics`.
     package var statistics: KeyStatistics { counters.withLockedValue { $0 } }
@@ -85,6 +94,7 @@ package final class KeyService: Sendable {
         }
         self.database = try KeyDatabase(path: directory + "/" + KeyDatabase.fileName)
         self.configuration = configuration
+        self.liveAccess = NIOLockedValueBox(configuration.access)
         self.registered = NIOLockedValueBox(BoundedLRU(maxCount: max(1, configuration.registeredKeysLimit)))
         self.masterKey = masterKey
         self.fetcher = fetcher

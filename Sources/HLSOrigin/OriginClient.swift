@@ -27,6 +27,9 @@ package final class OriginClient: Sendable {
         BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(maxCount: OriginClient.maxRememberedHosts))
     /// The most hosts remembered.
     private static let maxRememberedHosts = 1024
+    /// The per-origin headers and cookies sent: ``OriginConfiguration/originHeaders`` and
+    /// ``OriginConfiguration/originCookies`` until ``setOriginFields(headers:cookies:)`` replaces them (a reload).
+    private let originFields: Mutex<(headers: [String: [OriginConfiguration.Field]], cookies: [String: [OriginConfiguration.Field]])>
 
     /// Lets requests refused for want of a cookie get one, as a player would, and coalesces the refreshes of those
     /// pages (the proxy's and the downloader's). With cookies kept (``OriginConfiguration/keepsCookies``) and a page
@@ -51,6 +54,7 @@ package final class OriginClient: Sendable {
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     package init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
+        self.originFields = Mutex((configuration.originHeaders, configuration.originCookies))
         self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
         self.eventLoopGroup = eventLoopGroup
         let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
@@ -414,6 +418,12 @@ package final class OriginClient: Sendable {
         }
     }
 
+    /// Replaces the per-origin headers and cookies (keyed like ``OriginConfiguration/originHeaders``): requests
+    /// started from now on send these (a reload; docs/operations.md#reload).
+    package func setOriginFields(headers: [String: [OriginConfiguration.Field]], cookies: [String: [OriginConfiguration.Field]]) {
+        originFields.withLock { $0 = (headers, cookies) }
+    }
+
     private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]
 
     /// User-Agent, then the origin's configured headers, those of the header source and cookies, then the request's own headers
@@ -423,7 +433,8 @@ package final class OriginClient: Sendable {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
         let sourced = headerSource.withLock { $0 }.map { $0(url).map { (name: $0.0, value: $0.1) } } ?? []
-        for field in configuration.extraHeaders(for: url) + sourced + extra {
+        let configured = originFields.withLock { OriginConfiguration.extraHeaders(for: url, headers: $0.headers, cookies: $0.cookies) }
+        for field in configured + sourced + extra {
             guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
             headers.replaceOrAdd(name: field.name, value: field.value)
         }

@@ -55,10 +55,17 @@ package struct OriginConfiguration: Sendable {
 
     /// The extra headers and cookies for one URL, as header fields.
     func extraHeaders(for url: OriginURL) -> [Field] {
+        Self.extraHeaders(for: url, headers: originHeaders, cookies: originCookies)
+    }
+
+    /// The extra headers and cookies for one URL from per-origin `headers` and `cookies` (keyed like ``originHeaders``).
+    static func extraHeaders(for url: OriginURL, headers originHeaders: [String: [Field]], cookies originCookies: [String: [Field]])
+        -> [Field]
+    {
         let keys = [url.authority.lowercased(), url.host.lowercased()]
         var fields: [Field] = []
-        if let headers = keys.lazy.compactMap({ self.originHeaders[$0] }).first { fields += headers }
-        if let cookies = keys.lazy.compactMap({ self.originCookies[$0] }).first, !cookies.isEmpty {
+        if let headers = keys.lazy.compactMap({ originHeaders[$0] }).first { fields += headers }
+        if let cookies = keys.lazy.compactMap({ originCookies[$0] }).first, !cookies.isEmpty {
             fields.append(("Cookie", cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")))
         }
         return fields

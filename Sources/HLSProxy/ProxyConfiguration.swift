@@ -83,6 +83,19 @@ package struct ProxyConfiguration: Sendable {
     /// (`shutdown.grace`).
     package var shutdownGrace: Duration = .seconds(10)
 
+    /// How the listening socket shares its address with another server (an upgrade; docs/operations.md#upgrade).
+    package enum ListenSharing: Sendable {
+        /// A plain socket: nobody else may bind the address while it listens.
+        case exclusive
+        /// `SO_REUSEPORT`, so a later server of the same user can start beside this one; an address another socket
+        /// already listens on is still refused (checked with a plain bind first).
+        case shareable
+        /// `SO_REUSEPORT`, joining the server that listens on the address (`serve --take-over`).
+        case join
+    }
+    /// `serve` makes its socket ``ListenSharing/shareable``; tests keep it exclusive.
+    package var listenSharing: ListenSharing = .exclusive
+
     package init(cacheDirectory: String) {
         self.cacheDirectory = cacheDirectory
     }

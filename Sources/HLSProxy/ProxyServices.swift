@@ -1,3 +1,4 @@
+import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
@@ -37,6 +38,9 @@ final class ProxyServices: Sendable {
     /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
     let downloadStates = NIOLockedValueBox<(@Sendable () throws -> [String: Int])?>(nil)
 
+    /// `http.allowedWebOrigins`: the configuration's until ``ProxyServer/setWebOrigins(_:)`` replaces it (a reload).
+    let webOrigins: NIOLockedValueBox<WebOriginPolicy>
+
     /// Answers `/api/…` and `/` and observes proxied responses (the admin layer); `nil` keeps the built-in pages.
     let routeExtension: (any ProxyRouteExtension)?
 
@@ -47,6 +51,7 @@ final class ProxyServices: Sendable {
     ) {
         self.routeExtension = routeExtension
         self.configuration = configuration
+        self.webOrigins = NIOLockedValueBox(configuration.webOrigins)
         self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes) { [group] in
             // The heap's free pages after a burst of misses go back to the system (a walk of the arenas: off the loops).
             threadPool.runIfActive(eventLoop: group.any()) { MemoryTrim.giveBackFreedMemory() }.whenFailure { _ in }

@@ -73,7 +73,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Network (CIDR) allowed to use the admin API besides loopback (repeatable; YAML api.allow).")
     var apiAllow: [String] = []
 
+    @Flag(
+        name: .long,
+        help:
+            "Upgrade without dropping players: listen beside the running server of this cache directory (SO_REUSEPORT), then tell it to stop accepting and drain (it exits within its shutdown.grace)."
+    )
+    var takeOver = false
+
     func run() async throws {
+        ConfigurationReloader.ignoreHangUp()
         var commandLine = CommandLineSettings()
         try origins.add(to: &commandLine)
         try keyOptions.add(to: &commandLine)
@@ -89,6 +97,9 @@ struct ServeCommand: AsyncParsableCommand {
         commandLine.set("api.token", apiToken)
         commandLine.set("api.allow", apiAllow)
         let loaded = try cache.load(commandLine)
+        var reloadFlags = cache.commandLine
+        reloadFlags.values.merge(commandLine.values) { $1 }
+        reloadFlags.originHeaders = commandLine.originHeaders
         let settings = loaded.settings
         let environment = ProcessInfo.processInfo.environment
         if printConfig {
@@ -96,11 +107,14 @@ struct ServeCommand: AsyncParsableCommand {
             return
         }
         let address = settings.listen
+        // Every logger's level is the process's, which a reload changes (LiveLevelLogHandler).
+        LiveLevelLogHandler.setLevel(Logger.Level(rawValue: settings.logLevel) ?? .info)
         if settings.logFormat == .json {
-            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+            LoggingSystem.bootstrap { label in LiveLevelLogHandler(JSONLogHandler(label: label)) }
+        } else {
+            LoggingSystem.bootstrap { label in LiveLevelLogHandler(StreamLogHandler.standardError(label: label)) }
         }
-        var logger = Logger(label: "hlscache")
-        logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
+        let logger = Logger(label: "hlscache")
 
         // Buffers of 1 MiB or more (a large playlist's copies) go back to the system when freed (MemoryTrim).
         MemoryTrim.mapAllocations(from: 1 << 20)
@@ -118,6 +132,16 @@ struct ServeCommand: AsyncParsableCommand {
                     "limits.maxConnections lowered from \(configuration.maxConnections) to \(allowed): the file descriptor limit is \(limit.soft) (ulimit -n), \(DescriptorLimit.reserve(for: limit.soft)) of them kept for cache files and origin connections"
                 )
                 configuration.maxConnections = allowed
+            }
+        }
+        // The socket can be shared, so the next version can start beside this one (`--take-over`).
+        configuration.listenSharing = .shareable
+        var predecessor: pid_t?
+        if takeOver {
+            predecessor = ServePIDFile.runningServer(cacheDirectory: configuration.cacheDirectory)
+            if predecessor != nil { configuration.listenSharing = .join }
+            if predecessor == nil {
+                logger.notice("--take-over: no server of \(configuration.cacheDirectory) is running; starting as usual")
             }
         }
         let originConfiguration = settings.originConfiguration()
@@ -245,6 +269,26 @@ struct ServeCommand: AsyncParsableCommand {
         if let ip = bound.ipAddress, let port = bound.port {
             let host = ip == "0.0.0.0" ? "127.0.0.1" : ip == "::" ? "[::1]" : ip.contains(":") ? "[\(ip)]" : ip
             downloader.shareLiveFetches(through: "http://\(host):\(port)", client: shareOrigin)
+        }
+        // SIGHUP: the config file and the environment read again, what can change live applied (docs/operations.md#reload).
+        let reloader = ConfigurationReloader(
+            configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
+            apply: { plan, new in
+                await ServeReload.apply(
+                    plan, new,
+                    to: ServeReload.Targets(
+                        downloader: downloader, keys: keys, admin: admin, server: server, origins: [origin, downloadOrigin],
+                        wake: { Task { await scheduler.tick() } }))
+            })
+        let hangUps = reloader.listen()
+        defer { hangUps.cancel() }
+        ServePIDFile.write(cacheDirectory: configuration.cacheDirectory)
+        defer { ServePIDFile.remove(cacheDirectory: configuration.cacheDirectory) }
+        if let predecessor {
+            // Both listen now: the old server stops accepting, finishes its responses (and leaves its downloads idle,
+            // which this one resumes), then exits.
+            kill(predecessor, SIGTERM)
+            logger.notice("took over \(address) from pid \(predecessor): it stops accepting and drains (shutdown.grace) before it exits")
         }
         let banner = ServeBanner(
             line:

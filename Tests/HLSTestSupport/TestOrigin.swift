@@ -24,6 +24,8 @@ package final class TestOrigin: Sendable {
         case slow(chunk: Int, delay: TimeAmount)
         /// Wait `delay` before sending anything.
         case stall(delay: TimeAmount)
+        /// Send nothing until ``TestOrigin/releasePattern(_:)`` names the path, then answer normally.
+        case held
         /// Require this header (name, value) or answer 403.
         case requireHeader(String, String)
         /// Declare this Content-Length but send the whole body, then close (a lying origin: longer or shorter).
@@ -291,6 +293,11 @@ private final class TestOriginHandler: ChannelInboundHandler, @unchecked Sendabl
             return
         case .reset:
             context.close(promise: nil)
+            return
+        case .held:
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let loop = context.eventLoop
+            origin.whenPatternReleased(path) { loop.execute { self.serve(context: bound.value, head: head, path: path, fault: nil) } }
             return
         case .stall(let delay):
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)

@@ -22,8 +22,10 @@ package final class Downloader: Sendable {
     package let store: CacheStore
     /// The items table.
     package let items: ItemStore
-    /// The settings.
-    package let configuration: DownloaderConfiguration
+    /// The settings: those given to ``init``, with the rate and the policies ``reconfigure(bytesPerSecond:policies:)``
+    /// replaced since.
+    package var configuration: DownloaderConfiguration { liveConfiguration.withLockedValue { $0 } }
+    private let liveConfiguration: NIOLockedValueBox<DownloaderConfiguration>
     let origin: OriginClient
     let eventLoopGroup: any EventLoopGroup
     let threadPool: NIOThreadPool
@@ -34,7 +36,9 @@ package final class Downloader: Sendable {
     /// The runs of this process, by item id: a transition whose action stops the download cancels it here
     /// (``transition(_:_:change:)``); other processes' runs notice the new state within their poll interval.
     let runs = NIOLockedValueBox<[String: Task<DownloadPlan, any Error>]>([:])
-    let limiter: RateLimiter?
+    /// The process's bandwidth cap (``DownloaderConfiguration/bytesPerSecond``), `nil` without one.
+    var limiter: RateLimiter? { liveLimiter.withLockedValue { $0 } }
+    private let liveLimiter: NIOLockedValueBox<RateLimiter?>
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
     let logger: Logger
@@ -65,8 +69,8 @@ package final class Downloader: Sendable {
         self.origin = origin
         self.eventLoopGroup = eventLoopGroup
         self.threadPool = threadPool
-        self.configuration = configuration
-        self.limiter = configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) }
+        self.liveConfiguration = NIOLockedValueBox(configuration)
+        self.liveLimiter = NIOLockedValueBox(configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) })
         self.logger = logger
         self.onEvent = onEvent
         // Items tell what the cache evicted of them, whichever write of this process evicted it (the other process
@@ -90,6 +94,24 @@ package final class Downloader: Sendable {
     /// viewer stored is a hit.
     package func shareLiveFetches(through server: String, client: OriginClient) {
         liveShare.withLockedValue { $0 = (server, client) }
+    }
+
+    /// Replaces the process's bandwidth cap and the download policies (a reload; docs/operations.md#reload). The new
+    /// cap holds the transfers in flight from their next chunk on (a cap set where there was none, from the next
+    /// item run); the policies apply to the next decision that reads them (an item's start, the scheduler's pass).
+    package func reconfigure(bytesPerSecond: Int64?, policies: DownloadPolicies) async {
+        let previous = liveLimiter.withLockedValue { current -> RateLimiter? in
+            let previous = current
+            if previous == nil { current = bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) } }
+            if bytesPerSecond == nil { current = nil }
+            return previous
+        }
+        liveConfiguration.withLockedValue {
+            $0.bytesPerSecond = bytesPerSecond
+            $0.policies = policies
+        }
+        // Transfers in flight hold the old bucket: it takes the new rate (or, the cap removed, lets them run free).
+        await previous?.setRate(bytesPerSecond.map { max(1, $0) })
     }
 
     func emit(_ event: DownloadEvent) {

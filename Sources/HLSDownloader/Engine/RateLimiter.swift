@@ -1,9 +1,12 @@
+import Synchronization
+
 /// A token bucket shared by every download of a process (`--rate`): callers wait for their bytes in arrival
 /// order, so concurrent resources (and items) share the bandwidth fairly, chunk by chunk.
 package actor RateLimiter {
-    /// Bytes per second.
-    package let bytesPerSecond: Int64
-    private let burst: Double
+    /// Bytes per second (``setRate(_:)`` changes it).
+    package nonisolated var bytesPerSecond: Int64 { rate.withLock { $0 } }
+    private nonisolated let rate: Mutex<Int64>
+    private var burst: Double { max(16 * 1024, Double(bytesPerSecond) / 4) }
     private var available: Double
     private var last: ContinuousClock.Instant
     /// A wider bucket the bytes must pass too (an item's own cap inside the process's).
@@ -14,11 +17,19 @@ package actor RateLimiter {
     package init(bytesPerSecond: Int64, then: RateLimiter? = nil) {
         precondition(bytesPerSecond > 0)
         self.then = then
-        self.bytesPerSecond = bytesPerSecond
-        burst = max(16 * 1024, Double(bytesPerSecond) / 4)
-        available = burst
+        self.rate = Mutex(bytesPerSecond)
+        available = max(16 * 1024, Double(bytesPerSecond) / 4)
         last = .now
     }
+
+    /// The rate from now on; `nil` lifts the cap (callers already waiting still wait out their debt).
+    package func setRate(_ bytesPerSecond: Int64?) {
+        available = min(available, burst)
+        rate.withLock { $0 = max(1, bytesPerSecond ?? Self.unlimited) }
+    }
+
+    /// The rate of a lifted cap: a terabyte a second.
+    private static let unlimited: Int64 = 1 << 40
 
     /// Waits until `bytes` may be passed on.
     package func acquire(_ bytes: Int) async throws {

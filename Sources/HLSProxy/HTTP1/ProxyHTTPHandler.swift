@@ -3,6 +3,7 @@
 #endif
 import HLSCacheCore
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
@@ -22,7 +23,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The body of the request being received (bounded by the state machine's limit).
     private var requestBody: ByteBuffer?
     private let router: ProxyRouter
-    private let webOrigins: WebOriginPolicy
+    /// `http.allowedWebOrigins`, read for each request (a reload replaces it).
+    private let liveWebOrigins: NIOLockedValueBox<WebOriginPolicy>
+    private var webOrigins: WebOriginPolicy { liveWebOrigins.withLockedValue { $0 } }
     private let observer: ExchangeObserver?
     /// The connection's timeouts (``ConnectionTimeoutHandler`` in front of the HTTP decoder), told directly (same
     /// channel, same event loop) where a request stands and how many response bytes were queued: a user event through
@@ -58,7 +61,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
-        decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil
+        decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil,
+        webOrigins: NIOLockedValueBox<WebOriginPolicy>? = nil
     ) {
         self.yield = yield
         self.router = router
@@ -67,7 +71,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.decoder = decoder
         self.date = date
         self.replays = replays
-        self.webOrigins = configuration.webOrigins
+        self.liveWebOrigins = webOrigins ?? NIOLockedValueBox(configuration.webOrigins)
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
         self.sliceBytes = configuration.sendSliceBytes
@@ -214,6 +218,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .dispatch(let head, _):
             var request = ProxyRequest(
                 head: head, remoteAddress: context.channel.remoteAddress, localAddress: context.channel.localAddress, body: requestBody)
+            let webOrigins = self.webOrigins
             request.page = request.judgedPage(by: webOrigins)
             requestBody = nil
             let responder = Responder(

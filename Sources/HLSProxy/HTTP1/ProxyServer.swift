@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+import HLSCacheCore
 import HLSCacheStore
 import HLSKeys
 import HLSOrigin
@@ -61,6 +65,7 @@ package final class ProxyServer: Sendable {
         let limiter = self.limiter
         let connections = services.connections
         let observer = services.observer
+        let webOrigins = services.webOrigins
         let dates = DateHeaders(group: services.group)
         self.dates.withLockedValue { $0 = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
@@ -90,6 +95,9 @@ package final class ProxyServer: Sendable {
             }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(
+                .socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: configuration.listenSharing == .exclusive ? 0 : 1
+            )
             // TCP level: `.socketOption(.tcp_nodelay)` would be SOL_SOCKET's option 1, SO_DEBUG, which needs
             // CAP_NET_ADMIN, which a container started with `--cap-drop ALL` lacks: every connection would be reset.
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -122,11 +130,17 @@ package final class ProxyServer: Sendable {
                     let handler = ProxyHTTPHandler(
                         router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
                         date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)],
-                        yield: yields[ObjectIdentifier(channel.eventLoop)])
+                        yield: yields[ObjectIdentifier(channel.eventLoop)], webOrigins: webOrigins)
                     decoder.replayer = handler
                     try sync.addHandler(handler)
                 }
             }
+        if configuration.listenSharing == .shareable, configuration.port != 0 {
+            // SO_REUSEPORT would let this socket join one already there: a plain bind first refuses a taken address.
+            let probe = try await ServerBootstrap(group: services.group).serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: configuration.host, port: configuration.port).get()
+            try await probe.close()
+        }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         self.channel.withLockedValue { $0 = channel }
         if let bound = channel.localAddress, let ip = bound.ipAddress, let port = bound.port {
@@ -151,6 +165,12 @@ package final class ProxyServer: Sendable {
     var listener: (any Channel)? { channel.withLockedValue { $0 } }
 
     /// The bound address, once started.
+    /// Replaces `http.allowedWebOrigins`: every request from now on, on new and open connections, is judged by
+    /// `policy` (a reload; docs/operations.md#reload).
+    package func setWebOrigins(_ policy: WebOriginPolicy) {
+        services.webOrigins.withLockedValue { $0 = policy }
+    }
+
     package var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
 
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).

@@ -21,7 +21,7 @@ final class KeyEndpoint: Sendable {
 
     /// Whether the client at `peer` may receive keys: loopback, or inside `keys.allow`.
     static func allows(peer: SocketAddress?, keys: KeyService) -> Bool {
-        keys.configuration.access.allows(peer: peer?.ipAddress)
+        keys.access.allows(peer: peer?.ipAddress)
     }
 
     func handle(_ request: ProxyRequest, id text: Substring, responder: Responder) {
