@@ -35,9 +35,11 @@ import Testing
         let liveURL = origin.baseURL + "/live.m3u8"
         let viewed = Seen()
         let viewerTask = Task { try await Self.watch(base + "/http/127.0.0.1:\(origin.port)/live.m3u8", base: base, seen: viewed) }
-        // The recording starts with the window the origin lists when it starts: the direct copies must have read the
-        // live playlist before, or (on a slow machine) the first recorded segments may have left it already.
-        try await Self.waitUntil("the first direct copy") { !direct.snapshot().isEmpty }
+        // The recording starts with the window it is first shown (through the proxy: up to half a target duration
+        // old). The direct copies must reach back further: they start with the window of their first reading, and the
+        // recording starts once the origin has moved on by a segment since (4 listed + 1 new), so whatever window
+        // it is shown starts no earlier than theirs — on a slow machine too.
+        try await Self.waitUntil("the direct copies one segment past their first window") { direct.snapshot().count >= 5 }
 
         let created = try await Self.http(
             base + "/api/v1/items", method: .POST, body: #"{"url": "\#(liveURL)", "id": "rec", "record": {"duration": 40}}"#)
@@ -72,7 +74,9 @@ import Testing
         // The same segments as fetched straight from the origin, in a playlist of their own (the origin's keys and
         // sequence numbers), decode to the same frames.
         let copies = direct.snapshot()
-        let first = try #require(copies.first { $0.value.name == names.first }?.key)
+        let first = try #require(
+            copies.first { $0.value.name == names.first }?.key,
+            "recorded from \(names.first ?? "-"); copied directly: \(copies.values.map(\.name).sorted())")
         var text = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:\(first)\n"
         var lastKey: String?
         for (offset, name) in names.enumerated() {

@@ -12,6 +12,9 @@ import Testing
             let process = ChildProcess()
             process.executableURL = CLI.binary
             process.arguments = ["serve"] + arguments
+            // The held segment waits for the new server to start, which takes long on a loaded machine: the old one's
+            // wait for the origin's answer must not run out first.
+            process.environment = ProcessInfo.processInfo.environment.merging(["HLSCACHE_ORIGIN_READ_TIMEOUT": "10m"]) { $1 }
             let out = Pipe()
             process.standardOutput = out
             _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
