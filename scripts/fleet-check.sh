@@ -2,12 +2,13 @@
 # Proves a fleet behind HAProxy (scripts/fleet.sh, docs/scale-out.md) with real players, on loopback:
 #   1. ffmpeg plays a two-variant AES-128 stream through the balancer, keys included, frame for frame as from the
 #      origin;
-#   2. across the fleet every segment and key was fetched from the origin once, and every object is stored on
-#      exactly one node;
+#   2. on default read-ahead (prefetch.through: the balancer), across the fleet every segment and key was fetched
+#      from the origin exactly once, and every object is stored on exactly one node;
 #   3. a node killed during playback: ffmpeg plays on to the end, frame for frame, once the balancer moves its
 #      share to the other nodes;
-#   4. `hlscache fetch --through BALANCER --seconds 10` of another stream, then the origin stopped: its first 10 s
-#      play through the balancer, frame for frame;
+#   4. `hlscache fetch --through BALANCER --seconds 10` of another stream takes each segment from the origin once
+#      (the nodes' read-ahead included), then the origin stopped: its first 10 s play through the balancer, frame
+#      for frame;
 #   5. the same through the admin API: an item posted with `"through": BALANCER` to a fourth, standalone `serve`
 #      lands its segments on the fleet (the origin saw each once); with the origin stopped its first 10 s play
 #      through the balancer, frame for frame.
@@ -108,7 +109,7 @@ curl -fsS "$BALANCER/http/127.0.0.1:$(cat "$WORK/origin.port")/v0/index.m3u8" | 
     || fail "the key URI is not rewritten to /keys/{id}/…"
 echo "ok: two-variant AES-128 stream through the balancer, $(wc -l <"$WORK/fleet.md5") frames as from the origin"
 
-# 2. One origin fetch per object across the fleet, one node per object.
+# 2. One origin fetch per object across the fleet (read-ahead on, through the balancer), one node per object.
 segments=$(grep -c '\.ts' "$WORK/origin.log" || true)
 [ "$segments" -gt 0 ] || fail "the origin saw no segment request"
 repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '\.(ts|key)' | sort | uniq -d)
@@ -161,8 +162,12 @@ cmp -s "$WORK/direct.md5" "$WORK/killed.md5" || fail "frames differ after $victi
 grep -q 'v0/seg005.ts' "$WORK/origin.log" || fail "the killed node's segment was not fetched again by another node"
 echo "ok: $victim killed during playback, ffmpeg played to the end frame for frame ($(grep -c '\.ts' "$WORK/origin.log" || true) segments fetched again by the others)"
 # 4. Prewarm through the balancer, then play offline.
+: >"$WORK/origin.log"
 "$HLSCACHE_BIN" fetch "$ORIGIN_URL/second/master.m3u8" --seconds 10 --through "$BALANCER" --cache-dir "$WORK/fetcher" >"$WORK/fetch.log" 2>&1 \
     || fail "fetch --through failed: $(tail -5 "$WORK/fetch.log")"
+repeated=$(awk '{print $2}' "$WORK/origin.log" | grep -E '/second/.*\.ts' | sort | uniq -d)
+[ -z "$repeated" ] || fail "fetch --through: segments fetched from the origin more than once across the fleet: $repeated"
+echo "ok: fetch --through --seconds 10: $(grep -c '/second/.*\.ts' "$WORK/origin.log" || true) segment requests at the origin, each segment once"
 # 5. The admin API's `through`: a standalone serve (not a fleet node) downloads an item through the balancer.
 "$HLSCACHE_BIN" serve --cache-dir "$WORK/standalone" --listen "127.0.0.1:$STANDALONE_PORT" --log-level notice \
     >"$WORK/standalone.log" 2>&1 &

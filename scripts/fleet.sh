@@ -71,11 +71,11 @@ start() {
     mkdir -p "$DIR"
     local config=${HLSCACHE_CONFIG:-$DIR/hlscache.yaml}
     if [ -z "${HLSCACHE_CONFIG:-}" ]; then
-        # One file for every node. Read-ahead is off: a node fetching the next segments of a rendition would store
-        # them on itself, while the balancer sends their requests to the nodes their paths hash to.
+        # One file for every node. Read-ahead (on, the default) goes through the balancer, so each segment read
+        # ahead lands on the node its path hashes to, and the origin sees it once across the fleet.
         cat >"$config" <<EOF
 prefetch:
-  segments: 0
+  through: http://127.0.0.1:$BALANCER_PORT
 log:
   level: notice
 EOF

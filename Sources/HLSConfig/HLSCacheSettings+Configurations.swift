@@ -32,6 +32,7 @@ extension HLSCacheSettings {
         configuration.strictPlaylists = strictPlaylists
         configuration.liveTTLFactor = liveTTLFactor
         configuration.prefetchSegments = prefetchSegments
+        configuration.prefetchThrough = prefetchThrough
         configuration.maxConnections = maxConnections
         configuration.idleTimeout = Self.timeAmount(idleTimeout)
         configuration.requestHeadTimeout = Self.timeAmount(requestHeadTimeout)

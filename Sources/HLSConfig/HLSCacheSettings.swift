@@ -50,6 +50,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var strictPlaylists: Bool
     package var liveTTLFactor: Double
     package var prefetchSegments: Int
+    /// `prefetch.through`: the balancer read-ahead asks (`scheme://authority`), nil: the origin.
+    package var prefetchThrough: String?
     package var maxConnections: Int
     package var idleTimeout: Duration
     package var requestHeadTimeout: Duration
@@ -146,6 +148,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
         strictPlaylists = proxy.strictPlaylists
         liveTTLFactor = proxy.liveTTLFactor
         prefetchSegments = proxy.prefetchSegments
+        prefetchThrough = proxy.prefetchThrough
         maxConnections = proxy.maxConnections
         idleTimeout = .nanoseconds(proxy.idleTimeout.nanoseconds)
         requestHeadTimeout = .nanoseconds(proxy.requestHeadTimeout.nanoseconds)

@@ -92,6 +92,19 @@ package enum SettingCatalog {
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),
+            .single(
+                "prefetch.through",
+                "a fleet's balancer (http://HOST:PORT): read-ahead asks it for each segment, so the node that owns the segment stores it (~: the origin)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.isEmpty || text == "~" || text.lowercased() == "none" {
+                        settings.prefetchThrough = nil
+                        return
+                    }
+                    guard let server = try? OriginURL(text), server.path == "/", server.query == nil else {
+                        throw SettingProblem("expected the balancer's base URL, http://HOST:PORT")
+                    }
+                    settings.prefetchThrough = "\(server.scheme)://\(server.authority)"
+                }, render: { $0.prefetchThrough }),
             .int(
                 "limits.maxConnections", \.maxConnections, flag: "--max-connections", range: 1...1_000_000,
                 "simultaneous client connections; more are closed at accept; serve holds it below ulimit -n minus a reserve"),

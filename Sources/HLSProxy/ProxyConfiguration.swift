@@ -75,6 +75,9 @@ package struct ProxyConfiguration: Sendable {
     package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
+    /// `prefetch.through`: a fleet's balancer (`scheme://authority`) that read-ahead requests segments through, so
+    /// each lands on the node the balancer hashes it to; nil: read-ahead fetches from the origin itself.
+    package var prefetchThrough: String?
     /// One access-log line per request at `info` on the `hlscache.access` logger (`log.access`).
     package var accessLog: Bool = true
     /// Whether `/metrics` answers (`metrics.enabled`); counting goes on either way, it costs next to nothing.

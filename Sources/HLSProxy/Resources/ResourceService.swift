@@ -17,12 +17,15 @@ final class ResourceService: Sendable {
     let targets = NIOLockedValueBox(BoundedLRU<String, TargetMemo>(maxCount: ResourceService.maxRememberedTargets))
     /// Large objects asked for by range, stored as slices (Slices/).
     private let slices: SliceService
+    /// `prefetch.through`: read-ahead asks a fleet's balancer instead of the origin.
+    private let readAheadThrough: ReadAheadThrough?
     /// Bound on ``targets`` (least recently used out): with replayed heads each entry is about 1.5-3 KB.
     static let maxRememberedTargets = 8_192
 
     init(services: ProxyServices) {
         self.services = services
         self.slices = SliceService(services: services)
+        self.readAheadThrough = services.configuration.prefetchThrough.map(ReadAheadThrough.init(server:))
         self.keysShareCacheKeys = services.keys.configuration.volatileQueryParameters == services.configuration.volatileQueryParameters
     }
 
@@ -69,8 +72,10 @@ final class ResourceService: Sendable {
             return
         }
         let blocking = memo.blocking
-        // The player's own request goes first; read-ahead follows it.
-        defer { if !blocking { readAhead(after: key) } }
+        // The player's own request goes first; read-ahead follows it. Not after another node's read-ahead through the
+        // balancer (``ReadAheadThrough``): that node reads ahead for its player already.
+        let readsAhead = !blocking && !ReadAheadThrough.isReadAhead(request)
+        defer { if readsAhead { readAhead(after: key) } }
         if !blocking {
             if let live = services.playlists.livePlaylist(key) {
                 responder.route = .playlist
@@ -174,7 +179,11 @@ final class ResourceService: Sendable {
         where services.fetches.existing(.stored(segment.key)) == nil && services.store.lookup(segment.key) == nil
             && services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
         {
-            _ = originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead)
+            if let readAheadThrough {
+                readAheadThrough.request(segment, services: services)
+            } else {
+                _ = originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead)
+            }
         }
     }
 
