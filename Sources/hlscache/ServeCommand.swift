@@ -221,17 +221,23 @@ struct ServeCommand: AsyncParsableCommand {
             notifier.follow(hub)
             webhooks = notifier
         }
+        // Policies changed at run time (PATCH /api/v1/policies) win over the configuration until reset.
+        let storedPolicies = ServePolicies.stored(directory: configuration.cacheDirectory, configured: settings, logger: logger)
         let downloader = Downloader(
-            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group,
+            configuration: (try? storedPolicies.applied(to: settings))?.downloaderConfiguration() ?? settings.downloaderConfiguration(),
             keys: keys, logger: logger,
             onEvent: { event in
                 hub.publish(event)
                 if case .evicted = event { metricsBox.withLockedValue { $0 }?.itemEvicted() }
             })
         let scheduler = DownloadScheduler(downloader: downloader)
+        let policies = ServePolicies(
+            directory: configuration.cacheDirectory, configured: settings, stored: storedPolicies, downloader: downloader)
         let admin = AdminAPI(
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
             volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
+        admin.policyControl.withLockedValue { $0 = policies.control }
         // A segment or key an origin refuses for want of its token cookie (set on the multivariant playlist, which
         // a prewarmed stream serves from the cache) gets one from the playlist of the item it belongs to.
         let volatile = configuration.volatileQueryParameters
@@ -275,7 +281,7 @@ struct ServeCommand: AsyncParsableCommand {
             configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
             apply: { plan, new in
                 await ServeReload.apply(
-                    plan, new,
+                    plan, policies.reloaded(new),
                     to: ServeReload.Targets(
                         downloader: downloader, keys: keys, admin: admin, server: server, origins: [origin, downloadOrigin],
                         wake: { Task { await scheduler.tick() } }))
