@@ -18,7 +18,9 @@ package struct PolicyControl: Sendable {
     /// Applies changes (key → value, or `~reset`); the error says which key was refused and why.
     package var change: @Sendable ([String: String]) async -> Result<View, PolicyRefusal>
 
-    package init(current: @escaping @Sendable () -> View, change: @escaping @Sendable ([String: String]) async -> Result<View, PolicyRefusal>) {
+    package init(
+        current: @escaping @Sendable () -> View, change: @escaping @Sendable ([String: String]) async -> Result<View, PolicyRefusal>
+    ) {
         self.current = current
         self.change = change
     }
