@@ -41,6 +41,27 @@ import Testing
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, object)
     }
 
+    /// Checks responses and events against docs/openapi.yaml with Tests/HLSAdminTests/openapi_validate.py.
+    private static func validate(_ records: [[String: Any]]) async throws -> (Int32, String) {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("..").standardized
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("policy-records-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: records).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", tests.appendingPathComponent("HLSAdminTests/openapi_validate.py").path,
+            tests.appendingPathComponent("../docs/openapi.yaml").standardized.path, file.path,
+        ]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let data = await onOwnThread { out.fileHandleForReading.readDataToEndOfFile() }
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
     private static func policies(_ object: [String: Any]) -> [String: String] {
         object["policies"] as? [String: String] ?? [:]
     }
@@ -95,6 +116,15 @@ import Testing
         }
         #expect(announced.contains("event: policy"))
         #expect(announced.contains("\"downloads.rateLimit\":\"256KiB\""))
+        let data = announced.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { $0.dropFirst("data: ".count) } ?? ""
+        let event = (try? JSONSerialization.jsonObject(with: Data(data.utf8))) ?? NSNull()
+        let (valid, output) = try await Self.validate([
+            ["method": "get", "path": "/policies", "status": 200, "body": first],
+            ["method": "patch", "path": "/policies", "status": 400, "body": bad],
+            ["method": "patch", "path": "/policies", "status": 200, "body": changed],
+            ["schema": "PolicyEvent", "body": event],
+        ])
+        #expect(valid == 0, "\(output)")
         curl.terminate()
 
         // The stored change wins over the environment's rate after a restart on the same cache directory, until it is reset.
