@@ -279,9 +279,14 @@ struct ServeCommand: AsyncParsableCommand {
         // SIGHUP: the config file and the environment read again, what can change live applied (docs/operations.md#reload).
         let reloader = ConfigurationReloader(
             configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
-            apply: { plan, new in
+            apply: { plan, configured in
+                let (new, policiesChanged) = policies.reloaded(configured)
+                if policiesChanged {
+                    await policies.applyReloaded(new) { hub.send(.policy(policies: $0.policies)) }
+                    await scheduler.tick()
+                }
                 await ServeReload.apply(
-                    plan, policies.reloaded(new),
+                    plan, new,
                     to: ServeReload.Targets(
                         downloader: downloader, keys: keys, admin: admin, server: server, origins: [origin, downloadOrigin],
                         wake: { Task { await scheduler.tick() } }))

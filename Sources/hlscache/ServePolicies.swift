@@ -42,12 +42,23 @@ final class ServePolicies: Sendable {
         PolicyControl(current: { self.view() }, change: { await self.change($0) })
     }
 
-    /// A reload read `configured`: the settings to apply, the overrides on top.
-    func reloaded(_ configured: HLSCacheSettings) -> HLSCacheSettings {
-        state.withLockedValue { state in
+    /// A reload read `configured`: the settings to apply, the overrides on top (read again from the file, which
+    /// `hlscache policy set` writes before it signals). `changed`: whether the stored overrides changed.
+    func reloaded(_ configured: HLSCacheSettings) -> (settings: HLSCacheSettings, changed: Bool) {
+        let onDisk = try? RuntimePolicies.load(directory: directory)
+        return state.withLockedValue { state in
             state.configured = configured
-            return (try? state.stored.applied(to: configured)) ?? configured
+            let before = state.stored
+            if let onDisk, (try? onDisk.applied(to: configured)) != nil { state.stored = onDisk }
+            return ((try? state.stored.applied(to: configured)) ?? configured, state.stored != before)
         }
+    }
+
+    /// After a reload whose stored overrides changed: the downloader gets the policies, subscribers the event.
+    func applyReloaded(_ effective: HLSCacheSettings, announce: (PolicyControl.View) -> Void) async {
+        let downloads = effective.downloaderConfiguration()
+        await downloader.reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
+        announce(view())
     }
 
     private func view() -> PolicyControl.View {

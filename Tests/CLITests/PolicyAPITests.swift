@@ -137,4 +137,43 @@ import Testing
         #expect(Self.policies(reset)["downloads.window"] == "22:00-06:00")
         try await Self.stop(process)
     }
+
+    /// `hlscache policy set` stores the change and signals the running server, which applies and announces it;
+    /// a bad value is refused naming the key; `policy show` marks what is stored.
+    @Test func policySetReachesTheRunningServer() async throws {
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-policy-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let (process, base) = try await Self.startServe(cache: cache, rate: "1MiB")
+        defer { if process.isRunning { process.terminate() } }
+        let curl = ChildProcess()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-sN", "--max-time", "120", base + "/api/v1/events?type=policy"]
+        let events = Pipe()
+        curl.standardOutput = events
+        try curl.run()
+        defer { if curl.isRunning { curl.terminate() } }
+        #expect(await onOwnThread { readFirstLine(of: events) }.contains("retry:"))
+
+        let bad = try await CLI.run(["policy", "set", "--cache-dir", cache.path, "downloads.dailyLimit=lots"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("downloads.dailyLimit"))
+        let set = try await CLI.run(["policy", "set", "--cache-dir", cache.path, "downloads.dailyLimit=5GiB"])
+        #expect(set.status == 0, "\(set.stderr)")
+        let announced = await onOwnThread { () -> String in
+            var text = ""
+            let handle = events.fileHandleForReading
+            while !text.contains("5GiB") {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            return text
+        }
+        #expect(announced.contains("event: policy"))
+        #expect(Self.policies(try await Self.request(base).1)["downloads.dailyLimit"] == "5GiB")
+        let show = try await CLI.run(["policy", "show", "--cache-dir", cache.path])
+        #expect(show.stdout.contains("downloads.dailyLimit = 5GiB (stored)"))
+        curl.terminate()
+        try await Self.stop(process)
+    }
 }
