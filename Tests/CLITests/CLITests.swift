@@ -74,7 +74,10 @@ import Testing
         }
         let commands = help[section.upperBound...].split(separator: "\n").compactMap { line -> String? in
             let trimmed = line.drop { $0 == " " }
-            guard line.hasPrefix("  "), let name = trimmed.split(separator: " ").first, name != "See" else { return nil }
+            // A command's line is indented by two spaces; a wrapped abstract's next line by many more.
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let name = trimmed.split(separator: " ").first, name != "See" else {
+                return nil
+            }
             return String(name)
         }
         #expect(!commands.isEmpty)

@@ -35,6 +35,9 @@ import Testing
         let liveURL = origin.baseURL + "/live.m3u8"
         let viewed = Seen()
         let viewerTask = Task { try await Self.watch(base + "/http/127.0.0.1:\(origin.port)/live.m3u8", base: base, seen: viewed) }
+        // The recording starts with the window the origin lists when it starts: the direct copies must have read the
+        // live playlist before, or (on a slow machine) the first recorded segments may have left it already.
+        try await Self.waitUntil("the first direct copy") { !direct.snapshot().isEmpty }
 
         let created = try await Self.http(
             base + "/api/v1/items", method: .POST, body: #"{"url": "\#(liveURL)", "id": "rec", "record": {"duration": 40}}"#)

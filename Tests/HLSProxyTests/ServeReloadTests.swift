@@ -66,6 +66,9 @@ import Testing
         try logLines(file).filter { $0["level"] as? String == "debug" && ($0["message"] as? String)?.contains(text) == true }.count
     }
 
+    /// An origin silence longer than any reload takes on a loaded machine.
+    static let patient = "origin:\n  readTimeout: 10m\n"
+
     @Test func sighupAppliesTheNewFileRefusesABadOneAndTheDownloadCompletes() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-reload-\(UUID().uuidString)")
         let cache = directory.appendingPathComponent("cache")
@@ -74,7 +77,10 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try Data(repeating: 7, count: 1000).write(to: directory.appendingPathComponent("target.ts"))
-        try Data("log:\n  level: info\ndownloads:\n  rateLimit: 1MiB\n".utf8).write(to: configFile)
+        // The download is held mid-body through both reloads: on a loaded machine they may take minutes, so neither the
+        // origin's silence nor the client's pause may end it (the same values in every version of the file).
+        try Data("log:\n  level: info\ndownloads:\n  rateLimit: 1MiB\n\(Self.patient)limits:\n  sendTimeout: 10m\n".utf8).write(
+            to: configFile)
 
         let origin = TestOrigin(root: directory)
         try await origin.start()
@@ -86,6 +92,8 @@ import Testing
             cache: cache, extra: ["--config", configFile.path, "--log-format", "json"], stderr: logFile)
         defer { if process.isRunning { process.terminate() } }
         let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton))
+        // Shut down however the test ends (a client left running traps in its deinit, taking the whole run down).
+        defer { client.shutdown { _ in } }
 
         let started = try await Self.status(base, client: client)
         #expect((started["downloads"] as? [String: Any])?["rateLimit"] as? Int == 1 << 20)
@@ -102,7 +110,10 @@ import Testing
         #expect(received.count >= 64 << 10)
 
         // 1. Another log level and another rate, and a restart-only change: `hlscache reload` sends SIGHUP.
-        try Data("log:\n  level: debug\ndownloads:\n  rateLimit: 2MiB\nlimits:\n  idleTimeout: 2m\n".utf8).write(to: configFile)
+        try Data(
+            "log:\n  level: debug\ndownloads:\n  rateLimit: 2MiB\n\(Self.patient)limits:\n  sendTimeout: 10m\n  idleTimeout: 2m\n".utf8
+        ).write(
+            to: configFile)
         let reload = try await CLI.run(["reload", "--cache-dir", cache.path])
         #expect(reload.status == 0, "\(reload.stderr)")
         #expect(reload.stdout.contains("pid \(process.processIdentifier)"), "\(reload.stdout)")
@@ -128,7 +139,8 @@ import Testing
         #expect((reloadedLines.first?["message"] as? String)?.contains("needs a restart: limits.idleTimeout") == true)
 
         // 2. A bad key (and another level, which must not be applied): refused whole, one line naming the key.
-        try Data("log:\n  level: warning\ndownloads:\n  rateLimt: 3MiB\n".utf8).write(to: configFile)
+        try Data("log:\n  level: warning\ndownloads:\n  rateLimt: 3MiB\n\(Self.patient)limits:\n  sendTimeout: 10m\n".utf8).write(
+            to: configFile)
         kill(process.processIdentifier, SIGHUP)
         bound = ContinuousClock.now + .seconds(60)
         repeat {
@@ -154,7 +166,6 @@ import Testing
         while let chunk = try await body.next() { received += chunk.readableBytesView }
         #expect(received.count == Int(length))
         #expect(sameBytes(received, TestPattern.bytes(at: 0, count: Int(length)).readableBytesView))
-        try await client.shutdown()
 
         kill(process.processIdentifier, SIGTERM)
         await process.waitForExit()
