@@ -35,7 +35,7 @@ package struct PolicyRefusal: Error, Sendable {
 extension AdminAPI {
     func showPolicies() throws -> Reply {
         guard let control = policyControl.withLockedValue({ $0 }) else { throw AdminError.notFound("no policies here") }
-        return Reply(status: .ok, json: AdminJSON.string(Self.json(control.current())))
+        return Reply(status: .ok, json: AdminJSON.string(json(control.current())))
     }
 
     func changePolicies(_ body: [UInt8]) async throws -> Reply {
@@ -55,13 +55,15 @@ extension AdminAPI {
         case .success(let view):
             hub.send(.policy(policies: view.policies))
             wake()
-            return Reply(status: .ok, json: AdminJSON.string(Self.json(view)))
+            return Reply(status: .ok, json: AdminJSON.string(json(view)))
         case .failure(let refusal):
             throw AdminError.badRequest(refusal.message)
         }
     }
 
-    static func json(_ view: PolicyControl.View) -> [String: Any] {
-        ["policies": view.policies, "overrides": view.overrides]
+    /// `rateLimitBytesPerSecond`: the cap the downloader runs with now (null: none), read from it, not the view.
+    func json(_ view: PolicyControl.View) -> [String: Any] {
+        let rate: Any = downloader.configuration.bytesPerSecond.map { $0 as Any } ?? NSNull()
+        return ["policies": view.policies, "overrides": view.overrides, "rateLimitBytesPerSecond": rate]
     }
 }

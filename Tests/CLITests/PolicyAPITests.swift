@@ -76,6 +76,7 @@ import Testing
         #expect(status == 200)
         #expect(Self.policies(first)["downloads.rateLimit"] == "1MiB")
         #expect(Self.policies(first)["downloads.window"] == "~")
+        #expect((first["rateLimitBytesPerSecond"] as? NSNumber)?.intValue == 1 << 20)
         #expect((first["overrides"] as? [String: String]) == [:])
 
         // A bad value is refused naming the key, and changes nothing.
@@ -104,6 +105,8 @@ import Testing
         #expect(Self.policies(changed)["downloads.rateLimit"] == "256KiB")
         #expect(Self.policies(changed)["downloads.window"] == "22:00-06:00")
         #expect((changed["overrides"] as? [String: String])?["downloads.rateLimit"] == "256KiB")
+        // The downloader runs with the new cap (read from it).
+        #expect((changed["rateLimitBytesPerSecond"] as? NSNumber)?.intValue == 256 << 10)
         let announced = await onOwnThread { () -> String in
             var text = ""
             let handle = events.fileHandleForReading
@@ -130,10 +133,13 @@ import Testing
         // The stored change wins over the environment's rate after a restart on the same cache directory, until it is reset.
         try await Self.stop(process)
         (process, base) = try await Self.startServe(cache: cache, rate: "1MiB")
-        #expect(Self.policies(try await Self.request(base).1)["downloads.rateLimit"] == "256KiB")
+        let restarted = try await Self.request(base).1
+        #expect(Self.policies(restarted)["downloads.rateLimit"] == "256KiB")
+        #expect((restarted["rateLimitBytesPerSecond"] as? NSNumber)?.intValue == 256 << 10)
         let (resetStatus, reset) = try await Self.request(base, method: "PATCH", body: #"{"downloads.rateLimit":null}"#)
         #expect(resetStatus == 200)
         #expect(Self.policies(reset)["downloads.rateLimit"] == "1MiB")
+        #expect((reset["rateLimitBytesPerSecond"] as? NSNumber)?.intValue == 1 << 20)
         #expect(Self.policies(reset)["downloads.window"] == "22:00-06:00")
         try await Self.stop(process)
     }
