@@ -25,6 +25,8 @@ package final class AdminAPI: ProxyRouteExtension, Service {
     private let liveAccess: NIOLockedValueBox<AdminAccess>
     /// The configuration's part of `/status`.
     package let configurationStatus = NIOLockedValueBox(ConfigurationStatus())
+    /// `/policies`, set by `serve` (nil: the endpoint answers 404).
+    package let policyControl = NIOLockedValueBox<PolicyControl?>(nil)
     let downloader: Downloader
     let keys: KeyService
     let hub: EventHub
@@ -203,6 +205,14 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             return blocking(responder) { try self.listKeys() }
         case 1 where route[0] == "status" && isRead:
             return blocking(responder) { try self.status() }
+        case 1 where route[0] == "policies" && isRead:
+            return blocking(responder) { try self.showPolicies() }
+        case 1 where route[0] == "policies" && method == .PATCH:
+            guard Self.isJSON(request) else {
+                return responder.send(error: AdminError.unsupportedMediaType("send the changes as Content-Type: application/json"))
+            }
+            let body = request.body.map { Array($0.readableBytesView) } ?? []
+            return asynchronous(responder) { try await self.changePolicies(body) }
         case 1 where route[0] == "stats" && isRead:
             return blocking(responder) { try self.stats() }
         case 1 where route[0] == "events" && method == .GET:
@@ -235,6 +245,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         if route.count == 4 && route[0] == "items" && route[2] == "offline" { return "GET, HEAD" }
         if route == ["keys"] || route == ["status"] || route == ["stats"] || route == ["tags"] { return "GET, HEAD" }
         if route == ["events"] { return "GET" }
+        if route == ["policies"] { return "GET, HEAD, PATCH" }
         return nil
     }
 

@@ -17,6 +17,8 @@ package enum AdminEvent: Sendable, Hashable {
     case locked(id: String, locked: Bool)
     /// A player was served the item's segments through the proxy.
     case played(id: String, lastPlayedAt: Date, servedSeconds: Double)
+    /// The download policies changed (`PATCH /policies`): every policy's value now. About no item (`id` is empty).
+    case policy(policies: [String: String])
 
     /// The item the event is about.
     package var id: String {
@@ -24,6 +26,7 @@ package enum AdminEvent: Sendable, Hashable {
         case .state(let id, _, _), .progress(let id, _, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
             .locked(let id, _):
             id
+        case .policy: ""
         }
     }
 
@@ -31,7 +34,7 @@ package enum AdminEvent: Sendable, Hashable {
     var isCoalescable: Bool {
         switch self {
         case .progress, .played: true
-        case .state, .evicted, .removed, .locked: false
+        case .state, .evicted, .removed, .locked, .policy: false
         }
     }
 
@@ -43,6 +46,7 @@ package enum AdminEvent: Sendable, Hashable {
         case .removed: "removed"
         case .locked: "lock"
         case .played: "played"
+        case .policy: "policy"
         }
     }
 
@@ -70,6 +74,8 @@ package enum AdminEvent: Sendable, Hashable {
             return ["type": "lock", "id": id, "locked": locked]
         case .played(let id, let at, let seconds):
             return ["type": "played", "id": id, "lastPlayedAt": AdminJSON.iso(at), "servedSeconds": seconds]
+        case .policy(let policies):
+            return ["type": "policy", "policies": policies]
         }
     }
 

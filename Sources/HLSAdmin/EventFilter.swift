@@ -2,7 +2,7 @@
 /// THEOplayer's per-task listeners. Empty sets: every item, every type.
 struct EventFilter: Sendable, Hashable {
     /// The event types a subscriber may name.
-    static let types: Set<String> = ["state", "progress", "evicted", "removed", "lock", "played"]
+    static let types: Set<String> = ["state", "progress", "evicted", "removed", "lock", "played", "policy"]
 
     var items: Set<String> = []
     var types: Set<String> = []
@@ -29,6 +29,6 @@ struct EventFilter: Sendable, Hashable {
     }
 
     func accepts(_ event: AdminEvent) -> Bool {
-        (items.isEmpty || items.contains(event.id)) && (types.isEmpty || types.contains(event.type))
+        (items.isEmpty || items.contains(event.id) || event.id.isEmpty) && (types.isEmpty || types.contains(event.type))
     }
 }

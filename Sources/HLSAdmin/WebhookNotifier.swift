@@ -129,7 +129,7 @@ package final class WebhookNotifier: Service, Sendable {
         guard !receivers.isEmpty else { return }
         switch event {
         case .state, .removed, .locked: break
-        case .progress, .evicted, .played: return
+        case .progress, .evicted, .played, .policy: return
         }
         let number = sequence.withLockedValue { value -> Int64 in
             value += 1

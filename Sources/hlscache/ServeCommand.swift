@@ -221,17 +221,23 @@ struct ServeCommand: AsyncParsableCommand {
             notifier.follow(hub)
             webhooks = notifier
         }
+        // Policies changed at run time (PATCH /api/v1/policies) win over the configuration until reset.
+        let storedPolicies = ServePolicies.stored(directory: configuration.cacheDirectory, configured: settings, logger: logger)
         let downloader = Downloader(
-            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group, configuration: settings.downloaderConfiguration(),
+            store: store, items: items, origin: downloadOrigin, eventLoopGroup: group,
+            configuration: (try? storedPolicies.applied(to: settings))?.downloaderConfiguration() ?? settings.downloaderConfiguration(),
             keys: keys, logger: logger,
             onEvent: { event in
                 hub.publish(event)
                 if case .evicted = event { metricsBox.withLockedValue { $0 }?.itemEvicted() }
             })
         let scheduler = DownloadScheduler(downloader: downloader)
+        let policies = ServePolicies(
+            directory: configuration.cacheDirectory, configured: settings, stored: storedPolicies, downloader: downloader)
         let admin = AdminAPI(
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
             volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
+        admin.policyControl.withLockedValue { $0 = policies.control }
         // A segment or key an origin refuses for want of its token cookie (set on the multivariant playlist, which
         // a prewarmed stream serves from the cache) gets one from the playlist of the item it belongs to.
         let volatile = configuration.volatileQueryParameters
@@ -273,7 +279,12 @@ struct ServeCommand: AsyncParsableCommand {
         // SIGHUP: the config file and the environment read again, what can change live applied (docs/operations.md#reload).
         let reloader = ConfigurationReloader(
             configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
-            apply: { plan, new in
+            apply: { plan, configured in
+                let (new, policiesChanged) = policies.reloaded(configured)
+                if policiesChanged {
+                    await policies.applyReloaded(new) { hub.send(.policy(policies: $0.policies)) }
+                    await scheduler.tick()
+                }
                 await ServeReload.apply(
                     plan, new,
                     to: ServeReload.Targets(

@@ -23,6 +23,7 @@ final class OpenAPIRecords: Sendable {
             [
                 "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent",
                 "played": "PlayedEvent",
+                "policy": "PolicyEvent",
                 "lock": "LockEvent",
             ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])
