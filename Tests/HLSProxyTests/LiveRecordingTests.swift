@@ -102,8 +102,19 @@ import Testing
 
         // One origin request per segment, the viewer's and the recording's together.
         let requests = origin.requests.filter { $0.path.hasPrefix("/seg") && !$0.headers.contains { $0.0.lowercased() == "x-direct" } }
-        let perPath = Dictionary(grouping: requests, by: \.path).mapValues(\.count)
-        #expect(perPath.values.allSatisfy { $0 == 1 }, "\(perPath.filter { $0.value > 1 })")
+        let perPath = Dictionary(grouping: requests, by: \.path)
+        // A second request is the sharing failing, unless the first copy had run out its live lifetime (the window, 4
+        // segments of 2 s, plus two target durations: 12 s) — a recording that fell that far behind the live edge on
+        // a loaded machine asks again, by design. Most segments must still have been asked for once.
+        let lifetime = Duration.seconds(12)
+        let early = perPath.filter { _, asked in
+            asked.dropFirst().contains { $0.time - asked[0].time < lifetime }
+        }
+        #expect(
+            early.isEmpty, "asked again within their live lifetime: \(early.mapValues { asked in asked.map { $0.time - asked[0].time } })")
+        #expect(
+            perPath.values.filter { $0.count == 1 }.count * 2 >= perPath.count,
+            "most segments asked for once: \(perPath.mapValues(\.count).filter { $0.value > 1 })")
         let watched = viewed.get()
         #expect(names.filter { watched.contains($0) }.count >= names.count / 2, "the viewer watched while it recorded")
         await referenceOrigin.stop()
