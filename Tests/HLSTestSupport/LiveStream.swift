@@ -1,7 +1,7 @@
 import Foundation
 
 /// A live HLS origin written by ffmpeg in real time (`-re`): `live.m3u8` lists the last `listSize` one-second
-/// segments (older ones deleted), with program date-times; with `rotateKeysEvery`, AES-128 with a new key every N
+/// segments (older ones deleted, unless `keepSegments`: still served once out of the playlist), with program date-times; with `rotateKeysEvery`, AES-128 with a new key every N
 /// segments (`-hls_flags periodic_rekey`, the key info file rewritten as segments appear). Serve `dir` with a
 /// ``TestOrigin``. ``stop()`` ends it as an encoder does (SIGINT: ffmpeg writes `EXT-X-ENDLIST`).
 package final class LiveStream: @unchecked Sendable {
@@ -9,10 +9,10 @@ package final class LiveStream: @unchecked Sendable {
     private let process = ChildProcess()
     private let stopped = NIOSafeBox<Bool>()
 
-    package init(in dir: URL, listSize: Int = 4, rotateKeysEvery: Int? = nil) throws {
+    package init(in dir: URL, listSize: Int = 4, rotateKeysEvery: Int? = nil, keepSegments: Bool = false) throws {
         self.dir = dir
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        var flags = "delete_segments+program_date_time+temp_file"
+        var flags = (keepSegments ? "" : "delete_segments+") + "program_date_time+temp_file"
         var encryption: [String] = []
         if rotateKeysEvery != nil {
             try writeKeyInfo(0)
