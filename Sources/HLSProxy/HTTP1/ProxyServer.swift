@@ -173,7 +173,7 @@ package final class ProxyServer: Sendable {
     /// Replaces `http.allowedWebOrigins`: every request from now on, on new and open connections, is judged by
     /// `policy` (a reload; docs/operations.md#reload).
     package func setWebOrigins(_ policy: WebOriginPolicy) {
-        services.webOrigins.withLockedValue { $0 = policy }
+        services.adjustable.withLockedValue { $0.webOrigins = policy }
     }
 
     package var localAddress: SocketAddress? { started.withLockedValue { $0.channel?.localAddress } }
