@@ -141,7 +141,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             if let list = (try? JSONSerialization.jsonObject(with: Data(body))) as? [Any] {
                 let entries: [BulkEntry]
                 do {
-                    entries = try Self.bulkEntries(list)
+                    entries = try Self.bulkEntries(list, defaultSeconds: downloader.configuration.defaultSeconds)
                 } catch {
                     return responder.send(error: error)
                 }
@@ -149,7 +149,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             }
             let parsed: ItemRequest
             do {
-                parsed = try ItemRequest.parse(body)
+                parsed = try ItemRequest.parse(body, defaultSeconds: downloader.configuration.defaultSeconds)
             } catch {
                 return responder.send(error: error)
             }

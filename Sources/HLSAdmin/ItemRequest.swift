@@ -97,7 +97,8 @@ struct ItemRequest {
     }
 
     /// Parses and validates; every problem is one `badRequest` naming the field.
-    static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemRequest {
+    /// `defaultSeconds`: the precache length of an item without `seconds` (`downloads.defaultSeconds`).
+    static func parse(_ body: [UInt8], now: Date = Date(), defaultSeconds: Int = 0) throws(AdminError) -> ItemRequest {
         let object: [String: Any]
         do {
             guard let parsed = try JSONSerialization.jsonObject(with: Data(body), options: []) as? [String: Any] else {
@@ -109,11 +110,11 @@ struct ItemRequest {
         } catch {
             throw .badRequest("the body is not valid JSON")
         }
-        return try parse(object: object, data: Data(body), now: now)
+        return try parse(object: object, data: Data(body), now: now, defaultSeconds: defaultSeconds)
     }
 
     /// One item's fields, already read as a JSON object (`data` is its JSON text).
-    static func parse(object: [String: Any], data: Data, now: Date = Date()) throws(AdminError) -> ItemRequest {
+    static func parse(object: [String: Any], data: Data, now: Date = Date(), defaultSeconds: Int = 0) throws(AdminError) -> ItemRequest {
         if let unknown = object.keys.sorted().first(where: { !knownFields.contains($0) }) {
             throw .badRequest("unknown field \"\(unknown)\"")
         }
@@ -129,7 +130,7 @@ struct ItemRequest {
         }
         guard let url = fields.url else { throw .badRequest("\"url\" (a string) is required") }
         do { _ = try OriginURL(url) } catch { throw .badRequest("\"url\": \(error)") }
-        let seconds = fields.seconds ?? 0
+        let seconds = fields.seconds ?? defaultSeconds
         guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
             throw .badRequest("\"seconds\": expected 0…\(DownloadItem.maxPrecacheSeconds)")
         }

@@ -122,6 +122,10 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var downloadWindow: String?
     /// `downloads.itemRate`: the bandwidth cap of each item without its own.
     package var downloadItemRate: Int64?
+    /// `downloads.defaultSeconds`: the precache length of an item created without one (0: the whole stream).
+    package var downloadDefaultSeconds: Int
+    /// `downloads.autoPurge`: expired items that are not locked are removed (records too) by `serve`.
+    package var downloadAutoPurge: Bool
 
     // Webhooks (issue 27)
     /// `webhooks.urls`: receivers of a signed JSON POST for every item state change.
@@ -191,6 +195,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
         downloadRetryMaxDelay = downloads.retryMaxDelay
         downloadRateLimit = downloads.bytesPerSecond
         keepFilesOnExpiry = downloads.keepFilesOnExpiry
+        downloadDefaultSeconds = downloads.defaultSeconds
+        downloadAutoPurge = downloads.autoPurgeExpired
         downloadIdleRetryInterval = downloads.idleRetryInterval
         downloadIdleRetryMaxInterval = downloads.idleRetryMaxInterval
         shutdownGrace = proxy.shutdownGrace

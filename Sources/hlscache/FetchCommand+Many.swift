@@ -108,7 +108,8 @@ extension FetchCommand {
                     continue
                 }
                 var item = DownloadItem(
-                    id: DownloadItem.generateID(), url: entry.url, selection: selection, precacheSeconds: seconds,
+                    id: DownloadItem.generateID(), url: entry.url, selection: selection,
+                    precacheSeconds: seconds ?? context.downloader.configuration.defaultSeconds,
                     expiresAt: expiryDate, locked: lock, headers: header.compactMap(HeaderField.init(parsing:)))
                 item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
                 options.apply(to: &item)

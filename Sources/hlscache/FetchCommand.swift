@@ -33,8 +33,11 @@ struct FetchCommand: AsyncParsableCommand {
     /// More than one stream: `fetch URL URL…` or `--from FILE`.
     var isMany: Bool { urls.count > 1 || from != nil }
 
-    @Option(name: .long, help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767).")
-    var seconds: Int = 0
+    @Option(
+        name: .long,
+        help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767). Default: downloads.defaultSeconds."
+    )
+    var seconds: Int?
 
     @Option(name: .long, help: "Variants: all, best, worst, or a bandwidth cap in bits/s (e.g. 800k).")
     var variants: String = "all"
@@ -131,7 +134,7 @@ struct FetchCommand: AsyncParsableCommand {
     @OptionGroup var proxyBase: ProxyBaseOption
 
     func validate() throws {
-        guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
+        if let seconds, !(0...DownloadItem.maxPrecacheSeconds).contains(seconds) {
             throw ValidationError("--seconds \(seconds): expected 0…\(DownloadItem.maxPrecacheSeconds)")
         }
         if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
@@ -193,7 +196,8 @@ struct FetchCommand: AsyncParsableCommand {
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
             var item = DownloadItem(
-                id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
+                id: id ?? DownloadItem.generateID(), url: url, selection: selection,
+                precacheSeconds: seconds ?? context.downloader.configuration.defaultSeconds,
                 expiresAt: expiryDate, locked: lock,
                 headers: header.compactMap(HeaderField.init(parsing:)))
             // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
@@ -273,7 +277,7 @@ struct FetchCommand: AsyncParsableCommand {
     /// `--header` when the item's headers differ, by name only (a value may be a token).
     private func ignoredOptions(existing: DownloadItem, given: DownloadItem) -> [String] {
         var ignored: [String] = []
-        if given.precacheSeconds != existing.precacheSeconds { ignored.append("--seconds \(seconds)") }
+        if given.precacheSeconds != existing.precacheSeconds { ignored.append("--seconds \(given.precacheSeconds)") }
         let selection = existing.selection
         let wanted = given.selection
         if wanted.variants != selection.variants { ignored.append("--variants \(variants)") }

@@ -69,6 +69,18 @@ extension Downloader {
         return expired
     }
 
+    /// `downloads.autoPurge` (when on): removes every expired item that is not locked, records included, as `rm`
+    /// does; its objects went at expiry (or stayed as ordinary cache objects, `keepFilesOnExpiry`). A locked item
+    /// stays listed as `expired` until it is removed by hand.
+    /// - Returns: the ids removed.
+    @discardableResult
+    package func purgeExpiredUnlocked() throws(DownloadError) -> [String] {
+        guard configuration.autoPurgeExpired else { return [] }
+        let purged = try items.purgeExpiredUnlocked()
+        if !purged.isEmpty { logger.info("auto-purge removed \(purged.count) expired item(s): \(purged.joined(separator: ", "))") }
+        return purged
+    }
+
     /// Removes the item's objects from the cache, except those another item that is not expired or deleted
     /// lists; playlists take the proxy's rewritten copies with them.
     func evictObjects(of id: String) throws(DownloadError) {
