@@ -325,18 +325,18 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         let stream = EventStream(responder: responder, capacity: configuration.maxBufferedEvents, filter: filter) { stream in
             hub.unsubscribe(stream)
         }
-        hub.subscribe(stream)
-        stream.start()
+        stream.start(first: hub.subscribe(stream))
     }
 
     // MARK: - Background work
 
     /// Polls for changes by other processes, records playback and sends heartbeats until the task is cancelled or
-    /// the service group shuts down gracefully; then closes every event stream (so the proxy's drain does not wait
-    /// for them).
+    /// the service group shuts down gracefully; then sends `stopping` (a server's) and ends every event stream once
+    /// it is written, within 2 s (so the proxy's drain does not wait for them).
     package func run() async throws {
         await cancelWhenGracefulShutdown { await self.loop() }
-        hub.closeAll()
+        hub.serverStopping()
+        await hub.closeAll()
     }
 
     private func loop() async {

@@ -263,6 +263,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(71)
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
+        // `started`: to the webhooks now, and first on every event stream of this run (docs/api.md#events).
+        hub.serverStarted(ServerStatus(phase: .started, startedAt: Date(), pid: getpid(), version: HLSCacheVersion.current))
         // Live recordings request their segments through this server's own proxy, so a viewer and a recording share
         // one origin request per segment (docs/fetch.md#live); a client of its own, straight to the listener.
         var shareConfiguration = OriginConfiguration()
@@ -306,9 +308,10 @@ struct ServeCommand: AsyncParsableCommand {
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"
         )
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
-        // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
+        // get `stopping` and end first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
-        // The webhooks stop last: the state changes of the drain (items becoming idle) still go out while they can.
+        // The webhooks stop last: `stopping` and the state changes of the drain (items becoming idle) still go out
+        // while they can (at most webhooks' stopWait, 5 s, then the outbox keeps them).
         var running: [any Service] = webhooks.map { [$0] } ?? []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))
