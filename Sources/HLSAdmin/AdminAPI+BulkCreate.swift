@@ -22,8 +22,8 @@ extension AdminAPI {
                 let data = try? JSONSerialization.data(withJSONObject: object)
             else { return .refused(id: nil, .badRequest("an entry must be a JSON object")) }
             let id = object["id"] as? String
-            if object["dryRun"] != nil {
-                return .refused(id: id, .badRequest("\"dryRun\": one item at a time, not in an array"))
+            for field in ["dryRun", "posterOnly"] where object[field] != nil {
+                return .refused(id: id, .badRequest("\"\(field)\": one item at a time, not in an array"))
             }
             do throws(AdminError) {
                 return .item(try ItemRequest.parse(object: object, data: data, now: now, defaultSeconds: defaultSeconds))

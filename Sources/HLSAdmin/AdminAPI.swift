@@ -154,6 +154,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
                 return responder.send(error: error)
             }
             if parsed.dryRun { return asynchronous(responder) { try await self.dryRun(parsed) } }
+            if parsed.posterOnly { return asynchronous(responder) { try await self.createPosterOnly(parsed) } }
             return blocking(responder) { try self.createItem(parsed) }
         case 2 where route == ["items", "batch"] && method == .POST:
             let body = request.body.map { Array($0.readableBytesView) } ?? []

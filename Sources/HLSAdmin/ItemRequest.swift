@@ -11,11 +11,13 @@ struct ItemRequest {
     var dryRun = false
     /// The body named the item's `id` (else one was generated).
     var idGiven = false
+    /// `"posterOnly": true`: create it `ready` and store its poster alone (PCD `VOCItemDownloadThumbnailOnly`).
+    var posterOnly = false
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "expiresAt", "id", "headers", "lock", "rate", "start",
         "through",
-        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun", "record",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun", "record", "posterOnly",
     ]
 
     private struct Body: Decodable {
@@ -41,6 +43,7 @@ struct ItemRequest {
         var dailyLimit: Size?
         var dryRun: Bool?
         var record: Record?
+        var posterOnly: Bool?
     }
 
     /// `"record": {"duration": "45m" or seconds, "until": "2026-11-28T21:00:00Z"}` (`{}`: until the stream ends).
@@ -233,7 +236,16 @@ struct ItemRequest {
             }
             item.record = spec
         }
-        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false, idGiven: fields.id != nil)
+        let posterOnly = fields.posterOnly ?? false
+        if posterOnly {
+            guard item.posterURL != nil else { throw .badRequest("\"posterOnly\": needs \"poster\"") }
+            if fields.start == true || fields.dryRun == true || fields.record != nil {
+                throw .badRequest("\"posterOnly\" stores the poster alone: not with \"start\": true, \"dryRun\" or \"record\"")
+            }
+        }
+        return ItemRequest(
+            item: item, start: !posterOnly && (fields.start ?? true), dryRun: fields.dryRun ?? false, idGiven: fields.id != nil,
+            posterOnly: posterOnly)
     }
 
     private static func describe(_ type: Any.Type) -> String {

@@ -91,6 +91,12 @@ struct FetchCommand: AsyncParsableCommand {
     )
     var noStart = false
 
+    @Flag(
+        name: .long,
+        help: "Store only the poster (--poster) now: the item is created ready, its stream not downloaded until `hlscache resume ID`."
+    )
+    var posterOnly = false
+
     @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
     var failFast = false
 
@@ -158,6 +164,14 @@ struct FetchCommand: AsyncParsableCommand {
         }
         _ = try metadata()
         if !record && (duration != nil || until != nil) { throw ValidationError("--duration and --until go with --record") }
+        if posterOnly {
+            guard poster != nil else { throw ValidationError("--poster-only needs --poster URL") }
+            if let other = [("--record", record), ("--dry-run", dryRun), ("--detach", detach), ("--no-start", noStart)].first(where: {
+                $0.1
+            }) {
+                throw ValidationError("--poster-only stores the poster alone: not with \(other.0)")
+            }
+        }
         _ = try recordSpec()
         if let through {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
@@ -224,12 +238,12 @@ struct FetchCommand: AsyncParsableCommand {
                 }
                 item = existing
                 // A `deleted` item (`rm --keep-metadata` kept its record) is downloaded again, as `resume` does.
-                if existing.state.isSettled && existing.state != .expired {
+                if existing.state.isSettled && existing.state != .expired && !posterOnly {
                     try context.downloader.resume(existing.id)
                 }
             } else {
                 // Created without starting: `ready` until `resume` (the SDKs' load-metadata-then-start).
-                if noStart { item.state = .ready }
+                if noStart || posterOnly { item.state = .ready }
                 try context.items.insert(item)
             }
             if json {
@@ -243,6 +257,10 @@ struct FetchCommand: AsyncParsableCommand {
                     json
                         ? ItemFormatter.json(["event": "recording", "id": item.id, "playbackURL": recorded])
                         : "item \(item.id): recording; the recording plays at \(recorded) (on `hlscache serve`)")
+            }
+            if posterOnly {
+                try await storePosterOnly(item.id, context: context, printer: printer, proxy: proxy)
+                return
             }
             if noStart {
                 let current = try context.items.require(item.id)

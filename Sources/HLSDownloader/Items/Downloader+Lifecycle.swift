@@ -19,10 +19,14 @@ extension Downloader {
     }
 
     /// `hlscache rm`: stops the item, evicts its objects (those no other live item lists) and, unless
-    /// `keepMetadata`, forgets it.
+    /// `keepMetadata`, forgets it. With `keepMetadata` its poster stays (PCD `deleteThumbnail:NO`): the record shows
+    /// it still.
     package func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
         try transition(id, .delete)
-        if !keepMetadata { try items.purge(id) }
+        if !keepMetadata {
+            try evictPoster(of: id)
+            try items.purge(id)
+        }
     }
 
     /// `hlscache lock` / `unlock`: sets the item's lock and the `locked` flag of its stored objects (an object
@@ -163,6 +167,8 @@ extension Downloader {
             stopRun(of: id)
             if case .expire = event, configuration.keepFilesOnExpiry {
                 try releaseObjects(of: id)
+            } else if case .delete = event {
+                try evictAllButPoster(of: id)
             } else {
                 try evictObjects(of: id)
             }
