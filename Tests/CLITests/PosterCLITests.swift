@@ -38,7 +38,8 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let poster = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
         try poster.write(to: dir.appendingPathComponent("poster.jpg"))
-        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\ns0.ts\n#EXT-X-ENDLIST\n".utf8).write(to: dir.appendingPathComponent("s.m3u8"))
+        try Data("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\ns0.ts\n#EXT-X-ENDLIST\n".utf8).write(
+            to: dir.appendingPathComponent("s.m3u8"))
         try Data(repeating: 0x47, count: 9400).write(to: dir.appendingPathComponent("s0.ts"))
         let origin = TestOrigin(root: dir)
         try await origin.start()
