@@ -333,11 +333,11 @@ package final class AdminAPI: ProxyRouteExtension, Service {
 
     /// Polls for changes by other processes, records playback and sends heartbeats until the task is cancelled or
     /// the service group shuts down gracefully; then sends `stopping` (a server's) and ends every event stream once
-    /// it is written, within 2 s (so the proxy's drain does not wait for them).
+    /// it is written, within ``AdminConfiguration/stopWait`` (so the proxy's drain does not wait for them).
     package func run() async throws {
         await cancelWhenGracefulShutdown { await self.loop() }
         hub.serverStopping()
-        await hub.closeAll()
+        await hub.closeAll(within: configuration.stopWait)
     }
 
     private func loop() async {

@@ -309,7 +309,7 @@ package final class EventHub: Sendable {
     /// Ends every subscription (server stopping): each stream ends once what is queued for it (`stopping` last) is
     /// written, waiting at most `bound` in all; a stream still not written by then (a client that does not read) is
     /// closed.
-    func closeAll(within bound: Duration = .seconds(2)) async {
+    func closeAll(within bound: Duration) async {
         let streams = state.withLockedValue { s -> [EventStream] in
             defer { s.subscribers.removeAll() }
             return Array(s.subscribers.values)

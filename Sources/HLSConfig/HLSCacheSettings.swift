@@ -136,6 +136,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var webhookAttempts: Int = 5
     /// `webhooks.retryBaseDelay`: the wait before the second delivery; doubled each time.
     package var webhookRetryBaseDelay: Duration = .seconds(1)
+    /// `webhooks.stopWait`: at a stop, how long the deliveries may go on to empty the queues.
+    package var webhookStopWait: Duration = .seconds(5)
     /// `webhooks.queueSize`: events waiting for delivery; past it the oldest is dropped (and counted).
     package var webhookQueueSize: Int = 1024
 

@@ -285,6 +285,10 @@ package enum SettingCatalog {
             .int(
                 "webhooks.queueSize", \.webhookQueueSize, range: 1...1_000_000,
                 "events waiting for delivery; past it the oldest is dropped and counted (hlscache_webhook_dropped_total)"),
+            .duration(
+                "webhooks.stopWait", \.webhookStopWait, allowZero: true,
+                "at a stop, how long deliveries may go on to empty the queues (stopping is in them); then the rest is kept for the next start"
+            ),
         ]
     }
 

@@ -181,6 +181,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
+        // At a stop, event streams get what is left of theirs (`stopping` last) within the drain's grace period.
+        adminConfiguration.stopWait = settings.shutdownGrace
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
         // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
         // the background with the same origin settings as the proxy's client (the downloader retries each resource
@@ -215,6 +217,7 @@ struct ServeCommand: AsyncParsableCommand {
             webhookConfiguration.attempts = settings.webhookAttempts
             webhookConfiguration.retryBaseDelay = settings.webhookRetryBaseDelay
             webhookConfiguration.queueSize = settings.webhookQueueSize
+            webhookConfiguration.stopWait = settings.webhookStopWait
             let notifier = WebhookNotifier(
                 configuration: webhookConfiguration, eventLoopGroup: group, logger: logger, outbox: items,
                 onOutcome: { metricsBox.withLockedValue { $0 }?.webhook($0) })
@@ -311,7 +314,7 @@ struct ServeCommand: AsyncParsableCommand {
         // get `stopping` and end first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
         // The webhooks stop last: `stopping` and the state changes of the drain (items becoming idle) still go out
-        // while they can (at most webhooks' stopWait, 5 s, then the outbox keeps them).
+        // while they can (at most `webhooks.stopWait`, then the outbox keeps them).
         var running: [any Service] = webhooks.map { [$0] } ?? []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))

@@ -14,12 +14,19 @@ import Testing
     static let secret = "a-webhook-secret-of-some-length"
 
     /// `serve` on a fresh port with webhooks to `hook`; returns the process and its base URL.
-    private static func startServe(cache: URL, hook: String, attempts: Int = 5) async throws -> (ChildProcess, String) {
+    /// `stopWait`: the bounds of the stop (the streams' `shutdown.grace`, the webhooks' `stopWait`): long where the test
+    /// waits for what they let through, so a slow machine cannot cut it short.
+    private static func startServe(cache: URL, hook: String, attempts: Int = 5, stopWait: String = "90s") async throws -> (
+        ChildProcess, String
+    ) {
         let process = ChildProcess()
         process.executableURL = CLI.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
+        process.arguments = [
+            "serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error", "--shutdown-grace", stopWait,
+        ]
         process.environment = ProcessInfo.processInfo.environment.merging([
             "HLSCACHE_WEBHOOKS_URLS": hook, "HLSCACHE_WEBHOOKS_SECRET": secret, "HLSCACHE_WEBHOOKS_ATTEMPTS": String(attempts),
+            "HLSCACHE_WEBHOOKS_STOP_WAIT": stopWait,
         ]) { $1 }
         let out = Pipe()
         process.standardOutput = out
@@ -135,12 +142,13 @@ import Testing
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-server-events-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
         // Accepts connections and reads requests, never answers: each delivery waits for its 10 s timeout, and with 20
-        // attempts an unbounded wait would outlast the test's 90 s bound many times over.
+        // attempts a stop that waited for the deliveries would outlast the test's 90 s bound many times over. The stop
+        // waits the default webhooks.stopWait (5 s).
         let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
             .bind(host: "127.0.0.1", port: 0).get()
         let hook = "http://127.0.0.1:\(silent.localAddress?.port ?? 0)/hook"
-        let (process, _) = try await Self.startServe(cache: cache, hook: hook, attempts: 20)
+        let (process, _) = try await Self.startServe(cache: cache, hook: hook, attempts: 20, stopWait: "5s")
         defer { if process.isRunning { process.terminate() } }
 
         kill(process.processIdentifier, SIGTERM)
