@@ -198,8 +198,8 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw CacheOpenFailure.report("the items database", directory: configuration.cacheDirectory, error)
         }
-        // Set once the server (and its metrics) exists; evictions before that are not counted.
-        let metricsBox = NIOLockedValueBox<ProxyMetrics?>(nil)
+        // The server's counters, made first: the webhook and eviction observers below count into them.
+        let metrics = ProxyMetrics()
         // Webhooks: every item state change the hub announces, POSTed signed to each receiver (api.md#webhooks).
         var webhooks: WebhookNotifier?
         if !settings.webhookURLs.isEmpty {
@@ -220,7 +220,7 @@ struct ServeCommand: AsyncParsableCommand {
             webhookConfiguration.stopWait = settings.webhookStopWait
             let notifier = WebhookNotifier(
                 configuration: webhookConfiguration, eventLoopGroup: group, logger: logger, outbox: items,
-                onOutcome: { metricsBox.withLockedValue { $0 }?.webhook($0) })
+                onOutcome: { metrics.webhook($0) })
             notifier.follow(hub)
             webhooks = notifier
         }
@@ -232,7 +232,7 @@ struct ServeCommand: AsyncParsableCommand {
             keys: keys, logger: logger,
             onEvent: { event in
                 hub.publish(event)
-                if case .evicted = event { metricsBox.withLockedValue { $0 }?.itemEvicted() }
+                if case .evicted = event { metrics.itemEvicted() }
             })
         let scheduler = DownloadScheduler(downloader: downloader)
         let policies = ServePolicies(
@@ -252,8 +252,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger, routeExtension: admin, cookiePages: cookiePages)
-        metricsBox.withLockedValue { $0 = server.metrics }
+            logger: logger, metrics: metrics, routeExtension: admin, cookiePages: cookiePages)
         let bound: SocketAddress
         do {
             bound = try await server.start()
