@@ -54,7 +54,22 @@ package final class CacheStore: Sendable {
         var tempCounter = 0
         /// Evictions under way (deleting rows, then unlinking their files).
         var unlinking = 0
+        /// SHA-256 of recently looked-up keys: hashing is most of a hit's lookup cost, and players ask for the
+        /// same keys over and over. Bounded, least recently used out: the keys of the streams being played stay.
+        var recentHashes = BoundedLRU<String, String>(maxCount: CacheStore.maxRememberedKeyHashes)
     }
+
+    /// What is set once or rarely (closing, observers, a test's hook), apart from the per-request ``State``.
+    struct Lifecycle: Sendable {
+        /// Set by ``close()``; the readiness check reports a closed store.
+        var closed = false
+        /// Told the keys of the objects each eviction removed (``onEviction(_:)``).
+        var evictionObservers: [@Sendable ([CacheKey]) -> Void] = []
+        /// Called by each eviction between deleting its rows and unlinking their files (tests: a barrier that holds
+        /// an eviction there, to close the store in that window every run).
+        var beforeUnlinkHook: (@Sendable () -> Void)?
+    }
+    let lifecycle = Mutex(Lifecycle())
 
     /// Opens (creating if needed) the cache in `directory` and runs startup recovery.
     ///
@@ -123,34 +138,24 @@ package final class CacheStore: Sendable {
         FileSystem.closeFile(lockFileDescriptor)
     }
 
-    /// Set by ``close()``; the readiness check reports a closed store.
-    let closed = Mutex(false)
-
-    /// Told the keys of the objects each eviction removed (``onEviction(_:)``).
-    let evictionObservers = Mutex<[@Sendable ([CacheKey]) -> Void]>([])
-
     /// Calls `observer` after every eviction of this instance (size cap, free-disk cushion, expired objects) with the
     /// keys of the objects it removed, once their rows are gone, on the evicting thread — which may be a write's:
     /// hand slow work off. Not called for ``remove(_:)``, whose callers know what they removed.
     package func onEviction(_ observer: @escaping @Sendable ([CacheKey]) -> Void) {
-        evictionObservers.withLock { $0.append(observer) }
+        lifecycle.withLock { $0.evictionObservers.append(observer) }
     }
 
-    /// Called by each eviction between deleting its rows and unlinking their files (tests: a barrier that holds an
-    /// eviction there, to close the store in that window every run).
-    let beforeUnlinkHook = Mutex<(@Sendable () -> Void)?>(nil)
-
-    /// Sets the hook ``beforeUnlinkHook`` runs (nil: none).
+    /// Sets the hook ``Lifecycle/beforeUnlinkHook`` runs (nil: none).
     package func beforeUnlinking(_ hook: (@Sendable () -> Void)?) {
-        beforeUnlinkHook.withLock { $0 = hook }
+        lifecycle.withLock { $0.beforeUnlinkHook = hook }
     }
 
     /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
     /// using the directory's lock. Open writers can still finish. Idempotent.
     package func close() {
-        let wasClosed = closed.withLock { closed in
-            defer { closed = true }
-            return closed
+        let wasClosed = lifecycle.withLock { lifecycle in
+            defer { lifecycle.closed = true }
+            return lifecycle.closed
         }
         guard !wasClosed else { return }
         flushAccessTimes()
@@ -171,23 +176,32 @@ package final class CacheStore: Sendable {
         SHA256.hex(key.value)
     }
 
-    /// How many key hashes ``cachedKeyHash(_:)`` remembers.
+    /// How many key hashes ``State/recentHashes`` remembers.
     static let maxRememberedKeyHashes = 16_384
 
-    /// SHA-256 of recently looked-up keys: hashing is most of a hit's lookup cost, and players ask for the
-    /// same keys over and over. Bounded, least recently used out: the keys of the streams being played stay.
-    private let recentHashes = Mutex(BoundedLRU<String, String>(maxCount: CacheStore.maxRememberedKeyHashes))
+    /// Runs `body` under the state lock with `key`'s hash: remembered (one lock), or computed outside the lock and
+    /// remembered.
+    private func withKeyHash<T: Sendable>(_ key: CacheKey, _ body: (inout State, String) -> T) -> (hash: String, result: T) {
+        let remembered = state.withLock { state -> (hash: String, result: T)? in
+            guard let hash = state.recentHashes.value(forKey: key.value) else { return nil }
+            return (hash, body(&state, hash))
+        }
+        if let remembered { return remembered }
+        let computed = Self.keyHash(key)
+        return state.withLock { state in
+            _ = state.recentHashes.setValue(computed, forKey: key.value)
+            return (computed, body(&state, computed))
+        }
+    }
 
+    /// `key`'s hash, as a lookup finds it (tests).
     func cachedKeyHash(_ key: CacheKey) -> String {
-        if let known = recentHashes.withLock({ $0.value(forKey: key.value) }) { return known }
-        let hash = Self.keyHash(key)
-        recentHashes.withLock { _ = $0.setValue(hash, forKey: key.value) }
-        return hash
+        withKeyHash(key) { _, _ in () }.hash
     }
 
     /// Key hashes remembered, and whether `key`'s is (tests; the recency order is left as it is).
-    var rememberedKeyHashes: Int { recentHashes.withLock { $0.count } }
-    func remembersKeyHash(of key: CacheKey) -> Bool { recentHashes.withLock { $0.contains(key.value) } }
+    var rememberedKeyHashes: Int { state.withLock { $0.recentHashes.count } }
+    func remembersKeyHash(of key: CacheKey) -> Bool { state.withLock { $0.recentHashes.contains(key.value) } }
 
     // MARK: - Lookup
 
@@ -213,18 +227,19 @@ package final class CacheStore: Sendable {
         return (object, pin)
     }
 
+    /// The in-memory step of a lookup, in place: one hash of the key, no copy of the row written back.
+    private static func lookUp(_ state: inout State, hash: String, now: Double, pin: Bool) -> MemoryLookup {
+        guard let index = state.entries.index(forKey: hash) else { return .miss }
+        guard !state.entries.values[index].isExpired(at: now) else { return .expired }
+        state.entries.values[index].lastAccess = now
+        if pin { state.pins[hash, default: 0] += 1 }
+        let (flushNow, schedule) = recordAccess(&state, hash: hash, at: now)
+        return .hit(state.entries.values[index], flushNow: flushNow, scheduleFlush: schedule)
+    }
+
     private func lookup(_ key: CacheKey, pin: Bool) -> (object: CachedObject, pin: CachePin?)? {
-        let hash = cachedKeyHash(key)
         let now = Date().timeIntervalSince1970
-        let found = state.withLock { state -> MemoryLookup in
-            // In place: one hash of the key, no copy of the row written back.
-            guard let index = state.entries.index(forKey: hash) else { return .miss }
-            guard !state.entries.values[index].isExpired(at: now) else { return .expired }
-            state.entries.values[index].lastAccess = now
-            if pin { state.pins[hash, default: 0] += 1 }
-            let (flushNow, schedule) = Self.recordAccess(&state, hash: hash, at: now)
-            return .hit(state.entries.values[index], flushNow: flushNow, scheduleFlush: schedule)
-        }
+        let (hash, found) = withKeyHash(key) { state, hash in Self.lookUp(&state, hash: hash, now: now, pin: pin) }
         switch found {
         case .hit(let row, let flushNow, let schedule):
             scheduleAccessFlush(now: flushNow, later: schedule)
@@ -324,10 +339,12 @@ package final class CacheStore: Sendable {
         guard !pending.isEmpty else { return }
         do {
             try index.write { db in
+                // One prepared statement for the batch: compiling the UPDATE per row was most of a flush's cost
+                // (a walk over a library records one access per distinct object).
+                let update = try db.cachedStatement(
+                    sql: "UPDATE objects SET last_access = ? WHERE key_hash = ? AND last_access < ?")
                 for (hash, time) in pending {
-                    try db.execute(
-                        sql: "UPDATE objects SET last_access = ? WHERE key_hash = ? AND last_access < ?",
-                        arguments: [time, hash, time])
+                    try update.execute(arguments: [time, hash, time])
                 }
             }
         } catch {

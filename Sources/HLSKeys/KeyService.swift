@@ -46,36 +46,60 @@ package final class KeyService: Sendable {
     private let fetcher: any KeyFetcher
     private let logger: Logger
     private let clock: @Sendable () -> Date
-    /// Keys registered in this process, by cache key: their id, URL and method, so that rewriting a playlist again
-    /// writes nothing and the proxy's check of every request it serves does not hash the URL. Bounded: the keys
-    /// named least recently go beyond ``KeyConfiguration/registeredKeysLimit`` (a live channel rotating its key every
-    /// few seconds names thousands a day); named again by a playlist, they are registered again (one database write).
-    private let registered: NIOLockedValueBox<BoundedLRU<String, Registration>>
-    /// Keys live playlists name, with how long a copy of each may be served after its fetch (``limitToLive(_:seconds:)``);
-    /// the keys named least recently go beyond 10,000 (named again, they are capped again: one database write).
-    private let liveLifetimes = NIOLockedValueBox(BoundedLRU<KeyID, Double>(maxCount: 10_000))
-
     private struct Registration {
         var id: KeyID
         var url: String
         var method: String?
     }
-    private let inFlight = NIOLockedValueBox<[KeyID: Task<[UInt8], any Error>]>([:])
-    /// Ids already reported as unreadable, so the log says it once.
-    private let reportedUnreadable = NIOLockedValueBox<Set<KeyID>>([])
-    private let counters = NIOLockedValueBox(KeyStatistics())
-    private let liveAccess: NIOLockedValueBox<KeyAccessPolicy>
+
+    /// What the service keeps in memory, under one lock (each field's accessor below takes it for one short step).
+    private struct State {
+        /// Keys registered in this process, by cache key: their id, URL and method, so that rewriting a playlist
+        /// again writes nothing and the proxy's check of every request it serves does not hash the URL. Bounded: the
+        /// keys named least recently go beyond ``KeyConfiguration/registeredKeysLimit`` (a live channel rotating its
+        /// key every few seconds names thousands a day); named again by a playlist, they are registered again (one
+        /// database write).
+        var registered: BoundedLRU<String, Registration>
+        /// Keys live playlists name, with how long a copy of each may be served after its fetch
+        /// (``limitToLive(_:seconds:)``); the keys named least recently go beyond 10,000 (named again, they are
+        /// capped again: one database write).
+        var liveLifetimes = BoundedLRU<KeyID, Double>(maxCount: 10_000)
+        /// One origin fetch per id at a time (``fetchShared(_:via:)``).
+        var inFlight: [KeyID: Task<[UInt8], any Error>] = [:]
+        /// Ids already reported as unreadable, so the log says it once.
+        var reportedUnreadable: Set<KeyID> = []
+        var counters = KeyStatistics()
+        /// Who may receive keys (replaced by a reload).
+        var access: KeyAccessPolicy
+    }
+    private let state: NIOLockedValueBox<State>
+
+    private func withRegistered<T>(_ body: (inout BoundedLRU<String, Registration>) throws -> T) rethrows -> T {
+        try state.withLockedValue { try body(&$0.registered) }
+    }
+    private func withLiveLifetimes<T>(_ body: (inout BoundedLRU<KeyID, Double>) throws -> T) rethrows -> T {
+        try state.withLockedValue { try body(&$0.liveLifetimes) }
+    }
+    private func withInFlight<T>(_ body: (inout [KeyID: Task<[UInt8], any Error>]) throws -> T) rethrows -> T {
+        try state.withLockedValue { try body(&$0.inFlight) }
+    }
+    private func withReportedUnreadable<T>(_ body: (inout Set<KeyID>) throws -> T) rethrows -> T {
+        try state.withLockedValue { try body(&$0.reportedUnreadable) }
+    }
+    private func withCounters<T>(_ body: (inout KeyStatistics) throws -> T) rethrows -> T {
+        try state.withLockedValue { try body(&$0.counters) }
+    }
 
     /// Who may receive keys: ``KeyConfiguration/access`` until ``setAccess(_:)`` replaces it (a reload).
-    package var access: KeyAccessPolicy { liveAccess.withLockedValue { $0 } }
+    package var access: KeyAccessPolicy { state.withLockedValue { $0.access } }
 
     /// Replaces who may receive keys; the next key request is judged by it (docs/operations.md#reload).
     package func setAccess(_ policy: KeyAccessPolicy) {
-        liveAccess.withLockedValue { $0 = policy }
+        state.withLockedValue { $0.access = policy }
     }
 
     /// What this service did since it started (origin fetches, expiries), for `/metrics`.
-    package var statistics: KeyStatistics { counters.withLockedValue { $0 } }
+    package var statistics: KeyStatistics { state.withLockedValue { $0.counters } }
 
     /// Opens (creating if needed) `directory/keys.sqlite`.
     /// - Parameters:
@@ -94,8 +118,8 @@ package final class KeyService: Sendable {
         }
         self.database = try KeyDatabase(path: directory + "/" + KeyDatabase.fileName)
         self.configuration = configuration
-        self.liveAccess = NIOLockedValueBox(configuration.access)
-        self.registered = NIOLockedValueBox(BoundedLRU(maxCount: max(1, configuration.registeredKeysLimit)))
+        self.state = NIOLockedValueBox(
+            State(registered: BoundedLRU(maxCount: max(1, configuration.registeredKeysLimit)), access: configuration.access))
         self.masterKey = masterKey
         self.fetcher = fetcher
         self.logger = logger
@@ -111,7 +135,7 @@ package final class KeyService: Sendable {
     /// Like ``registeredID(for:)-(OriginURL)`` for a cache key made with this service's volatile parameters: one
     /// dictionary lookup, no hashing (the proxy asks for every request it serves).
     package func registeredID(for key: CacheKey) -> KeyID? {
-        registered.withLockedValue { $0.value(forKey: key.value)?.id }
+        withRegistered { $0.value(forKey: key.value)?.id }
     }
 
     /// The id of the key at `url`, without registering it.
@@ -140,7 +164,7 @@ package final class KeyService: Sendable {
         let key = CacheKey(url, volatileParameters: configuration.volatileQueryParameters)
         let id = KeyID(key)
         let method = method.flatMap { $0.isEmpty ? nil : $0 }
-        let known = registered.withLockedValue { registry in
+        let known = withRegistered { registry in
             registry.value(forKey: key.value).map { $0.url == url.string && (method == nil || $0.method == method) } ?? false
         }
         if known && itemExpiry == .unchanged && headers.isEmpty { return id }
@@ -155,7 +179,7 @@ package final class KeyService: Sendable {
         }
         try database.register(
             id: id, url: url.string, host: url.host, itemExpiry: itemExpiry, sealedHeaders: sealedHeaders, method: method, now: clock())
-        registered.withLockedValue { registry in
+        withRegistered { registry in
             let method = method ?? registry.peekValue(forKey: key.value)?.method
             _ = registry.setValue(Registration(id: id, url: url.string, method: method), forKey: key.value)
         }
@@ -171,7 +195,7 @@ package final class KeyService: Sendable {
     /// lifetime is new for the key in this process; copies fetched later get it at fetch time.
     package func limitToLive(_ id: KeyID, seconds: Double) throws(KeyError) {
         let seconds = max(1, seconds)
-        let changed = liveLifetimes.withLockedValue { table in
+        let changed = withLiveLifetimes { table in
             let previous = table.value(forKey: id)
             _ = table.setValue(seconds, forKey: id)
             return previous != seconds
@@ -232,7 +256,7 @@ package final class KeyService: Sendable {
         let state = record.state(masterKeyID: masterKey.id, now: clock())
         // Counted whether or not the once-a-second purge has already dropped the expired copy's bytes: the
         // record keeps its expiry, so a key fetched once and now past it still reads `expired`.
-        if state == .expired { counters.withLockedValue { $0.expiries += 1 } }
+        if state == .expired { withCounters { $0.expiries += 1 } }
         var unreadable = false
         if record.isStored {
             if let plain = open(record) {
@@ -333,10 +357,10 @@ package final class KeyService: Sendable {
     /// (it stored its copy, then left the in-flight table) is not repeated: if the key was fetched since and the
     /// stored copy is valid, that copy is the answer. (Found by KeyLeakTests: a prewarm fetched a key twice.)
     func fetchShared(_ record: KeyRecord, via: OriginURL? = nil) async throws(KeyError) -> [UInt8] {
-        let task = inFlight.withLockedValue { tasks in
+        let task = withInFlight { tasks in
             if let existing = tasks[record.id] { return existing }
             let task = Task<[UInt8], any Error> {
-                defer { self.inFlight.withLockedValue { $0[record.id] = nil } }
+                defer { self.withInFlight { $0[record.id] = nil } }
                 if let current = try? self.database.record(record.id), current.isStored, current.fetchedAt != record.fetchedAt,
                     current.state(masterKeyID: self.masterKey.id, now: self.clock()) == .valid, let plain = self.open(current)
                 {
@@ -395,7 +419,7 @@ package final class KeyService: Sendable {
             // taking the key up extends it without a refetch.
             let expiresAt = KeyExpiry.earliest(
                 KeyExpiry.origin(headers: response.headers, now: now), configuration.ttl.map { now.addingTimeInterval($0.seconds) },
-                liveLifetimes.withLockedValue { $0.value(forKey: id) }.map { now.addingTimeInterval($0) })
+                withLiveLifetimes { $0.value(forKey: id) }.map { now.addingTimeInterval($0) })
             let sealed: [UInt8]
             do {
                 sealed = try AES256GCM.seal(body, key: masterKey.bytes, aad: KeyService.aad(id))
@@ -403,12 +427,12 @@ package final class KeyService: Sendable {
                 throw KeyError.storage.with("cannot seal key \(id): \(error)")
             }
             try database.store(id: id, sealed: sealed, masterKeyID: masterKey.id, fetchedAt: now, expiresAt: expiresAt)
-            reportedUnreadable.withLockedValue { _ = $0.remove(id) }
+            withReportedUnreadable { _ = $0.remove(id) }
             logger.debug("key \(id) from \(url.host) stored, expires \(expiresAt.map { "\($0)" } ?? "never")")
-            counters.withLockedValue { $0.fetches += 1 }
+            withCounters { $0.fetches += 1 }
             return body
         } catch {
-            counters.withLockedValue { $0.fetchFailures += 1 }
+            withCounters { $0.fetchFailures += 1 }
             try? database.recordFailure(id: id, message: error.message)
             throw error
         }
@@ -422,7 +446,7 @@ package final class KeyService: Sendable {
             // A copy of another length than the key's method now says (the playlist changed it): fetched again.
             return KeyService.fits(plain.count, method: record.method) ? plain : nil
         }
-        let first = reportedUnreadable.withLockedValue { $0.insert(record.id).inserted }
+        let first = withReportedUnreadable { $0.insert(record.id).inserted }
         if first {
             logger.warning(
                 "stored key \(record.id) (\(record.host)) cannot be decrypted: sealed with master key \(record.masterKeyID ?? "?"), this process has \(masterKey.id); refetching it from the origin"

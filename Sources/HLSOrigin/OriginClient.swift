@@ -21,15 +21,29 @@ package final class OriginClient: Sendable {
     private let slots: OriginConnectionSlots
     let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``); the least
-    /// recently used hosts go beyond ``maxRememberedHosts``.
-    private let resolutions = Mutex(
-        BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(maxCount: OriginClient.maxRememberedHosts))
     /// The most hosts remembered.
     private static let maxRememberedHosts = 1024
-    /// The per-origin headers and cookies sent: ``OriginConfiguration/originHeaders`` and
-    /// ``OriginConfiguration/originCookies`` until ``setOriginFields(headers:cookies:)`` replaces them (a reload).
-    private let originFields: Mutex<(headers: [String: [OriginConfiguration.Field]], cookies: [String: [OriginConfiguration.Field]])>
+
+    /// What the client keeps in memory and may change while it runs, under one lock (short steps only: nothing is
+    /// called out while it is held).
+    private struct State {
+        /// Host → addresses and until when they may be reused (``OriginConfiguration/resolutionTTL``); the least
+        /// recently used hosts go beyond ``maxRememberedHosts``.
+        var resolutions = BoundedLRU<String, (addresses: [OriginIPAddress], until: ContinuousClock.Instant)>(
+            maxCount: OriginClient.maxRememberedHosts)
+        /// The per-origin headers and cookies sent: ``OriginConfiguration/originHeaders`` and
+        /// ``OriginConfiguration/originCookies`` until ``setOriginFields(headers:cookies:)`` replaces them (a reload).
+        var originHeaders: [String: [OriginConfiguration.Field]]
+        var originCookies: [String: [OriginConfiguration.Field]]
+        /// See ``setHeaderSource(_:)``.
+        var headerSource: HeaderSource?
+        /// The addresses and ports a server of this process listens on: never an origin (a proxied URL naming the
+        /// proxy itself would make it fetch from itself, its admin API and keys included, and nest without end).
+        var ownListeners: [(address: OriginIPAddress?, port: Int)] = []
+        /// The TLS context of raw exchanges (``OriginRawExchange``), made on first use.
+        var rawTLSContext: NIOSSLContext?
+    }
+    private let state: Mutex<State>
 
     /// Lets requests refused for want of a cookie get one, as a player would, and coalesces the refreshes of those
     /// pages (the proxy's and the downloader's). With cookies kept (``OriginConfiguration/keepsCookies``) and a page
@@ -41,20 +55,14 @@ package final class OriginClient: Sendable {
     /// Request headers for a URL on top of the configured ones (the proxy's: those an IPTV list's `#EXTVLCOPT`
     /// names for a channel and what is reached from it). See ``setHeaderSource(_:)``.
     package typealias HeaderSource = @Sendable (OriginURL) -> [(String, String)]
-    private let headerSource = Mutex<HeaderSource?>(nil)
     /// Names this process in the `Via` header of every origin request (`1.1 hlscache-…`), so a request that comes back
     /// to the server that sent it is recognised (the loop detection of Varnish and Squid).
     package let instanceToken: String
-    /// The addresses and ports a server of this process listens on: never an origin (a proxied URL naming the proxy
-    /// itself would make it fetch from itself, its admin API and keys included, and nest without end).
-    private let ownListeners = Mutex<[(address: OriginIPAddress?, port: Int)]>([])
-    /// The TLS context of raw exchanges (``OriginRawExchange``), made on first use.
-    private let rawTLSContext = Mutex<NIOSSLContext?>(nil)
 
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     package init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
-        self.originFields = Mutex((configuration.originHeaders, configuration.originCookies))
+        self.state = Mutex(State(originHeaders: configuration.originHeaders, originCookies: configuration.originCookies))
         self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
         self.eventLoopGroup = eventLoopGroup
         let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
@@ -102,7 +110,7 @@ package final class OriginClient: Sendable {
     /// origin, before the request's own): how the proxy sends the `User-Agent` and `Referer` an IPTV channel list
     /// names for a channel (`#EXTVLCOPT:http-user-agent=…`) with the requests of that channel.
     package func setHeaderSource(_ source: HeaderSource?) {
-        headerSource.withLock { $0 = source }
+        state.withLock { $0.headerSource = source }
     }
 
     /// Tells the client that a server of this process listens at `host:port` (`0.0.0.0` or `::` for every local
@@ -117,12 +125,12 @@ package final class OriginClient: Sendable {
         } else {
             entries.append((address, port))
         }
-        ownListeners.withLock { $0 += entries }
+        state.withLock { $0.ownListeners += entries }
     }
 
     /// Whether `address:port` is one this process listens on.
     func isOwnListener(_ address: OriginIPAddress, port: Int) -> Bool {
-        let listeners = ownListeners.withLock { $0 }
+        let listeners = state.withLock { $0.ownListeners }
         guard !listeners.isEmpty else { return false }
         let target = address.embeddedIPv4 ?? address
         for listener in listeners where listener.port == port {
@@ -320,8 +328,8 @@ package final class OriginClient: Sendable {
 
     private func rememberedAddresses(of host: String) -> [OriginIPAddress]? {
         let now = ContinuousClock.now
-        return resolutions.withLock { table in
-            guard let entry = table.value(forKey: host), entry.until > now else { return nil }
+        return state.withLock { state in
+            guard let entry = state.resolutions.value(forKey: host), entry.until > now else { return nil }
             return entry.addresses
         }
     }
@@ -330,8 +338,8 @@ package final class OriginClient: Sendable {
         let ttl = configuration.resolutionTTL
         guard ttl > .zero, !addresses.isEmpty else { return }
         let now = ContinuousClock.now
-        resolutions.withLock { table in
-            _ = table.setValue((addresses, now + ttl), forKey: host)
+        state.withLock { state in
+            _ = state.resolutions.setValue((addresses, now + ttl), forKey: host)
         }
     }
 
@@ -407,13 +415,13 @@ package final class OriginClient: Sendable {
 
     /// The client TLS context of raw exchanges: the system's trust roots and the configured extra ones, HTTP/1.1.
     private func rawTLS() throws -> NIOSSLContext {
-        try rawTLSContext.withLock { context in
-            if let context { return context }
+        try state.withLock { state in
+            if let context = state.rawTLSContext { return context }
             var tls = TLSConfiguration.makeClientConfiguration()
             if let file = configuration.extraTrustRootsFile { tls.additionalTrustRoots = [.file(file)] }
             tls.applicationProtocols = ["http/1.1"]
             let made = try NIOSSLContext(configuration: tls)
-            context = made
+            state.rawTLSContext = made
             return made
         }
     }
@@ -421,7 +429,7 @@ package final class OriginClient: Sendable {
     /// Replaces the per-origin headers and cookies (keyed like ``OriginConfiguration/originHeaders``): requests
     /// started from now on send these (a reload; docs/operations.md#reload).
     package func setOriginFields(headers: [String: [OriginConfiguration.Field]], cookies: [String: [OriginConfiguration.Field]]) {
-        originFields.withLock { $0 = (headers, cookies) }
+        state.withLock { ($0.originHeaders, $0.originCookies) = (headers, cookies) }
     }
 
     private static let ignoredRequestHeaders: Set<String> = ["host", "connection", "transfer-encoding", "keep-alive", "upgrade", "te"]
@@ -432,8 +440,9 @@ package final class OriginClient: Sendable {
     func requestHeaders(for url: OriginURL, extra: [OriginConfiguration.Field]) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
-        let sourced = headerSource.withLock { $0 }.map { $0(url).map { (name: $0.0, value: $0.1) } } ?? []
-        let configured = originFields.withLock { OriginConfiguration.extraHeaders(for: url, headers: $0.headers, cookies: $0.cookies) }
+        let (source, originHeaders, originCookies) = state.withLock { ($0.headerSource, $0.originHeaders, $0.originCookies) }
+        let sourced = source.map { $0(url).map { (name: $0.0, value: $0.1) } } ?? []
+        let configured = OriginConfiguration.extraHeaders(for: url, headers: originHeaders, cookies: originCookies)
         for field in configured + sourced + extra {
             guard !Self.ignoredRequestHeaders.contains(field.name.lowercased()) else { continue }
             headers.replaceOrAdd(name: field.name, value: field.value)

@@ -35,11 +35,20 @@ final class ProxyServices: Sendable {
     let connections = ConnectionRegistry()
     /// Responses relayed but not stored: counted, and logged once and then summed up (a full disk fails every miss).
     let cacheWriteFailures: CacheWriteFailureLog
-    /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
-    let downloadStates = NIOLockedValueBox<(@Sendable () throws -> [String: Int])?>(nil)
+    /// What is set or replaced after the server is made, under one lock.
+    struct Adjustable {
+        /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
+        var downloadStates: (@Sendable () throws -> [String: Int])?
+        /// `http.allowedWebOrigins`: the configuration's until ``ProxyServer/setWebOrigins(_:)`` replaces it (a
+        /// reload).
+        var webOrigins: WebOriginPolicy
+    }
+    let adjustable: NIOLockedValueBox<Adjustable>
 
-    /// `http.allowedWebOrigins`: the configuration's until ``ProxyServer/setWebOrigins(_:)`` replaces it (a reload).
-    let webOrigins: NIOLockedValueBox<WebOriginPolicy>
+    /// The web-origin policy in force (read for each request).
+    @Sendable func webOrigins() -> WebOriginPolicy {
+        adjustable.withLockedValue { $0.webOrigins }
+    }
 
     /// Answers `/api/…` and `/` and observes proxied responses (the admin layer); `nil` keeps the built-in pages.
     let routeExtension: (any ProxyRouteExtension)?
@@ -51,7 +60,7 @@ final class ProxyServices: Sendable {
     ) {
         self.routeExtension = routeExtension
         self.configuration = configuration
-        self.webOrigins = NIOLockedValueBox(configuration.webOrigins)
+        self.adjustable = NIOLockedValueBox(Adjustable(webOrigins: configuration.webOrigins))
         self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes) { [group] in
             // The heap's free pages after a burst of misses go back to the system (a walk of the arenas: off the loops).
             threadPool.runIfActive(eventLoop: group.any()) { MemoryTrim.giveBackFreedMemory() }.whenFailure { _ in }

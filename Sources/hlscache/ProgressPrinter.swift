@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HLSDownloader
 import NIOConcurrencyHelpers
 
@@ -7,7 +8,9 @@ import NIOConcurrencyHelpers
 final class ProgressPrinter: Sendable {
     let json: Bool
     private let terminal: Bool
-    private let lastLine = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+    /// When the progress line was last drawn: nanoseconds since ``started`` plus one (0: never).
+    private let lastLine = Atomic<Int64>(0)
+    private let started = ContinuousClock.now
 
     init(json: Bool) {
         self.json = json
@@ -44,12 +47,12 @@ final class ProgressPrinter: Sendable {
                 emit(ItemFormatter.progressJSON(id: id, progress))
             } else if terminal {
                 // At most 10 redraws a second.
-                let now = ContinuousClock.now
-                let draw = lastLine.withLockedValue { last -> Bool in
-                    if let last, now - last < .milliseconds(100), progress.segmentsDone < progress.segmentsTotal { return false }
-                    last = now
-                    return true
-                }
+                let elapsed = started.duration(to: .now).components
+                let now = elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000 + 1
+                let last = lastLine.load(ordering: .relaxed)
+                let draw =
+                    (last == 0 || now - last >= 100_000_000 || progress.segmentsDone >= progress.segmentsTotal)
+                    && lastLine.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
                 if draw { write("\r\u{1B}[K" + ItemFormatter.progressLine(progress)) }
             }
         }
@@ -57,7 +60,7 @@ final class ProgressPrinter: Sendable {
 
     /// Ends the progress line before the summary.
     func finishLine() {
-        if terminal && !json && lastLine.withLockedValue({ $0 }) != nil { write("\n") }
+        if terminal && !json && lastLine.load(ordering: .relaxed) != 0 { write("\n") }
     }
 
     func emit(_ line: String) {

@@ -181,6 +181,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
+        // At a stop, event streams get what is left of theirs (`stopping` last) within the drain's grace period.
+        adminConfiguration.stopWait = settings.shutdownGrace
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
         // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
         // the background with the same origin settings as the proxy's client (the downloader retries each resource
@@ -196,8 +198,8 @@ struct ServeCommand: AsyncParsableCommand {
             store.close()
             throw CacheOpenFailure.report("the items database", directory: configuration.cacheDirectory, error)
         }
-        // Set once the server (and its metrics) exists; evictions before that are not counted.
-        let metricsBox = NIOLockedValueBox<ProxyMetrics?>(nil)
+        // The server's counters, made first: the webhook and eviction observers below count into them.
+        let metrics = ProxyMetrics()
         // Webhooks: every item state change the hub announces, POSTed signed to each receiver (api.md#webhooks).
         var webhooks: WebhookNotifier?
         if !settings.webhookURLs.isEmpty {
@@ -215,9 +217,10 @@ struct ServeCommand: AsyncParsableCommand {
             webhookConfiguration.attempts = settings.webhookAttempts
             webhookConfiguration.retryBaseDelay = settings.webhookRetryBaseDelay
             webhookConfiguration.queueSize = settings.webhookQueueSize
+            webhookConfiguration.stopWait = settings.webhookStopWait
             let notifier = WebhookNotifier(
                 configuration: webhookConfiguration, eventLoopGroup: group, logger: logger, outbox: items,
-                onOutcome: { metricsBox.withLockedValue { $0 }?.webhook($0) })
+                onOutcome: { metrics.webhook($0) })
             notifier.follow(hub)
             webhooks = notifier
         }
@@ -229,7 +232,7 @@ struct ServeCommand: AsyncParsableCommand {
             keys: keys, logger: logger,
             onEvent: { event in
                 hub.publish(event)
-                if case .evicted = event { metricsBox.withLockedValue { $0 }?.itemEvicted() }
+                if case .evicted = event { metrics.itemEvicted() }
             })
         let scheduler = DownloadScheduler(downloader: downloader)
         let policies = ServePolicies(
@@ -249,8 +252,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
-            logger: logger, routeExtension: admin, cookiePages: cookiePages)
-        metricsBox.withLockedValue { $0 = server.metrics }
+            logger: logger, metrics: metrics, routeExtension: admin, cookiePages: cookiePages)
         let bound: SocketAddress
         do {
             bound = try await server.start()
@@ -263,6 +265,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(71)
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
+        // `started`: to the webhooks now, and first on every event stream of this run (docs/api.md#events).
+        hub.serverStarted(ServerStatus(phase: .started, startedAt: Date(), pid: getpid(), version: HLSCacheVersion.current))
         // Live recordings request their segments through this server's own proxy, so a viewer and a recording share
         // one origin request per segment (docs/fetch.md#live); a client of its own, straight to the listener.
         var shareConfiguration = OriginConfiguration()
@@ -306,9 +310,10 @@ struct ServeCommand: AsyncParsableCommand {
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"
         )
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
-        // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
+        // get `stopping` and end first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
-        // The webhooks stop last: the state changes of the drain (items becoming idle) still go out while they can.
+        // The webhooks stop last: `stopping` and the state changes of the drain (items becoming idle) still go out
+        // while they can (at most `webhooks.stopWait`, then the outbox keeps them).
         var running: [any Service] = webhooks.map { [$0] } ?? []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))

@@ -24,8 +24,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestBody: ByteBuffer?
     private let router: ProxyRouter
     /// `http.allowedWebOrigins`, read for each request (a reload replaces it).
-    private let liveWebOrigins: NIOLockedValueBox<WebOriginPolicy>
-    private var webOrigins: WebOriginPolicy { liveWebOrigins.withLockedValue { $0 } }
+    private let liveWebOrigins: @Sendable () -> WebOriginPolicy
+    private var webOrigins: WebOriginPolicy { liveWebOrigins() }
     private let observer: ExchangeObserver?
     /// The connection's timeouts (``ConnectionTimeoutHandler`` in front of the HTTP decoder), told directly (same
     /// channel, same event loop) where a request stands and how many response bytes were queued: a user event through
@@ -62,7 +62,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
         decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil,
-        webOrigins: NIOLockedValueBox<WebOriginPolicy>? = nil
+        webOrigins: (@Sendable () -> WebOriginPolicy)? = nil
     ) {
         self.yield = yield
         self.router = router
@@ -71,7 +71,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.decoder = decoder
         self.date = date
         self.replays = replays
-        self.liveWebOrigins = webOrigins ?? NIOLockedValueBox(configuration.webOrigins)
+        self.liveWebOrigins = webOrigins ?? { [policy = configuration.webOrigins] in policy }
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
         self.sliceBytes = configuration.sendSliceBytes

@@ -38,6 +38,6 @@ extension ProxyServer {
     /// Gives `/metrics` the number of prewarm items in each state (`hlscache_downloads{state}`); called at
     /// scrape time, off the event loops.
     package func setDownloadStateProvider(_ provider: @escaping @Sendable () throws -> [String: Int]) {
-        services.downloadStates.withLockedValue { $0 = provider }
+        services.adjustable.withLockedValue { $0.downloadStates = provider }
     }
 }

@@ -17,13 +17,18 @@ package final class ProxyServer: Sendable {
     let services: ProxyServices
     private let router: ProxyRouter
     private let limiter: ConnectionLimiter
-    private let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
-    /// The `Date` line of each event loop, once started.
-    private let dates: NIOLockedValueBox<DateHeaders?> = NIOLockedValueBox(nil)
-    /// The requests each event loop answers without decoding (``ReplayedExchanges``), once started.
-    private let replays: NIOLockedValueBox<[ObjectIdentifier: ReplayedExchanges]> = NIOLockedValueBox([:])
-    /// Each event loop's ``LoopYield`` (large bodies written a slice at a time between the loop's other I/O).
-    private let yields: NIOLockedValueBox<[ObjectIdentifier: LoopYield]> = NIOLockedValueBox([:])
+    /// What ``start()`` makes, under one lock (set once, read by ``stop()`` and tests).
+    private struct Started {
+        /// The listening channel.
+        var channel: (any Channel)?
+        /// The `Date` line of each event loop.
+        var dates: DateHeaders?
+        /// The requests each event loop answers without decoding (``ReplayedExchanges``).
+        var replays: [ObjectIdentifier: ReplayedExchanges] = [:]
+        /// Each event loop's ``LoopYield`` (large bodies written a slice at a time between the loop's other I/O).
+        var yields: [ObjectIdentifier: LoopYield] = [:]
+    }
+    private let started = NIOLockedValueBox(Started())
 
     /// - Parameters:
     ///   - store: the disk cache (opened by the caller so `fetch` and `serve` share the code).
@@ -67,15 +72,15 @@ package final class ProxyServer: Sendable {
         let observer = services.observer
         let webOrigins = services.webOrigins
         let dates = DateHeaders(group: services.group)
-        self.dates.withLockedValue { $0 = dates }
+        self.started.withLockedValue { $0.dates = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
         for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges(eventLoop: loop) }
         let replays = tables
-        self.replays.withLockedValue { $0 = tables }
+        self.started.withLockedValue { $0.replays = tables }
         var loopYields: [ObjectIdentifier: LoopYield] = [:]
         for loop in services.group.makeIterator() { loopYields[ObjectIdentifier(loop)] = try await LoopYield.make(on: loop).get() }
         let yields = loopYields
-        self.yields.withLockedValue { $0 = loopYields }
+        self.started.withLockedValue { $0.yields = loopYields }
         let metrics = services.metrics
         let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
@@ -142,7 +147,7 @@ package final class ProxyServer: Sendable {
             try await probe.close()
         }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        self.channel.withLockedValue { $0 = channel }
+        self.started.withLockedValue { $0.channel = channel }
         if let bound = channel.localAddress, let ip = bound.ipAddress, let port = bound.port {
             services.origin.addOwnListener(host: ip, port: port)
         }
@@ -155,44 +160,44 @@ package final class ProxyServer: Sendable {
     func replayedRequests() async throws -> Int {
         var total = 0
         for loop in services.group.makeIterator() {
-            guard let table = replays.withLockedValue({ $0[ObjectIdentifier(loop)] }) else { continue }
+            guard let table = started.withLockedValue({ $0.replays[ObjectIdentifier(loop)] }) else { continue }
             total += try await loop.submit { table.replayed }.get()
         }
         return total
     }
 
     /// The listening channel, once started.
-    var listener: (any Channel)? { channel.withLockedValue { $0 } }
+    var listener: (any Channel)? { started.withLockedValue { $0.channel } }
 
     /// The bound address, once started.
     /// Replaces `http.allowedWebOrigins`: every request from now on, on new and open connections, is judged by
     /// `policy` (a reload; docs/operations.md#reload).
     package func setWebOrigins(_ policy: WebOriginPolicy) {
-        services.webOrigins.withLockedValue { $0 = policy }
+        services.adjustable.withLockedValue { $0.webOrigins = policy }
     }
 
-    package var localAddress: SocketAddress? { channel.withLockedValue { $0?.localAddress } }
+    package var localAddress: SocketAddress? { started.withLockedValue { $0.channel?.localAddress } }
 
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
     package func stop() async throws {
-        let channel = self.channel.withLockedValue { $0 }
+        let channel = started.withLockedValue { $0.channel }
         stopDates()
         try await channel?.close()
     }
 
     /// Stops renewing the `Date` lines and closes the loops' yield pipes (the server is done).
     func stopDates() {
-        dates.withLockedValue { $0 }?.stop()
-        let yields = self.yields.withLockedValue { table in
-            defer { table = [:] }
-            return table
+        started.withLockedValue { $0.dates }?.stop()
+        let yields = started.withLockedValue { started in
+            defer { started.yields = [:] }
+            return started.yields
         }
         for yield in yields.values { yield.close().whenComplete { _ in } }
     }
 
     /// Runs until the listening channel closes.
     package func waitUntilClosed() async throws {
-        let channel = self.channel.withLockedValue { $0 }
+        let channel = started.withLockedValue { $0.channel }
         try await channel?.closeFuture.get()
     }
 

@@ -19,7 +19,7 @@ final class OperationsEndpoint: Sendable {
         let services = self.services
         services.runBlocking(on: responder.eventLoop) { () -> [UInt8] in
             let usage = try? services.store.usage()
-            let states = try? services.downloadStates.withLockedValue { $0 }?()
+            let states = try? services.adjustable.withLockedValue { $0.downloadStates }?()
             services.metrics.update(
                 ProxyMetrics.Snapshot(
                     activeConnections: services.connections.count, originFetchesInFlight: services.fetches.count,
