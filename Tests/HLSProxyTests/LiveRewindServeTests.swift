@@ -87,6 +87,88 @@ import Testing
         await serve.waitForExit()
     }
 
+    /// A multivariant playlist asked for under `/rewind` names its variant, rendition and I-frame playlists at their
+    /// `/rewind/…` URLs (the plain one keeps the plain form); the variant followed from it is the extended media
+    /// playlist, and ffmpeg given only the multivariant rewind URL decodes every segment it lists, the ones the
+    /// origin no longer has included.
+    @Test func aRewoundMultivariantPlaylistPointsEveryRenditionAtItsRewindURL() async throws {
+        let root = LiveRecordingTests.temporary("live-rewind-master")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let stream = try LiveStream(in: root.appendingPathComponent("origin"), listSize: 4, rotateKeysEvery: 4)
+        // Played by ffmpeg: one variant. Read only: a rendition and an I-frame playlist besides.
+        try Data("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x90\nlive.m3u8\n".utf8)
+            .write(to: stream.dir.appendingPathComponent("master.m3u8"))
+        try Data(
+            """
+            #EXTM3U
+            #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="main",DEFAULT=YES,URI="live.m3u8"
+            #EXT-X-STREAM-INF:BANDWIDTH=300000,AUDIO="aud"
+            live.m3u8
+            #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=50000,URI="iframes.m3u8"
+
+            """.utf8
+        ).write(to: stream.dir.appendingPathComponent("renditions.m3u8"))
+        let origin = TestOrigin(root: stream.dir)
+        try await origin.start()
+        try await LiveRecordingTests.waitUntil("the live playlist") { LiveRecordingTests.originSegments(stream.dir).count >= 2 }
+        let config = root.appendingPathComponent("hlscache.yaml")
+        try Data("live:\n  rewindWindow: 10m\n".utf8).write(to: config)
+        let (serve, base) = try await ServeShutdownTests.serve(
+            cache: root.appendingPathComponent("cache"), extra: ["--config", config.path], stderr: root.appendingPathComponent("serve.log"))
+        defer { if serve.isRunning { serve.signal(SIGKILL) } }
+
+        let proxied = "/http/127.0.0.1:\(origin.port)/"
+        let viewed = LiveRecordingTests.Seen()
+        let viewer = Task { try await LiveRecordingTests.watch(base + proxied + "live.m3u8", base: base, seen: viewed) }
+        try await LiveRecordingTests.waitUntil("the viewer watching 12 segments") { viewed.get().count >= 12 }
+        // No new segments from here on, and no EXT-X-ENDLIST: the playlist stays live, its list fixed; the viewer
+        // watches to its end, so the cache holds every segment from the first it watched.
+        await stream.kill()
+        let last = LiveRecordingTests.originSegments(stream.dir).map { String($0.uri.split(separator: "/").last!) }
+        #expect(last.count == 4, "the origin's last window: \(last)")
+        try await LiveRecordingTests.waitUntil("the viewer watching the last window") { viewed.get().isSuperset(of: last) }
+        viewer.cancel()
+        _ = await viewer.result
+
+        // Under /rewind: every playlist it names at its rewind URL. The plain URL: the plain form.
+        for (prefix, label) in [("/rewind" + proxied, "rewind"), (proxied, "plain")] {
+            let (status, body) = try await LiveRecordingTests.http(base + prefix + "renditions.m3u8")
+            #expect(status == 200)
+            let text = String(decoding: body, as: UTF8.self)
+            let master = try Playlist(text).master()
+            let uris = master.variants.map(\.uri) + master.renditions.compactMap(\.uri) + master.iFrameVariants.map(\.uri)
+            #expect(uris == [prefix + "live.m3u8", prefix + "live.m3u8", prefix + "iframes.m3u8"], "\(label): \(text)")
+        }
+
+        // The variant followed from the rewind URL: the extended media playlist, segments and keys in their plain form.
+        let (status, body) = try await LiveRecordingTests.http(base + "/rewind" + proxied + "master.m3u8")
+        #expect(status == 200)
+        let variant = try #require(try Playlist(String(decoding: body, as: UTF8.self)).master().variants.first?.uri)
+        #expect(variant == "/rewind" + proxied + "live.m3u8")
+        let extended = try await LiveRecordingTests.http(base + variant)
+        let text = String(decoding: extended.body, as: UTF8.self)
+        let media = try Playlist(text).media()
+        let windowNow = LiveRecordingTests.originSegments(stream.dir)
+        let oldest = try #require(media.segments.first)
+        #expect(media.isLive && media.segments.count >= 8, "\(text)")
+        #expect(oldest.mediaSequence + 4 <= (windowNow.first?.mediaSequence ?? 0), "older than the origin's window: \(text)")
+        #expect(media.segments.allSatisfy { $0.uri.hasPrefix(proxied) }, "\(text)")
+        #expect(media.segments.allSatisfy { $0.key?.uri?.hasPrefix("/keys/") ?? false }, "\(text)")
+        let names = media.segments.map { String($0.uri.split(separator: "/").last!) }
+        #expect(!FileManager.default.fileExists(atPath: stream.dir.appendingPathComponent(names[0]).path), "gone from the origin")
+
+        // ffmpeg given the multivariant rewind URL, from the start of what it lists (it would join a live playlist at
+        // its edge) until the list stops growing: every listed segment, 25 frames each.
+        let before = origin.requests.filter { $0.path.hasPrefix("/seg") }.count
+        let frames = try await FFmpeg.frameMD5(
+            base + "/rewind" + proxied + "master.m3u8", extraArguments: ["-live_start_index", "0", "-m3u8_hold_counters", "3"])
+        #expect(frames.count == names.count * 25, "\(frames.count) frames for \(names.count) segments")
+        #expect(origin.requests.filter { $0.path.hasPrefix("/seg") }.count == before, "played from the cache")
+        await origin.stop()
+        serve.signal(SIGTERM)
+        await serve.waitForExit()
+    }
+
     /// A playlist's lines with each URI reduced to its last path component (the proxy rewrites URIs only).
     static func structure(of text: String) -> [String] {
         text.split(separator: "\n").map { line -> String in

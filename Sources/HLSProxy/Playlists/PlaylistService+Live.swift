@@ -73,3 +73,27 @@ extension PlaylistService {
         }
     }
 }
+
+/// A multivariant playlist for `/rewind/…`: its variant, rendition and I-frame playlists at their `/rewind/…` URL,
+/// so a player given the multivariant playlist's rewind URL rewinds every rendition; everything else (session keys,
+/// session data, steering, images) as ``inner`` writes it.
+struct RewindLinks: URIRewriter {
+    let inner: ProxyPathRewriter
+
+    private static func rewound(_ path: String?, role: URIRole) -> String? {
+        guard let path, role == .variant || role == .rendition || role == .iFramePlaylist, path.hasPrefix("/http") else { return path }
+        return "/rewind" + path
+    }
+
+    func rewrite(_ resolvedURL: String, role: URIRole) throws -> String? {
+        Self.rewound(try inner.rewrite(resolvedURL, role: role), role: role)
+    }
+
+    func rewriteKey(_ resolvedURL: String, role: URIRole, method: String) throws -> String? {
+        try inner.rewriteKey(resolvedURL, role: role, method: method)
+    }
+
+    func directoryPrefix(for directoryURL: String, role: URIRole) -> String? {
+        Self.rewound(inner.directoryPrefix(for: directoryURL, role: role), role: role)
+    }
+}

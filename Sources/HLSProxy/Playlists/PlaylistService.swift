@@ -26,8 +26,9 @@ struct RewrittenPlaylist: Sendable {
     /// needs absolute URLs (``PlaylistService/needsAbsoluteURLs(_:contentType:url:)``). Empty for the others.
     /// ``gzip`` is nil when this is not empty: the body differs with the request's `Host`.
     var baseInsertions: [Int] = []
-    /// A live media playlist extended backwards by the segments still held from before its window, for `/rewind/…`
-    /// (``LiveRewind``); nil when nothing is held or `live.rewindWindow` is off (the plain body is served).
+    /// For `/rewind/…`: a live media playlist extended backwards by the segments still held from before its window
+    /// (``LiveRewind``), or a multivariant playlist whose renditions point at `/rewind/…` (``RewindLinks``); nil when
+    /// nothing is held or `live.rewindWindow` is off (the plain body is served).
     var rewound: ByteBuffer?
 
     /// The body for a request that reached the server at `base` (`http://authority`).
@@ -428,6 +429,9 @@ final class PlaylistService: Sendable {
             } else {
                 rewritten = try playlist.rewrite(baseURL: url.string, imports: imports, keepingUnresolved: true, using: rewriter)
             }
+            if playlist.kind == .master, configuration.liveRewindWindow > 0, insertions == nil {
+                rewound = try playlist.rewrite(baseURL: url.string, keepingUnresolved: true, using: RewindLinks(inner: rewriter))
+            }
             if playlist.kind == .master {
                 learnImports(from: playlist, url: url)
                 cookies.learn(page: url)
@@ -549,7 +553,8 @@ final class PlaylistService: Sendable {
         var body = playlist.body
         if responder.wantsRewind, let rewound = playlist.rewound {
             body = rewound
-            headers.add(name: "X-Rewind", value: "extended")
+            // Only a live media playlist or a multivariant one is given a rewound form.
+            headers.add(name: "X-Rewind", value: playlist.isLive ? "extended" : "renditions")
         } else if !playlist.baseInsertions.isEmpty {
             body = playlist.body(base: responder.request.serverBase(configuration.serverNames))
             if responder.request.acceptsGzip, body.readableBytes >= 256 {

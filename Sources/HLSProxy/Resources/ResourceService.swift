@@ -84,7 +84,10 @@ final class ResourceService: Sendable {
                 return
             }
             if let replay = memo.replay, replayHit(replay, target: memo.resolved, request: request, responder: responder) { return }
-            if let playlist = memo.playlistReplay, replayPlaylistHit(playlist, memo: memo, request: request, responder: responder) {
+            // The stored copies of a multivariant playlist are its plain form: `/rewind/…` makes its own (servePlaylist).
+            if !responder.wantsRewind, let playlist = memo.playlistReplay,
+                replayPlaylistHit(playlist, memo: memo, request: request, responder: responder)
+            {
                 return
             }
             switch lookUp(key, url: url) {
@@ -312,7 +315,9 @@ final class ResourceService: Sendable {
         let store = services.store
         let gzipClient = request.acceptsGzip
         let replayTarget = replay.map { ReplayTarget.playlist($0.target, raw: raw, forGzipClients: gzipClient, current: $0.current) }
-        if gzipClient, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
+        // `/rewind/…`: made from the raw copy each time (``RewrittenPlaylist/rewound``), the stored copies left as they are.
+        let rewind = responder.wantsRewind
+        if !rewind, gzipClient, let (gzip, gzipPin) = store.lookupAndPin(PlaylistService.gzipKey(key)),
             serveFile(
                 gzip, pin: gzipPin, headers: services.playlists.fileHeaders(gzip: true), request: request, responder: responder,
                 replay: replayTarget)
@@ -320,7 +325,7 @@ final class ResourceService: Sendable {
             pin.unpin()
             return
         }
-        if let (rewritten, rewrittenPin) = store.lookupAndPin(PlaylistService.rewrittenKey(key)),
+        if !rewind, let (rewritten, rewrittenPin) = store.lookupAndPin(PlaylistService.rewrittenKey(key)),
             serveFile(
                 rewritten, pin: rewrittenPin, headers: services.playlists.fileHeaders(gzip: false), request: request, responder: responder,
                 replay: replayTarget)
@@ -336,7 +341,7 @@ final class ResourceService: Sendable {
             let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw.path)))
             do {
                 return try playlists.process(
-                    raw: bytes, key: key, url: base, store: true, fromStore: true, tokens: raw.tokens, contentType: raw.contentType)
+                    raw: bytes, key: key, url: base, store: !rewind, fromStore: true, tokens: raw.tokens, contentType: raw.contentType)
             } catch let error as PlaylistService.StoredLivePlaylist {
                 // A live playlist is never served from a stored copy (it would freeze the stream): the copy goes.
                 _ = try? store.remove(key)
