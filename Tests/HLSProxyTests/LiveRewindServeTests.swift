@@ -130,8 +130,9 @@ import Testing
         viewer.cancel()
         _ = await viewer.result
 
-        // Under /rewind: every playlist it names at its rewind URL. The plain URL: the plain form.
-        for (prefix, label) in [("/rewind" + proxied, "rewind"), (proxied, "plain")] {
+        // Under /rewind: every playlist it names at its rewind URL. The plain URL: the plain form. The plain one
+        // first, so the rewind one is made from the stored copy, and the plain one again, unchanged by it.
+        for (prefix, label) in [(proxied, "plain"), ("/rewind" + proxied, "rewind"), (proxied, "plain again")] {
             let (status, body) = try await LiveRecordingTests.http(base + prefix + "renditions.m3u8")
             #expect(status == 200)
             let text = String(decoding: body, as: UTF8.self)
