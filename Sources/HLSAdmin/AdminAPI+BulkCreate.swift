@@ -13,7 +13,7 @@ extension AdminAPI {
     }
 
     /// Each entry of `list` read as `POST /items` reads one body; a bad entry is refused alone.
-    static func bulkEntries(_ list: [Any], now: Date = Date()) throws(AdminError) -> [BulkEntry] {
+    static func bulkEntries(_ list: [Any], now: Date = Date(), defaultSeconds: Int = 0) throws(AdminError) -> [BulkEntry] {
         guard !list.isEmpty, list.count <= maxBulkItems else {
             throw .badRequest("an array of 1…\(maxBulkItems) items is expected")
         }
@@ -22,11 +22,11 @@ extension AdminAPI {
                 let data = try? JSONSerialization.data(withJSONObject: object)
             else { return .refused(id: nil, .badRequest("an entry must be a JSON object")) }
             let id = object["id"] as? String
-            if object["dryRun"] != nil {
-                return .refused(id: id, .badRequest("\"dryRun\": one item at a time, not in an array"))
+            for field in ["dryRun", "posterOnly"] where object[field] != nil {
+                return .refused(id: id, .badRequest("\"\(field)\": one item at a time, not in an array"))
             }
             do throws(AdminError) {
-                return .item(try ItemRequest.parse(object: object, data: data, now: now))
+                return .item(try ItemRequest.parse(object: object, data: data, now: now, defaultSeconds: defaultSeconds))
             } catch {
                 return .refused(id: id, error)
             }

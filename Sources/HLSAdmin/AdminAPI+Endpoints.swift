@@ -32,7 +32,7 @@ extension AdminAPI {
         }
         if request.start {
             wake()
-        } else {
+        } else if !request.posterOnly {
             // Loads its playlists, renditions and estimate in the background; it stays `ready` until resumed.
             let downloader = self.downloader
             let id = item.id
@@ -41,6 +41,21 @@ extension AdminAPI {
         return Reply(
             status: .created, json: AdminJSON.string(try json(item, consumption: nil)),
             headers: [("Location", "/api/v1/items/\(item.id)")])
+    }
+
+    /// `POST /items` with `"posterOnly": true`: the item created `ready`, then its poster stored (the answer waits for
+    /// it); a poster the origin refuses leaves the item with its `posterError` (still `201`: the item exists).
+    func createPosterOnly(_ request: ItemRequest) async throws -> Reply {
+        let id = request.item.id
+        _ = try await threadPool.runIfActive { try self.createItem(request) }
+        let item: DownloadItem
+        do {
+            item = try await downloader.storePoster(of: id)
+        } catch {
+            item = try items.require(id)
+        }
+        return Reply(
+            status: .created, json: AdminJSON.string(try json(item, consumption: nil)), headers: [("Location", "/api/v1/items/\(id)")])
     }
 
     /// `PATCH /items/{id}`: expiry (relative or absolute; the item's keys follow it) and lock.

@@ -141,7 +141,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             if let list = (try? JSONSerialization.jsonObject(with: Data(body))) as? [Any] {
                 let entries: [BulkEntry]
                 do {
-                    entries = try Self.bulkEntries(list)
+                    entries = try Self.bulkEntries(list, defaultSeconds: downloader.configuration.defaultSeconds)
                 } catch {
                     return responder.send(error: error)
                 }
@@ -149,11 +149,12 @@ package final class AdminAPI: ProxyRouteExtension, Service {
             }
             let parsed: ItemRequest
             do {
-                parsed = try ItemRequest.parse(body)
+                parsed = try ItemRequest.parse(body, defaultSeconds: downloader.configuration.defaultSeconds)
             } catch {
                 return responder.send(error: error)
             }
             if parsed.dryRun { return asynchronous(responder) { try await self.dryRun(parsed) } }
+            if parsed.posterOnly { return asynchronous(responder) { try await self.createPosterOnly(parsed) } }
             return blocking(responder) { try self.createItem(parsed) }
         case 2 where route == ["items", "batch"] && method == .POST:
             let body = request.body.map { Array($0.readableBytesView) } ?? []
@@ -325,18 +326,18 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         let stream = EventStream(responder: responder, capacity: configuration.maxBufferedEvents, filter: filter) { stream in
             hub.unsubscribe(stream)
         }
-        hub.subscribe(stream)
-        stream.start()
+        stream.start(first: hub.subscribe(stream))
     }
 
     // MARK: - Background work
 
     /// Polls for changes by other processes, records playback and sends heartbeats until the task is cancelled or
-    /// the service group shuts down gracefully; then closes every event stream (so the proxy's drain does not wait
-    /// for them).
+    /// the service group shuts down gracefully; then sends `stopping` (a server's) and ends every event stream once
+    /// it is written, within ``AdminConfiguration/stopWait`` (so the proxy's drain does not wait for them).
     package func run() async throws {
         await cancelWhenGracefulShutdown { await self.loop() }
-        hub.closeAll()
+        hub.serverStopping()
+        await hub.closeAll(within: configuration.stopWait)
     }
 
     private func loop() async {

@@ -15,6 +15,9 @@ package struct AdminConfiguration: Sendable {
     package var progressInterval: Duration = .milliseconds(250)
     /// A comment line sent to every `/events` subscriber this often, so dead connections are noticed.
     package var heartbeatInterval: Duration = .seconds(15)
+    /// At a stop, how long the event streams may take to write what is queued for them (`stopping` last) before they
+    /// are closed (`serve`: `shutdown.grace`).
+    package var stopWait: Duration = .seconds(2)
 
     /// Defaults: loopback only, no token.
     package init(token: String? = nil, allowedNetworks: [IPNetwork] = []) {

@@ -19,6 +19,9 @@ package enum AdminEvent: Sendable, Hashable {
     case played(id: String, lastPlayedAt: Date, servedSeconds: Double)
     /// The download policies changed (`PATCH /policies`): every policy's value now. About no item (`id` is empty).
     case policy(policies: [String: String])
+    /// The server started (the first event of every stream; once to webhooks) or is stopping (SIGTERM, SIGINT; the
+    /// last event of every stream). About no item (`id` is empty).
+    case server(ServerStatus)
 
     /// The item the event is about.
     package var id: String {
@@ -26,7 +29,7 @@ package enum AdminEvent: Sendable, Hashable {
         case .state(let id, _, _), .progress(let id, _, _, _, _, _), .evicted(let id, _, _, _, _), .removed(let id), .played(let id, _, _),
             .locked(let id, _):
             id
-        case .policy: ""
+        case .policy, .server: ""
         }
     }
 
@@ -34,7 +37,7 @@ package enum AdminEvent: Sendable, Hashable {
     var isCoalescable: Bool {
         switch self {
         case .progress, .played: true
-        case .state, .evicted, .removed, .locked, .policy: false
+        case .state, .evicted, .removed, .locked, .policy, .server: false
         }
     }
 
@@ -47,6 +50,7 @@ package enum AdminEvent: Sendable, Hashable {
         case .locked: "lock"
         case .played: "played"
         case .policy: "policy"
+        case .server: "server"
         }
     }
 
@@ -76,6 +80,11 @@ package enum AdminEvent: Sendable, Hashable {
             return ["type": "played", "id": id, "lastPlayedAt": AdminJSON.iso(at), "servedSeconds": seconds]
         case .policy(let policies):
             return ["type": "policy", "policies": policies]
+        case .server(let status):
+            return [
+                "type": "server", "event": status.phase.rawValue, "startedAt": AdminJSON.iso(status.startedAt), "pid": Int(status.pid),
+                "version": status.version,
+            ]
         }
     }
 
@@ -84,5 +93,25 @@ package enum AdminEvent: Sendable, Hashable {
         buffer.writeString("event: \(type)\ndata: ")
         buffer.writeString(AdminJSON.string(object))
         buffer.writeString("\n\n")
+    }
+}
+
+/// What a `server` event says (PCD's `hlsServerStarted`/stopped): the phase, and which server run it is about — a
+/// subscriber that reconnects and reads another `startedAt` or `pid` knows the server restarted.
+package struct ServerStatus: Sendable, Hashable {
+    package enum Phase: String, Sendable, Hashable {
+        case started, stopping
+    }
+
+    package var phase: Phase
+    package var startedAt: Date
+    package var pid: Int32
+    package var version: String
+
+    package init(phase: Phase, startedAt: Date, pid: Int32, version: String) {
+        self.phase = phase
+        self.startedAt = startedAt
+        self.pid = pid
+        self.version = version
     }
 }

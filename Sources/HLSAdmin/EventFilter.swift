@@ -2,7 +2,7 @@
 /// THEOplayer's per-task listeners. Empty sets: every item, every type.
 struct EventFilter: Sendable, Hashable {
     /// The event types a subscriber may name.
-    static let types: Set<String> = ["state", "progress", "evicted", "removed", "lock", "played", "policy"]
+    static let types: Set<String> = ["state", "progress", "evicted", "removed", "lock", "played", "policy", "server"]
 
     var items: Set<String> = []
     var types: Set<String> = []

@@ -34,6 +34,8 @@ package final class EventHub: Sendable {
         /// When each item's state was last announced from an event (not a poll): a poll that read the items table
         /// before that moment has an older state and must not announce it (it did: downloading, queued, downloading).
         var announcedAt: [String: ContinuousClock.Instant] = [:]
+        /// The `started` event of this server run, sent first on every new stream (nil before ``serverStarted(_:)``).
+        var started: ServerStatus?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -64,8 +66,36 @@ package final class EventHub: Sendable {
         return streams.map(\.backlog).max() ?? 0
     }
 
-    func subscribe(_ stream: EventStream) {
-        state.withLockedValue { $0.subscribers[ObjectIdentifier(stream)] = stream }
+    /// Adds `stream`; returns the events it gets before any other: the server's `started` (when its filter takes it).
+    func subscribe(_ stream: EventStream) -> [AdminEvent] {
+        sending.withLock {
+            state.withLockedValue { s -> [AdminEvent] in
+                s.subscribers[ObjectIdentifier(stream)] = stream
+                guard let started = s.started, stream.filter.accepts(.server(started)) else { return [] }
+                return [.server(started)]
+            }
+        }
+    }
+
+    /// The server listens (`serve`): `started` goes to the observers (webhooks) once, and opens every stream from now
+    /// on (a stream cannot connect before it; one that reconnects learns whether the server restarted).
+    package func serverStarted(_ status: ServerStatus) {
+        var started = status
+        started.phase = .started
+        sending.withLock {
+            state.withLockedValue { $0.started = started }
+            broadcast(.server(started))
+        }
+    }
+
+    /// The server is stopping: `stopping` to every stream and observer (after ``serverStarted(_:)`` only; an API
+    /// without a server, as in tests, sends none).
+    func serverStopping() {
+        sending.withLock {
+            guard var status = state.withLockedValue({ $0.started }) else { return }
+            status.phase = .stopping
+            broadcast(.server(status))
+        }
     }
 
     func unsubscribe(_ stream: EventStream) {
@@ -276,11 +306,18 @@ package final class EventHub: Sendable {
         for stream in streams where stream.filter.accepts(event) { stream.enqueue(event) }
     }
 
-    /// Closes every subscription (server stopping).
-    func closeAll() {
+    /// Ends every subscription (server stopping): each stream ends once what is queued for it (`stopping` last) is
+    /// written, waiting at most `bound` in all; a stream still not written by then (a client that does not read) is
+    /// closed.
+    func closeAll(within bound: Duration) async {
         let streams = state.withLockedValue { s -> [EventStream] in
             defer { s.subscribers.removeAll() }
             return Array(s.subscribers.values)
+        }
+        for stream in streams { stream.finish() }
+        let deadline = ContinuousClock.now + bound
+        while streams.contains(where: { !$0.isClosed }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
         }
         for stream in streams { stream.close(abort: true) }
     }

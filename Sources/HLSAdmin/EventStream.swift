@@ -16,6 +16,8 @@ final class EventStream: Sendable {
         var writing = false
         var heartbeat = false
         var closed = false
+        /// The server stops: the response ends once the queue is written (``finish()``).
+        var ending = false
         var dropped = 0
     }
 
@@ -36,8 +38,8 @@ final class EventStream: Sendable {
         self.onClose = onClose
     }
 
-    /// Sends the head and the first comment, and notices the client going away.
-    func start() {
+    /// Sends the head, the first comment and `first` (the server's `started`), and notices the client going away.
+    func start(first: [AdminEvent] = []) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/event-stream; charset=utf-8")
         headers.add(name: "Cache-Control", value: "no-store")
@@ -46,6 +48,7 @@ final class EventStream: Sendable {
         responder.whenClosed { [self] in close(abort: false) }
         var hello = ByteBuffer()
         hello.writeString("retry: 2000\n: hlscache events\n\n")
+        for event in first { event.write(to: &hello) }
         queue.withLockedValue { $0.writing = true }
         write(hello)
     }
@@ -103,12 +106,20 @@ final class EventStream: Sendable {
     }
 
     private func drain() {
-        let (events, heartbeat) = queue.withLockedValue { q -> ([AdminEvent], Bool) in
+        let (events, heartbeat, end) = queue.withLockedValue { q -> ([AdminEvent], Bool, Bool) in
             let taken = (q.events, q.heartbeat)
             q.events.removeAll(keepingCapacity: true)
             q.heartbeat = false
-            if taken.0.isEmpty && !taken.1 { q.writing = false }
-            return taken
+            guard taken.0.isEmpty && !taken.1 else { return (taken.0, taken.1, false) }
+            q.writing = false
+            guard q.ending && !q.closed else { return ([], false, false) }
+            q.closed = true
+            return ([], false, true)
+        }
+        if end {
+            responder.end()
+            onClose(self)
+            return
         }
         guard !events.isEmpty || heartbeat else { return }
         var buffer = ByteBuffer()
@@ -123,6 +134,25 @@ final class EventStream: Sendable {
             case .success: drain()
             case .failure: close(abort: true)
             }
+        }
+    }
+
+    /// Whether the subscription ended.
+    var isClosed: Bool { queue.withLockedValue { $0.closed } }
+
+    /// Ends the response once everything queued is written (the server stops); nothing new is queued after the
+    /// events already sent to it.
+    func finish() {
+        let endNow = queue.withLockedValue { q -> Bool in
+            guard !q.closed, !q.ending else { return false }
+            q.ending = true
+            guard !q.writing else { return false }  // the drain ends it when the queue is written
+            q.closed = true
+            return true
+        }
+        if endNow {
+            responder.end()
+            onClose(self)
         }
     }
 

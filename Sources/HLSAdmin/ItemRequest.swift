@@ -11,11 +11,13 @@ struct ItemRequest {
     var dryRun = false
     /// The body named the item's `id` (else one was generated).
     var idGiven = false
+    /// `"posterOnly": true`: create it `ready` and store its poster alone (PCD `VOCItemDownloadThumbnailOnly`).
+    var posterOnly = false
 
     static let knownFields: Set<String> = [
         "url", "seconds", "variants", "audio", "subtitles", "iframes", "expires", "expiresAt", "id", "headers", "lock", "rate", "start",
         "through",
-        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun", "record",
+        "title", "tags", "poster", "meta", "maxSize", "window", "dailyLimit", "dryRun", "record", "posterOnly",
     ]
 
     private struct Body: Decodable {
@@ -41,6 +43,7 @@ struct ItemRequest {
         var dailyLimit: Size?
         var dryRun: Bool?
         var record: Record?
+        var posterOnly: Bool?
     }
 
     /// `"record": {"duration": "45m" or seconds, "until": "2026-11-28T21:00:00Z"}` (`{}`: until the stream ends).
@@ -97,7 +100,8 @@ struct ItemRequest {
     }
 
     /// Parses and validates; every problem is one `badRequest` naming the field.
-    static func parse(_ body: [UInt8], now: Date = Date()) throws(AdminError) -> ItemRequest {
+    /// `defaultSeconds`: the precache length of an item without `seconds` (`downloads.defaultSeconds`).
+    static func parse(_ body: [UInt8], now: Date = Date(), defaultSeconds: Int = 0) throws(AdminError) -> ItemRequest {
         let object: [String: Any]
         do {
             guard let parsed = try JSONSerialization.jsonObject(with: Data(body), options: []) as? [String: Any] else {
@@ -109,11 +113,11 @@ struct ItemRequest {
         } catch {
             throw .badRequest("the body is not valid JSON")
         }
-        return try parse(object: object, data: Data(body), now: now)
+        return try parse(object: object, data: Data(body), now: now, defaultSeconds: defaultSeconds)
     }
 
     /// One item's fields, already read as a JSON object (`data` is its JSON text).
-    static func parse(object: [String: Any], data: Data, now: Date = Date()) throws(AdminError) -> ItemRequest {
+    static func parse(object: [String: Any], data: Data, now: Date = Date(), defaultSeconds: Int = 0) throws(AdminError) -> ItemRequest {
         if let unknown = object.keys.sorted().first(where: { !knownFields.contains($0) }) {
             throw .badRequest("unknown field \"\(unknown)\"")
         }
@@ -129,7 +133,7 @@ struct ItemRequest {
         }
         guard let url = fields.url else { throw .badRequest("\"url\" (a string) is required") }
         do { _ = try OriginURL(url) } catch { throw .badRequest("\"url\": \(error)") }
-        let seconds = fields.seconds ?? 0
+        let seconds = fields.seconds ?? defaultSeconds
         guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
             throw .badRequest("\"seconds\": expected 0…\(DownloadItem.maxPrecacheSeconds)")
         }
@@ -232,7 +236,16 @@ struct ItemRequest {
             }
             item.record = spec
         }
-        return ItemRequest(item: item, start: fields.start ?? true, dryRun: fields.dryRun ?? false, idGiven: fields.id != nil)
+        let posterOnly = fields.posterOnly ?? false
+        if posterOnly {
+            guard item.posterURL != nil else { throw .badRequest("\"posterOnly\": needs \"poster\"") }
+            if fields.start == true || fields.dryRun == true || fields.record != nil {
+                throw .badRequest("\"posterOnly\" stores the poster alone: not with \"start\": true, \"dryRun\" or \"record\"")
+            }
+        }
+        return ItemRequest(
+            item: item, start: !posterOnly && (fields.start ?? true), dryRun: fields.dryRun ?? false, idGiven: fields.id != nil,
+            posterOnly: posterOnly)
     }
 
     private static func describe(_ type: Any.Type) -> String {

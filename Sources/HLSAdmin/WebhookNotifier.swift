@@ -25,6 +25,10 @@ package struct WebhookConfiguration: Sendable {
     package var queueSize = 1024
     /// One delivery's whole time (connect, send, answer).
     package var timeout: Duration = .seconds(10)
+    /// At a graceful stop, how long the deliveries may go on to empty the queues (the server's `stopping` is in
+    /// them); what is still queued after it (a receiver down or slow) goes to the outbox. A dead receiver never
+    /// holds a shutdown longer.
+    package var stopWait: Duration = .seconds(5)
     /// How the wait between two deliveries is waited (tests inject their own).
     package var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     /// The time written into each event.
@@ -124,11 +128,12 @@ package final class WebhookNotifier: Service, Sendable {
         hub.observe { [weak self] event in self?.enqueue(event) }
     }
 
-    /// Queues a state change, removal, lock or unlock for every receiver; other events are not sent. Never waits.
+    /// Queues a state change, removal, lock or unlock, or the server's `started`/`stopping`, for every receiver; other
+    /// events are not sent. Never waits.
     package func enqueue(_ event: AdminEvent) {
         guard !receivers.isEmpty else { return }
         switch event {
-        case .state, .removed, .locked: break
+        case .state, .removed, .locked, .server: break
         case .progress, .evicted, .played, .policy: return
         }
         let number = sequence.withLockedValue { value -> Int64 in
@@ -180,31 +185,26 @@ package final class WebhookNotifier: Service, Sendable {
         "sha256=" + HMACSHA256.hex(body, key: secret)
     }
 
-    /// Delivers until the task is cancelled or the service group shuts down; then keeps what is left in the outbox
-    /// and stops the HTTP client.
+    /// Delivers until the task is cancelled, or the service group shuts down and the queues are empty or
+    /// ``WebhookConfiguration/stopWait`` passed; then keeps what is left in the outbox and stops the HTTP client.
     package func run() async throws {
         // Made here, so a notifier that never runs (serve failing to start) leaves no client to shut down.
         let client = HTTPClient(
             eventLoopGroupProvider: .shared(eventLoopGroup), configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
         restoreOutbox()
-        await cancelWhenGracefulShutdown {
-            await withTaskGroup(of: Void.self) { group in
-                for receiver in self.receivers {
-                    group.addTask {
-                        while let delivery = await receiver.queue.next() {
-                            // Interrupted by the stop: it stays in flight, for the outbox.
-                            guard await self.deliver(delivery, to: receiver.url, client: client) else { break }
-                            receiver.queue.done()
-                        }
-                    }
-                }
-                // Cancellation ends the receivers' loops: finishing their queues wakes loops waiting for an event.
-                await withTaskCancellationHandler {
-                    await group.waitForAll()
-                } onCancel: {
-                    for receiver in self.receivers { receiver.queue.finish() }
+        await withTaskGroup(of: Void.self) { stop in
+            stop.addTask { await self.deliverAll(client: client) }
+            // At a graceful stop the queues get up to `stopWait` to empty (`stopping` goes out), then the deliveries
+            // are cancelled; cancelled outright, they stop at once.
+            stop.addTask {
+                guard (try? await gracefulShutdown()) != nil else { return }
+                let deadline = ContinuousClock.now + self.configuration.stopWait
+                while self.receivers.contains(where: { $0.queue.count > 0 }) && ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(20))
                 }
             }
+            await stop.next()
+            stop.cancelAll()
         }
         var left: [WebhookOutboxEntry] = []
         for receiver in receivers {
@@ -212,6 +212,27 @@ package final class WebhookNotifier: Service, Sendable {
         }
         keep(left)
         try? await client.shutdown()
+    }
+
+    /// Delivers each receiver's queue in order until the task is cancelled.
+    private func deliverAll(client: HTTPClient) async {
+        await withTaskGroup(of: Void.self) { group in
+            for receiver in self.receivers {
+                group.addTask {
+                    while let delivery = await receiver.queue.next() {
+                        // Interrupted by the stop: it stays in flight, for the outbox.
+                        guard await self.deliver(delivery, to: receiver.url, client: client) else { break }
+                        receiver.queue.done()
+                    }
+                }
+            }
+            // Cancellation ends the receivers' loops: finishing their queues wakes loops waiting for an event.
+            await withTaskCancellationHandler {
+                await group.waitForAll()
+            } onCancel: {
+                for receiver in self.receivers { receiver.queue.finish() }
+            }
+        }
     }
 
     /// One event to one receiver: up to ``WebhookConfiguration/attempts`` POSTs until one gets a 2xx.

@@ -110,6 +110,8 @@ extension HLSCacheSettings {
         configuration.retryMaxDelay = downloadRetryMaxDelay
         configuration.bytesPerSecond = downloadRateLimit
         configuration.keepFilesOnExpiry = keepFilesOnExpiry
+        configuration.defaultSeconds = downloadDefaultSeconds
+        configuration.autoPurgeExpired = downloadAutoPurge
         configuration.idleRetryInterval = downloadIdleRetryInterval
         configuration.idleRetryMaxInterval = downloadIdleRetryMaxInterval
         configuration.maxPlaylistBytes = maxPlaylistBytes

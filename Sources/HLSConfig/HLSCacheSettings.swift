@@ -122,6 +122,10 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var downloadWindow: String?
     /// `downloads.itemRate`: the bandwidth cap of each item without its own.
     package var downloadItemRate: Int64?
+    /// `downloads.defaultSeconds`: the precache length of an item created without one (0: the whole stream).
+    package var downloadDefaultSeconds: Int
+    /// `downloads.autoPurge`: expired items that are not locked are removed (records too) by `serve`.
+    package var downloadAutoPurge: Bool
 
     // Webhooks (issue 27)
     /// `webhooks.urls`: receivers of a signed JSON POST for every item state change.
@@ -132,6 +136,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var webhookAttempts: Int = 5
     /// `webhooks.retryBaseDelay`: the wait before the second delivery; doubled each time.
     package var webhookRetryBaseDelay: Duration = .seconds(1)
+    /// `webhooks.stopWait`: at a stop, how long the deliveries may go on to empty the queues.
+    package var webhookStopWait: Duration = .seconds(5)
     /// `webhooks.queueSize`: events waiting for delivery; past it the oldest is dropped (and counted).
     package var webhookQueueSize: Int = 1024
 
@@ -191,6 +197,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
         downloadRetryMaxDelay = downloads.retryMaxDelay
         downloadRateLimit = downloads.bytesPerSecond
         keepFilesOnExpiry = downloads.keepFilesOnExpiry
+        downloadDefaultSeconds = downloads.defaultSeconds
+        downloadAutoPurge = downloads.autoPurgeExpired
         downloadIdleRetryInterval = downloads.idleRetryInterval
         downloadIdleRetryMaxInterval = downloads.idleRetryMaxInterval
         shutdownGrace = proxy.shutdownGrace

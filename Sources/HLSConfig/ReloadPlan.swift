@@ -14,7 +14,8 @@ package struct ReloadPlan: Sendable, Equatable {
     /// origin client's pool) because the objects built from them are not rebuilt while clients use them.
     package static let liveKeys: Set<String> = [
         "log.level", "downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window",
-        "downloads.maxItemSize", "keys.allow", "api.token", "api.allow", "http.allowedWebOrigins", originsKey,
+        "downloads.maxItemSize", "downloads.concurrentItems", "downloads.defaultSeconds", "downloads.autoPurge", "keys.allow", "api.token",
+        "api.allow", "http.allowedWebOrigins", originsKey,
     ]
 
     /// The name `origins` (the per-origin headers and cookies) takes in a plan.
@@ -55,6 +56,9 @@ package struct ReloadPlan: Sendable, Equatable {
             case "downloads.dailyLimit": result.downloadDailyLimit = loaded.downloadDailyLimit
             case "downloads.window": result.downloadWindow = loaded.downloadWindow
             case "downloads.maxItemSize": result.downloadMaxItemBytes = loaded.downloadMaxItemBytes
+            case "downloads.concurrentItems": result.downloadConcurrentItems = loaded.downloadConcurrentItems
+            case "downloads.defaultSeconds": result.downloadDefaultSeconds = loaded.downloadDefaultSeconds
+            case "downloads.autoPurge": result.downloadAutoPurge = loaded.downloadAutoPurge
             case "keys.allow": result.keysAllow = loaded.keysAllow
             case "api.token": result.apiToken = loaded.apiToken
             case "api.allow": result.apiAllow = loaded.apiAllow

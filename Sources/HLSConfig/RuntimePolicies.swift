@@ -5,7 +5,10 @@ import Foundation
 /// of the same key; a stored value overrides the config file (and env and flags) until it is reset with `~reset`.
 package struct RuntimePolicies: Sendable, Equatable {
     /// The keys that may change at run time, as in Config/hlscache.yaml.
-    package static let keys = ["downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window"]
+    package static let keys = [
+        "downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window", "downloads.concurrentItems",
+        "downloads.defaultSeconds", "downloads.autoPurge",
+    ]
     /// The value that removes a stored override, so the configured value applies again.
     package static let reset = "~reset"
     /// The file in the cache directory.

@@ -238,6 +238,12 @@ package enum SettingCatalog {
                 "downloads.keepFilesOnExpiry", \.keepFilesOnExpiry,
                 "at an item's expiry keep its files as ordinary (unlocked, LRU) cache objects instead of evicting them; keys are purged either way"
             ),
+            .int(
+                "downloads.defaultSeconds", \.downloadDefaultSeconds, range: 0...DownloadItem.maxPrecacheSeconds,
+                "precache length of an item created without seconds (fetch without --seconds, POST /items); 0: the whole stream"),
+            .bool(
+                "downloads.autoPurge", \.downloadAutoPurge,
+                "serve removes expired items that are not locked, records included (as rm); a locked one stays listed as expired"),
             .optionalSize(
                 "downloads.maxItemSize", \.downloadMaxItemBytes,
                 "an item whose estimate or download is larger fails tooLarge; an item's own maxSize takes its place (~: none)"),
@@ -279,6 +285,10 @@ package enum SettingCatalog {
             .int(
                 "webhooks.queueSize", \.webhookQueueSize, range: 1...1_000_000,
                 "events waiting for delivery; past it the oldest is dropped and counted (hlscache_webhook_dropped_total)"),
+            .duration(
+                "webhooks.stopWait", \.webhookStopWait, allowZero: true,
+                "at a stop, how long deliveries may go on to empty the queues (stopping is in them); then the rest is kept for the next start"
+            ),
         ]
     }
 

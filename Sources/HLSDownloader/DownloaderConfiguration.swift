@@ -10,8 +10,15 @@ package struct DownloaderConfiguration: Sendable {
     /// 16), a browser 6 per host; `origin.maxConnectionsPerHost` bounds everything to one host, and an origin that
     /// answers 429 or 503 gets half as many for the rest of the run (``RunCounter/pushedBack(generation:)``).
     package var resourcesPerItem: Int = 16
-    /// Items downloaded at once by a scheduler (`serve`).
+    /// Items downloaded at once by a scheduler (`serve`). Changed live (``Downloader/reconfigure(_:)``): raised, the
+    /// next poll starts queued items; lowered, running items finish and no new one starts until fewer run.
     package var concurrentItems: Int = 2
+    /// The precache length (seconds) of an item created without one: `fetch` without `--seconds`, `POST /items` without
+    /// `seconds` (PCD's portal download limit); 0: the whole stream.
+    package var defaultSeconds: Int = 0
+    /// `downloads.autoPurge`: the scheduler removes expired items that are not locked, records included, as `rm`
+    /// does (docs/fetch.md#expiry); a locked item stays listed as `expired`.
+    package var autoPurgeExpired: Bool = false
     /// Bandwidth cap over all items of this process, bytes per second; `nil` = none.
     package var bytesPerSecond: Int64?
     /// Attempts per resource before the item fails.

@@ -85,6 +85,10 @@ package struct ProxyConfiguration: Sendable {
     /// On SIGTERM/SIGINT, responses in flight get this long to finish before their connections are closed
     /// (`shutdown.grace`).
     package var shutdownGrace: Duration = .seconds(10)
+    /// A connection accepted but not yet asked anything when the server begins to drain (a player that connected in
+    /// the instant of a take-over, or one that opened its connection ahead) is left this long for its first request,
+    /// which is answered with `Connection: close`; then closed. Bounded by ``shutdownGrace`` as everything else.
+    package var drainFirstRequestWindow: TimeAmount = .seconds(2)
 
     /// How the listening socket shares its address with another server (an upgrade; docs/operations.md#upgrade).
     package enum ListenSharing: Sendable {

@@ -51,7 +51,7 @@ extension FetchCommand {
     func validateMany() throws {
         let single: [(String, Bool)] = [
             ("--id", id != nil), ("--title", title != nil), ("--poster", poster != nil), ("--dry-run", dryRun),
-            ("--no-start", noStart),
+            ("--no-start", noStart), ("--poster-only", posterOnly),
         ]
         if let given = single.first(where: { $0.1 }) {
             throw ValidationError("\(given.0) names one item: give one URL (several URLs or --from make one item each)")
@@ -108,7 +108,8 @@ extension FetchCommand {
                     continue
                 }
                 var item = DownloadItem(
-                    id: DownloadItem.generateID(), url: entry.url, selection: selection, precacheSeconds: seconds,
+                    id: DownloadItem.generateID(), url: entry.url, selection: selection,
+                    precacheSeconds: seconds ?? context.downloader.configuration.defaultSeconds,
                     expiresAt: expiryDate, locked: lock, headers: header.compactMap(HeaderField.init(parsing:)))
                 item.through = through.flatMap { try? OriginURL($0) }.map { "\($0.scheme)://\($0.authority)" }
                 options.apply(to: &item)
@@ -163,6 +164,31 @@ extension FetchCommand {
                 ConsoleOutput.error("hlscache: \(refusals.count) of \(entries.count) entries refused")
                 throw ExitCode(64)
             }
+        }
+    }
+}
+
+extension FetchCommand {
+    /// `--poster-only` (PCD `VOCItemDownloadThumbnailOnly`): the poster stored now, nothing else; the item stays as it
+    /// is (`ready` when new). A poster the origin refuses exits 1 with the reason (kept as the item's `posterError`).
+    func storePosterOnly(_ id: String, context: ItemContext, printer: ProgressPrinter, proxy: String) async throws {
+        let stored: DownloadItem
+        do {
+            stored = try await context.downloader.storePoster(of: id)
+        } catch {
+            let message = "item \(id): the poster was not stored: \(error.message)"
+            printer.emit(json ? ItemFormatter.json(["event": "error", "id": id, "message": message]) : message)
+            throw ExitCode(1)
+        }
+        if json {
+            var object = ItemFormatter.dictionary(stored, proxyBase: proxy)
+            object["event"] = "done"
+            printer.emit(ItemFormatter.json(object))
+        } else {
+            let path = ItemMetadata.posterPath(of: stored).map { " at \(proxy)\($0)" } ?? ""
+            printer.emit(
+                "\(stored.id): \(stored.state.rawValue), poster stored\(path)"
+                    + (stored.state == .ready ? "; `hlscache resume \(stored.id)` downloads the stream" : ""))
         }
     }
 }

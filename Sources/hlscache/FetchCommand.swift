@@ -33,8 +33,11 @@ struct FetchCommand: AsyncParsableCommand {
     /// More than one stream: `fetch URL URL…` or `--from FILE`.
     var isMany: Bool { urls.count > 1 || from != nil }
 
-    @Option(name: .long, help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767).")
-    var seconds: Int = 0
+    @Option(
+        name: .long,
+        help: "Seconds to precache from the start of every rendition; 0 = the whole stream (0…32767). Default: downloads.defaultSeconds."
+    )
+    var seconds: Int?
 
     @Option(name: .long, help: "Variants: all, best, worst, or a bandwidth cap in bits/s (e.g. 800k).")
     var variants: String = "all"
@@ -88,6 +91,12 @@ struct FetchCommand: AsyncParsableCommand {
     )
     var noStart = false
 
+    @Flag(
+        name: .long,
+        help: "Store only the poster (--poster) now: the item is created ready, its stream not downloaded until `hlscache resume ID`."
+    )
+    var posterOnly = false
+
     @Flag(name: .long, help: "When the origin is unavailable (unreachable, 5xx, 429) after the retries, fail instead of waiting for it.")
     var failFast = false
 
@@ -131,7 +140,7 @@ struct FetchCommand: AsyncParsableCommand {
     @OptionGroup var proxyBase: ProxyBaseOption
 
     func validate() throws {
-        guard (0...DownloadItem.maxPrecacheSeconds).contains(seconds) else {
+        if let seconds, !(0...DownloadItem.maxPrecacheSeconds).contains(seconds) {
             throw ValidationError("--seconds \(seconds): expected 0…\(DownloadItem.maxPrecacheSeconds)")
         }
         if let id, !DownloadItem.isValidID(id) { throw ValidationError("--id \(id): expected 1…64 of A-Z a-z 0-9 . _ -, not . or ..") }
@@ -155,6 +164,14 @@ struct FetchCommand: AsyncParsableCommand {
         }
         _ = try metadata()
         if !record && (duration != nil || until != nil) { throw ValidationError("--duration and --until go with --record") }
+        if posterOnly {
+            guard poster != nil else { throw ValidationError("--poster-only needs --poster URL") }
+            if let other = [("--record", record), ("--dry-run", dryRun), ("--detach", detach), ("--no-start", noStart)].first(where: {
+                $0.1
+            }) {
+                throw ValidationError("--poster-only stores the poster alone: not with \(other.0)")
+            }
+        }
         _ = try recordSpec()
         if let through {
             guard let server = try? OriginURL(through), server.path == "/", server.query == nil else {
@@ -193,7 +210,8 @@ struct FetchCommand: AsyncParsableCommand {
             try context.items.recoverInterrupted()
             try context.downloader.expireDue()
             var item = DownloadItem(
-                id: id ?? DownloadItem.generateID(), url: url, selection: selection, precacheSeconds: seconds,
+                id: id ?? DownloadItem.generateID(), url: url, selection: selection,
+                precacheSeconds: seconds ?? context.downloader.configuration.defaultSeconds,
                 expiresAt: expiryDate, locked: lock,
                 headers: header.compactMap(HeaderField.init(parsing:)))
             // Recorded with the item, so a resume (by `serve` too) goes through the balancer again.
@@ -220,12 +238,12 @@ struct FetchCommand: AsyncParsableCommand {
                 }
                 item = existing
                 // A `deleted` item (`rm --keep-metadata` kept its record) is downloaded again, as `resume` does.
-                if existing.state.isSettled && existing.state != .expired {
+                if existing.state.isSettled && existing.state != .expired && !posterOnly {
                     try context.downloader.resume(existing.id)
                 }
             } else {
                 // Created without starting: `ready` until `resume` (the SDKs' load-metadata-then-start).
-                if noStart { item.state = .ready }
+                if noStart || posterOnly { item.state = .ready }
                 try context.items.insert(item)
             }
             if json {
@@ -239,6 +257,10 @@ struct FetchCommand: AsyncParsableCommand {
                     json
                         ? ItemFormatter.json(["event": "recording", "id": item.id, "playbackURL": recorded])
                         : "item \(item.id): recording; the recording plays at \(recorded) (on `hlscache serve`)")
+            }
+            if posterOnly {
+                try await storePosterOnly(item.id, context: context, printer: printer, proxy: proxy)
+                return
             }
             if noStart {
                 let current = try context.items.require(item.id)
@@ -273,7 +295,7 @@ struct FetchCommand: AsyncParsableCommand {
     /// `--header` when the item's headers differ, by name only (a value may be a token).
     private func ignoredOptions(existing: DownloadItem, given: DownloadItem) -> [String] {
         var ignored: [String] = []
-        if given.precacheSeconds != existing.precacheSeconds { ignored.append("--seconds \(seconds)") }
+        if given.precacheSeconds != existing.precacheSeconds { ignored.append("--seconds \(given.precacheSeconds)") }
         let selection = existing.selection
         let wanted = given.selection
         if wanted.variants != selection.variants { ignored.append("--variants \(variants)") }

@@ -31,7 +31,10 @@ struct ItemContext {
     ) throws -> ItemContext {
         var flags = CommandLineSettings()
         try origins?.add(to: &flags)
-        let settings = try cache.load(flags).settings
+        let configured = try cache.load(flags).settings
+        // The policies stored at run time (`policy set`, PATCH /policies) win over the configuration here as in `serve`.
+        let directory = configured.resolvedCacheDirectory(environment: ProcessInfo.processInfo.environment)
+        let settings = (try? RuntimePolicies.load(directory: directory).applied(to: configured)) ?? configured
         let proxy = settings.proxyConfiguration(environment: ProcessInfo.processInfo.environment)
         let store: CacheStore
         do {

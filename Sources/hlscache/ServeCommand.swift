@@ -181,6 +181,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         var adminConfiguration = AdminConfiguration(token: settings.apiToken)
+        // At a stop, event streams get what is left of theirs (`stopping` last) within the drain's grace period.
+        adminConfiguration.stopWait = settings.shutdownGrace
         adminConfiguration.allowedNetworks = settings.apiAllow.compactMap(IPNetwork.init)
         // Items queued by `hlscache fetch --detach` or POST /api/v1/items (and interrupted ones) are downloaded in
         // the background with the same origin settings as the proxy's client (the downloader retries each resource
@@ -215,6 +217,7 @@ struct ServeCommand: AsyncParsableCommand {
             webhookConfiguration.attempts = settings.webhookAttempts
             webhookConfiguration.retryBaseDelay = settings.webhookRetryBaseDelay
             webhookConfiguration.queueSize = settings.webhookQueueSize
+            webhookConfiguration.stopWait = settings.webhookStopWait
             let notifier = WebhookNotifier(
                 configuration: webhookConfiguration, eventLoopGroup: group, logger: logger, outbox: items,
                 onOutcome: { metrics.webhook($0) })
@@ -262,6 +265,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(71)
         }
         if let ip = bound.ipAddress, let port = bound.port { downloadOrigin.addOwnListener(host: ip, port: port) }
+        // `started`: to the webhooks now, and first on every event stream of this run (docs/api.md#events).
+        hub.serverStarted(ServerStatus(phase: .started, startedAt: Date(), pid: getpid(), version: HLSCacheVersion.current))
         // Live recordings request their segments through this server's own proxy, so a viewer and a recording share
         // one origin request per segment (docs/fetch.md#live); a client of its own, straight to the listener.
         var shareConfiguration = OriginConfiguration()
@@ -305,9 +310,10 @@ struct ServeCommand: AsyncParsableCommand {
                 "hlscache \(HLSCacheVersion.current) serving on http://\(address.host.contains(":") ? "[\(address.host)]" : address.host):\(bound.port ?? address.port) (cache \(configuration.cacheDirectory))"
         )
         // On a signal the group stops its services in reverse order: the banner, the admin API (its event streams
-        // close first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
+        // get `stopping` and end first), the proxy (stop accepting, drain for up to the grace period), then the downloads (items
         // become idle, resumable), then key renewal.
-        // The webhooks stop last: the state changes of the drain (items becoming idle) still go out while they can.
+        // The webhooks stop last: `stopping` and the state changes of the drain (items becoming idle) still go out
+        // while they can (at most `webhooks.stopWait`, then the outbox keeps them).
         var running: [any Service] = webhooks.map { [$0] } ?? []
         if let before = keyConfiguration.autoRenewBefore {
             running.append(KeyRenewalService(keys: keys, before: before))

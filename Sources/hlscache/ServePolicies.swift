@@ -57,7 +57,7 @@ final class ServePolicies: Sendable {
     /// After a reload whose stored overrides changed: the downloader gets the policies, subscribers the event.
     func applyReloaded(_ effective: HLSCacheSettings, announce: (PolicyControl.View) -> Void) async {
         let downloads = effective.downloaderConfiguration()
-        await downloader.reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
+        await downloader.reconfigure(downloads)
         announce(view())
     }
 
@@ -85,7 +85,7 @@ final class ServePolicies: Sendable {
         switch outcome {
         case .success(let (effective, stored)):
             let downloads = effective.downloaderConfiguration()
-            await downloader.reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
+            await downloader.reconfigure(downloads)
             return .success(PolicyControl.View(policies: RuntimePolicies.effective(effective), overrides: stored.values))
         case .failure(let refusal):
             return .failure(refusal)

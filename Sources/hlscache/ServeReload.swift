@@ -28,9 +28,10 @@ enum ServeReload {
         }
         if !changed.isDisjoint(with: [
             "downloads.rateLimit", "downloads.itemRate", "downloads.dailyLimit", "downloads.window", "downloads.maxItemSize",
+            "downloads.concurrentItems", "downloads.defaultSeconds", "downloads.autoPurge",
         ]) {
             let downloads = settings.downloaderConfiguration()
-            await targets.downloader.reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
+            await targets.downloader.reconfigure(downloads)
             targets.wake()
         }
         if changed.contains("keys.allow") {

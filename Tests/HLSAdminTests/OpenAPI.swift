@@ -23,7 +23,7 @@ final class OpenAPIRecords: Sendable {
             [
                 "state": "StateEvent", "progress": "ProgressEvent", "evicted": "EvictedEvent", "removed": "RemovedEvent",
                 "played": "PlayedEvent",
-                "policy": "PolicyEvent",
+                "policy": "PolicyEvent", "server": "ServerEvent",
                 "lock": "LockEvent",
             ][event.type] ?? "Unknown"
         append(["schema": schema, "body": event.json])

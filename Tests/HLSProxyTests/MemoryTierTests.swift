@@ -535,6 +535,43 @@ import Testing
         #expect(sameBytes(again.body, body), "from memory once nothing else is in flight")
     }
 
+    /// While `cache.memoryLargeSends` connections hold a large body, a large object's hits take its file and it is
+    /// not read into the tier (a read that no hit would use); a small one still is; once they are over, the large one
+    /// is read in and then sent from memory.
+    @Test func aLargeObjectIsNotReadInWhileLargeSendsWouldTakeTheirFiles() async throws {
+        let large = try await Self.largeObject(limit: 1)
+        let (harness, memory) = (large.harness, large.memory)
+        defer { Task { await harness.shutdown() } }
+        let other = randomBytes(1 << 20)
+        harness.origin.setBody(other, contentType: "video/mp2t", for: "/other.ts")
+        let small = randomBytes(10_000)
+        harness.origin.setBody(small, contentType: "video/mp2t", for: "/small.ts")
+        let (otherURL, smallURL) = (harness.url("/other.ts"), harness.url("/small.ts"))
+        _ = try await harness.get(otherURL)
+        _ = try await harness.get(smallURL)
+        try await harness.waitForIdle()
+        let stalled = try large.stalledClient()
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 }, "\(memory.largeSendsInFlight) in flight")
+        // Each hit decides on its read before its answer is sent: no read started after these answers, none later.
+        let readsBefore = memory.reads
+        for _ in 0..<6 {
+            let hit = try await harness.get(otherURL)
+            #expect(hit.status == 200 && sameBytes(hit.body, other))
+        }
+        #expect(memory.reads == readsBefore, "a large object was read in while its hits take the file")
+        let otherObject = try Self.stored(harness, "/other.ts")
+        #expect(!memory.holds(otherObject))
+        // A small object is read in as before.
+        _ = try await Self.warm(harness, smallURL, "/small.ts")
+        #expect(memory.reads == readsBefore + 1)
+        stalled.close()
+        _ = try await harness.get(otherURL, method: .HEAD)  // this client asks again: nothing held
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) left counted")
+        _ = try await Self.warm(harness, otherURL, "/other.ts")
+        try Self.scribble(over: otherObject)
+        #expect(sameBytes(try await harness.get(otherURL).body, other), "not sent from memory once read in")
+    }
+
     /// A connection that closes mid-body is not counted any more, however many do.
     @Test func connectionsGoneMidBodyAreNotCounted() async throws {
         let large = try await Self.largeObject(limit: 4, size: 3 << 20, scribbled: false)

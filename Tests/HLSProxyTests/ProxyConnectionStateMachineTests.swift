@@ -198,7 +198,20 @@ import Testing
 
     @Test func drainingClosesAnIdleConnectionAndEndsABusyOneAfterItsResponse() {
         var idle = ProxyConnectionStateMachine()
+        _ = idle.receivedHead(head())
+        _ = idle.receivedEnd()
+        #expect(idle.responseCompleted(success: true) == .awaitNextRequest, "kept alive")
         #expect(idle.drain() == .close)
+        #expect(!idle.awaitsFirstRequest)
+
+        // Accepted, nothing asked yet: its first request may be on its way; answered, then closed.
+        var fresh = ProxyConnectionStateMachine()
+        #expect(fresh.drain() == .none)
+        #expect(fresh.awaitsFirstRequest)
+        _ = fresh.receivedHead(head())
+        #expect(!fresh.awaitsFirstRequest)
+        #expect(fresh.receivedEnd() == .dispatch(head(), keepAlive: false))
+        #expect(fresh.responseCompleted(success: true) == .close)
 
         var busy = ProxyConnectionStateMachine()
         _ = busy.receivedHead(head())

@@ -67,4 +67,58 @@ import Testing
         #expect(harness.server.openConnections == 0)
         await harness.shutdown()
     }
+
+    /// A connection the server accepted but that had not asked anything when the drain began (a player that connected
+    /// in the instant of a take-over) is answered — once, with `Connection: close` — not closed unanswered; one that
+    /// never asks is closed after `drainFirstRequestWindow`.
+    @Test func aConnectionAcceptedBeforeTheDrainIsAnsweredNotDropped() async throws {
+        let dir = try MetricsTests.originDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let harness = try await ProxyHarness.start(
+            serving: dir,
+            configure: {
+                $0.prefetchSegments = 0
+                $0.idleTimeout = .seconds(900)
+                $0.drainFirstRequestWindow = .seconds(600)  // far beyond the test's own pace on a loaded machine
+            })
+        let port = harness.port
+        let fresh = try StalledClient(port: port, request: [])
+        #expect(try await Self.eventually { harness.server.openConnections == 1 }, "the connection was never accepted")
+        harness.server.beginShutdown()
+        #expect(
+            try await Self.eventually {
+                guard let descriptor = try? LoopbackSocket.connect(port: port) else { return true }
+                close(descriptor)
+                return false
+            }, "the server still accepts connections")
+        #expect(harness.server.openConnections == 1, "the connection accepted before the drain was closed unanswered")
+        try fresh.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        let answer = String(decoding: try await fresh.readResponse(), as: UTF8.self).lowercased()
+        #expect(answer.hasPrefix("http/1.1 200"), "\(answer)")
+        #expect(answer.contains("connection: close"), "\(answer)")
+        #expect(try await Self.eventually { harness.server.openConnections == 0 }, "closed after its answer")
+        fresh.close()
+        await harness.shutdown()
+
+        // A connection that never asks anything is closed once the window has passed.
+        let quiet = try await ProxyHarness.start(
+            serving: dir,
+            configure: {
+                $0.idleTimeout = .seconds(900)
+                $0.drainFirstRequestWindow = .milliseconds(100)
+            })
+        let silent = try StalledClient(port: quiet.port, request: [])
+        #expect(try await Self.eventually { quiet.server.openConnections == 1 })
+        quiet.server.beginShutdown()
+        #expect(try await Self.eventually { quiet.server.openConnections == 0 }, "a silent connection held the drain")
+        silent.close()
+        await quiet.shutdown()
+    }
+
+    /// Waits (a generous bound, not a measurement) until `condition` holds.
+    private static func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while try !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        return try condition()
+    }
 }

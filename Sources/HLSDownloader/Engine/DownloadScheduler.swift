@@ -2,12 +2,18 @@ import Foundation
 import Logging
 
 /// Runs queued and interrupted items in the background of `hlscache serve`: every poll it recovers items
-/// whose process died, expires items past their expiry, and starts runnable items (`queued`, `idle`) until
-/// ``DownloaderConfiguration/concurrentItems`` run at once.
+/// whose process died, expires items past their expiry (and, with auto-purge, removes the unlocked ones), and starts
+/// runnable items (`queued`, `idle`) until ``DownloaderConfiguration/concurrentItems`` run at once (read each poll:
+/// a change applies at the next one).
 package actor DownloadScheduler {
     private let downloader: Downloader
     private let pollInterval: Duration
     private var running: [String: Task<Void, Never>] = [:]
+    /// Whether auto-purge was on at the last poll (off at first: the first poll with it on sweeps).
+    private var purgeWasOn = false
+    private var pollsSincePurge = 0
+    /// Polls between two sweeps of auto-purge when nothing expired here.
+    private static let purgeSweepInterval = 60
 
     /// A scheduler polling the items table every `pollInterval`.
     package init(downloader: Downloader, pollInterval: Duration = .seconds(1)) {
@@ -37,7 +43,8 @@ package actor DownloadScheduler {
     private func poll() {
         do {
             try downloader.items.recoverInterrupted()
-            try downloader.expireDue()
+            let expired = try downloader.expireDue()
+            autoPurge(after: expired)
             // Expired key copies are never served again: drop their sealed bytes.
             _ = try? downloader.keys.purgeExpired()
             let capacity = downloader.configuration.concurrentItems - running.count
@@ -55,6 +62,23 @@ package actor DownloadScheduler {
             }
         } catch {
             downloader.logger.warning("download scheduler: \(error)")
+        }
+    }
+
+    /// `downloads.autoPurge`: the expired unlocked items are removed when this poll expired some, when the policy
+    /// has just been turned on (items expired before), and every ``purgeSweepInterval`` polls (items another process
+    /// expired); not every poll: the sweep reads the whole items table.
+    private func autoPurge(after expired: [String]) {
+        let on = downloader.configuration.autoPurgeExpired
+        defer { purgeWasOn = on }
+        guard on else { return }
+        pollsSincePurge += 1
+        guard !expired.isEmpty || !purgeWasOn || pollsSincePurge >= Self.purgeSweepInterval else { return }
+        pollsSincePurge = 0
+        do {
+            try downloader.purgeExpiredUnlocked()
+        } catch {
+            downloader.logger.warning("auto-purge: \(error)")
         }
     }
 

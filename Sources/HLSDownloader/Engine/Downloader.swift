@@ -22,8 +22,7 @@ package final class Downloader: Sendable {
     package let store: CacheStore
     /// The items table.
     package let items: ItemStore
-    /// The settings: those given to ``init``, with the rate and the policies ``reconfigure(bytesPerSecond:policies:)``
-    /// replaced since.
+    /// The settings: those given to ``init``, with those ``reconfigure(_:)`` replaced since.
     package var configuration: DownloaderConfiguration { liveConfiguration.withLockedValue { $0 } }
     private let liveConfiguration: NIOLockedValueBox<DownloaderConfiguration>
     let origin: OriginClient
@@ -94,6 +93,18 @@ package final class Downloader: Sendable {
     /// viewer stored is a hit.
     package func shareLiveFetches(through server: String, client: OriginClient) {
         liveShare.withLockedValue { $0 = (server, client) }
+    }
+
+    /// Takes the settings of `downloads` that change live (a reload, a policy change; docs/operations.md#reload): the
+    /// bandwidth cap, the download policies, the concurrent items, the default seconds and auto-purge. The others
+    /// stay as given to ``init``.
+    package func reconfigure(_ downloads: DownloaderConfiguration) async {
+        liveConfiguration.withLockedValue {
+            $0.concurrentItems = downloads.concurrentItems
+            $0.defaultSeconds = downloads.defaultSeconds
+            $0.autoPurgeExpired = downloads.autoPurgeExpired
+        }
+        await reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
     }
 
     /// Replaces the process's bandwidth cap and the download policies (a reload; docs/operations.md#reload). The new

@@ -3,35 +3,40 @@ import NIOConcurrencyHelpers
 
 /// Bytes fetched from origins during one run, for the rate shown on the progress line.
 final class RunCounter: Sendable {
-    private let state = NIOLockedValueBox((bytes: Int64(0), start: ContinuousClock.now, itemRecorded: Int64(0)))
+    private struct State {
+        var bytes: Int64 = 0
+        let start = ContinuousClock.now
+        var itemRecorded: Int64 = 0
+        /// Transfers at a time, and how often they were narrowed (``pushedBack(generation:)``).
+        var transfers: Int
+        var generation = 0
+        /// The moving average of this run's speed (`bytesPerSecond` of the item and its progress events).
+        var speed = TransferRate()
+    }
+    private let state: NIOLockedValueBox<State>
     /// What paces this run's transfers: the item's cap within the process's, or the process's.
     let limiter: RateLimiter?
     private let volume: VolumeMeter?
-    /// Transfers at a time, and how often they were narrowed (``pushedBack(generation:)``).
-    private let width: NIOLockedValueBox<(transfers: Int, generation: Int)>
-    /// The moving average of this run's speed (`bytesPerSecond` of the item and its progress events).
-    private let speed: NIOLockedValueBox<TransferRate>
 
     init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil, transfers: Int = 1) {
         self.limiter = limiter
         self.volume = volume
-        width = NIOLockedValueBox((max(1, transfers), 0))
-        var speed = TransferRate()
-        speed.add(total: 0, at: .now)
-        self.speed = NIOLockedValueBox(speed)
+        var state = State(transfers: max(1, transfers))
+        state.speed.add(total: 0, at: .now)
+        self.state = NIOLockedValueBox(state)
     }
 
     /// Transfers this run runs at once: `downloads.resourcesPerItem`, halved each time the origin pushed back.
-    var transfers: Int { width.withLockedValue { $0.transfers } }
+    var transfers: Int { state.withLockedValue { $0.transfers } }
 
     /// Taken when a transfer starts; a push-back from it narrows the run only if no other narrowed it since.
-    var generation: Int { width.withLockedValue { $0.generation } }
+    var generation: Int { state.withLockedValue { $0.generation } }
 
     /// The origin answered 429 or 503 to a transfer started at `generation`: the run goes on with half as many
     /// transfers at a time (at least one), for the rest of the run — once per burst, not once per transfer that was
     /// already under way when the origin began to refuse. Returns the new number if it narrowed.
     func pushedBack(generation: Int) -> Int? {
-        width.withLockedValue { width -> Int? in
+        state.withLockedValue { width -> Int? in
             guard width.generation == generation, width.transfers > 1 else { return nil }
             width.transfers = max(1, width.transfers / 2)
             width.generation += 1
@@ -40,11 +45,11 @@ final class RunCounter: Sendable {
     }
 
     func add(_ bytes: Int) {
-        let total = state.withLockedValue { state -> Int64 in
+        let now = ContinuousClock.now
+        state.withLockedValue { state in
             state.bytes += Int64(bytes)
-            return state.bytes
+            state.speed.add(total: state.bytes, at: now)
         }
-        speed.withLockedValue { $0.add(total: total, at: .now) }
         volume?.add(bytes)
     }
 
@@ -65,7 +70,7 @@ final class RunCounter: Sendable {
     }
 
     /// Bytes per second over the last ``TransferRate/window``; `nil` in the run's first second.
-    var movingRate: Double? { speed.withLockedValue { $0.perSecond(at: .now) } }
+    var movingRate: Double? { state.withLockedValue { $0.speed.perSecond(at: .now) } }
 
     /// Bytes per second since the run started.
     var rate: Double {

@@ -46,10 +46,12 @@ extension ItemStore {
         }
     }
 
-    /// Marks none of the item's resources stored and zeroes its counters (its objects were removed: `rm`, expiry).
-    package func markNothingStored(_ id: String) throws(DownloadError) {
+    /// Marks none of the item's resources stored and zeroes its counters (its objects were removed: `rm`, expiry);
+    /// `except`: a resource that stays (the poster `rm --keep-metadata` keeps), not counted in the progress either.
+    package func markNothingStored(_ id: String, except kept: String? = nil) throws(DownloadError) {
         try write { db in
-            try db.execute(sql: "UPDATE item_resources SET done = 0 WHERE item_id = ? AND done = 1", arguments: [id])
+            try db.execute(
+                sql: "UPDATE item_resources SET done = 0 WHERE item_id = ? AND done = 1 AND key IS NOT ?", arguments: [id, kept])
             guard var item = try Row.fetchOne(db, sql: "SELECT * FROM items WHERE id = ?", arguments: [id]).map(decode) else { return }
             item.bytesDone = 0
             item.segmentsDone = 0

@@ -13,12 +13,12 @@ package struct ItemQuery: Sendable, Hashable {
             switch self {
             case .createdAt: ["created_at"]
             case .updatedAt: ["updated_at"]
-            // Items without a title sort after those with one, either way.
+            // Items without a title sort after those with one ascending, before them descending (every key is DESC).
             case .title: ["title IS NULL", "COALESCE(title, '') COLLATE NOCASE"]
             case .state: ["state"]
             case .bytes: ["bytes_done"]
             case .expiresAt: ["expires_at IS NULL", "COALESCE(expires_at, 0)"]
-            // Items not completed yet sort after the completed ones, either way.
+            // Items not completed yet sort after the completed ones ascending, before them descending.
             case .completedAt: ["completed_at IS NULL", "COALESCE(completed_at, 0)"]
             case .id: []
             }
@@ -88,7 +88,7 @@ package struct ItemQuery: Sendable, Hashable {
     package var states: [ItemState] = []
     /// Every one of these tags.
     package var tags: [String] = []
-    /// `true`: never played through the proxy; `false`: played at least once; `nil`: either.
+    /// `true`: played at least once through the proxy; `false`: never played; `nil`: either.
     package var played: Bool?
     /// The origin URL contains this text.
     package var urlContains: String?

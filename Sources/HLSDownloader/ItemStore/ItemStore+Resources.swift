@@ -26,6 +26,28 @@ extension ItemStore {
         }
     }
 
+    /// Adds one resource at the end of the item's list, unless it is listed (the poster stored alone, `posterOnly`).
+    package func addResource(_ id: String, _ resource: ItemResource) throws(DownloadError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO item_resources (item_id, key, url, kind, size, done, position)
+                    VALUES (?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(position), -1) + 1 FROM item_resources WHERE item_id = ?))
+                    ON CONFLICT(item_id, key) DO NOTHING
+                    """,
+                arguments: [id, resource.key, resource.url, resource.kind, resource.size, resource.done, id])
+        }
+    }
+
+    /// Marks the item's poster stored (`posterOnly`) and clears an earlier reason it was not; the progress counters,
+    /// which count the stream, stay.
+    package func markPosterStored(_ id: String, key: String, size: Int64) throws(DownloadError) {
+        try write { db in
+            try db.execute(sql: "UPDATE item_resources SET done = 1, size = ? WHERE item_id = ? AND key = ?", arguments: [size, id, key])
+        }
+        try update(id) { $0.posterError = nil }
+    }
+
     /// Removes one resource from the item's list (a poster that could not be stored: the item goes on without it).
     package func removeResource(_ id: String, key: String) throws(DownloadError) {
         try write { db in try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ? AND key = ?", arguments: [id, key]) }

@@ -254,13 +254,27 @@ package final class ItemStore: Sendable {
 
     /// Deletes the item's rows (the `rm` without `--keep-metadata`).
     package func purge(_ id: String) throws(DownloadError) {
+        try write { db in try Self.deleteRows(of: id, db) }
+    }
+
+    /// `downloads.autoPurge`: deletes the rows of every `expired` item that is not locked, in one transaction (an item
+    /// resumed or locked meanwhile is left alone).
+    /// - Returns: the ids removed.
+    package func purgeExpiredUnlocked() throws(DownloadError) -> [String] {
         try write { db in
-            try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM item_volume WHERE item_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM item_recording WHERE item_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
+            let ids = try String.fetchAll(
+                db, sql: "SELECT id FROM items WHERE state = ? AND locked = 0 ORDER BY id", arguments: [ItemState.expired.rawValue])
+            for id in ids { try Self.deleteRows(of: id, db) }
+            return ids
         }
+    }
+
+    private static func deleteRows(of id: String, _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM item_resources WHERE item_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM item_consumption WHERE item_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM item_volume WHERE item_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM item_recording WHERE item_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM items WHERE id = ?", arguments: [id])
     }
 
     // MARK: - Rows

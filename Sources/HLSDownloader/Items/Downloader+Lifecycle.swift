@@ -19,10 +19,14 @@ extension Downloader {
     }
 
     /// `hlscache rm`: stops the item, evicts its objects (those no other live item lists) and, unless
-    /// `keepMetadata`, forgets it.
+    /// `keepMetadata`, forgets it. With `keepMetadata` its poster stays (PCD `deleteThumbnail:NO`): the record shows
+    /// it still.
     package func remove(_ id: String, keepMetadata: Bool) throws(DownloadError) {
         try transition(id, .delete)
-        if !keepMetadata { try items.purge(id) }
+        if !keepMetadata {
+            try evictPoster(of: id)
+            try items.purge(id)
+        }
     }
 
     /// `hlscache lock` / `unlock`: sets the item's lock and the `locked` flag of its stored objects (an object
@@ -67,6 +71,18 @@ extension Downloader {
             expired.append(item.id)
         }
         return expired
+    }
+
+    /// `downloads.autoPurge` (when on): removes every expired item that is not locked, records included, as `rm`
+    /// does; its objects went at expiry (or stayed as ordinary cache objects, `keepFilesOnExpiry`). A locked item
+    /// stays listed as `expired` until it is removed by hand.
+    /// - Returns: the ids removed.
+    @discardableResult
+    package func purgeExpiredUnlocked() throws(DownloadError) -> [String] {
+        guard configuration.autoPurgeExpired else { return [] }
+        let purged = try items.purgeExpiredUnlocked()
+        if !purged.isEmpty { logger.info("auto-purge removed \(purged.count) expired item(s): \(purged.joined(separator: ", "))") }
+        return purged
     }
 
     /// Removes the item's objects from the cache, except those another item that is not expired or deleted
@@ -151,6 +167,8 @@ extension Downloader {
             stopRun(of: id)
             if case .expire = event, configuration.keepFilesOnExpiry {
                 try releaseObjects(of: id)
+            } else if case .delete = event {
+                try evictAllButPoster(of: id)
             } else {
                 try evictObjects(of: id)
             }

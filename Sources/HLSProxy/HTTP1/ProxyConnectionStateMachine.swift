@@ -41,6 +41,8 @@ struct ProxyConnectionStateMachine {
     private var pendingRefusal: ProxyError?
     /// The server is shutting down: no keep-alive, close when idle.
     private(set) var draining = false
+    /// Whether a request began on this connection (decoded or replayed).
+    private var askedAnything = false
     /// The request being answered is HTTP/1.0 (no chunked bodies; keep-alive must be said explicitly).
     private(set) var requestIsHTTP10 = false
     /// The head of the request whose body is still being read: the request refused when the rest never comes (the
@@ -126,6 +128,7 @@ struct ProxyConnectionStateMachine {
                 return .reject(.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
             }
             requestHasBody = (declared ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
+            askedAnything = true
             state = .receivingRequest(head, bodyBytes: 0)
             headInProgress = head
             return .none
@@ -145,6 +148,7 @@ struct ProxyConnectionStateMachine {
     /// A replayed exchange is being answered, as a kept-alive HTTP/1.1 request without a body would be.
     mutating func replayedRequestStarted() {
         guard mayReplay else { return }
+        askedAnything = true
         state = .responding(keepAlive: true)
         requestIsHTTP10 = false
         requestHasBody = false
@@ -295,12 +299,18 @@ struct ProxyConnectionStateMachine {
     }
 
     /// The server is shutting down: `.close` when the connection is idle now, else it closes after the response
-    /// under way (which says `Connection: close`).
+    /// under way (which says `Connection: close`). A connection not asked anything yet is not closed: its first
+    /// request may be on its way (a client that connected in the instant the server began to drain); the handler
+    /// gives it ``ProxyConfiguration/drainFirstRequestWindow`` (``awaitsFirstRequest``).
     mutating func drain() -> Action {
         draining = true
         if case .responding = state { state = .responding(keepAlive: false) }
-        return isIdle && queued.isEmpty ? .close : .none
+        return isIdle && queued.isEmpty && askedAnything ? .close : .none
     }
+
+    /// Draining, and nothing asked yet on this connection: its first request is waited for (then answered, and the
+    /// connection closed), for a while.
+    var awaitsFirstRequest: Bool { draining && !askedAnything && isIdle && queued.isEmpty && pendingRefusal == nil }
 
     private var isClosed: Bool {
         if case .closed = state { return true }

@@ -57,6 +57,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let sliceBytes: Int
     /// ``ProxyConfiguration/bodyWriteObserver``.
     private let bodyWriteObserver: (@Sendable (String, Bool) -> Void)?
+    /// ``ProxyConfiguration/drainFirstRequestWindow``.
+    private let drainFirstRequestWindow: TimeAmount
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
@@ -74,6 +76,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.liveWebOrigins = webOrigins ?? { [policy = configuration.webOrigins] in policy }
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
+        self.drainFirstRequestWindow = configuration.drainFirstRequestWindow
         self.sliceBytes = configuration.sendSliceBytes
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
     }
@@ -190,6 +193,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         run(state.drain(), context: context, head: nil)
+        guard state.awaitsFirstRequest else { return }
+        // Not asked anything yet: its first request may be on its way. Closed if none has begun in a while.
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: drainFirstRequestWindow) {
+            let (handler, context) = bound.value
+            guard handler.state.awaitsFirstRequest, handler.context === context else { return }
+            context.close(promise: nil)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -58,6 +58,8 @@ final class MemoryTier: Sendable {
     let maxLargeSends: Int
     /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
+    /// Reads started (``load(_:store:threadPool:)``; tests).
+    private let loadsStarted = Synchronization.Atomic<Int>(0)
     /// The monotonic clock the file re-checks are timed by (tests move it by hand).
     private let now: @Sendable () -> NIODeadline
 
@@ -191,6 +193,11 @@ final class MemoryTier: Sendable {
         requestBegan(on: connection)
     }
 
+    /// Reads into the tier started so far (tests).
+    var reads: Int {
+        loadsStarted.load(ordering: .relaxed)
+    }
+
     /// Connections holding a large body (`hlscache_memory_large_sends`, tests).
     var largeSendsInFlight: Int {
         largeSends.load(ordering: .relaxed)
@@ -200,8 +207,19 @@ final class MemoryTier: Sendable {
     /// more often than what it would evict) and is not held, being read, too large, nor past ``maxLoads`` reads under
     /// way. The read checks that the file is the object's (its size); what it read enters only if the store still
     /// has that version and the tier still admits it.
+    ///
+    /// A large body (over ``alwaysFromMemoryBytes``) is not read while ``maxLargeSends`` other connections or more
+    /// hold a large body (nor ever with ``maxLargeSends`` 0): its hits take the file then, and a copy read now would cost a read of the whole object and its
+    /// room in the tier for nothing (at 64 connections over a library, the reads alone made hits slower than with
+    /// the tier off — docs/benchmarks.md, issue 39).
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
         guard admits(object) else { return }
+        // The connection asking holds a large send itself (taken by ``bodyToSend(of:on:headOnly:counted:)``): others
+        // are one fewer, as there.
+        guard
+            object.size <= Int64(Self.alwaysFromMemoryBytes)
+                || (maxLargeSends > 0 && largeSends.load(ordering: .relaxed) <= maxLargeSends)
+        else { return }
         let cost = Int(object.size) + Self.entryOverhead
         let time = now().uptimeNanoseconds
         let start = state.withLockedValue { state -> Bool in
@@ -213,6 +231,7 @@ final class MemoryTier: Sendable {
             return true
         }
         guard start else { return }
+        loadsStarted.wrappingAdd(1, ordering: .relaxed)
         threadPool.submit { [self] work in
             defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
             let relative = objects.flatMap { object.path.hasPrefix($0.prefix) ? String(object.path.dropFirst($0.prefix.utf8.count)) : nil }
