@@ -21,14 +21,10 @@ import NIOHTTP1
 /// slice response").
 ///
 /// The decisions are ``SliceStitcherStateMachine``'s; this class runs its effects: store lookups, slice flights,
-/// writes and origin runs. Bound to the client's event loop: every method runs there (the runs stream on that loop
-/// too).
-///
-/// Why `@unchecked` is safe: it is made and started by the resource service on the request's loop; its runs
-/// (``SliceRun``) are origin streams started on that loop, whose callbacks AsyncHTTPClient delivers there; the
-/// flights it follows wake it with `eventLoop.execute`; its writes complete on the connection's loop. The entry
-/// points assert it in debug builds.
-final class SliceStitcher: @unchecked Sendable {
+/// writes and origin runs. Bound to the client's event loop: it is made and started there by the resource service, its
+/// runs (``SliceRun``) stream on that loop, the flights it follows wake it with `eventLoop.execute`, and its writes
+/// complete there; what changes (the machine, the run in flight) is in a ``NIOLoopBoundBox`` of that loop.
+final class SliceStitcher: Sendable {
     typealias Machine = SliceStitcherStateMachine
 
     private let services: ProxyServices
@@ -36,34 +32,39 @@ final class SliceStitcher: @unchecked Sendable {
     private let key: CacheKey
     private let url: OriginURL
     private let responder: Responder
-    /// Serves the request as if slices did not exist (the origin ignores `Range`, or the object is too small to be
-    /// sliced); only before anything was sent.
-    private let fallback: () -> Void
-    /// For a range miss: starts the whole object's background fill when the object is relayed, not sliced.
-    private let onRelay: (() -> Void)?
 
-    private var machine: Machine
-    /// This request's run in flight.
-    private var run: SliceRun?
+    /// What only the request's event loop touches.
+    private struct Loop {
+        var machine: Machine
+        /// This request's run in flight.
+        var run: SliceRun?
+        /// Serves the request as if slices did not exist (the origin ignores `Range`, or the object is too small to
+        /// be sliced); only before anything was sent.
+        let fallback: () -> Void
+        /// For a range miss: starts the whole object's background fill when the object is relayed, not sliced.
+        let onRelay: (() -> Void)?
+    }
+
+    private let loop: NIOLoopBoundBox<Loop>
 
     init(
         services: ProxyServices, layout: SliceLayout, key: CacheKey, url: OriginURL, request: ProxyRequest, responder: Responder,
         rangeHeader: String?, onRelay: (() -> Void)? = nil, fallback: @escaping () -> Void
     ) {
-        self.onRelay = onRelay
         self.services = services
         self.layout = layout
         self.key = key
         self.url = url
         self.responder = responder
-        self.fallback = fallback
-        machine = Machine(
+        let machine = Machine(
             layout: layout,
             request: Machine.Request(
                 isHead: request.isHead, range: rangeHeader, ifMatch: request.header("If-Match"),
                 ifUnmodifiedSince: request.header("If-Unmodified-Since"), ifNoneMatch: request.header("If-None-Match"),
                 ifModifiedSince: request.header("If-Modified-Since"), ifRange: request.header("If-Range")),
             pathExtension: url.pathExtension, canRelay: onRelay != nil)
+        // Made on the request's loop, where it is started at once (SliceService).
+        loop = NIOLoopBoundBox(Loop(machine: machine, fallback: fallback, onRelay: onRelay), eventLoop: responder.eventLoop)
     }
 
     /// Starts from the stored version `set`, or — nothing stored — by asking the origin for the slices the range
@@ -71,20 +72,21 @@ final class SliceStitcher: @unchecked Sendable {
     func start(with stored: SliceSet?) {
         responder.eventLoop.assertInEventLoop()
         responder.whenCancelled { [self] in
-            execute(machine.clientGone())
+            execute(loop.value.machine.clientGone())
         }
         proceed(with: stored)
     }
 
     private func proceed(with stored: SliceSet?) {
         if let stored {
-            let (effects, proceed) = machine.adopt(stored)
+            let (effects, proceed) = loop.value.machine.adopt(stored)
             execute(effects)
             if proceed { pump() }
             return
         }
-        switch machine.start() {
+        switch loop.value.machine.start() {
         case .fallback:
+            let fallback = loop.value.fallback
             fallback()
         case .suffixRun(let suffix):
             // The size is not known: the origin's answer to a suffix run tells it (SliceRun).
@@ -128,7 +130,7 @@ final class SliceStitcher: @unchecked Sendable {
         let progress = flight.progress
         let seen = Machine.FlightProgress(
             set: progress.set, hasFile: progress.file != nil, written: progress.written, outcome: progress.outcome)
-        switch machine.follow(seen, index: index) {
+        switch loop.value.machine.follow(seen, index: index) {
         case .stop:
             return
         case .lookUpStoredSet:
@@ -140,14 +142,14 @@ final class SliceStitcher: @unchecked Sendable {
         case .send(let effects, let offset, let length):
             guard let file = progress.file else { return }
             execute(effects)
-            let end = machine.position + length - 1
+            let end = loop.value.machine.position + length - 1
             responder.writeFile(file, offset: offset, length: length).whenComplete { [self] result in
                 switch result {
                 case .success:
-                    machine.sent(through: end)
-                    if machine.followsOn(index) { follow(flight, index: index) } else { pump() }
+                    loop.value.machine.sent(through: end)
+                    if loop.value.machine.followsOn(index) { follow(flight, index: index) } else { pump() }
                 case .failure:
-                    execute(machine.writeFailed())
+                    execute(loop.value.machine.writeFailed())
                 }
             }
         }
@@ -184,21 +186,25 @@ final class SliceStitcher: @unchecked Sendable {
                 responder.cacheResult = .hit
                 responder.send(status: .notModified, headers: headers, body: .empty)
             case .fallback:
+                // Copied out first: what the closure starts may call back into this stitcher.
+                let fallback = loop.value.fallback
                 fallback()
             case .cancelRun:
+                let run = loop.value.run
                 run?.cancel()
             case .releaseRun:
-                let released = run
-                run = nil
+                let released = loop.value.run
+                loop.value.run = nil
                 released?.releaseAll()
             case .forgetRun:
-                run = nil
+                loop.value.run = nil
             case .dropStoredSlices:
                 dropStoredSlices()
             case .logVersionChanged:
                 services.logger.notice(
                     "slices of another version: the origin's validator or size changed", metadata: ["url": "\(url.redacted)"])
             case .startRelayFill:
+                let onRelay = loop.value.onRelay
                 onRelay?()
             case .pump:
                 pump()
@@ -210,33 +216,33 @@ final class SliceStitcher: @unchecked Sendable {
     /// the last byte.
     private func pump() {
         while true {
-            switch machine.next() {
+            switch loop.value.machine.next() {
             case .wait:
                 return
             case .finished(let effects):
                 execute(effects)
                 return
             case .stored(let index):
-                guard let set = machine.set else { return }
+                guard let set = loop.value.machine.set else { return }
                 let slice = layout.bytes(of: index, total: set.objectSize)
                 guard let (object, pin) = services.store.lookupAndPin(layout.key(of: key, slice: index)), set.contains(object),
                     object.size == slice.last - slice.first + 1, let file = Self.open(object)
                 else {
                     // Evicted (or replaced) since the set was read: fetched like any missing slice.
-                    machine.storedSliceGone(index)
+                    loop.value.machine.storedSliceGone(index)
                     continue
                 }
-                let (effects, offset, length) = machine.sendingStored(index)
+                let (effects, offset, length) = loop.value.machine.sendingStored(index)
                 execute(effects)
-                let end = machine.position + length - 1
+                let end = loop.value.machine.position + length - 1
                 responder.writeFile(file, offset: offset, length: length).whenComplete { [self] result in
                     pin.unpin()
                     switch result {
                     case .success:
-                        machine.sent(through: end)
+                        loop.value.machine.sent(through: end)
                         pump()
                     case .failure:
-                        execute(machine.writeFailed())
+                        execute(loop.value.machine.writeFailed())
                     }
                 }
                 return
@@ -256,8 +262,8 @@ final class SliceStitcher: @unchecked Sendable {
         let run = SliceRun(
             stitcher: self, services: services, layout: layout, key: key, url: url, indices: indices, suffix: suffix,
             eventLoop: responder.eventLoop)
-        self.run = run
-        machine.runStarted()
+        loop.value.run = run
+        loop.value.machine.runStarted()
         run.start()
     }
 
@@ -279,7 +285,7 @@ final class SliceStitcher: @unchecked Sendable {
     /// nil when the run must stop (this request was answered otherwise).
     func runAnswered(_ run: SliceRun, head: OriginResponseHead, firstByte: Int64) -> (set: SliceSet, store: Bool)? {
         responder.eventLoop.assertInEventLoop()
-        let (effects, accepted) = machine.runAnswered(head, firstByte: firstByte, host: url.host)
+        let (effects, accepted) = loop.value.machine.runAnswered(head, firstByte: firstByte, host: url.host)
         execute(effects)
         return accepted
     }
@@ -288,26 +294,26 @@ final class SliceStitcher: @unchecked Sendable {
     func runDelivered(_ piece: ByteBuffer, at offset: Int64) -> EventLoopFuture<Void> {
         responder.eventLoop.assertInEventLoop()
         var written = responder.eventLoop.makeSucceededVoidFuture()
-        for effect in machine.runDelivered(piece, at: offset) {
+        for effect in loop.value.machine.runDelivered(piece, at: offset) {
             if case .write(let bytes) = effect { written = responder.write(bytes) } else { execute([effect]) }
         }
         return written
     }
 
     /// Whether the response is over (sent whole, answered otherwise, or the client left).
-    var isComplete: Bool { machine.isComplete }
+    var isComplete: Bool { loop.value.machine.isComplete }
 
     /// A slice the run stored: later reads of this request (none: it moves forward) and of the set know it.
     func runStored(_ index: Int64) {
-        machine.runStored(index)
+        loop.value.machine.runStored(index)
     }
 
     /// The run ended (the client may still need more: the next stored slice or run follows).
     func runFinished(_ run: SliceRun, _ result: Result<Void, OriginError>) {
         responder.eventLoop.assertInEventLoop()
-        guard self.run === run else { return }
-        self.run = nil
-        execute(machine.runFinished(result))
+        guard loop.value.run === run else { return }
+        loop.value.run = nil
+        execute(loop.value.machine.runFinished(result))
     }
 
     private func dropStoredSlices() {
