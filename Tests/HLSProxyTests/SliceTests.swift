@@ -309,13 +309,13 @@ import Testing
     }
 
     @Test func rangesBeforeTheSizeIsKnownAreReadFromTheHeader() {
-        #expect(SliceStitcher.firstOffset(of: "bytes=100-199") == 100)
-        #expect(SliceStitcher.lastOffset(of: "bytes=100-199") == 199)
-        #expect(SliceStitcher.firstOffset(of: "bytes=5-") == 5)
-        #expect(SliceStitcher.lastOffset(of: "bytes=5-") == nil)
-        #expect(SliceStitcher.firstOffset(of: "bytes=-500") == nil, "a suffix range needs the size")
-        #expect(SliceStitcher.firstOffset(of: "bytes=0-1,5-6") == nil, "several ranges")
-        #expect(SliceStitcher.firstOffset(of: "bytes=9-3") == nil)
-        #expect(SliceStitcher.firstOffset(of: "items=1-2") == nil)
+        #expect(SliceStitcherStateMachine.firstOffset(of: "bytes=100-199") == 100)
+        #expect(SliceStitcherStateMachine.lastOffset(of: "bytes=100-199") == 199)
+        #expect(SliceStitcherStateMachine.firstOffset(of: "bytes=5-") == 5)
+        #expect(SliceStitcherStateMachine.lastOffset(of: "bytes=5-") == nil)
+        #expect(SliceStitcherStateMachine.firstOffset(of: "bytes=-500") == nil, "a suffix range needs the size")
+        #expect(SliceStitcherStateMachine.firstOffset(of: "bytes=0-1,5-6") == nil, "several ranges")
+        #expect(SliceStitcherStateMachine.firstOffset(of: "bytes=9-3") == nil)
+        #expect(SliceStitcherStateMachine.firstOffset(of: "items=1-2") == nil)
     }
 }

@@ -278,11 +278,11 @@ import Testing
     }
 
     @Test func suffixRangesAreReadFromTheHeader() {
-        #expect(SliceStitcher.suffixLength(of: "bytes=-500") == 500)
-        #expect(SliceStitcher.suffixLength(of: "bytes= -500") == 500)
-        #expect(SliceStitcher.suffixLength(of: "bytes=-0") == nil, "unsatisfiable")
-        #expect(SliceStitcher.suffixLength(of: "bytes=-") == nil)
-        #expect(SliceStitcher.suffixLength(of: "bytes=-5,-6") == nil)
-        #expect(SliceStitcher.suffixLength(of: "bytes=100-") == nil)
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes=-500") == 500)
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes= -500") == 500)
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes=-0") == nil, "unsatisfiable")
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes=-") == nil)
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes=-5,-6") == nil)
+        #expect(SliceStitcherStateMachine.suffixLength(of: "bytes=100-") == nil)
     }
 }

@@ -118,7 +118,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
     func cancelIfUnwatched() -> Bool {
         guard purpose == .readAhead else { return false }
         let action = handle { $0.machine.cancelUnwatched(ProxyError.unavailable("read-ahead of \(url) cancelled")) }
-        return action.fail != nil
+        return action.failure != nil
     }
 
     /// Clients reading it now.
@@ -151,7 +151,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let action = handle { locked in
             if let loop = locked.task?.eventLoop { eventLoop = loop }
             let action = locked.machine.bodyReceived(buffer)
-            if action.pauseOrigin && action.fail == nil {
+            if action.pausesOrigin && action.failure == nil {
                 let promise = eventLoop.makePromise(of: Void.self)
                 locked.paused = promise
                 pause = promise
@@ -159,7 +159,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             collecting = locked.machine.progress.head?.isPlaylist ?? true
             return action
         }
-        if action.fail != nil { return eventLoop.makeFailedFuture(OriginError.cancelled) }
+        if action.failure != nil { return eventLoop.makeFailedFuture(OriginError.cancelled) }
         // Waiting for the disk: what the fill holds back to write in one go is written now (CacheFill.coalesceBytes).
         if let pause {
             state.withLockedValue { $0.fill }?.flush()
@@ -196,7 +196,11 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     // MARK: - Running actions
 
-    /// Takes the lock once for `event`, then runs the action it returns.
+    /// Takes the lock once for `event`, then runs the effects it returns, in order: under the lock, what concerns
+    /// the locked state (the cache file made or let go, the paused origin and the budget wait taken, the clients to
+    /// tell); then the rest outside it — memory given back to the budget once for the event, the failure or the cache
+    /// file's effects, and last the wake-ups (a resumed origin may deliver its next chunk at once, which must find
+    /// this event's effects done).
     @discardableResult
     private func handle(_ event: (inout Locked) -> SharedFetchStateMachine.Action) -> SharedFetchStateMachine.Action {
         var notify: [FetchSubscription] = []
@@ -207,41 +211,57 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         var fill: CacheFill?
         let action = state.withLockedValue { locked -> SharedFetchStateMachine.Action in
             let action = event(&locked)
-            if let begin = action.begin, begin.store {
-                locked.fill = makeFill(head: begin.head)
+            for effect in action {
+                switch effect {
+                case .begin(let head, store: true):
+                    locked.fill = makeFill(head: head)
+                    fill = locked.fill
+                case .notify:
+                    notify = Array(locked.subscribers.values)
+                case .resumeOrigin:
+                    if let paused = locked.paused { resume = paused }
+                    locked.paused = nil
+                case .fail:
+                    if let paused = locked.paused { resume = paused }
+                    locked.paused = nil
+                    budget = locked.budgetWait
+                    locked.budgetWait = nil
+                    task = locked.task
+                    if let current = locked.fill { stopFill = current }
+                    locked.fill = nil
+                case .abandonFile:
+                    if let current = locked.fill { stopFill = current }
+                    locked.fill = nil
+                case .begin, .store, .commit, .processPlaylist, .pauseOrigin, .remove, .releaseMemory:
+                    break
+                }
             }
-            fill = locked.fill
-            if action.notify { notify = Array(locked.subscribers.values) }
-            if action.resumeOrigin || action.fail != nil {
-                resume = locked.paused
-                locked.paused = nil
-            }
-            if action.fail != nil {
-                budget = locked.budgetWait
-                locked.budgetWait = nil
-                task = locked.task
-            }
-            if action.fail != nil || action.abandonFile {
-                stopFill = locked.fill
-                locked.fill = nil
-            }
+            if fill == nil { fill = locked.fill ?? stopFill }
             return action
         }
         services.inFlight.release(action.memoryReleased)
-        if let error = action.fail {
-            if action.failureIsOrigin { services.metrics.originFailed(code: error.code) }
-            stopFill?.abort()
-            task?.cancel()
-            services.fetches.remove(self)
-        } else {
-            for chunk in action.store { fill?.append(chunk) }
-            if action.abandonFile {
+        let failed = action.failure != nil
+        for effect in action {
+            switch effect {
+            case .fail(let error, let origin):
+                if origin { services.metrics.originFailed(code: error.code) }
+                stopFill?.abort()
+                task?.cancel()
+                services.fetches.remove(self)
+            case .store(let chunk) where !failed:
+                fill?.append(chunk)
+            case .abandonFile where !failed:
                 stopFill?.abort()
                 services.logger.debug("not caching: grew past cache.maxObjectSize", metadata: ["url": "\(url.redacted)"])
+            case .commit(let head) where !failed:
+                if let fill { storeSegment(fill, head: head) }
+            case .processPlaylist(let head, let body) where !failed:
+                processPlaylist(head: head, body: body)
+            case .remove where !failed:
+                services.fetches.remove(self)
+            default:
+                break
             }
-            if let head = action.commit, let fill { storeSegment(fill, head: head) }
-            if let (head, body) = action.processPlaylist { processPlaylist(head: head, body: body) }
-            if action.remove { services.fetches.remove(self) }
         }
         resume?.succeed()
         if let budget {

@@ -11,7 +11,7 @@ import NIOCore
 ///
 /// **Memory.** Of a streamed body, at most ``Limits/window`` bytes are held in memory: bytes a client still needs
 /// or the cache file has not taken yet. Past the window, bytes on disk leave memory, and the origin waits
-/// (``Action/pauseOrigin``) for the cache file to take the rest — or, without a cache file, for the slowest client.
+/// (``Effect/pauseOrigin``) for the cache file to take the rest — or, without a cache file, for the slowest client.
 /// A client behind the window reads what it lacks from the growing cache file (everything before ``View/fileEnd`` is
 /// on disk), then follows the live edge from memory, so a late joiner or a slow client costs no memory.
 struct SharedFetchStateMachine {
@@ -26,50 +26,8 @@ struct SharedFetchStateMachine {
 
     typealias SubscriberID = ObjectIdentifier
 
-    /// What the fetch does after an event: several effects can come from one (a chunk is stored, shown to the
-    /// clients, and fills the window).
-    struct Action {
-        /// Fail the download: cancel the origin request, abort the cache file, answer or cut off the clients.
-        var fail: (any HTTPMappableError)?
-        /// Whether ``fail`` is the origin's failure (counted in the metrics).
-        var failureIsOrigin = false
-        /// The head is known: make the cache file when `store`, then let the clients see the head.
-        var begin: (head: FetchHead, store: Bool)?
-        /// Chunks for the cache file, in order.
-        var store: [ByteBuffer] = []
-        /// Stop writing the cache file (the object is not stored); clients keep reading.
-        var abandonFile = false
-        /// The whole body arrived: commit the cache file.
-        var commit: FetchHead?
-        /// The whole playlist arrived: rewrite it, then report with ``SharedFetchStateMachine/playlistRewritten(_:)``.
-        var processPlaylist: (head: FetchHead, body: [ByteBuffer])?
-        /// The clients have something new.
-        var notify = false
-        /// The window is full: the origin waits until ``resumeOrigin``.
-        var pauseOrigin = false
-        var resumeOrigin = false
-        /// Nothing more to share: forget the fetch (new clients start another).
-        var remove = false
-        /// Bytes let go from memory; negative when taken (for the global budget).
-        var memoryReleased: Int64 = 0
-
-        mutating func merge(_ other: Action) {
-            if fail == nil {
-                fail = other.fail
-                failureIsOrigin = other.failureIsOrigin
-            }
-            if begin == nil { begin = other.begin }
-            store += other.store
-            abandonFile = abandonFile || other.abandonFile
-            if commit == nil { commit = other.commit }
-            if processPlaylist == nil { processPlaylist = other.processPlaylist }
-            notify = notify || other.notify
-            pauseOrigin = pauseOrigin || other.pauseOrigin
-            resumeOrigin = resumeOrigin || other.resumeOrigin
-            remove = remove || other.remove
-            memoryReleased += other.memoryReleased
-        }
-    }
+    /// The effects of one event, in order.
+    typealias Action = [Effect]
 
     /// What one client can read, from its position on.
     struct View {
@@ -243,13 +201,13 @@ struct SharedFetchStateMachine {
     // MARK: - Origin events
 
     mutating func headReceived(_ head: OriginResponseHead) -> Action {
-        guard case .awaitingHead = state else { return Action() }
+        guard case .awaitingHead = state else { return [] }
         switch OriginHeadClassifier.whole(head, url: url) {
         case .failure(let error):
             return fail(error, origin: true)
         case .success(.sniff):
             state = .sniffing(head)
-            return Action()
+            return []
         case .success(let verdict):
             return begin(head, isPlaylist: verdict == .playlist)
         }
@@ -260,31 +218,30 @@ struct SharedFetchStateMachine {
         switch state {
         case .sniffing(let head):
             held += count
-            var action = Action(memoryReleased: -count)
+            let action: Action = [.releaseMemory(-count)]
             guard let isPlaylist = sniffer.feed(buffer) else { return action }
-            action.merge(endSniffing(head, isPlaylist: isPlaylist))
-            return action
+            return action + endSniffing(head, isPlaylist: isPlaylist)
         case .collectingPlaylist:
             collected.append(buffer)
             collectedBytes += count
             held += count
             received += count
-            var action = Action(memoryReleased: -count)
+            var action: Action = [.releaseMemory(-count)]
             if received > limits.maxPlaylistBytes {
-                action.merge(fail(ProxyError.corrupted("playlist is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false))
+                action += (fail(ProxyError.corrupted("playlist is over the \(limits.maxPlaylistBytes)-byte limit"), origin: false))
             }
             return action
         case .streaming(let head, ended: false):
             return append(buffer, head: head)
         case .awaitingHead, .processingPlaylist, .playlistReady, .streaming(_, ended: true), .failed:
-            return Action()
+            return []
         }
     }
 
     mutating func originFinished(_ result: Result<Void, OriginError>) -> Action {
         switch result {
         case .failure(let error):
-            guard isRunning else { return Action() }
+            guard isRunning else { return [] }
             return fail(error, origin: true)
         case .success:
             switch state {
@@ -293,7 +250,7 @@ struct SharedFetchStateMachine {
             case .sniffing(let head):
                 // A body too short to tell (or empty) was held until now.
                 var action = endSniffing(head, isPlaylist: sniffer.decisionAtEnd)
-                if action.fail == nil { action.merge(originFinished(.success(()))) }
+                if action.failure == nil { action += originFinished(.success(())) }
                 return action
             case .collectingPlaylist(let head):
                 let body = collected
@@ -302,71 +259,65 @@ struct SharedFetchStateMachine {
                 let released = collectedBytes
                 collectedBytes = 0
                 state = .processingPlaylist(head)
-                return Action(processPlaylist: (head, body), memoryReleased: released)
+                return [.releaseMemory(released), .processPlaylist(head, body)]
             case .streaming(let head, ended: false):
                 state = .streaming(head, ended: true)
-                var action = Action(notify: true)
+                var action: Action
                 switch file {
                 case .opening, .open:
                     if head.contentLength == nil && KeySizedBody.isKeySize(received) {
                         // A body of unknown length that turned out key-sized is not kept (KeySizedBody).
-                        action.abandonFile = true
                         file = .stopped(readable: fileReadable)
-                        action.remove = true
+                        action = [.abandonFile, .remove]
                     } else {
-                        action.commit = head
+                        action = [.commit(head)]
                     }
                 case .none, .stopped:
-                    action.remove = true
+                    action = [.remove]
                 }
-                settle(&action)
-                return action
+                return action + settle() + [.notify]
             case .processingPlaylist, .playlistReady, .streaming(_, ended: true), .failed:
-                return Action()
+                return []
             }
         }
     }
 
     /// The collected playlist was rewritten.
     mutating func playlistRewritten(_ playlist: RewrittenPlaylist) -> Action {
-        guard case .processingPlaylist(let head) = state else { return Action() }
+        guard case .processingPlaylist(let head) = state else { return [] }
         state = .playlistReady(head, playlist)
-        return Action(notify: true, remove: true)
+        return [.remove, .notify]
     }
 
     /// The collected playlist could not be rewritten (not a playlist, too broken).
     mutating func playlistFailed(_ error: any HTTPMappableError) -> Action {
-        guard case .processingPlaylist = state else { return Action() }
+        guard case .processingPlaylist = state else { return [] }
         return fail(error, origin: false)
     }
 
     // MARK: - Cache file events
 
     mutating func fileOpened() -> Action {
-        guard case .opening = file else { return Action() }
+        guard case .opening = file else { return [] }
         file = .open(written: 0)
-        return Action()
+        return []
     }
 
     /// `total` bytes of the body are on disk.
     mutating func fileWritten(_ total: Int64) -> Action {
-        guard case .open = file else { return Action() }
+        guard case .open = file else { return [] }
         file = .open(written: total)
-        var action = Action()
-        settle(&action)
-        return action
+        return settle()
     }
 
     /// The cache file takes no more bytes (creating or writing it failed); what it holds stays readable.
     mutating func fileStopped() -> Action {
         switch file {
-        case .none, .stopped: return Action()
+        case .none, .stopped: return []
         case .opening, .open: file = .stopped(readable: fileReadable)
         }
-        var action = Action()
-        if subscribers.isEmpty { action.merge(dropIfNotWorthIt()) }
-        settle(&action)
-        return action
+        let action = subscribers.isEmpty ? dropIfNotWorthIt() : []
+        return action + settle()
     }
 
     // MARK: - Clients
@@ -401,31 +352,28 @@ struct SharedFetchStateMachine {
 
     /// A client has taken the body up to `offset`.
     mutating func progress(_ id: SubscriberID, to offset: Int64) -> Action {
-        guard subscribers[id] != nil else { return Action() }
+        guard subscribers[id] != nil else { return [] }
         subscribers[id] = offset
-        var action = Action()
-        settle(&action)
-        return action
+        return settle()
     }
 
     /// A client left (done, or gone). The last one to leave a download that is not worth finishing for nobody
     /// cancels it.
     mutating func unsubscribe(_ id: SubscriberID) -> Action {
-        guard subscribers.removeValue(forKey: id) != nil else { return Action() }
-        var action = Action()
+        guard subscribers.removeValue(forKey: id) != nil else { return [] }
+        var action: Action = []
         if subscribers.isEmpty {
             switch state {
             case .awaitingHead, .sniffing: unwatched = true
-            default: action.merge(dropIfNotWorthIt())
+            default: action += dropIfNotWorthIt()
             }
         }
-        settle(&action)
-        return action
+        return action + settle()
     }
 
     /// Cancels a download nobody reads (a read-ahead of a rendition the player left); nothing half-written is kept.
     mutating func cancelUnwatched(_ error: any HTTPMappableError) -> Action {
-        guard subscribers.isEmpty, isRunning else { return Action() }
+        guard subscribers.isEmpty, isRunning else { return [] }
         return fail(error, origin: false)
     }
 
@@ -434,9 +382,9 @@ struct SharedFetchStateMachine {
     /// With no client left: a body of known length being stored completes in the background (as Varnish does);
     /// anything else — unknown length, too large, not stored — is cancelled.
     private mutating func dropIfNotWorthIt() -> Action {
-        guard case .streaming(let head, ended: false) = state else { return Action() }
-        if head.contentLength != nil, case .open = file { return Action() }
-        if head.contentLength != nil, case .opening = file { return Action() }
+        guard case .streaming(let head, ended: false) = state else { return [] }
+        if head.contentLength != nil, case .open = file { return [] }
+        if head.contentLength != nil, case .opening = file { return [] }
         return fail(
             ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"),
             origin: false)
@@ -457,7 +405,7 @@ struct SharedFetchStateMachine {
             originContentType: isPlaylist ? head.headers.first(name: "Content-Type") : nil)
         if isPlaylist {
             state = .collectingPlaylist(info)
-            return Action(begin: (info, false), notify: true)
+            return [.begin(info, store: false), .notify]
         }
         // A key-sized body is handled as a key: never stored in clear (KeySizedBody).
         let store =
@@ -470,7 +418,7 @@ struct SharedFetchStateMachine {
                 ProxyError.unavailable("download of \(url.redacted) cancelled: no client is reading it and it is not being stored"),
                 origin: false)
         }
-        return Action(begin: (info, store), notify: true)
+        return [.begin(info, store: store), .notify]
     }
 
     /// Decides what the held head is and replays the bytes that arrived meanwhile.
@@ -478,44 +426,45 @@ struct SharedFetchStateMachine {
         let released = sniffer.heldBytes
         let prefix = sniffer.take()
         held -= released
-        var action = Action(memoryReleased: released)
-        action.merge(begin(head, isPlaylist: isPlaylist))
-        for chunk in prefix where action.fail == nil {
-            action.merge(bodyReceived(chunk))
+        var action: Action = [.releaseMemory(released)]
+        action += begin(head, isPlaylist: isPlaylist)
+        for chunk in prefix where action.failure == nil {
+            action += bodyReceived(chunk)
         }
         return action
     }
 
     private mutating func append(_ buffer: ByteBuffer, head: FetchHead) -> Action {
         let count = Int64(buffer.readableBytes)
-        guard count > 0 else { return Action() }
+        guard count > 0 else { return [] }
         window.append(Chunk(offset: received, buffer: buffer))
         received += count
         held += count
-        var action = Action(notify: true, memoryReleased: -count)
+        var action: Action = [.releaseMemory(-count)]
         switch file {
         case .opening, .open:
             if head.contentLength == nil && received > limits.maxObjectBytes {
                 // Grew past what is stored: relayed to its clients, not cached.
                 file = .stopped(readable: fileReadable)
-                action.abandonFile = true
+                action.append(.abandonFile)
                 if subscribers.isEmpty {
-                    action.merge(dropIfNotWorthIt())
-                    if action.fail != nil { return action }
+                    action += dropIfNotWorthIt()
+                    if action.failure != nil { return action }
                 }
             } else {
-                action.store = [buffer]
+                action.append(.store(buffer))
             }
         case .none, .stopped:
             if subscribers.isEmpty {
-                action.merge(dropIfNotWorthIt())
-                if action.fail != nil { return action }
+                action += dropIfNotWorthIt()
+                if action.failure != nil { return action }
             }
         }
-        settle(&action)
+        action += settle()
+        action.append(.notify)
         if received - windowStart > limits.window && !originPaused {
             originPaused = true
-            action.pauseOrigin = true
+            action.append(.pauseOrigin)
         }
         return action
     }
@@ -523,19 +472,23 @@ struct SharedFetchStateMachine {
     /// Lets go of the chunks nobody needs from memory any more, and lets a paused origin go on when the window
     /// has room again. A chunk on disk stays while a client still needs it and the window has room (clients that keep
     /// up are sent it from memory); past the window it goes, and a client behind reads the file.
-    private mutating func settle(_ action: inout Action) {
+    private mutating func settle() -> Action {
+        var action: Action = []
         let slowest = subscribers.values.min() ?? received
+        var released: Int64 = 0
         while let first = window.first, droppable(first, slowest: slowest) {
             window.removeFirst()
             let count = Int64(first.buffer.readableBytes)
             held -= count
-            action.memoryReleased += count
+            released += count
             windowStart = first.end
         }
+        if released > 0 { action.append(.releaseMemory(released)) }
         if originPaused && received - windowStart <= limits.window {
             originPaused = false
-            action.resumeOrigin = true
+            action.append(.resumeOrigin)
         }
+        return action
     }
 
     private func droppable(_ chunk: Chunk, slowest: Int64) -> Bool {
@@ -551,9 +504,9 @@ struct SharedFetchStateMachine {
     }
 
     private mutating func fail(_ error: any HTTPMappableError, origin: Bool) -> Action {
-        guard isRunning else { return Action() }
+        guard isRunning else { return [] }
         state = .failed(error)
-        var action = Action(fail: error, failureIsOrigin: origin, notify: true, memoryReleased: held)
+        var action: Action = [.fail(error, origin: origin), .releaseMemory(held)]
         window.removeAll()
         collected = []
         collectedBytes = 0
@@ -564,8 +517,9 @@ struct SharedFetchStateMachine {
         if case .open = file { file = .none }
         if originPaused {
             originPaused = false
-            action.resumeOrigin = true
+            action.append(.resumeOrigin)
         }
+        action.append(.notify)
         return action
     }
 }
