@@ -19,7 +19,7 @@ extension Downloader {
     /// - Returns: the stored object's size.
     func fetchShared(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64? {
         guard resource.slice == nil, item.headers.isEmpty, throughServer(of: item) == nil,
-            let (server, client) = liveShare.withLockedValue({ $0 }),
+            let (server, client) = liveShare,
             let target = try? OriginURL(server + resource.url.proxyPath)
         else { return nil }
         try await withRetries(resource.url) {
