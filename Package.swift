@@ -182,7 +182,8 @@ let package = Package(
         .testTarget(
             name: "HLSProxyTests",
             dependencies: [
-                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSOrigin", "HLSPlaylist", "HLSDownloader", "HLSTestSupport",
+                "HLSProxy", "HLSKeys", "HLSCacheCore", "HLSCacheStore", "HLSCrypto", "HLSOrigin", "HLSPlaylist", "HLSDownloader",
+                "HLSTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -31,6 +31,7 @@ extension HLSCacheSettings {
         configuration.maxPlaylistBytes = maxPlaylistBytes
         configuration.strictPlaylists = strictPlaylists
         configuration.liveTTLFactor = liveTTLFactor
+        configuration.liveRewindWindow = Self.seconds(liveRewindWindow)
         configuration.prefetchSegments = prefetchSegments
         configuration.prefetchThrough = prefetchThrough
         configuration.maxConnections = maxConnections
@@ -123,6 +124,11 @@ extension HLSCacheSettings {
         configuration.policies.window = downloadWindow.flatMap(DownloadWindow.init(parsing:))
         configuration.policies.itemBytesPerSecond = downloadItemRate
         return configuration
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     static func timeAmount(_ duration: Duration) -> TimeAmount {

@@ -49,6 +49,8 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var maxPlaylistBytes: Int
     package var strictPlaylists: Bool
     package var liveTTLFactor: Double
+    /// `live.rewindWindow` (zero: off).
+    package var liveRewindWindow: Duration = .zero
     package var prefetchSegments: Int
     /// `prefetch.through`: the balancer read-ahead asks (`scheme://authority`), nil: the origin.
     package var prefetchThrough: String?

@@ -89,6 +89,20 @@ package enum SettingCatalog {
             .double(
                 "playlists.liveTTLFactor", \.liveTTLFactor, range: 0...0.5,
                 "a live playlist is cached targetDuration × factor seconds (at most 0.5)"),
+            .single(
+                "live.rewindWindow",
+                "live segments stored are kept this long after the origin's playlist drops them, and /rewind/… lists them before its window (off or 0: off; at most 7d)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.lowercased() == "off" {
+                        settings.liveRewindWindow = .zero
+                        return
+                    }
+                    guard let duration = SettingText.duration(text) else {
+                        throw SettingProblem("not a duration (try 30m, 2h or 1d), or off")
+                    }
+                    guard duration <= .seconds(7 * 86_400) else { throw SettingProblem("at most 7d") }
+                    settings.liveRewindWindow = duration
+                }, render: { $0.liveRewindWindow == .zero ? "off" : SettingText.format($0.liveRewindWindow) }),
             .int(
                 "prefetch.segments", \.prefetchSegments, flag: "--prefetch-segments", range: 0...64,
                 "segments fetched ahead of a player in the rendition it plays (0 disables)"),

@@ -25,6 +25,9 @@ package struct ProxyConfiguration: Sendable {
     package var strictPlaylists: Bool = false
     /// A live playlist is cached for `targetDuration × liveTTLFactor` seconds (at most half the target duration).
     package var liveTTLFactor: Double = 0.5
+    /// `live.rewindWindow`, seconds: live segments stored are kept this long after their playlist stops listing them,
+    /// and `/rewind/…` serves the playlist extended backwards by them (0: off).
+    package var liveRewindWindow: Double = 0
     /// Simultaneous client connections; more are closed at once.
     package var maxConnections: Int = 4096
     /// A connection with no request in progress is closed after this long.

@@ -63,7 +63,9 @@ final class ProxyRouter: Sendable {
             }
             responder.routeObserver = routeExtension
         }
-        if path.utf8.hasPrefix("/http/") || path.utf8.hasPrefix("/https/") || path == "/http" || path == "/https" {
+        // `/rewind/{scheme}/…`: the proxied URL after it, a live media playlist extended backwards (docs/fetch.md#live).
+        let rewind = path.utf8.hasPrefix("/rewind/http/") || path.utf8.hasPrefix("/rewind/https/")
+        if rewind || path.utf8.hasPrefix("/http/") || path.utf8.hasPrefix("/https/") || path == "/http" || path == "/https" {
             guard request.method == .GET || request.method == .HEAD else {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
@@ -75,7 +77,8 @@ final class ProxyRouter: Sendable {
                 return
             }
             responder.isProxiedContent = true
-            resources.handle(request, responder: responder)
+            responder.wantsRewind = rewind
+            resources.handle(request, target: rewind ? String(target.dropFirst("/rewind".count)) : target, responder: responder)
             return
         }
         if path.utf8.hasPrefix("/keys/") {

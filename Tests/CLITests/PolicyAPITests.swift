@@ -9,24 +9,11 @@ import Testing
 /// on `/events`, and kept in the cache directory across a restart (docs/api.md#policies).
 @Suite struct PolicyAPITests {
     private static func startServe(cache: URL, rate: String) async throws -> (ChildProcess, String) {
-        let process = ChildProcess()
-        process.executableURL = CLI.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
-        process.environment = ProcessInfo.processInfo.environment.merging(["HLSCACHE_DOWNLOADS_RATE_LIMIT": rate]) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let firstLine = await onOwnThread { readFirstLine(of: out) }
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-        return (process, base)
+        try await CLI.startServe(cache: cache.path, environment: ["HLSCACHE_DOWNLOADS_RATE_LIMIT": rate])
     }
 
     private static func stop(_ process: ChildProcess) async throws {
-        process.terminate()
-        let deadline = Date().addingTimeInterval(90)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!process.isRunning)
+        #expect(try await CLI.stop(process))
     }
 
     private static func request(_ base: String, method: String = "GET", body: String? = nil) async throws -> (Int, [String: Any]) {

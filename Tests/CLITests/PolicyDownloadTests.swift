@@ -14,26 +14,12 @@ import Testing
     /// A server on the cache directory; `environment` adds settings. The origin read timeout is long: a held segment
     /// must keep its item `downloading` however long the test takes.
     private static func startServe(cache: URL, environment: [String: String] = [:]) async throws -> (ChildProcess, String) {
-        let process = ChildProcess()
-        process.executableURL = CLI.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["HLSCACHE_ORIGIN_READ_TIMEOUT": "10m"].merging(environment) { $1 }
-        ) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let firstLine = await onOwnThread { readFirstLine(of: out) }
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-        return (process, base)
+        try await CLI.startServe(
+            cache: cache.path, environment: ["HLSCACHE_ORIGIN_READ_TIMEOUT": "10m"].merging(environment) { $1 })
     }
 
     private static func stop(_ process: ChildProcess) async throws {
-        process.terminate()
-        let deadline = Date().addingTimeInterval(90)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!process.isRunning)
+        #expect(try await CLI.stop(process))
     }
 
     static func request(_ base: String, _ path: String, method: String = "GET", body: String? = nil) async throws -> (Int, [String: Any]) {

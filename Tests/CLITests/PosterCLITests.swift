@@ -9,16 +9,7 @@ import Testing
 /// running `serve` on the same cache directory that serves the poster (docs/cli.md).
 @Suite struct PosterCLITests {
     private static func startServe(cache: URL) async throws -> (ChildProcess, String) {
-        let process = ChildProcess()
-        process.executableURL = CLI.binary
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error"]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let firstLine = await onOwnThread { readFirstLine(of: out) }
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-        return (process, base)
+        try await CLI.startServe(cache: cache.path)
     }
 
     /// Status, `X-Cache` and body of a GET.

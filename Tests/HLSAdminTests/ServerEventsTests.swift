@@ -19,29 +19,17 @@ import Testing
     private static func startServe(cache: URL, hook: String, attempts: Int = 5, stopWait: String = "90s") async throws -> (
         ChildProcess, String
     ) {
-        let process = ChildProcess()
-        process.executableURL = CLI.binary
-        process.arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--cache-dir", cache.path, "--log-level", "error", "--shutdown-grace", stopWait,
-        ]
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "HLSCACHE_WEBHOOKS_URLS": hook, "HLSCACHE_WEBHOOKS_SECRET": secret, "HLSCACHE_WEBHOOKS_ATTEMPTS": String(attempts),
-            "HLSCACHE_WEBHOOKS_STOP_WAIT": stopWait,
-        ]) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let firstLine = await onOwnThread { readFirstLine(of: out) }
-        let base = try #require(firstLine.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-        return (process, base)
+        try await CLI.startServe(
+            cache: cache.path, arguments: ["--shutdown-grace", stopWait],
+            environment: [
+                "HLSCACHE_WEBHOOKS_URLS": hook, "HLSCACHE_WEBHOOKS_SECRET": secret, "HLSCACHE_WEBHOOKS_ATTEMPTS": String(attempts),
+                "HLSCACHE_WEBHOOKS_STOP_WAIT": stopWait,
+            ])
     }
 
     /// Waits for the process to end (bounded at 90 s) and returns whether it did.
     private static func exited(_ process: ChildProcess) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(90)
-        while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        return !process.isRunning
+        try await CLI.exited(process)
     }
 
     /// The `data:` objects of the `event: server` frames in `text`.

@@ -31,6 +31,24 @@ import Testing
             message == "limits.idleTimeout = \"soon\" in env HLSCACHE_LIMITS_IDLE_TIMEOUT: not a duration (try 500ms, 10s, 5m, 24h or 7d)")
     }
 
+    /// `live.rewindWindow`: a duration up to 7d, or off; from the file or `HLSCACHE_LIVE_REWIND_WINDOW`.
+    @Test func rewindWindowIsADurationOrOff() throws {
+        let (message, file) = try error(file: "live:\n  rewindWindow: forever\n")
+        #expect(message == "live.rewindWindow = \"forever\" in \(file!): not a duration (try 30m, 2h or 1d), or off")
+        let tooLong = try error(environment: ["HLSCACHE_LIVE_REWIND_WINDOW": "8d"]).message
+        #expect(tooLong == "live.rewindWindow = \"8d\" in env HLSCACHE_LIVE_REWIND_WINDOW: at most 7d")
+        let fixture = try ConfigFixture()
+        let two = try SettingsLoader.load(
+            configFile: try fixture.write("live:\n  rewindWindow: 2h\n"), environment: [:], commandLine: CommandLineSettings())
+        #expect(two.settings.proxyConfiguration(environment: [:]).liveRewindWindow == 7200)
+        let off = try SettingsLoader.load(
+            configFile: nil, environment: ["HLSCACHE_LIVE_REWIND_WINDOW": "off"], commandLine: CommandLineSettings())
+        #expect(off.settings.proxyConfiguration(environment: [:]).liveRewindWindow == 0)
+        #expect(
+            try SettingsLoader.load(configFile: nil, environment: [:], commandLine: CommandLineSettings()).settings.liveRewindWindow
+                == .zero)
+    }
+
     @Test func badFlagNamesTheFlag() throws {
         var flags = CommandLineSettings()
         flags.set("listen", "nonsense")

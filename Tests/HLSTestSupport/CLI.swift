@@ -44,4 +44,47 @@ package struct CLI {
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
     }
+
+    /// `serve` printed no address to reach it on its first line (it failed to start; its line says why).
+    package struct NoListenAddress: Error, CustomStringConvertible {
+        package let line: String
+        package var description: String { "serve printed no address: \(line)" }
+    }
+
+    /// Starts `hlscache serve` on a free port of 127.0.0.1 for `cache`, errors only in its log, with `arguments` after
+    /// those and `environment` added to this process's; returns the process and the base URL its first line names.
+    /// The caller stops it (``stop(_:)``).
+    package static func startServe(
+        cache: String, arguments: [String] = [], environment: [String: String] = [:]
+    ) async throws -> (process: ChildProcess, base: String) {
+        let process = ChildProcess()
+        process.executableURL = binary
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--cache-dir", cache, "--log-level", "error"] + arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let firstLine = await onOwnThread { readFirstLine(of: out) }
+        guard let base = firstLine.split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
+            process.terminate()
+            throw NoListenAddress(line: firstLine)
+        }
+        return (process, base)
+    }
+
+    /// Waits for `process` to end, 90 s at most (a bound, not a measurement); whether it did.
+    package static func exited(_ process: ChildProcess) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(90)
+        while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        return !process.isRunning
+    }
+
+    /// Sends `process` SIGTERM and waits for it to end (``exited(_:)``); whether it did.
+    package static func stop(_ process: ChildProcess) async throws -> Bool {
+        process.terminate()
+        return try await exited(process)
+    }
 }

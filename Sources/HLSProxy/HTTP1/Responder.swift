@@ -57,6 +57,8 @@ final class Responder: @unchecked Sendable {
     /// A proxied origin resource: sent sandboxed (an HTML page an origin serves must not run as this server's own
     /// origin, where it could call the admin API and `/keys/` as a same-origin page).
     var isProxiedContent = false
+    /// Asked for by `/rewind/{scheme}/…`: a live media playlist is answered extended backwards (``RewrittenPlaylist/rewound``).
+    var wantsRewind = false
     /// Set when the answer was a replayed hit from the memory tier: the same request bytes may be answered so again
     /// without being decoded (``ReplayedExchanges``).
     var replayedAnswer: ReplayedAnswer?

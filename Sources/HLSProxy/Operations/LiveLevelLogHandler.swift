@@ -9,12 +9,14 @@ import Synchronization
 /// process's level changes nothing.
 package struct LiveLevelLogHandler: LogHandler {
     /// The process's level; ``setLevel(_:)`` changes it.
-    package static var level: Logger.Level { shared.withLock { $0 } }
-    private static let shared = Mutex(Logger.Level.info)
+    package static var level: Logger.Level { levels[shared.load(ordering: .relaxed)] }
+    /// The level's place in ``levels``: one word, read by every log call (an atomic, not a lock).
+    private static let shared = Atomic<Int>(Logger.Level.allCases.firstIndex(of: .info)!)
+    private static let levels = Logger.Level.allCases
 
     /// Sets the level of every logger of the process made with this handler.
     package static func setLevel(_ level: Logger.Level) {
-        shared.withLock { $0 = level }
+        shared.store(levels.firstIndex(of: level)!, ordering: .relaxed)
     }
 
     private var inner: any LogHandler

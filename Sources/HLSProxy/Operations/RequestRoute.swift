@@ -21,7 +21,7 @@ package enum RequestRoute: Int, Sendable, CaseIterable {
     static func classify(path: Substring) -> RequestRoute {
         let utf8 = path.utf8
         guard utf8.count > 1 else { return .other }
-        if utf8.hasPrefix("/https/") || utf8.hasPrefix("/http/") {
+        if utf8.hasPrefix("/https/") || utf8.hasPrefix("/http/") || utf8.hasPrefix("/rewind/") {
             return utf8.hasSuffix(".m3u8") || utf8.hasSuffix(".m3u") ? .playlist : .segment
         }
         if utf8.hasPrefix("/keys/") { return .key }

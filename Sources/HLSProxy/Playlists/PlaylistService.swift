@@ -26,6 +26,9 @@ struct RewrittenPlaylist: Sendable {
     /// needs absolute URLs (``PlaylistService/needsAbsoluteURLs(_:contentType:url:)``). Empty for the others.
     /// ``gzip`` is nil when this is not empty: the body differs with the request's `Host`.
     var baseInsertions: [Int] = []
+    /// A live media playlist extended backwards by the segments still held from before its window, for `/rewind/…`
+    /// (``LiveRewind``); nil when nothing is held or `live.rewindWindow` is off (the plain body is served).
+    var rewound: ByteBuffer?
 
     /// The body for a request that reached the server at `base` (`http://authority`).
     func body(base: String?) -> ByteBuffer {
@@ -55,10 +58,10 @@ struct RewrittenPlaylist: Sendable {
 /// Rewrites playlists for the proxy and keeps them: VOD and multivariant playlists in the disk cache (raw,
 /// rewritten and gzipped), live playlists in memory for at most `targetDuration × liveTTLFactor`.
 final class PlaylistService: Sendable {
-    private let configuration: ProxyConfiguration
-    private let store: CacheStore
+    let configuration: ProxyConfiguration
+    let store: CacheStore
     private let keys: KeyService
-    private let logger: Logger
+    let logger: Logger
     private let metrics: ProxyMetrics
     private let writeFailures: CacheWriteFailureLog
     let readAhead: ReadAheadIndex
@@ -68,7 +71,7 @@ final class PlaylistService: Sendable {
     private let tables: NIOLockedValueBox<PlaylistTables>
 
     /// Runs `body` on one of the tables, under the tables' lock.
-    private func withTable<Table, Result>(
+    func withTable<Table, Result>(
         _ table: WritableKeyPath<PlaylistTables, Table>, _ body: (inout Table) throws -> Result
     ) rethrows -> Result {
         try tables.withLockedValue { try body(&$0[keyPath: table]) }
@@ -87,6 +90,10 @@ final class PlaylistService: Sendable {
         var warnings = 10_000
         /// URLs with request headers from a channel list, and channel URLs.
         var channelHeaderURLs = 100_000
+        /// Live playlists whose past segments are remembered for `/rewind/…`, and segments remembered for each (8192:
+        /// 4.5 hours of 2-second segments; about 300 bytes each).
+        var rewindPlaylists = 64
+        var rewindSegments = 8192
     }
 
     /// Whether a playlist is served with absolute URLs (`http://authority/https/cdn…`) and its origin's
@@ -167,27 +174,6 @@ final class PlaylistService: Sendable {
 
     /// Where a request its origin refused gets fresh cookies: the multivariant playlists read are its pages.
     private let cookies: CookieRefresher
-
-    /// Learns the lifetime of the live playlist's media and returns it (`nil` for an EVENT playlist).
-    @discardableResult
-    private func learnLifetimes(of playlist: Playlist, url: OriginURL, imports: [String: String]) -> Double? {
-        guard let media = try? playlist.media(baseURL: url.string, imports: imports), media.playlistType != .event else { return nil }
-        let window = media.segments.reduce(0) { $0 + $1.duration }
-        let lifetime = window + 2 * Double(media.targetDuration ?? 10)
-        var urls = media.segments.map(\.url) + media.parts.map(\.url)
-        urls += media.segments.compactMap { $0.map?.url }
-        let volatile = configuration.volatileQueryParameters
-        let keys = Set(urls.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
-        withTable(\.liveLifetimes) { table in
-            for key in keys { table.setValue(lifetime, forKey: key) }
-        }
-        return lifetime
-    }
-
-    /// When a media resource about to be stored stops being served: `nil` unless a live playlist names it.
-    func liveExpiry(of key: CacheKey) -> Date? {
-        withTable(\.liveLifetimes) { $0.value(forKey: key) }.map { Date().addingTimeInterval($0) }
-    }
 
     /// Logs and counts the tolerances of a playlist the first time each is met for its URL.
     private func report(_ warnings: [PlaylistWarning], key: CacheKey, url: OriginURL) {
@@ -362,7 +348,8 @@ final class PlaylistService: Sendable {
     ) throws -> RewrittenPlaylist {
         // The parsed playlist (its line and URI index: about three times the size of the text) is gone once `rewrite`
         // returns, before the rewritten bytes are copied into buffers and stored.
-        let (rewritten, isLive, ttl, insertions) = try rewrite(raw: raw, key: key, url: url, fromStore: fromStore, contentType: contentType)
+        let (rewritten, isLive, ttl, insertions, rewound) = try rewrite(
+            raw: raw, key: key, url: url, fromStore: fromStore, contentType: contentType)
         if raw.count >= Self.trimThreshold { MemoryTrim.giveBackFreedMemory() }
         if let insertions {
             // Its body depends on the request's Host: made for each answer, never stored rewritten (the raw copy is,
@@ -385,9 +372,10 @@ final class PlaylistService: Sendable {
             return result
         }
         let gzipped = rewritten.count >= 256 ? Gzip.compress(rewritten) : nil
-        let result = RewrittenPlaylist(
+        var result = RewrittenPlaylist(
             body: ByteBuffer(bytes: rewritten), gzip: gzipped.map { ByteBuffer(bytes: $0) }, isLive: isLive, ttl: ttl,
             madeAt: configuration.livePlaylistClock())
+        result.rewound = rewound.map { ByteBuffer(bytes: $0) }
         guard keep else { return result }
         if isLive {
             remember(result, key: key)
@@ -412,24 +400,25 @@ final class PlaylistService: Sendable {
     /// `insertions`: where the server's base URL goes, for a playlist that needs absolute URLs (else nil).
     private func rewrite(
         raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool, contentType: String?
-    ) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double, insertions: [Int]?) {
+    ) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double, insertions: [Int]?, rewound: [UInt8]?) {
         var insertions: [Int]?
         let named = NIOLockedValueBox<[KeyID]>([])
         let playlist: Playlist
         let rewritten: [UInt8]
+        var rewound: [UInt8]?
         let keys = self.keys
+        var rewriter = ProxyPathRewriter()
+        // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
+        rewriter.keyRewrite = { @Sendable resolved, _, method in
+            guard let keyURL = try? OriginURL(resolved) else { return nil }
+            // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
+            let id = try keys.register(keyURL, method: method)
+            named.withLockedValue { $0.append(id) }
+            return id.path(for: keyURL)
+        }
         do {
             playlist = try Playlist(
                 bytes: raw, options: ParseOptions(maxBytes: configuration.maxPlaylistBytes, tolerant: !configuration.strictPlaylists))
-            var rewriter = ProxyPathRewriter()
-            // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-            rewriter.keyRewrite = { @Sendable resolved, _, method in
-                guard let keyURL = try? OriginURL(resolved) else { return nil }
-                // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
-                let id = try keys.register(keyURL, method: method)
-                named.withLockedValue { $0.append(id) }
-                return id.path(for: keyURL)
-            }
             let imports = playlist.kind == .media ? imports(of: key) : [:]
             if Self.needsAbsoluteURLs(playlist, contentType: contentType, url: url), !Self.contains(raw, Self.baseMarker) {
                 let marked = try playlist.rewrite(
@@ -466,6 +455,9 @@ final class PlaylistService: Sendable {
             }
             isLive = playlist.isLiveMedia
             if isLive {
+                if configuration.liveRewindWindow > 0, !playlist.isChannelList, insertions == nil {
+                    rewound = rewind(playlist, key: key, url: url, imports: imports(of: key), using: rewriter)
+                }
                 let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: imports(of: key))
                 if let lifetime {
                     for id in named.withLockedValue({ $0 }) {
@@ -481,7 +473,7 @@ final class PlaylistService: Sendable {
             ttl = max(0.1, min(targetDuration > 0 ? targetDuration : 2, 3600) * configuration.liveTTLFactor)
         }
         if fromStore && playlist.isLiveMedia { throw StoredLivePlaylist() }
-        return (rewritten, isLive, ttl, insertions)
+        return (rewritten, isLive, ttl, insertions, rewound)
     }
 
     private static func contains(_ bytes: [UInt8], _ needle: [UInt8]) -> Bool {
@@ -555,7 +547,10 @@ final class PlaylistService: Sendable {
         headers.add(name: "X-Cache", value: cache)
         headers.add(name: "Cache-Control", value: playlist.cacheControl(at: configuration.livePlaylistClock()))
         var body = playlist.body
-        if !playlist.baseInsertions.isEmpty {
+        if responder.wantsRewind, let rewound = playlist.rewound {
+            body = rewound
+            headers.add(name: "X-Rewind", value: "extended")
+        } else if !playlist.baseInsertions.isEmpty {
             body = playlist.body(base: responder.request.serverBase(configuration.serverNames))
             if responder.request.acceptsGzip, body.readableBytes >= 256 {
                 body = ByteBuffer(bytes: Gzip.compress(Array(body.readableBytesView)))

@@ -1,4 +1,5 @@
 import HLSCacheCore
+import HLSPlaylist
 import NIOCore
 
 /// The in-memory tables of ``PlaylistService``, behind its one lock: each is a ``BoundedLRU`` sized by
@@ -41,6 +42,10 @@ struct PlaylistTables {
     /// relayed and never stored (``SharedFetchStateMachine``). Bounded; kept in the index's channel table too, so a
     /// player coming back to a channel after a restart, without the list, is not stored either.
     var channelURLs: BoundedLRU<String, Bool>
+    /// With `live.rewindWindow`: what each live media playlist listed, as written, for `/rewind/…`
+    /// (``LiveRewind``). Bounded in playlists (``PlaylistService/TableLimits/rewindPlaylists``) and in segments each
+    /// (``PlaylistService/TableLimits/rewindSegments``), whatever the window.
+    var rewinds: BoundedLRU<CacheKey, LiveRewind>
 
     init(limits: PlaylistService.TableLimits) {
         live = BoundedLRU(maxCount: limits.livePlaylists)
@@ -51,5 +56,6 @@ struct PlaylistTables {
         warned = BoundedLRU(maxCount: limits.warnings)
         channelHeaderTable = BoundedLRU(maxCount: limits.channelHeaderURLs)
         channelURLs = BoundedLRU(maxCount: limits.channelHeaderURLs)
+        rewinds = BoundedLRU(maxCount: limits.rewindPlaylists)
     }
 }

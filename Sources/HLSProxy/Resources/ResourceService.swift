@@ -32,8 +32,8 @@ final class ResourceService: Sendable {
     /// LL-HLS blocking-reload parameters: such requests go to the origin every time.
     static let blockingReloadParameters: Set<String> = ["_HLS_msn", "_HLS_part", "_HLS_skip"]
 
-    func handle(_ request: ProxyRequest, responder: Responder) {
-        let target = request.head.uri
+    /// `target`: the request's, or the proxied URL after `/rewind` (``Responder/wantsRewind``).
+    func handle(_ request: ProxyRequest, target: String, responder: Responder) {
         let memo: TargetMemo
         if let known = targets.withLockedValue({ $0.value(forKey: target) }) {
             memo = known
