@@ -159,7 +159,7 @@ extension AdminAPI {
             "items": byState,
             "eventSubscribers": hub.subscriberCount,
             "downloads": downloadsStatus(),
-            "configuration": configurationStatus.withLockedValue { $0.json },
+            "configuration": configurationStatus.json,
         ]
         return Reply(status: .ok, json: AdminJSON.string(object))
     }

@@ -34,12 +34,12 @@ package struct PolicyRefusal: Error, Sendable {
 
 extension AdminAPI {
     func showPolicies() throws -> Reply {
-        guard let control = policyControl.withLockedValue({ $0 }) else { throw AdminError.notFound("no policies here") }
+        guard let control = policyControl else { throw AdminError.notFound("no policies here") }
         return Reply(status: .ok, json: AdminJSON.string(json(control.current())))
     }
 
     func changePolicies(_ body: [UInt8]) async throws -> Reply {
-        guard let control = policyControl.withLockedValue({ $0 }) else { throw AdminError.notFound("no policies here") }
+        guard let control = policyControl else { throw AdminError.notFound("no policies here") }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], !object.isEmpty else {
             throw AdminError.badRequest("expected a JSON object of policy keys and values")
         }

@@ -20,13 +20,19 @@ import ServiceLifecycle
 /// processes, writes playback records and sends heartbeats.
 package final class AdminAPI: ProxyRouteExtension, Service {
     let configuration: AdminConfiguration
+    /// What is set after ``init`` (by `serve` and its reloads), under one lock.
+    private struct State {
+        var access: AdminAccess
+        var configurationStatus = ConfigurationStatus()
+        var policyControl: PolicyControl?
+    }
+    private let state: NIOLockedValueBox<State>
     /// Who may use the API: from ``configuration`` until ``setAccess(token:allowedNetworks:)`` (a reload).
-    var access: AdminAccess { liveAccess.withLockedValue { $0 } }
-    private let liveAccess: NIOLockedValueBox<AdminAccess>
+    var access: AdminAccess { state.withLockedValue { $0.access } }
     /// The configuration's part of `/status`.
-    package let configurationStatus = NIOLockedValueBox(ConfigurationStatus())
+    package var configurationStatus: ConfigurationStatus { state.withLockedValue { $0.configurationStatus } }
     /// `/policies`, set by `serve` (nil: the endpoint answers 404).
-    package let policyControl = NIOLockedValueBox<PolicyControl?>(nil)
+    var policyControl: PolicyControl? { state.withLockedValue { $0.policyControl } }
     let downloader: Downloader
     let keys: KeyService
     let hub: EventHub
@@ -57,7 +63,7 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         threadPool: NIOThreadPool? = nil, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.configuration = configuration
-        self.liveAccess = NIOLockedValueBox(AdminAccess(configuration: configuration))
+        self.state = NIOLockedValueBox(State(access: AdminAccess(configuration: configuration)))
         self.downloader = downloader
         self.keys = keys
         self.hub = hub
@@ -79,7 +85,18 @@ package final class AdminAPI: ProxyRouteExtension, Service {
 
     /// Replaces `api.token` and `api.allow`: the next request is judged by them (a reload; docs/operations.md#reload).
     package func setAccess(token: String?, allowedNetworks: [IPNetwork]) {
-        liveAccess.withLockedValue { $0 = AdminAccess(configuration: AdminConfiguration(token: token, allowedNetworks: allowedNetworks)) }
+        let access = AdminAccess(configuration: AdminConfiguration(token: token, allowedNetworks: allowedNetworks))
+        state.withLockedValue { $0.access = access }
+    }
+
+    /// Sets what `/policies` reads and changes (`serve`, once, before the server listens).
+    package func setPolicyControl(_ control: PolicyControl) {
+        state.withLockedValue { $0.policyControl = control }
+    }
+
+    /// Changes the configuration's part of `/status` (the reloader); `change` must not call out.
+    package func updateConfigurationStatus(_ change: (inout ConfigurationStatus) -> Void) {
+        state.withLockedValue { change(&$0.configurationStatus) }
     }
 
     deinit {

@@ -83,8 +83,6 @@ final class ConsumptionRecorder: Sendable {
     /// The most item timelines kept in memory.
     static let maxLoadedItems = 64
 
-    private let pending = NIOLockedValueBox(Pending())
-    private let timelines = NIOLockedValueBox(Timelines())
     private let store: CacheStore
     private let items: ItemStore
     private let volatileParameters: [String]
@@ -100,7 +98,19 @@ final class ConsumptionRecorder: Sendable {
         var failing = false
     }
 
-    private let totals = NIOLockedValueBox(Totals())
+    /// The served responses waiting for a flush, the loaded timelines and the totals, under one lock: every section
+    /// is a few dictionary or counter updates (no SQLite, no file read, no logging inside).
+    private struct State {
+        var pending = Pending()
+        var timelines = Timelines()
+        var totals = Totals()
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    private func withPending<T>(_ body: (inout Pending) -> T) -> T { state.withLockedValue { body(&$0.pending) } }
+    private func withTimelines<T>(_ body: (inout Timelines) -> T) -> T { state.withLockedValue { body(&$0.timelines) } }
+    private func withTotals<T>(_ body: (inout Totals) -> T) -> T { state.withLockedValue { body(&$0.totals) } }
 
     init(store: CacheStore, items: ItemStore, volatileParameters: [String], logger: Logger = Logger(label: "hlscache.admin")) {
         self.store = store
@@ -110,17 +120,15 @@ final class ConsumptionRecorder: Sendable {
     }
 
     /// How many flushes could not record what was served and kept it for the next one (for tests).
-    var failedFlushes: Int { totals.withLockedValue { $0.failedFlushes } }
+    var failedFlushes: Int { withTotals { $0.failedFlushes } }
 
     /// Cache hits and misses of proxied resources since the server started.
     var hitsAndMisses: (hits: Int, misses: Int) {
-        let queued = pending.withLockedValue { ($0.hits, $0.misses) }
-        let counted = totals.withLockedValue { (hits: $0.hits, misses: $0.misses) }
-        return (counted.hits + queued.0, counted.misses + queued.1)
+        state.withLockedValue { ($0.totals.hits + $0.pending.hits, $0.totals.misses + $0.pending.misses) }
     }
 
     /// The items whose timelines are in memory (for tests).
-    var loadedItems: Set<String> { timelines.withLockedValue { Set($0.loaded.keys) } }
+    var loadedItems: Set<String> { withTimelines { Set($0.loaded.keys) } }
 
     /// On the event loop: remember a successful response to a proxied resource.
     func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
@@ -128,7 +136,7 @@ final class ConsumptionRecorder: Sendable {
         guard uri.hasPrefix("/http"), request.method == .GET || request.method == .HEAD else { return }
         let cache = headers.first(name: "x-cache")
         guard status == .ok || status == .partialContent || cache != nil else { return }
-        pending.withLockedValue { p in
+        withPending { p in
             if cache == "HIT" { p.hits += 1 } else if cache == "MISS" { p.misses += 1 }
             guard request.method == .GET, status == .ok || status == .partialContent else { return }
             if p.targets.count < maxPending { p.targets.append(uri) } else { p.dropped += 1 }
@@ -138,15 +146,14 @@ final class ConsumptionRecorder: Sendable {
     /// Off the event loops: records what was served since the last flush.
     /// - Returns: the items played, with their updated records (for `played` events).
     func flush(_ changes: ItemChangeFeed.Changes, now: Date = Date()) -> [(String, ItemConsumption)] {
-        let taken = pending.withLockedValue { p -> Pending in
-            defer { p = Pending() }
-            return p
+        let taken = state.withLockedValue { s -> Pending in
+            let taken = s.pending
+            s.pending = Pending()
+            s.totals.hits += taken.hits
+            s.totals.misses += taken.misses
+            s.timelines.flushes += 1
+            return taken
         }
-        totals.withLockedValue {
-            $0.hits += taken.hits
-            $0.misses += taken.misses
-        }
-        timelines.withLockedValue { $0.flushes += 1 }
         forgetChanged(changes)
         if taken.dropped > 0 {
             logger.warning("admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) waiting)")
@@ -170,7 +177,7 @@ final class ConsumptionRecorder: Sendable {
             keys.insert(CacheKey(url, volatileParameters: volatileParameters).value)
         }
         try loadTimelines(listing: keys)
-        let byKey = timelines.withLockedValue { t -> [String: [Placement]] in
+        let byKey = withTimelines { t -> [String: [Placement]] in
             var found: [String: [Placement]] = [:]
             for key in keys {
                 guard let placements = t.byKey[key] else { continue }
@@ -201,12 +208,12 @@ final class ConsumptionRecorder: Sendable {
 
     /// Keeps the targets of a failed flush for the next one, ahead of newer ones, within the pending bound.
     private func putBack(_ targets: [String], after error: DownloadError) {
-        pending.withLockedValue { p in
+        withPending { p in
             let kept = targets + p.targets
             p.targets = Array(kept.prefix(maxPending))
             p.dropped += kept.count - p.targets.count
         }
-        let first = totals.withLockedValue { totals -> Bool in
+        let first = withTotals { totals -> Bool in
             defer {
                 totals.failedFlushes += 1
                 totals.failing = true
@@ -217,7 +224,7 @@ final class ConsumptionRecorder: Sendable {
     }
 
     private func noteRecovered() {
-        let was = totals.withLockedValue { totals -> Bool in
+        let was = withTotals { totals -> Bool in
             defer { totals.failing = false }
             return totals.failing
         }
@@ -228,7 +235,7 @@ final class ConsumptionRecorder: Sendable {
     /// loaded again when next played).
     private func forgetChanged(_ changes: ItemChangeFeed.Changes) {
         guard !changes.removed.isEmpty || !changes.changed.isEmpty else { return }
-        timelines.withLockedValue { t in
+        withTimelines { t in
             for id in changes.removed {
                 t.unload(id)
                 t.touchedAt[id] = nil
@@ -245,7 +252,7 @@ final class ConsumptionRecorder: Sendable {
     /// instant) is loaded again the next time one of its resources is served.
     private func loadTimelines(listing keys: Set<String>) throws(DownloadError) {
         let listed = try items.items(listing: keys)
-        let loaded = timelines.withLockedValue { Set($0.loaded.filter(\.value.complete).keys) }
+        let loaded = withTimelines { Set($0.loaded.filter(\.value.complete).keys) }
         var wanted: [String] = []
         var seen = loaded
         for ids in listed.values {
@@ -255,7 +262,7 @@ final class ConsumptionRecorder: Sendable {
             guard let item = try items.item(id), item.state != .deleted, item.state != .expired,
                 let timeline = timeline(of: item)
             else { continue }
-            timelines.withLockedValue { $0.load(id, renditions: item.renditions, timeline: timeline, bound: Self.maxLoadedItems) }
+            withTimelines { $0.load(id, renditions: item.renditions, timeline: timeline, bound: Self.maxLoadedItems) }
         }
     }
 
@@ -301,7 +308,7 @@ final class ConsumptionRecorder: Sendable {
 
     /// Marks every object of the item as just used (at most once a minute per item).
     private func touchObjects(of id: String, now: Date) {
-        let due = timelines.withLockedValue { t -> Bool in
+        let due = withTimelines { t -> Bool in
             if let last = t.touchedAt[id], now.timeIntervalSince(last) < 60 { return false }
             t.touchedAt[id] = now
             return true

@@ -36,6 +36,8 @@ package final class EventHub: Sendable {
         var announcedAt: [String: ContinuousClock.Instant] = [:]
         /// The `started` event of this server run, sent first on every new stream (nil before ``serverStarted(_:)``).
         var started: ServerStatus?
+        /// Told of every event as it is broadcast (the webhooks); they must not wait.
+        var observers: [@Sendable (AdminEvent) -> Void] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -45,8 +47,6 @@ package final class EventHub: Sendable {
     /// calls back into the hub, so holding it costs nothing. Always taken before `state`, never inside it.
     private let sending = NIOLock()
     let progressInterval: Duration
-    /// Told of every event as it is broadcast (the webhooks); they must not wait.
-    private let observers = NIOLockedValueBox<[@Sendable (AdminEvent) -> Void]>([])
 
     /// Called by ``publish(_:)`` just before it waits for its turn to send (tests use it as a barrier to force an
     /// event to arrive while a poll is sending).
@@ -297,11 +297,11 @@ package final class EventHub: Sendable {
 
     /// Calls `observer` with every event the hub sends from now on, in order, whether or not anyone subscribes.
     package func observe(_ observer: @escaping @Sendable (AdminEvent) -> Void) {
-        observers.withLockedValue { $0.append(observer) }
+        state.withLockedValue { $0.observers.append(observer) }
     }
 
     private func broadcast(_ event: AdminEvent) {
-        for observer in observers.withLockedValue({ $0 }) { observer(event) }
+        for observer in state.withLockedValue({ $0.observers }) { observer(event) }
         let streams = state.withLockedValue { Array($0.subscribers.values) }
         for stream in streams where stream.filter.accepts(event) { stream.enqueue(event) }
     }

@@ -65,8 +65,12 @@ package final class WebhookNotifier: Service, Sendable {
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     private let onOutcome: @Sendable (WebhookOutcome) -> Void
-    private let sequence = NIOLockedValueBox<Int64>(0)
-    private let counts = NIOLockedValueBox<[WebhookOutcome: Int]>([:])
+    /// The last sequence number given and the outcomes counted so far, under one lock.
+    private struct State {
+        var sequence: Int64 = 0
+        var counts: [WebhookOutcome: Int] = [:]
+    }
+    private let state = NIOLockedValueBox(State())
     private let outbox: ItemStore?
 
     /// - Parameter outbox: where events left undelivered at a stop wait for the next start (`items.sqlite`); those
@@ -86,7 +90,7 @@ package final class WebhookNotifier: Service, Sendable {
         // New events are numbered after the kept ones (read here, taken when the notifier runs).
         if let kept = try? outbox?.webhookOutbox() {
             let last = kept.map(Self.sequence(of:)).max() ?? 0
-            sequence.withLockedValue { $0 = max($0, last) }
+            state.withLockedValue { $0.sequence = max($0.sequence, last) }
         }
     }
 
@@ -107,7 +111,7 @@ package final class WebhookNotifier: Service, Sendable {
         }
         guard !entries.isEmpty else { return }
         let last = entries.map(Self.sequence(of:)).max() ?? 0
-        sequence.withLockedValue { $0 = max($0, last) }
+        state.withLockedValue { $0.sequence = max($0.sequence, last) }
         var queued = 0
         for receiver in receivers {
             let mine = entries.filter { $0.receiver == receiver.url }.map { Delivery(id: $0.delivery, type: $0.type, body: $0.body) }
@@ -136,9 +140,9 @@ package final class WebhookNotifier: Service, Sendable {
         case .state, .removed, .locked, .server: break
         case .progress, .evicted, .played, .policy: return
         }
-        let number = sequence.withLockedValue { value -> Int64 in
-            value += 1
-            return value
+        let number = state.withLockedValue { state -> Int64 in
+            state.sequence += 1
+            return state.sequence
         }
         var object = event.object
         object["sequence"] = number
@@ -177,7 +181,7 @@ package final class WebhookNotifier: Service, Sendable {
 
     /// How many events were delivered, given up on, or dropped (over every receiver) so far.
     package func count(of outcome: WebhookOutcome) -> Int {
-        counts.withLockedValue { $0[outcome] ?? 0 }
+        state.withLockedValue { $0.counts[outcome] ?? 0 }
     }
 
     /// The `X-Hlscache-Signature` value of `body` under `secret`.
@@ -282,7 +286,7 @@ package final class WebhookNotifier: Service, Sendable {
     }
 
     private func count(_ outcome: WebhookOutcome) {
-        counts.withLockedValue { $0[outcome, default: 0] += 1 }
+        state.withLockedValue { $0.counts[outcome, default: 0] += 1 }
         onOutcome(outcome)
     }
 

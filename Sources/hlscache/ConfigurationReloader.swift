@@ -3,7 +3,6 @@ import Foundation
 import HLSAdmin
 import HLSConfig
 import Logging
-import NIOConcurrencyHelpers
 
 /// `serve`'s reload (`SIGHUP`, `hlscache reload`; docs/operations.md#reload): reads the config file and the
 /// environment again with the same flags, and either refuses the result whole (one log line naming the key, as at
@@ -12,18 +11,20 @@ import NIOConcurrencyHelpers
 actor ConfigurationReloader {
     /// Changes the running server: the plan's ``ReloadPlan/applied`` settings, with their new values in the settings.
     typealias Apply = @Sendable (ReloadPlan, HLSCacheSettings) async -> Void
+    /// Changes the configuration's part of `/status` (``AdminAPI/updateConfigurationStatus(_:)``, under its lock).
+    typealias UpdateStatus = @Sendable (_ change: (inout ConfigurationStatus) -> Void) -> Void
 
     private let configFile: String?
     private let commandLine: CommandLineSettings
     private let logger: Logger
-    private let status: NIOLockedValueBox<ConfigurationStatus>
+    private let status: UpdateStatus
     private let apply: Apply
     /// What the server runs with: the start's settings, with those reloads applied.
     private var running: HLSCacheSettings
 
     init(
         configFile: String?, commandLine: CommandLineSettings, running: HLSCacheSettings, logger: Logger,
-        status: NIOLockedValueBox<ConfigurationStatus>, apply: @escaping Apply
+        status: @escaping UpdateStatus, apply: @escaping Apply
     ) {
         self.configFile = configFile
         self.commandLine = commandLine
@@ -31,7 +32,7 @@ actor ConfigurationReloader {
         self.logger = logger
         self.status = status
         self.apply = apply
-        status.withLockedValue { $0 = ConfigurationStatus(file: configFile) }
+        status { $0 = ConfigurationStatus(file: configFile) }
     }
 
     /// One reload; reloads run one after the other.
@@ -42,7 +43,7 @@ actor ConfigurationReloader {
                 configFile: configFile, environment: ProcessInfo.processInfo.environment, commandLine: commandLine)
         } catch {
             logger.error("reload refused, nothing changed: config error: \(error.message)")
-            status.withLockedValue {
+            status {
                 $0.lastError = error.message
                 $0.refusedAt = Date()
             }
@@ -58,7 +59,7 @@ actor ConfigurationReloader {
             logger.warning(
                 "reloaded \(configFile ?? "the environment"): \(applied); needs a restart: \(plan.needsRestart.joined(separator: ", "))")
         }
-        status.withLockedValue {
+        status {
             $0.reloads += 1
             $0.reloadedAt = Date()
             $0.applied = plan.applied

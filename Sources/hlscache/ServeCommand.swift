@@ -240,7 +240,7 @@ struct ServeCommand: AsyncParsableCommand {
         let admin = AdminAPI(
             configuration: adminConfiguration, downloader: downloader, keys: keys, hub: hub,
             volatileQueryParameters: configuration.volatileQueryParameters, logger: logger, wake: { Task { await scheduler.tick() } })
-        admin.policyControl.withLockedValue { $0 = policies.control }
+        admin.setPolicyControl(policies.control)
         // A segment or key an origin refuses for want of its token cookie (set on the multivariant playlist, which
         // a prewarmed stream serves from the cache) gets one from the playlist of the item it belongs to.
         let volatile = configuration.volatileQueryParameters
@@ -282,7 +282,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // SIGHUP: the config file and the environment read again, what can change live applied (docs/operations.md#reload).
         let reloader = ConfigurationReloader(
-            configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger, status: admin.configurationStatus,
+            configFile: loaded.configFile, commandLine: reloadFlags, running: settings, logger: logger,
+            status: { admin.updateConfigurationStatus($0) },
             apply: { plan, configured in
                 let (new, policiesChanged) = policies.reloaded(configured)
                 if policiesChanged {

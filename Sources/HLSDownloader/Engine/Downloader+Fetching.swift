@@ -21,7 +21,7 @@ extension Downloader {
             // A recording's media through this process's own proxy when it serves viewers (``liveShare``).
             let shared =
                 item.record != nil && item.headers.isEmpty && self.throughServer(of: item) == nil
-                ? self.liveShare.withLockedValue { $0 } : nil
+                ? self.liveShare : nil
             let target = shared.flatMap { try? OriginURL($0.server + resource.url.proxyPath) } ?? self.requestURL(resource.url, for: item)
             let task = (shared?.client ?? self.origin).stream(target, headers: headers, on: eventLoop, handler: handler)
             return try await withTaskCancellationHandler {

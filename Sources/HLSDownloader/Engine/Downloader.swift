@@ -23,8 +23,18 @@ package final class Downloader: Sendable {
     /// The items table.
     package let items: ItemStore
     /// The settings: those given to ``init``, with those ``reconfigure(_:)`` replaced since.
-    package var configuration: DownloaderConfiguration { liveConfiguration.withLockedValue { $0 } }
-    private let liveConfiguration: NIOLockedValueBox<DownloaderConfiguration>
+    package var configuration: DownloaderConfiguration { state.withLockedValue { $0.configuration } }
+    /// What changes after ``init``: the settings, the runs, the bandwidth cap and the live share, under one lock.
+    private struct State {
+        var configuration: DownloaderConfiguration
+        /// See ``runningTask(_:)``.
+        var runs: [String: Task<DownloadPlan, any Error>] = [:]
+        /// See ``limiter``.
+        var limiter: RateLimiter?
+        /// See ``liveShare``.
+        var liveShare: (server: String, client: OriginClient)?
+    }
+    private let state: NIOLockedValueBox<State>
     let origin: OriginClient
     let eventLoopGroup: any EventLoopGroup
     let threadPool: NIOThreadPool
@@ -34,10 +44,10 @@ package final class Downloader: Sendable {
     private let explicitCommitThreadPool: NIOThreadPool?
     /// The runs of this process, by item id: a transition whose action stops the download cancels it here
     /// (``transition(_:_:change:)``); other processes' runs notice the new state within their poll interval.
-    let runs = NIOLockedValueBox<[String: Task<DownloadPlan, any Error>]>([:])
+    func runningTask(_ id: String) -> Task<DownloadPlan, any Error>? { state.withLockedValue { $0.runs[id] } }
+    private func setRun(_ id: String, _ work: Task<DownloadPlan, any Error>?) { state.withLockedValue { $0.runs[id] = work } }
     /// The process's bandwidth cap (``DownloaderConfiguration/bytesPerSecond``), `nil` without one.
-    var limiter: RateLimiter? { liveLimiter.withLockedValue { $0 } }
-    private let liveLimiter: NIOLockedValueBox<RateLimiter?>
+    var limiter: RateLimiter? { state.withLockedValue { $0.limiter } }
     /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
     let volume = VolumeMeter()
     let logger: Logger
@@ -47,7 +57,7 @@ package final class Downloader: Sendable {
     /// Where a recording's segments and init sections are requested when this process also serves viewers
     /// (``shareLiveFetches(through:client:)``): the server's own proxy path, so a viewer and a recording share one
     /// origin request per segment.
-    let liveShare = NIOLockedValueBox<(server: String, client: OriginClient)?>(nil)
+    var liveShare: (server: String, client: OriginClient)? { state.withLockedValue { $0.liveShare } }
 
     /// - Parameters:
     ///   - origin: a client on `eventLoopGroup`; give it `retry.maxRetries = 0`, the downloader retries each
@@ -68,8 +78,8 @@ package final class Downloader: Sendable {
         self.origin = origin
         self.eventLoopGroup = eventLoopGroup
         self.threadPool = threadPool
-        self.liveConfiguration = NIOLockedValueBox(configuration)
-        self.liveLimiter = NIOLockedValueBox(configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) })
+        self.state = NIOLockedValueBox(
+            State(configuration: configuration, limiter: configuration.bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) }))
         self.logger = logger
         self.onEvent = onEvent
         // Items tell what the cache evicted of them, whichever write of this process evicted it (the other process
@@ -92,17 +102,17 @@ package final class Downloader: Sendable {
     /// `client` (one allowed to reach it): a segment a viewer is fetching is joined, not fetched again, and one a
     /// viewer stored is a hit.
     package func shareLiveFetches(through server: String, client: OriginClient) {
-        liveShare.withLockedValue { $0 = (server, client) }
+        state.withLockedValue { $0.liveShare = (server, client) }
     }
 
     /// Takes the settings of `downloads` that change live (a reload, a policy change; docs/operations.md#reload): the
     /// bandwidth cap, the download policies, the concurrent items, the default seconds and auto-purge. The others
     /// stay as given to ``init``.
     package func reconfigure(_ downloads: DownloaderConfiguration) async {
-        liveConfiguration.withLockedValue {
-            $0.concurrentItems = downloads.concurrentItems
-            $0.defaultSeconds = downloads.defaultSeconds
-            $0.autoPurgeExpired = downloads.autoPurgeExpired
+        state.withLockedValue {
+            $0.configuration.concurrentItems = downloads.concurrentItems
+            $0.configuration.defaultSeconds = downloads.defaultSeconds
+            $0.configuration.autoPurgeExpired = downloads.autoPurgeExpired
         }
         await reconfigure(bytesPerSecond: downloads.bytesPerSecond, policies: downloads.policies)
     }
@@ -111,15 +121,13 @@ package final class Downloader: Sendable {
     /// cap holds the transfers in flight from their next chunk on (a cap set where there was none, from the next
     /// item run); the policies apply to the next decision that reads them (an item's start, the scheduler's pass).
     package func reconfigure(bytesPerSecond: Int64?, policies: DownloadPolicies) async {
-        let previous = liveLimiter.withLockedValue { current -> RateLimiter? in
-            let previous = current
-            if previous == nil { current = bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) } }
-            if bytesPerSecond == nil { current = nil }
+        let previous = state.withLockedValue { state -> RateLimiter? in
+            let previous = state.limiter
+            if previous == nil { state.limiter = bytesPerSecond.map { RateLimiter(bytesPerSecond: max(1, $0)) } }
+            if bytesPerSecond == nil { state.limiter = nil }
+            state.configuration.bytesPerSecond = bytesPerSecond
+            state.configuration.policies = policies
             return previous
-        }
-        liveConfiguration.withLockedValue {
-            $0.bytesPerSecond = bytesPerSecond
-            $0.policies = policies
         }
         // Transfers in flight hold the old bucket: it takes the new rate (or, the cap removed, lets them run free).
         await previous?.setRate(bytesPerSecond.map { max(1, $0) })
@@ -161,7 +169,7 @@ package final class Downloader: Sendable {
             return try finishExpired(id)
         }
         let work = Task { () async throws -> DownloadPlan in try await self.download(item) }
-        runs.withLockedValue { $0[id] = work }
+        setRun(id, work)
         let watcher = Task {
             // Another process (or command) changed the state: stop at once.
             while !Task.isCancelled {
@@ -184,7 +192,7 @@ package final class Downloader: Sendable {
         } onCancel: {
             work.cancel()
         }
-        runs.withLockedValue { $0[id] = nil }
+        setRun(id, nil)
         watcher.cancel()
         return try settle(id, result: result, bytesAtStart: item.bytesDone)
     }

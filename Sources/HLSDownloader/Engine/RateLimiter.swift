@@ -4,8 +4,9 @@ import Synchronization
 /// order, so concurrent resources (and items) share the bandwidth fairly, chunk by chunk.
 package actor RateLimiter {
     /// Bytes per second (``setRate(_:)`` changes it).
-    package nonisolated var bytesPerSecond: Int64 { rate.withLock { $0 } }
-    private nonisolated let rate: Mutex<Int64>
+    package nonisolated var bytesPerSecond: Int64 { rate.load(ordering: .relaxed) }
+    /// One value on its own, read outside the actor: an atomic, no lock.
+    private nonisolated let rate: Atomic<Int64>
     private var burst: Double { max(16 * 1024, Double(bytesPerSecond) / 4) }
     private var available: Double
     private var last: ContinuousClock.Instant
@@ -17,7 +18,7 @@ package actor RateLimiter {
     package init(bytesPerSecond: Int64, then: RateLimiter? = nil) {
         precondition(bytesPerSecond > 0)
         self.then = then
-        self.rate = Mutex(bytesPerSecond)
+        self.rate = Atomic(bytesPerSecond)
         available = max(16 * 1024, Double(bytesPerSecond) / 4)
         last = .now
     }
@@ -25,7 +26,7 @@ package actor RateLimiter {
     /// The rate from now on; `nil` lifts the cap (callers already waiting still wait out their debt).
     package func setRate(_ bytesPerSecond: Int64?) {
         available = min(available, burst)
-        rate.withLock { $0 = max(1, bytesPerSecond ?? Self.unlimited) }
+        rate.store(max(1, bytesPerSecond ?? Self.unlimited), ordering: .relaxed)
     }
 
     /// The rate of a lifted cap: a terabyte a second.

@@ -179,6 +179,6 @@ extension Downloader {
 
     /// Cancels this process's run of the item, if any; the run then settles on the state already stored.
     private func stopRun(of id: String) {
-        runs.withLockedValue { $0[id] }?.cancel()
+        runningTask(id)?.cancel()
     }
 }

@@ -3,6 +3,7 @@ import HLSCacheStore
 import HLSOrigin
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 extension Downloader {
     /// How many times ``fetchShared(_:for:counter:)`` looks for the proxy's copy (waiting a little longer each time,
@@ -19,7 +20,7 @@ extension Downloader {
     /// - Returns: the stored object's size.
     func fetchShared(_ resource: PlannedResource, for item: DownloadItem) async throws -> Int64? {
         guard resource.slice == nil, item.headers.isEmpty, throughServer(of: item) == nil,
-            let (server, client) = liveShare.withLockedValue({ $0 }),
+            let (server, client) = liveShare,
             let target = try? OriginURL(server + resource.url.proxyPath)
         else { return nil }
         try await withRetries(resource.url) {
@@ -44,7 +45,8 @@ extension Downloader {
 private final class DiscardingHandler: OriginStreamHandler {
     let eventLoop: any EventLoop
     let promise: EventLoopPromise<Void>
-    private let status = NIOLockedValueBox<Int?>(nil)
+    /// The response's status; 0 until its head arrives. One value on its own: an atomic, no lock.
+    private let status = Atomic<Int>(0)
 
     init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -52,7 +54,7 @@ private final class DiscardingHandler: OriginStreamHandler {
     }
 
     func didReceiveHead(_ head: OriginResponseHead) {
-        status.withLockedValue { $0 = head.status }
+        status.store(head.status, ordering: .releasing)
     }
 
     func didReceiveBody(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
@@ -62,7 +64,7 @@ private final class DiscardingHandler: OriginStreamHandler {
     func didFinish(_ result: Result<Void, OriginError>) {
         switch result {
         case .success:
-            let code = status.withLockedValue { $0 } ?? 0
+            let code = status.load(ordering: .acquiring)
             if code == 200 { promise.succeed() } else { promise.fail(OriginError.httpStatus(code)) }
         case .failure(let error):
             promise.fail(error)
