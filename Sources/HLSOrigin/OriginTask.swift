@@ -13,8 +13,8 @@ package final class OriginTask: Sendable {
     private struct State {
         var finished = false
         /// Aborts the HTTP exchange in flight (an AsyncHTTPClient task, or a raw exchange's channel).
+        /// Or the step of the request under way: a slot wait, a backoff timer, a name resolution, a cookie refresh.
         var abortRequest: (@Sendable () -> Void)?
-        var driver: Task<Void, Never>?
         /// Let go once `didFinish` is scheduled: handlers keep their task (to cancel it), and the pair would keep
         /// each other — and every body chunk the handler holds — alive forever (the soak's memory growth).
         var handler: (any OriginStreamHandler)?
@@ -32,24 +32,14 @@ package final class OriginTask: Sendable {
     /// Aborts the request (connection, retry wait or redirect) and finishes with `.cancelled`. Safe from any
     /// thread, any number of times; a no-op once finished.
     package func cancel() {
-        let (abortRequest, driver) = state.withLockedValue { state -> ((@Sendable () -> Void)?, Task<Void, Never>?) in
-            guard !state.finished else { return (nil, nil) }
-            return (state.abortRequest, state.driver)
+        let abortRequest = state.withLockedValue { state -> (@Sendable () -> Void)? in
+            state.finished ? nil : state.abortRequest
         }
         finish(.failure(.cancelled))
         abortRequest?()
-        driver?.cancel()
     }
 
     var isFinished: Bool { state.withLockedValue { $0.finished } }
-
-    func attach(driver: Task<Void, Never>) {
-        let finished = state.withLockedValue { state in
-            if !state.finished { state.driver = driver }
-            return state.finished
-        }
-        if finished { driver.cancel() }
-    }
 
     /// Records the attempt in flight so `cancel` reaches it; cancels it at once if the task already finished.
     func attach(request: HTTPClient.Task<Void>) {
@@ -94,7 +84,7 @@ package final class OriginTask: Sendable {
     func finish(_ result: Result<Void, OriginError>) {
         let handler = state.withLockedValue { state -> (any OriginStreamHandler)? in
             guard !state.finished else { return nil }
-            defer { state.finished = true; state.abortRequest = nil; state.driver = nil; state.handler = nil }
+            defer { state.finished = true; state.abortRequest = nil; state.handler = nil }
             return state.handler
         }
         guard let handler else { return }

@@ -397,6 +397,24 @@ struct OriginClientTests {
         }
     }
 
+    /// Issue 42: an origin request runs on its event loop from start to head without a Swift task of its own —
+    /// redirects and retries included — once its host's addresses are known; a name is resolved in a task once
+    /// per `resolutionTTL`.
+    @Test func requestsRunOnTheEventLoopWithoutASwiftTaskOnceTheHostIsKnown() async throws {
+        try await withOrigin { origin, client, _ in
+            _ = try await client.fetch(origin.url("/bytes/1000"), maxBytes: 1 << 20)
+            _ = try await client.fetch(origin.url("/redirect/3"), maxBytes: 1024)
+            let retried = try await client.fetch(origin.url("/flaky/2"), maxBytes: 1024)
+            #expect(String(buffer: retried.body) == "ok" && origin.hits("/flaky/2") == 3)
+            #expect(client.asyncStepCount == 0, "a numeric host, redirects and retries need no task")
+            let named = try OriginURL(origin.url("/bytes/10").string.replacingOccurrences(of: "127.0.0.1", with: "localhost"))
+            _ = try await client.fetch(named, maxBytes: 1024)
+            #expect(client.asyncStepCount == 1, "a name is resolved in a task")
+            _ = try await client.fetch(named, maxBytes: 1024)
+            #expect(client.asyncStepCount == 1, "and remembered for the next request")
+        }
+    }
+
     @Test func tooManyRedirectsAndLoopsFail() async throws {
         try await withOrigin { configuration in
             configuration.maxRedirects = 2
