@@ -327,7 +327,8 @@ package final class OriginClient: Sendable {
             request =
                 raw
                 ? nil
-                : try HTTPClient.Request(url: url.string, method: method == .GET ? .GET : .HEAD, headers: requestHeaders(for: url, extra: headers))
+                : try HTTPClient.Request(
+                    url: url.string, method: method == .GET ? .GET : .HEAD, headers: requestHeaders(for: url, extra: headers))
         } catch {
             return eventLoop.makeFailedFuture(error)
         }
@@ -352,7 +353,8 @@ package final class OriginClient: Sendable {
                 url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
                 cookieJar: cookieJar, readTimeout: configuration.readTimeout)
             guard let request else {
-                startRawExchange(url: url, method: method, headers: headers, addresses: addresses, host: host, delegate: delegate, task: task)
+                startRawExchange(
+                    url: url, method: method, headers: headers, addresses: addresses, host: host, delegate: delegate, task: task)
                 return delegate.futureOutcome
             }
             let requestTask = httpClient.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), logger: logger)

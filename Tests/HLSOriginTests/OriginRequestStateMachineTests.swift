@@ -10,7 +10,9 @@ import Testing
     static func url(_ text: String) -> OriginURL { try! OriginURL(text) }
     static let address = OriginIPAddress("127.0.0.1")!
 
-    static func machine(_ text: String = "http://o.test/a.m3u8", method: OriginMethod = .GET, cookies: Bool = true) -> OriginRequestStateMachine {
+    static func machine(_ text: String = "http://o.test/a.m3u8", method: OriginMethod = .GET, cookies: Bool = true)
+        -> OriginRequestStateMachine
+    {
         OriginRequestStateMachine(url: url(text), method: method, mayRefreshCookies: cookies, maxRedirects: 2, maxRetries: 2)
     }
 
@@ -31,7 +33,10 @@ import Testing
     @Test func aPlainRequestChecksItsDestinationThenMakesOneAttemptAndStopsAtTheHead() {
         var machine = Self.machine()
         #expect(Self.checked(machine.start()) == "http://o.test/a.m3u8")
-        guard case .attempt(let url, let method, let addresses, let retryStatuses, let retryAuthorization) = machine.destinationChecked([Self.address])
+        guard
+            case .attempt(let url, let method, let addresses, let retryStatuses, let retryAuthorization) = machine.destinationChecked([
+                Self.address
+            ])
         else {
             Issue.record("no attempt after the destination check")
             return
