@@ -15,7 +15,11 @@ package final class OriginClient: Sendable {
     /// The settings this client was made with.
     package let configuration: OriginConfiguration
     /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
-    package let cookieJar: OriginCookieJar?
+    /// Whether the cookies origins set are kept and sent back (``OriginConfiguration/keepsCookies``; the jar is in
+    /// the client's state).
+    package var keepsCookies: Bool { configuration.keepsCookies }
+    /// How many cookies the jar holds; nil when cookies are not kept.
+    package var cookieCount: Int? { state.withLock { $0.cookieJar?.count } }
     private let httpClient: HTTPClient
     /// Requests in flight per origin host (``OriginConfiguration/maxConnectionsPerHost``).
     private let slots: OriginConnectionSlots
@@ -48,6 +52,8 @@ package final class OriginClient: Sendable {
         var ownListeners: [(address: OriginIPAddress?, port: Int)] = []
         /// The TLS context of raw exchanges (``OriginRawExchange``), made on first use.
         var rawTLSContext: NIOSSLContext?
+        /// The cookies origins set (nil when ``OriginConfiguration/keepsCookies`` is off).
+        var cookieJar: OriginCookieJar?
     }
     private let state: Mutex<State>
 
@@ -68,8 +74,10 @@ package final class OriginClient: Sendable {
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     package init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
-        self.state = Mutex(State(originHeaders: configuration.originHeaders, originCookies: configuration.originCookies))
-        self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
+        self.state = Mutex(
+            State(
+                originHeaders: configuration.originHeaders, originCookies: configuration.originCookies,
+                cookieJar: configuration.keepsCookies ? OriginCookieJar() : nil))
         self.eventLoopGroup = eventLoopGroup
         let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
         self.instanceToken = "hlscache-" + String(repeating: "0", count: 16 - random.count) + random
@@ -199,7 +207,7 @@ package final class OriginClient: Sendable {
     ) -> OriginTask {
         let task = OriginTask(eventLoop: eventLoop ?? eventLoopGroup.next(), handler: handler)
         let machine = OriginRequestStateMachine(
-            url: url, method: method, mayRefreshCookies: refreshingCookies && cookieJar != nil && cookies.isEnabled,
+            url: url, method: method, mayRefreshCookies: refreshingCookies && keepsCookies && cookies.isEnabled,
             maxRedirects: configuration.maxRedirects, maxRetries: configuration.retry.maxRetries)
         OriginRequestDriver(client: self, task: task, headers: headers.map { (name: $0.0, value: $0.1) }, machine: machine).start()
         return task
@@ -336,6 +344,8 @@ package final class OriginClient: Sendable {
         // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
         // delegate exists: its promise must be completed once made.
         let host = "\(url.scheme)://\(url.authority.lowercased())"
+        let cookieStore: (@Sendable ([String], OriginURL) -> Void)? =
+            keepsCookies ? { @Sendable [self] setCookie, from in storeCookies(setCookie, from: from) } : nil
         let slot = slots.acquire(host, on: eventLoop)
         task.attach(abort: { slot.cancel() })
         return slot.future.flatMapError { [logger] error in
@@ -351,7 +361,7 @@ package final class OriginClient: Sendable {
             }
             let delegate = OriginAttemptDelegate(
                 url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
-                cookieJar: cookieJar, readTimeout: configuration.readTimeout)
+                storeCookies: cookieStore, readTimeout: configuration.readTimeout)
             guard let request else {
                 startRawExchange(
                     url: url, method: method, headers: headers, addresses: addresses, host: host, delegate: delegate, task: task)
@@ -405,6 +415,11 @@ package final class OriginClient: Sendable {
         }
     }
 
+    /// Keeps the cookies of `setCookie` (a response's `Set-Cookie` values) received from `url`.
+    func storeCookies(_ setCookie: [String], from url: OriginURL) {
+        state.withLock { $0.cookieJar?.store(setCookie, from: url) }
+    }
+
     /// Replaces the per-origin headers and cookies (keyed like ``OriginConfiguration/originHeaders``): requests
     /// started from now on send these (a reload; docs/operations.md#reload).
     package func setOriginFields(headers: [String: [OriginConfiguration.Field]], cookies: [String: [OriginConfiguration.Field]]) {
@@ -427,12 +442,12 @@ package final class OriginClient: Sendable {
             headers.replaceOrAdd(name: field.name, value: field.value)
         }
         // Cookies the origin set earlier, unless the configuration or the caller already sends one of that name.
-        if let cookieJar, cookieJar.count > 0 {
+        if keepsCookies, state.withLock({ ($0.cookieJar?.count ?? 0) > 0 }) {
             let sent = headers["Cookie"].joined(separator: "; ")
             let taken = Set(
                 sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) }
             )
-            let stored = cookieJar.cookies(for: url, excluding: taken)
+            let stored = state.withLock { $0.cookieJar?.cookies(for: url, excluding: taken) } ?? []
             if !stored.isEmpty {
                 let value = ([sent] + stored.map { "\($0.name)=\($0.value)" }).filter { !$0.isEmpty }.joined(separator: "; ")
                 headers.replaceOrAdd(name: "Cookie", value: value)

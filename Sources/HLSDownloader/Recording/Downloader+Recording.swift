@@ -52,12 +52,12 @@ extension Downloader {
                 return all
             }
         } catch {
-            _ = volume.used(items: items, policies: configuration.policies, force: true)
+            _ = usedVolume(policies: configuration.policies, force: true)
             recordItemVolume(of: item.id, counter: counter)
             try? progress.flush()
             throw error
         }
-        _ = volume.used(items: items, policies: configuration.policies, force: true)
+        _ = usedVolume(policies: configuration.policies, force: true)
         recordItemVolume(of: item.id, counter: counter)
         try progress.flush()
         if ended { try items.updateRecord(item.id) { $0.ended = true } }
