@@ -245,7 +245,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             switch effect {
             case .fail(let error, let origin):
                 if origin { services.metrics.originFailed(code: error.code) }
-                logUnstoredLiveSegment(error.message)
+                // The origin failing is worth a notice; a cancellation (a read-ahead the player left) is routine.
+                logUnstoredLiveSegment(error.message, level: origin ? .notice : .debug)
                 stopFill?.abort()
                 task?.cancel()
                 services.fetches.remove(self)
@@ -343,7 +344,7 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
         let expiresAt = services.playlists.liveExpiry(of: key)
         fill.commit(contentType: head.contentType, kind: kind, etag: head.etag, lastModified: lastModified, expiresAt: expiresAt) {
-            if $0 == nil { self.logUnstoredLiveSegment("its cache file was not committed") }
+            if $0 == nil { self.logUnstoredLiveSegment("its cache file was not committed", level: .notice) }
             self.state.withLockedValue { $0.fill = nil }
             self.services.fetches.remove(self)
         }
@@ -351,10 +352,10 @@ final class SharedFetch: OriginStreamHandler, Sendable {
 
     /// Says why a live stream's segment was not stored (its next reader asks the origin again): the download failed
     /// or was cancelled (`reason`), or its file was not committed.
-    private func logUnstoredLiveSegment(_ reason: String) {
-        guard cacheable, services.playlists.liveExpiry(of: key) != nil else { return }
-        services.logger.notice(
-            "live segment not stored: \(reason)", metadata: ["url": "\(url.redacted)", "purpose": "\(purpose)"])
+    private func logUnstoredLiveSegment(_ reason: String, level: Logger.Level) {
+        guard cacheable, services.logger.logLevel <= level, services.playlists.liveExpiry(of: key) != nil else { return }
+        services.logger.log(
+            level: level, "live segment not stored: \(reason)", metadata: ["url": "\(url.redacted)", "purpose": "\(purpose)"])
     }
 
     private func processPlaylist(head: FetchHead, body: [ByteBuffer]) {
