@@ -25,6 +25,8 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         var access: AdminAccess
         var configurationStatus = ConfigurationStatus()
         var policyControl: PolicyControl?
+        /// The last hour of the proxy's traffic, per minute (`GET /stats`, the console).
+        var traffic = TrafficHistory()
     }
     private let state: NIOLockedValueBox<State>
     /// Who may use the API: from ``configuration`` until ``setAccess(token:allowedNetworks:)`` (a reload).
@@ -47,8 +49,12 @@ package final class AdminAPI: ProxyRouteExtension, Service {
     let logger: Logger
     let wake: @Sendable () -> Void
     let startedAt = Date()
-    /// The last hour of the proxy's traffic, per minute (`GET /stats`, the console).
-    let traffic = TrafficHistory()
+    /// Where the traffic history reads the proxy's running totals.
+    func attachTraffic(_ source: @escaping @Sendable () -> TrafficTotals) { state.withLockedValue { $0.traffic.attach(source) } }
+    /// Adds what the proxy served since the last reading to the traffic history.
+    func sampleTraffic() { state.withLockedValue { $0.traffic.sample() } }
+    /// The traffic history's last hour, per minute.
+    func trafficSeries() -> [TrafficHistory.Sample] { state.withLockedValue { $0.traffic.series() } }
 
     var items: ItemStore { downloader.items }
     var store: CacheStore { downloader.store }
@@ -375,11 +381,11 @@ package final class AdminAPI: ProxyRouteExtension, Service {
         let recorder = self.recorder
         let feed = self.feed
         let logger = self.logger
-        let traffic = self.traffic
+        let api = self
         try? await threadPool.runIfActive {
             do {
                 let readAt = ContinuousClock.now
-                traffic.sample()
+                api.sampleTraffic()
                 let changes = try feed.next(alsoKnown: hub.unpolledItems)
                 hub.poll(changes, readAt: readAt)
                 for (id, record) in recorder.flush(changes) {

@@ -124,7 +124,7 @@ struct TrafficHistoryTests {
 
     @Test("readings add what changed to the minute they fall in; minutes without traffic are zero; the window is 60 minutes")
     func samplesPerMinute() {
-        let history = TrafficHistory(capacity: 60)
+        var history = TrafficHistory(capacity: 60)
         history.record(Self.totals(100, 50, hits: 1, misses: 1), at: Self.t0.addingTimeInterval(10))
         history.record(Self.totals(300, 50, hits: 3, misses: 1), at: Self.t0.addingTimeInterval(59))
         history.record(Self.totals(300, 450, hits: 3, misses: 2), at: Self.t0.addingTimeInterval(130))
@@ -153,7 +153,7 @@ struct TrafficHistoryTests {
 
     @Test("the clock stepping back keeps the samples in order; totals that fall start a new baseline")
     func clockAndBaseline() {
-        let history = TrafficHistory(capacity: 60)
+        var history = TrafficHistory(capacity: 60)
         history.record(Self.totals(10, 0), at: Self.t0.addingTimeInterval(5 * 60))
         history.record(Self.totals(30, 0), at: Self.t0.addingTimeInterval(3 * 60))
         var series = history.series(endingAt: Self.t0.addingTimeInterval(5 * 60))
@@ -172,7 +172,7 @@ struct TrafficHistoryTests {
     func attachedSource() {
         let clock = NIOLockedValueBox(Self.t0)
         let totals = NIOLockedValueBox(TrafficTotals())
-        let history = TrafficHistory(capacity: 10, now: { clock.withLockedValue { $0 } })
+        var history = TrafficHistory(capacity: 10, now: { clock.withLockedValue { $0 } })
         history.sample()
         #expect(history.storedMinutes == 0, "no source yet")
         history.attach { totals.withLockedValue { $0 } }

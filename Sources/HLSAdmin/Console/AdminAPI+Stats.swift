@@ -5,12 +5,12 @@ import HLSProxy
 /// the disk used against the cap, and the items by state.
 extension AdminAPI {
     package func attach(to metrics: ProxyMetrics) {
-        traffic.attach { metrics.traffic }
+        attachTraffic { metrics.traffic }
     }
 
     func stats() throws -> Reply {
-        traffic.sample()
-        let series = traffic.series()
+        sampleTraffic()
+        let series = trafficSeries()
         var hour = TrafficTotals()
         for sample in series { hour.add(sample.served) }
         let usage = try store.usage()
