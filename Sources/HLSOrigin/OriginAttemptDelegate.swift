@@ -63,7 +63,8 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     ///   - retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
     ///   - retryAuthorization: whether a 401/403 may be swallowed to ask again with fresh cookies.
     init(
-        url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, storeCookies: (@Sendable ([String], OriginURL) -> Void)?,
+        url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask,
+        storeCookies: (@Sendable ([String], OriginURL) -> Void)?,
         readTimeout: TimeAmount?
     ) {
         self.readTimeout = readTimeout

@@ -456,8 +456,12 @@ struct OriginClientTests {
             let eventLoop = group.next()
             let box = TaskBox()
             let handler = RecordingHandler(eventLoop: eventLoop) { _ in box.task?.cancel() }
-            let task = client.stream(origin.url("/slow"), on: eventLoop, handler: handler)
-            box.task = task
+            // Started on the handler's event loop: the head (delivered there) cannot come before `box` holds the task.
+            let task = try await eventLoop.submit {
+                let task = client.stream(origin.url("/slow"), on: eventLoop, handler: handler)
+                box.task = task
+                return task
+            }.get()
             await #expect(throws: OriginError.cancelled) { try await task.futureResult.get() }
             task.cancel()
             try await Task.sleep(for: .milliseconds(100))

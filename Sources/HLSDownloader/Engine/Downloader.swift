@@ -276,7 +276,8 @@ package final class Downloader: Sendable {
         // The item's own cap (`hlscache set --rate`), else `downloads.itemRate`, inside the process's.
         let itemRate = item.rateLimit ?? configuration.policies.itemBytesPerSecond
         let counter = RunCounter(
-            limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: { [self] in addVolume($0) },
+            limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter,
+            volume: { [self] in addVolume($0) },
             transfers: configuration.resourcesPerItem)
         // A live recording follows its playlists instead of planning them once (Recording/).
         if item.record != nil { return try await record(item, counter: counter) }
