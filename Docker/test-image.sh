@@ -31,6 +31,7 @@
 #   KEEP=1                 keep the container and scratch stream after the run (for debugging)
 #   LAYERS=1               commit and cache every build step (needs 50+ GB free with vfs)
 #   REBUILD_BASES=1        remake the base images even if present
+#   NO_BUILD=1             skip the build and check the image already tagged $IMAGE
 set -uo pipefail
 
 ROOT="${HLSCACHE_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -157,13 +158,17 @@ T_BASES=$(( $(date +%s) - T_BASES ))
 
 # --- 2. build ---------------------------------------------------------------------------------------------------
 T_BUILD=$(date +%s)
-log "building $IMAGE (log: $WORK/build.log)"
-# --format docker keeps HEALTHCHECK (the OCI image format has no field for it).
-"${PODMAN[@]}" build --isolation=chroot --format docker --pull=never --force-rm \
-    --layers="$([ "${LAYERS:-0}" = 1 ] && echo true || echo false)" \
-    --build-arg "SWIFT_IMAGE=$SWIFT_BASE" --build-arg "RUNTIME_IMAGE=$RUNTIME_BASE" \
-    -f "$ROOT/Docker/Dockerfile" -t "$IMAGE" "$ROOT" >"$WORK/build.log" 2>&1 \
-    || { tail -40 "$WORK/build.log"; die "podman build (see $WORK/build.log)"; }
+if [ "${NO_BUILD:-0}" = 1 ]; then
+    log "NO_BUILD=1: checking the existing $IMAGE"
+else
+    log "building $IMAGE (log: $WORK/build.log)"
+    # --format docker keeps HEALTHCHECK (the OCI image format has no field for it).
+    "${PODMAN[@]}" build --isolation=chroot --format docker --pull=never --force-rm \
+        --layers="$([ "${LAYERS:-0}" = 1 ] && echo true || echo false)" \
+        --build-arg "SWIFT_IMAGE=$SWIFT_BASE" --build-arg "RUNTIME_IMAGE=$RUNTIME_BASE" \
+        -f "$ROOT/Docker/Dockerfile" -t "$IMAGE" "$ROOT" >"$WORK/build.log" 2>&1 \
+        || { tail -40 "$WORK/build.log"; die "podman build (see $WORK/build.log)"; }
+fi
 T_BUILD=$(( $(date +%s) - T_BUILD ))
 # A build stopped by a signal can exit 0 without an image.
 image_exists "$IMAGE" || die "podman build made no $IMAGE (see $WORK/build.log)"
