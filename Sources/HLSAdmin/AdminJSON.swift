@@ -2,21 +2,14 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import NIOCore
-import Synchronization
 
 /// The JSON shapes of the API (docs/openapi.yaml): objects built as dictionaries and written with sorted keys.
 enum AdminJSON {
+    /// With milliseconds (`2026-11-28T17:18:00.123Z`), written without a formatter object (docs/benchmarks.md,
+    /// "listing 10,000 items": making a formatter per date cost more than the page).
     static func iso(_ date: Date) -> String {
-        isoFormatter.withLock { $0.string(from: date) }
+        ISO8601Text.format(epochSeconds: date.timeIntervalSince1970, fractionalSeconds: true)
     }
-
-    /// One formatter, not one per date: making one costs more than formatting a listing page's worth of dates
-    /// (docs/benchmarks.md, "listing 10,000 items").
-    private static let isoFormatter: Mutex<ISO8601DateFormatter> = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return Mutex(formatter)
-    }()
 
     /// `object` as compact JSON with sorted keys (slashes not escaped).
     ///

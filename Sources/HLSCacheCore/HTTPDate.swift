@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -14,34 +12,53 @@ package enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    /// Formats seconds since the Unix epoch.
+    private static let dayNames: [UInt8] = Array("SunMonTueWedThuFriSat".utf8)
+    private static let monthNames: [UInt8] = Array("JanFebMarAprMayJunJulAugSepOctNovDec".utf8)
+
+    /// Formats seconds since the Unix epoch (years 0–9999), 29 bytes written in place: every cache hit sends its
+    /// object's Last-Modified, and this costs less than a memo's lock and lookup did (docs/benchmarks.md).
     package static func format(_ epochSeconds: Int64) -> String {
-        var time = time_t(epochSeconds)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        var (days, second) = (epochSeconds / 86_400, epochSeconds % 86_400)
+        if second < 0 { (days, second) = (days - 1, second + 86_400) }
+        let weekday = Int((days % 7 + 11) % 7)  // 1970-01-01 was a Thursday
+        let (year, month, day) = civilDate(daysSince1970: days)
+        let (hour, minute, sec) = (Int(second / 3600), Int(second / 60 % 60), Int(second % 60))
+        return String(unsafeUninitializedCapacity: 29) { out in
+            func digit(_ value: Int) -> UInt8 { UInt8(truncatingIfNeeded: 48 + value) }
+            func name(_ names: [UInt8], _ index: Int, at offset: Int) {
+                out[offset] = names[index * 3]
+                out[offset + 1] = names[index * 3 + 1]
+                out[offset + 2] = names[index * 3 + 2]
+            }
+            func two(_ value: Int, at offset: Int) {
+                out[offset] = digit(value / 10)
+                out[offset + 1] = digit(value % 10)
+            }
+            name(dayNames, weekday, at: 0)
+            (out[3], out[4], out[7], out[11], out[16], out[19], out[22], out[25]) = (44, 32, 32, 32, 32, 58, 58, 32)  // ", " " " ":"
+            two(day, at: 5)
+            name(monthNames, month - 1, at: 8)
+            two(year / 100 % 100, at: 12)
+            two(year % 100, at: 14)
+            two(hour, at: 17)
+            two(minute, at: 20)
+            two(sec, at: 23)
+            (out[26], out[27], out[28]) = (71, 77, 84)  // "GMT"
+            return 29
+        }
     }
 
-    /// How many formatted dates ``cachedFormat(_:)`` remembers.
-    static let maxRemembered = 4096
-    private static let recent = Mutex(BoundedLRU<Int64, String>(maxCount: maxRemembered))
-
-    /// ``format(_:)`` memoised: every cache hit sends its object's Last-Modified, and a stream's objects share
-    /// a handful of timestamps. Bounded, least recently used out: the dates of the streams being played stay.
-    package static func cachedFormat(_ epochSeconds: Int64) -> String {
-        if let known = recent.withLock({ $0.value(forKey: epochSeconds) }) { return known }
-        let text = format(epochSeconds)
-        recent.withLock { _ = $0.setValue(text, forKey: epochSeconds) }
-        return text
+    /// Year, month (1–12) and day of the proleptic Gregorian calendar (Howard Hinnant's `civil_from_days`).
+    private static func civilDate(daysSince1970 days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let month = Int(shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9)
+        return (Int(yearOfEra + era * 400) + (month <= 2 ? 1 : 0), month, Int(dayOfYear - (153 * shiftedMonth + 2) / 5 + 1))
     }
-
-    /// Dates remembered (tests).
-    static var rememberedCount: Int { recent.withLock { $0.count } }
-
-    /// Whether `epochSeconds` is remembered, without making it the most recent (tests).
-    static func isRemembered(_ epochSeconds: Int64) -> Bool { recent.withLock { $0.contains(epochSeconds) } }
 
     /// Parses an HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate
     /// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and ANSI C's

@@ -8,9 +8,9 @@ import HLSPlaylist
 package struct ProxyPathRewriter: URIRewriter {
     /// Called for key and session-key URIs with the key's `METHOD` as written (empty when unknown); nil keeps the
     /// generic proxy path.
-    package var keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)?
+    package var keyRewrite: ((_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)?
 
-    package init(keyRewrite: (@Sendable (_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)? = nil) {
+    package init(keyRewrite: ((_ resolvedURL: String, _ role: URIRole, _ method: String) throws -> String?)? = nil) {
         self.keyRewrite = keyRewrite
     }
 

@@ -70,12 +70,12 @@ extension CacheStore {
                 for (hash, row) in hidden where state.entries[hash] == nil { state.entries[hash] = row }
             }
         }
-        if !victims.isEmpty, let hook = lifecycle.withLock({ $0.beforeUnlinkHook }) { hook() }
+        if !victims.isEmpty, let hook = state.withLock({ $0.lifecycle.beforeUnlinkHook }) { hook() }
         // Unlink only after the rows are gone for good: a file without a row is harmless, the reverse is not.
         for hash in victims { FileSystem.remove(objectPath(forHash: hash)) }
         if !victimKeys.isEmpty {
             let keys = victimKeys.map(CacheKey.init(storedValue:))
-            for observer in lifecycle.withLock({ $0.evictionObservers }) { observer(keys) }
+            for observer in state.withLock({ $0.lifecycle.evictionObservers }) { observer(keys) }
         }
         return (freed, bytes)
     }

@@ -16,7 +16,7 @@ extension CacheStore {
     package func freeDiskBytes() -> Int64? { FileSystem.availableBytes(directory) }
 
     /// Whether ``close()`` was called.
-    package var isClosed: Bool { lifecycle.withLock { $0.closed } }
+    package var isClosed: Bool { state.withLock { $0.lifecycle.closed } }
 
     /// Checks what the server needs to keep caching, for `/readyz`: the store is open, the index answers a
     /// read, and a file can be created, written and removed in the temp directory. A write refused for want of

@@ -45,4 +45,11 @@ extension CacheStore {
         let now = Date().timeIntervalSince1970
         return state.withLock { state in state.entries[hash].map { !$0.isExpired(at: now) } ?? false }
     }
+
+    /// When the object under `key` that this process knows expires, or expired (it may be past): `nil` when none is
+    /// known or it is kept for good. For the logs: why a live segment was asked of the origin again.
+    package func knownExpiry(of key: CacheKey) -> Date? {
+        let hash = cachedKeyHash(key)
+        return state.withLock { state in state.entries[hash]?.expiresAt }.map { Date(timeIntervalSince1970: $0) }
+    }
 }

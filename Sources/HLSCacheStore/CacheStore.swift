@@ -57,9 +57,12 @@ package final class CacheStore: Sendable {
         /// SHA-256 of recently looked-up keys: hashing is most of a hit's lookup cost, and players ask for the
         /// same keys over and over. Bounded, least recently used out: the keys of the streams being played stay.
         var recentHashes = BoundedLRU<String, String>(maxCount: CacheStore.maxRememberedKeyHashes)
+        /// What is set once or rarely (closing, observers, a test's hook), read rarely: under the same lock, which
+        /// these few reads do not hold for long.
+        var lifecycle = Lifecycle()
     }
 
-    /// What is set once or rarely (closing, observers, a test's hook), apart from the per-request ``State``.
+    /// What is set once or rarely (closing, observers, a test's hook).
     struct Lifecycle: Sendable {
         /// Set by ``close()``; the readiness check reports a closed store.
         var closed = false
@@ -69,7 +72,6 @@ package final class CacheStore: Sendable {
         /// an eviction there, to close the store in that window every run).
         var beforeUnlinkHook: (@Sendable () -> Void)?
     }
-    let lifecycle = Mutex(Lifecycle())
 
     /// Opens (creating if needed) the cache in `directory` and runs startup recovery.
     ///
@@ -142,20 +144,20 @@ package final class CacheStore: Sendable {
     /// keys of the objects it removed, once their rows are gone, on the evicting thread — which may be a write's:
     /// hand slow work off. Not called for ``remove(_:)``, whose callers know what they removed.
     package func onEviction(_ observer: @escaping @Sendable ([CacheKey]) -> Void) {
-        lifecycle.withLock { $0.evictionObservers.append(observer) }
+        state.withLock { $0.lifecycle.evictionObservers.append(observer) }
     }
 
     /// Sets the hook ``Lifecycle/beforeUnlinkHook`` runs (nil: none).
     package func beforeUnlinking(_ hook: (@Sendable () -> Void)?) {
-        lifecycle.withLock { $0.beforeUnlinkHook = hook }
+        state.withLock { $0.lifecycle.beforeUnlinkHook = hook }
     }
 
     /// Writes pending access times, records the clean close (the next open skips the full recovery pass) and stops
     /// using the directory's lock. Open writers can still finish. Idempotent.
     package func close() {
-        let wasClosed = lifecycle.withLock { lifecycle in
-            defer { lifecycle.closed = true }
-            return lifecycle.closed
+        let wasClosed = state.withLock { state in
+            defer { state.lifecycle.closed = true }
+            return state.lifecycle.closed
         }
         guard !wasClosed else { return }
         flushAccessTimes()

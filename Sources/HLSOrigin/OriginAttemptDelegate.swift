@@ -48,7 +48,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     private let outcome: EventLoopPromise<OriginAttemptOutcome>
 
     /// Where the cookies of every answer go (redirects and retried ones included).
-    private let cookieJar: OriginCookieJar?
+    private let storeCookies: (@Sendable ([String], OriginURL) -> Void)?
 
     /// The longest silence of the origin while the next part is wanted (``OriginConfiguration/readTimeout``).
     /// AsyncHTTPClient's own read timeout also runs while the stream handler holds a part back (backpressure: a full
@@ -63,13 +63,13 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
     ///   - retryStatuses: whether a 502/503/504 may be swallowed for a retry (retries are left).
     ///   - retryAuthorization: whether a 401/403 may be swallowed to ask again with fresh cookies.
     init(
-        url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, cookieJar: OriginCookieJar?,
+        url: OriginURL, method: OriginMethod, retryStatuses: Bool, retryAuthorization: Bool, task: OriginTask, storeCookies: (@Sendable ([String], OriginURL) -> Void)?,
         readTimeout: TimeAmount?
     ) {
         self.readTimeout = readTimeout
         self.url = url
         self.retryAuthorization = retryAuthorization
-        self.cookieJar = cookieJar
+        self.storeCookies = storeCookies
         self.method = method
         self.retryStatuses = retryStatuses
         self.task = task
@@ -115,7 +115,7 @@ final class OriginAttemptDelegate: HTTPClientResponseDelegate, @unchecked Sendab
         let answered = OriginResponseHead(status: status, headers: head.headers, url: url)
         // Every answer may set cookies, a redirect's too (a signed-cookie CDN sets them on the way).
         let setCookie = head.headers["Set-Cookie"]
-        if let cookieJar, !setCookie.isEmpty { cookieJar.store(setCookie, from: url) }
+        if let storeCookies, !setCookie.isEmpty { storeCookies(setCookie, url) }
         if Self.redirectStatuses.contains(status), let location = head.headers.first(name: "Location") {
             do {
                 let target = try OriginURL(URIResolver(baseURL: url.string).resolve(location))

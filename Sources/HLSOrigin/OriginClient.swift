@@ -15,12 +15,22 @@ package final class OriginClient: Sendable {
     /// The settings this client was made with.
     package let configuration: OriginConfiguration
     /// The cookies origins set, sent back to them (`nil` when ``OriginConfiguration/keepsCookies`` is off).
-    package let cookieJar: OriginCookieJar?
+    /// Whether the cookies origins set are kept and sent back (``OriginConfiguration/keepsCookies``; the jar is in
+    /// the client's state).
+    package var keepsCookies: Bool { configuration.keepsCookies }
+    /// How many cookies the jar holds; nil when cookies are not kept.
+    package var cookieCount: Int? { state.withLock { $0.cookieJar?.count } }
     private let httpClient: HTTPClient
     /// Requests in flight per origin host (``OriginConfiguration/maxConnectionsPerHost``).
     private let slots: OriginConnectionSlots
+    /// Steps of origin requests that ran in a Swift `Task` (name resolutions, cookie refreshes, raw connects): the
+    /// rest runs as event-loop callbacks (``OriginRequestDriver``). For tests and diagnostics.
+    private let asyncSteps = Atomic<Int>(0)
+    package var asyncStepCount: Int { asyncSteps.load(ordering: .relaxed) }
+    /// Counts one step run in a Swift task.
+    func countAsyncStep() { asyncSteps.add(1, ordering: .relaxed) }
     let eventLoopGroup: any EventLoopGroup
-    private let logger: Logger
+    let logger: Logger
     /// The most hosts remembered.
     private static let maxRememberedHosts = 1024
 
@@ -42,6 +52,8 @@ package final class OriginClient: Sendable {
         var ownListeners: [(address: OriginIPAddress?, port: Int)] = []
         /// The TLS context of raw exchanges (``OriginRawExchange``), made on first use.
         var rawTLSContext: NIOSSLContext?
+        /// The cookies origins set (nil when ``OriginConfiguration/keepsCookies`` is off).
+        var cookieJar: OriginCookieJar?
     }
     private let state: Mutex<State>
 
@@ -62,8 +74,10 @@ package final class OriginClient: Sendable {
     /// Creates a client sharing `eventLoopGroup`; call `shutdown()` before the group shuts down.
     package init(eventLoopGroup: any EventLoopGroup, configuration: OriginConfiguration = OriginConfiguration(), logger: Logger) {
         self.configuration = configuration
-        self.state = Mutex(State(originHeaders: configuration.originHeaders, originCookies: configuration.originCookies))
-        self.cookieJar = configuration.keepsCookies ? OriginCookieJar() : nil
+        self.state = Mutex(
+            State(
+                originHeaders: configuration.originHeaders, originCookies: configuration.originCookies,
+                cookieJar: configuration.keepsCookies ? OriginCookieJar() : nil))
         self.eventLoopGroup = eventLoopGroup
         let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
         self.instanceToken = "hlscache-" + String(repeating: "0", count: 16 - random.count) + random
@@ -192,115 +206,63 @@ package final class OriginClient: Sendable {
         handler: some OriginStreamHandler
     ) -> OriginTask {
         let task = OriginTask(eventLoop: eventLoop ?? eventLoopGroup.next(), handler: handler)
-        let requestHeaders = headers.map { (name: $0.0, value: $0.1) }
-        let driver = Task {
-            await self.drive(url: url, method: method, headers: requestHeaders, refreshingCookies: refreshingCookies, task: task)
-        }
-        task.attach(driver: driver)
+        let machine = OriginRequestStateMachine(
+            url: url, method: method, mayRefreshCookies: refreshingCookies && keepsCookies && cookies.isEnabled,
+            maxRedirects: configuration.maxRedirects, maxRetries: configuration.retry.maxRetries)
+        OriginRequestDriver(client: self, task: task, headers: headers.map { (name: $0.0, value: $0.1) }, machine: machine).start()
         return task
     }
 
-    /// Follows redirects and retries until a head is delivered or the request fails.
-    private func drive(
-        url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], refreshingCookies: Bool, task: OriginTask
-    ) async {
-        let requested = (url: url, method: method)
-        var url = requested.url
-        var method = method
-        var visited: Set<String> = [url.string]
-        var redirects = 0
-        var retries = 0
-        var mayRefreshCookies = refreshingCookies && cookieJar != nil && cookies.isEnabled
-        while !task.isFinished {
-            if let problem = OriginURL.escapeProblem(Array(url.path.utf8)[...], inPath: true) {
-                task.finish(.failure(OriginError.forbiddenDestination.with(problem)))
-                return
-            }
-            let addresses: [OriginIPAddress]
-            do {
-                addresses = try await checkDestination(url)
-            } catch {
-                logger.notice("origin destination refused", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
-                task.finish(.failure(error))
-                return
-            }
-            let canRetry = retries < configuration.retry.maxRetries
-            let outcome: OriginAttemptOutcome
-            do {
-                outcome = try await attempt(
-                    url: url, method: method, headers: headers, addresses: addresses, retryStatuses: canRetry,
-                    retryAuthorization: mayRefreshCookies, task: task)
-            } catch {
-                task.finish(.failure(OriginError.mapping(error, afterHead: false)))
-                return
-            }
-            switch outcome {
-            case .delivered:
-                return
-            case .redirect(let target, let status):
-                redirects += 1
-                guard redirects <= configuration.maxRedirects else {
-                    task.finish(.failure(OriginError.tooManyRedirects.with("more than \(configuration.maxRedirects) from \(url.host)")))
-                    return
-                }
-                guard visited.insert(target.string).inserted else {
-                    task.finish(.failure(OriginError.tooManyRedirects.with("redirect loop at \(target.host)\(target.path)")))
-                    return
-                }
-                logger.debug("origin redirect", metadata: ["from": "\(url)", "to": "\(target)", "status": "\(status)"])
-                if status == 303 && method != .HEAD { method = .GET }
-                url = target
-                retries = 0
-            case .authorizationRefused(let status):
-                // The page is looked up, and the request made again, for the URL asked for: a redirect's target
-                // (a CDN edge, a signed URL that may have expired) is the origin's to give again.
-                mayRefreshCookies = false
-                if let page = await cookies.page(for: requested.url), page.string != requested.url.string {
-                    logger.debug(
-                        "origin refused, fetching the page that sets its cookies",
-                        metadata: [
-                            "url": "\(url.redacted)", "status": "\(status)", "page": "\(page.redacted)",
-                        ])
-                    await refreshCookies(from: page)
-                }
-                (url, method, visited, redirects, retries) = (requested.url, requested.method, [requested.url.string], 0, 0)
-            case .retryStatus(let status, let retryAfter):
-                retries += 1
-                logger.debug("origin retry", metadata: ["url": "\(url)", "status": "\(status)", "retry": "\(retries)"])
-                guard await backoff(retries, retryAfter: retryAfter) else { return }
-            case .failedBeforeHead(let error):
-                guard canRetry, OriginError.isRetryableBeforeHead(error) else {
-                    task.finish(.failure(OriginError.mapping(error, afterHead: false)))
-                    return
-                }
-                retries += 1
-                logger.debug("origin retry", metadata: ["url": "\(url)", "error": "\(error)", "retry": "\(retries)"])
-                guard await backoff(retries) else { return }
-            }
-        }
-    }
-
-    /// Sleeps before a retry, at least as long as the origin's `Retry-After` up to the policy's longest delay (a
-    /// client is waiting on this); `false` when cancelled meanwhile (the task was already finished by `cancel`).
-    private func backoff(_ retry: Int, retryAfter: Duration? = nil) async -> Bool {
+    /// How long to wait before retry number `retry`: the policy's delay, or the origin's `Retry-After` if longer, up to
+    /// the policy's longest delay (a client is waiting on this).
+    func backoffDelay(_ retry: Int, retryAfter: Duration?) -> TimeAmount {
         var delay = Duration.nanoseconds(max(0, configuration.retry.delay(beforeRetry: retry).nanoseconds))
         if let retryAfter { delay = max(delay, min(retryAfter, .nanoseconds(configuration.retry.maxDelay.nanoseconds))) }
+        let (seconds, attoseconds) = delay.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// What the destination check of a URL needs: nothing more (its addresses are remembered, or no name to resolve),
+    /// or a resolution of its host first.
+    enum DestinationCheck {
+        case allowed([OriginIPAddress])
+        case refused(OriginError)
+        case needsResolution
+    }
+
+    /// The destination check of `url` as far as it goes without resolving a name: ``DestinationCheck/needsResolution``
+    /// when the host's addresses are not remembered (then ``checkDestination(_:)`` resolves them).
+    func checkRememberedDestination(_ url: OriginURL) -> DestinationCheck {
+        let bareHost = Self.bareHost(url)
+        guard configuration.destinationPolicy.allowsHost(url.host) || configuration.destinationPolicy.allowsHost(bareHost) else {
+            return .refused(OriginError.forbiddenDestination.with("\(url.host) is not in the allowed hosts"))
+        }
+        var addresses = rememberedAddresses(of: bareHost)
+        // A numeric host resolves to itself: the system resolver is not asked.
+        if addresses == nil, configuration.resolver is SystemHostResolver, let literal = OriginIPAddress(bareHost) { addresses = [literal] }
+        guard let addresses else { return .needsResolution }
         do {
-            try await Task.sleep(for: delay)
-            return true
+            try judge(addresses, of: url)
+            return .allowed(addresses)
         } catch {
-            return false
+            return .refused(error)
         }
     }
 
-    /// Applies the destination policy to the host and to every address it resolves to; returns those addresses
-    /// (none behind an upstream proxy that resolves names itself).
-    private func checkDestination(_ url: OriginURL) async throws(OriginError) -> [OriginIPAddress] {
-        let policy = configuration.destinationPolicy
+    /// The host of `url` without IPv6 brackets or the dot of a fully qualified name.
+    private static func bareHost(_ url: OriginURL) -> String {
         var bareHost = url.host.hasPrefix("[") ? String(url.host.dropFirst().dropLast()) : url.host
         // `127.0.0.1.` or `example.com.`: a fully qualified name is the same host (the policy judges it without the
         // dot; the resolver would refuse a numeric address written so).
         if bareHost.hasSuffix("."), bareHost.count > 1 { bareHost.removeLast() }
+        return bareHost
+    }
+
+    /// Applies the destination policy to the host and to every address it resolves to; returns those addresses
+    /// (none behind an upstream proxy that resolves names itself).
+    func checkDestination(_ url: OriginURL) async throws(OriginError) -> [OriginIPAddress] {
+        let policy = configuration.destinationPolicy
+        let bareHost = Self.bareHost(url)
         guard policy.allowsHost(url.host) || policy.allowsHost(bareHost) else {
             throw OriginError.forbiddenDestination.with("\(url.host) is not in the allowed hosts")
         }
@@ -317,13 +279,19 @@ package final class OriginClient: Sendable {
             }
             remember(addresses, of: bareHost)
         }
+        try judge(addresses, of: url)
+        return addresses
+    }
+
+    /// Refuses addresses the policy does not allow, and this server's own listeners.
+    private func judge(_ addresses: [OriginIPAddress], of url: OriginURL) throws(OriginError) {
+        let policy = configuration.destinationPolicy
         for address in addresses where !policy.allowsAddress(address) {
             throw OriginError.forbiddenDestination.with("\(url.host) resolves to \(address) (\(address.kind.rawValue))")
         }
         for address in addresses where isOwnListener(address, port: url.effectivePort) {
             throw OriginError.forbiddenDestination.with("\(url.authority) is this server itself")
         }
-        return addresses
     }
 
     private func rememberedAddresses(of host: String) -> [OriginIPAddress]? {
@@ -344,8 +312,8 @@ package final class OriginClient: Sendable {
     }
 
     /// One HTTP exchange: through AsyncHTTPClient, or as a raw exchange when AsyncHTTPClient would not send the path
-    /// as written (``OriginRawExchange``).
-    private func attempt(
+    /// as written (``OriginRawExchange``). Runs on the task's event loop; the future is the attempt's outcome.
+    func attempt(
         url: OriginURL,
         method: OriginMethod,
         headers: [OriginConfiguration.Field],
@@ -353,59 +321,80 @@ package final class OriginClient: Sendable {
         retryStatuses: Bool,
         retryAuthorization: Bool,
         task: OriginTask
-    ) async throws -> OriginAttemptOutcome {
+    ) -> EventLoopFuture<OriginAttemptOutcome> {
+        let eventLoop = task.eventLoop
         let raw = OriginRawExchange.isNeeded(for: url)
         if raw, configuration.proxy != nil {
-            throw OriginError.network.with(
-                "the path has percent escapes that do not decode to UTF-8 text or characters such as [ ] | { } that URL types escape; such a path is sent as written on a direct connection only, not through the upstream proxy"
-            )
+            return eventLoop.makeFailedFuture(
+                OriginError.network.with(
+                    "the path has percent escapes that do not decode to UTF-8 text or characters such as [ ] | { } that URL types escape; such a path is sent as written on a direct connection only, not through the upstream proxy"
+                ))
         }
-        let request =
-            raw
-            ? nil
-            : try HTTPClient.Request(
-                url: url.string,
-                method: method == .GET ? .GET : .HEAD,
-                headers: requestHeaders(for: url, extra: headers)
-            )
+        let request: HTTPClient.Request?
+        do {
+            request =
+                raw
+                ? nil
+                : try HTTPClient.Request(
+                    url: url.string, method: method == .GET ? .GET : .HEAD, headers: requestHeaders(for: url, extra: headers))
+        } catch {
+            return eventLoop.makeFailedFuture(error)
+        }
         // One slot per request on the wire, given back when the transport is done with it (the body read or the
         // request failed), not when the head is delivered: the connection stays busy until then. Taken before the
         // delegate exists: its promise must be completed once made.
         let host = "\(url.scheme)://\(url.authority.lowercased())"
-        do {
-            try await slots.acquire(host, timerOn: task.eventLoop)
-        } catch let error as OriginError {
-            logger.notice("origin connections busy", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
-            throw error
+        let cookieStore: (@Sendable ([String], OriginURL) -> Void)? =
+            keepsCookies ? { @Sendable [self] setCookie, from in storeCookies(setCookie, from: from) } : nil
+        let slot = slots.acquire(host, on: eventLoop)
+        task.attach(abort: { slot.cancel() })
+        return slot.future.flatMapError { [logger] error in
+            if let error = error as? OriginError {
+                logger.notice("origin connections busy", metadata: ["url": "\(url.redacted)", "reason": "\(error.detail)"])
+            }
+            return eventLoop.makeFailedFuture(error)
+        }.flatMap { [self, slots] () -> EventLoopFuture<OriginAttemptOutcome> in
+            guard !task.isFinished else {
+                // Cancelled while the slot came.
+                slots.release(host)
+                return eventLoop.makeFailedFuture(OriginError.cancelled)
+            }
+            let delegate = OriginAttemptDelegate(
+                url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
+                storeCookies: cookieStore, readTimeout: configuration.readTimeout)
+            guard let request else {
+                startRawExchange(
+                    url: url, method: method, headers: headers, addresses: addresses, host: host, delegate: delegate, task: task)
+                return delegate.futureOutcome
+            }
+            let requestTask = httpClient.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), logger: logger)
+            requestTask.futureResult.whenComplete { [slots] _ in slots.release(host) }
+            task.attach(request: requestTask)
+            return delegate.futureOutcome
         }
-        let delegate = OriginAttemptDelegate(
-            url: url, method: method, retryStatuses: retryStatuses, retryAuthorization: retryAuthorization, task: task,
-            cookieJar: cookieJar, readTimeout: configuration.readTimeout)
-        guard let request else {
-            let exchange: OriginRawExchange
+    }
+
+    /// Connects and sends a raw exchange (``OriginRawExchange``); its outcome comes through `delegate`. A Swift task of
+    /// its own: raw exchanges are for the rare paths AsyncHTTPClient would rewrite.
+    private func startRawExchange(
+        url: OriginURL, method: OriginMethod, headers: [OriginConfiguration.Field], addresses: [OriginIPAddress], host: String,
+        delegate: OriginAttemptDelegate, task: OriginTask
+    ) {
+        countAsyncStep()
+        let connecting = Task {
             do {
-                exchange = try await OriginRawExchange.start(
+                let exchange = try await OriginRawExchange.start(
                     url: url, method: method, headers: requestHeaders(for: url, extra: headers), addresses: addresses,
                     tls: url.scheme == "https" ? try rawTLS() : nil, connectTimeout: configuration.connectTimeout,
                     delegate: delegate, on: task.eventLoop)
+                exchange.closeFuture.whenComplete { [slots] _ in slots.release(host) }
+                task.attach(abort: { exchange.cancel() })
             } catch {
                 slots.release(host)
-                delegate.failed(error)
-                return try await delegate.futureOutcome.get()
+                task.eventLoop.execute { delegate.failed(error) }
             }
-            exchange.closeFuture.whenComplete { [slots] _ in slots.release(host) }
-            task.attach(abort: { exchange.cancel() })
-            return try await delegate.futureOutcome.get()
         }
-        let requestTask = httpClient.execute(
-            request: request,
-            delegate: delegate,
-            eventLoop: .delegate(on: task.eventLoop),
-            logger: logger
-        )
-        requestTask.futureResult.whenComplete { [slots] _ in slots.release(host) }
-        task.attach(request: requestTask)
-        return try await delegate.futureOutcome.get()
+        task.attach(abort: { connecting.cancel() })
     }
 
     /// Whether a request for `url` goes out on a raw exchange rather than through AsyncHTTPClient.
@@ -424,6 +413,11 @@ package final class OriginClient: Sendable {
             state.rawTLSContext = made
             return made
         }
+    }
+
+    /// Keeps the cookies of `setCookie` (a response's `Set-Cookie` values) received from `url`.
+    func storeCookies(_ setCookie: [String], from url: OriginURL) {
+        state.withLock { $0.cookieJar?.store(setCookie, from: url) }
     }
 
     /// Replaces the per-origin headers and cookies (keyed like ``OriginConfiguration/originHeaders``): requests
@@ -448,12 +442,12 @@ package final class OriginClient: Sendable {
             headers.replaceOrAdd(name: field.name, value: field.value)
         }
         // Cookies the origin set earlier, unless the configuration or the caller already sends one of that name.
-        if let cookieJar, cookieJar.count > 0 {
+        if keepsCookies, state.withLock({ ($0.cookieJar?.count ?? 0) > 0 }) {
             let sent = headers["Cookie"].joined(separator: "; ")
             let taken = Set(
                 sent.split(separator: ";").compactMap { $0.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) }
             )
-            let stored = cookieJar.cookies(for: url, excluding: taken)
+            let stored = state.withLock { $0.cookieJar?.cookies(for: url, excluding: taken) } ?? []
             if !stored.isEmpty {
                 let value = ([sent] + stored.map { "\($0.name)=\($0.value)" }).filter { !$0.isEmpty }.joined(separator: "; ")
                 headers.replaceOrAdd(name: "Cookie", value: value)

@@ -19,12 +19,11 @@ final class OriginConnectionSlots: Sendable {
         var waiting = 0
     }
 
-    private enum Waiter {
-        /// Numbered, not queued yet (between the check and the continuation).
-        case pending
-        case waiting(CheckedContinuation<Void, any Error>, Scheduled<Void>?)
-        /// Cancelled before it was queued.
-        case cancelled
+    /// A request waiting for a slot: completed with the slot, or failed (wait limit, cancelled).
+    private struct Waiter {
+        var host: String
+        var promise: EventLoopPromise<Void>
+        var timer: Scheduled<Void>?
     }
 
     private struct Host {
@@ -35,7 +34,7 @@ final class OriginConnectionSlots: Sendable {
 
     private struct State {
         var hosts: [String: Host] = [:]
-        var waiters: [UInt64: (host: String, waiter: Waiter)] = [:]
+        var waiters: [UInt64: Waiter] = [:]
         var next: UInt64 = 0
         var statistics = Statistics()
     }
@@ -53,99 +52,92 @@ final class OriginConnectionSlots: Sendable {
 
     var statistics: Statistics { state.withLock { $0.statistics } }
 
-    /// Takes a slot for `host`, waiting in line while all are taken. Call ``release(_:)`` once for each return.
-    /// - Throws: ``OriginError/busy`` after ``waitLimit``; `CancellationError` when the task is cancelled meanwhile.
-    func acquire(_ host: String, timerOn eventLoop: any EventLoop) async throws {
+    /// A request for a slot: ``future`` completes once the slot is the caller's (call ``release(_:)`` once then), or
+    /// fails with ``OriginError/busy`` after ``waitLimit`` or with `CancellationError` after ``cancel()``.
+    struct Request: Sendable {
+        let future: EventLoopFuture<Void>
+        fileprivate let number: UInt64?
+        fileprivate let slots: OriginConnectionSlots
+
+        /// Leaves the line if still in it (the future fails with `CancellationError`); a no-op once the slot was
+        /// given or the wait failed.
+        func cancel() {
+            guard let number else { return }
+            slots.leave(number, with: CancellationError())
+        }
+    }
+
+    /// Takes a slot for `host` at once if one is free, else queues for one (first come, first served), the wait
+    /// timed on `eventLoop`, whose futures the request's is.
+    func acquire(_ host: String, on eventLoop: any EventLoop) -> Request {
+        let promise = eventLoop.makePromise(of: Void.self)
+        let limit = self.limit
+        let waitLimit = self.waitLimit
         let number = state.withLock { state -> UInt64? in
             if state.hosts[host, default: Host()].busy < limit {
                 state.hosts[host, default: Host()].busy += 1
                 return nil
             }
             state.next += 1
-            state.waiters[state.next] = (host, .pending)
+            state.waiters[state.next] = Waiter(host: host, promise: promise)
+            state.hosts[host, default: Host()].line.append(state.next)
             state.statistics.waits += 1
             state.statistics.waiting += 1
             return state.next
         }
-        guard let number else { return }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let timer = eventLoop.scheduleTask(in: waitLimit) { [weak self] () -> Void in self?.giveUp(number) }
-                let queued = state.withLock { state -> Bool in
-                    guard case .pending = state.waiters[number]?.waiter else {
-                        state.waiters[number] = nil
-                        state.statistics.waiting -= 1
-                        return false
-                    }
-                    // A slot may have come free between the first look and now.
-                    if state.hosts[host, default: Host()].busy < limit {
-                        state.hosts[host, default: Host()].busy += 1
-                        state.waiters[number] = nil
-                        state.statistics.waiting -= 1
-                        continuation.resume()
-                        return true
-                    }
-                    state.waiters[number] = (host, .waiting(continuation, timer))
-                    state.hosts[host, default: Host()].line.append(number)
-                    return true
-                }
-                if !queued {
-                    timer.cancel()
-                    continuation.resume(throwing: CancellationError())
-                }
-            }
-        } onCancel: {
-            let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-                guard let entry = state.waiters[number] else { return nil }
-                switch entry.waiter {
-                case .pending:
-                    state.waiters[number] = (entry.host, .cancelled)
-                    return nil
-                case .waiting(let continuation, let timer):
-                    timer?.cancel()
-                    state.waiters[number] = nil
-                    state.statistics.waiting -= 1
-                    return continuation
-                case .cancelled:
-                    return nil
-                }
-            }
-            continuation?.resume(throwing: CancellationError())
+        guard let number else {
+            promise.succeed()
+            return Request(future: promise.futureResult, number: nil, slots: self)
         }
+        let timer = eventLoop.scheduleTask(in: waitLimit) { [weak self] () -> Void in
+            self?.leave(
+                number,
+                with: OriginError.busy.with(
+                    "every one of the \(limit) connections to this origin host stayed busy for \(Self.describe(waitLimit)) (origin.maxConnectionsPerHost)"
+                ), timedOut: true)
+        }
+        // The slot may have come, or the wait ended, between the queueing and the timer.
+        let waiting = state.withLock { state -> Bool in
+            guard state.waiters[number] != nil else { return false }
+            state.waiters[number]?.timer = timer
+            return true
+        }
+        if !waiting { timer.cancel() }
+        return Request(future: promise.futureResult, number: number, slots: self)
     }
 
     /// Gives a slot of `host` back: to the first request waiting for one, else free.
     func release(_ host: String) {
-        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+        let next = state.withLock { state -> Waiter? in
             guard var entry = state.hosts[host] else { return nil }
             while !entry.line.isEmpty {
                 let number = entry.line.removeFirst()
-                guard case .waiting(let continuation, let timer)? = state.waiters.removeValue(forKey: number)?.waiter else { continue }
-                timer?.cancel()
+                guard let waiter = state.waiters.removeValue(forKey: number) else { continue }
                 state.statistics.waiting -= 1
                 state.hosts[host] = entry
                 // The slot passes to the waiter as it is: `busy` does not change.
-                return continuation
+                return waiter
             }
             entry.busy -= 1
             state.hosts[host] = entry.busy == 0 ? nil : entry
             return nil
         }
-        next?.resume()
+        guard let next else { return }
+        next.timer?.cancel()
+        next.promise.succeed()
     }
 
-    private func giveUp(_ number: UInt64) {
-        let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard case .waiting(let continuation, _)? = state.waiters[number]?.waiter else { return nil }
-            state.waiters[number] = nil
+    /// Takes waiter `number` out of the line, failing its request with `error` (nothing if it is gone already).
+    private func leave(_ number: UInt64, with error: any Error, timedOut: Bool = false) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let waiter = state.waiters.removeValue(forKey: number) else { return nil }
             state.statistics.waiting -= 1
-            state.statistics.timeouts += 1
-            return continuation
+            if timedOut { state.statistics.timeouts += 1 }
+            return waiter
         }
-        continuation?.resume(
-            throwing: OriginError.busy.with(
-                "every one of the \(limit) connections to this origin host stayed busy for \(Self.describe(waitLimit)) (origin.maxConnectionsPerHost)"
-            ))
+        guard let waiter else { return }
+        waiter.timer?.cancel()
+        waiter.promise.fail(error)
     }
 
     static func describe(_ amount: TimeAmount) -> String {

@@ -1,6 +1,5 @@
 import Foundation
 import HLSCacheCore
-import Synchronization
 
 /// The cookies origins set, sent back on later requests as a browser would (RFC 6265 §5.2–5.4, without the
 /// public-suffix list).
@@ -9,9 +8,9 @@ import Synchronization
 /// without it (Akamai's `hdntl` token, signed CloudFront cookies set by a redirect): a player's own HTTP stack keeps
 /// it, so hlscache, fetching for the player, must too. Kept in memory for the life of the process; cookies
 /// configured for an origin (`origins.HOST.cookies`) and a request's own `Cookie` header take precedence over
-/// stored ones of the same name.
-package final class OriginCookieJar: Sendable {
-    struct Cookie: Equatable {
+/// stored ones of the same name. A value: the client keeps its jar under its own lock (``OriginClient``).
+package struct OriginCookieJar: Sendable {
+    struct Cookie: Equatable, Sendable {
         var name: String
         var value: String
         /// Lower-case host or domain, without a leading dot.
@@ -29,26 +28,24 @@ package final class OriginCookieJar: Sendable {
     static let maxPerDomain = 50
     static let maxCookies = 3000
 
-    private let cookies = Mutex<[Cookie]>([])
+    private var jar: [Cookie] = []
 
     package init() {}
 
     /// Stores the cookies of `setCookie` (the values of a response's `Set-Cookie` headers) received from `url`.
-    package func store(_ setCookie: [String], from url: OriginURL, now: Date = Date()) {
+    package mutating func store(_ setCookie: [String], from url: OriginURL, now: Date = Date()) {
         let parsed = setCookie.compactMap { Self.parse($0, from: url, now: now) }
         guard !parsed.isEmpty else { return }
-        cookies.withLock { jar in
-            jar.removeAll { $0.expires.map { $0 <= now } ?? false }
-            for cookie in parsed {
-                jar.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
-                // An expiry in the past deletes (RFC 6265 §5.3 step 11): nothing is added.
-                if let expires = cookie.expires, expires <= now { continue }
-                if cookie.secure && url.scheme != "https" { continue }
-                jar.append(cookie)
-                let sameDomain = jar.indices.filter { jar[$0].domain == cookie.domain }
-                if sameDomain.count > Self.maxPerDomain { jar.remove(at: sameDomain[0]) }
-                if jar.count > Self.maxCookies { jar.removeFirst(jar.count - Self.maxCookies) }
-            }
+        jar.removeAll { $0.expires.map { $0 <= now } ?? false }
+        for cookie in parsed {
+            jar.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
+            // An expiry in the past deletes (RFC 6265 §5.3 step 11): nothing is added.
+            if let expires = cookie.expires, expires <= now { continue }
+            if cookie.secure && url.scheme != "https" { continue }
+            jar.append(cookie)
+            let sameDomain = jar.indices.filter { jar[$0].domain == cookie.domain }
+            if sameDomain.count > Self.maxPerDomain { jar.remove(at: sameDomain[0]) }
+            if jar.count > Self.maxCookies { jar.removeFirst(jar.count - Self.maxCookies) }
         }
     }
 
@@ -56,19 +53,17 @@ package final class OriginCookieJar: Sendable {
     package func cookies(for url: OriginURL, excluding taken: Set<String> = [], now: Date = Date()) -> [(name: String, value: String)] {
         let host = Self.bareHost(url)
         let path = url.path.isEmpty ? "/" : url.path
-        let matching = cookies.withLock { jar in
-            jar.filter { cookie in
-                if let expires = cookie.expires, expires <= now { return false }
-                if cookie.secure && url.scheme != "https" { return false }
-                guard cookie.hostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain) else { return false }
-                return Self.pathMatches(path, cookie.path) && !taken.contains(cookie.name)
-            }
+        let matching = jar.filter { cookie in
+            if let expires = cookie.expires, expires <= now { return false }
+            if cookie.secure && url.scheme != "https" { return false }
+            guard cookie.hostOnly ? host == cookie.domain : Self.domainMatches(host, cookie.domain) else { return false }
+            return Self.pathMatches(path, cookie.path) && !taken.contains(cookie.name)
         }
         return matching.sorted { $0.path.count > $1.path.count }.map { ($0.name, $0.value) }
     }
 
     /// How many cookies are held.
-    package var count: Int { cookies.withLock { $0.count } }
+    package var count: Int { jar.count }
 
     // MARK: - RFC 6265 §5.2
 

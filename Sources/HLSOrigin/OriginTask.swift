@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// One running origin request started by `OriginClient.stream`. Cancel it when nobody needs the bytes any
@@ -8,13 +7,15 @@ package final class OriginTask: Sendable {
     /// The event loop all handler calls are made on.
     package let eventLoop: any EventLoop
     private let promise: EventLoopPromise<Void>
-    private let state: NIOLockedValueBox<State>
+    /// Touched on ``eventLoop`` only: the request's driver, its exchange's delegate and the handler all run there, and
+    /// ``cancel()`` from elsewhere hops to it.
+    private let state: NIOLoopBoundBox<State>
 
     private struct State {
         var finished = false
         /// Aborts the HTTP exchange in flight (an AsyncHTTPClient task, or a raw exchange's channel).
+        /// Or the step of the request under way: a slot wait, a backoff timer, a name resolution, a cookie refresh.
         var abortRequest: (@Sendable () -> Void)?
-        var driver: Task<Void, Never>?
         /// Let go once `didFinish` is scheduled: handlers keep their task (to cancel it), and the pair would keep
         /// each other — and every body chunk the handler holds — alive forever (the soak's memory growth).
         var handler: (any OriginStreamHandler)?
@@ -22,7 +23,7 @@ package final class OriginTask: Sendable {
 
     init(eventLoop: any EventLoop, handler: any OriginStreamHandler) {
         self.eventLoop = eventLoop
-        self.state = NIOLockedValueBox(State(handler: handler))
+        self.state = NIOLoopBoundBox.makeBoxSendingValue(State(handler: handler), eventLoop: eventLoop)
         self.promise = eventLoop.makePromise()
     }
 
@@ -30,44 +31,42 @@ package final class OriginTask: Sendable {
     package var futureResult: EventLoopFuture<Void> { promise.futureResult }
 
     /// Aborts the request (connection, retry wait or redirect) and finishes with `.cancelled`. Safe from any
-    /// thread, any number of times; a no-op once finished.
+    /// thread, any number of times; a no-op once finished. Off the event loop it takes effect there, next.
     package func cancel() {
-        let (abortRequest, driver) = state.withLockedValue { state -> ((@Sendable () -> Void)?, Task<Void, Never>?) in
-            guard !state.finished else { return (nil, nil) }
-            return (state.abortRequest, state.driver)
+        guard eventLoop.inEventLoop else {
+            eventLoop.execute { self.cancel() }
+            return
         }
+        let abortRequest = state.value.finished ? nil : state.value.abortRequest
         finish(.failure(.cancelled))
         abortRequest?()
-        driver?.cancel()
     }
 
-    var isFinished: Bool { state.withLockedValue { $0.finished } }
-
-    func attach(driver: Task<Void, Never>) {
-        let finished = state.withLockedValue { state in
-            if !state.finished { state.driver = driver }
-            return state.finished
-        }
-        if finished { driver.cancel() }
-    }
+    /// Whether the task finished (on the event loop).
+    var isFinished: Bool { state.value.finished }
 
     /// Records the attempt in flight so `cancel` reaches it; cancels it at once if the task already finished.
     func attach(request: HTTPClient.Task<Void>) {
         attach(abort: { request.cancel() })
     }
 
-    /// Records how to abort the exchange in flight so `cancel` reaches it; aborts it at once if the task already finished.
+    /// Records how to abort the exchange in flight so `cancel` reaches it; aborts it at once if the task already
+    /// finished. Off the event loop it is recorded there.
     func attach(abort: @escaping @Sendable () -> Void) {
-        let finished = state.withLockedValue { state in
-            if !state.finished { state.abortRequest = abort }
-            return state.finished
+        guard eventLoop.inEventLoop else {
+            eventLoop.execute { self.attach(abort: abort) }
+            return
         }
-        if finished { abort() }
+        if state.value.finished {
+            abort()
+        } else {
+            state.value.abortRequest = abort
+        }
     }
 
     /// The handler while the task runs; nil once finished.
     private var activeHandler: (any OriginStreamHandler)? {
-        state.withLockedValue { $0.finished ? nil : $0.handler }
+        state.value.finished ? nil : state.value.handler
     }
 
     func deliverHead(_ head: OriginResponseHead) {
@@ -89,15 +88,14 @@ package final class OriginTask: Sendable {
         var error: any Error
     }
 
-    /// Finishes exactly once. `didFinish` always runs as a new event-loop task, so it never re-enters a
-    /// handler that called `cancel()` and always follows any body callback already running.
+    /// Finishes exactly once (on the event loop). `didFinish` always runs as a new event-loop task, so it never
+    /// re-enters a handler that called `cancel()` and always follows any body callback already running.
     func finish(_ result: Result<Void, OriginError>) {
-        let handler = state.withLockedValue { state -> (any OriginStreamHandler)? in
-            guard !state.finished else { return nil }
-            defer { state.finished = true; state.abortRequest = nil; state.driver = nil; state.handler = nil }
-            return state.handler
-        }
-        guard let handler else { return }
+        eventLoop.preconditionInEventLoop()
+        guard !state.value.finished, let handler = state.value.handler else { return }
+        state.value.finished = true
+        state.value.abortRequest = nil
+        state.value.handler = nil
         eventLoop.execute { [promise] in
             handler.didFinish(result)
             promise.completeWith(result.mapError { $0 as any Error })

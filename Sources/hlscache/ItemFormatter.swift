@@ -2,7 +2,6 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import HLSKeys
-import Synchronization
 
 /// How items and progress are printed: one-line tables, JSON objects, the terminal progress line.
 enum ItemFormatter {
@@ -12,11 +11,8 @@ enum ItemFormatter {
 
     static func iso(_ date: Date?) -> String? {
         guard let date else { return nil }
-        return isoFormatter.withLock { $0.string(from: date) }
+        return ISO8601Text.format(epochSeconds: date.timeIntervalSince1970, fractionalSeconds: false)
     }
-
-    /// One formatter for every date printed (`ls --json` of 10,000 items formats 30,000 of them).
-    private static let isoFormatter = Mutex(ISO8601DateFormatter())
 
     /// The item as a JSON-ready dictionary (header values are not printed, only names).
     static func dictionary(_ item: DownloadItem, proxyBase: String? = nil, offline: OfflineStatus? = nil) -> [String: Any] {

@@ -11,30 +11,21 @@ import Testing
 @Suite struct OriginConnectionSlotsTests {
     static let loop = MultiThreadedEventLoopGroup.singleton.next()
 
-    /// Waits (bounded, 60 s) until `slots` has `count` requests waiting.
-    static func waitUntilWaiting(_ slots: OriginConnectionSlots, _ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while slots.statistics.waiting != count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(slots.statistics.waiting == count)
-    }
-
     @Test func waitersAreServedInOrderAsSlotsComeFree() async throws {
         let slots = OriginConnectionSlots(limit: 1, waitLimit: .seconds(600))
-        try await slots.acquire("http://a", timerOn: Self.loop)
-        try await slots.acquire("http://b", timerOn: Self.loop)  // another host has slots of its own
+        try await slots.acquire("http://a", on: Self.loop).future.get()
+        try await slots.acquire("http://b", on: Self.loop).future.get()  // another host has slots of its own
         let order = NIOLockedValueBox<[Int]>([])
-        var waiters: [Task<Void, any Error>] = []
+        var waiters: [OriginConnectionSlots.Request] = []
         for index in 0..<3 {
-            waiters.append(
-                Task {
-                    try await slots.acquire("http://a", timerOn: Self.loop)
-                    order.withLockedValue { $0.append(index) }
-                })
-            try await Self.waitUntilWaiting(slots, index + 1)
+            let request = slots.acquire("http://a", on: Self.loop)
+            request.future.whenSuccess { order.withLockedValue { $0.append(index) } }
+            waiters.append(request)
+            #expect(slots.statistics.waiting == index + 1)
         }
         for served in 1...3 {
             slots.release("http://a")
-            try await waiters[served - 1].value
+            try await waiters[served - 1].future.get()
             #expect(order.withLockedValue { $0 } == Array(0..<served))
         }
         #expect(slots.statistics == OriginConnectionSlots.Statistics(waits: 3, timeouts: 0, waiting: 0))
@@ -42,36 +33,35 @@ import Testing
 
     @Test func aCancelledWaiterLeavesTheLine() async throws {
         let slots = OriginConnectionSlots(limit: 1, waitLimit: .seconds(600))
-        try await slots.acquire("http://a", timerOn: Self.loop)
-        let cancelled = Task { try await slots.acquire("http://a", timerOn: Self.loop) }
-        try await Self.waitUntilWaiting(slots, 1)
-        let next = Task { try await slots.acquire("http://a", timerOn: Self.loop) }
-        try await Self.waitUntilWaiting(slots, 2)
+        let held = slots.acquire("http://a", on: Self.loop)
+        try await held.future.get()
+        let cancelled = slots.acquire("http://a", on: Self.loop)
+        let next = slots.acquire("http://a", on: Self.loop)
+        #expect(slots.statistics.waiting == 2)
         cancelled.cancel()
-        await #expect(throws: CancellationError.self) { try await cancelled.value }
-        try await Self.waitUntilWaiting(slots, 1)
+        await #expect(throws: CancellationError.self) { try await cancelled.future.get() }
+        #expect(slots.statistics.waiting == 1)
         // The slot goes to the one still waiting, not to the cancelled one.
         slots.release("http://a")
-        try await next.value
+        try await next.future.get()
         #expect(slots.statistics.waiting == 0)
-        // And a task cancelled before it even asks fails at once, holding nothing.
-        let early = Task {
-            withUnsafeCurrentTask { $0?.cancel() }
-            try await slots.acquire("http://a", timerOn: Self.loop)
-        }
-        await #expect(throws: CancellationError.self) { try await early.value }
+        // Cancelling a request that has its slot changes nothing: the slot is still its to release.
+        next.cancel()
+        held.cancel()
+        let third = slots.acquire("http://a", on: Self.loop)
+        #expect(slots.statistics.waiting == 1, "the slot is still taken")
         slots.release("http://a")
-        try await slots.acquire("http://a", timerOn: Self.loop)
+        try await third.future.get()
     }
 
     @Test func aWaiterGivesUpAfterTheWaitLimitWithBusy() async throws {
         let slots = OriginConnectionSlots(limit: 1, waitLimit: .milliseconds(50))
-        try await slots.acquire("http://a", timerOn: Self.loop)
-        await #expect(throws: OriginError.busy) { try await slots.acquire("http://a", timerOn: Self.loop) }
+        try await slots.acquire("http://a", on: Self.loop).future.get()
+        await #expect(throws: OriginError.busy) { try await slots.acquire("http://a", on: Self.loop).future.get() }
         #expect(slots.statistics == OriginConnectionSlots.Statistics(waits: 1, timeouts: 1, waiting: 0))
         #expect(OriginError.busy.httpStatus == 503 && OriginError.busy.code == "busy")
         // The slot itself was never lost: released, it is free.
         slots.release("http://a")
-        try await slots.acquire("http://a", timerOn: Self.loop)
+        try await slots.acquire("http://a", on: Self.loop).future.get()
     }
 }

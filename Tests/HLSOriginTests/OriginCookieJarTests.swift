@@ -13,7 +13,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func hostOnlyAndDomainCookies() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         jar.store(
             ["a=1", "b=2; Domain=.cdn.example; Path=/"], from: try OriginURL("https://edge.cdn.example/vod/master.m3u8"), now: Self.now)
         #expect(try Self.names(jar, "https://edge.cdn.example/vod/v1/index.m3u8") == ["a=1", "b=2"])
@@ -25,7 +25,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func aDomainTheHostDoesNotBelongToIsRefused() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         let url = try OriginURL("https://edge.cdn.example/a")
         jar.store(["x=1; Domain=other.example", "y=1; Domain=example.com", "z=1; Domain=example"], from: url, now: Self.now)
         jar.store(["t=1; Domain=com"], from: try OriginURL("https://cdn.com/a"), now: Self.now)
@@ -36,7 +36,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func pathsMatchByDirectory() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         let url = try OriginURL("https://cdn.example/live/ch1/master.m3u8")
         jar.store(["dir=1", "root=1; Path=/", "deep=1; Path=/live/ch1/v1"], from: url, now: Self.now)
         #expect(try Self.names(jar, "https://cdn.example/live/ch1/v1/seg.ts") == ["deep=1", "dir=1", "root=1"])
@@ -49,7 +49,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func expiryReplacementAndDeletion() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         let url = try OriginURL("https://cdn.example/a")
         jar.store(
             [
@@ -68,7 +68,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func secureCookiesAndMalformedOnes() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         jar.store(["s=1; Secure", "plain=1"], from: try OriginURL("https://cdn.example/a"), now: Self.now)
         #expect(try Self.names(jar, "http://cdn.example/a") == ["plain=1"])
         #expect(try Set(Self.names(jar, "https://cdn.example/a")) == ["s=1", "plain=1"])
@@ -82,7 +82,7 @@ struct OriginCookieJarTests {
     }
 
     @Test func aDomainKeepsAtMostFiftyCookies() throws {
-        let jar = OriginCookieJar()
+        var jar = OriginCookieJar()
         let url = try OriginURL("https://cdn.example/a")
         jar.store((0..<80).map { "c\($0)=\($0)" }, from: url, now: Self.now)
         let kept = try Self.names(jar, "https://cdn.example/a")

@@ -1,4 +1,5 @@
 import HLSTestSupport
+import NIOCore
 import NIOHTTP1
 import Testing
 
@@ -104,7 +105,7 @@ import Testing
             return
         }
         #expect(error == .headersTooLarge)
-        #expect(machine.receivedBody(count: 10) == .none)
+        #expect(machine.receivedBody(ByteBuffer(repeating: 0, count: 10)) == .none)
         #expect(machine.receivedEnd() == .none)
         #expect(machine.responseCompleted(success: true) == .close)
     }
@@ -126,11 +127,28 @@ import Testing
     @Test func oversizedBodyIsRejected() {
         var machine = ProxyConnectionStateMachine(maxRequestBodyBytes: 10)
         _ = machine.receivedHead(head())
-        #expect(machine.receivedBody(count: 8) == .none)
-        guard case .reject = machine.receivedBody(count: 8) else {
+        #expect(machine.receivedBody(ByteBuffer(repeating: 0, count: 8)) == .none)
+        guard case .reject = machine.receivedBody(ByteBuffer(repeating: 0, count: 8)) else {
             Issue.record("body over the limit must be rejected")
             return
         }
+    }
+
+    /// The request's body and the bytes of its head (when the decoder found them whole) are the machine's until the
+    /// request is dispatched with them; the next request starts with neither, and heads are numbered across both.
+    @Test func aRequestsBodyAndHeadBytesTravelWithItsDispatch() {
+        var machine = ProxyConnectionStateMachine()
+        let bytes = RequestDecoder.Candidate(head: Array("GET /x HTTP/1.1\r\nHost: x\r\n\r\n".utf8), hash: 7, headNumber: 1)
+        let post = head(headers: ["Content-Length": "6"])
+        #expect(machine.receivedHead(post, candidate: bytes) == .none)
+        #expect(machine.headsReceived == 1)
+        #expect(machine.receivedBody(ByteBuffer(string: "abc")) == .none)
+        #expect(machine.receivedBody(ByteBuffer(string: "def")) == .none)
+        #expect(machine.receivedEnd() == .dispatch(post, keepAlive: true, body: ByteBuffer(string: "abcdef"), candidate: bytes))
+        #expect(machine.responseCompleted(success: true) == .awaitNextRequest)
+        #expect(machine.receivedHead(head()) == .none)
+        #expect(machine.headsReceived == 2)
+        #expect(machine.receivedEnd() == .dispatch(head(), keepAlive: true, body: nil, candidate: nil))
     }
 
     @Test func eventsAfterCloseDoNothing() {
@@ -186,7 +204,7 @@ import Testing
     @Test func aRequestCutShortByTheConnectionIsRejectedUnderItsOwnHead() {
         var machine = ProxyConnectionStateMachine(maxRequestBodyBytes: 4)
         _ = machine.receivedHead(head("/upload", headers: ["Content-Length": "4"]))
-        guard case .reject = machine.receivedBody(count: 8) else {
+        guard case .reject = machine.receivedBody(ByteBuffer(repeating: 0, count: 8)) else {
             Issue.record("expected a rejection")
             return
         }

@@ -182,4 +182,20 @@ import Testing
         #expect(switched.cancel == first.prefetch.map(\.key))
         #expect(switched.prefetch.count == 2)
     }
+
+    /// Issue 44's second lead, refuted: a request for the media playlist itself — the plain URL, or its `/rewind/…`
+    /// form, which the router hands on as the same target and key — is no variant switch. It plans nothing, cancels
+    /// nothing, and the player's next segment of the same variant cancels nothing either.
+    @Test func askingForThePlaylistItselfIsNoVariantSwitch() throws {
+        let index = ReadAheadIndex(window: 2)
+        try Self.learnMaster(index, "master", variants: ["a", "b"])
+        try Self.learn(index, "a")
+        try Self.learn(index, "b")
+        let first = try Self.plan(index, "a0")
+        #expect(first.prefetch.count == 2 && first.cancel.isEmpty)
+        let playlist = index.requested(CacheKey(try OriginURL("http://cdn.example/v/a.m3u8")))
+        #expect(playlist.prefetch.isEmpty && playlist.cancel.isEmpty)
+        let next = try Self.plan(index, "a1")
+        #expect(next.cancel.isEmpty, "still variant a: its read-ahead goes on")
+    }
 }

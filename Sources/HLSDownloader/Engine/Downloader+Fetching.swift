@@ -63,7 +63,7 @@ extension Downloader {
     /// a failure changes nothing); at most once a minute per page, shared by the resources waiting on it
     /// (``CookieRefresher``, the proxy's too). Returns whether it ran (no cookie jar: no point).
     private func refreshCookies(for item: DownloadItem) async -> Bool {
-        guard origin.cookieJar != nil, let top = try? OriginURL(item.url) else { return false }
+        guard origin.keepsCookies, let top = try? OriginURL(item.url) else { return false }
         let url = requestURL(top, for: item)
         let headers = [OriginClient.acceptCompressed] + item.headers.map { ($0.name, $0.value) }
         await origin.refreshCookies(from: url, headers: headers, maxBytes: configuration.maxPlaylistBytes, within: .seconds(60))

@@ -144,7 +144,7 @@ extension Downloader {
         let response = try await withRetries(url, isMaster: isMaster) {
             try await self.origin.fetch(requested, headers: headers, maxBytes: maxBytes)
         }
-        volume.add(response.body.readableBytes)
+        addVolume(response.body.readableBytes)
         let bytes = try Self.originForm(of: [UInt8](response.body.readableBytesView), url: url, through: through, options: options)
         let playlist: Playlist
         do {

@@ -33,6 +33,8 @@ package final class Downloader: Sendable {
         var limiter: RateLimiter?
         /// See ``liveShare``.
         var liveShare: (server: String, client: OriginClient)?
+        /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
+        var volume = VolumeCount()
     }
     private let state: NIOLockedValueBox<State>
     let origin: OriginClient
@@ -48,8 +50,8 @@ package final class Downloader: Sendable {
     private func setRun(_ id: String, _ work: Task<DownloadPlan, any Error>?) { state.withLockedValue { $0.runs[id] = work } }
     /// The process's bandwidth cap (``DownloaderConfiguration/bytesPerSecond``), `nil` without one.
     var limiter: RateLimiter? { state.withLockedValue { $0.limiter } }
-    /// Origin bytes not yet added to the day's count (``DownloadPolicies/dailyBytes``).
-    let volume = VolumeMeter()
+    /// Runs `body` on the day's volume count (``VolumeCount``), under the downloader's lock.
+    func withVolume<R>(_ body: (inout VolumeCount) -> R) -> R { state.withLockedValue { body(&$0.volume) } }
     let logger: Logger
     /// The encrypted key store: keys are kept there (sealed), never as cache objects.
     let keys: KeyService
@@ -274,7 +276,7 @@ package final class Downloader: Sendable {
         // The item's own cap (`hlscache set --rate`), else `downloads.itemRate`, inside the process's.
         let itemRate = item.rateLimit ?? configuration.policies.itemBytesPerSecond
         let counter = RunCounter(
-            limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: volume,
+            limiter: itemRate.map { RateLimiter(bytesPerSecond: max(1, $0), then: limiter) } ?? limiter, volume: { [self] in addVolume($0) },
             transfers: configuration.resourcesPerItem)
         // A live recording follows its playlists instead of planning them once (Recording/).
         if item.record != nil { return try await record(item, counter: counter) }
@@ -327,13 +329,13 @@ package final class Downloader: Sendable {
         } catch {
             // What was fetched counts in the day's volume, what was stored in the progress, whatever stopped the run
             // (pause, rm, a failure).
-            _ = volume.used(items: items, policies: configuration.policies, force: true)
+            _ = usedVolume(policies: configuration.policies, force: true)
             recordItemVolume(of: item.id, counter: counter)
             try? progress.flush()
             evictIfRemoved(item.id, resources)
             throw error
         }
-        _ = volume.used(items: items, policies: configuration.policies, force: true)
+        _ = usedVolume(policies: configuration.policies, force: true)
         recordItemVolume(of: item.id, counter: counter)
         try progress.flush()
         evictIfRemoved(item.id, resources)

@@ -16,9 +16,10 @@ final class RunCounter: Sendable {
     private let state: NIOLockedValueBox<State>
     /// What paces this run's transfers: the item's cap within the process's, or the process's.
     let limiter: RateLimiter?
-    private let volume: VolumeMeter?
+    /// Counts bytes towards the day's volume (``Downloader/addVolume(_:)``).
+    private let volume: (@Sendable (Int) -> Void)?
 
-    init(limiter: RateLimiter? = nil, volume: VolumeMeter? = nil, transfers: Int = 1) {
+    init(limiter: RateLimiter? = nil, volume: (@Sendable (Int) -> Void)? = nil, transfers: Int = 1) {
         self.limiter = limiter
         self.volume = volume
         var state = State(transfers: max(1, transfers))
@@ -50,7 +51,7 @@ final class RunCounter: Sendable {
             state.bytes += Int64(bytes)
             state.speed.add(total: state.bytes, at: now)
         }
-        volume?.add(bytes)
+        volume?(bytes)
     }
 
     /// Bytes fetched in this run.

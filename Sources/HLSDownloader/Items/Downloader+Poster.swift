@@ -28,16 +28,16 @@ extension Downloader {
         } else {
             var resource = PlannedResource(url: url, key: CacheKey(storedValue: key), kind: .other)
             resource.isPoster = true
-            let counter = RunCounter(limiter: limiter, volume: volume)
+            let counter = RunCounter(limiter: limiter, volume: { [self] in addVolume($0) })
             do {
                 let body = try await fetchResource(resource, for: item, counter: counter)
                 size = try await commitThreadPool.runIfActive(eventLoop: eventLoopGroup.any()) { try body.commit().size }.get()
             } catch {
-                _ = volume.used(items: items, policies: configuration.policies, force: true)
+                _ = usedVolume(policies: configuration.policies, force: true)
                 try posterFailed(resource, of: item, error: error)
                 throw DownloadError.from(error)
             }
-            _ = volume.used(items: items, policies: configuration.policies, force: true)
+            _ = usedVolume(policies: configuration.policies, force: true)
         }
         try items.markPosterStored(id, key: key, size: size)
         return try items.require(id)

@@ -11,7 +11,7 @@ extension Downloader {
 
     /// The bytes fetched from origins today by every process on this cache directory.
     package func volumeToday() -> Int64 {
-        volume.used(items: items, policies: configuration.policies, force: true)
+        usedVolume(policies: configuration.policies, force: true)
     }
 
     /// Why `item` may not download now, and when it may: outside its download hours (when this process keeps to
@@ -31,7 +31,7 @@ extension Downloader {
             )
         }
         if let limit = policies.dailyBytes {
-            let used = volume.used(items: items, policies: policies, force: true)
+            let used = usedVolume(policies: policies, force: true)
             if used >= limit {
                 let next = policies.nextDay(after: now)
                 return (
@@ -109,7 +109,7 @@ extension Downloader {
         if let (reason, _) = policyHold(for: item) { throw reason }
         if configuration.policies.dailyBytes == nil {
             // Counted anyway (`GET /status`), at most once a second.
-            _ = volume.used(items: items, policies: configuration.policies, force: false)
+            _ = usedVolume(policies: configuration.policies, force: false)
         }
     }
 

@@ -52,12 +52,12 @@ extension Downloader {
                 return all
             }
         } catch {
-            _ = volume.used(items: items, policies: configuration.policies, force: true)
+            _ = usedVolume(policies: configuration.policies, force: true)
             recordItemVolume(of: item.id, counter: counter)
             try? progress.flush()
             throw error
         }
-        _ = volume.used(items: items, policies: configuration.policies, force: true)
+        _ = usedVolume(policies: configuration.policies, force: true)
         recordItemVolume(of: item.id, counter: counter)
         try progress.flush()
         if ended { try items.updateRecord(item.id) { $0.ended = true } }
@@ -82,11 +82,15 @@ extension Downloader {
         var missed = 0
         var media = first
         while true {
+            keepWindow(of: media)
             if spec.isDone(recorded: seconds, now: now) { return true }
             let fresh = media.segments.filter { segment in lastSequence.map { segment.mediaSequence > $0 } ?? true }
             if let last = lastSequence, let next = fresh.first, next.mediaSequence > last + 1 {
                 // Left the origin's window before this run saw them (hlscache was stopped, the origin failed to answer).
                 missed += Int(min(next.mediaSequence - last - 1, UInt64(Int32.max)))
+            }
+            if !fresh.isEmpty {
+                logger.debug("item \(item.id): rendition \(index): \(fresh.count) new segment(s) from \(fresh[0].mediaSequence)")
             }
             for segment in fresh {
                 try Task.checkCancellation()
@@ -97,6 +101,7 @@ extension Downloader {
                         item.id, rendition: index, [RecordedSegment(segment, missedBefore: missed)], renditionSeconds: seconds,
                         gaps: missed > 0 && lastSequence != nil ? 1 : 0)
                     missed = 0
+                    logger.debug("item \(item.id): rendition \(index): segment \(segment.mediaSequence) recorded")
                 } else {
                     missed += 1
                 }
@@ -111,6 +116,25 @@ extension Downloader {
             let loaded = try await loadPlaylist(url, item: item, isMaster: false, storing: false)
             guard loaded.playlist.kind == .media else { throw DownloadError.corrupted.with("\(url.redacted) is not a media playlist") }
             media = try loaded.playlist.media(baseURL: loaded.baseURL)
+        }
+    }
+
+    /// A reading of the live playlist being recorded: what the cache holds of its window (a viewer stored it through
+    /// the proxy, with an expiry counted from then) stays served for the window's lifetime from this reading, as the
+    /// proxy's own readings keep it (`PlaylistService.learnLifetimes`). The recording reads the origin's playlist
+    /// itself: without this, a copy a viewer stored expired once no viewer read the playlist through the proxy any
+    /// more, though the origin still listed it and the recording, a few seconds behind the reading, was about to
+    /// store it — and the recording asked the origin for it again (issue 44: `LiveRecordingTests` under a stalled test
+    /// process). Only objects that have an expiry gain time; a failure to write it is logged, not fatal.
+    func keepWindow(of media: MediaPlaylist) {
+        guard media.isLive, media.playlistType != .event else { return }
+        let volatile = configuration.volatileQueryParameters
+        let keys = media.listedMediaURLs.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) }
+        do {
+            try store.extendExpiry(
+                keys, to: Date().addingTimeInterval(media.liveWindowLifetime), minimumStep: Double(media.targetDuration ?? 10))
+        } catch {
+            logger.warning("live lifetimes of what \(media.segments.first?.url ?? "a recorded playlist") lists not extended: \(error)")
         }
     }
 

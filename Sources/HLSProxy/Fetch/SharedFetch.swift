@@ -245,6 +245,8 @@ final class SharedFetch: OriginStreamHandler, Sendable {
             switch effect {
             case .fail(let error, let origin):
                 if origin { services.metrics.originFailed(code: error.code) }
+                // The origin failing is worth a notice; a cancellation (a read-ahead the player left) is routine.
+                logUnstoredLiveSegment(error.message, level: origin ? .notice : .debug)
                 stopFill?.abort()
                 task?.cancel()
                 services.fetches.remove(self)
@@ -341,10 +343,19 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         let kind: CacheObjectKind = MediaTypes.forExtension(url.pathExtension) == "application/octet-stream" ? .key : .segment
         let lastModified = head.lastModified.flatMap(HTTPDate.parse).map { Date(timeIntervalSince1970: TimeInterval($0)) }
         let expiresAt = services.playlists.liveExpiry(of: key)
-        fill.commit(contentType: head.contentType, kind: kind, etag: head.etag, lastModified: lastModified, expiresAt: expiresAt) { _ in
+        fill.commit(contentType: head.contentType, kind: kind, etag: head.etag, lastModified: lastModified, expiresAt: expiresAt) {
+            if $0 == nil { self.logUnstoredLiveSegment("its cache file was not committed", level: .notice) }
             self.state.withLockedValue { $0.fill = nil }
             self.services.fetches.remove(self)
         }
+    }
+
+    /// Says why a live stream's segment was not stored (its next reader asks the origin again): the download failed
+    /// or was cancelled (`reason`), or its file was not committed.
+    private func logUnstoredLiveSegment(_ reason: String, level: Logger.Level) {
+        guard cacheable, services.logger.logLevel <= level, services.playlists.liveExpiry(of: key) != nil else { return }
+        services.logger.log(
+            level: level, "live segment not stored: \(reason)", metadata: ["url": "\(url.redacted)", "purpose": "\(purpose)"])
     }
 
     private func processPlaylist(head: FetchHead, body: [ByteBuffer]) {

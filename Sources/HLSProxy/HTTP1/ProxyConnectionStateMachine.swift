@@ -11,7 +11,9 @@ struct ProxyConnectionStateMachine {
         /// Waiting for a request head.
         case idle
         /// Head received; its body (bounded; only route extensions such as the admin API read it) is being read.
-        case receivingRequest(HTTPRequestHead, bodyBytes: Int)
+        /// `candidate`: the head's bytes, when the decoder found them whole (a replayed answer may be remembered
+        /// for them).
+        case receivingRequest(HTTPRequestHead, body: ByteBuffer?, candidate: RequestDecoder.Candidate?)
         /// The request is being answered.
         case responding(keepAlive: Bool)
         /// The request was rejected before it was complete; ignore the rest and close when the answer is out.
@@ -21,8 +23,9 @@ struct ProxyConnectionStateMachine {
 
     enum Action: Equatable {
         case none
-        /// Hand the complete request to the router.
-        case dispatch(HTTPRequestHead, keepAlive: Bool)
+        /// Hand the complete request to the router: its head, its body if it had one, and the head's bytes when the
+        /// decoder found them whole.
+        case dispatch(HTTPRequestHead, keepAlive: Bool, body: ByteBuffer? = nil, candidate: RequestDecoder.Candidate? = nil)
         /// Answer with this error and close the connection afterwards.
         case reject(ProxyError)
         /// The response is out; keep the connection open for the next request.
@@ -32,6 +35,8 @@ struct ProxyConnectionStateMachine {
     }
 
     private var state: State = .idle
+    /// Request heads received (handed on from the queue) so far: the decoder numbers the heads it found whole so.
+    private(set) var headsReceived = 0
     /// Request parts that arrived while a response was being written (HTTP pipelining), answered in order. While any
     /// wait here the socket is not read (``readRequested()``), so the queue holds at most one read's worth.
     private var queued = CircularBuffer<HTTPServerRequestPart>(initialCapacity: 4)
@@ -100,7 +105,9 @@ struct ProxyConnectionStateMachine {
         }
     }
 
-    mutating func receivedHead(_ head: HTTPRequestHead) -> Action {
+    /// Request head number ``headsReceived`` + 1; `candidate`: its bytes, if the decoder found them whole.
+    mutating func receivedHead(_ head: HTTPRequestHead, candidate: RequestDecoder.Candidate? = nil) -> Action {
+        headsReceived &+= 1
         switch state {
         case .idle:
             if head.headers.count > maxHeaderCount {
@@ -129,7 +136,7 @@ struct ProxyConnectionStateMachine {
             }
             requestHasBody = (declared ?? 0) > 0 || head.headers.contains(name: "transfer-encoding")
             askedAnything = true
-            state = .receivingRequest(head, bodyBytes: 0)
+            state = .receivingRequest(head, body: nil, candidate: candidate)
             headInProgress = head
             return .none
         case .rejecting, .closed:
@@ -160,28 +167,33 @@ struct ProxyConnectionStateMachine {
         if case .responding = state { state = .idle }
     }
 
-    mutating func receivedBody(count: Int) -> Action {
-        guard case .receivingRequest(let head, let bytes) = state else { return .none }
-        if bytes + count > maxRequestBodyBytes {
+    mutating func receivedBody(_ part: ByteBuffer) -> Action {
+        guard case .receivingRequest(let head, var body, let candidate) = state else { return .none }
+        if (body?.readableBytes ?? 0) + part.readableBytes > maxRequestBodyBytes {
             state = .rejecting
             return .reject(ProxyError.payloadTooLarge("request body larger than \(maxRequestBodyBytes) bytes"))
         }
-        state = .receivingRequest(head, bodyBytes: bytes + count)
+        state = .idle  // the body buffer is not shared while it grows
+        var part = part
+        body.setOrWriteBuffer(&part)
+        state = .receivingRequest(head, body: body, candidate: candidate)
         return .none
     }
 
     mutating func receivedEnd() -> Action {
-        guard case .receivingRequest(let head, _) = state else { return .none }
+        guard case .receivingRequest(let head, let body, let candidate) = state else { return .none }
         // What follows a CONNECT on the connection is not HTTP (the decoder stops there): close after the answer.
         let keepAlive = head.isKeepAlive && head.method != .CONNECT
-        return dispatch(head, keepAlive: keepAlive)
+        return dispatch(head, keepAlive: keepAlive, body: body, candidate: candidate)
     }
 
-    private mutating func dispatch(_ head: HTTPRequestHead, keepAlive: Bool) -> Action {
+    private mutating func dispatch(
+        _ head: HTTPRequestHead, keepAlive: Bool, body: ByteBuffer?, candidate: RequestDecoder.Candidate?
+    ) -> Action {
         state = .responding(keepAlive: keepAlive && !draining)
         headInProgress = nil
         requestIsHTTP10 = head.version.major == 1 && head.version.minor == 0
-        return .dispatch(head, keepAlive: keepAlive && !draining)
+        return .dispatch(head, keepAlive: keepAlive && !draining, body: body, candidate: candidate)
     }
 
     /// The head of the request being rejected, when it was received (its body was still being read); taken once.
@@ -194,8 +206,8 @@ struct ProxyConnectionStateMachine {
     /// The request whose head was received is answered now, without its body (it asked `Expect: 100-continue`
     /// and nothing will read the body): its body is never read, and the connection closes after the answer.
     mutating func answerWithoutBody() -> Action {
-        guard case .receivingRequest(let head, _) = state else { return .none }
-        return dispatch(head, keepAlive: false)
+        guard case .receivingRequest(let head, _, let candidate) = state else { return .none }
+        return dispatch(head, keepAlive: false, body: nil, candidate: candidate)
     }
 
     /// Whether the response being written should tell the client the connection stays open.

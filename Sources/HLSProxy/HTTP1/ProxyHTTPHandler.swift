@@ -20,8 +20,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var state: ProxyConnectionStateMachine
     private var context: ChannelHandlerContext?
     private var responder: Responder?
-    /// The body of the request being received (bounded by the state machine's limit).
-    private var requestBody: ByteBuffer?
     private let router: ProxyRouter
     /// `http.allowedWebOrigins`, read for each request (a reload replaces it).
     private let liveWebOrigins: @Sendable () -> WebOriginPolicy
@@ -40,15 +38,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let date: DateLine?
     /// The configured listen host (an absolute-form target naming it is this server's).
     private let listenHost: String
-    /// The last head the decoder produced asked for a protocol upgrade.
-    private var decodingUpgradeRequest = false
     /// This event loop's requests answered without decoding (``ReplayedExchanges``).
     private let replays: ReplayedExchanges?
-    /// Request heads received (handed on from the queue) so far.
-    private var headsReceived = 0
-    /// The bytes of the request being received, when the decoder found them whole at a boundary: remembered with
-    /// the answer if it is a replayed hit from memory.
-    private var candidate: RequestDecoder.Candidate?
     /// Whether a large body sent on this connection counts in the memory tier.
     let largeSendHold = LargeSendHold()
     /// This event loop's yield: bodies over ``sliceBytes`` are written a slice at a time between its other I/O.
@@ -94,29 +85,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if let decoder { tell(decoder, about: part) }
+        decoder?.handedOn(part)
         state.enqueue(part)
         deliverQueued(context: context)
-    }
-
-    /// Tells the decoder about each part it produced, as it produces it (before any queueing): it counts them, and
-    /// learns when a request that asked for an upgrade has ended — the server ignores `Upgrade` (RFC 9110 §7.8), so
-    /// the connection goes on in HTTP/1.1.
-    private func tell(_ decoder: RequestDecoder, about part: HTTPServerRequestPart) {
-        decoder.partsDecoded &+= 1
-        switch part {
-        case .head(let head):
-            decoder.upgradeRequestEnded = false
-            decoder.headsDecoded &+= 1
-            decoder.messageOpen = true
-            decodingUpgradeRequest = RequestDecoder.isUpgradeRequest(head)
-        case .body:
-            decoder.upgradeRequestEnded = false
-        case .end:
-            decoder.upgradeRequestEnded = decodingUpgradeRequest
-            decoder.messageOpen = false
-            decodingUpgradeRequest = false
-        }
     }
 
     /// Hands queued request parts on, in order, until one starts a response (or the queue is empty).
@@ -138,13 +109,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(var head):
-            requestBody = nil
-            headsReceived &+= 1
-            candidate = decoder?.takeCandidate(headNumber: headsReceived)
+            // The head's bytes, when the decoder found them whole: remembered with the answer if it is a replayed hit
+            // from memory.
+            let candidate = decoder?.takeCandidate(headNumber: state.headsReceived + 1)
             if head.uri.utf8.first != UInt8(ascii: "/") {
                 head = AbsoluteForm.originForm(of: head, local: context.channel.localAddress, listenHost: listenHost)
             }
-            var action = state.receivedHead(head)
+            var action = state.receivedHead(head, candidate: candidate)
             if action == .none && state.requestHasBody && Self.expectsContinue(head) {
                 if router.readsBody(of: head.uri) {
                     // RFC 9110 §10.1.1: the client waits for this before sending the body (curl: 1 s).
@@ -158,10 +129,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             timeouts?.requestHeadReceived(awaitingBody: action == .none)
             run(action, context: context, head: head)
-        case .body(var buffer):
-            let action = state.receivedBody(count: buffer.readableBytes)
-            if action == .none { _ = requestBody.setOrWriteBuffer(&buffer) }
-            run(action, context: context, head: nil)
+        case .body(let buffer):
+            run(state.receivedBody(buffer), context: context, head: nil)
         case .end:
             timeouts?.requestReceived()
             run(state.receivedEnd(), context: context, head: nil)
@@ -226,17 +195,14 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch action {
         case .none:
             break
-        case .dispatch(let head, _):
+        case .dispatch(let head, _, let body, let candidate):
             var request = ProxyRequest(
-                head: head, remoteAddress: context.channel.remoteAddress, localAddress: context.channel.localAddress, body: requestBody)
+                head: head, remoteAddress: context.channel.remoteAddress, localAddress: context.channel.localAddress, body: body)
             let webOrigins = self.webOrigins
             request.page = request.judgedPage(by: webOrigins)
-            requestBody = nil
             let responder = Responder(
                 eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
-            let candidate = self.candidate
-            self.candidate = nil
             router.route(request, responder: responder)
             // Answered with a replayed hit from memory: the same head bytes are answered that way next time.
             if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody {

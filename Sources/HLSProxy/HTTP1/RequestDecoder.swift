@@ -11,8 +11,9 @@ import NIOHTTP1
 /// such requests as ordinary ones — so when such a request has ended and the decoder produced nothing after it,
 /// the decoder is replaced by a fresh one that reads the bytes after it as the next request.
 ///
-/// ``ProxyHTTPHandler`` tells it when such a request ended (``upgradeRequestEnded``) and when any other part
-/// arrived after it (the decoder did not stop after all). Both run on the connection's event loop.
+/// ``ProxyHTTPHandler`` shows it every part it hands on (``handedOn(_:)``), from which it knows when such a request
+/// ended (``upgradeRequestEnded``) and when any other part arrived after it (the decoder did not stop after all).
+/// Both run on the connection's event loop.
 ///
 /// It also tells a request line with a method llhttp does not know (`FOO / HTTP/1.1`: llhttp knows a fixed list and
 /// refuses any other as `invalidMethod`, as it does `GARBAGE`) from a malformed line, so that the first gets 501
@@ -23,12 +24,34 @@ final class RequestDecoder: ByteToMessageDecoder {
 
     private var decoder = HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)
     /// The `.end` of a request that stops NIO's decoder was just handed on, and nothing since.
-    var upgradeRequestEnded = false
-    /// Request parts handed on so far (counted by the handler).
-    var partsDecoded = 0
-    /// Request heads handed on so far, and whether the last one's request has not ended yet (told by the handler).
-    var headsDecoded = 0
-    var messageOpen = false
+    private(set) var upgradeRequestEnded = false
+    /// Request parts handed on so far.
+    private(set) var partsDecoded = 0
+    /// Request heads handed on so far, and whether the last one's request has not ended yet.
+    private(set) var headsDecoded = 0
+    private(set) var messageOpen = false
+    /// The last head handed on asked for a protocol upgrade.
+    private var decodingUpgradeRequest = false
+
+    /// Counts a part the decoder produced, as it is handed on (before any queueing), and learns when a request that
+    /// asked for an upgrade has ended — the server ignores `Upgrade` (RFC 9110 §7.8), so the connection goes on in
+    /// HTTP/1.1.
+    func handedOn(_ part: HTTPServerRequestPart) {
+        partsDecoded &+= 1
+        switch part {
+        case .head(let head):
+            upgradeRequestEnded = false
+            headsDecoded &+= 1
+            messageOpen = true
+            decodingUpgradeRequest = Self.isUpgradeRequest(head)
+        case .body:
+            upgradeRequestEnded = false
+        case .end:
+            upgradeRequestEnded = decodingUpgradeRequest
+            messageOpen = false
+            decodingUpgradeRequest = false
+        }
+    }
     /// The handler, asked to answer a head it has answered before without decoding it (``ReplayedExchanges``).
     weak var replayer: ProxyHTTPHandler?
     /// NIO's decoder holds nothing of an unfinished request: the next bytes start a request, and a head found whole
@@ -36,7 +59,7 @@ final class RequestDecoder: ByteToMessageDecoder {
     private var atBoundary = true
     /// The bytes of a whole `GET` head found at a boundary and handed to NIO's decoder: the head it decodes next
     /// (number `headNumber`), which the handler may remember with its answer.
-    struct Candidate {
+    struct Candidate: Equatable {
         let head: [UInt8]
         let hash: Int
         let headNumber: Int

@@ -3,7 +3,6 @@
 #endif
 import HLSCacheCore
 import Logging
-import NIOConcurrencyHelpers
 
 /// A swift-log handler that writes one JSON object per line (`--log-format json`):
 /// `{"timestamp":"2026-11-22T05:01:02.345Z","level":"info","label":"hlscache.access","message":"…","metadata":{…}}`.
@@ -45,28 +44,8 @@ package struct JSONLogHandler: LogHandler {
         let text = Self.line(timestamp: Self.timestamp(), level: level, label: label, message: message.description, metadata: merged)
         switch stream {
         case .custom(let sink): sink(text)
-        case .standardError: Self.write(text, to: 2)
-        case .standardOutput: Self.write(text, to: 1)
-        }
-    }
-
-    private static let outputLock = NIOLock()
-
-    /// One `write(2)` per line (retrying short writes) under a lock, so lines from many threads never interleave.
-    private static func write(_ text: String, to descriptor: Int32) {
-        outputLock.withLock {
-            var text = text
-            text.withUTF8 { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        return
-                    }
-                    offset += written
-                }
-            }
+        case .standardError: StandardStreams.write(text, to: 2)
+        case .standardOutput: StandardStreams.write(text, to: 1)
         }
     }
 

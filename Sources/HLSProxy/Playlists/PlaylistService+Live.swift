@@ -8,19 +8,17 @@ extension PlaylistService {
     @discardableResult
     func learnLifetimes(of playlist: Playlist, url: OriginURL, imports: [String: String]) -> Double? {
         guard let media = try? playlist.media(baseURL: url.string, imports: imports), media.playlistType != .event else { return nil }
-        let window = media.segments.reduce(0) { $0 + $1.duration }
         // With `live.rewindWindow`, what was stored is kept that much longer for `/rewind/…`.
-        let lifetime = window + 2 * Double(media.targetDuration ?? 10) + configuration.liveRewindWindow
-        var urls = media.segments.map(\.url) + media.parts.map(\.url)
-        urls += media.segments.compactMap { $0.map?.url }
+        let lifetime = media.liveWindowLifetime + configuration.liveRewindWindow
         let volatile = configuration.volatileQueryParameters
-        let keys = Set(urls.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
+        let keys = Set(media.listedMediaURLs.compactMap { try? OriginURL($0) }.map { CacheKey($0, volatileParameters: volatile) })
         withTable(\.liveLifetimes) { table in
             for key in keys { table.setValue(lifetime, forKey: key) }
         }
         // What is stored of the window stays served for the lifetime from this reading: counted only from when it
         // was stored, a segment stored early (a short first window, the window's oldest) expired while still listed,
-        // and a recording reading that window asked the origin for it again (LiveRecordingTests).
+        // and a recording reading that window asked the origin for it again (LiveRecordingTests). A recording's own
+        // readings do the same (Downloader.keepWindow(of:)).
         do {
             try store.extendExpiry(
                 Array(keys), to: Date().addingTimeInterval(lifetime), minimumStep: Double(media.targetDuration ?? 10))

@@ -403,18 +403,18 @@ final class PlaylistService: Sendable {
         raw: [UInt8], key: CacheKey, url: OriginURL, fromStore: Bool, contentType: String?
     ) throws -> (bytes: [UInt8], isLive: Bool, ttl: Double, insertions: [Int]?, rewound: [UInt8]?) {
         var insertions: [Int]?
-        let named = NIOLockedValueBox<[KeyID]>([])
+        var named: [KeyID] = []
         let playlist: Playlist
         let rewritten: [UInt8]
         var rewound: [UInt8]?
         let keys = self.keys
         var rewriter = ProxyPathRewriter()
         // Keys go to the key store's /keys/{id}; the engine never passes licence servers or skd:// here.
-        rewriter.keyRewrite = { @Sendable resolved, _, method in
+        rewriter.keyRewrite = { resolved, _, method in
             guard let keyURL = try? OriginURL(resolved) else { return nil }
             // The METHOD says the key's length: a wrong-sized answer of its origin is refused, not stored.
             let id = try keys.register(keyURL, method: method)
-            named.withLockedValue { $0.append(id) }
+            named.append(id)
             return id.path(for: keyURL)
         }
         do {
@@ -464,7 +464,7 @@ final class PlaylistService: Sendable {
                 }
                 let lifetime = playlist.isChannelList ? nil : learnLifetimes(of: playlist, url: url, imports: imports(of: key))
                 if let lifetime {
-                    for id in named.withLockedValue({ $0 }) {
+                    for id in named {
                         do { try keys.limitToLive(id, seconds: lifetime) } catch { logger.warning("key \(id): \(error.message)") }
                     }
                 }

@@ -1,6 +1,5 @@
 import HLSCacheCore
 import HLSOrigin
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// Read-ahead through a fleet's balancer (`prefetch.through`): instead of fetching the next segments itself, a node
@@ -8,13 +7,13 @@ import NIOCore
 /// to (the one that will serve it), and the origin sees it once across the fleet. The body is read and dropped.
 ///
 /// The request carries ``marker``: the node answering it does not read ahead from it, so one player's read-ahead
-/// does not cascade across the fleet. At most one request per segment is in flight from this node.
+/// does not cascade across the fleet. At most one request per segment is in flight from this node (kept in
+/// ``FetchRegistry``).
 final class ReadAheadThrough: Sendable {
     /// Header on read-ahead requests sent through the balancer.
     static let marker = "X-HLSCache-Read-Ahead"
 
     let server: String
-    private let inFlight = NIOLockedValueBox<Set<String>>([])
 
     init(server: String) {
         self.server = server
@@ -24,11 +23,12 @@ final class ReadAheadThrough: Sendable {
     func request(_ segment: ReadAheadIndex.Segment, services: ProxyServices) {
         guard let url = try? OriginURL(server + segment.url.proxyPath) else { return }
         let key = segment.key.value
-        guard inFlight.withLockedValue({ $0.insert(key).inserted }) else { return }
+        let fetches = services.fetches
+        guard fetches.beginThroughBalancer(key) else { return }
         let loop = services.group.next()
         let logger = services.logger
-        let sink = DiscardingSink(eventLoop: loop) { [inFlight] result in
-            inFlight.withLockedValue { _ = $0.remove(key) }
+        let sink = DiscardingSink(eventLoop: loop) { result in
+            fetches.endThroughBalancer(key)
             if case .failure(let error) = result {
                 logger.debug("read-ahead through the balancer failed", metadata: ["url": "\(url)", "error": "\(error)"])
             }

@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 
 extension ResourceService {
@@ -8,8 +9,21 @@ extension ResourceService {
         let join = services.fetches.join(FetchKey(key: key, url: url, cacheable: cacheable)) {
             SharedFetch(key: key, url: url, cacheable: cacheable, purpose: purpose, services: services)
         }
-        if case .started(let fetch) = join { fetch.start() }
+        if case .started(let fetch) = join {
+            if cacheable { logLiveSegmentMiss(key: key, url: url, purpose: purpose) }
+            fetch.start()
+        }
         return join
+    }
+
+    /// At debug level, why a live stream's segment is asked of the origin: never stored here, or its stored copy
+    /// expired (a live segment is kept for its playlist's window, docs/architecture.md).
+    private func logLiveSegmentMiss(key: CacheKey, url: OriginURL, purpose: FetchPurpose) {
+        guard services.logger.logLevel <= .debug, services.playlists.liveExpiry(of: key) != nil else { return }
+        let reason =
+            services.store.knownExpiry(of: key).map { String(format: "its stored copy expired %.1f s ago", -$0.timeIntervalSinceNow) }
+            ?? "not stored"
+        services.logger.debug("live segment asked of the origin: \(reason)", metadata: ["url": "\(url.redacted)", "purpose": "\(purpose)"])
     }
 
     /// Streams `fetch` to the client (`range`: only those bytes). A download that failed just before the client joined

@@ -254,7 +254,7 @@ final class ResourceService: Sendable {
         let lastModified = Int64((object.lastModified ?? object.createdAt).timeIntervalSince1970)
         var headers = headers
         headers.add(name: "ETag", value: object.etag)
-        headers.add(name: "Last-Modified", value: HTTPDate.cachedFormat(lastModified))
+        headers.add(name: "Last-Modified", value: HTTPDate.format(lastModified))
         headers.add(name: "Accept-Ranges", value: "bytes")
         headers.add(name: "X-Cache", value: "HIT")
         responder.cacheResult = .hit

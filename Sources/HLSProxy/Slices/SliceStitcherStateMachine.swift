@@ -394,7 +394,7 @@ struct SliceStitcherStateMachine {
         var headers = HTTPHeaders()
         headers.add(name: "ETag", value: set.validator)
         if let lastModified = set.lastModified {
-            headers.add(name: "Last-Modified", value: HTTPDate.cachedFormat(Int64(lastModified.timeIntervalSince1970)))
+            headers.add(name: "Last-Modified", value: HTTPDate.format(Int64(lastModified.timeIntervalSince1970)))
         }
         return headers
     }
