@@ -41,8 +41,9 @@ let package = Package(
         .target(name: "HLSPlaylist", swiftSettings: swiftSettings),
         // The URL contract and cache-key rules shared by the proxy, the downloader and the CLI. Pure.
         .target(name: "HLSCacheCore", dependencies: ["HLSPlaylist"], swiftSettings: swiftSettings),
-        // System OpenSSL 3 (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes.
-        .systemLibrary(name: "CLibSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // System OpenSSL 3's libcrypto (libssl-dev): AES-128-CBC, AES-256-GCM, SHA-256, RAND_bytes. No TLS: libssl is
+        // not linked (origins' TLS is swift-nio-ssl's BoringSSL).
+        .systemLibrary(name: "CLibSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // System zlib (zlib1g-dev): one-shot gzip of rewritten playlists; decoding gzip/deflate origin bodies.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Thin, safe Swift wrappers over the few OpenSSL primitives the cache needs.

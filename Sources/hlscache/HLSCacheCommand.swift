@@ -14,7 +14,7 @@ struct HLSCacheCommand: AsyncParsableCommand {
         subcommands: [
             ServeCommand.self, URLCommand.self, FetchCommand.self, ListCommand.self, ShowCommand.self, PauseCommand.self,
             ResumeCommand.self, RemoveCommand.self, LockCommand.self, UnlockCommand.self, SetCommand.self, VerifyCommand.self,
-            KeysCommand.self, WatchCommand.self, ReloadCommand.self, PolicyCommand.self,
+            KeysCommand.self, WatchCommand.self, ReloadCommand.self, PolicyCommand.self, HealthcheckCommand.self,
         ]
     )
 }
