@@ -22,7 +22,7 @@ package enum HTTPDate {
         var (days, second) = (epochSeconds / 86_400, epochSeconds % 86_400)
         if second < 0 { (days, second) = (days - 1, second + 86_400) }
         let weekday = Int((days % 7 + 11) % 7)  // 1970-01-01 was a Thursday
-        let (year, month, day) = civilDate(daysSince1970: days)
+        let (year, month, day) = CivilDate.fields(daysSince1970: days)
         let (hour, minute, sec) = (Int(second / 3600), Int(second / 60 % 60), Int(second % 60))
         return String(unsafeUninitializedCapacity: 29) { out in
             func digit(_ value: Int) -> UInt8 { UInt8(truncatingIfNeeded: 48 + value) }
@@ -47,18 +47,6 @@ package enum HTTPDate {
             (out[26], out[27], out[28]) = (71, 77, 84)  // "GMT"
             return 29
         }
-    }
-
-    /// Year, month (1–12) and day of the proleptic Gregorian calendar (Howard Hinnant's `civil_from_days`).
-    private static func civilDate(daysSince1970 days: Int64) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let month = Int(shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9)
-        return (Int(yearOfEra + era * 400) + (month <= 2 ? 1 : 0), month, Int(dayOfYear - (153 * shiftedMonth + 2) / 5 + 1))
     }
 
     /// Parses an HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate

@@ -9,14 +9,14 @@ package enum ISO8601Text {
         let milliseconds = Int64((epochSeconds * 1000 + 0.5).rounded(.down))
         let (seconds, millisecond) = floorDivision(milliseconds, 1000)
         let (days, secondOfDay) = floorDivision(seconds, 86_400)
-        let (year, month, day) = civilDate(daysSince1970: days)
+        let (year, month, day) = CivilDate.fields(daysSince1970: days)
         var text = ""
         text.reserveCapacity(24)
-        append(year, width: 4, to: &text)
+        append(Int64(year), width: 4, to: &text)
         text += "-"
-        append(month, width: 2, to: &text)
+        append(Int64(month), width: 2, to: &text)
         text += "-"
-        append(day, width: 2, to: &text)
+        append(Int64(day), width: 2, to: &text)
         text += "T"
         append(secondOfDay / 3600, width: 2, to: &text)
         text += ":"
@@ -34,19 +34,6 @@ package enum ISO8601Text {
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let remainder = value % divisor
         return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
-    }
-
-    /// Year, month and day of the proleptic Gregorian calendar (Howard Hinnant's `civil_from_days`).
-    private static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     private static func append(_ value: Int64, width: Int, to text: inout String) {
