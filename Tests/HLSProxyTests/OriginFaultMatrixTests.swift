@@ -106,6 +106,27 @@ import Testing
         do { return .success(try await harness.get(url, headers: headers)) } catch { return .failure(error) }
     }
 
+    /// The request once the fault is gone, on the same server: correct at the first try, or after an honest error.
+    /// The cases' read timeout is short (6 s, so that the faults end), and the whole suite runs at once on two cores: a
+    /// CI machine has held this process for longer than that, and a clean origin answer then came too late (a 504
+    /// after a stall case, twice in full runs, never when run alone). A try that fails honestly is followed by
+    /// another, at most three in all; wrong bytes end it at once. What a fault could leave behind on this server — a
+    /// fetch or slice run that never ends, a connection slot not given back, a wrong cache entry — fails every try.
+    static func again(_ kind: Kind, _ fault: Fault, _ attempt: () async -> Outcome) async {
+        for index in 1...3 {
+            let outcome = await attempt()
+            switch outcome {
+            case .correct: return
+            case .wrong(let what):
+                Issue.record("\(kind) × \(fault): once the fault is gone, a wrong response: \(what)")
+                return
+            case .honestError(let why):
+                FileHandle.standardError.write(Data("\(kind) × \(fault): try \(index) once the fault is gone: \(why)\n".utf8))
+            }
+        }
+        Issue.record("\(kind) × \(fault): three honest errors once the fault is gone")
+    }
+
     /// Stored copy of `path`: nil, or its bytes.
     static func stored(_ store: CacheStore, _ url: String) throws -> [UInt8]? {
         guard let object = store.lookup(CacheKey(try OriginURL(url))) else { return nil }
@@ -213,13 +234,17 @@ import Testing
         harness.origin.setFault(nil, for: "/k.bin")
         switch kind {
         case .segmentMiss, .coalescedMiss:
-            #expect(Self.classify(await Self.attempt(harness, segmentURL), expected: segment) == .correct)
+            await Self.again(kind, fault) { Self.classify(await Self.attempt(harness, segmentURL), expected: segment) }
         case .rangeMiss:
-            let again = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
-            #expect(Self.classify(again, expected: Array(segment[1000...1999]), status: 206) == .correct)
+            await Self.again(kind, fault) {
+                let again = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
+                return Self.classify(again, expected: Array(segment[1000...1999]), status: 206)
+            }
         case .playlist:
             let reference = try await harness.get(harness.url("/reference.m3u8"))
-            #expect(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body) == .correct)
+            await Self.again(kind, fault) {
+                Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body)
+            }
         case .key:
             // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the read
             // timeout can fail this first playlist load, so it gets a few tries.
@@ -228,7 +253,9 @@ import Testing
                 keyPath = KeyServingTests.keyPaths(try await harness.get(harness.url("/enc.m3u8")).text).first
             }
             let path = try #require(keyPath)
-            #expect(Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes) == .correct)
+            await Self.again(kind, fault) {
+                Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes)
+            }
         case .prewarm:
             break
         }
