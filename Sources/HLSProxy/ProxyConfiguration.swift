@@ -63,6 +63,9 @@ package struct ProxyConfiguration: Sendable {
     /// or from its file) they have not asked again since (`cache.memoryLargeSends`); past it they take their file
     /// (sendfile). 0: they always do.
     package var memoryLargeSends: Int = 8
+    /// On an event loop other connections share, a large body goes from memory only while its copy is warm: fewer
+    /// than this many bytes of other large bodies went from memory since it last did (``MemoryTier/warmBytes``).
+    package var memoryWarmBytes: Int = MemoryTier.defaultWarmBytes
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
     /// The clock the client connection timeouts (head, body, send, idle) are measured by; tests move it.

@@ -79,7 +79,8 @@ final class ProxyServices: Sendable {
         self.metrics = metrics
         let memory = MemoryTier(
             maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes,
-            maxLargeSends: configuration.memoryLargeSends, directory: store.directory, now: configuration.memoryTierClock)
+            maxLargeSends: configuration.memoryLargeSends, warmBytes: configuration.memoryWarmBytes, directory: store.directory,
+            now: configuration.memoryTierClock)
         self.memory = memory
         if memory.isEnabled { store.onEviction { keys in memory.remove(keys) } }
         self.observer = ExchangeObserver(metrics: metrics, accessLog: configuration.accessLog ? accessLog : nil)

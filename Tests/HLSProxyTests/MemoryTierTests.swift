@@ -572,6 +572,55 @@ import Testing
         #expect(sameBytes(try await harness.get(otherURL).body, other), "not sent from memory once read in")
     }
 
+    /// On an event loop another connection shares, a large copy goes from memory only while it is warm (fewer than
+    /// `warmBytes` of other large bodies went from memory since it last did); a cold one takes its file, a warm one
+    /// memory; a connection alone on its loop is sent even a cold copy from memory. One event loop, so that the test's
+    /// client and an idle connection share it; both files scribbled over, so the bytes say where an answer came from.
+    @Test func aColdLargeCopyTakesItsFileWhereAnotherConnectionSharesTheLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory,
+            configure: { configuration in
+                configuration.memoryWarmBytes = 1 << 20
+                configuration.idleTimeout = .seconds(3600)  // the idle connection stays until the test closes it
+            }, group: group)
+        defer {
+            Task {
+                await harness.shutdown()
+                try? await group.shutdownGracefully()
+            }
+        }
+        let (first, second) = (randomBytes(2 << 20), randomBytes(2 << 20))
+        harness.origin.setBody(first, contentType: "video/mp2t", for: "/a.ts")
+        harness.origin.setBody(second, contentType: "video/mp2t", for: "/b.ts")
+        let (urlA, urlB) = (harness.url("/a.ts"), harness.url("/b.ts"))
+        _ = try await harness.get(urlA)
+        _ = try await harness.get(urlB)
+        try await harness.waitForIdle()
+        let memory = harness.server.services.memory
+        try Self.scribble(over: try await Self.warm(harness, urlA, "/a.ts"))
+        try Self.scribble(over: try await Self.warm(harness, urlB, "/b.ts"))
+        let idle = try LoopbackSocket.connect(port: harness.port)
+        var idleOpen = true
+        defer { if idleOpen { close(idle) } }
+        #expect(try await Self.eventually { harness.server.services.connections.count == 2 })
+
+        // Both copies were just read in: B is warm and goes from memory...
+        #expect(sameBytes(try await harness.get(urlB).body, second), "a warm copy was not sent from memory")
+        // ...and 2 MiB went from memory since A was read in: A is cold, and takes its file.
+        let cold = try await harness.get(urlA)
+        #expect(cold.body.count == first.count && cold.body.allSatisfy { $0 == 0x47 }, "a cold copy was sent from memory")
+        #expect(memory.holds(try Self.stored(harness, "/a.ts")), "still held: taken from its file by choice")
+        // B went from memory last: still warm.
+        #expect(sameBytes(try await harness.get(urlB).body, second), "a warm copy was not sent from memory")
+
+        // Alone on the loop, the cold copy of A goes from memory.
+        close(idle)
+        idleOpen = false
+        #expect(try await Self.eventually { harness.server.services.connections.count == 1 })
+        #expect(sameBytes(try await harness.get(urlA).body, first), "alone on its loop, a cold copy was not sent from memory")
+    }
+
     /// A connection that closes mid-body is not counted any more, however many do.
     @Test func connectionsGoneMidBodyAreNotCounted() async throws {
         let large = try await Self.largeObject(limit: 4, size: 3 << 20, scribbled: false)

@@ -272,6 +272,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// No `Connection` header goes with the response being written (see ``Responder/sendsPlainKeepAlive``).
     var sendsPlainKeepAlive: Bool { state.connectionHeader == nil }
 
+    /// Whether no other connection shares this event loop (``LoopYield/isShared``; without a yield, as if alone).
+    /// Off the loop it cannot be known: not alone.
+    var aloneOnLoop: Bool {
+        guard let yield else { return true }
+        return yield.eventLoop.inEventLoop && !yield.isShared
+    }
+
     func writeResponse(status: HTTPResponseStatus, headers: HTTPHeaders, body: ResponseBody, headOnly: Bool) {
         guard let context else {
             body.release()

@@ -117,6 +117,10 @@ final class Responder: @unchecked Sendable {
     /// the memory tier counts large bodies in flight by.
     var largeSendHold: LargeSendHold? { handler?.largeSendHold }
 
+    /// Whether no other connection shares this connection's event loop (its handler's; true once it is gone): where a
+    /// cold large copy may still go from memory (``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:)``).
+    var aloneOnLoop: Bool { handler?.aloneOnLoop ?? true }
+
     /// Whether a response on this connection goes out without a `Connection` header (HTTP/1.1, kept alive, not
     /// draining): the case a replayed head was rendered for.
     var sendsPlainKeepAlive: Bool { handler?.sendsPlainKeepAlive ?? false }

@@ -29,13 +29,19 @@ import Synchronization
 ///   replaced, removed or expired ones are dropped when next asked for, or age out.
 /// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is sent from memory only while fewer than
 ///   ``maxLargeSends`` other connections hold a large body — sent from memory or from its file, from the send until
-///   the connection's next request or its end (``bodyToSend(of:on:headOnly:counted:)``, ``requestBegan(on:)``,
+///   the connection's next request or its end (``bodyToSend(of:on:alone:headOnly:counted:)``, ``requestBegan(on:)``,
 ///   ``connectionEnded(_:)``); past that it takes the file and sendfile. Written from memory the bytes are copied
 ///   into the socket and read back by a loopback receiver while still in the CPU's caches — half the system CPU of a
 ///   sendfile of a 2 MiB hit at 1–8 connections; with many in flight the bytes outgrow the caches and sendfile's
 ///   single copy wins (docs/benchmarks.md, issue 26), so every large body in flight counts, not only those from
 ///   memory: with many, all take their file. The end of the write is not the signal: the kernel takes a whole
 ///   2 MiB body into its socket buffers at once, long before the receiver has read it.
+/// - **Warm copies only, where others wait:** on an event loop that serves other connections too, a large body goes
+///   from memory only while its copy is still warm in the CPU's caches — fewer than ``warmBytes`` of other large
+///   bodies went from memory since it last did (or since it was read in). A cold copy costs a copy out of memory on
+///   top of the receiver's, where sendfile costs only the receiver's: walking a library of segments from memory cost
+///   twice sendfile's CPU per hit, taken from the playlists sharing the loop (docs/benchmarks.md, issue 39). A
+///   connection alone on its loop waits for nobody, and there memory is faster even for a cold copy.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -58,6 +64,12 @@ final class MemoryTier: Sendable {
     let maxLargeSends: Int
     /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
+    /// A large copy counts as warm while fewer than this many bytes of other large bodies went from memory since it
+    /// last did (``bodyToSend(of:on:alone:headOnly:counted:)``): about half a server CPU's last-level cache.
+    static let defaultWarmBytes = 16 << 20
+    let warmBytes: Int
+    /// Bytes of large bodies sent from memory so far: the clock ``MemoryObject/lastSent`` is read against.
+    private let largeBytesSent = Synchronization.Atomic<Int>(0)
     /// Reads started (``load(_:store:threadPool:)``; tests).
     private let loadsStarted = Synchronization.Atomic<Int>(0)
     /// The monotonic clock the file re-checks are timed by (tests move it by hand).
@@ -77,10 +89,11 @@ final class MemoryTier: Sendable {
     ///   - directory: the cache directory (`objects/` is looked up in it).
     ///   - now: the clock of the file re-checks (``recheckInterval``).
     init(
-        maxBytes: Int, maxObjectBytes: Int, maxLargeSends: Int = 8, directory: String,
-        now: @escaping @Sendable () -> NIODeadline = { .now() }
+        maxBytes: Int, maxObjectBytes: Int, maxLargeSends: Int = 8, warmBytes: Int = MemoryTier.defaultWarmBytes,
+        directory: String, now: @escaping @Sendable () -> NIODeadline = { .now() }
     ) {
         self.now = now
+        self.warmBytes = max(0, warmBytes)
         self.maxLargeSends = max(0, maxLargeSends)
         let objectsPath = (directory.hasSuffix("/") ? directory : directory + "/") + "objects"
         let descriptor = maxBytes > 0 ? open(objectsPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
@@ -124,9 +137,14 @@ final class MemoryTier: Sendable {
     /// The bytes of `object` (the version the caller found current in the store), if held and its file is still the
     /// one they were read from (looked at again once ``recheckInterval`` passed since it last was). A stale entry
     /// (another version, another file) is dropped.
-    /// - Parameter counted: whether this request was counted already (``bodyToSend(of:on:headOnly:counted:)``);
+    /// - Parameter counted: whether this request was counted already (``bodyToSend(of:on:alone:headOnly:counted:)``);
     ///   set when it is.
     private func body(of object: CachedObject, counted: inout Bool) -> ByteBuffer? {
+        entry(of: object, counted: &counted)?.body
+    }
+
+    /// The entry of ``body(of:counted:)``.
+    private func entry(of object: CachedObject, counted: inout Bool) -> MemoryObject? {
         let time = now().uptimeNanoseconds
         let count = !counted
         counted = true
@@ -140,7 +158,7 @@ final class MemoryTier: Sendable {
             return entry
         }
         guard let found else { return nil }
-        if time &- found.checkedAt.load(ordering: .relaxed) < UInt64(Self.recheckInterval.nanoseconds) { return found.body }
+        if time &- found.checkedAt.load(ordering: .relaxed) < UInt64(Self.recheckInterval.nanoseconds) { return found }
         guard identity(of: object.path, relative: found.relativePath) == found.file else {
             state.withLockedValue { state in
                 if state.entries.peekValue(forKey: object.key) === found { state.entries.removeValue(forKey: object.key) }
@@ -148,16 +166,21 @@ final class MemoryTier: Sendable {
             return nil
         }
         found.checkedAt.store(time, ordering: .relaxed)
-        return found.body
+        return found
     }
 
     /// The bytes of `object` for a response about to be written on `connection`, or nil: send its file. The request
     /// is counted (once: `counted` says whether it was, and is set) whether or not the object is held — what decides
     /// what enters. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
-    /// ``maxLargeSends`` other connections hold one.
-    /// - Parameter headOnly: no body will be written (HEAD): not counted as a large send.
-    func bodyToSend(of object: CachedObject, on connection: LargeSendHold?, headOnly: Bool = false, counted: inout Bool) -> ByteBuffer? {
+    /// ``maxLargeSends`` other connections hold one, and — unless `connection` is `alone` on its event loop — only while
+    /// the copy is warm (``warmBytes``).
+    /// - Parameters:
+    ///   - alone: no other connection shares the event loop `connection` is served on.
+    ///   - headOnly: no body will be written (HEAD): not counted as a large send.
+    func bodyToSend(
+        of object: CachedObject, on connection: LargeSendHold?, alone: Bool = true, headOnly: Bool = false, counted: inout Bool
+    ) -> ByteBuffer? {
         guard isEnabled else { return nil }
         guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object, counted: &counted) }
         guard let connection else {
@@ -172,7 +195,12 @@ final class MemoryTier: Sendable {
             countRequest(object, counted: &counted)
             return nil
         }
-        return body(of: object, counted: &counted)
+        guard let entry = entry(of: object, counted: &counted) else { return nil }
+        let sent = largeBytesSent.load(ordering: .relaxed)
+        // A cold copy, where other connections wait for this loop: its file costs them less.
+        if !alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes { return nil }
+        entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
+        return entry.body
     }
 
     /// Counts a request for `object` that will not look at the tier's copy, unless it was counted.
@@ -214,7 +242,7 @@ final class MemoryTier: Sendable {
     /// the tier off — docs/benchmarks.md, issue 39).
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
         guard admits(object) else { return }
-        // The connection asking holds a large send itself (taken by ``bodyToSend(of:on:headOnly:counted:)``): others
+        // The connection asking holds a large send itself (taken by ``bodyToSend(of:on:alone:headOnly:counted:)``): others
         // are one fewer, as there.
         guard
             object.size <= Int64(Self.alwaysFromMemoryBytes)
@@ -239,6 +267,8 @@ final class MemoryTier: Sendable {
             guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative, at: readAt) else { return }
             // Still the store's version (not replaced, evicted or expired while it was read)?
             guard store.isCurrent(object) else { return }
+            // Just read: warm.
+            loaded.lastSent.store(largeBytesSent.load(ordering: .relaxed), ordering: .relaxed)
             state.withLockedValue { state in
                 _ = state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds)
             }
@@ -272,7 +302,7 @@ final class MemoryTier: Sendable {
     }
 }
 
-/// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:headOnly:counted:)``):
+/// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:)``):
 /// one per connection (its HTTP/1 handler's), counted once however many large bodies it is sent before it asks
 /// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
 final class LargeSendHold: Sendable {
@@ -299,6 +329,9 @@ final class MemoryObject: Sendable {
     let body: ByteBuffer
     /// When ``file`` was last found to be what the object's path names (``NIODeadline/uptimeNanoseconds``).
     let checkedAt: Synchronization.Atomic<UInt64>
+    /// Where the tier's count of large bytes sent from memory stood after this body last went from memory, or when
+    /// it was read in (``MemoryTier/warmBytes``).
+    let lastSent = Synchronization.Atomic<Int>(0)
 
     private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer, checkedAt: NIODeadline) {
         self.checkedAt = Synchronization.Atomic(checkedAt.uptimeNanoseconds)

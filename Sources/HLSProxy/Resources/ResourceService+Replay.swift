@@ -48,8 +48,8 @@ extension ResourceService {
     func sendFromMemory(_ replay: HitReplay, responder: Responder) -> Bool {
         guard services.memory.admits(replay.object),
             let body = services.memory.bodyToSend(
-                of: replay.object, on: responder.largeSendHold, headOnly: responder.request.isHead,
-                counted: &responder.memoryTierCounted),
+                of: replay.object, on: responder.largeSendHold, alone: responder.aloneOnLoop,
+                headOnly: responder.request.isHead, counted: &responder.memoryTierCounted),
             services.store.touchIfUnchanged(replay.object)
         else { return false }
         responder.cacheResult = .hit

@@ -238,7 +238,8 @@ final class ResourceService: Sendable {
         let source: HitSource
         if services.memory.admits(object),
             let body = services.memory.bodyToSend(
-                of: object, on: responder.largeSendHold, headOnly: request.isHead, counted: &responder.memoryTierCounted)
+                of: object, on: responder.largeSendHold, alone: responder.aloneOnLoop, headOnly: request.isHead,
+                counted: &responder.memoryTierCounted)
         {
             pin.unpin()
             source = .memory(body)
