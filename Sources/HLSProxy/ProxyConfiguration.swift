@@ -64,7 +64,8 @@ package struct ProxyConfiguration: Sendable {
     /// (sendfile). 0: they always do.
     package var memoryLargeSends: Int = 8
     /// On an event loop other connections share, a large body goes from memory only while its copy is warm: fewer
-    /// than this many bytes of other large bodies went from memory since it last did (``MemoryTier/warmBytes``).
+    /// than this many bytes of other large bodies were sent (from memory or file) since it last went from memory
+    /// (``MemoryTier/warmBytes``).
     package var memoryWarmBytes: Int = MemoryTier.defaultWarmBytes
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }

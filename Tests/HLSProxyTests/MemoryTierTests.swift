@@ -573,15 +573,16 @@ import Testing
     }
 
     /// On an event loop another connection shares, a large copy goes from memory only while it is warm (fewer than
-    /// `warmBytes` of other large bodies went from memory since it last did); a cold one takes its file, a warm one
-    /// memory; a connection alone on its loop is sent even a cold copy from memory. One event loop, so that the test's
-    /// client and an idle connection share it; both files scribbled over, so the bytes say where an answer came from.
+    /// `warmBytes`, here 3 MiB, of other large bodies were sent, from memory or file, since it last went from memory);
+    /// a cold one takes its file, a warm one memory; a connection alone on its loop is sent even a cold copy from
+    /// memory. One event loop, so that the test's client and an idle connection share it; both files scribbled over,
+    /// so the bytes say where an answer came from.
     @Test func aColdLargeCopyTakesItsFileWhereAnotherConnectionSharesTheLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let harness = try await ProxyHarness.start(
             serving: FileManager.default.temporaryDirectory,
             configure: { configuration in
-                configuration.memoryWarmBytes = 1 << 20
+                configuration.memoryWarmBytes = 3 << 20
                 configuration.idleTimeout = .seconds(3600)  // the idle connection stays until the test closes it
             }, group: group)
         defer {
@@ -604,14 +605,20 @@ import Testing
         var idleOpen = true
         defer { if idleOpen { close(idle) } }
         #expect(try await Self.eventually { harness.server.services.connections.count == 2 })
+        let (objectA, objectB) = (try Self.stored(harness, "/a.ts"), try Self.stored(harness, "/b.ts"))
+        #expect(memory.bytesSentSinceWarm(objectB) == 0, "B was read in last")
+        #expect((memory.bytesSentSinceWarm(objectA) ?? 0) >= 2 << 20, "B was sent from its file since A was read in")
 
-        // Both copies were just read in: B is warm and goes from memory...
+        // B was read in last: warm, it goes from memory...
         #expect(sameBytes(try await harness.get(urlB).body, second), "a warm copy was not sent from memory")
-        // ...and 2 MiB went from memory since A was read in: A is cold, and takes its file.
+        // ...and since A was read in, B was sent from its file until read in, and from memory now: at least 4 MiB.
+        // A is cold, and takes its file.
         let cold = try await harness.get(urlA)
         #expect(cold.body.count == first.count && cold.body.allSatisfy { $0 == 0x47 }, "a cold copy was sent from memory")
         #expect(memory.holds(try Self.stored(harness, "/a.ts")), "still held: taken from its file by choice")
-        // B went from memory last: still warm.
+        // Since B last went from memory, 2 MiB (A's file, counted once although the hit looked at the tier twice):
+        // still warm.
+        #expect(memory.bytesSentSinceWarm(objectB) == 2 << 20)
         #expect(sameBytes(try await harness.get(urlB).body, second), "a warm copy was not sent from memory")
 
         // Alone on the loop, the cold copy of A goes from memory.

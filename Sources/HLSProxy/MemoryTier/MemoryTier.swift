@@ -38,7 +38,7 @@ import Synchronization
 ///   2 MiB body into its socket buffers at once, long before the receiver has read it.
 /// - **Warm copies only, where others wait:** on an event loop that serves other connections too, a large body goes
 ///   from memory only while its copy is still warm in the CPU's caches — fewer than ``warmBytes`` of other large
-///   bodies went from memory since it last did (or since it was read in). A cold copy costs a copy out of memory on
+///   bodies were sent (from memory or from their files) since it last went from memory, or since it was read in. A cold copy costs a copy out of memory on
 ///   top of the receiver's, where sendfile costs only the receiver's: walking a library of segments from memory cost
 ///   twice sendfile's CPU per hit, taken from the playlists sharing the loop (docs/benchmarks.md, issue 39). A
 ///   connection alone on its loop waits for nobody, and there memory is faster even for a cold copy.
@@ -64,11 +64,13 @@ final class MemoryTier: Sendable {
     let maxLargeSends: Int
     /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
-    /// A large copy counts as warm while fewer than this many bytes of other large bodies went from memory since it
-    /// last did (``bodyToSend(of:on:alone:headOnly:counted:)``): about half a server CPU's last-level cache.
+    /// A large copy counts as warm while fewer than this many bytes of other large bodies were sent (from memory or
+    /// from their files) since it last went from memory (``bodyToSend(of:on:alone:headOnly:counted:)``): about half
+    /// a server CPU's last-level cache.
     static let defaultWarmBytes = 16 << 20
     let warmBytes: Int
-    /// Bytes of large bodies sent from memory so far: the clock ``MemoryObject/lastSent`` is read against.
+    /// Bytes of large bodies sent so far, from memory or from their files: the clock ``MemoryObject/lastSent`` is read
+    /// against.
     private let largeBytesSent = Synchronization.Atomic<Int>(0)
     /// Reads started (``load(_:store:threadPool:)``; tests).
     private let loadsStarted = Synchronization.Atomic<Int>(0)
@@ -196,11 +198,19 @@ final class MemoryTier: Sendable {
             return nil
         }
         guard let entry = entry(of: object, counted: &counted) else { return nil }
-        let sent = largeBytesSent.load(ordering: .relaxed)
         // A cold copy, where other connections wait for this loop: its file costs them less.
+        let sent = largeBytesSent.load(ordering: .relaxed)
         if !alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes { return nil }
         entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
         return entry.body
+    }
+
+    /// A body of `object` is sent from its file: a large one counts in what makes copies cold (``warmBytes``), as
+    /// every large body passes through the CPU's caches, from memory or from its file. Called once per response that
+    /// takes the file (a request may ask ``bodyToSend(of:on:alone:headOnly:counted:)`` twice first).
+    func sendingFile(of object: CachedObject, headOnly: Bool) {
+        guard isEnabled, !headOnly, object.size > Int64(Self.alwaysFromMemoryBytes) else { return }
+        largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed)
     }
 
     /// Counts a request for `object` that will not look at the tier's copy, unless it was counted.
@@ -300,6 +310,12 @@ final class MemoryTier: Sendable {
             return entry.etag == object.etag && entry.size == object.size
         }
     }
+
+    /// Bytes of large bodies sent since `object`'s copy last went from memory or was read in (nil: not held; tests).
+    func bytesSentSinceWarm(_ object: CachedObject) -> Int? {
+        let entry = state.withLockedValue { $0.entries.peekValue(forKey: object.key) }
+        return entry.map { largeBytesSent.load(ordering: .relaxed) &- $0.lastSent.load(ordering: .relaxed) }
+    }
 }
 
 /// Whether a connection holds one of the memory tier's large sends (``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:)``):
@@ -329,8 +345,8 @@ final class MemoryObject: Sendable {
     let body: ByteBuffer
     /// When ``file`` was last found to be what the object's path names (``NIODeadline/uptimeNanoseconds``).
     let checkedAt: Synchronization.Atomic<UInt64>
-    /// Where the tier's count of large bytes sent from memory stood after this body last went from memory, or when
-    /// it was read in (``MemoryTier/warmBytes``).
+    /// Where the tier's count of large bytes sent stood after this body last went from memory, or when it was read in
+    /// (``MemoryTier/warmBytes``).
     let lastSent = Synchronization.Atomic<Int>(0)
 
     private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer, checkedAt: NIODeadline) {

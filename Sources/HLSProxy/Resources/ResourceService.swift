@@ -151,19 +151,24 @@ final class ResourceService: Sendable {
             responder.replayedAnswer = .object(replay, target: target)
             return true
         }
-        return sendReplayed(replay, responder: responder)
+        return sendReplayedFile(replay, responder: responder)
     }
 
     /// Sends `replay`'s object from the memory tier, else from its file (and reads it into the memory tier for the
     /// next hits). False when the object changed or its file does not match: take the ordinary path.
     func sendReplayed(_ replay: HitReplay, responder: Responder) -> Bool {
-        if sendFromMemory(replay, responder: responder) { return true }
+        sendFromMemory(replay, responder: responder) || sendReplayedFile(replay, responder: responder)
+    }
+
+    /// Sends `replay`'s object from its file (the memory tier was asked already).
+    private func sendReplayedFile(_ replay: HitReplay, responder: Responder) -> Bool {
         guard let pin = services.store.pinIfUnchanged(replay.object) else { return false }
         guard let handle = openMatching(replay.object) else {
             pin.unpin()
             return false
         }
         // Served from its file: read into the memory tier in the background if it has earned a place there.
+        services.memory.sendingFile(of: replay.object, headOnly: responder.request.isHead)
         services.memory.load(replay.object, store: services.store, threadPool: services.threadPool)
         responder.cacheResult = .hit
         responder.sendPrepared(
@@ -249,6 +254,7 @@ final class ResourceService: Sendable {
                 return false
             }
             // Served from its file: read into the memory tier in the background if it has earned a place there.
+            services.memory.sendingFile(of: object, headOnly: request.isHead)
             services.memory.load(object, store: services.store, threadPool: services.threadPool)
             source = .file(handle, pin)
         }
