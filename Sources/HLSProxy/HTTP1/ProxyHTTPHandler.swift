@@ -79,6 +79,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        // The references back to this handler (strong: see RequestDecoder.replayer) are let go.
+        decoder?.replayer = nil
+        responder?.detach()
         yield?.connectionClosed()
         router.connectionEnded(largeSendHold)  // removed without the channel closing (an upgrade): the same (idempotent)
     }

@@ -53,7 +53,10 @@ final class RequestDecoder: ByteToMessageDecoder {
         }
     }
     /// The handler, asked to answer a head it has answered before without decoding it (``ReplayedExchanges``).
-    weak var replayer: ProxyHTTPHandler?
+    /// Held strongly and let go by the handler when it leaves the pipeline (``ProxyHTTPHandler/handlerRemoved(context:)``):
+    /// a weak reference gives the handler a side table, and every retain and release of it then takes the runtime's
+    /// slow path (5 % of a playlist hit's CPU, docs/benchmarks.md, issue 39).
+    var replayer: ProxyHTTPHandler?
     /// NIO's decoder holds nothing of an unfinished request: the next bytes start a request, and a head found whole
     /// at their start can be answered without it.
     private var atBoundary = true

@@ -37,7 +37,10 @@ enum ResponseBody {
 final class Responder: @unchecked Sendable {
     let eventLoop: any EventLoop
     let request: ProxyRequest
-    private weak var handler: ProxyHTTPHandler?
+    /// Strong, not weak (a weak reference would give the handler a side table: see ``RequestDecoder/replayer``): the
+    /// handler lets go of its responder when the response is complete and, when the connection closes or the handler
+    /// leaves the pipeline, tells it (``connectionClosed()``, ``detach()``), which lets go of the handler.
+    private var handler: ProxyHTTPHandler?
     private var answered = false
     private var streaming = false
     /// Called (on the event loop) if the connection closes before the response is complete.
@@ -207,6 +210,13 @@ final class Responder: @unchecked Sendable {
         observer?.exchangeCompleted(
             request: request, route: route, status: answered ? status : 499, cache: cacheResult, bytes: bodyBytes, startedAt: startedAt,
             complete: success)
+    }
+
+    /// The handler left the pipeline (an upgrade took the connection over): nothing more is written through it.
+    func detach() {
+        eventLoop.preconditionInEventLoop()
+        handler = nil
+        streaming = false
     }
 
     /// The handler reports that the connection is gone.
