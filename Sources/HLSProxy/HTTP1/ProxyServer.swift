@@ -142,9 +142,7 @@ package final class ProxyServer: Sendable {
             }
         if configuration.listenSharing == .shareable, configuration.port != 0 {
             // SO_REUSEPORT would let this socket join one already there: a plain bind first refuses a taken address.
-            let probe = try await ServerBootstrap(group: services.group).serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: configuration.host, port: configuration.port).get()
-            try await probe.close()
+            try Self.refuseTakenAddress(host: configuration.host, port: configuration.port)
         }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         self.started.withLockedValue { $0.channel = channel }
@@ -153,6 +151,21 @@ package final class ProxyServer: Sendable {
         }
         services.logger.info("hlscache listening on \(channel.localAddress?.description ?? "?")")
         return channel.localAddress!
+    }
+
+    /// Throws `EADDRINUSE` when another socket listens on `host:port`: a plain bind (`SO_REUSEADDR`, not `SO_REUSEPORT`)
+    /// of a socket that is closed at once. It never listens: the probe this replaced was a listening server channel,
+    /// and a client connecting in its instant (a readiness check polling a starting server) was accepted by it and
+    /// never answered — its connection outlived the probe with no handler (1 start in 40 under load).
+    static func refuseTakenAddress(host: String, port: Int) throws {
+        let address = try SocketAddress.makeAddressResolvingHost(host, port: port)
+        let descriptor = socket(address.protocol.rawValue, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw IOError(errnoCode: errno, reason: "socket") }
+        defer { close(descriptor) }
+        var one: CInt = 1
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
+        let bound = address.withSockAddr { bind(descriptor, $0, socklen_t($1)) }
+        guard bound == 0 else { throw IOError(errnoCode: errno, reason: "bind(\(host):\(port))") }
     }
 
     /// Requests answered so far without being decoded, on every event loop. For tests (`@testable`): a replayed

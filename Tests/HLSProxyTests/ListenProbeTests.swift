@@ -1,0 +1,51 @@
+import Foundation
+import HLSTestSupport
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import HLSProxy
+
+/// `serve` listens with `SO_REUSEPORT` (so that `--take-over` can start the next version beside it), and first makes
+/// sure no other socket listens on its address with a plain bind that never listens (``ProxyServer/refuseTakenAddress(host:port:)``).
+@Suite struct ListenProbeTests {
+    /// A listening socket of 127.0.0.1 and its port (the caller closes it).
+    private static func listener() throws -> (descriptor: CInt, port: Int) {
+        let descriptor = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+        try #require(descriptor >= 0)
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: 0)
+        try #require(address.withSockAddr { bind(descriptor, $0, socklen_t($1)) } == 0)
+        try #require(listen(descriptor, 16) == 0)
+        var bound = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return (descriptor, Int(UInt16(bigEndian: bound.sin_port)))
+    }
+
+    /// A port another socket listens on is refused with `EADDRINUSE`; once it is free the probe passes, and leaves
+    /// nothing listening there.
+    @Test func theProbeRefusesATakenPortAndLeavesNothingListening() throws {
+        let (descriptor, port) = try Self.listener()
+        #expect {
+            try ProxyServer.refuseTakenAddress(host: "127.0.0.1", port: port)
+        } throws: { ($0 as? IOError)?.errnoCode == EADDRINUSE }
+        close(descriptor)
+        try ProxyServer.refuseTakenAddress(host: "127.0.0.1", port: port)
+        #expect(throws: (any Error).self, "something listens where the probe bound") { _ = try LoopbackSocket.connect(port: port) }
+    }
+
+    /// A server that would share its socket does not start on an address another server listens on.
+    @Test func aServerDoesNotStartBesideAnotherListeningOnItsAddress() async throws {
+        let (descriptor, port) = try Self.listener()
+        defer { close(descriptor) }
+        await #expect(throws: (any Error).self) {
+            let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+                configuration.port = port
+                configuration.listenSharing = .shareable
+            }
+            await harness.shutdown()
+        }
+    }
+}
