@@ -70,7 +70,7 @@ for cycle in $(seq 1 "$CYCLES"); do
         PORT=$(free_port)
         "$BIN" serve --cache-dir "$CACHE" --listen "127.0.0.1:$PORT" --free-disk-cushion 0 --log-level error >>"$WORK/serve.log" 2>&1 &
         SERVE_PID=$!
-        for _ in $(seq 200); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
+        for _ in $(seq 200); do curl --max-time 30 -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
         mkdir -p "$WORK/dl"
         PLAYERS=()
         for i in $(seq 1 6); do

@@ -62,7 +62,7 @@ check --no-orphans
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 "$BIN" serve --cache-dir "$CACHE" --listen "127.0.0.1:$PORT" "${CUSHION[@]}" --prefetch-segments 0 --log-level warning >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-for _ in $(seq 200); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
+for _ in $(seq 200); do curl --max-time 30 -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
 proxy() { echo "http://127.0.0.1:$PORT/http/${BASE#http://}/$1"; }
 get_exact() {   # path → prints the X-Cache header; fails unless the body is the origin's file
     local headers

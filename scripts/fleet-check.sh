@@ -172,7 +172,7 @@ echo "ok: fetch --through --seconds 10: $(grep -c '/second/.*\.ts' "$WORK/origin
 "$HLSCACHE_BIN" serve --cache-dir "$WORK/standalone" --listen "127.0.0.1:$STANDALONE_PORT" --log-level notice \
     >"$WORK/standalone.log" 2>&1 &
 API="http://127.0.0.1:$STANDALONE_PORT/api/v1"
-for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$STANDALONE_PORT/readyz" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do curl --max-time 30 -fsS -o /dev/null "http://127.0.0.1:$STANDALONE_PORT/readyz" 2>/dev/null && break; sleep 0.1; done
 : >"$WORK/origin.log"
 curl -fsS -X POST -H 'Content-Type: application/json' "$API/items" \
     -d "{\"url\": \"$ORIGIN_URL/third/master.m3u8\", \"seconds\": 10, \"id\": \"through-api\", \"through\": \"$BALANCER\"}" \

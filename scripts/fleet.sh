@@ -161,7 +161,7 @@ stop() {
 }
 
 status() {
-    curl -fsS -o /dev/null "http://127.0.0.1:$BALANCER_PORT/healthz" 2>/dev/null \
+    curl --max-time 30 -fsS -o /dev/null "http://127.0.0.1:$BALANCER_PORT/healthz" 2>/dev/null \
         && echo "balancer 127.0.0.1:$BALANCER_PORT up" || echo "balancer 127.0.0.1:$BALANCER_PORT down"
     for pidfile in "$DIR"/node*/pid; do
         [ -e "$pidfile" ] || continue

@@ -15,7 +15,7 @@ for _ in $(seq 100); do [ -s "$WORK/origin.port" ] && break; sleep 0.05; done
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 "$BIN" serve --cache-dir "$WORK/cache" --listen "127.0.0.1:$PORT" --free-disk-cushion 0 --log-level error >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-for _ in $(seq 200); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
+for _ in $(seq 200); do curl --max-time 30 -sf -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.05; done
 status=0
 python3 "$ROOT/scripts/http-fuzz.py" "$PORT" "$SERVE_PID" "127.0.0.1:$(cat "$WORK/origin.port")" --seconds "$SECONDS_" --workers "${WORKERS:-16}" || status=1
 kill -0 $SERVE_PID 2>/dev/null || { echo "FAIL: the server is gone; log:" >&2; tail -20 "$WORK/serve.log" >&2; exit 1; }

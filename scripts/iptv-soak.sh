@@ -51,7 +51,7 @@ ORIGIN_PORT=$(cat "$WORK/origin.port")
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" serve --cache-dir "$WORK/cache" --listen "127.0.0.1:$PORT" --log-level notice >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do curl --max-time 30 -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" 2>/dev/null && break; sleep 0.1; done
 curl -fsS -o /dev/null "http://127.0.0.1:$PORT/readyz" || fail "serve did not become ready: $(tail -5 "$WORK/serve.log")"
 PROXY="http://127.0.0.1:$PORT"
 PROXIED="/http/127.0.0.1:$ORIGIN_PORT"

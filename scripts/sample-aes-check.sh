@@ -85,7 +85,7 @@ start_serve() { # CACHE_DIR LOG -> sets SERVE_PID, PROXY
     "$BIN" serve --cache-dir "$1" --listen "127.0.0.1:$port" --log-level notice >"$2" 2>&1 &
     SERVE_PID=$!
     PROXY="http://127.0.0.1:$port"
-    for _ in $(seq 600); do curl -fsS -o /dev/null "$PROXY/readyz" 2>/dev/null && return 0; sleep 0.1; done
+    for _ in $(seq 600); do curl --max-time 30 -fsS -o /dev/null "$PROXY/readyz" 2>/dev/null && return 0; sleep 0.1; done
     fail "serve did not become ready: $(tail -5 "$2")"
 }
 no_plain_key() { # KEYFILE DIR
