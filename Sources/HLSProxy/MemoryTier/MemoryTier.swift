@@ -38,10 +38,11 @@ import Synchronization
 ///   2 MiB body into its socket buffers at once, long before the receiver has read it.
 /// - **Warm copies only, where others wait:** on an event loop that serves other connections too, a large body goes
 ///   from memory only while its copy is still warm in the CPU's caches — fewer than ``warmBytes`` of other large
-///   bodies were sent (from memory or from their files) since it last went from memory, or since it was read in. A cold copy costs a copy out of memory on
-///   top of the receiver's, where sendfile costs only the receiver's: walking a library of segments from memory cost
-///   twice sendfile's CPU per hit, taken from the playlists sharing the loop (docs/benchmarks.md, issue 39). A
-///   connection alone on its loop waits for nobody, and there memory is faster even for a cold copy.
+///   bodies were sent (from memory or from their files) since it last went from memory, or since it was read in. A
+///   cold copy costs a copy out of memory on top of the receiver's, where sendfile costs only the receiver's: walking
+///   a library of segments from memory cost twice sendfile's CPU per hit, taken from the playlists sharing the loop
+///   (docs/benchmarks.md, issue 39). A connection alone on its loop waits for nobody, and there memory is faster even
+///   for a cold copy.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
