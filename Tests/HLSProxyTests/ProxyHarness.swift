@@ -35,9 +35,14 @@ final class ProxyHarness: Sendable {
     ) async throws -> ProxyHarness {
         let origin = TestOrigin(root: root)
         try await origin.start()
-        return try await start(
-            origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
-            accessLogger: accessLogger, logger: explicitLogger, group: group, threadPool: threadPool)
+        do {
+            return try await start(
+                origin: origin, configure: configure, configureOrigin: configureOrigin, configureKeys: configureKeys, keyClock: keyClock,
+                accessLogger: accessLogger, logger: explicitLogger, group: group, threadPool: threadPool)
+        } catch {
+            await origin.stop()
+            throw error
+        }
     }
 
     static func start(
@@ -79,7 +84,16 @@ final class ProxyHarness: Sendable {
         let server = ProxyServer(
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: threadPool,
             logger: logger, accessLogger: accessLogger)
-        try await server.start()
+        do {
+            try await server.start()
+        } catch {
+            // A server that did not start (a test of that): what was made for it is let go.
+            try? await server.stop()
+            try? await originClient.shutdown()
+            store.close()
+            try? FileManager.default.removeItem(at: cacheDirectory)
+            throw error
+        }
         // Connections to the proxy on loopback are made at once; only a starved test process waits (a bound of 60 s,
         // not AsyncHTTPClient's 10 s, which a machine at load 40 exceeded).
         // Its idle connections go well before the server's idle timeout (60 s) closes them: with both at 60 s, a request
