@@ -74,8 +74,11 @@ package struct ProxyConfiguration: Sendable {
     /// The clock live playlists' memory TTL and `max-age` are measured by; tests move it.
     package var livePlaylistClock: @Sendable () -> NIODeadline = { .now() }
     /// Response bodies longer than this are written a slice at a time between the event loop's other I/O
-    /// (`limits.sendSlice`; 0: whole bodies at once; ``LoopYield``).
-    package var sendSliceBytes: Int = 512 << 10
+    /// (`limits.sendSlice`; 0: whole bodies at once; ``LoopYield``). 2 MiB, nginx's `sendfile_max_chunk`: each slice
+    /// costs a wait for the kernel to take the last one and a round of the loop, and cutting 2 MiB segments into
+    /// 512 KiB slices cost more CPU per hit (385 against 233 µs) than it gave the playlists sharing the loop — those
+    /// went *faster* without (docs/benchmarks.md, issue 39).
+    package var sendSliceBytes: Int = 2 << 20
     /// Told on the event loop each time response body bytes are handed to a connection: the request's target, and
     /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
     /// loop with it.
