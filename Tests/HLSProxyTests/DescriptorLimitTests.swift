@@ -33,8 +33,12 @@ struct DescriptorLimitTests {
         // accept(2) failing with EMFILE reaches the listening channel's pipeline as this error (NIO's
         // ServerSocketChannel): the back-off handler holds the next accept for a moment, counts it and says so once.
         try await listener.eventLoop.submit { listener.pipeline.fireErrorCaught(IOError(errnoCode: EMFILE, reason: "accept")) }.get()
+        // Paused: the listening socket no longer reads (out of epoll), whatever NIO's read state was — a failed
+        // accept at the start of a batch left the read pending, and the loop called accept(2) again at once.
+        #expect(try await listener.getOption(.autoRead).get() == false)
         // Answered once accepting resumes by itself.
         let metrics = try await harness.get(harness.base + "/metrics")
+        #expect(try await listener.getOption(.autoRead).get() == true)
         let backoffs = metrics.text.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
         #expect(backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } == 1, "\(backoffs ?? "no metric")")
         #expect(capture.captured.filter { $0.contains("out of file descriptors") }.count == 1, "\(capture.captured)")
@@ -54,7 +58,7 @@ struct DescriptorLimitTests {
         defer { run.stop() }
         #expect(run.log.contains("limits.maxConnections lowered from 4096 to 128"), "\(run.log)")
         let outcome = try await run.flood(connections: 400)
-        #expect(outcome.healthzAnswered)
+        #expect(outcome.healthzAnswered, "\(outcome); \(run.state)")
         // Spinning on accept burned more CPU than wall time (150 % on two cores); idle, the server uses next to none.
         // Generous: half of the elapsed time, plus two seconds for the accepts themselves on a slow debug build.
         #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
@@ -67,12 +71,12 @@ struct DescriptorLimitTests {
         defer { run.stop() }
         let flooded = ContinuousClock.now
         let outcome = try await run.flood(connections: 200)
-        #expect(outcome.healthzAnswered)
+        #expect(outcome.healthzAnswered, "\(outcome); \(run.state)")
         #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
         // The flood's connections, closed by the client, may still wait in the accept queue: the server accepts and
         // closes them as descriptors allow, and a connection made meanwhile can be refused or reset (it threw
         // SocketError on a loaded machine). Asked again until answered, as /healthz is.
-        let metrics = try #require(await run.answer("/metrics"), "/metrics was never answered")
+        let metrics = try #require(await run.answer("/metrics"), "/metrics was never answered; \(run.state)")
         let backoffs = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
         let count = backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         #expect(count >= 1, "accept never failed: \(backoffs ?? "no metric")")
@@ -96,6 +100,13 @@ struct DescriptorLimitTests {
         let port: Int
 
         var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+
+        /// For a failure's message: whether the server still runs, its open descriptors and the end of its log.
+        var state: String {
+            let pid = process.processIdentifier
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count).map(String.init) ?? "?"
+            return "server running: \(process.isRunning), \(descriptors) descriptors open, log: …\(log.suffix(3000))"
+        }
 
         private init(process: ChildProcess, logFile: URL, cache: URL, port: Int) {
             self.process = process

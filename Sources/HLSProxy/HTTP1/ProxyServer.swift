@@ -85,17 +85,17 @@ package final class ProxyServer: Sendable {
         let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
             // Out of descriptors (`EMFILE`, `ENFILE`), accept(2) fails while the listening socket stays readable: NIO
-            // called it again at once, and the server spun at full CPU serving nobody. The future-based bind does not
-            // install NIO's back-off (only the async one does); it pauses accepting for a moment after such a failure.
+            // called it again at once, and the server spun at full CPU serving nobody. The listener stops reading for
+            // a moment after such a failure (AcceptPauseHandler: NIO's own back-off does not stop the spin).
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     var report = AcceptFailureReport()
-                    let backoff = AcceptBackoffHandler(shouldForwardIOErrorCaught: false) { error in
+                    let pause = AcceptPauseHandler { error in
                         metrics.acceptBackedOff()
                         if let line = report.failed(error, now: .now()) { logger.warning("\(line)") }
                         return ProxyServer.acceptPause
                     }
-                    try channel.pipeline.syncOperations.addHandler(backoff)
+                    try channel.pipeline.syncOperations.addHandler(pause)
                 }
             }
             .serverChannelOption(.backlog, value: 1024)
