@@ -16,10 +16,18 @@ package struct ProxyService: Service {
 
     package func run() async throws {
         if server.localAddress == nil { try await server.start() }
-        try await withGracefulShutdownHandler {
-            try await server.waitUntilClosed()
-        } onGracefulShutdown: {
-            server.beginShutdown()
+        do {
+            try await withGracefulShutdownHandler {
+                try await server.waitUntilClosed()
+            } onGracefulShutdown: {
+                server.beginShutdown()
+            }
+        } catch {
+            // The listener died (ProxyServer.ListenerClosed): what is in flight still finishes, then the error ends
+            // the service group, and `serve` exits with it instead of running on without accepting.
+            server.services.logger.critical("\(error)")
+            await server.shutdown(gracePeriod: gracePeriod)
+            throw error
         }
         await server.shutdown(gracePeriod: gracePeriod)
     }

@@ -5,8 +5,7 @@ extension ProxyServer {
     /// connections, and lets the responses in flight finish with `Connection: close`.
     package func beginShutdown() {
         services.connections.drain()
-        let channel = self.listener
-        channel?.close(promise: nil)
+        closingListener()?.close(promise: nil)
     }
 
     /// ``beginShutdown()``, then waits until every connection has closed or `gracePeriod` has passed, and

@@ -27,6 +27,10 @@ package final class ProxyServer: Sendable {
         var replays: [ObjectIdentifier: ReplayedExchanges] = [:]
         /// Each event loop's ``LoopYield`` (large bodies written a slice at a time between the loop's other I/O).
         var yields: [ObjectIdentifier: LoopYield] = [:]
+        /// ``stop()`` or ``beginShutdown()`` closed the listener (any other close is a failure).
+        var closing = false
+        /// The last error the listening channel saw (the one that closed it, when accept(2) failed for good).
+        var listenerError: (any Error)?
     }
     private let started = NIOLockedValueBox(Started())
 
@@ -91,6 +95,7 @@ package final class ProxyServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     var report = AcceptFailureReport()
                     let pause = AcceptPauseHandler { error in
+                        self.started.withLockedValue { $0.listenerError = error }
                         metrics.acceptBackedOff()
                         if let line = report.failed(error, now: .now()) { logger.warning("\(line)") }
                         return ProxyServer.acceptPause
@@ -193,7 +198,7 @@ package final class ProxyServer: Sendable {
 
     /// Stops accepting connections; in-flight responses finish on their own (with the last `Date` written).
     package func stop() async throws {
-        let channel = started.withLockedValue { $0.channel }
+        let channel = closingListener()
         stopDates()
         try await channel?.close()
     }
@@ -209,9 +214,31 @@ package final class ProxyServer: Sendable {
     }
 
     /// Runs until the listening channel closes.
+    ///
+    /// - Throws: ``ListenerClosed`` when the listener closed without ``stop()`` or ``beginShutdown()``: NIO closes a
+    ///   listening channel whose accept(2) fails with anything but a shortage (`EMFILE`, `ENFILE`, `ENOBUFS`,
+    ///   `ENOMEM`) or `ECONNABORTED`, and a server that no longer accepts must not look alive.
     package func waitUntilClosed() async throws {
         let channel = started.withLockedValue { $0.channel }
         try await channel?.closeFuture.get()
+        let (closing, error) = started.withLockedValue { ($0.closing, $0.listenerError) }
+        if !closing { throw ListenerClosed(cause: error) }
+    }
+
+    /// The listener, marked as closed on purpose (``stop()``, ``beginShutdown()``).
+    func closingListener() -> (any Channel)? {
+        started.withLockedValue {
+            $0.closing = true
+            return $0.channel
+        }
+    }
+
+    /// The listening socket closed while the server was not stopping.
+    package struct ListenerClosed: Error, CustomStringConvertible {
+        package var cause: (any Error)?
+        package var description: String {
+            "the listening socket closed unexpectedly" + (cause.map { " after accept(2) failed: \($0)" } ?? "")
+        }
     }
 
     /// Open client connections.
