@@ -104,7 +104,7 @@ import Testing
             let result = try await Self.run(arguments, environment: environment)
             #expect(result.status == 78, "\(arguments): status \(result.status), \(result.stderr)")
             let lines = result.stderr.split(separator: "\n")
-            #expect(lines.count == 1, "\(arguments): \(result.stderr)")
+            #expect(lines.count == 1, "\(arguments): \(result.stderr) (stdout: \(result.stdout))")
             #expect(result.stderr.hasPrefix("hlscache: config error: "), "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(expected), "\(arguments): \(result.stderr)")
             if let index = arguments.firstIndex(of: "--config"), !expected.contains("such file"), !expected.contains("directory") {

@@ -300,23 +300,38 @@ import Testing
         #expect(KeyEndpoint.allows(peer: try SocketAddress(ipAddress: "::1", port: 40000), keys: harness.keys))
         #expect(!KeyEndpoint.allows(peer: nil, keys: harness.keys))
 
-        // The whole request path, with an injected peer address.
-        let channel = EmbeddedChannel()
+        // The whole request path, with an injected peer address. A testing channel whose loop may be used from any
+        // thread (the handler's work comes back to its loop from others; an EmbeddedEventLoop must not be).
+        let channel = NIOAsyncTestingChannel()
         channel.remoteAddress = lan
-        try channel.pipeline.syncOperations.addHandler(
-            ProxyHTTPHandler(router: ProxyRouter(services: harness.server.services), configuration: harness.server.configuration))
-        try channel.writeInbound(
+        let services = harness.server.services
+        let configuration = harness.server.configuration
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandler(
+                ProxyHTTPHandler(router: ProxyRouter(services: services), configuration: configuration))
+        }
+        try await channel.writeInbound(
             HTTPServerRequestPart.head(
                 HTTPRequestHead(version: .http1_1, method: .GET, uri: "/keys/0123456789abcdef0123456789abcdef", headers: ["Host": "x"])))
-        try channel.writeInbound(HTTPServerRequestPart.end(nil))
-        var wire = ""
-        while let part = try channel.readOutbound(as: IOData.self) {
-            guard case .byteBuffer(let buffer) = part else { continue }
-            wire += String(buffer: buffer)
+        try await channel.writeInbound(HTTPServerRequestPart.end(nil))
+        // The whole answer: its head, then as many body bytes as it announces (each part waited for, not polled).
+        var bytes: [UInt8] = []
+        func complete() -> Bool {
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let end = text.range(of: "\r\n\r\n") else { return false }
+            let length = text[..<end.lowerBound].split(separator: "\r\n")
+                .first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+            return text[end.upperBound...].utf8.count >= length
         }
+        while !complete() {
+            guard case .byteBuffer(let buffer) = try await channel.waitForOutboundWrite(as: IOData.self) else { continue }
+            bytes += Array(buffer.readableBytesView)
+        }
+        let wire = String(decoding: bytes, as: UTF8.self)
         #expect(wire.hasPrefix("HTTP/1.1 403 Forbidden\r\n"), "\(wire.prefix(80))")
         #expect(wire.contains("\"error\":\"forbidden\""))
-        _ = try? channel.finish()
+        _ = try? await channel.finish()
 
         let allowed = try await ProxyHarness.start(
             serving: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"),

@@ -105,7 +105,8 @@ import Testing
             }
         }
         if !repeats.isEmpty {
-            print("segments asked of the origin again (seconds after the first request): \(repeats.mapValues { asked in asked.map { $0.time - asked[0].time } })")
+            let gaps = repeats.mapValues { asked in asked.map { $0.time - asked[0].time } }
+            print("segments asked of the origin again (seconds after the first request): \(gaps)")
         }
         #expect(
             twice.isEmpty,
