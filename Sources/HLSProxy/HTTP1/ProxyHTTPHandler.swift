@@ -200,7 +200,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             break
         case .dispatch(let head, _, let body, let candidate):
             var request = ProxyRequest(
-                head: head, remoteAddress: context.channel.remoteAddress, localAddress: context.channel.localAddress, body: body)
+                head: head, remoteAddress: peer(of: context), localAddress: context.channel.localAddress, body: body)
             let webOrigins = self.webOrigins
             request.page = request.judgedPage(by: webOrigins)
             let responder = Responder(
@@ -236,12 +236,21 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Answers the request whose whole head is `head` (at the start of the bytes read, at a message boundary) the way
     /// the same bytes were answered before, if the connection is idle and the answer still holds (``ReplayedExchanges``).
     /// False: the decoder decodes the bytes as usual.
+    /// The connection's peer, read from the channel once (NIO takes a lock for each read of it).
+    private var peerAddress: SocketAddress?
+
+    private func peer(of context: ChannelHandlerContext) -> SocketAddress? {
+        if let peerAddress { return peerAddress }
+        peerAddress = context.channel.remoteAddress
+        return peerAddress
+    }
+
     func replayExchange(head: ByteBufferView, hash: Int) -> Bool {
         guard let context, let replays, responder == nil, state.mayReplay, let exchange = replays.exchange(for: head, hash: hash) else {
             return false
         }
         var request = exchange.request
-        request.remoteAddress = context.channel.remoteAddress
+        request.remoteAddress = peer(of: context)
         let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
         responder.route = exchange.route
         responder.routeObserver = exchange.routeObserver

@@ -142,7 +142,8 @@ final class PlaylistService: Sendable {
     /// ``hasOtherTokens(than:key:stored:)`` for a request whose tokens (``CacheKey/volatileSignature(_:volatileParameters:)``
     /// with this configuration's volatile parameters) are `signature`.
     func hasOtherTokens(than signature: String, key: CacheKey, stored object: CachedObject) -> Bool {
-        if let remembered = withTable(\.fetchedFor, { $0.value(forKey: key) }) { return remembered != signature }
+        // On every replayed playlist hit, so the table directly (see ``livePlaylist(_:)``).
+        if let remembered = tables.withLockedValue({ $0.fetchedFor.value(forKey: key) }) { return remembered != signature }
         guard let digest = object.tokens else { return false }
         return digest != Self.digest(signature: signature)
     }
@@ -532,10 +533,12 @@ final class PlaylistService: Sendable {
 
     /// A live playlist still fresh in memory.
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
-        withTable(\.live) { entries in
-            guard let entry = entries.value(forKey: key) else { return nil }
+        // On every replayed playlist hit: the table reached directly, not through ``withTable(_:_:)``, whose key path
+        // was built again at each call (`swift_getKeyPath`, an allocation).
+        tables.withLockedValue { tables in
+            guard let entry = tables.live.value(forKey: key) else { return nil }
             guard entry.expires > configuration.livePlaylistClock() else {
-                entries.removeValue(forKey: key)
+                tables.live.removeValue(forKey: key)
                 return nil
             }
             return entry.playlist
