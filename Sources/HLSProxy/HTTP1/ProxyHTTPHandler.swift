@@ -233,9 +233,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: - Replayed exchanges
 
-    /// Answers the request whose whole head is `head` (at the start of the bytes read, at a message boundary) the way
-    /// the same bytes were answered before, if the connection is idle and the answer still holds (``ReplayedExchanges``).
-    /// False: the decoder decodes the bytes as usual.
     /// The connection's peer, read from the channel once (NIO takes a lock for each read of it).
     private var peerAddress: SocketAddress?
 
@@ -245,6 +242,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return peerAddress
     }
 
+    /// Answers the request whose whole head is `head` (at the start of the bytes read, at a message boundary) the way
+    /// the same bytes were answered before, if the connection is idle and the answer still holds (``ReplayedExchanges``).
+    /// False: the decoder decodes the bytes as usual.
     func replayExchange(head: ByteBufferView, hash: Int) -> Bool {
         guard let context, let replays, responder == nil, state.mayReplay, let exchange = replays.exchange(for: head, hash: hash) else {
             return false
