@@ -52,8 +52,8 @@ import Testing
     /// A listener whose accept(2) fails for good is closed by NIO (any error but a shortage or `ECONNABORTED`: NIO's
     /// ServerSocketChannel fires the error, then closes): the proxy service then ends with
     /// ``ProxyServer/ListenerClosed`` naming the failure — `serve` exits with it — instead of running on, alive to a
-    /// process check and refusing every connection. NIO's two steps are played on the real listener (failing the real
-    /// accept(2) by shutting its socket down hung in the full suite, not alone: the trigger is NIO's, the test is ours).
+    /// process check and refusing every connection. NIO's two steps are played on the real listener; the service may
+    /// start after the close (it then must not bind a new listener: it did, and waited on it forever).
     @Test func aListenerThatFailsForGoodEndsTheServiceWithTheCause() async throws {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
         defer { Task { await harness.shutdown() } }
