@@ -14,11 +14,7 @@ ALLOWED=$ROOT/Tests/allowed-skips.txt
 tmp=$(mktemp -d /tmp/hlscache-tests.XXXXXX) || exit 1
 log=$(mktemp /tmp/hlscache-test-log.XXXXXX) || exit 1
 trap 'rm -rf "$tmp" "$log"' EXIT
-# Line-buffered (coreutils' stdbuf): piped, the test binary's output came in 4 KiB blocks, and a run that hung showed
-# a log ending tests earlier than where it stood — the test that hung could not be named from it.
-swift_command=${SWIFT:-swift}
-if [ -z "${SWIFT:-}" ] && command -v stdbuf >/dev/null; then swift_command="stdbuf -oL -eL swift"; fi
-TMPDIR=$tmp $swift_command test --skip-build --parallel --num-workers 2 "$@" 2>&1 | tee "$log"
+TMPDIR=$tmp ${SWIFT:-swift} test --skip-build --parallel --num-workers 2 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 scripts/check-skips.sh "$log" "$ALLOWED" || { [ "$status" = 0 ] && status=1; }
 exit "$status"
