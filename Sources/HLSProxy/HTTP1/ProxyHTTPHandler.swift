@@ -307,10 +307,30 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let end = date?.lineAndEnd ?? ByteBuffer(staticString: "\r\n")
+        // A small body (a playlist, a key) goes in one buffer with its head: one write through the pipeline
+        // instead of three.
+        if case .bytes(let bytes) = body, headOnly || bytes.readableBytes <= Self.coalescedBodyBytes {
+            let bodyBytes = headOnly ? 0 : bytes.readableBytes
+            var whole = context.channel.allocator.buffer(capacity: head.readableBytes + end.readableBytes + bodyBytes)
+            whole.writeImmutableBuffer(head)
+            whole.writeImmutableBuffer(end)
+            if bodyBytes > 0 {
+                whole.writeImmutableBuffer(bytes)
+                bodyWriteObserver?(responder?.request.head.uri ?? "", true)
+            }
+            timeouts?.queued(bytes: whole.readableBytes)
+            let done = context.eventLoop.makePromise(of: Void.self)
+            completeResponse(when: done.futureResult, context: context)
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(whole)), promise: done)
+            return
+        }
         timeouts?.queued(bytes: head.readableBytes)
         context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
         write(head: end, framing: headOnly ? .none : .length, body: body, context: context)
     }
+
+    /// Bodies up to this size are copied into their head's buffer by ``writePrepared(_:body:headOnly:)``.
+    static let coalescedBodyBytes = 16 << 10
 
     /// Writes a response. A body longer than ``sliceBytes`` goes a slice of that size at a time, each after the event
     /// loop has looked at its other sockets again (``LoopYield``): a request arriving behind a large body on the same
