@@ -145,7 +145,7 @@ final class PlaylistService: Sendable {
     /// with this configuration's volatile parameters) are `signature`.
     func hasOtherTokens(than signature: String, key: CacheKey, stored object: CachedObject) -> Bool {
         // On every replayed playlist hit, so the table directly (see ``livePlaylist(_:)``).
-        if let remembered = tables.withLockedValue({ $0.fetchedFor.value(forKey: key) }) { return remembered != signature }
+        if let remembered = tables.withLockedValue({ $0.fetchedFor(key) }) { return remembered != signature }
         guard let digest = object.tokens else { return false }
         return digest != Self.digest(signature: signature)
     }
@@ -536,15 +536,10 @@ final class PlaylistService: Sendable {
     /// A live playlist still fresh in memory.
     func livePlaylist(_ key: CacheKey) -> RewrittenPlaylist? {
         // On every replayed playlist hit: the table reached directly, not through ``withTable(_:_:)``, whose key path
-        // was built again at each call (`swift_getKeyPath`, an allocation).
-        tables.withLockedValue { tables in
-            guard let entry = tables.live.value(forKey: key) else { return nil }
-            guard entry.expires > configuration.livePlaylistClock() else {
-                tables.live.removeValue(forKey: key)
-                return nil
-            }
-            return entry.playlist
-        }
+        // is built again at each call (`swift_getKeyPath`, an allocation), and through a method of the tables: a
+        // closure reaching `tables.live` itself was compiled to a key path access as well.
+        let clock = configuration.livePlaylistClock
+        return tables.withLockedValue { $0.livePlaylist(key, now: clock) }
     }
 
     // MARK: - Responding

@@ -47,6 +47,22 @@ struct PlaylistTables {
     /// (``PlaylistService/TableLimits/rewindSegments``), whatever the window.
     var rewinds: BoundedLRU<CacheKey, LiveRewind>
 
+    /// The live playlist in memory for `key` if it has not expired (`now` is read only if there is one); an expired
+    /// one is dropped.
+    mutating func livePlaylist(_ key: CacheKey, now: () -> NIODeadline) -> RewrittenPlaylist? {
+        guard let entry = live.value(forKey: key) else { return nil }
+        guard entry.expires > now() else {
+            live.removeValue(forKey: key)
+            return nil
+        }
+        return entry.playlist
+    }
+
+    /// The tokens the stored playlist for `key` was fetched for by this process, if known.
+    mutating func fetchedFor(_ key: CacheKey) -> String? {
+        fetchedFor.value(forKey: key)
+    }
+
     init(limits: PlaylistService.TableLimits) {
         live = BoundedLRU(maxCount: limits.livePlaylists)
         seenLive = BoundedLRU(maxCount: limits.livePlaylists)
