@@ -72,8 +72,8 @@ final class PlaylistService: Sendable {
     private let tables: NIOLockedValueBox<PlaylistTables>
 
     /// Runs `body` on one of the tables, under the tables' lock. Each call builds its key path again
-    /// (`swift_getKeyPath`, an allocation; inlining does not fold it): what is read on every request reaches its table
-    /// through `tables` directly (``livePlaylist(_:)``, ``hasOtherTokens(than:key:stored:)``).
+    /// (`swift_getKeyPath`, an allocation; inlining does not fold it): what is read on every request goes through a
+    /// method of ``PlaylistTables`` instead (``livePlaylist(_:)``, ``hasOtherTokens(than:key:stored:)``).
     func withTable<Table, Result>(
         _ table: WritableKeyPath<PlaylistTables, Table>, _ body: (inout Table) throws -> Result
     ) rethrows -> Result {
