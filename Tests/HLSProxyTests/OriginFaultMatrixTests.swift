@@ -86,6 +86,15 @@ import Testing
         case correct
         case honestError(String)
         case wrong(String)
+
+        var isHonestError: Bool {
+            if case .honestError = self { return true }
+            return false
+        }
+        var isWrong: Bool {
+            if case .wrong = self { return true }
+            return false
+        }
     }
 
     static func classify(_ result: Result<ProxyHarness.Response, any Error>, expected: [UInt8], status: Int = 200) -> Outcome {
@@ -169,26 +178,32 @@ import Testing
                 $0.retry.maxRetries = 1
             })
         let segmentURL = harness.url("/seg.ts")
-        var outcomes: [Outcome] = []
+        // The requests made while the origin is faulty, for the kind.
+        let faulty: () async -> [Outcome]
+        var servedKeyPath: String?
         switch kind {
         case .segmentMiss:
             harness.origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
-            outcomes.append(Self.classify(await Self.attempt(harness, segmentURL), expected: segment))
+            faulty = { [Self.classify(await Self.attempt(harness, segmentURL), expected: segment)] }
         case .coalescedMiss:
             harness.origin.setFault(fault.origin(size: segment.count, path: "/seg.ts"), for: "/seg.ts")
-            outcomes = await withTaskGroup(of: Outcome.self) { group in
-                for _ in 0..<3 { group.addTask { Self.classify(await Self.attempt(harness, segmentURL), expected: segment) } }
-                return await group.reduce(into: []) { $0.append($1) }
+            faulty = {
+                await withTaskGroup(of: Outcome.self) { group in
+                    for _ in 0..<3 { group.addTask { Self.classify(await Self.attempt(harness, segmentURL), expected: segment) } }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
             }
         case .rangeMiss:
             harness.origin.setFault(fault.origin(size: 1000, fullSize: segment.count, path: "/seg.ts"), for: "/seg.ts")
-            let result = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
-            outcomes.append(Self.classify(result, expected: Array(segment[1000...1999]), status: 206))
+            faulty = {
+                let result = await Self.attempt(harness, segmentURL, headers: [("Range", "bytes=1000-1999")])
+                return [Self.classify(result, expected: Array(segment[1000...1999]), status: 206)]
+            }
         case .playlist:
             let reference = try await Self.reference(harness)
             let size = try Data(contentsOf: dir.appendingPathComponent("list.m3u8")).count
             harness.origin.setFault(fault.origin(size: size, path: "/list.m3u8"), for: "/list.m3u8")
-            outcomes.append(Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body))
+            faulty = { [Self.classify(await Self.attempt(harness, harness.url("/list.m3u8")), expected: reference.body)] }
         case .key:
             // Set-up, not the fault under test (the key's fault is set below): on a loaded machine the read
             // timeout can fail this first playlist load, so it gets a few tries.
@@ -197,15 +212,26 @@ import Testing
                 keyPath = KeyServingTests.keyPaths(try await harness.get(harness.url("/enc.m3u8")).text).first
             }
             let path = try #require(keyPath)
+            servedKeyPath = path
             harness.origin.setFault(fault.origin(size: 16, path: "/k.bin"), for: "/k.bin")
-            outcomes.append(Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes))
+            faulty = { [Self.classify(await Self.attempt(harness, harness.base + path), expected: Self.keyBytes)] }
+        case .prewarm:
+            return
+        }
+        var outcomes = await faulty()
+        // A slow origin still delivers, but the cases run all at once on two cores under a 6 s read timeout: a CI
+        // machine that held this process longer than that failed a slow body with an honest 504 (a range miss, once).
+        // Such a try is made again with the origin as slow as before, at most three in all; wrong bytes end it at once.
+        for index in 2...3 where fault.canSucceed && outcomes.contains(where: \.isHonestError) && !outcomes.contains(where: \.isWrong) {
+            FileHandle.standardError.write(Data("\(kind) × \(fault): try \(index) after honest errors: \(outcomes)\n".utf8))
+            outcomes = await faulty()
+        }
+        if let path = servedKeyPath {
             // A key is kept only sealed, and only if it is the origin's 16 bytes.
             let id = try #require(KeyID(path.dropFirst("/keys/".count).prefix(32)))
             let kept = try harness.keys.storedKey(id)
             #expect(kept == nil || kept == Self.keyBytes, "a wrong key was stored")
             #expect(try Self.stored(harness.store, harness.originURL("/k.bin")) == nil, "the key went into the plain cache")
-        case .prewarm:
-            return
         }
 
         // A range miss asks the origin for the whole slice around the range (Slices/): an origin that declares more
