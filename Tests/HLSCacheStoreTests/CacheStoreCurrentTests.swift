@@ -45,4 +45,31 @@ import Testing
         #expect(cache.lookup(key("new.ts")) == nil)
         cache.close()
     }
+
+    /// Two objects checked together (a playlist's raw copy and its rewritten copy): true only while both are the
+    /// stored versions, and then both accesses count for the LRU order.
+    @Test func twoObjectsAreTouchedOnlyTogether() throws {
+        let dir = try TemporaryDirectory()
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        let raw = try store(bytes(100), as: key("raw.m3u8"), in: cache)
+        let copy = try store(bytes(100, seed: 3), as: key("copy.m3u8"), in: cache)
+        Thread.sleep(forTimeInterval: 0.01)
+        _ = try store(bytes(100, seed: 5), as: key("new.ts"), in: cache)
+        Thread.sleep(forTimeInterval: 0.01)
+        #expect(cache.touchIfUnchanged(copy, and: raw))
+        // Both were touched after new.ts was stored: it goes first, then the two.
+        #expect(try cache.evict(bytes: 100) == 100)
+        #expect(cache.lookup(key("new.ts")) == nil)
+        #expect(cache.lookup(key("raw.m3u8")) != nil && cache.lookup(key("copy.m3u8")) != nil)
+        // Either one changed or gone: false, whichever it is.
+        let newRaw = try store(bytes(100, seed: 9), as: key("raw.m3u8"), in: cache)
+        #expect(!cache.touchIfUnchanged(copy, and: raw))
+        #expect(!cache.touchIfUnchanged(raw, and: copy))
+        #expect(cache.touchIfUnchanged(copy, and: newRaw))
+        #expect(try cache.remove(key("copy.m3u8")))
+        #expect(!cache.touchIfUnchanged(copy, and: newRaw))
+        #expect(!cache.touchIfUnchanged(newRaw, and: copy))
+        #expect(cache.touchIfUnchanged(newRaw, and: nil))
+        cache.close()
+    }
 }

@@ -45,12 +45,14 @@ extension ResourceService {
     /// Sends `replay`'s object from the memory tier if it holds the current version (and, for a large body, fewer
     /// than the tier's limit of connections hold one). The store records the access as for any hit; no pin is
     /// needed, as no file is read.
-    func sendFromMemory(_ replay: HitReplay, responder: Responder) -> Bool {
+    /// `alsoUnchanged`: another stored object the answer holds only while it is unchanged too (a playlist's raw
+    /// copy, for its rewritten copy), checked and touched under the same store lock.
+    func sendFromMemory(_ replay: HitReplay, responder: Responder, alsoUnchanged other: CachedObject? = nil) -> Bool {
         guard services.memory.admits(replay.object),
             let body = services.memory.bodyToSend(
                 of: replay.object, on: responder.largeSendHold, alone: responder.aloneOnLoop,
                 headOnly: responder.request.isHead, counted: &responder.memoryTierCounted),
-            services.store.touchIfUnchanged(replay.object)
+            services.store.touchIfUnchanged(replay.object, and: other)
         else { return false }
         responder.cacheResult = .hit
         responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(body))
@@ -94,11 +96,9 @@ extension ResourceService {
         case .object(let replay, _):
             guard sendFromMemory(replay, responder: responder) else { return false }
         case .playlist(let playlist, let copy, _):
-            guard services.store.touchIfUnchanged(playlist.raw),
-                !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw)
-            else { return false }
+            guard !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw) else { return false }
             responder.route = .playlist
-            guard sendFromMemory(copy, responder: responder) else { return false }
+            guard sendFromMemory(copy, responder: responder, alsoUnchanged: playlist.raw) else { return false }
         }
         readAhead(after: key)
         return true
