@@ -35,13 +35,18 @@ package struct CLI {
         } else if !environment.isEmpty {
             process.environment = inherited.merging(environment) { $1 }
         }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
+        // Its output goes to files it opens itself (``ChildProcess/outputFiles``), read once it has exited.
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)").path
+        let (outPath, errPath) = (base + ".out", base + ".err")
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        process.outputFiles = (outPath, errPath)
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        let stdout = FileManager.default.contents(atPath: outPath) ?? Data()
+        let stderr = FileManager.default.contents(atPath: errPath) ?? Data()
         return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
     }
 

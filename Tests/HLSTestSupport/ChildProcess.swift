@@ -30,6 +30,11 @@ package final class ChildProcess: @unchecked Sendable {
     package var standardError: Any?
     /// Descriptors of this process the child gets as its 3, 4, …, in this order (this process keeps its own).
     package var extraDescriptors: [Int32] = []
+    /// Files the child opens itself as its standard output and error (created or truncated), in place of
+    /// ``standardOutput`` and ``standardError``: this process holds no descriptor for them, so a descriptor closed
+    /// twice elsewhere in the test process (which once landed on a pipe's read end: a CLI test read an empty stderr)
+    /// cannot take the child's output away.
+    package var outputFiles: (standardOutput: String, standardError: String)?
 
     private let lock = NSLock()
     private var pid: pid_t = 0
@@ -69,8 +74,11 @@ package final class ChildProcess: @unchecked Sendable {
         // Standard streams and the extra descriptors, then every other descriptor closed in the child.
         var closeInParent: [FileHandle] = []
         var wiring: [(source: Int32, target: Int32)] = []
+        var unusablePipe = false
         func wire(_ stream: Any?, to target: Int32, childEnd: (Pipe) -> FileHandle) {
             if let pipe = stream as? Pipe {
+                // Foundation's Pipe gives descriptors of -1 when pipe(2) fails (out of descriptors): not "no stream".
+                if childEnd(pipe).fileDescriptor < 0 { unusablePipe = true }
                 wiring.append((childEnd(pipe).fileDescriptor, target))
                 closeInParent.append(childEnd(pipe))
             } else if let handle = stream as? FileHandle {
@@ -81,12 +89,17 @@ package final class ChildProcess: @unchecked Sendable {
         wire(standardOutput, to: 1, childEnd: { $0.fileHandleForWriting })
         wire(standardError, to: 2, childEnd: { $0.fileHandleForWriting })
         for (index, descriptor) in extraDescriptors.enumerated() { wiring.append((descriptor, 3 + Int32(index))) }
+        guard !unusablePipe else { throw SpawnError(call: "pipe", code: EMFILE) }
         // No descriptor (`FileHandle.nullDevice` has none): the child keeps this process's, as `Process` does.
         wiring.removeAll { $0.source < 0 }
         // Each source moved out of the way first (above any target), so none is overwritten before it is copied.
         let parked: Int32 = 1000
         for (index, entry) in wiring.enumerated() { posix_spawn_file_actions_adddup2(&actions, entry.source, parked + Int32(index)) }
         for (index, entry) in wiring.enumerated() { posix_spawn_file_actions_adddup2(&actions, parked + Int32(index), entry.target) }
+        if let (output, error) = outputFiles {
+            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            posix_spawn_file_actions_addopen(&actions, 2, error, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        }
         guard Self.addCloseFrom(&actions, 3 + Int32(extraDescriptors.count)) == 0 else {
             throw SpawnError(call: "posix_spawn_file_actions_addclosefrom_np", code: EINVAL)
         }
