@@ -28,6 +28,10 @@ fail() {
     for pidfile in "$FLEET_DIR"/haproxy.pid.own "$FLEET_DIR"/node*/pid; do
         [ -e "$pidfile" ] && { kill -0 "$(cat "$pidfile")" 2>/dev/null && echo "$pidfile: $(cat "$pidfile") running" || echo "$pidfile: $(cat "$pidfile") gone"; } >&2
     done
+    # What the nodes and the standalone serve logged (the work directory goes with the script).
+    for log in "$FLEET_DIR"/node*/serve.log "$WORK/standalone.log"; do
+        [ -s "$log" ] && { echo "$log (last 40 lines):" >&2; tail -40 "$log" >&2; }
+    done
     exit 1
 }
 cleanup() {
