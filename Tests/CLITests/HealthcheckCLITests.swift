@@ -29,9 +29,12 @@ import Testing
         #expect(notHealth.stderr.contains("answered 4"), "stderr: \(notHealth.stderr)")
 
         #expect(try await CLI.stop(server))
-        let gone = try await CLI.run(["healthcheck"] + wait, environment: ["HLSCACHE_LISTEN": "127.0.0.1:\(port)"], isolated: true)
+        // Nothing answers: a port bound and never listening. (The stopped server's own port is no dead port in a
+        // parallel run: another test's server was given it and answered 200, once.)
+        let dead = try ReservedPort()
+        let gone = try await CLI.run(["healthcheck"] + wait, environment: ["HLSCACHE_LISTEN": "127.0.0.1:\(dead.port)"], isolated: true)
         #expect(gone.status == 1)
-        #expect(gone.stderr.contains("healthcheck: http://127.0.0.1:\(port)/healthz"), "stderr: \(gone.stderr)")
+        #expect(gone.stderr.contains("healthcheck: http://127.0.0.1:\(dead.port)/healthz"), "stderr: \(gone.stderr)")
     }
 
     @Test func rejectsAURLThatIsNotHTTP() async throws {
