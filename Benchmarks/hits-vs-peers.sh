@@ -37,14 +37,9 @@ trap cleanup EXIT
 mkdir -p "$work/www/vod"
 head -c $((2 * 1024 * 1024)) /dev/urandom >"$work/www/vod/seg_2m.ts"
 head -c $((256 * 1024)) /dev/urandom >"$work/www/vod/seg_256k.ts"
-{
-  printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:6\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n'
-  for i in $(seq 0 39); do printf '#EXTINF:6.0,\nseg%03d.ts\n' "$i"; done
-  printf '#EXT-X-ENDLIST\n'
-} >"$work/www/vod/index.m3u8"
-
 # nginx (origin, static, proxy_cache), Varnish (-s malloc,1G) and hlscache: Benchmarks/lib/peers.sh.
 . Benchmarks/lib/peers.sh
+write_vod_playlist "$work/www/vod/index.m3u8"
 peers_start
 
 path_of() { case $1 in 2m) echo /vod/seg_2m.ts ;; 256k) echo /vod/seg_256k.ts ;; playlist) echo /vod/index.m3u8 ;; esac; }

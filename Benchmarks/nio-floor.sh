@@ -33,13 +33,9 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/www/vod"
-{
-  printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:6\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n'
-  for i in $(seq 0 39); do printf '#EXTINF:6.0,\nseg%03d.ts\n' "$i"; done
-  printf '#EXT-X-ENDLIST\n'
-} >"$work/www/vod/index.m3u8"
-
+# nginx (origin, static, proxy_cache), Varnish (-s malloc,1G) and hlscache: Benchmarks/lib/peers.sh.
 . Benchmarks/lib/peers.sh
+write_vod_playlist "$work/www/vod/index.m3u8"
 peers_start
 # hlscache answers the playlist rewritten: the floor answers those very bytes.
 curl -fsS -o "$work/rewritten.m3u8" "$(prefix_of hlscache)/vod/index.m3u8"

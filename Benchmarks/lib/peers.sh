@@ -1,4 +1,4 @@
-# Sourced by the hit benchmarks (hits-vs-peers.sh, viewing-vs-peers.sh): hlscache and its peers on one origin, each
+# Sourced by the hit benchmarks (hits-vs-peers.sh, viewing-vs-peers.sh, nio-floor.sh): hlscache and its peers on one origin, each
 # on its own port of 127.0.0.1.
 #   origin             nginx serving $work/www (every cache's origin)
 #   static             nginx serving the same files with sendfile (no cache logic at all: the floor)
@@ -7,6 +7,15 @@
 #   hlscache           $bin on its defaults (but read-ahead off: every server answers exactly what it is asked)
 #   hlscache_b         $HLSCACHE_BIN_B with $HLSCACHE_B_ENV, when set (a before/after, or other settings)
 # Expects $work (a scratch directory with www/ in it) and $bin. Sets $servers, and peers_stop stops them all.
+
+# The 1.8 KB VOD playlist of 40 six-second segments the small-hit cells ask for (hits-vs-peers.sh, nio-floor.sh).
+write_vod_playlist() { # file
+  {
+    printf '#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:6\n#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n'
+    for i in $(seq 0 39); do printf '#EXTINF:6.0,\nseg%03d.ts\n' "$i"; done
+    printf '#EXT-X-ENDLIST\n'
+  } >"$1"
+}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
