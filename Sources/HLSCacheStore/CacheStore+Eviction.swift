@@ -48,6 +48,7 @@ extension CacheStore {
                         guard state.pins[hash] == nil else { return false }
                         hidden[hash] = state.entries.removeValue(forKey: hash)
                         state.pendingAccess[hash] = nil
+                        mapChanged()
                         return true
                     }
                     if evictable {
@@ -68,6 +69,7 @@ extension CacheStore {
         if victims.isEmpty && !hidden.isEmpty {
             state.withLock { state in
                 for (hash, row) in hidden where state.entries[hash] == nil { state.entries[hash] = row }
+                mapChanged()
             }
         }
         if !victims.isEmpty, let hook = state.withLock({ $0.lifecycle.beforeUnlinkHook }) { hook() }

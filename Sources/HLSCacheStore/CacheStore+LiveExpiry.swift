@@ -34,6 +34,7 @@ extension CacheStore {
             for hash in due where (state.entries[hash]?.expiresAt).map({ $0 < until }) == true {
                 state.entries[hash]?.expiresAt = until
             }
+            mapChanged()
         }
         return due.count
     }

@@ -54,6 +54,7 @@ extension CacheStore {
                 state.entries[hash] = nil
                 state.pendingAccess[hash] = nil
             }
+            mapChanged()
         }
         for hash in hashes { FileSystem.remove(objectPath(forHash: hash)) }
         return hashes.count

@@ -73,6 +73,7 @@ extension CacheStore {
         state.withLock { state in
             state.entries[hash] = nil
             state.pendingAccess[hash] = nil
+            mapChanged()
         }
         // Usually there is no old version: a read (no lock, no sync in WAL mode) saves a write transaction. A
         // version the other process commits after this read is replaced by the upsert below, as it would be
@@ -130,6 +131,7 @@ extension CacheStore {
                 state.entries[old] = nil
                 state.pendingAccess[old] = nil
             }
+            mapChanged()
         }
         for old in stale { FileSystem.remove(objectPath(forHash: old)) }
         return row.object(path: finalPath)

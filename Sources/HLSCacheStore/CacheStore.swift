@@ -32,6 +32,10 @@ package final class CacheStore: Sendable {
     let tmpDirectory: String
     let index: IndexDatabase
     let state: Mutex<State>
+    /// Moves (under the state lock) with every change of the in-memory map other than an access time: an object
+    /// stored, replaced, removed, evicted, or its expiry or flags changed. ``currentCheck(_:and:)`` reports it, so
+    /// that a caller which found objects current can tell later, by one comparison, that nothing changed since.
+    let mapGeneration = Atomic<UInt64>(0)
     let lockFileDescriptor: Int32
     /// This open's file in `sessions/`, removed by ``close()``.
     let sessionPath: String
@@ -280,6 +284,7 @@ package final class CacheStore: Sendable {
         state.withLock { state in
             guard let row = state.entries[object.keyHash], row.etag == object.etag, row.size == object.size else { return }
             state.entries[object.keyHash] = nil
+            mapChanged()
         }
     }
 
@@ -294,6 +299,7 @@ package final class CacheStore: Sendable {
         row.lastAccess = now
         let (flushNow, schedule) = state.withLock { state in
             state.entries[hash] = row
+            mapChanged()
             if pin { state.pins[hash, default: 0] += 1 }
             return Self.recordAccess(&state, hash: hash, at: now)
         }
@@ -386,6 +392,7 @@ package final class CacheStore: Sendable {
         state.withLock { state in
             state.entries[hash] = nil
             state.pendingAccess[hash] = nil
+            mapChanged()
         }
         let deleted = try index.write { db -> Bool in
             try db.execute(sql: "DELETE FROM objects WHERE key_hash = ?", arguments: [hash])
@@ -408,6 +415,7 @@ package final class CacheStore: Sendable {
         }
         state.withLock { state in
             for hash in hashes { state.entries[hash]?.locked = locked }
+            mapChanged()
         }
     }
 
@@ -422,6 +430,7 @@ package final class CacheStore: Sendable {
         }
         state.withLock { state in
             for hash in hashes { state.entries[hash]?.expiresAt = nil }
+            mapChanged()
         }
     }
 

@@ -111,10 +111,10 @@ final class ProxyRouter: Sendable {
     /// Request headers a preflight allows when the browser's list is missing or unusable.
     /// Answers a proxied resource's request again as its same bytes were answered before (``ReplayedExchanges``);
     /// false when that answer no longer holds.
-    func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
+    func replay(_ exchange: ReplayedExchange, responder: Responder) -> ReplayedHow? {
         // As in route(_:responder:): the connection asks again.
         if let hold = responder.largeSendHold { services.memory.requestBegan(on: hold) }
-        return resources.replay(answer, responder: responder)
+        return resources.replay(exchange, responder: responder)
     }
 
     static let defaultAllowedHeaders = "Range, If-Range, If-None-Match, If-Modified-Since, Origin, Accept, Content-Type"

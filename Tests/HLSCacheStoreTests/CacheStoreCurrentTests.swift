@@ -72,4 +72,51 @@ import Testing
         #expect(cache.touchIfUnchanged(newRaw, and: nil))
         cache.close()
     }
+
+    /// ``CacheStore/currentCheck(_:and:)``: holds while the map has not changed (its generation) and nothing checked
+    /// has expired — every kind of change to the map moves the generation, an access does not.
+    @Test func aCheckHoldsUntilTheMapChangesOrAnObjectExpires() throws {
+        let dir = try TemporaryDirectory()
+        let cache = try CacheStore.open(directory: dir.path, maxBytes: 1 << 20, freeDiskCushion: 0)
+        let expiry = Date().addingTimeInterval(3600)
+        let raw = try store(bytes(100), as: key("raw.m3u8"), in: cache, expiresAt: expiry.addingTimeInterval(60))
+        let copy = try store(bytes(100, seed: 3), as: key("copy.m3u8"), in: cache, expiresAt: expiry)
+        let check = try #require(cache.currentCheck(copy, and: raw))
+        #expect(check.expiresAt == expiry.timeIntervalSince1970, "the earlier expiry of the two")
+        #expect(check.holds(in: cache, now: Date().timeIntervalSince1970))
+        #expect(check.holds(in: cache, now: expiry.timeIntervalSince1970 - 0.001))
+        #expect(!check.holds(in: cache, now: expiry.timeIntervalSince1970))
+        // Accesses change nothing.
+        _ = cache.lookup(key("raw.m3u8"))
+        #expect(cache.touchIfUnchanged(copy, and: raw))
+        #expect(cache.currentCheck(copy, and: raw) == check)
+        #expect(check.holds(in: cache, now: Date().timeIntervalSince1970))
+
+        // Each change moves it (on an object not checked too: one comparison tells nothing changed at all).
+        let other = try store(bytes(10), as: key("other.ts"), in: cache)
+        var last = check.generation
+        func moved(_ what: String) {
+            #expect(cache.generation != last, "\(what) did not move the generation")
+            #expect(!check.holds(in: cache, now: Date().timeIntervalSince1970))
+            last = cache.generation
+        }
+        moved("a write")
+        try cache.setLocked([key("other.ts")], true)
+        moved("a lock")
+        try cache.clearExpiry([key("raw.m3u8")])
+        moved("an expiry cleared")
+        try cache.extendExpiry([key("copy.m3u8")], to: expiry.addingTimeInterval(600), minimumStep: 1)
+        moved("an expiry extended")
+        cache.forget(other)
+        moved("an object forgotten")
+        #expect(cache.lookup(key("other.ts")) != nil)
+        moved("an object read back from the index")
+        #expect(try cache.remove(key("other.ts")))
+        moved("a removal")
+        try cache.setLocked([key("raw.m3u8"), key("copy.m3u8")], false)
+        last = cache.generation
+        #expect(try cache.evict(bytes: 1 << 30) > 0)
+        moved("an eviction")
+        cache.close()
+    }
 }

@@ -110,6 +110,35 @@ import Testing
         throw RawHTTP.SocketError()
     }
 
+    /// Sends `request` on `connection` until one is answered on an earlier answer's check alone (``ReplayCheck``);
+    /// returns that answer.
+    private static func untilSentOnCheck(_ harness: ProxyHarness, _ connection: Connection, _ request: [UInt8]) async throws
+        -> Connection.Response
+    {
+        let before = try await harness.server.replayedRequests(onEarlierCheck: true)
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let response = try await connection.exchange(request)[0]
+            if try await harness.server.replayedRequests(onEarlierCheck: true) > before { return response }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("never sent on an earlier check")
+        throw RawHTTP.SocketError()
+    }
+
+    /// Sends `request` once; returns the answer and whether it was replayed, and sent on an earlier check.
+    private static func once(_ harness: ProxyHarness, _ connection: Connection, _ request: [UInt8]) async throws
+        -> (response: Connection.Response, replayed: Bool, onCheck: Bool)
+    {
+        let replayed = try await harness.server.replayedRequests()
+        let onCheck = try await harness.server.replayedRequests(onEarlierCheck: true)
+        let response = try await connection.exchange(request)[0]
+        return (
+            response, try await harness.server.replayedRequests() > replayed,
+            try await harness.server.replayedRequests(onEarlierCheck: true) > onCheck
+        )
+    }
+
     private static func request(_ harness: ProxyHarness, _ path: String, extra: String = "") -> [UInt8] {
         Array(
             "GET /http/127.0.0.1:\(harness.origin.port)\(path) HTTP/1.1\r\nHost: 127.0.0.1:\(harness.port)\r\nUser-Agent: t\r\n\(extra)\r\n"
@@ -184,6 +213,81 @@ import Testing
         #expect(String(decoding: refetched.body, as: UTF8.self).contains("seg19b.ts"))
         #expect(try await harness.server.replayedRequests() == replayed + 1)
         #expect(harness.origin.requests(matching: "/v/index.m3u8").count == 2)
+    }
+
+    /// A small body replayed once is sent again on that check alone (``ReplayCheck``) — and never once anything the
+    /// check looked at changed: the tier's file check due (its clock moved), the copy gone from the tier, another
+    /// version stored, the object removed. Each is answered as the ordinary path answers, then on a check again.
+    @Test func anAnswerIsSentOnItsCheckOnlyWhileNothingItLookedAtChanged() async throws {
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.prefetchSegments = 0
+            configuration.memoryTierClock = { clock.now }
+        }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(30_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/c.ts")
+        let object = try await Self.warm(harness, "/c.ts")
+        let connection = try Connection(port: harness.port)
+        let request = Self.request(harness, "/c.ts")
+        let first = try await Self.untilSentOnCheck(harness, connection, request)
+        #expect(first.status == 200 && sameBytes(first.body, body))
+        let again = try await Self.once(harness, connection, request)
+        #expect(again.onCheck && again.response == first)
+
+        // The tier's file check falls due: checked again (the same file: replayed), then on that check.
+        clock.advance(MemoryTier.recheckInterval)
+        let due = try await Self.once(harness, connection, request)
+        #expect(due.replayed && !due.onCheck && due.response == first)
+        #expect(try await Self.once(harness, connection, request).onCheck)
+
+        // The copy leaves the tier: not replayed (nothing in memory to send), the same bytes from the file.
+        harness.server.services.memory.remove([object.key])
+        let fromFile = try await Self.once(harness, connection, request)
+        #expect(!fromFile.replayed && sameBytes(fromFile.response.body, body))
+
+        // Another version stored (as a new fetch would): never the old bytes.
+        _ = try await Self.warm(harness, "/c.ts")
+        _ = try await Self.untilSentOnCheck(harness, connection, request)
+        let replacement = randomBytes(30_000)
+        let writer = try harness.store.makeWriter(for: object.key, expectedLength: 30_000)
+        try writer.write(replacement)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+        let replaced = try await Self.once(harness, connection, request)
+        #expect(!replaced.onCheck && sameBytes(replaced.response.body, replacement), "the old version was sent")
+
+        // Removed: a miss, fetched again.
+        _ = try await Self.warm(harness, "/c.ts")
+        _ = try await Self.untilSentOnCheck(harness, connection, request)
+        let fetched = randomBytes(30_000)
+        harness.origin.setBody(fetched, contentType: "video/mp2t", for: "/c.ts")
+        try harness.store.remove(object.key)
+        let removed = try await Self.once(harness, connection, request)
+        #expect(!removed.replayed && sameBytes(removed.response.body, fetched), "the removed object was sent")
+        #expect(harness.origin.requests(matching: "/c.ts").count == 2)
+    }
+
+    /// A playlist sent on its check for one token: once it is fetched for another token, the first token's head is
+    /// checked again (not the other token's copy, and fetched again for its own).
+    @Test func aPlaylistFetchedForOtherTokensIsNotSentOnAnEarlierCheck() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { $0.prefetchSegments = 0 }
+        defer { Task { await harness.shutdown() } }
+        func media(_ token: String) -> [UInt8] {
+            Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts?token=\(token)\n#EXT-X-ENDLIST\n".utf8)
+        }
+        for token in ["A", "B"] { harness.origin.setBody(media(token), for: "/tok/index.m3u8?token=\(token)") }
+        let connection = try Connection(port: harness.port)
+        let requestA = Self.request(harness, "/tok/index.m3u8?token=A")
+        let sentA = try await Self.untilSentOnCheck(harness, connection, requestA)
+        #expect(String(decoding: sentA.body, as: UTF8.self).contains("seg0.ts?token=A"))
+        #expect(harness.origin.requests(matching: "/tok/index.m3u8?token=A").count == 1)
+
+        let answerB = try await connection.exchange(Self.request(harness, "/tok/index.m3u8?token=B"))[0]
+        #expect(String(decoding: answerB.body, as: UTF8.self).contains("seg0.ts?token=B"))
+        let answerA = try await Self.once(harness, connection, requestA)
+        #expect(!answerA.onCheck, "sent on a check made before the playlist was fetched for other tokens")
+        #expect(String(decoding: answerA.response.body, as: UTF8.self).contains("seg0.ts?token=A"))
+        #expect(harness.origin.requests(matching: "/tok/index.m3u8?token=A").count == 2)
     }
 
     /// Heads that must be decoded every time: a request with a body (its bytes follow the head), one refused by the

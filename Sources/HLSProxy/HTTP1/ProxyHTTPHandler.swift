@@ -258,8 +258,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         state.replayedRequestStarted()
         timeouts?.requestHeadReceived(awaitingBody: false)
         self.responder = responder
-        if router.replay(exchange.answer, responder: responder) {
+        if let how = router.replay(exchange, responder: responder) {
             replays.replayed &+= 1
+            if how == .onEarlierCheck { replays.replayedOnCheck &+= 1 }
             return true
         }
         // The answer does not hold any more (another version, evicted, out of memory): decoded as usual.

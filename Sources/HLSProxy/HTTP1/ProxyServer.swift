@@ -175,11 +175,12 @@ package final class ProxyServer: Sendable {
 
     /// Requests answered so far without being decoded, on every event loop. For tests (`@testable`): a replayed
     /// exchange is answered with the bytes the decoded path would send, so nothing else tells it apart.
-    func replayedRequests() async throws -> Int {
+    /// `onEarlierCheck`: only those sent on the check of an earlier one (``ReplayCheck``).
+    func replayedRequests(onEarlierCheck: Bool = false) async throws -> Int {
         var total = 0
         for loop in services.group.makeIterator() {
             guard let table = started.withLockedValue({ $0.replays[ObjectIdentifier(loop)] }) else { continue }
-            total += try await loop.submit { table.replayed }.get()
+            total += try await loop.submit { onEarlierCheck ? table.replayedOnCheck : table.replayed }.get()
         }
         return total
     }

@@ -26,6 +26,8 @@ final class ReplayedExchanges: Sendable {
         var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
         /// Requests answered from the table (tests).
         var replayed = 0
+        /// Of those, answered on an earlier check alone (``ReplayCheck``; tests).
+        var replayedOnCheck = 0
     }
 
     private let state: NIOLoopBoundBox<State>
@@ -41,6 +43,12 @@ final class ReplayedExchanges: Sendable {
     }
 
     /// The exchange remembered for exactly these head bytes.
+    /// Requests answered on an earlier check alone (tests).
+    var replayedOnCheck: Int {
+        get { state.value.replayedOnCheck }
+        set { state.value.replayedOnCheck = newValue }
+    }
+
     func exchange(for head: ByteBufferView, hash: Int) -> ReplayedExchange? {
         guard let found = state.value.table.value(forKey: hash) else { return nil }
         guard found.head.count == head.count else { return nil }
@@ -90,7 +98,10 @@ final class ReplayedExchanges: Sendable {
 
 /// A request head and how it was answered: a replayed hit of a stored object or of a stored playlist's rewritten
 /// copy, from the memory tier.
-final class ReplayedExchange: Sendable {
+///
+/// `@unchecked Sendable`: ``check`` changes, on the exchange's event loop only (its ``ReplayedExchanges`` table is
+/// bound to that loop, and only requests read there reach it).
+final class ReplayedExchange: @unchecked Sendable {
     /// The head's bytes, exactly as received.
     let head: [UInt8]
     let hash: Int
@@ -99,6 +110,8 @@ final class ReplayedExchange: Sendable {
     let route: RequestRoute
     let routeObserver: (any ProxyRouteExtension)?
     let answer: ReplayedAnswer
+    /// What the answer was last checked against, when a small body can be sent again on it alone (``ReplayCheck``).
+    var check: ReplayCheck?
 
     init(
         head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,

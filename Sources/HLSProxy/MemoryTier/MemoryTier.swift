@@ -146,6 +146,20 @@ final class MemoryTier: Sendable {
         entry(of: object, counted: &counted)?.body
     }
 
+    /// For a replayed hit of a small object (at most ``alwaysFromMemoryBytes``: no large-send accounting), as
+    /// ``bodyToSend(of:on:alone:headOnly:counted:)`` looks it up: its entry, and the tier clock's time
+    /// (``clock``) until which the entry's file needs no new look (``recheckInterval``) — until then, and while the
+    /// entry is held, the same bytes may be sent again for the same version without asking (``ReplayCheck``).
+    func smallEntry(of object: CachedObject, counted: inout Bool) -> (entry: MemoryObject, fileCheckedUntil: UInt64)? {
+        guard isEnabled, object.size <= Int64(Self.alwaysFromMemoryBytes), let found = entry(of: object, counted: &counted) else {
+            return nil
+        }
+        return (found, found.checkedAt.load(ordering: .relaxed) &+ UInt64(Self.recheckInterval.nanoseconds))
+    }
+
+    /// The clock the entries' file checks are timed by, in nanoseconds (``NIODeadline/uptimeNanoseconds``).
+    var clock: UInt64 { now().uptimeNanoseconds }
+
     /// The entry of ``body(of:counted:)``.
     private func entry(of object: CachedObject, counted: inout Bool) -> MemoryObject? {
         let time = now().uptimeNanoseconds

@@ -9,6 +9,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// A playlist as the proxy serves it: every URI pointing back through the proxy, gzip made once.
 struct RewrittenPlaylist: Sendable {
@@ -70,6 +71,13 @@ final class PlaylistService: Sendable {
     let limits: TableLimits
     /// Every in-memory table of the service, behind one lock (``PlaylistTables``).
     private let tables: NIOLockedValueBox<PlaylistTables>
+    /// Moves (under the tables' lock) whenever what ``hasOtherTokens(than:key:stored:)`` answers for some playlist
+    /// may have changed: tokens remembered for a key, or another key's pushed out. Equal to a generation read before
+    /// such a check, every answer since is the same (``ReplayCheck``).
+    private let tokensGeneration = Atomic<UInt64>(0)
+
+    /// ``tokensGeneration`` now.
+    var tokensVersion: UInt64 { tokensGeneration.load(ordering: .acquiring) }
 
     /// Runs `body` on one of the tables, under the tables' lock. Each call builds its key path again
     /// (`swift_getKeyPath`, an allocation; inlining does not fold it): what is read on every request goes through a
@@ -131,7 +139,12 @@ final class PlaylistService: Sendable {
     /// Notes that the playlist stored under `key` was fetched for `url`.
     func rememberTokens(of url: OriginURL, for key: CacheKey) {
         let signature = CacheKey.volatileSignature(url, volatileParameters: configuration.volatileQueryParameters)
-        withTable(\.fetchedFor) { _ = $0.setValue(signature, forKey: key) }
+        withTable(\.fetchedFor) { table in
+            // The same tokens again (every reload of a playlist): kept recent, no answer changes.
+            guard table.value(forKey: key) != signature else { return }
+            table.setValue(signature, forKey: key)
+            tokensGeneration.wrappingAdd(1, ordering: .releasing)
+        }
     }
 
     /// Whether the playlist stored under `key` was fetched for other tokens than `url` carries: as this process

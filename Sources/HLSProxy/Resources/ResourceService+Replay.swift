@@ -1,3 +1,4 @@
+import Foundation
 import HLSCacheCore
 import HLSCacheStore
 import NIOCore
@@ -59,6 +60,26 @@ extension ResourceService {
         return true
     }
 
+    /// ``sendFromMemory(_:responder:alsoUnchanged:)`` for a replayed exchange: sent, and — for a small body — what it
+    /// was checked against, so the same answer can be sent again on that check alone (``ReplayCheck``); `.notSent`:
+    /// nothing was sent.
+    private func sendFromMemory(
+        _ replay: HitReplay, for exchange: ReplayedExchange, responder: Responder, alsoUnchanged other: CachedObject?,
+        tokens: UInt64
+    ) -> Bool {
+        guard services.memory.admits(replay.object) else { return false }
+        guard let (entry, fileCheckedUntil) = services.memory.smallEntry(of: replay.object, counted: &responder.memoryTierCounted)
+        else {
+            // Not held, or a large body (whose sends are counted per connection): checked each time.
+            return sendFromMemory(replay, responder: responder, alsoUnchanged: other)
+        }
+        guard let current = services.store.currentCheck(replay.object, and: other) else { return false }
+        exchange.check = ReplayCheck(store: current, tokens: tokens, fileCheckedUntil: fileCheckedUntil, entry: entry)
+        responder.cacheResult = .hit
+        responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(entry.body))
+        return true
+    }
+
     /// A stored playlist served whole to this target before: if its raw copy is unchanged and the request's tokens
     /// are the ones it was fetched for, the copy for the client's encoding is replayed. False: the ordinary path
     /// (which deals with other tokens, a new version, a missing copy).
@@ -82,26 +103,92 @@ extension ResourceService {
         return true
     }
 
-    /// Answers a request whose head is byte for byte one answered before with `answer` (``ReplayedExchanges``), if
-    /// that answer still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered
-    /// key now, no live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent
-    /// only from the memory tier. False, having sent nothing: decode the request and take the ordinary path.
-    func replay(_ answer: ReplayedAnswer, responder: Responder) -> Bool {
+    /// Answers a request whose head is byte for byte one answered before (``ReplayedExchanges``), if that answer
+    /// still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered key now, no
+    /// live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent only from
+    /// the memory tier. A small body checked so before is sent again on the exchange's ``ReplayCheck`` while it holds
+    /// (nothing those checks look at changed since). Nil, having sent nothing: decode the request and take the
+    /// ordinary path.
+    func replay(_ exchange: ReplayedExchange, responder: Responder) -> ReplayedHow? {
+        let answer = exchange.answer
         let target = answer.target
         let key = target.key
         guard (keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: target.url)) == nil,
             services.playlists.livePlaylist(key) == nil
-        else { return false }
+        else { return nil }
+        // Read before the checks: a change during them moves it, and the next request checks again.
+        let tokens = services.playlists.tokensVersion
+        var how = ReplayedHow.onEarlierCheck
         switch answer {
         case .object(let replay, _):
-            guard sendFromMemory(replay, responder: responder) else { return false }
+            if let body = exchange.check?.body(store: services.store, memory: services.memory, tokens: nil) {
+                responder.cacheResult = .hit
+                responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(body))
+            } else {
+                exchange.check = nil
+                guard sendFromMemory(replay, for: exchange, responder: responder, alsoUnchanged: nil, tokens: tokens) else { return nil }
+                how = .checked
+            }
         case .playlist(let playlist, let copy, _):
-            guard !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw) else { return false }
-            responder.route = .playlist
-            guard sendFromMemory(copy, responder: responder, alsoUnchanged: playlist.raw) else { return false }
+            if let body = exchange.check?.body(store: services.store, memory: services.memory, tokens: tokens) {
+                responder.route = .playlist
+                responder.cacheResult = .hit
+                responder.sendPrepared(copy.head, headers: copy.headers, body: .bytes(body))
+            } else {
+                exchange.check = nil
+                guard !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw) else { return nil }
+                responder.route = .playlist
+                guard sendFromMemory(copy, for: exchange, responder: responder, alsoUnchanged: playlist.raw, tokens: tokens) else {
+                    return nil
+                }
+                how = .checked
+            }
         }
         readAhead(after: key)
-        return true
+        return how
+    }
+}
+
+/// How a replayed exchange was answered (``ResourceService/replay(_:responder:)``).
+enum ReplayedHow {
+    /// After the store, the tier and the tables were asked.
+    case checked
+    /// On the exchange's ``ReplayCheck`` alone.
+    case onEarlierCheck
+}
+
+/// What a replayed exchange's small hit was last checked against (``ResourceService/replay(_:responder:)``): the
+/// store's map and the playlists' tokens at the generations it was checked at (``CurrentCheck``,
+/// ``PlaylistService/tokensVersion``), nothing checked expired, the memory tier's entry still held and its file not
+/// yet due for a new look (``MemoryTier/recheckInterval``). While all of that holds nothing those checks look at has
+/// changed, so the same head and bytes are sent without asking the store, the tier or the tables again — the
+/// checks, with the accesses they record (the store's access time, the tier's request count), come back at least
+/// once per ``MemoryTier/recheckInterval`` per exchange and with any change: a hot object's access time is that
+/// coarse (as Varnish's `lru_interval`). The entry is held weakly: an evicted copy is not kept alive by an exchange
+/// remembered on some event loop.
+///
+/// A class, so that reading it from its exchange is a retain: a struct holding a weak reference is copied with a
+/// weak-reference copy, which cost more. Made on the exchange's event loop, read only there.
+final class ReplayCheck {
+    let store: CurrentCheck
+    /// ``PlaylistService/tokensVersion`` read before the check (compared only for playlists).
+    let tokens: UInt64
+    /// ``MemoryTier/clock`` time until which the entry's file needs no new look.
+    let fileCheckedUntil: UInt64
+    private weak var entry: MemoryObject?
+
+    init(store: CurrentCheck, tokens: UInt64, fileCheckedUntil: UInt64, entry: MemoryObject) {
+        self.store = store
+        self.tokens = tokens
+        self.fileCheckedUntil = fileCheckedUntil
+        self.entry = entry
+    }
+
+    /// The bytes to send again, if the check holds; `tokens`: the tokens generation now, for a playlist.
+    func body(store current: CacheStore, memory: MemoryTier, tokens: UInt64?) -> ByteBuffer? {
+        if let tokens, tokens != self.tokens { return nil }
+        guard memory.clock < fileCheckedUntil, store.holds(in: current, now: Date().timeIntervalSince1970), let entry else { return nil }
+        return entry.body
     }
 }
 
