@@ -72,21 +72,27 @@ final class ReplayedExchanges: Sendable {
     /// The length of the request head at the start of `bytes` (through its blank line) when it is a complete `GET`
     /// head of at most ``maxHeadBytes``; nil otherwise (another method, more bytes to come, too long).
     static func getHeadLength(_ bytes: ByteBufferView) -> Int? {
-        let get = "GET /".utf8
-        guard bytes.count >= 20, bytes.prefix(get.count).elementsEqual(get) else { return nil }
-        let limit = min(bytes.count, maxHeadBytes)
-        var index = bytes.startIndex + get.count
-        let end = bytes.startIndex + limit
-        // A CR LF CR LF ends the head; anything else (a bare LF line end) is left to the decoder.
-        while index + 3 < end {
-            if bytes[index + 3] != 10 {
-                index += bytes[index + 3] == 13 ? 1 : 4
-                continue
+        // On the bytes in place: indexing the view byte by byte was 1 % of a replayed hit's CPU.
+        let found = bytes.withContiguousStorageIfAvailable { buffer -> Int? in
+            guard buffer.count >= 20 else { return nil }
+            // "GET /"
+            guard buffer[0] == 0x47, buffer[1] == 0x45, buffer[2] == 0x54, buffer[3] == 0x20, buffer[4] == 0x2F else { return nil }
+            let end = min(buffer.count, maxHeadBytes)
+            var index = 5
+            // A CR LF CR LF ends the head; anything else (a bare LF line end) is left to the decoder. Looking at the
+            // fourth byte first skips ahead by four where it is neither CR nor LF.
+            while index + 3 < end {
+                let fourth = buffer[index + 3]
+                if fourth != 10 {
+                    index += fourth == 13 ? 1 : 4
+                    continue
+                }
+                if buffer[index] == 13, buffer[index + 1] == 10, buffer[index + 2] == 13 { return index + 4 }
+                index += 1
             }
-            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13 { return index + 4 - bytes.startIndex }
-            index += 1
+            return nil
         }
-        return nil
+        return found ?? nil
     }
 
     static func hash(_ head: ByteBufferView) -> Int {
