@@ -26,7 +26,13 @@ import NIOHTTP1
 /// nothing: the served ranges are a union), within the same bound as new ones.
 final class ConsumptionRecorder: Sendable {
     private struct Pending {
-        var targets: [String] = []
+        /// Distinct targets served since the last flush (a set: a busy server answers the same few targets tens of
+        /// thousands of times a second, and a list of every answer filled its bound within a second and dropped the
+        /// rest).
+        var targets: Set<String> = []
+        /// The target added last: the next answer is usually for the same one (a player's reloads, many players of one
+        /// stream), and the same string's storage compares equal without hashing it.
+        var last = ""
         var hits = 0
         var misses = 0
         var dropped = 0
@@ -96,6 +102,8 @@ final class ConsumptionRecorder: Sendable {
         /// Flushes that failed and were put back (for tests), and whether the last one failed (to log changes only).
         var failedFlushes = 0
         var failing = false
+        /// Answers not recorded, past the pending bound (flushed so far).
+        var dropped = 0
     }
 
     /// The served responses waiting for a flush, the loaded timelines and the totals, under one lock: every section
@@ -130,6 +138,9 @@ final class ConsumptionRecorder: Sendable {
     /// The items whose timelines are in memory (for tests).
     var loadedItems: Set<String> { withTimelines { Set($0.loaded.keys) } }
 
+    /// Served answers not recorded as playback (more distinct targets than the pending bound between two flushes).
+    var droppedAnswers: Int { state.withLockedValue { $0.totals.dropped + $0.pending.dropped } }
+
     /// On the event loop: remember a successful response to a proxied resource.
     func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
         let uri = request.head.uri
@@ -139,7 +150,14 @@ final class ConsumptionRecorder: Sendable {
         withPending { p in
             if cache == "HIT" { p.hits += 1 } else if cache == "MISS" { p.misses += 1 }
             guard request.method == .GET, status == .ok || status == .partialContent else { return }
-            if p.targets.count < maxPending { p.targets.append(uri) } else { p.dropped += 1 }
+            guard uri != p.last else { return }
+            if p.targets.count < maxPending {
+                p.targets.insert(uri)
+            } else if !p.targets.contains(uri) {
+                p.dropped += 1
+                return
+            }
+            p.last = uri
         }
     }
 
@@ -151,16 +169,17 @@ final class ConsumptionRecorder: Sendable {
             s.pending = Pending()
             s.totals.hits += taken.hits
             s.totals.misses += taken.misses
+            s.totals.dropped += taken.dropped
             s.timelines.flushes += 1
             return taken
         }
         forgetChanged(changes)
         if taken.dropped > 0 {
-            logger.warning("admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) waiting)")
+            logger.warning("admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) distinct targets waiting)")
         }
         guard !taken.targets.isEmpty else { return [] }
         do {
-            let played = try record(Set(taken.targets), now: now)
+            let played = try record(taken.targets, now: now)
             noteRecovered()
             return played
         } catch {
@@ -207,11 +226,13 @@ final class ConsumptionRecorder: Sendable {
     }
 
     /// Keeps the targets of a failed flush for the next one, ahead of newer ones, within the pending bound.
-    private func putBack(_ targets: [String], after error: DownloadError) {
+    private func putBack(_ targets: Set<String>, after error: DownloadError) {
         withPending { p in
-            let kept = targets + p.targets
-            p.targets = Array(kept.prefix(maxPending))
-            p.dropped += kept.count - p.targets.count
+            var kept = targets
+            for target in p.targets where kept.count < maxPending { kept.insert(target) }
+            p.dropped += p.targets.subtracting(kept).count
+            p.targets = kept
+            p.last = ""
         }
         let first = withTotals { totals -> Bool in
             defer {

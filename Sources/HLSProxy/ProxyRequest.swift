@@ -13,6 +13,17 @@ package struct ProxyRequest: Sendable {
     /// The web page behind the request, as `http.allowedWebOrigins` judges it (set when the request is dispatched).
     package var page: WebOriginPolicy.Verdict = .noPage
 
+    package init(
+        head: HTTPRequestHead, remoteAddress: SocketAddress? = nil, localAddress: SocketAddress? = nil, body: ByteBuffer? = nil,
+        page: WebOriginPolicy.Verdict = .noPage
+    ) {
+        self.head = head
+        self.remoteAddress = remoteAddress
+        self.localAddress = localAddress
+        self.body = body
+        self.page = page
+    }
+
     package var method: HTTPMethod { head.method }
     package var isHead: Bool { head.method == .HEAD }
     package var headers: HTTPHeaders { head.headers }

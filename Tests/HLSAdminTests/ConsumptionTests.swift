@@ -1,10 +1,13 @@
 import Foundation
 import GRDB
 import HLSCacheCore
+import HLSCacheStore
 @testable import HLSAdmin
 import HLSDownloader
+import HLSProxy
 import HLSTestSupport
 import NIOConcurrencyHelpers
+import NIOHTTP1
 import Testing
 
 @Suite("Playback records (consumption)")
@@ -62,6 +65,36 @@ struct ConsumptionTests {
         #expect(text.contains("0.000-4.000"))
         await events.stop()
         await h.shutdown()
+    }
+
+    @Test(
+        "a busy server's answers are all recorded: the same targets answered tens of thousands of times between two flushes take one place each, and only distinct targets past the bound are dropped"
+    )
+    func manyAnswersOfFewTargetsAreNotDropped() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-recorder-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try CacheStore.open(directory: directory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        defer { store.close() }
+        let items = try ItemStore(directory: directory.path)
+        let recorder = ConsumptionRecorder(store: store, items: items, volatileParameters: [])
+        let hit: HTTPHeaders = ["X-Cache": "HIT"]
+        func request(_ uri: String) -> ProxyRequest {
+            ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), remoteAddress: nil)
+        }
+        // 64 players of 25 segments, interleaved, 40,000 answers (a second of a busy server): nothing dropped.
+        let requests = (0..<25).map { request("/http/127.0.0.1:1/v/seg\($0).ts") }
+        for index in 0..<40_000 {
+            let segment: Int = (index * 7 + index / 64) % 25
+            recorder.observe(requests[segment], status: HTTPResponseStatus.ok, headers: hit)
+        }
+        #expect(recorder.droppedAnswers == 0)
+        #expect(recorder.hitsAndMisses.hits == 40_000)
+        // Distinct targets past the bound are dropped, and counted.
+        for index in 0..<16_400 {
+            recorder.observe(request("/http/127.0.0.1:1/v/other\(index).ts"), status: HTTPResponseStatus.ok, headers: hit)
+        }
+        #expect(recorder.droppedAnswers == 25 + 16_400 - 16_384)
     }
 
     @Test(
