@@ -175,7 +175,8 @@ final class ConsumptionRecorder: Sendable {
         }
         forgetChanged(changes)
         if taken.dropped > 0 {
-            logger.warning("admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) distinct targets waiting)")
+            logger.warning(
+                "admin: \(taken.dropped) served responses were not recorded as playback (more than \(maxPending) distinct targets waiting)")
         }
         guard !taken.targets.isEmpty else { return [] }
         do {
