@@ -215,6 +215,42 @@ import Testing
         #expect(harness.origin.requests(matching: "/v/index.m3u8").count == 2)
     }
 
+    /// With the memory tier off, hits are sent from their files — and their heads replayed all the same: the same
+    /// bytes as the decoded answer, never once the object changed.
+    @Test func aHitFromItsFileIsReplayedToo() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.prefetchSegments = 0
+            configuration.memoryCacheBytes = 0
+        }
+        defer { Task { await harness.shutdown() } }
+        let body = randomBytes(300_000)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/f.ts")
+        let connection = try Connection(port: harness.port)
+        let request = Self.request(harness, "/f.ts")
+        let miss = try await connection.exchange(request)[0]
+        try await harness.waitForIdle()
+        let decoded = try await Self.once(harness, connection, request)
+        #expect(!decoded.replayed && sameBytes(decoded.response.body, body))
+        #expect(decoded.response.head.contains("X-Cache: HIT") && miss.head.contains("X-Cache: MISS"))
+        // (The first hit renders the head, the second is answered with it and remembered, the third is replayed.)
+        #expect(try await Self.untilReplayed(harness, connection, request) == decoded.response)
+        for _ in 0..<3 {
+            let replayed = try await Self.once(harness, connection, request)
+            #expect(replayed.replayed && !replayed.onCheck && replayed.response == decoded.response)
+        }
+        #expect(harness.server.services.memory.usage.count == 0)
+        // Another version stored: never the old bytes (decoded, then replayed again).
+        let replacement = randomBytes(300_000)
+        let key = CacheKey(try OriginURL(harness.originURL("/f.ts")))
+        let writer = try harness.store.makeWriter(for: key, expectedLength: 300_000)
+        try writer.write(replacement)
+        _ = try writer.finish(contentType: "video/mp2t", kind: .segment)
+        let replaced = try await Self.once(harness, connection, request)
+        #expect(!replaced.replayed && sameBytes(replaced.response.body, replacement))
+        #expect(sameBytes(try await Self.untilReplayed(harness, connection, request).body, replacement))
+        #expect(harness.origin.requests(matching: "/f.ts").count == 1)
+    }
+
     /// A small body replayed once is sent again on that check alone (``ReplayCheck``) — and never once anything the
     /// check looked at changed: the tier's file check due (its clock moved), the copy gone from the tier, another
     /// version stored, the object removed. Each is answered as the ordinary path answers, then on a check again.
@@ -241,10 +277,10 @@ import Testing
         #expect(due.replayed && !due.onCheck && due.response == first)
         #expect(try await Self.once(harness, connection, request).onCheck)
 
-        // The copy leaves the tier: not replayed (nothing in memory to send), the same bytes from the file.
+        // The copy leaves the tier: replayed from the file (checked: not on the earlier check), the same bytes.
         harness.server.services.memory.remove([object.key])
         let fromFile = try await Self.once(harness, connection, request)
-        #expect(!fromFile.replayed && sameBytes(fromFile.response.body, body))
+        #expect(fromFile.replayed && !fromFile.onCheck && fromFile.response == first)
 
         // Another version stored (as a new fetch would): never the old bytes.
         _ = try await Self.warm(harness, "/c.ts")

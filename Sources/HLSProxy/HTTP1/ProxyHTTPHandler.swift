@@ -207,7 +207,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
             self.responder = responder
             router.route(request, responder: responder)
-            // Answered with a replayed hit from memory: the same head bytes are answered that way next time.
+            // Answered with a replayed hit: the same head bytes are answered that way next time.
             if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody {
                 replays.remember(
                     ReplayedExchange(

@@ -5,8 +5,8 @@ import HLSCacheCore
 import NIOCore
 
 /// Requests answered again without being decoded (docs/architecture.md, "Replayed exchanges"): when a request's head
-/// is byte for byte the head of an earlier request that was answered with a replayed hit from the memory tier, it
-/// is answered the same way again — with the same checks of the object, but without llhttp, the header fields, the
+/// is byte for byte the head of an earlier request that was answered with a replayed hit (from the memory tier or
+/// from its file), it is answered the same way again — with the same checks of the object, but without llhttp, the header fields, the
 /// router and the target table. Players reload the same playlists and ask for the same segments with the same
 /// bytes over and over; decoding them again was most of what such a hit cost in user space.
 ///
@@ -103,7 +103,7 @@ final class ReplayedExchanges: Sendable {
 }
 
 /// A request head and how it was answered: a replayed hit of a stored object or of a stored playlist's rewritten
-/// copy, from the memory tier.
+/// copy, from the memory tier or from its file.
 ///
 /// `@unchecked Sendable`: ``check`` changes, on the exchange's event loop only (its ``ReplayedExchanges`` table is
 /// bound to that loop, and only requests read there reach it).

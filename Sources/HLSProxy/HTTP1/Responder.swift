@@ -62,8 +62,8 @@ final class Responder: @unchecked Sendable {
     var isProxiedContent = false
     /// Asked for by `/rewind/{scheme}/…`: a live media playlist is answered extended backwards (``RewrittenPlaylist/rewound``).
     var wantsRewind = false
-    /// Set when the answer was a replayed hit from the memory tier: the same request bytes may be answered so again
-    /// without being decoded (``ReplayedExchanges``).
+    /// Set when the answer was a replayed hit (from the memory tier or its file): the same request bytes may be
+    /// answered so again without being decoded (``ReplayedExchanges``).
     var replayedAnswer: ReplayedAnswer?
     /// Whether the memory tier counted this request already (a hit may look at the tier twice: a replay, then the
     /// ordinary path; each request counts once in what decides what enters).

@@ -92,21 +92,18 @@ extension ResourceService {
         // Set before sending: a response written at once is recorded at once.
         let route = responder.route
         responder.route = .playlist
-        if sendFromMemory(copy, responder: responder) {
-            responder.replayedAnswer = .playlist(playlist, copy: copy, target: memo.resolved)
-            return true
-        }
         guard sendReplayed(copy, responder: responder) else {
             responder.route = route
             return false
         }
+        responder.replayedAnswer = .playlist(playlist, copy: copy, target: memo.resolved)
         return true
     }
 
     /// Answers a request whose head is byte for byte one answered before (``ReplayedExchanges``), if that answer
     /// still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered key now, no
-    /// live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent only from
-    /// the memory tier. A small body checked so before is sent again on the exchange's ``ReplayCheck`` while it holds
+    /// live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent from the
+    /// memory tier, else from its file. A small body checked so before is sent again on the exchange's ``ReplayCheck`` while it holds
     /// (nothing those checks look at changed since). Nil, having sent nothing: decode the request and take the
     /// ordinary path.
     func replay(_ exchange: ReplayedExchange, responder: Responder) -> ReplayedHow? {
@@ -126,7 +123,10 @@ extension ResourceService {
                 responder.sendPrepared(replay.head, headers: replay.headers, body: .bytes(body))
             } else {
                 exchange.check = nil
-                guard sendFromMemory(replay, for: exchange, responder: responder, alsoUnchanged: nil, tokens: tokens) else { return nil }
+                guard
+                    sendFromMemory(replay, for: exchange, responder: responder, alsoUnchanged: nil, tokens: tokens)
+                        || sendReplayedFile(replay, responder: responder)
+                else { return nil }
                 how = .checked
             }
         case .playlist(let playlist, let copy, _):
@@ -138,9 +138,10 @@ extension ResourceService {
                 exchange.check = nil
                 guard !services.playlists.hasOtherTokens(than: target.tokens, key: key, stored: playlist.raw) else { return nil }
                 responder.route = .playlist
-                guard sendFromMemory(copy, for: exchange, responder: responder, alsoUnchanged: playlist.raw, tokens: tokens) else {
-                    return nil
-                }
+                guard
+                    sendFromMemory(copy, for: exchange, responder: responder, alsoUnchanged: playlist.raw, tokens: tokens)
+                        || (services.store.touchIfUnchanged(playlist.raw) && sendReplayedFile(copy, responder: responder))
+                else { return nil }
                 how = .checked
             }
         }

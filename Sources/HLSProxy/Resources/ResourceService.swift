@@ -147,11 +147,9 @@ final class ResourceService: Sendable {
     /// is still the same. False: take the ordinary path (which renders a new replay when it serves a hit).
     private func replayHit(_ replay: HitReplay, target: ResolvedTarget, request: ProxyRequest, responder: Responder) -> Bool {
         guard request.isPlainFetch, responder.sendsPlainKeepAlive, !responder.echoesOrigin else { return false }
-        if sendFromMemory(replay, responder: responder) {
-            responder.replayedAnswer = .object(replay, target: target)
-            return true
-        }
-        return sendReplayedFile(replay, responder: responder)
+        guard sendFromMemory(replay, responder: responder) || sendReplayedFile(replay, responder: responder) else { return false }
+        responder.replayedAnswer = .object(replay, target: target)
+        return true
     }
 
     /// Sends `replay`'s object from the memory tier, else from its file (and reads it into the memory tier for the
@@ -161,7 +159,7 @@ final class ResourceService: Sendable {
     }
 
     /// Sends `replay`'s object from its file (the memory tier was asked already).
-    private func sendReplayedFile(_ replay: HitReplay, responder: Responder) -> Bool {
+    func sendReplayedFile(_ replay: HitReplay, responder: Responder) -> Bool {
         guard let pin = services.store.pinIfUnchanged(replay.object) else { return false }
         guard let handle = openMatching(replay.object) else {
             pin.unpin()
