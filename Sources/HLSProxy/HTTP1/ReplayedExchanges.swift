@@ -6,14 +6,15 @@ import NIOCore
 
 /// Requests answered again without being decoded (docs/architecture.md, "Replayed exchanges"): when a request's head
 /// is byte for byte the head of an earlier request that was answered with a replayed hit (from the memory tier or
-/// from its file), it is answered the same way again — with the same checks of the object, but without llhttp, the header fields, the
-/// router and the target table. Players reload the same playlists and ask for the same segments with the same
-/// bytes over and over; decoding them again was most of what such a hit cost in user space.
+/// from its file), it is answered the same way again — with the same checks of the object, but without llhttp, the
+/// header fields, the router and the target table. Players reload the same playlists and ask for the same segments
+/// with the same bytes over and over; decoding them again was most of what such a hit cost in user space.
 ///
 /// Only a whole head that NIO's decoder parsed before, at a message boundary, is remembered, so nothing is ever
 /// parsed differently: the same bytes were a valid request with the same meaning (the Host check, the method,
 /// no body, the page verdict, keep-alive). What can change between two identical requests is the server's state,
-/// which ``ResourceService/replay(_:responder:)`` checks each time as the ordinary path would.
+/// which ``ResourceService/replay(_:responder:)`` checks as the ordinary path would — each time, or for a small body
+/// on the check of the one before while nothing it looked at changed (``ReplayCheck``).
 ///
 /// One table per event loop, bound to it (no lock); least recently used heads leave first.
 final class ReplayedExchanges: Sendable {
@@ -42,13 +43,13 @@ final class ReplayedExchanges: Sendable {
         set { state.value.replayed = newValue }
     }
 
-    /// The exchange remembered for exactly these head bytes.
     /// Requests answered on an earlier check alone (tests).
     var replayedOnCheck: Int {
         get { state.value.replayedOnCheck }
         set { state.value.replayedOnCheck = newValue }
     }
 
+    /// The exchange remembered for exactly these head bytes.
     func exchange(for head: ByteBufferView, hash: Int) -> ReplayedExchange? {
         guard let found = state.value.table.value(forKey: hash) else { return nil }
         guard found.head.count == head.count else { return nil }

@@ -60,9 +60,9 @@ extension ResourceService {
         return true
     }
 
-    /// ``sendFromMemory(_:responder:alsoUnchanged:)`` for a replayed exchange: sent, and — for a small body — what it
-    /// was checked against, so the same answer can be sent again on that check alone (``ReplayCheck``); `.notSent`:
-    /// nothing was sent.
+    /// ``sendFromMemory(_:responder:alsoUnchanged:)`` for a replayed exchange: for a small body, what it was checked
+    /// against is kept on the exchange, so the same answer can be sent again on that check alone (``ReplayCheck``).
+    /// False: nothing was sent.
     private func sendFromMemory(
         _ replay: HitReplay, for exchange: ReplayedExchange, responder: Responder, alsoUnchanged other: CachedObject?,
         tokens: UInt64
@@ -103,9 +103,9 @@ extension ResourceService {
     /// Answers a request whose head is byte for byte one answered before (``ReplayedExchanges``), if that answer
     /// still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered key now, no
     /// live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent from the
-    /// memory tier, else from its file. A small body checked so before is sent again on the exchange's ``ReplayCheck`` while it holds
-    /// (nothing those checks look at changed since). Nil, having sent nothing: decode the request and take the
-    /// ordinary path.
+    /// memory tier, else from its file. A small body checked so before is sent again on the exchange's
+    /// ``ReplayCheck`` while it holds (nothing those checks look at changed since). Nil, having sent nothing: decode
+    /// the request and take the ordinary path.
     func replay(_ exchange: ReplayedExchange, responder: Responder) -> ReplayedHow? {
         let answer = exchange.answer
         let target = answer.target
