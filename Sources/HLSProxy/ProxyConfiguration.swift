@@ -67,6 +67,8 @@ package struct ProxyConfiguration: Sendable {
     /// than this many bytes of other large bodies were sent (from memory or file) since it last went from memory
     /// (``MemoryTier/warmBytes``).
     package var memoryWarmBytes: Int = MemoryTier.defaultWarmBytes
+    /// Request heads each event loop remembers with their answers (``ReplayedExchanges``); tests make it small.
+    package var replayedHeadsPerLoop: Int = ReplayedExchanges.defaultMaxEntries
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
     /// The clock the client connection timeouts (head, body, send, idle) are measured by; tests move it.

@@ -215,6 +215,42 @@ import Testing
         #expect(harness.origin.requests(matching: "/v/index.m3u8").count == 2)
     }
 
+    /// A table smaller than what players walk keeps the heads in use instead of pushing each out just before it is
+    /// asked for again (as least-recently-used order would on a loop): with room for two heads, a loop over three
+    /// objects keeps replaying two of them; a head left unused for twice the table's size in lookups gives way to a
+    /// new one.
+    @Test func aLoopLargerThanTheTableKeepsTheHeadsInUse() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.prefetchSegments = 0
+            configuration.memoryCacheBytes = 0
+            configuration.replayedHeadsPerLoop = 2
+        }
+        defer { Task { await harness.shutdown() } }
+        for name in ["a", "b", "c"] { harness.origin.setBody(randomBytes(5_000), contentType: "video/mp2t", for: "/\(name).ts") }
+        let connection = try Connection(port: harness.port)
+        let requests = ["a", "b", "c"].map { Self.request(harness, "/\($0).ts") }
+        // Stored, then each answered with a rendered head once (remembered from then on, room permitting).
+        for _ in 0..<2 {
+            for request in requests { _ = try await connection.exchange(request) }
+        }
+        try await harness.waitForIdle()
+        for _ in 0..<2 {
+            for request in requests { _ = try await connection.exchange(request) }
+        }
+        // The loop: each pass replays the two heads that found room, never the third — in least-recently-used order it
+        // would push out the head asked for next and replay nothing.
+        var replayedPerPass: [Int] = []
+        for _ in 0..<4 {
+            var replayed = 0
+            for request in requests where try await Self.once(harness, connection, request).replayed { replayed += 1 }
+            replayedPerPass.append(replayed)
+        }
+        #expect(replayedPerPass == [2, 2, 2, 2])
+        // Only "c" asked for a while: the other two fall idle (four lookups) and it takes one's place.
+        for _ in 0..<6 { _ = try await connection.exchange(requests[2]) }
+        #expect(try await Self.once(harness, connection, requests[2]).replayed)
+    }
+
     /// With the memory tier off, hits are sent from their files — and their heads replayed all the same: the same
     /// bytes as the decoded answer, never once the object changed.
     @Test func aHitFromItsFileIsReplayedToo() async throws {

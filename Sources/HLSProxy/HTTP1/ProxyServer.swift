@@ -78,7 +78,9 @@ package final class ProxyServer: Sendable {
         let dates = DateHeaders(group: services.group)
         self.started.withLockedValue { $0.dates = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
-        for loop in services.group.makeIterator() { tables[ObjectIdentifier(loop)] = ReplayedExchanges(eventLoop: loop) }
+        for loop in services.group.makeIterator() {
+            tables[ObjectIdentifier(loop)] = ReplayedExchanges(eventLoop: loop, maxEntries: services.configuration.replayedHeadsPerLoop)
+        }
         let replays = tables
         self.started.withLockedValue { $0.replays = tables }
         var loopYields: [ObjectIdentifier: LoopYield] = [:]

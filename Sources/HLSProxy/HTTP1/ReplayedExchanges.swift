@@ -16,15 +16,24 @@ import NIOCore
 /// which ``ResourceService/replay(_:responder:)`` checks as the ordinary path would — each time, or for a small body
 /// on the check of the one before while nothing it looked at changed (``ReplayCheck``).
 ///
-/// One table per event loop, bound to it (no lock); least recently used heads leave first.
+/// One table per event loop, bound to it (no lock). A full table makes room only for a head whose least recently
+/// used entry has gone unused for ``idleLookups`` (twice the table's size) lookups: players walking more segments
+/// than the table holds (a library, a long VOD) would otherwise push each head out just before it is asked for
+/// again and replay nothing; so the heads in use stay, and new ones come in as old ones fall idle.
 final class ReplayedExchanges: Sendable {
     /// Heads longer than this are not remembered (players send a few hundred bytes).
     static let maxHeadBytes = 2048
-    /// Heads remembered per event loop.
-    static let maxEntries = 1024
+    /// Heads remembered per event loop (``ProxyConfiguration/replayedHeadsPerLoop``).
+    static let defaultMaxEntries = 1024
+    /// Heads remembered here.
+    let maxEntries: Int
+    /// Lookups after which an entry not used since counts as idle: it may give way to a new head.
+    var idleLookups: Int { 2 * maxEntries }
 
     private struct State {
-        var table = BoundedLRU<Int, ReplayedExchange>(maxCount: ReplayedExchanges.maxEntries)
+        var table: BoundedLRU<Int, ReplayedExchange>
+        /// Heads looked up so far: the clock entries' use is timed by (``ReplayedExchange/lastUsed``).
+        var lookups = 0
         /// Requests answered from the table (tests).
         var replayed = 0
         /// Of those, answered on an earlier check alone (``ReplayCheck``; tests).
@@ -33,8 +42,9 @@ final class ReplayedExchanges: Sendable {
 
     private let state: NIOLoopBoundBox<State>
 
-    init(eventLoop: any EventLoop) {
-        state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: eventLoop)
+    init(eventLoop: any EventLoop, maxEntries: Int = ReplayedExchanges.defaultMaxEntries) {
+        self.maxEntries = maxEntries
+        state = NIOLoopBoundBox.makeBoxSendingValue(State(table: BoundedLRU(maxCount: maxEntries)), eventLoop: eventLoop)
     }
 
     /// Requests answered from the table (tests).
@@ -51,16 +61,31 @@ final class ReplayedExchanges: Sendable {
 
     /// The exchange remembered for exactly these head bytes.
     func exchange(for head: ByteBufferView, hash: Int) -> ReplayedExchange? {
+        state.value.lookups &+= 1
         guard let found = state.value.table.value(forKey: hash) else { return nil }
         guard found.head.count == head.count else { return nil }
         let same =
             head.withContiguousStorageIfAvailable { received in
                 found.head.withUnsafeBufferPointer { memcmp($0.baseAddress!, received.baseAddress!, received.count) == 0 }
             } ?? found.head.elementsEqual(head)
-        return same ? found : nil
+        guard same else { return nil }
+        found.lastUsed = state.value.lookups
+        return found
     }
 
+    /// Remembers `exchange` — in a full table only in place of an entry idle for ``idleLookups`` lookups (or of the
+    /// same head's).
     func remember(_ exchange: ReplayedExchange) {
+        let now = state.value.lookups
+        exchange.lastUsed = now
+        if state.value.table.count >= maxEntries && !state.value.table.contains(exchange.hash) {
+            var idle = false
+            state.value.table.forEachLeastRecentFirst { _, oldest, _ in
+                idle = now &- oldest.lastUsed >= idleLookups
+                return false
+            }
+            guard idle else { return }
+        }
         state.value.table.setValue(exchange, forKey: exchange.hash)
     }
 
@@ -119,6 +144,8 @@ final class ReplayedExchange: @unchecked Sendable {
     let answer: ReplayedAnswer
     /// What the answer was last checked against, when a small body can be sent again on it alone (``ReplayCheck``).
     var check: ReplayCheck?
+    /// When it was last remembered or answered, on its table's clock (``ReplayedExchanges``).
+    var lastUsed = 0
 
     init(
         head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,
