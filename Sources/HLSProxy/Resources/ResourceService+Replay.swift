@@ -68,11 +68,13 @@ extension ResourceService {
         tokens: UInt64
     ) -> Bool {
         guard services.memory.admits(replay.object) else { return false }
-        guard let (entry, fileCheckedUntil) = services.memory.smallEntry(of: replay.object, counted: &responder.memoryTierCounted)
-        else {
-            // Not held, or a large body (whose sends are counted per connection): checked each time.
+        // A large body (its sends are counted per connection): checked each time.
+        guard replay.object.size <= Int64(MemoryTier.alwaysFromMemoryBytes) else {
             return sendFromMemory(replay, responder: responder, alsoUnchanged: other)
         }
+        // Not held: false at once (the tier was asked; the caller sends the file).
+        guard let (entry, fileCheckedUntil) = services.memory.smallEntry(of: replay.object, counted: &responder.memoryTierCounted)
+        else { return false }
         guard let current = services.store.currentCheck(replay.object, and: other) else { return false }
         exchange.check = ReplayCheck(store: current, tokens: tokens, fileCheckedUntil: fileCheckedUntil, entry: entry)
         responder.cacheResult = .hit
