@@ -400,6 +400,37 @@ import Testing
         #expect(try await harness.server.replayedRequests() == replayed + 1)
     }
 
+    /// A read that is exactly a remembered head is answered before the decoder sees it (``RequestDecoder/replayWhole(_:)``)
+    /// only at a request boundary: the same bytes arriving as another request's body are that body.
+    @Test func aRememberedHeadArrivingAsARequestBodyIsReadAsTheBody() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.prefetchSegments = 0 })
+        defer { Task { await harness.shutdown() } }
+        let segment = randomBytes(30_000)
+        let other = randomBytes(20_000)
+        harness.origin.setBody(segment, contentType: "video/mp2t", for: "/b.ts")
+        harness.origin.setBody(other, contentType: "video/mp2t", for: "/c.ts")
+        _ = try await Self.warm(harness, "/b.ts")
+        _ = try await Self.warm(harness, "/c.ts")
+        let connection = try Connection(port: harness.port)
+        let remembered = Self.request(harness, "/b.ts")
+        #expect(sameBytes(try await Self.untilReplayed(harness, connection, remembered).body, segment))
+        let replayed = try await harness.server.replayedRequests()
+        // A request for c.ts whose body is the remembered head's bytes, sent in a write of their own once its head is
+        // on its way (so that they usually arrive as a read of their own; arriving together they are decoded together,
+        // and the check holds all the same).
+        let carrier = Array(
+            ("GET /http/127.0.0.1:\(harness.origin.port)/c.ts HTTP/1.1\r\nHost: 127.0.0.1:\(harness.port)\r\n"
+                + "Content-Length: \(remembered.count)\r\n\r\n").utf8)
+        _ = try await connection.exchange(carrier, responses: 0)
+        try await Task.sleep(for: .milliseconds(300))
+        let answer = try await connection.exchange(remembered)[0]
+        #expect(answer.status == 200 && sameBytes(answer.body, other), "the body was answered as a request")
+        // The connection goes on in step: the next request is answered with its own object.
+        let next = try await connection.exchange(Self.request(harness, "/c.ts"))[0]
+        #expect(next.status == 200 && sameBytes(next.body, other))
+        #expect(try await harness.server.replayedRequests() == replayed)
+    }
+
     @Test func headLengthIsFoundOnlyForWholeGetHeads() {
         func length(_ text: String) -> Int? {
             let buffer = ByteBuffer(string: text)

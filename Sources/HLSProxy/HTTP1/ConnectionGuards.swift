@@ -58,6 +58,10 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
         if context.channel.isActive { startChecking(context: context) }
     }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        replayFront = nil
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         startChecking(context: context)
         context.fireChannelActive()
@@ -77,8 +81,13 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
         }
     }
 
+    /// The request decoder behind, asked first whether a read is a head answered as before (``RequestDecoder/replayWhole(_:)``).
+    /// Strong, as the decoder's own reference to the handler; let go when the connection closes.
+    var replayFront: RequestDecoder?
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         timeouts.bytesRead(at: now())
+        if let replayFront, replayFront.replayWhole(unwrapInboundIn(data)) { return }
         context.fireChannelRead(data)
     }
 
@@ -102,6 +111,7 @@ final class ConnectionTimeoutHandler: ChannelInboundHandler, RemovableChannelHan
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        replayFront = nil
         check?.cancel()
         check = nil
         timeouts.closed()

@@ -144,6 +144,7 @@ package final class ProxyServer: Sendable {
                         date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)],
                         yield: yields[ObjectIdentifier(channel.eventLoop)], webOrigins: webOrigins)
                     decoder.replayer = handler
+                    timeouts.replayFront = decoder
                     try sync.addHandler(handler)
                 }
             }
