@@ -201,6 +201,45 @@ final class LogCapture: Sendable {
         await harness.shutdown()
     }
 
+    /// Requests counted by many event loops at once (more loops than shards: some share one) add up exactly, in the
+    /// scrape and in the traffic totals, and each scrape adds only what was counted since the one before.
+    @Test func countsFromManyLoopsAddUpOnceEachScrape() async throws {
+        let metrics = ProxyMetrics()
+        let loops = ShardedCounts.shards + 4
+        let perLoop = 2_000
+        await withTaskGroup(of: Void.self) { group in
+            for loop in 0..<loops {
+                group.addTask {
+                    for index in 0..<perLoop {
+                        metrics.record(route: .segment, status: 200, cache: index % 4 == 0 ? .miss : .hit, bytes: 100, shard: loop)
+                        metrics.record(route: .playlist, status: 404, cache: .miss, bytes: 7, shard: loop)
+                    }
+                }
+            }
+        }
+        func scrape() throws -> [PrometheusSample] { try PrometheusText.parse(String(decoding: metrics.emit(), as: UTF8.self)).samples }
+        let requests = "hlscache_http_requests_total"
+        let all = loops * perLoop
+        for samples in [try scrape(), try scrape()] {
+            #expect(samples.value(requests, ["route": "segment", "status": "200"]) == Double(all))
+            #expect(samples.value(requests, ["route": "playlist", "status": "404"]) == Double(all))
+            #expect(samples.value("hlscache_cache_requests_total", ["result": "hit"]) == Double(all * 3 / 4))
+            #expect(samples.value("hlscache_cache_requests_total", ["result": "miss"]) == Double(all + all / 4))
+            // Error bodies are not content.
+            #expect(samples.value("hlscache_served_bytes_total", ["source": "disk"]) == Double(all * 3 / 4 * 100))
+            #expect(samples.value("hlscache_served_bytes_total", ["source": "origin"]) == Double(all / 4 * 100))
+        }
+        #expect(
+            metrics.traffic
+                == TrafficTotals(
+                    bytesFromCache: Int64(all * 3 / 4 * 100), bytesFromOrigin: Int64(all / 4 * 100), requestsFromCache: Int64(all * 3 / 4),
+                    requestsFromOrigin: Int64(all + all / 4)))
+        metrics.record(route: .segment, status: 200, cache: .hit, bytes: 5, shard: 3)
+        let after = try scrape()
+        #expect(after.value(requests, ["route": "segment", "status": "200"]) == Double(all + 1))
+        #expect(after.value("hlscache_served_bytes_total", ["source": "disk"]) == Double(all * 3 / 4 * 100 + 5))
+    }
+
     @Test func metricsCanBeTurnedOff() async throws {
         let dir = try Self.originDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

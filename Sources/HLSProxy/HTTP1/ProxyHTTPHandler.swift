@@ -50,13 +50,16 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let bodyWriteObserver: (@Sendable (String, Bool) -> Void)?
     /// ``ProxyConfiguration/drainFirstRequestWindow``.
     private let drainFirstRequestWindow: TimeAmount
+    /// The index of this connection's event loop among the server's (where its requests are counted: ``ShardedCounts``).
+    private let loopIndex: Int
 
     init(
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
         decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil,
-        webOrigins: (@Sendable () -> WebOriginPolicy)? = nil
+        webOrigins: (@Sendable () -> WebOriginPolicy)? = nil, loopIndex: Int = 0
     ) {
+        self.loopIndex = loopIndex
         self.yield = yield
         self.router = router
         self.observer = observer
@@ -204,7 +207,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let webOrigins = self.webOrigins
             request.page = request.judgedPage(by: webOrigins)
             let responder = Responder(
-                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
+                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer, shard: loopIndex)
             self.responder = responder
             router.route(request, responder: responder)
             // Answered with a replayed hit: the same head bytes are answered that way next time.
@@ -220,7 +223,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let request = ProxyRequest(
                 head: cut ?? HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), remoteAddress: context.channel.remoteAddress)
             let responder = Responder(
-                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
+                eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer, shard: loopIndex)
             self.responder = responder
             responder.send(error: error, extraHeaders: ["Connection": "close"])
         case .awaitNextRequest:
@@ -251,7 +254,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         var request = exchange.request
         request.remoteAddress = peer(of: context)
-        let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer)
+        let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer, shard: loopIndex)
         responder.route = exchange.route
         responder.routeObserver = exchange.routeObserver
         responder.isProxiedContent = true

@@ -87,6 +87,9 @@ package final class ProxyServer: Sendable {
         for loop in services.group.makeIterator() { loopYields[ObjectIdentifier(loop)] = try await LoopYield.make(on: loop).get() }
         let yields = loopYields
         self.started.withLockedValue { $0.yields = loopYields }
+        var indices: [ObjectIdentifier: Int] = [:]
+        for (index, loop) in services.group.makeIterator().enumerated() { indices[ObjectIdentifier(loop)] = index }
+        let loopIndices = indices
         let metrics = services.metrics
         let logger = services.logger
         let bootstrap = ServerBootstrap(group: services.group)
@@ -142,7 +145,8 @@ package final class ProxyServer: Sendable {
                     let handler = ProxyHTTPHandler(
                         router: router, configuration: configuration, observer: observer, timeouts: timeouts, decoder: decoder,
                         date: dates.line(for: channel.eventLoop), replays: replays[ObjectIdentifier(channel.eventLoop)],
-                        yield: yields[ObjectIdentifier(channel.eventLoop)], webOrigins: webOrigins)
+                        yield: yields[ObjectIdentifier(channel.eventLoop)], webOrigins: webOrigins,
+                        loopIndex: loopIndices[ObjectIdentifier(channel.eventLoop)] ?? 0)
                     decoder.replayer = handler
                     timeouts.replayFront = decoder
                     try sync.addHandler(handler)

@@ -55,6 +55,8 @@ final class Responder: @unchecked Sendable {
     private let startedAt = NIODeadline.now()
     private var recorded = false
     private let observer: ExchangeObserver?
+    /// The index of the connection's event loop, where its counts go (``ShardedCounts``).
+    private let shard: Int
     /// Told about the response head of a proxied resource (the admin layer records playback and hit ratio).
     var routeObserver: (any ProxyRouteExtension)?
     /// A proxied origin resource: sent sandboxed (an HTML page an origin serves must not run as this server's own
@@ -71,8 +73,9 @@ final class Responder: @unchecked Sendable {
 
     init(
         eventLoop: any EventLoop, request: ProxyRequest, handler: ProxyHTTPHandler, webOrigins: WebOriginPolicy,
-        observer: ExchangeObserver? = nil
+        observer: ExchangeObserver? = nil, shard: Int = 0
     ) {
+        self.shard = shard
         self.eventLoop = eventLoop
         self.request = request
         self.handler = handler
@@ -209,7 +212,7 @@ final class Responder: @unchecked Sendable {
         recorded = true
         observer?.exchangeCompleted(
             request: request, route: route, status: answered ? status : 499, cache: cacheResult, bytes: bodyBytes, startedAt: startedAt,
-            complete: success)
+            complete: success, shard: shard)
     }
 
     /// The handler left the pipeline (an upgrade took the connection over): nothing more is written through it.

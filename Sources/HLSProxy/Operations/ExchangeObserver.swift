@@ -17,10 +17,12 @@ final class ExchangeObserver: Sendable {
     ///   - status: the status sent, or 499 when the client left before an answer started.
     ///   - bytes: body bytes handed to the connection.
     ///   - complete: false when the connection ended before the whole response was written.
+    ///   - shard: the index of the event loop it was answered on (``ShardedCounts``).
     func exchangeCompleted(
-        request: ProxyRequest, route: RequestRoute, status: Int, cache: CacheResult, bytes: Int64, startedAt: NIODeadline, complete: Bool
+        request: ProxyRequest, route: RequestRoute, status: Int, cache: CacheResult, bytes: Int64, startedAt: NIODeadline, complete: Bool,
+        shard: Int = 0
     ) {
-        metrics.record(route: route, status: status, cache: cache, bytes: bytes)
+        metrics.record(route: route, status: status, cache: cache, bytes: bytes, shard: shard)
         guard let accessLog else { return }
         AccessLogLine(
             method: request.method.rawValue, target: request.head.uri, status: status, bytes: bytes, cache: cache,

@@ -64,10 +64,33 @@ package final class ProxyMetrics: Sendable {
     private let itemEvictions: Counter
     /// Indexed by ``WebhookOutcome``.
     private let webhookOutcomes: [Counter]
-    private let trafficCounters = TrafficCounters()
+    /// What the request path counts (``record(route:status:cache:bytes:shard:)``), per event loop: `requests`, then
+    /// `cacheResults` (from ``cacheResultsBase``), then `servedBytes` (from ``servedBytesBase``), in their orders.
+    /// Added into those Prometheus counters when the metrics are read (``emit()``).
+    private let counts: ShardedCounts
+    private var cacheResultsBase: Int { requests.count }
+    private var servedBytesBase: Int { requests.count + CacheResult.allCases.count }
+    /// How much of each of `counts` the Prometheus counters have been given.
+    private let added: NIOLockedValueBox<[Int64]>
 
     /// What was served so far, from the cache and from the origin (the admin API's last-hour history samples it).
-    package var traffic: TrafficTotals { trafficCounters.totals }
+    package var traffic: TrafficTotals {
+        var totals = TrafficTotals()
+        for result in CacheResult.allCases {
+            switch result.source {
+            case .disk, .memory: totals.requestsFromCache += counts.total(cacheResultsBase + result.rawValue)
+            case .origin: totals.requestsFromOrigin += counts.total(cacheResultsBase + result.rawValue)
+            case nil: break
+            }
+        }
+        for source in ByteSource.allCases {
+            switch source {
+            case .disk, .memory: totals.bytesFromCache += counts.total(servedBytesBase + source.rawValue)
+            case .origin: totals.bytesFromOrigin += counts.total(servedBytesBase + source.rawValue)
+            }
+        }
+        return totals
+    }
 
     package init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -88,6 +111,9 @@ package final class ProxyMetrics: Sendable {
         }
         let bytesName = name("served_bytes", "total", "Body bytes of proxied resources sent to clients, by source.")
         self.servedBytes = ByteSource.allCases.map { registry.makeCounter(descriptor: bytesName, labels: [("source", $0.label)]) }
+        let counted = requests.count + CacheResult.allCases.count + ByteSource.allCases.count
+        self.counts = ShardedCounts(count: counted)
+        self.added = NIOLockedValueBox([Int64](repeating: 0, count: counted))
         self.originLatency = registry.makeDurationHistogram(
             descriptor: name("origin_response", "seconds", "Time from an origin request to its response head (proxy fetches)."),
             labels: [], buckets: Self.latencyBuckets)
@@ -170,14 +196,33 @@ package final class ProxyMetrics: Sendable {
     // MARK: - Request path
 
     /// Counts one answered request. `bytes` is the body sent (0 for HEAD and 304).
-    func record(route: RequestRoute, status: Int, cache: CacheResult, bytes: Int64) {
-        requests[route.rawValue * (Self.statuses.count + 1) + Self.statusIndex(status)].increment()
+    /// `shard`: the index of the event loop counting it (``ShardedCounts``).
+    func record(route: RequestRoute, status: Int, cache: CacheResult, bytes: Int64, shard: Int = 0) {
+        counts.add(route.rawValue * (Self.statuses.count + 1) + Self.statusIndex(status), 1, shard: shard)
         guard let source = cache.source else { return }
-        cacheResults[cache.rawValue]?.increment()
+        counts.add(cacheResultsBase + cache.rawValue, 1, shard: shard)
         // Error bodies (JSON written by the proxy) are not content served from anywhere.
         let content = status < 400 ? bytes : 0
-        if content > 0 { servedBytes[source.rawValue].increment(by: content) }
-        trafficCounters.record(source, bytes: content)
+        if content > 0 { counts.add(servedBytesBase + source.rawValue, content, shard: shard) }
+    }
+
+    /// Gives the Prometheus counters what the request path counted since the last time.
+    private func addCounts() {
+        added.withLockedValue { added in
+            for index in 0..<counts.count {
+                let total = counts.total(index)
+                let delta = total - added[index]
+                guard delta > 0 else { continue }
+                added[index] = total
+                if index < cacheResultsBase {
+                    requests[index].increment(by: delta)
+                } else if index < servedBytesBase {
+                    cacheResults[index - cacheResultsBase]?.increment(by: delta)
+                } else {
+                    servedBytes[index - servedBytesBase].increment(by: delta)
+                }
+            }
+        }
     }
 
     static func statusIndex(_ status: Int) -> Int {
@@ -319,7 +364,8 @@ package final class ProxyMetrics: Sendable {
 
     /// The Prometheus text exposition of every metric.
     func emit() -> [UInt8] {
-        registry.emitToBuffer()
+        addCounts()
+        return registry.emitToBuffer()
     }
 }
 
