@@ -254,7 +254,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         var request = exchange.request
         request.remoteAddress = peer(of: context)
-        let responder = Responder(eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer, shard: loopIndex)
+        let responder = Responder(
+            eventLoop: context.eventLoop, request: request, handler: self, webOrigins: webOrigins, observer: observer, shard: loopIndex)
         responder.route = exchange.route
         responder.routeObserver = exchange.routeObserver
         responder.isProxiedContent = true
