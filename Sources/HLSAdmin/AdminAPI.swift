@@ -111,8 +111,8 @@ package final class AdminAPI: ProxyRouteExtension, Service {
 
     // MARK: - ProxyRouteExtension
 
-    package func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
-        recorder.observe(request, status: status, headers: headers)
+    package func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders, shard: Int) {
+        recorder.observe(request, status: status, headers: headers, shard: shard)
     }
 
     package func handle(_ request: ProxyRequest, responder: ProxyResponder) {

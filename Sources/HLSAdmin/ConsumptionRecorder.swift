@@ -109,14 +109,25 @@ final class ConsumptionRecorder: Sendable {
     /// The served responses waiting for a flush, the loaded timelines and the totals, under one lock: every section
     /// is a few dictionary or counter updates (no SQLite, no file read, no logging inside).
     private struct State {
-        var pending = Pending()
         var timelines = Timelines()
         var totals = Totals()
     }
 
     private let state = NIOLockedValueBox(State())
 
-    private func withPending<T>(_ body: (inout Pending) -> T) -> T { state.withLockedValue { body(&$0.pending) } }
+    /// What each event loop observed since the last flush, a box per loop (by its index, as ``ShardedCounts``): the
+    /// loops do not share a lock on every response (one shared lock was ~2.5 % of a replayed playlist hit's CPU at 8
+    /// connections, docs/benchmarks.md, issue 39). Each is bounded by `maxPending` targets.
+    private let pendings: [NIOLockedValueBox<Pending>] = (0..<ShardedCounts.shards).map { _ in NIOLockedValueBox(Pending()) }
+
+    private func withPending<T>(shard: Int = 0, _ body: (inout Pending) -> T) -> T {
+        pendings[(shard & Int.max) % pendings.count].withLockedValue { body(&$0) }
+    }
+
+    /// The sum of `value` over the loops' pending observations (under the state lock, for a total that adds up).
+    private func pendingSum(_ value: (Pending) -> Int) -> Int {
+        pendings.reduce(0) { sum, box in sum + box.withLockedValue { value($0) } }
+    }
     private func withTimelines<T>(_ body: (inout Timelines) -> T) -> T { state.withLockedValue { body(&$0.timelines) } }
     private func withTotals<T>(_ body: (inout Totals) -> T) -> T { state.withLockedValue { body(&$0.totals) } }
 
@@ -132,22 +143,22 @@ final class ConsumptionRecorder: Sendable {
 
     /// Cache hits and misses of proxied resources since the server started.
     var hitsAndMisses: (hits: Int, misses: Int) {
-        state.withLockedValue { ($0.totals.hits + $0.pending.hits, $0.totals.misses + $0.pending.misses) }
+        state.withLockedValue { ($0.totals.hits + pendingSum(\.hits), $0.totals.misses + pendingSum(\.misses)) }
     }
 
     /// The items whose timelines are in memory (for tests).
     var loadedItems: Set<String> { withTimelines { Set($0.loaded.keys) } }
 
     /// Served answers not recorded as playback (more distinct targets than the pending bound between two flushes).
-    var droppedAnswers: Int { state.withLockedValue { $0.totals.dropped + $0.pending.dropped } }
+    var droppedAnswers: Int { state.withLockedValue { $0.totals.dropped + pendingSum(\.dropped) } }
 
     /// On the event loop: remember a successful response to a proxied resource.
-    func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders) {
+    func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders, shard: Int = 0) {
         let uri = request.head.uri
         guard uri.hasPrefix("/http"), request.method == .GET || request.method == .HEAD else { return }
         let cache = headers.first(name: "x-cache")
         guard status == .ok || status == .partialContent || cache != nil else { return }
-        withPending { p in
+        withPending(shard: shard) { p in
             if cache == "HIT" { p.hits += 1 } else if cache == "MISS" { p.misses += 1 }
             guard request.method == .GET, status == .ok || status == .partialContent else { return }
             guard uri != p.last else { return }
@@ -164,9 +175,19 @@ final class ConsumptionRecorder: Sendable {
     /// Off the event loops: records what was served since the last flush.
     /// - Returns: the items played, with their updated records (for `played` events).
     func flush(_ changes: ItemChangeFeed.Changes, now: Date = Date()) -> [(String, ItemConsumption)] {
+        // Under the state lock (then each loop's, in that order everywhere): a reader of the totals never sees what was
+        // taken here missing from both.
         let taken = state.withLockedValue { s -> Pending in
-            let taken = s.pending
-            s.pending = Pending()
+            var taken = Pending()
+            for box in pendings {
+                box.withLockedValue { p in
+                    taken.targets.formUnion(p.targets)
+                    taken.hits += p.hits
+                    taken.misses += p.misses
+                    taken.dropped += p.dropped
+                    p = Pending()
+                }
+            }
             s.totals.hits += taken.hits
             s.totals.misses += taken.misses
             s.totals.dropped += taken.dropped

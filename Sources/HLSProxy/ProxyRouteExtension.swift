@@ -14,8 +14,9 @@ package protocol ProxyRouteExtension: Sendable {
 
     /// The head of a response to any other request (proxied resources, `/keys/`, `/healthz`) is being written:
     /// `headers` include `X-Cache: HIT|MISS` for proxied resources. Called on the event loop for every response,
-    /// so it must be cheap (record and return).
-    func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders)
+    /// so it must be cheap (record and return). `shard`: the index of that event loop among the server's, so that
+    /// what is recorded per loop need not be shared between them (``ShardedCounts``).
+    func didRespond(to request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders, shard: Int)
 
     /// Called once by the ``ProxyServer`` this extension is given to, with the server's metrics (the admin API
     /// samples ``ProxyMetrics/traffic`` for its history). Does nothing unless implemented.

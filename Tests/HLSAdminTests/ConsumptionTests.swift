@@ -97,6 +97,39 @@ struct ConsumptionTests {
         #expect(recorder.droppedAnswers == 25 + 16_400 - 16_384)
     }
 
+    @Test("answers observed on many event loops at once are all counted, and a flush moves them to the totals once")
+    func answersFromManyLoopsAreAllCounted() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-recorder-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try CacheStore.open(directory: directory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
+        defer { store.close() }
+        let items = try ItemStore(directory: directory.path)
+        let recorder = ConsumptionRecorder(store: store, items: items, volatileParameters: [])
+        let hit: HTTPHeaders = ["X-Cache": "HIT"]
+        let miss: HTTPHeaders = ["X-Cache": "MISS"]
+        // More loops than the recorder keeps boxes for: some share one.
+        let loops = ShardedCounts.shards + 4
+        await withTaskGroup(of: Void.self) { group in
+            for loop in 0..<loops {
+                group.addTask {
+                    for index in 0..<1_000 {
+                        let request = ProxyRequest(
+                            head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/http/127.0.0.1:1/v\(loop)/seg\(index % 50).ts"),
+                            remoteAddress: nil)
+                        recorder.observe(request, status: .ok, headers: index % 10 == 0 ? miss : hit, shard: loop)
+                    }
+                }
+            }
+        }
+        #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
+        #expect(recorder.droppedAnswers == 0)
+        _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
+        #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
+        _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
+        #expect(recorder.hitsAndMisses.hits == loops * 900, "counted once")
+    }
+
     @Test(
         "only items being played have their timelines in memory; segments past the precached part are recorded once the player read the playlist"
     )

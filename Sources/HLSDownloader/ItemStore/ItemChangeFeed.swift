@@ -12,6 +12,12 @@ package final class ItemChangeFeed: Sendable {
         package var removed: [String]
         /// Whether this is the first poll (everything is new).
         package var isFirst: Bool
+
+        package init(changed: [DownloadItem], removed: [String], isFirst: Bool) {
+            self.changed = changed
+            self.removed = removed
+            self.isFirst = isFirst
+        }
     }
 
     private struct Position: Sendable {

@@ -100,7 +100,7 @@ final class Responder: @unchecked Sendable {
         if !request.isHead { bodyBytes = body.length }
         var headers = headers
         decorate(&headers)
-        routeObserver?.didRespond(to: request, status: status, headers: headers)
+        routeObserver?.didRespond(to: request, status: status, headers: headers, shard: shard)
         handler.writeResponse(status: status, headers: headers, body: body, headOnly: request.isHead)
     }
 
@@ -115,7 +115,7 @@ final class Responder: @unchecked Sendable {
         answered = true
         status = 200
         if !request.isHead { bodyBytes = body.length }
-        routeObserver?.didRespond(to: request, status: .ok, headers: headers)
+        routeObserver?.didRespond(to: request, status: .ok, headers: headers, shard: shard)
         handler.writePrepared(head, body: body, headOnly: request.isHead)
     }
 
@@ -166,7 +166,7 @@ final class Responder: @unchecked Sendable {
         self.status = Int(status.code)
         var headers = headers
         decorate(&headers)
-        routeObserver?.didRespond(to: request, status: status, headers: headers)
+        routeObserver?.didRespond(to: request, status: status, headers: headers, shard: shard)
         handler.writeStreamHead(status: status, headers: headers, headOnly: request.isHead)
     }
 

@@ -7,9 +7,9 @@ import Synchronization
 /// ~2.5 % of a replayed playlist hit's CPU at 8 connections on two cores (docs/benchmarks.md, issue 39). A shard's
 /// counts are contiguous and start on a cache line of their own. More loops than shards share them by remainder:
 /// the adds are atomic, so a shared shard is slower, never wrong.
-final class ShardedCounts: @unchecked Sendable {
+package final class ShardedCounts: @unchecked Sendable {
     /// Shards made; loop `i` adds into shard `i % shards`.
-    static let shards = 16
+    package static let shards = 16
     /// Counts per shard, rounded up to whole cache lines (8 × 8 bytes).
     private let stride: Int
     let count: Int
