@@ -39,16 +39,12 @@ final class ProxyServices: Sendable {
     struct Adjustable {
         /// Counts of prewarm items by state, for `/metrics`; set by the command that runs a download scheduler.
         var downloadStates: (@Sendable () throws -> [String: Int])?
-        /// `http.allowedWebOrigins`: the configuration's until ``ProxyServer/setWebOrigins(_:)`` replaces it (a
-        /// reload).
-        var webOrigins: WebOriginPolicy
     }
     let adjustable: NIOLockedValueBox<Adjustable>
 
-    /// The web-origin policy in force (read for each request).
-    @Sendable func webOrigins() -> WebOriginPolicy {
-        adjustable.withLockedValue { $0.webOrigins }
-    }
+    /// `http.allowedWebOrigins`: the configuration's until ``ProxyServer/setWebOrigins(_:)`` replaces it (a reload);
+    /// read for each request.
+    let webOrigins: LiveWebOrigins
 
     /// Answers `/api/…` and `/` and observes proxied responses (the admin layer); `nil` keeps the built-in pages.
     let routeExtension: (any ProxyRouteExtension)?
@@ -60,7 +56,8 @@ final class ProxyServices: Sendable {
     ) {
         self.routeExtension = routeExtension
         self.configuration = configuration
-        self.adjustable = NIOLockedValueBox(Adjustable(webOrigins: configuration.webOrigins))
+        self.adjustable = NIOLockedValueBox(Adjustable())
+        self.webOrigins = LiveWebOrigins(configuration.webOrigins)
         self.inFlight = InFlightMemory(budget: configuration.maxInFlightMemoryBytes) { [group] in
             // The heap's free pages after a burst of misses go back to the system (a walk of the arenas: off the loops).
             threadPool.runIfActive(eventLoop: group.any()) { MemoryTrim.giveBackFreedMemory() }.whenFailure { _ in }

@@ -431,6 +431,27 @@ import Testing
         #expect(try await harness.server.replayedRequests() == replayed)
     }
 
+    /// A reload's `http.allowedWebOrigins` judges the next request on a connection already open (each connection keeps
+    /// the policy it read until the version moves: ``LiveWebOrigins``).
+    @Test func aReloadedWebOriginPolicyJudgesTheNextRequestOnAnOpenConnection() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory, configure: { $0.prefetchSegments = 0 })
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(randomBytes(20_000), contentType: "video/mp2t", for: "/b.ts")
+        _ = try await Self.warm(harness, "/b.ts")
+        let connection = try Connection(port: harness.port)
+        let fromPage = Self.request(harness, "/b.ts", extra: "Origin: https://player.example\r\n")
+        func allowed(_ response: Connection.Response) -> String? {
+            response.head.first { $0.lowercased().hasPrefix("access-control-allow-origin:") }.map {
+                String($0.dropFirst("access-control-allow-origin:".count)).trimmingCharacters(in: .whitespaces)
+            }
+        }
+        for _ in 0..<3 { #expect(allowed(try await connection.exchange(fromPage)[0]) == nil) }
+        harness.server.setWebOrigins(try WebOriginPolicy(parsing: ["https://player.example"]))
+        for _ in 0..<3 { #expect(allowed(try await connection.exchange(fromPage)[0]) == "https://player.example") }
+        harness.server.setWebOrigins(.default)
+        for _ in 0..<3 { #expect(allowed(try await connection.exchange(fromPage)[0]) == nil) }
+    }
+
     @Test func headLengthIsFoundOnlyForWholeGetHeads() {
         func length(_ text: String) -> Int? {
             let buffer = ByteBuffer(string: text)

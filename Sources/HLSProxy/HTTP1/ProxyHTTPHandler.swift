@@ -21,9 +21,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     private var responder: Responder?
     private let router: ProxyRouter
-    /// `http.allowedWebOrigins`, read for each request (a reload replaces it).
-    private let liveWebOrigins: @Sendable () -> WebOriginPolicy
-    private var webOrigins: WebOriginPolicy { liveWebOrigins() }
+    /// `http.allowedWebOrigins`, read for each request (a reload replaces it), and what this connection read of it last.
+    private let liveWebOrigins: LiveWebOrigins
+    private var lastWebOrigins: LiveWebOrigins.Read?
+    private var webOrigins: WebOriginPolicy { liveWebOrigins.read(&lastWebOrigins) }
     private let observer: ExchangeObserver?
     /// The connection's timeouts (``ConnectionTimeoutHandler`` in front of the HTTP decoder), told directly (same
     /// channel, same event loop) where a request stands and how many response bytes were queued: a user event through
@@ -57,7 +58,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         router: ProxyRouter, configuration: ProxyConfiguration, observer: ExchangeObserver? = nil,
         timeouts: (any ConnectionTimeoutEvents)? = nil,
         decoder: RequestDecoder? = nil, date: DateLine? = nil, replays: ReplayedExchanges? = nil, yield: LoopYield? = nil,
-        webOrigins: (@Sendable () -> WebOriginPolicy)? = nil, loopIndex: Int = 0
+        webOrigins: LiveWebOrigins? = nil, loopIndex: Int = 0
     ) {
         self.loopIndex = loopIndex
         self.yield = yield
@@ -67,7 +68,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.decoder = decoder
         self.date = date
         self.replays = replays
-        self.liveWebOrigins = webOrigins ?? { [policy = configuration.webOrigins] in policy }
+        self.liveWebOrigins = webOrigins ?? LiveWebOrigins(configuration.webOrigins)
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
         self.drainFirstRequestWindow = configuration.drainFirstRequestWindow
@@ -215,7 +216,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 replays.remember(
                     ReplayedExchange(
                         head: candidate.head, hash: candidate.hash, request: request, route: responder.route,
-                        routeObserver: responder.routeObserver, answer: answer))
+                        routeObserver: responder.routeObserver, answer: answer, webOriginsVersion: lastWebOrigins?.version ?? 0))
             }
         case .reject(let error):
             let received = state.takeRejectedHead()
@@ -250,6 +251,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// False: the decoder decodes the bytes as usual.
     func replayExchange(head: ByteBufferView, hash: Int) -> Bool {
         guard let context, let replays, responder == nil, state.mayReplay, let exchange = replays.exchange(for: head, hash: hash) else {
+            return false
+        }
+        let webOrigins = self.webOrigins
+        guard exchange.webOriginsVersion == lastWebOrigins?.version else {
+            // Judged by a policy a reload replaced since.
+            replays.forget(exchange)
             return false
         }
         var request = exchange.request

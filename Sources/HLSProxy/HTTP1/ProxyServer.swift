@@ -199,7 +199,7 @@ package final class ProxyServer: Sendable {
     /// Replaces `http.allowedWebOrigins`: every request from now on, on new and open connections, is judged by
     /// `policy` (a reload; docs/operations.md#reload).
     package func setWebOrigins(_ policy: WebOriginPolicy) {
-        services.adjustable.withLockedValue { $0.webOrigins = policy }
+        services.webOrigins.set(policy)
     }
 
     package var localAddress: SocketAddress? { started.withLockedValue { $0.channel?.localAddress } }

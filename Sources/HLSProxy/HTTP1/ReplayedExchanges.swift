@@ -142,6 +142,9 @@ final class ReplayedExchange: @unchecked Sendable {
     let route: RequestRoute
     let routeObserver: (any ProxyRouteExtension)?
     let answer: ReplayedAnswer
+    /// The version of `http.allowedWebOrigins` its page was judged by (``LiveWebOrigins``): after a reload the same
+    /// bytes may come from a page judged otherwise, with other CORS headers — decoded again.
+    let webOriginsVersion: Int
     /// What the answer was last checked against, when a small body can be sent again on it alone (``ReplayCheck``).
     var check: ReplayCheck?
     /// When it was last remembered or answered, on its table's clock (``ReplayedExchanges``).
@@ -149,8 +152,9 @@ final class ReplayedExchange: @unchecked Sendable {
 
     init(
         head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,
-        answer: ReplayedAnswer
+        answer: ReplayedAnswer, webOriginsVersion: Int = 0
     ) {
+        self.webOriginsVersion = webOriginsVersion
         self.head = head
         self.hash = hash
         self.request = request
