@@ -52,7 +52,9 @@ final class Responder: @unchecked Sendable {
     var cacheResult = CacheResult.none
     private var status = 0
     private var bodyBytes: Int64 = 0
-    private let startedAt = NIODeadline.now()
+    /// When the request started, for the access log's duration (read only when there is one: a clock reading per
+    /// request otherwise for nothing).
+    private let startedAt: NIODeadline
     private var recorded = false
     private let observer: ExchangeObserver?
     /// The index of the connection's event loop, where its counts go (``ShardedCounts``).
@@ -76,6 +78,7 @@ final class Responder: @unchecked Sendable {
         observer: ExchangeObserver? = nil, shard: Int = 0
     ) {
         self.shard = shard
+        self.startedAt = observer?.logsAccess == true ? .now() : .uptimeNanoseconds(0)
         self.eventLoop = eventLoop
         self.request = request
         self.handler = handler

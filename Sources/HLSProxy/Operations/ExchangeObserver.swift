@@ -8,6 +8,9 @@ final class ExchangeObserver: Sendable {
     /// line is ever built.
     private let accessLog: Logger?
 
+    /// Whether an access-log line is written (and the time a request took is wanted).
+    var logsAccess: Bool { accessLog != nil }
+
     init(metrics: ProxyMetrics, accessLog: Logger?) {
         self.metrics = metrics
         self.accessLog = accessLog.flatMap { $0.logLevel <= .info ? $0 : nil }
