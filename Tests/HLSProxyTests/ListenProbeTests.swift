@@ -9,13 +9,16 @@ import Testing
 /// `serve` listens with `SO_REUSEPORT` (so that `--take-over` can start the next version beside it), and first makes
 /// sure no other socket listens on its address with a plain bind that never listens (``ProxyServer/refuseTakenAddress(host:port:)``).
 @Suite struct ListenProbeTests {
-    /// A listening socket of 127.0.0.1 and its port (the caller closes it).
-    private static func listener() throws -> (descriptor: CInt, port: Int) {
-        let descriptor = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
+    /// A socket of 127.0.0.1 with `SO_REUSEADDR`, bound to `port` (0: one the system chooses), listening or not, and
+    /// its port (the caller closes it).
+    private static func socket(port: Int = 0, listening: Bool = true) throws -> (descriptor: CInt, port: Int) {
+        let descriptor = Glibc.socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
         try #require(descriptor >= 0)
-        let address = try SocketAddress(ipAddress: "127.0.0.1", port: 0)
+        var one: CInt = 1
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
         try #require(address.withSockAddr { bind(descriptor, $0, socklen_t($1)) } == 0)
-        try #require(listen(descriptor, 16) == 0)
+        if listening { try #require(listen(descriptor, 16) == 0) }
         var bound = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &bound) {
@@ -24,10 +27,17 @@ import Testing
         return (descriptor, Int(UInt16(bigEndian: bound.sin_port)))
     }
 
+    /// A listening socket of 127.0.0.1 and its port (the caller closes it).
+    private static func listener() throws -> (descriptor: CInt, port: Int) { try socket() }
+
     /// A port another socket listens on is refused with `EADDRINUSE`; once it is free the probe passes, and leaves
-    /// nothing listening there.
+    /// nothing listening there. The port is held meanwhile by a socket bound to it that does not listen (what the probe
+    /// itself is, and lets bind beside it): once the listener closed, no connection of another test running at the same
+    /// time can be given it as its own port, which made the probe fail now and then in a parallel run.
     @Test func theProbeRefusesATakenPortAndLeavesNothingListening() throws {
-        let (descriptor, port) = try Self.listener()
+        let (holder, port) = try Self.socket(listening: false)
+        defer { close(holder) }
+        let (descriptor, _) = try Self.socket(port: port)
         #expect {
             try ProxyServer.refuseTakenAddress(host: "127.0.0.1", port: port)
         } throws: { ($0 as? IOError)?.errnoCode == EADDRINUSE }
