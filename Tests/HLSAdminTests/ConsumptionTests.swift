@@ -70,64 +70,66 @@ struct ConsumptionTests {
     @Test(
         "a busy server's answers are all recorded: the same targets answered tens of thousands of times between two flushes take one place each, and only distinct targets past the bound are dropped"
     )
-    func manyAnswersOfFewTargetsAreNotDropped() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-recorder-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try CacheStore.open(directory: directory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
-        defer { store.close() }
-        let items = try ItemStore(directory: directory.path)
-        let recorder = ConsumptionRecorder(store: store, items: items, volatileParameters: [])
-        let hit: HTTPHeaders = ["X-Cache": "HIT"]
-        func request(_ uri: String) -> ProxyRequest {
-            ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), remoteAddress: nil)
+    func manyAnswersOfFewTargetsAreNotDropped() async throws {
+        try await Self.withRecorder { recorder in
+            let hit: HTTPHeaders = ["X-Cache": "HIT"]
+            let request = Self.request
+            // 64 players of 25 segments, interleaved, 40,000 answers (a second of a busy server): nothing dropped.
+            let requests = (0..<25).map { request("/http/127.0.0.1:1/v/seg\($0).ts") }
+            for index in 0..<40_000 {
+                let segment: Int = (index * 7 + index / 64) % 25
+                recorder.observe(requests[segment], status: HTTPResponseStatus.ok, headers: hit)
+            }
+            #expect(recorder.droppedAnswers == 0)
+            #expect(recorder.hitsAndMisses.hits == 40_000)
+            // Distinct targets past the bound are dropped, and counted.
+            for index in 0..<16_400 {
+                recorder.observe(request("/http/127.0.0.1:1/v/other\(index).ts"), status: HTTPResponseStatus.ok, headers: hit)
+            }
+            #expect(recorder.droppedAnswers == 25 + 16_400 - 16_384)
         }
-        // 64 players of 25 segments, interleaved, 40,000 answers (a second of a busy server): nothing dropped.
-        let requests = (0..<25).map { request("/http/127.0.0.1:1/v/seg\($0).ts") }
-        for index in 0..<40_000 {
-            let segment: Int = (index * 7 + index / 64) % 25
-            recorder.observe(requests[segment], status: HTTPResponseStatus.ok, headers: hit)
-        }
-        #expect(recorder.droppedAnswers == 0)
-        #expect(recorder.hitsAndMisses.hits == 40_000)
-        // Distinct targets past the bound are dropped, and counted.
-        for index in 0..<16_400 {
-            recorder.observe(request("/http/127.0.0.1:1/v/other\(index).ts"), status: HTTPResponseStatus.ok, headers: hit)
-        }
-        #expect(recorder.droppedAnswers == 25 + 16_400 - 16_384)
     }
 
     @Test("answers observed on many event loops at once are all counted, and a flush moves them to the totals once")
     func answersFromManyLoopsAreAllCounted() async throws {
+        try await Self.withRecorder { recorder in
+            let hit: HTTPHeaders = ["X-Cache": "HIT"]
+            let miss: HTTPHeaders = ["X-Cache": "MISS"]
+            // More loops than the recorder keeps boxes for: some share one.
+            let loops = ShardedCounts.shards + 4
+            await withTaskGroup(of: Void.self) { group in
+                for loop in 0..<loops {
+                    group.addTask {
+                        for index in 0..<1_000 {
+                            let request = Self.request("/http/127.0.0.1:1/v\(loop)/seg\(index % 50).ts")
+                            recorder.observe(request, status: .ok, headers: index % 10 == 0 ? miss : hit, shard: loop)
+                        }
+                    }
+                }
+            }
+            #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
+            #expect(recorder.droppedAnswers == 0)
+            _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
+            #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
+            _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
+            #expect(recorder.hitsAndMisses.hits == loops * 900, "counted once")
+        }
+    }
+
+    /// Runs `body` with a recorder on a store and an item table of their own, removed afterwards.
+    private static func withRecorder(_ body: (ConsumptionRecorder) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-recorder-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try CacheStore.open(directory: directory.path, maxBytes: 1 << 30, freeDiskCushion: 0)
         defer { store.close() }
         let items = try ItemStore(directory: directory.path)
-        let recorder = ConsumptionRecorder(store: store, items: items, volatileParameters: [])
-        let hit: HTTPHeaders = ["X-Cache": "HIT"]
-        let miss: HTTPHeaders = ["X-Cache": "MISS"]
-        // More loops than the recorder keeps boxes for: some share one.
-        let loops = ShardedCounts.shards + 4
-        await withTaskGroup(of: Void.self) { group in
-            for loop in 0..<loops {
-                group.addTask {
-                    for index in 0..<1_000 {
-                        let request = ProxyRequest(
-                            head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/http/127.0.0.1:1/v\(loop)/seg\(index % 50).ts"),
-                            remoteAddress: nil)
-                        recorder.observe(request, status: .ok, headers: index % 10 == 0 ? miss : hit, shard: loop)
-                    }
-                }
-            }
-        }
-        #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
-        #expect(recorder.droppedAnswers == 0)
-        _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
-        #expect(recorder.hitsAndMisses.hits == loops * 900 && recorder.hitsAndMisses.misses == loops * 100)
-        _ = recorder.flush(ItemChangeFeed.Changes(changed: [], removed: [], isFirst: false))
-        #expect(recorder.hitsAndMisses.hits == loops * 900, "counted once")
+        try await body(ConsumptionRecorder(store: store, items: items, volatileParameters: []))
+    }
+
+    /// A `GET` of `uri` as the proxy hands it to the recorder.
+    private static func request(_ uri: String) -> ProxyRequest {
+        ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: uri), remoteAddress: nil)
     }
 
     @Test(
