@@ -122,9 +122,17 @@ struct MemoryTierContents<Value> {
 
     /// The entries to evict so that `key` (`cost` bytes) fits, or nil if it may not enter: asked for too rarely, too
     /// large for its room, or not asked for more often than an entry it would have to evict.
+    ///
+    /// Against an entry it would evict, the object is weighed on the requests it had *before* the one asking now (the
+    /// caller counts that one first): an entry's count holds only requests that were made, and the entry's next
+    /// request has not come yet. Counting it in the object's favour made every object of a loop look one request more
+    /// popular than the least recent entry — the one asked for longest ago, whose next request is due — and a loop
+    /// read each object in just before evicting it, as plain LRU does (`viewersWalkingALoopOutOfStepStopReadingOnceSettled`).
     private func plan(for key: CacheKey, cost: Int, now: UInt64) -> (small: [CacheKey], large: [CacheKey])? {
         let frequency = sketch.frequency(key.hashValue)
         guard frequency >= Self.minimumFrequency, cost > 0 else { return nil }
+        // What the object is weighed on against the entries it would evict.
+        let earlier = frequency - 1
         // A new version of a held object replaces it: its bytes are free.
         let heldSmall = small.peekValue(forKey: key)?.cost ?? 0
         let heldLarge = large.peekValue(forKey: key)?.cost ?? 0
@@ -133,7 +141,7 @@ struct MemoryTierContents<Value> {
             // Within the small room, frequency decides.
             guard
                 let smallVictims = victims(
-                    in: small, toFree: small.totalCost - heldSmall + cost - smallBudget, excluding: key, frequency: frequency, now: now)
+                    in: small, toFree: small.totalCost - heldSmall + cost - smallBudget, excluding: key, frequency: earlier, now: now)
             else { return nil }
             // Then the whole: small entries take what they need from large ones, whatever those are worth.
             let smallAfter = small.totalCost - heldSmall - smallVictims.freed + cost
@@ -145,7 +153,7 @@ struct MemoryTierContents<Value> {
         guard
             let largeVictims = victims(
                 in: large, toFree: small.totalCost - heldSmall + large.totalCost - heldLarge + cost - maxBytes, excluding: key,
-                frequency: frequency, now: now)
+                frequency: earlier, now: now)
         else { return nil }
         return ([], largeVictims.keys)
     }
