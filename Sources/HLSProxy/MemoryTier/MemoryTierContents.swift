@@ -11,7 +11,7 @@ import HLSCacheCore
 /// - **Frequency decides who enters when something must leave** (TinyLFU admission, ``FrequencySketch``): every
 ///   request for an object is counted, held or not. An object enters once it was asked for at least twice; when
 ///   room must be made, it enters only if it was asked for more often than every entry it would evict (the least
-///   recently used first). A loop over a working set larger than the tier then keeps a stable part of it in memory
+///   recently used first), not counting the request asking now. A loop over a working set larger than the tier then keeps a stable part of it in memory
 ///   and sends the rest from the files, instead of reading each object in just before evicting it (plain LRU reads
 ///   every object and hits none); in a Zipf-shaped library the popular objects win their place. The decision is
 ///   made before anything is read, so an object that would not enter is never read into memory.
