@@ -72,6 +72,13 @@ import Testing
         let usage = harness.server.services.memory.usage
         #expect(usage.count == 1 && usage.bytes == body.count + MemoryTier.entryOverhead)
         #expect(harness.origin.requests(matching: "/m.ts").count == 1)
+        // One read into the tier, and `/metrics` counts it (a counter: the same on the next scrape).
+        #expect(harness.server.services.memory.reads == 1)
+        for _ in 0..<2 {
+            let (samples, types) = try PrometheusText.parse(try await harness.get(harness.base + "/metrics").text)
+            #expect(types["hlscache_memory_tier_reads_total"] == "counter")
+            #expect(samples.value("hlscache_memory_tier_reads_total") == 1)
+        }
     }
 
     /// Another process (`hlscache fetch`) stores a new version of the same length: until the tier looks at the file

@@ -246,7 +246,7 @@ final class MemoryTier: Sendable {
         requestBegan(on: connection)
     }
 
-    /// Reads into the tier started so far (tests).
+    /// Reads into the tier started so far (`hlscache_memory_tier_reads_total`, tests).
     var reads: Int {
         loadsStarted.load(ordering: .relaxed)
     }

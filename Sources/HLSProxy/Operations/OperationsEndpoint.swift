@@ -28,7 +28,9 @@ final class OperationsEndpoint: Sendable {
                     cacheObjects: usage?.count, cacheCapacity: services.store.maxBytes,
                     memoryTier: {
                         let held = services.memory.usage
-                        return (held.bytes, held.count, services.memory.largeSendsInFlight, services.memory.maxBytes)
+                        return (
+                            held.bytes, held.count, services.memory.largeSendsInFlight, services.memory.maxBytes, services.memory.reads
+                        )
                     }(),
                     diskFree: services.store.freeDiskBytes(),
                     keys: services.keys.statistics,

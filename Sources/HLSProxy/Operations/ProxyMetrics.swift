@@ -41,6 +41,7 @@ package final class ProxyMetrics: Sendable {
     private let memoryTierBytes: Gauge
     private let memoryTierObjects: Gauge
     private let memoryTierCapacity: Gauge
+    private let memoryTierReads: Counter
     private let memoryLargeSends: Gauge
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
@@ -56,6 +57,7 @@ package final class ProxyMetrics: Sendable {
     /// What ``update(_:)`` keeps from one snapshot to the next (it turns running totals into counter increments).
     private struct Previous {
         var connectionWaits = 0
+        var memoryTierReads = 0
         var keyStatistics = KeyStatistics()
         var downloadStates: [String: Gauge] = [:]
     }
@@ -141,6 +143,10 @@ package final class ProxyMetrics: Sendable {
             descriptor: name("memory_tier_objects", "", "Objects held by the memory tier."), labels: [])
         self.memoryTierCapacity = registry.makeGauge(
             descriptor: name("memory_tier_capacity", "bytes", "The memory tier's bound (cache.memorySize, resolved when auto)."),
+            labels: [])
+        self.memoryTierReads = registry.makeCounter(
+            descriptor: name(
+                "memory_tier_reads", "total", "Objects read from their files into the memory tier (in the background, once admitted)."),
             labels: [])
         self.memoryLargeSends = registry.makeGauge(
             descriptor: name(
@@ -311,8 +317,9 @@ package final class ProxyMetrics: Sendable {
         var cacheBytes: Int64?
         var cacheObjects: Int?
         var cacheCapacity: Int64
-        /// The memory tier: bytes and objects held, connections holding a large body, and its bound.
-        var memoryTier: (bytes: Int, objects: Int, largeSends: Int, capacity: Int) = (0, 0, 0, 0)
+        /// The memory tier: bytes and objects held, connections holding a large body, its bound, and the reads into it
+        /// started so far.
+        var memoryTier: (bytes: Int, objects: Int, largeSends: Int, capacity: Int, reads: Int) = (0, 0, 0, 0, 0)
         var diskFree: Int64?
         var keys: KeyStatistics
         var downloadStates: [String: Int]?
@@ -331,6 +338,11 @@ package final class ProxyMetrics: Sendable {
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
+        let readsBefore = previous.withLockedValue { previous in
+            defer { previous.memoryTierReads = max(previous.memoryTierReads, snapshot.memoryTier.reads) }
+            return previous.memoryTierReads
+        }
+        memoryTierReads.increment(by: Int64(max(0, snapshot.memoryTier.reads - readsBefore)))
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let waits = snapshot.originConnectionWaits {
             let waitsBefore = previous.withLockedValue { previous in
