@@ -135,13 +135,20 @@ check_wrk() { # label output-file
   if grep -q "Socket errors" "$2"; then fail "$1: $(grep 'Socket errors' "$2")"; fi
 }
 
+# hlscache_memory_tier_reads_total of the hlscache at host (empty for a build without it).
+tier_reads() { # host
+  curl -fsS "$1/metrics" 2>/dev/null | awk '/^hlscache_memory_tier_reads_total / {print $2}'
+}
+
 # One run of a cell on a server: prints "req/s cpu-µs-per-request" (for mixed: the playlist's, then the segments').
 run_cell() { # server workload connections
   local server=$1 workload=$2 conns=$3 prefix host path
   host="http://127.0.0.1:$(prefix_of "$server" | cut -d/ -f3 | cut -d: -f2)"
   prefix=$(prefix_of "$server" | cut -d/ -f4-)
   [ -n "$prefix" ] && prefix="/$prefix"
-  local threads=$((conns < 2 ? 1 : 2)) before after sampler=""
+  local threads=$((conns < 2 ? 1 : 2)) before after sampler="" reads_before=""
+  # hlscache's reads into its memory tier during the run (objects read in only to be evicted show here).
+  if [ "$server" = hlscache ] || [ "$server" = hlscache_b ]; then reads_before=$(tier_reads "$host"); fi
   # shellcheck disable=SC2046
   before=$(ticks $(pids_of "$server"))
   if [ "$server" = hlscache ] || [ "$server" = hlscache_b ]; then
@@ -166,6 +173,11 @@ run_cell() { # server workload connections
   esac
   # shellcheck disable=SC2046
   after=$(ticks $(pids_of "$server"))
+  if [ -n "$reads_before" ]; then
+    local reads_after
+    reads_after=$(tier_reads "$host")
+    [ -n "$reads_after" ] && echo $((${reads_after%.*} - ${reads_before%.*})) >>"$work/reads.$server"
+  fi
   check_wrk "$server $workload:$conns" "$work/wrk.out"
   if [ -n "$sampler" ]; then
     wait "$sampler" || true
@@ -192,6 +204,7 @@ rule+="---:|"
 [ -n "${HLSCACHE_BIN_B:-}" ] && header+=" B / best |" && rule+="---:|"
 echo "$header"
 echo "$rule"
+reads_line=""
 for cell in $cells; do
   workload=${cell%%:*}
   conns=${cell##*:}
@@ -229,9 +242,14 @@ for cell in $cells; do
   row+=" | $(python3 -c "print(f'{$mine / $best:.2f}' if $best else 'n/a')")"
   [ -n "${HLSCACHE_BIN_B:-}" ] && row+=" | $(python3 -c "print(f'{$theirs / $best:.2f}' if $best else 'n/a')")"
   echo "$row |"
+  for server in hlscache hlscache_b; do
+    [ -s "$work/reads.$server" ] && reads_line+=" $server $cell $(awk '{s += $1} END {print s}' "$work/reads.$server");"
+    rm -f "$work/reads.$server"
+  done
   unset rps cpu extra
 done
 echo
+[ -n "$reads_line" ] && echo "objects read into the memory tier during each cell's rounds:$reads_line"
 # shellcheck disable=SC2046
 peak=$(peak_rss_mib "$hls_pid")
 echo "peak RSS during the cells: nginx (all workers, all roles) $(peak_rss_mib $(pids_of static)) MiB, Varnish $(peak_rss_mib $(pids_of varnish)) MiB, hlscache $peak MiB (tier bound $((tier >> 20)) MiB + 64)${HLSCACHE_BIN_B:+, hlscache B $(peak_rss_mib "${hls_b_pid:-}") MiB}; hlscache during the warm-up (misses) $warm_peak MiB"

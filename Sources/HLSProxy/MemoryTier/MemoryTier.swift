@@ -52,7 +52,8 @@ final class MemoryTier: Sendable {
     static let entryOverhead = 512
     /// Reads in flight at once; an object asked for while this many are under way is read on a later hit.
     static let maxLoads = 8
-    /// An entry not asked for in this long counts as never asked for when room is made (``MemoryTierContents``).
+    /// An entry not asked for in this long of the tier's time in use counts as never asked for when room is made
+    /// (``MemoryTierContents/inUse``: a pause between requests counts for at most a second).
     static let idleAfter = TimeAmount.seconds(30)
     /// Bodies of at most this many bytes (playlists, init sections, short segments) are always sent from memory when
     /// held; larger ones only while fewer than ``maxLargeSends`` connections hold one.
@@ -166,7 +167,7 @@ final class MemoryTier: Sendable {
         let count = !counted
         counted = true
         let found = state.withLockedValue { state -> MemoryObject? in
-            if count { state.entries.recordRequest(object.key) }
+            if count { state.entries.recordRequest(object.key, now: time) }
             guard let entry = state.entries.value(forKey: object.key, now: time) else { return nil }
             guard entry.etag == object.etag, entry.size == object.size else {
                 state.entries.removeValue(forKey: object.key)
@@ -228,11 +229,18 @@ final class MemoryTier: Sendable {
         largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed)
     }
 
-    /// Counts a request for `object` that will not look at the tier's copy, unless it was counted.
+    /// Counts a request for `object` that will not be sent the tier's copy, unless it was counted. A held copy is
+    /// marked as asked for all the same: it is in use, only sent from its file this time (past ``maxLargeSends``) —
+    /// left unmarked, copies asked for all the time aged as if nobody wanted them (``MemoryTierContents/idleAfter``)
+    /// and gave their places to objects asked for less.
     private func countRequest(_ object: CachedObject, counted: inout Bool) {
         guard !counted else { return }
         counted = true
-        state.withLockedValue { $0.entries.recordRequest(object.key) }
+        let time = now().uptimeNanoseconds
+        state.withLockedValue { state in
+            state.entries.recordRequest(object.key, now: time)
+            _ = state.entries.value(forKey: object.key, now: time)
+        }
     }
 
     /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
@@ -274,11 +282,10 @@ final class MemoryTier: Sendable {
                 || (maxLargeSends > 0 && largeSends.load(ordering: .relaxed) <= maxLargeSends)
         else { return }
         let cost = Int(object.size) + Self.entryOverhead
-        let time = now().uptimeNanoseconds
         let start = state.withLockedValue { state -> Bool in
             if let held = state.entries.peekValue(forKey: object.key), held.etag == object.etag, held.size == object.size { return false }
             guard state.loading.count < Self.maxLoads, !state.loading.contains(object.key),
-                state.entries.admits(object.key, cost: cost, now: time)
+                state.entries.admits(object.key, cost: cost)
             else { return false }
             state.loading.insert(object.key)
             return true

@@ -18,9 +18,12 @@ import HLSCacheCore
 ///
 /// Frequency protects an entry only while it is in use: one not asked for in ``idleAfter`` counts as never asked
 /// for, so the segments of a live channel that left its window (asked for thousands of times, never again) give
-/// their place to the new live edge at once rather than after the sketch's next halving.
+/// their place to the new live edge at once rather than after the sketch's next halving. That time is the tier's
+/// time in use (``inUse``): a pause between two requests counts for at most ``pauseCounted``, so a library nobody
+/// asked for during a lunch break is not idle when its viewers come back — on wall-clock time every entry then
+/// counted as never asked for, and the first pass after the pause read the whole tier in again.
 struct MemoryTierContents<Value> {
-    /// An entry, its cost and when it was last asked for (nanoseconds of the tier's clock).
+    /// An entry, its cost and when it was last asked for (``inUse`` then).
     struct Entry {
         var value: Value
         var cost: Int
@@ -35,8 +38,16 @@ struct MemoryTierContents<Value> {
     let smallCost: Int
     /// Asked for fewer times than this (in the sketch's memory), an object does not enter.
     static var minimumFrequency: Int { 2 }
-    /// An entry not asked for in this long counts as never asked for (``UInt64`` nanoseconds).
+    /// An entry not asked for in this long of the tier's time in use (``inUse``) counts as never asked for
+    /// (nanoseconds).
     let idleAfter: UInt64
+    /// The most a pause between two requests adds to ``inUse`` (nanoseconds).
+    static var pauseCounted: UInt64 { 1_000_000_000 }
+    /// The tier's time in use: nanoseconds between the requests it was told of, a pause counting at most
+    /// ``pauseCounted``.
+    private(set) var inUse: UInt64 = 0
+    /// The latest time (of the caller's clock) the tier was told of.
+    private var lastSeen: UInt64?
 
     private var small: BoundedLRU<CacheKey, Entry>
     private var large: BoundedLRU<CacheKey, Entry>
@@ -47,7 +58,7 @@ struct MemoryTierContents<Value> {
     ///   - smallCost: entries of at most this cost are small.
     ///   - smallBudget: bytes small entries may always use (at most `maxBytes`).
     ///   - maxCount: the most entries held in each region.
-    ///   - idleAfter: nanoseconds after which an entry no longer asked for counts as never asked for.
+    ///   - idleAfter: nanoseconds of use (``inUse``) after which an entry no longer asked for counts as never asked for.
     init(maxBytes: Int, smallCost: Int, smallBudget: Int, maxCount: Int, idleAfter: UInt64) {
         self.maxBytes = max(0, maxBytes)
         self.smallCost = smallCost
@@ -61,9 +72,21 @@ struct MemoryTierContents<Value> {
 
     // MARK: - Requests
 
-    /// Counts one request for `key`, held or not.
-    mutating func recordRequest(_ key: CacheKey) {
+    /// Counts one request for `key`, held or not, made at `now` (nanoseconds of the caller's monotonic clock).
+    mutating func recordRequest(_ key: CacheKey, now: UInt64) {
         sketch.increment(key.hashValue)
+        advance(to: now)
+    }
+
+    /// Moves ``inUse`` on to `now` (a time earlier than one seen already moves nothing).
+    private mutating func advance(to now: UInt64) {
+        guard let lastSeen else {
+            lastSeen = now
+            return
+        }
+        guard now > lastSeen else { return }
+        inUse &+= min(now - lastSeen, Self.pauseCounted)
+        self.lastSeen = now
     }
 
     /// How often `key` was asked for lately (the sketch's estimate).
@@ -73,6 +96,8 @@ struct MemoryTierContents<Value> {
 
     /// The value held for `key`, marked as asked for at `now` (and made the most recent of its region).
     mutating func value(forKey key: CacheKey, now: UInt64) -> Value? {
+        advance(to: now)
+        let now = inUse
         if let value = small.touchValue(
             forKey: key,
             { entry -> Value in
@@ -97,19 +122,20 @@ struct MemoryTierContents<Value> {
 
     /// Whether an object of `cost` bytes for `key` would enter now (``insert(_:forKey:cost:now:)`` decides again: the
     /// contents may have changed while it was read).
-    func admits(_ key: CacheKey, cost: Int, now: UInt64) -> Bool {
-        plan(for: key, cost: cost, now: now) != nil
+    func admits(_ key: CacheKey, cost: Int) -> Bool {
+        plan(for: key, cost: cost) != nil
     }
 
     /// Puts `value` in for `key` if it is admitted now, evicting what must leave for it.
     /// - Returns: whether it entered.
     @discardableResult
     mutating func insert(_ value: Value, forKey key: CacheKey, cost: Int, now: UInt64) -> Bool {
-        guard let plan = plan(for: key, cost: cost, now: now) else { return false }
+        advance(to: now)
+        guard let plan = plan(for: key, cost: cost) else { return false }
         removeValue(forKey: key)
         for victim in plan.small { small.removeValue(forKey: victim) }
         for victim in plan.large { large.removeValue(forKey: victim) }
-        let entry = Entry(value: value, cost: cost, lastUsed: now)
+        let entry = Entry(value: value, cost: cost, lastUsed: inUse)
         if isSmall(cost) {
             small.setValue(entry, forKey: key, cost: cost)
         } else {
@@ -128,7 +154,7 @@ struct MemoryTierContents<Value> {
     /// request has not come yet. Counting it in the object's favour made every object of a loop look one request more
     /// popular than the least recent entry — the one asked for longest ago, whose next request is due — and a loop
     /// read each object in just before evicting it, as plain LRU does (`viewersWalkingALoopOutOfStepStopReadingOnceSettled`).
-    private func plan(for key: CacheKey, cost: Int, now: UInt64) -> (small: [CacheKey], large: [CacheKey])? {
+    private func plan(for key: CacheKey, cost: Int) -> (small: [CacheKey], large: [CacheKey])? {
         let frequency = sketch.frequency(key.hashValue)
         guard frequency >= Self.minimumFrequency, cost > 0 else { return nil }
         // What the object is weighed on against the entries it would evict.
@@ -141,7 +167,7 @@ struct MemoryTierContents<Value> {
             // Within the small room, frequency decides.
             guard
                 let smallVictims = victims(
-                    in: small, toFree: small.totalCost - heldSmall + cost - smallBudget, excluding: key, frequency: earlier, now: now)
+                    in: small, toFree: small.totalCost - heldSmall + cost - smallBudget, excluding: key, frequency: earlier)
             else { return nil }
             // Then the whole: small entries take what they need from large ones, whatever those are worth.
             let smallAfter = small.totalCost - heldSmall - smallVictims.freed + cost
@@ -153,7 +179,7 @@ struct MemoryTierContents<Value> {
         guard
             let largeVictims = victims(
                 in: large, toFree: small.totalCost - heldSmall + large.totalCost - heldLarge + cost - maxBytes, excluding: key,
-                frequency: earlier, now: now)
+                frequency: earlier)
         else { return nil }
         return ([], largeVictims.keys)
     }
@@ -161,7 +187,7 @@ struct MemoryTierContents<Value> {
     /// The least recent entries of `region` (but `key`) that free `bytes`, if each was asked for less often than
     /// `frequency` (an idle one counts 0); nil if one was not.
     private func victims(
-        in region: BoundedLRU<CacheKey, Entry>, toFree bytes: Int, excluding key: CacheKey, frequency: Int, now: UInt64
+        in region: BoundedLRU<CacheKey, Entry>, toFree bytes: Int, excluding key: CacheKey, frequency: Int
     ) -> (keys: [CacheKey], freed: Int)? {
         guard bytes > 0 else { return ([], 0) }
         var keys: [CacheKey] = []
@@ -169,7 +195,7 @@ struct MemoryTierContents<Value> {
         var admitted = true
         region.forEachLeastRecentFirst { victim, entry, cost in
             if victim == key { return true }
-            let idle = now &- entry.lastUsed > idleAfter
+            let idle = inUse &- entry.lastUsed > idleAfter
             if !idle && sketch.frequency(victim.hashValue) >= frequency {
                 admitted = false
                 return false
