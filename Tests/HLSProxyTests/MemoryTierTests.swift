@@ -515,6 +515,45 @@ import Testing
         #expect(harness.origin.requests(matching: "/big.ts").count == 1)
     }
 
+    /// A held copy asked for while the large sends are taken (its requests take the file) is still in use: it keeps
+    /// its place against an object asked for less. Left unmarked by those requests, it counted as idle once the tier
+    /// had been in use for `MemoryTier.idleAfter`, and the first object asked for twice took its place.
+    @Test func aCopyAskedForPastTheLargeSendsKeepsItsPlace() async throws {
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryLargeSends = 1
+            configuration.memoryCacheBytes = 3 << 20  // room for one 2 MiB object
+            configuration.memoryTierClock = { clock.now }
+            configuration.sendTimeout = .seconds(3600)
+        }
+        defer { Task { await harness.shutdown() } }
+        for name in ["a", "b"] { harness.origin.setBody(randomBytes(2 << 20), contentType: "video/mp2t", for: "/\(name).ts") }
+        let (a, b) = (harness.url("/a.ts"), harness.url("/b.ts"))
+        _ = try await harness.get(a)
+        _ = try await harness.get(b)
+        try await harness.waitForIdle()
+        let held = try await Self.warm(harness, a, "/a.ts")
+        let memory = harness.server.services.memory
+        let path = "/http/127.0.0.1:\(harness.origin.port)/a.ts"
+        // A client holds the one large send; meanwhile `a` is asked for once a second for 40 s of the tier's use.
+        let stalled = try StalledClient(port: harness.port, request: Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
+        for _ in 0..<40 {
+            clock.advance(.seconds(1))
+            #expect(try await harness.get(a).status == 200)
+        }
+        stalled.close()
+        // This connection asks again (not for `a`: a HEAD of it would mark it as asked for): its large send is over.
+        _ = try await harness.get(b, method: .HEAD)
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 }, "\(memory.largeSendsInFlight) in flight")
+        // `b`, asked for four times (its first serve was a miss, not counted), may not evict it; `a` stays held.
+        let reads = memory.reads
+        for _ in 0..<3 { _ = try await harness.get(b) }
+        try await harness.waitForIdle()
+        #expect(memory.holds(held), "a copy asked for 40 times in the last 40 s was evicted for one asked for 4 times")
+        #expect(memory.reads == reads)
+    }
+
     /// A large body sent from its file counts like one from memory: with the limit held by a client that was sent
     /// its file, the next hit takes the file too; many large bodies in flight all take their files.
     @Test func largeBodiesSentFromTheirFilesCountToo() async throws {
