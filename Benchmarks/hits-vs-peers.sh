@@ -57,7 +57,7 @@ done
 . Benchmarks/lib/wrk-rounds.sh
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(varnishd -V 2>&1 | head -1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
-echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved; median req/s (CPU µs per request)"
+echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved, each round starting with the next; median req/s (CPU µs per request)"
 echo
 if [ -n "${HLSCACHE_BIN_B:-}" ]; then
   echo "hlscache B: ${HLSCACHE_B_ENV:-} $HLSCACHE_BIN_B"
@@ -73,8 +73,8 @@ for cell in $cells; do
   conns=${cell##*:}
   declare -A rps=() cpu=()
   for server in $servers; do rps[$server]=""; cpu[$server]=""; done
-  for _ in $(seq 1 "$rounds"); do
-    for server in $servers; do
+  for round in $(seq 0 $((rounds - 1))); do
+    for server in $(rotated "$servers" "$round"); do
       # shellcheck disable=SC2046
       read -r r u <<<"$(run_wrk "$(url_of "$server" "$object")" "$conns" $(pids_of "$server"))"
       rps[$server]+="$r "

@@ -193,7 +193,7 @@ run_cell() { # server workload connections
 
 echo
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(varnishd -V 2>&1 | head -1); Varnish -s malloc,${VARNISH_MEMORY:-1G}"
-echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved; median req/s (CPU µs per request)"
+echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved, each round starting with the next; median req/s (CPU µs per request)"
 [ -n "${HLSCACHE_BIN_B:-}" ] && echo "hlscache B: ${HLSCACHE_B_ENV:-} $HLSCACHE_BIN_B"
 echo
 header="| workload | connections |"
@@ -210,8 +210,8 @@ for cell in $cells; do
   conns=${cell##*:}
   declare -A rps=() cpu=() extra=()
   for server in $servers; do rps[$server]=""; cpu[$server]=""; extra[$server]=""; done
-  for _ in $(seq 1 "$rounds"); do
-    for server in $servers; do
+  for round in $(seq 0 $((rounds - 1))); do
+    for server in $(rotated "$servers" "$round"); do
       read -r r u s <<<"$(run_cell "$server" "$workload" "$conns")"
       rps[$server]+="$r "
       cpu[$server]+="$u "
