@@ -8,8 +8,8 @@
 #                      else sendfile from its cache files
 # Workloads: 2 MiB and 256 KiB segments, and a 1.8 KB VOD playlist (40 segments; hlscache serves it rewritten),
 # at several connection counts. Every server is warmed (each object fetched once, then checked to be a hit), then
-# each cell runs ROUNDS rounds of wrk per server, the servers interleaved, each round starting with the next (this machine is shared: single runs swing
-# by 20 %). Prints a Markdown table of median requests/s, each server's CPU µs per request, hlscache/best, and every
+# each cell runs ROUNDS rounds of wrk per server, the servers interleaved, each round starting with the next (this
+# machine is shared: single runs swing by 20 %). Prints a Markdown table of median requests/s, each server's CPU µs per request, hlscache/best, and every
 # server's peak RSS.
 #
 #   Benchmarks/hits-vs-peers.sh [seconds-per-run] [rounds]          (defaults 4 and 3)
