@@ -8,9 +8,9 @@
 #                          alternates between the live playlist and the newest segment it lists (misses, then hits)
 # Every server is warmed first (every object of (b)/(c) fetched, a sample checked to be a hit); each cell runs ROUNDS
 # rounds of wrk per server, servers interleaved (each round starting with the next); while hlscache is measured a
-# sample of its answers is checked to be hits by their X-Cache header. A run with a non-2xx answer or a socket error in any wrk run, or a miss in a sample,
-# FAILs. Prints a Markdown table of median requests/s (CPU µs per request), hlscache / best peer, peak RSS, and the
-# tier bound.
+# sample of its answers is checked to be hits by their X-Cache header. A run with a non-2xx answer or a socket error
+# in any wrk run, or a miss in a sample, FAILs. Prints a Markdown table of median requests/s (CPU µs per request),
+# hlscache / best peer, peak RSS, and the tier bound.
 #
 #   Benchmarks/viewing-vs-peers.sh [seconds-per-run] [rounds]             (defaults 4 and 3)
 #   CELLS="loop125:1 zipf:64" Benchmarks/viewing-vs-peers.sh              (only some cells)
