@@ -11,10 +11,11 @@ import HLSCacheCore
 /// - **Frequency decides who enters when something must leave** (TinyLFU admission, ``FrequencySketch``): every
 ///   request for an object is counted, held or not. An object enters once it was asked for at least twice; when
 ///   room must be made, it enters only if it was asked for more often than every entry it would evict (the least
-///   recently used first), not counting the request asking now. A loop over a working set larger than the tier then keeps a stable part of it in memory
-///   and sends the rest from the files, instead of reading each object in just before evicting it (plain LRU reads
-///   every object and hits none); in a Zipf-shaped library the popular objects win their place. The decision is
-///   made before anything is read, so an object that would not enter is never read into memory.
+///   recently used first), not counting the request asking now. A loop over a working set larger than the tier then
+///   keeps a stable part of it in memory and sends the rest from the files, instead of reading each object in just
+///   before evicting it (plain LRU reads every object and hits none); in a Zipf-shaped library the popular objects
+///   win their place. The decision is made before anything is read, so an object that would not enter is never read
+///   into memory.
 ///
 /// Frequency protects an entry only while it is in use: one not asked for in ``idleAfter`` counts as never asked
 /// for, so the segments of a live channel that left its window (asked for thousands of times, never again) give
@@ -153,7 +154,8 @@ struct MemoryTierContents<Value> {
     /// caller counts that one first): an entry's count holds only requests that were made, and the entry's next
     /// request has not come yet. Counting it in the object's favour made every object of a loop look one request more
     /// popular than the least recent entry — the one asked for longest ago, whose next request is due — and a loop
-    /// read each object in just before evicting it, as plain LRU does (`viewersWalkingALoopOutOfStepStopReadingOnceSettled`).
+    /// read each object in just before evicting it, as plain LRU does
+    /// (`MemoryTierContentsTests.viewersWalkingALoopOutOfStepStopReadingOnceSettled`).
     private func plan(for key: CacheKey, cost: Int) -> (small: [CacheKey], large: [CacheKey])? {
         let frequency = sketch.frequency(key.hashValue)
         guard frequency >= Self.minimumFrequency, cost > 0 else { return nil }
