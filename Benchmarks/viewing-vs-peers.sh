@@ -135,6 +135,8 @@ check_wrk() { # label output-file
   if grep -q "Socket errors" "$2"; then fail "$1: $(grep 'Socket errors' "$2")"; fi
 }
 
+is_hlscache() { [ "$1" = hlscache ] || [ "$1" = hlscache_b ]; }
+
 # hlscache_memory_tier_reads_total of the hlscache at host (empty for a build without it).
 tier_reads() { # host
   curl -fsS "$1/metrics" 2>/dev/null | awk '/^hlscache_memory_tier_reads_total / {print $2}'
@@ -148,10 +150,10 @@ run_cell() { # server workload connections
   [ -n "$prefix" ] && prefix="/$prefix"
   local threads=$((conns < 2 ? 1 : 2)) before after sampler="" reads_before=""
   # hlscache's reads into its memory tier during the run (objects read in only to be evicted show here).
-  if [ "$server" = hlscache ] || [ "$server" = hlscache_b ]; then reads_before=$(tier_reads "$host"); fi
+  if is_hlscache "$server"; then reads_before=$(tier_reads "$host"); fi
   # shellcheck disable=SC2046
   before=$(ticks $(pids_of "$server"))
-  if [ "$server" = hlscache ] || [ "$server" = hlscache_b ]; then
+  if is_hlscache "$server"; then
     case $workload in
       loop125) (sleep "$((duration / 2))"; sample_hits "$server" "$n125" 5 >"$work/sample") & sampler=$! ;;
       loop10x | zipf) (sleep "$((duration / 2))"; sample_hits "$server" "$n10" 5 >"$work/sample") & sampler=$! ;;

@@ -13,8 +13,9 @@ import Synchronization
 /// "The memory tier"). The disk cache stays the truth: an entry is only a copy of one version of one object file.
 ///
 /// - **What enters:** a whole object of at most ``maxObjectBytes`` asked for at least twice, and — when room must be
-///   made — asked for more often than every entry it would evict (``MemoryTierContents``: TinyLFU admission over a
-///   frequency sketch, with a room of its own for small objects so that segments never push a playlist out). The
+///   made — asked for more often than every entry it would evict, not counting the request asking now, idleness
+///   counted in the tier's time in use (``MemoryTierContents``: TinyLFU admission over a frequency sketch, with a
+///   room of its own for small objects so that segments never push a playlist out). The
 ///   decision is taken before the object is read, and the read runs on the thread pool, never on a request's path:
 ///   a hit that misses the tier is sent from its file at once, and an object that would not enter is never read.
 ///   Larger objects never enter: memory never grows with the size of an object.

@@ -98,18 +98,18 @@ struct MemoryTierContents<Value> {
     /// The value held for `key`, marked as asked for at `now` (and made the most recent of its region).
     mutating func value(forKey key: CacheKey, now: UInt64) -> Value? {
         advance(to: now)
-        let now = inUse
+        let used = inUse
         if let value = small.touchValue(
             forKey: key,
             { entry -> Value in
-                entry.lastUsed = now
+                entry.lastUsed = used
                 return entry.value
             })
         {
             return value
         }
         return large.touchValue(forKey: key) { entry -> Value in
-            entry.lastUsed = now
+            entry.lastUsed = used
             return entry.value
         }
     }
