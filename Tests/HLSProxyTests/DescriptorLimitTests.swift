@@ -26,6 +26,29 @@ struct DescriptorLimitTests {
         #expect(DescriptorLimit(soft: 1, hard: 1).connectionCap == 1)
     }
 
+    /// The headroom check finds the lowest free descriptor by duplicating one and closing the copy: below the
+    /// ceiling there is room, at or above it none, and it leaves nothing open behind it.
+    @Test func theHeadroomLooksAtTheLowestFreeDescriptor() throws {
+        #expect(DescriptorHeadroom.headroom(for: 64) == 8)
+        #expect(DescriptorHeadroom.headroom(for: 1024) == 128)
+        #expect(DescriptorHeadroom.headroom(for: 1 << 20) == 256)
+        let roomy = try #require(DescriptorHeadroom(limit: 1 << 30, headroom: 8))
+        let full = try #require(DescriptorHeadroom(limit: 8, headroom: 8))
+        let before = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        for _ in 0..<10_000 {
+            #expect(roomy.hasRoom())
+            #expect(!full.hasRoom())
+        }
+        // Other tests open and close their own meanwhile; a copy left open per check would be 20,000 more.
+        let after = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        #expect(after < before + 1_000, "\(before) → \(after) descriptors open")
+        // One line, then at most one a minute with the count.
+        let start = NIODeadline.now()
+        #expect(full.refused(now: start)?.contains("at most 8 of 8 free") == true)
+        #expect(full.refused(now: start + .seconds(1)) == nil)
+        #expect(full.refused(now: start + .seconds(61))?.contains("2 connection(s) closed at accept") == true)
+    }
+
     @Test func theListenerBacksOffWhenAcceptFails() async throws {
         let capture = LogCapture()
         let harness = try await ProxyHarness.start(
@@ -81,8 +104,59 @@ struct DescriptorLimitTests {
         #expect(try await listener.getOption(ChannelOptions.autoRead).get() == true)
     }
 
+    /// A connection the headroom turns away, on a real listening channel: it is closed before it reaches a child
+    /// loop (the client reads end-of-file), and the listener leaves epoll as after a failed accept. The pause is an
+    /// hour so that no clock decides what is seen.
+    @Test func aConnectionTurnedAwayIsClosedAndTheListenerPauses() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { group.shutdownGracefully { _ in } }
+        let refused = NIOLockedValueBox(0)
+        let initialized = NIOLockedValueBox(0)
+        let listener = try await ServerBootstrap(group: group)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        AcceptPauseHandler(
+                            pause: { _ in .hours(1) },
+                            refuse: {
+                                refused.withLockedValue { $0 += 1 }
+                                return .hours(1)
+                            }))
+                }
+            }
+            .childChannelInitializer { channel in
+                initialized.withLockedValue { $0 += 1 }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { listener.close(promise: nil) }
+        let port = try #require(listener.localAddress?.port)
+        // The client connects (the kernel completes it from the backlog) and waits for the server to close it.
+        let read = await onOwnThread { () -> Int in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { return -2 }
+            var timeout = timeval(tv_sec: 60, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, 0)
+        }
+        #expect(read == 0, "the client read \(read) (0: closed by the server; -1: nothing within 60 s)")
+        #expect(refused.withLockedValue { $0 } == 1)
+        #expect(initialized.withLockedValue { $0 } == 0, "a refused connection never reaches its loop's initializer")
+        #expect(try await listener.getOption(ChannelOptions.autoRead).get() == false)
+    }
+
     /// 400 idle connections to a server allowed 256 descriptors: it holds what it may (128), refuses the rest at
-    /// accept, stays cool, and answers `/healthz` once its idle timeout has closed the idle ones.
+    /// accept before descriptors run out, stays cool, and answers `/healthz` once its idle timeout has closed the
+    /// idle ones.
     @Test func fourHundredIdleConnectionsUnderUlimit256() async throws {
         let run = try await Served.start(ulimit: 256)
         defer { run.stop() }
@@ -92,31 +166,33 @@ struct DescriptorLimitTests {
         // Spinning on accept burned more CPU than wall time (150 % on two cores); idle, the server uses next to none.
         // Generous: half of the elapsed time, plus two seconds for the accepts themselves on a slow debug build.
         #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
+        let metrics = try await run.metrics()
+        #expect(metrics.counter("hlscache_accept_backoffs_total") == 0, "accept failed: \(run.log)")
     }
 
-    /// So few descriptors that accept(2) itself fails (`EMFILE`) before the connection cap is reached: the listener
-    /// pauses, says so once, counts, and serves again once descriptors are free.
-    @Test func outOfDescriptorsTheListenerPausesInsteadOfSpinning() async throws {
+    /// So few descriptors (64) that the server has about 40 open before it listens, and `limits.maxConnections`
+    /// (32, half the limit) cannot keep the flood from taking the rest. accept(2) failed with `EMFILE` on every flood,
+    /// and about one run in four the process died of it: libdispatch's thread-pool monitor could not open
+    /// `/proc/TID/stat` and aborted (SIGILL, "workq: registered worker exited prematurely"). Now the connections that
+    /// would leave fewer than 8 descriptors free are closed at accept (DescriptorHeadroom): accept never fails, and
+    /// the server is still there to answer.
+    @Test func underUlimit64TheFloodIsRefusedBeforeDescriptorsRunOut() async throws {
         let run = try await Served.start(ulimit: Served.tightLimit)
         defer { run.stop() }
         let flooded = ContinuousClock.now
         let outcome = try await run.flood(connections: 200)
         #expect(outcome.healthzAnswered, "\(outcome); \(run.state)")
         #expect(outcome.cpuSeconds < outcome.elapsedSeconds * 0.5 + 2, "\(outcome)")
-        // The flood's connections, closed by the client, may still wait in the accept queue: the server accepts and
-        // closes them as descriptors allow, and a connection made meanwhile can be refused or reset (it threw
-        // SocketError on a loaded machine). Asked again until answered, as /healthz is.
-        let metrics = try #require(await run.answer("/metrics"), "/metrics was never answered; \(run.state)")
-        let backoffs = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_accept_backoffs_total ") }
-        let count = backoffs.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
-        #expect(count >= 1, "accept never failed: \(backoffs ?? "no metric")")
-        // One line when accepting starts failing, then at most one counting line a minute (AcceptFailureReport): on a
-        // loaded machine the shortage may outlast a minute, and its counting lines are the report working, not a flood.
-        let text = run.log
+        let metrics = try await run.metrics()
+        #expect(metrics.counter("hlscache_accept_backoffs_total") == 0, "accept failed: \(run.log)")
+        #expect((metrics.counter("hlscache_descriptor_refusals_total") ?? 0) >= 1, "\(metrics.text)")
+        #expect(run.process.isRunning, "\(run.state)")
+        // One line when it starts refusing, then at most one counting line a minute.
         let minutes = Int((ContinuousClock.now - flooded).components.seconds / 60)
-        let lines = text.split(separator: "\n").filter { $0.contains("cannot accept connections") }
-        #expect(lines.filter { $0.contains("pausing accepts") }.count == 1, "\(lines)")
+        let lines = run.log.split(separator: "\n").filter { $0.contains("file descriptors running low") }
+        #expect(lines.filter { $0.contains("at most 8 of 64 free") }.count == 1, "\(lines)")
         #expect(lines.count <= 1 + minutes, "more than one line a minute over \(minutes) minute(s): \(lines)")
+        #expect(!run.log.contains("cannot accept connections"), "\(run.log)")
     }
 
     /// `hlscache serve` under `ulimit -n LIMIT` with idle and head timeouts of 2 s.
@@ -189,6 +265,20 @@ struct DescriptorLimitTests {
             process.terminate()
             process.waitUntilExit()
             try? FileManager.default.removeItem(at: cache)
+        }
+
+        /// `/metrics`, asked until answered (the flood's connections may still wait in the accept queue, and a
+        /// connection made meanwhile can be refused or reset).
+        func metrics() async throws -> MetricsText {
+            MetricsText(text: try #require(await answer("/metrics"), "/metrics was never answered; \(state)"))
+        }
+
+        struct MetricsText {
+            var text: String
+            /// The value of the unlabelled sample `name`.
+            func counter(_ name: String) -> Double? {
+                text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+            }
         }
 
         /// The server's resident memory (`VmRSS` in `/proc/PID/status`), in bytes.

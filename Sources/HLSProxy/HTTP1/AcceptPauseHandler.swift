@@ -1,7 +1,11 @@
 import NIOCore
 
-/// On the listening channel: when `accept(2)` fails (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`, `ECONNABORTED`), stops
-/// reading it for `pause`, then reads again.
+/// On the listening channel: when `accept(2)` fails (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`, `ECONNABORTED`), or
+/// when `refuse` turns away a connection just accepted (descriptors running low: ``DescriptorHeadroom``), stops
+/// reading it for a moment, then reads again. A refused connection is closed before it reaches its event loop; the
+/// check runs here, on the listener's loop, in the order the connections were accepted, so a burst of accepts is
+/// stopped after its current batch (a check in the child's initializer ran behind the listener, which kept accepting
+/// until `accept(2)` failed).
 ///
 /// NIO's `AcceptBackoffHandler` does not stop a failing listener: it delays the *next* `read()`, but a batch whose
 /// first `accept(2)` fails leaves the channel's read pending and its socket registered for readability, so the
@@ -13,11 +17,25 @@ final class AcceptPauseHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = Channel
 
     private let pause: (IOError) -> TimeAmount
+    private let refuse: () -> TimeAmount?
     private var resume: Scheduled<Void>?
 
-    /// - Parameter pause: called on each failure (to count and report it); how long to stop accepting.
-    init(pause: @escaping (IOError) -> TimeAmount) {
+    /// - Parameters:
+    ///   - pause: called on each failure (to count and report it); how long to stop accepting.
+    ///   - refuse: called for each connection accepted: nil keeps it; else it is closed (counted and reported there)
+    ///     and accepting stops for the time returned.
+    init(pause: @escaping (IOError) -> TimeAmount, refuse: @escaping () -> TimeAmount? = { nil }) {
         self.pause = pause
+        self.refuse = refuse
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let amount = refuse() else {
+            context.fireChannelRead(data)
+            return
+        }
+        unwrapInboundIn(data).close(promise: nil)
+        stopAccepting(context: context, for: amount)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -25,7 +43,11 @@ final class AcceptPauseHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.fireErrorCaught(error)
             return
         }
-        let amount = pause(failure)
+        stopAccepting(context: context, for: pause(failure))
+    }
+
+    /// Takes the listener out of epoll for `amount` (unless it already is).
+    private func stopAccepting(context: ChannelHandlerContext, for amount: TimeAmount) {
         guard resume == nil, let options = context.channel.syncOptions else { return }
         try? options.setOption(.autoRead, value: false)
         let loop = context.eventLoop.assumeIsolated()

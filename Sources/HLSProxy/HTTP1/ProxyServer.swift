@@ -92,23 +92,38 @@ package final class ProxyServer: Sendable {
         let loopIndices = indices
         let metrics = services.metrics
         let logger = services.logger
+        let headroom = DescriptorHeadroom()
         let bootstrap = ServerBootstrap(group: services.group)
             // Out of descriptors (`EMFILE`, `ENFILE`), accept(2) fails while the listening socket stays readable: NIO
             // called it again at once, and the server spun at full CPU serving nobody. The listener stops reading for
-            // a moment after such a failure (AcceptPauseHandler: NIO's own back-off does not stop the spin).
+            // a moment after such a failure (AcceptPauseHandler: NIO's own back-off does not stop the spin), and
+            // after a connection it closed because descriptors were running low.
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     var report = AcceptFailureReport()
-                    let pause = AcceptPauseHandler { error in
-                        self.started.withLockedValue { $0.listenerError = error }
-                        metrics.acceptBackedOff()
-                        if let line = report.failed(error, now: .now()) { logger.warning("\(line)") }
-                        return ProxyServer.acceptPause
-                    }
+                    let pause = AcceptPauseHandler(
+                        pause: { error in
+                            self.started.withLockedValue { $0.listenerError = error }
+                            metrics.acceptBackedOff()
+                            if let line = report.failed(error, now: .now()) { logger.warning("\(line)") }
+                            return ProxyServer.acceptPause
+                        },
+                        // Descriptors running low: a connection is closed before it can take the last ones
+                        // (DescriptorHeadroom), and accepting pauses as it does when accept(2) fails.
+                        refuse: {
+                            guard let headroom, !headroom.hasRoom() else { return nil }
+                            metrics.refusedForDescriptors()
+                            if let line = headroom.refused(now: .now()) { logger.warning("\(line)") }
+                            return ProxyServer.acceptPause
+                        })
                     try channel.pipeline.syncOperations.addHandler(pause)
                 }
             }
             .serverChannelOption(.backlog, value: 1024)
+            // One accept(2) per readiness (nginx's default, `multi_accept off`): NIO's batch of four went on accepting
+            // after AcceptPauseHandler turned a connection away for want of descriptors, while the connections it
+            // closed were still open on their own loops, and the last accept of the batch failed with EMFILE.
+            .serverChannelOption(.maxMessagesPerRead, value: 1)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(
                 .socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: configuration.listenSharing == .exclusive ? 0 : 1

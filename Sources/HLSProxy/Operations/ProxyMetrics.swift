@@ -54,6 +54,7 @@ package final class ProxyMetrics: Sendable {
     private let originConnectionWaits: Counter
     private let originRequestsWaiting: Gauge
     private let acceptBackoffs: Counter
+    private let descriptorRefusals: Counter
     /// What ``update(_:)`` keeps from one snapshot to the next (it turns running totals into counter increments).
     private struct Previous {
         var connectionWaits = 0
@@ -178,6 +179,11 @@ package final class ProxyMetrics: Sendable {
             descriptor: name(
                 "accept_backoffs", "total", "Times accepting client connections failed (out of file descriptors) and paused for a moment."),
             labels: [])
+        self.descriptorRefusals = registry.makeCounter(
+            descriptor: name(
+                "descriptor_refusals", "total",
+                "Client connections closed at accept because file descriptors were running low (DescriptorHeadroom)."),
+            labels: [])
         self.webhookOutcomes = WebhookOutcome.allCases.map { outcome in
             registry.makeCounter(
                 descriptor: name(outcome.metric, "total", outcome.help), labels: [])
@@ -269,6 +275,11 @@ package final class ProxyMetrics: Sendable {
     /// `accept(2)` failed (`EMFILE`, `ENFILE`, …) and the listener pauses before trying again.
     func acceptBackedOff() {
         acceptBackoffs.increment()
+    }
+
+    /// A connection was closed at accept: descriptors are running low.
+    func refusedForDescriptors() {
+        descriptorRefusals.increment()
     }
 
     // MARK: - Cache writes
