@@ -89,6 +89,9 @@ final class AdminHarness: Sendable {
             configuration: configuration, store: store, origin: proxyOrigin, keys: keys, group: group, threadPool: .singleton,
             logger: logger,
             routeExtension: admin)
+        // As `serve` does: the test process holds many servers' and clients' descriptors at once, and a server turns
+        // connections away within a headroom of the soft limit (DescriptorHeadroom).
+        _ = DescriptorLimit.raiseToHard()
         try await server.start()
         // The client lets an idle connection go well before the server's idle timeout (60 s) closes it: with both at
         // 60 s, a request sent after a pause of about a minute (a headless Chromium step on a loaded machine) was

@@ -84,6 +84,9 @@ final class ProxyHarness: Sendable {
         let server = ProxyServer(
             configuration: configuration, store: store, origin: originClient, keys: keys, group: group, threadPool: threadPool,
             logger: logger, accessLogger: accessLogger)
+        // As `serve` does: the test process holds many servers' and clients' descriptors at once, and a server turns
+        // connections away within a headroom of the soft limit (DescriptorHeadroom).
+        _ = DescriptorLimit.raiseToHard()
         do {
             try await server.start()
         } catch {
