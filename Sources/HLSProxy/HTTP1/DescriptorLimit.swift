@@ -11,8 +11,8 @@
 /// Every client connection is a descriptor, and so is every cache file being read or written, every origin socket,
 /// the SQLite files and the event loops' own. Out of descriptors, `accept(2)` fails with `EMFILE`; the server then
 /// pauses accepting (``ProxyServer``), but it must never get there (libdispatch aborts the process when the table is
-/// full: ``DescriptorHeadroom``, which also turns connections away as the table nears full): `serve` raises the soft
-/// limit to the hard one at start (as nginx's `worker_rlimit_nofile`), and holds `limits.maxConnections` below the limit minus
+/// full; ``DescriptorHeadroom`` turns connections away as it nears full): `serve` raises the soft limit to the hard
+/// one at start (as nginx's `worker_rlimit_nofile`), and holds `limits.maxConnections` below the limit minus
 /// ``reserve(for:)``, so that a flood of idle connections is refused at accept while the server keeps descriptors
 /// for its own work.
 package struct DescriptorLimit: Sendable, Equatable {
