@@ -29,7 +29,7 @@ struct DescriptorLimitTests {
     /// The headroom check finds the lowest free descriptor by duplicating one and closing the copy: below the
     /// ceiling there is room, at or above it none, and it leaves nothing open behind it.
     @Test func theHeadroomLooksAtTheLowestFreeDescriptor() throws {
-        #expect(DescriptorHeadroom.headroom(for: 64) == 8)
+        #expect(DescriptorHeadroom.headroom(for: 64) == 16)
         #expect(DescriptorHeadroom.headroom(for: 1024) == 128)
         #expect(DescriptorHeadroom.headroom(for: 1 << 20) == 256)
         let roomy = try #require(DescriptorHeadroom(limit: 1 << 30, headroom: 8))
@@ -174,7 +174,7 @@ struct DescriptorLimitTests {
     /// (32, half the limit) cannot keep the flood from taking the rest. accept(2) failed with `EMFILE` on every flood,
     /// and about one run in four the process died of it: libdispatch's thread-pool monitor could not open
     /// `/proc/TID/stat` and aborted (SIGILL, "workq: registered worker exited prematurely"). Now the connections that
-    /// would leave fewer than 8 descriptors free are closed at accept (DescriptorHeadroom): accept never fails, and
+    /// would leave 16 descriptors or fewer free are closed at accept (DescriptorHeadroom): accept never fails, and
     /// the server is still there to answer.
     @Test func underUlimit64TheFloodIsRefusedBeforeDescriptorsRunOut() async throws {
         let run = try await Served.start(ulimit: Served.tightLimit)
@@ -190,7 +190,7 @@ struct DescriptorLimitTests {
         // One line when it starts refusing, then at most one counting line a minute.
         let minutes = Int((ContinuousClock.now - flooded).components.seconds / 60)
         let lines = run.log.split(separator: "\n").filter { $0.contains("file descriptors running low") }
-        #expect(lines.filter { $0.contains("at most 8 of 64 free") }.count == 1, "\(lines)")
+        #expect(lines.filter { $0.contains("at most 16 of 64 free") }.count == 1, "\(lines)")
         #expect(lines.count <= 1 + minutes, "more than one line a minute over \(minutes) minute(s): \(lines)")
         #expect(!run.log.contains("cannot accept connections"), "\(run.log)")
     }

@@ -20,9 +20,10 @@ import NIOCore
 /// `close` of what it returns). Descriptors fill from the lowest free one, so the lowest free one nearing the limit
 /// means the table is nearly full.
 package final class DescriptorHeadroom: Sendable {
-    /// Descriptors kept free: an eighth of the limit, at least 8 and at most 256.
+    /// Descriptors kept free: an eighth of the limit, at least 16 (SQLite opens readers on demand, two descriptors
+    /// each) and at most 256.
     package static func headroom(for limit: Int) -> Int {
-        min(256, max(8, limit / 8))
+        min(256, max(16, limit / 8))
     }
 
     /// The descriptor limit (`ulimit -n`) and how many of it are kept free.
