@@ -133,18 +133,8 @@ struct DescriptorLimitTests {
         let port = try #require(listener.localAddress?.port)
         // The client connects (the kernel completes it from the backlog) and waits for the server to close it.
         let read = await onOwnThread { () -> Int in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard let fd = try? LoopbackSocket.connect(port: port, readTimeout: 60) else { return -2 }
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else { return -2 }
-            var timeout = timeval(tv_sec: 60, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var byte: UInt8 = 0
             return recv(fd, &byte, 1, 0)
         }
@@ -337,19 +327,7 @@ struct DescriptorLimitTests {
             let sockets = await onOwnThread { () -> [Int32] in
                 var sockets: [Int32] = []
                 for _ in 0..<count {
-                    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                    guard fd >= 0 else { break }
-                    var address = sockaddr_in()
-                    address.sin_family = sa_family_t(AF_INET)
-                    address.sin_port = in_port_t(UInt16(port).bigEndian)
-                    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-                    let connected = withUnsafePointer(to: &address) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                    }
-                    if connected != 0 {
-                        close(fd)
-                        continue
-                    }
+                    guard let fd = try? LoopbackSocket.connect(port: port) else { continue }
                     sockets.append(fd)
                 }
                 return sockets

@@ -33,12 +33,7 @@ package final class DescriptorHeadroom: Sendable {
     package var ceiling: Int { limit - headroom }
     /// What `fcntl(F_DUPFD)` duplicates to find the lowest free descriptor (`/dev/null`).
     private let probe: CInt
-    private let report = NIOLockedValueBox(Report())
-
-    private struct Report {
-        var lastLine: NIODeadline?
-        var unreported = 0
-    }
+    private let report = NIOLockedValueBox(LinePerMinute())
 
     /// For the process's descriptor limit now; nil when it is unlimited or cannot be read, or `/dev/null` cannot be
     /// opened.
@@ -69,16 +64,9 @@ package final class DescriptorHeadroom: Sendable {
     /// Counts a refused connection; returns the line to log now, if any: the first refusal, then at most one line a
     /// minute with the number since the last one.
     package func refused(now: NIODeadline) -> String? {
-        report.withLockedValue { report in
-            report.unreported += 1
-            if let last = report.lastLine, now - last < AcceptFailureReport.interval { return nil }
-            let line =
-                report.lastLine == nil
-                ? "file descriptors running low (at most \(headroom) of \(limit) free, ulimit -n): closing new connections at accept until more are free (raise ulimit -n)"
-                : "file descriptors running low: \(report.unreported) connection(s) closed at accept since the last such line"
-            report.lastLine = now
-            report.unreported = 0
-            return line
-        }
+        guard let (first, count) = report.withLockedValue({ $0.count(now: now) }) else { return nil }
+        return first
+            ? "file descriptors running low (at most \(headroom) of \(limit) free, ulimit -n): closing new connections at accept until more are free (raise ulimit -n)"
+            : "file descriptors running low: \(count) connection(s) closed at accept since the last such line"
     }
 }
