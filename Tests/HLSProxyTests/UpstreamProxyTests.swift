@@ -294,4 +294,21 @@ import Testing
         }
         #expect(seen == ["HTTP/1.1 403": 300], "\(seen)")
     }
+
+    /// A download this request started is its own: when it fails before the request subscribes to it (a refused
+    /// destination fails on the spot when the origin's event loop is the request's), the request gets that failure,
+    /// not a second download. Counted by the origin failures on `/metrics`: one per request.
+    @Test func aFailedDownloadTheRequestStartedIsNotStartedAgain() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory)
+        defer { Task { await harness.shutdown() } }
+        let requests = 100
+        for index in 0..<requests {
+            let response = try await harness.get("\(harness.base)/http/169.254.169.254/once\(index).ts")
+            #expect(response.status == 403)
+        }
+        try await harness.waitForIdle()
+        let (samples, _) = try PrometheusText.parse(try await harness.get(harness.base + "/metrics").text)
+        #expect(samples.value("hlscache_origin_errors_total", ["code": "forbiddenDestination"]) == Double(requests))
+        #expect(samples.value("hlscache_http_requests_total", ["route": "segment", "status": "403"]) == Double(requests))
+    }
 }

@@ -28,18 +28,22 @@ extension ResourceService {
 
     /// Streams `fetch` to the client (`range`: only those bytes). A download that failed just before the client joined
     /// is not the client's failure: it gets one fresh attempt of its own, and if that fails at once too (a refused
-    /// destination, a closed port), `fallback` is called with the failure, or the client is answered with it.
+    /// destination, a closed port), `fallback` is called with the failure, or the client is answered with it. A
+    /// download this request started (`started`) is its own: its failure is the answer, not a second download.
     func subscribe(
-        _ responder: Responder, to fetch: SharedFetch, range: (first: Int64, last: Int64)?, key: CacheKey, url: OriginURL, cacheable: Bool,
-        fallback: ((any HTTPMappableError) -> Void)? = nil
+        _ responder: Responder, to fetch: SharedFetch, started: Bool, range: (first: Int64, last: Int64)?, key: CacheKey, url: OriginURL,
+        cacheable: Bool, fallback: ((any HTTPMappableError) -> Void)? = nil
     ) {
         let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, services: services, fallback: fallback)
         guard !fetch.subscribe(subscription) else { return }
-        services.fetches.remove(fetch)
-        let fresh = originFetch(key: key, url: url, cacheable: cacheable).fetch
-        let retry = FetchSubscription(responder: responder, fetch: fresh, range: range, services: services, fallback: fallback)
-        guard !fresh.subscribe(retry) else { return }
-        let failure = fresh.failure ?? ProxyError.unavailable("origin \(url.host) is failing")
+        var failed = fetch
+        if !started {
+            services.fetches.remove(fetch)
+            failed = originFetch(key: key, url: url, cacheable: cacheable).fetch
+            let retry = FetchSubscription(responder: responder, fetch: failed, range: range, services: services, fallback: fallback)
+            guard !failed.subscribe(retry) else { return }
+        }
+        let failure = failed.failure ?? ProxyError.unavailable("origin \(url.host) is failing")
         if let fallback {
             fallback(failure)
         } else {

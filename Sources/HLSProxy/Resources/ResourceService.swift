@@ -369,7 +369,7 @@ final class ResourceService: Sendable {
         let join = originFetch(key: key, url: url, cacheable: true)
         responder.route = .playlist
         responder.cacheResult = join.cacheResult(stored: true)
-        subscribe(responder, to: join.fetch, range: nil, key: key, url: url, cacheable: true) { [self] error in
+        subscribe(responder, to: join.fetch, started: join.isStarted, range: nil, key: key, url: url, cacheable: true) { [self] error in
             guard let (object, pin) = services.store.lookupAndPin(key), object.kind == .playlist else {
                 responder.send(error: error)
                 return
@@ -392,7 +392,7 @@ final class ResourceService: Sendable {
         {
         case .joinRange(let first, let last):
             responder.cacheResult = .coalesced
-            subscribe(responder, to: inFlight!, range: (first, last), key: key, url: url, cacheable: cacheable)
+            subscribe(responder, to: inFlight!, started: false, range: (first, last), key: key, url: url, cacheable: cacheable)
         case .rangeNotSatisfiable(let size):
             responder.send(error: ProxyError.rangeNotSatisfiable(size: size), extraHeaders: ["Content-Range": "bytes */\(size)"])
         case .rangeFromSlices:
@@ -436,6 +436,6 @@ final class ResourceService: Sendable {
     private func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
         let join = originFetch(key: key, url: url, cacheable: cacheable)
         responder.cacheResult = join.cacheResult(stored: cacheable)
-        subscribe(responder, to: join.fetch, range: nil, key: key, url: url, cacheable: cacheable)
+        subscribe(responder, to: join.fetch, started: join.isStarted, range: nil, key: key, url: url, cacheable: cacheable)
     }
 }
