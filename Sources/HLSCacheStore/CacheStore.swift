@@ -373,8 +373,9 @@ package final class CacheStore: Sendable {
 
     func unpin(keyHash: String) {
         state.withLock { state in
-            guard let count = state.pins[keyHash] else { return }
-            if count <= 1 { state.pins[keyHash] = nil } else { state.pins[keyHash] = count - 1 }
+            // One lookup of the key (a 64-character hash, hashed again for each): this runs once per hit.
+            guard let index = state.pins.index(forKey: keyHash) else { return }
+            if state.pins.values[index] <= 1 { state.pins.remove(at: index) } else { state.pins.values[index] -= 1 }
         }
     }
 

@@ -19,6 +19,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private var state: ProxyConnectionStateMachine
     private var context: ChannelHandlerContext?
+    /// The channel's options, for `TCP_CORK` around large bodies (taken on the first; let go when the handler is removed).
+    private var socketOptions: (any NIOSynchronousChannelOptions)?
     private var responder: Responder?
     private let router: ProxyRouter
     /// `http.allowedWebOrigins`, read for each request (a reload replaces it), and what this connection read of it last.
@@ -83,6 +85,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        socketOptions = nil  // it holds the channel
         // The references back to this handler (strong: see RequestDecoder.replayer) are let go.
         decoder?.replayer = nil
         responder?.detach()
@@ -394,7 +397,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // tail out at once. About 10-15% more 2 MiB hits per second, but about 10% fewer 256 KiB ones, so
             // only large bodies are corked (docs/benchmarks.md).
             let cork = length >= Self.corkThreshold
-            if cork { Self.setCork(true, on: context.channel) }
+            if cork { setCork(true, on: context.channel) }
             if sliced {
                 writeSlice(of: .file(handle, offset: offset), from: 0, length: length, done: done, context: context)
             } else {
@@ -402,7 +405,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 bodyWriteObserver?(responder?.request.head.uri ?? "", true)
                 context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
             }
-            if cork { Self.setCork(false, on: context.channel) }
+            if cork { setCork(false, on: context.channel) }
         }
     }
 
@@ -461,9 +464,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     #endif
 
     /// Sets `TCP_CORK` (Linux only; a failure only costs the optimisation).
-    private static func setCork(_ on: Bool, on channel: any Channel) {
+    private func setCork(_ on: Bool, on channel: any Channel) {
         #if os(Linux)
-            try? channel.syncOptions?.setOption(corkOption, value: on ? 1 : 0)
+            // Asked of the channel once per connection: each `syncOptions` is a generic metadata lookup and a boxed
+            // value, two per large body.
+            if socketOptions == nil { socketOptions = channel.syncOptions }
+            try? socketOptions?.setOption(Self.corkOption, value: on ? 1 : 0)
         #endif
     }
 
