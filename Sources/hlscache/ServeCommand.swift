@@ -122,7 +122,13 @@ struct ServeCommand: AsyncParsableCommand {
         // Descriptors: the soft limit goes up to the hard one, and client connections stay below what it leaves once
         // cache files, origin sockets and SQLite have theirs, so a flood of idle connections is refused at accept
         // rather than starving the server of descriptors.
-        if let limit = DescriptorLimit.raiseToHard() {
+        let descriptorLimit = DescriptorLimit.raiseToHard()
+        // Too few to serve anyone: said now, before parts that cannot fail politely run out (exit 78).
+        if let limit = descriptorLimit, let line = DescriptorLimit.tooLowToServe(soft: limit.soft, lowestFree: nil, extra: 0) {
+            ConsoleOutput.error("hlscache: config error: \(line) (docs/operations.md#file-descriptors)")
+            throw ExitCode(78)
+        }
+        if let limit = descriptorLimit {
             if let before = limit.raisedFrom {
                 logger.info("file descriptor limit raised from \(before) to \(limit.soft) (the hard limit)")
             }
@@ -253,6 +259,18 @@ struct ServeCommand: AsyncParsableCommand {
         let server = ProxyServer(
             configuration: configuration, store: store, origin: origin, keys: keys, group: group, threadPool: NIOThreadPool.singleton,
             logger: logger, metrics: metrics, routeExtension: admin, cookiePages: cookiePages)
+        // Everything but the listener, the signal handlers and the live-share client is open now: the table must
+        // still leave room for a connection beside the headroom kept free (DescriptorHeadroom).
+        if let limit = descriptorLimit,
+            let line = DescriptorLimit.tooLowToServe(
+                soft: limit.soft, lowestFree: DescriptorHeadroom.lowestFree(), extra: DescriptorLimit.openedAfterCheck)
+        {
+            try? await downloadOrigin.shutdown()
+            try? await origin.shutdown()
+            store.close()
+            ConsoleOutput.error("hlscache: config error: \(line) (docs/operations.md#file-descriptors)")
+            throw ExitCode(78)
+        }
         let bound: SocketAddress
         do {
             bound = try await server.start()

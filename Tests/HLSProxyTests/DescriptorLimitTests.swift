@@ -185,6 +185,34 @@ struct DescriptorLimitTests {
         #expect(!run.log.contains("cannot accept connections"), "\(run.log)")
     }
 
+    /// Below 64, or with so many descriptors open before it listens that the headroom kept free leaves no room for a
+    /// connection, `serve` says so and how much it needs.
+    @Test func theRoomToServeIsCheckedBeforeListening() {
+        #expect(DescriptorLimit.tooLowToServe(soft: 32, lowestFree: nil, extra: 0)?.contains("serve needs at least 64") == true)
+        #expect(DescriptorLimit.tooLowToServe(soft: 63, lowestFree: 3, extra: 0) != nil)
+        #expect(DescriptorLimit.tooLowToServe(soft: 64, lowestFree: nil, extra: 0) == nil)
+        // 64: 16 kept free; 30 open + 16 still to open + 16 + one connection = 63.
+        #expect(DescriptorLimit.tooLowToServe(soft: 64, lowestFree: 30, extra: 16) == nil)
+        let crowded = DescriptorLimit.tooLowToServe(soft: 64, lowestFree: 41, extra: 16)
+        #expect(crowded?.contains("holds 41 descriptors before it listens and keeps 16 free") == true, "\(crowded ?? "")")
+        #expect(crowded?.contains("raise it to at least 74") == true, "\(crowded ?? "")")
+        #expect(DescriptorLimit.tooLowToServe(soft: 1 << 20, lowestFree: 5_000, extra: 16) == nil)
+        #expect(DescriptorLimit.tooLowToServe(soft: Int.max, lowestFree: 5_000, extra: 16) == nil)
+    }
+
+    /// Too few descriptors to serve anyone is a configuration error (78) said in one line, not a crash where NIO or
+    /// libdispatch run out (under `ulimit -n 32` the server died of SIGILL) nor a server that runs on turning every
+    /// connection away (`ulimit -n 64` with 16 descriptors inherited from its parent: about 60 in use once it listens,
+    /// 16 kept free).
+    @Test func tooFewDescriptorsToServeIsAConfigurationError() async throws {
+        let low = try await Served.refusal(ulimit: 32, inheriting: 0)
+        #expect(low.exited && low.status == 78, "\(low)")
+        #expect(low.log.contains("hlscache: config error: the file descriptor limit is 32 (ulimit -n): serve needs at least 64"), "\(low)")
+        let crowded = try await Served.refusal(ulimit: 64, inheriting: 16)
+        #expect(crowded.exited && crowded.status == 78, "\(crowded)")
+        #expect(crowded.log.contains("which leaves no room for a connection; raise it to at least"), "\(crowded)")
+    }
+
     /// `hlscache serve` under `ulimit -n LIMIT` with idle and head timeouts of 2 s.
     final class Served: @unchecked Sendable {
         /// Enough for the server to start (its own descriptors: event loops, SQLite, the log) and little more.
@@ -209,6 +237,47 @@ struct DescriptorLimitTests {
             self.logFile = logFile
             self.cache = cache
             self.port = port
+        }
+
+        /// How a `serve` that should refuse to start ended: whether it exited (else a signal ended it, or it still
+        /// ran after two minutes and was killed), its status and its output.
+        struct Refusal: CustomStringConvertible {
+            var exited: Bool
+            var status: Int32
+            var log: String
+            var description: String { "exited: \(exited), status \(status), output: \(log.suffix(2000))" }
+        }
+
+        /// Runs `serve` under `ulimit -n ulimit` with `inheriting` more descriptors (`/dev/null`) open from its start,
+        /// until it exits (at most two minutes).
+        static func refusal(ulimit: Int, inheriting: Int) async throws -> Refusal {
+            let base = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-fd-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: base) }
+            let output = base.appendingPathComponent("serve.out")
+            let errors = base.appendingPathComponent("serve.err")
+            let extra = (0..<inheriting).map { _ in open("/dev/null", O_RDONLY | O_CLOEXEC) }
+            defer { for descriptor in extra where descriptor >= 0 { close(descriptor) } }
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = [
+                "-c",
+                "ulimit -n \(ulimit) && exec '\(CLI.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(base.appendingPathComponent("cache").path)' --no-access-log",
+            ]
+            process.extraDescriptors = extra
+            process.outputFiles = (output.path, errors.path)
+            try process.run()
+            let deadline = ContinuousClock.now + .seconds(120)
+            while ContinuousClock.now < deadline, process.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+            let ranOn = process.isRunning
+            if ranOn {
+                process.signal(SIGKILL)
+                process.waitUntilExit()
+            }
+            let log = [output, errors].map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined()
+            return Refusal(
+                exited: !ranOn && process.terminationReason == .exit, status: process.terminationStatus,
+                log: ranOn ? "still running after two minutes: \(log)" : log)
         }
 
         /// - Parameter ulimit: the descriptor limit of the shell that starts it; nil: this process's.

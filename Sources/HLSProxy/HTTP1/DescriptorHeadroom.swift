@@ -52,6 +52,15 @@ package final class DescriptorHeadroom: Sendable {
 
     deinit { close(probe) }
 
+    /// The lowest free descriptor now (the next one the kernel hands out), or nil when it cannot be told.
+    package static func lowestFree() -> Int? {
+        let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard probe >= 0 else { return nil }
+        close(probe)
+        // Opening takes the lowest free descriptor: that one was free.
+        return Int(probe)
+    }
+
     /// Whether a connection just accepted may stay: the lowest free descriptor is below ``ceiling``. None free
     /// (`EMFILE`) is no room.
     package func hasRoom() -> Bool {

@@ -53,6 +53,34 @@ package struct DescriptorLimit: Sendable, Equatable {
         return DescriptorLimit(soft: count(target), hard: count(limit.rlim_max), raisedFrom: count(before))
     }
 
+    /// The lowest limit `serve` starts under. Below it the server's own descriptors (about 40: SQLite files, event
+    /// loops, signals) and the headroom ``DescriptorHeadroom`` keeps free leave no room for a client, and parts that
+    /// cannot fail politely run out first (NIO's event loops and libdispatch abort the process).
+    package static let minimumToServe = 64
+
+    /// Descriptors `serve` opens after it checked the room left (``tooLowToServe(soft:lowestFree:extra:)``): the
+    /// listener, three signal descriptors, pipes and a timer of the thread pools, SQLite readers opened on demand
+    /// (measured: 15 under `ulimit -n 64`).
+    package static let openedAfterCheck = 16
+
+    /// What `serve` says and does when the limit is below ``minimumToServe``, or leaves no room for connections once
+    /// the server's own descriptors are open (`lowestFree`: the lowest free descriptor then; `extra`: descriptors the
+    /// server still opens after it looked): nil when there is room, else the line to print before exiting.
+    package static func tooLowToServe(soft: Int, lowestFree: Int?, extra: Int) -> String? {
+        guard soft < Int(Int32.max) else { return nil }
+        let headroom = DescriptorHeadroom.headroom(for: soft)
+        if soft < minimumToServe {
+            return
+                "the file descriptor limit is \(soft) (ulimit -n): serve needs at least \(minimumToServe) (its own files, its event loops and a reserve kept free); raise it"
+        }
+        guard let lowestFree else { return nil }
+        // One connection at least: the lowest free descriptor after `extra` more must stay below the headroom.
+        let needed = lowestFree + extra + headroom + 1
+        guard needed > soft else { return nil }
+        return
+            "the file descriptor limit is \(soft) (ulimit -n): the server holds \(lowestFree) descriptors before it listens and keeps \(headroom) free, which leaves no room for a connection; raise it to at least \(needed) (a few thousand is better)"
+    }
+
     /// Descriptors kept back from client connections: a quarter of the limit, at least 128 (cache files, the origin
     /// pools of the proxy and of the downloads, SQLite, event loops), and at most half of it.
     package static func reserve(for limit: Int) -> Int {
