@@ -468,4 +468,68 @@ import Testing
         // Every split point of a head: found only once it is whole.
         for cut in 0..<head.utf8.count { #expect(length(String(decoding: head.utf8.prefix(cut), as: UTF8.self)) == nil, "\(cut)") }
     }
+
+    /// A live playlist's reload is answered without being decoded, as the version in memory when it comes (its head
+    /// rendered once per version and `max-age`): the same bytes as the decoded answer, `max-age` counting down on
+    /// the playlist clock, and once that version expired the next one from the origin — never a stale one.
+    @Test func aLivePlaylistReloadIsAnsweredAsTheVersionInMemoryNow() async throws {
+        // The TTL runs on a clock moved by hand: target duration 8 s, served from memory for 4 s.
+        let clock = StepClock()
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) {
+            $0.livePlaylistClock = { clock.now }
+            $0.prefetchSegments = 0
+        }
+        defer { Task { await harness.shutdown() } }
+        harness.origin.setBody(Array(PlaylistServingTests.live(sequence: 10, targetDuration: 8).utf8), for: "/live/index.m3u8")
+        let connection = try Connection(port: harness.port)
+        let request = Self.request(harness, "/live/index.m3u8")
+        let miss = try await Self.once(harness, connection, request)
+        #expect(!miss.replayed && miss.response.head.contains("X-Cache: MISS"), "\(miss.response.head)")
+        // From memory, decoded (and remembered), then replayed.
+        let first = try await Self.once(harness, connection, request)
+        #expect(!first.replayed)
+        #expect(first.response.status == 200 && first.response.body == miss.response.body)
+        #expect(String(decoding: first.response.body, as: UTF8.self).contains("MEDIA-SEQUENCE:10"))
+        #expect(first.response.head.contains("Cache-Control: max-age=4"), "\(first.response.head)")
+        #expect(first.response.head.contains("X-Cache: HIT"), "\(first.response.head)")
+        let again = try await Self.once(harness, connection, request)
+        #expect(again.replayed)
+        #expect(again.response == first.response)
+        // The prepared head says what the ordinary answer says (a request that is not a plain fetch gets that one).
+        let conditional = Self.request(harness, "/live/index.m3u8", extra: "If-None-Match: \"x\"\r\n")
+        let ordinary = try await Self.once(harness, connection, conditional)
+        #expect(!ordinary.replayed)
+        #expect(ordinary.response == first.response)
+
+        // A new version at the origin is not asked for while this one lives; max-age counts down.
+        harness.origin.setBody(Array(PlaylistServingTests.live(sequence: 11, targetDuration: 8).utf8), for: "/live/index.m3u8")
+        clock.advance(.seconds(1))
+        let later = try await Self.once(harness, connection, request)
+        #expect(later.replayed)
+        #expect(later.response.body == first.response.body)
+        #expect(later.response.head == first.response.head.map { $0 == "Cache-Control: max-age=4" ? "Cache-Control: max-age=3" : $0 })
+        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 1)
+
+        // Expired: not replayed (nothing in memory), fetched again and answered with the new version, which the
+        // same bytes then get from memory and replay.
+        clock.advance(.milliseconds(3100))
+        let fresh = try await Self.once(harness, connection, request)
+        #expect(!fresh.replayed)
+        #expect(String(decoding: fresh.response.body, as: UTF8.self).contains("MEDIA-SEQUENCE:11"), "never stale")
+        #expect(harness.origin.requests(matching: "/live/index.m3u8").count == 2)
+        let freshHit = try await Self.once(harness, connection, request)
+        #expect(!freshHit.replayed && freshHit.response.body == fresh.response.body)
+        let freshAgain = try await Self.once(harness, connection, request)
+        #expect(freshAgain.replayed)
+        #expect(freshAgain.response == freshHit.response)
+
+        // A gzip client gets its form (gzipped when the playlist is long enough to have a gzipped copy), replayed
+        // the same way.
+        let gzip = Self.request(harness, "/live/index.m3u8", extra: "Accept-Encoding: gzip\r\n")
+        let zipped = try await Self.once(harness, connection, gzip)
+        let zippedAgain = try await Self.once(harness, connection, gzip)
+        #expect(!zipped.replayed && zippedAgain.replayed)
+        #expect(zippedAgain.response == zipped.response)
+        #expect(zipped.response.head.contains("Content-Encoding: gzip") == (zipped.response.body != fresh.response.body))
+    }
 }

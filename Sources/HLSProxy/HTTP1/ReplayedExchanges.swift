@@ -170,10 +170,12 @@ enum ReplayedAnswer: Sendable {
     case object(HitReplay, target: ResolvedTarget)
     /// A stored playlist's copy (`copy`, of `playlist`) for the target.
     case playlist(PlaylistReplay, copy: HitReplay, target: ResolvedTarget)
+    /// The live playlist held in memory for the target, whichever version it is when asked again.
+    case live(target: ResolvedTarget)
 
     var target: ResolvedTarget {
         switch self {
-        case .object(_, let target), .playlist(_, _, let target): return target
+        case .object(_, let target), .playlist(_, _, let target), .live(let target): return target
         }
     }
 }

@@ -31,6 +31,9 @@ struct RewrittenPlaylist: Sendable {
     /// (``LiveRewind``), or a multivariant playlist whose renditions point at `/rewind/…` (``RewindLinks``); nil when
     /// nothing is held or `live.rewindWindow` is off (the plain body is served).
     var rewound: ByteBuffer?
+    /// The heads rendered for this version's plain answers (``PlaylistService/preparedAnswer(for:to:)``); shared by
+    /// the copies of this value.
+    let preparedHeads = PreparedLiveHeads()
 
     /// The body for a request that reached the server at `base` (`http://authority`).
     func body(base: String?) -> ByteBuffer {
@@ -580,6 +583,40 @@ final class PlaylistService: Sendable {
         }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         responder.send(status: .ok, headers: headers, body: .bytes(body))
+    }
+
+    /// The answer ``respond(with:to:cache:)`` would send `playlist` with (`X-Cache: HIT`), as a head rendered
+    /// once for this version, `Cache-Control` value, encoding and CORS form — for a plain GET or HEAD on a kept-alive
+    /// HTTP/1.1 connection whose CORS headers do not name its page, of a playlist whose body is the same for every
+    /// request (no absolute URLs, no `/rewind/…`). Nil otherwise: respond as usual. Players at a live edge reload the
+    /// same version thousands of times; building and encoding its headers each time was a third of what such a
+    /// reload cost the server in user space.
+    func preparedAnswer(for playlist: RewrittenPlaylist, to responder: Responder) -> PreparedLiveHeads.Answer? {
+        guard playlist.baseInsertions.isEmpty, !responder.wantsRewind, responder.request.isPlainFetch, responder.sendsPlainKeepAlive,
+            !responder.echoesOrigin
+        else { return nil }
+        let gzip = responder.request.acceptsGzip ? playlist.gzip : nil
+        let form = PreparedLiveHeads.Form(
+            cacheControl: playlist.cacheControl(at: configuration.livePlaylistClock()), gzip: gzip != nil,
+            anyPage: responder.webOrigins.allowsAnyPage, proxiedContent: responder.isProxiedContent)
+        if let answer = playlist.preparedHeads.answer(for: form) { return answer }
+        let body = gzip ?? playlist.body
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: playlist.contentType)
+        headers.add(name: "Vary", value: "Accept-Encoding")
+        headers.add(name: "X-Cache", value: "HIT")
+        headers.add(name: "Cache-Control", value: form.cacheControl)
+        if gzip != nil { headers.add(name: "Content-Encoding", value: "gzip") }
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        headers = responder.decorated(headers)
+        var head = ByteBuffer()
+        head.reserveCapacity(512)
+        _ = ResponseEncoding.writeHead(
+            status: .ok, headers: headers, bodyLength: Int64(body.readableBytes), chunkedAllowed: true, headOnly: false,
+            connection: nil, terminated: false, into: &head)
+        let answer = PreparedLiveHeads.Answer(head: head, headers: headers, body: body)
+        playlist.preparedHeads.remember(answer, for: form)
+        return answer
     }
 
     /// Headers for a stored rewritten playlist served as a file.

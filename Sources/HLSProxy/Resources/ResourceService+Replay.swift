@@ -106,15 +106,26 @@ extension ResourceService {
     /// still holds: checked as ``handle(_:responder:)`` checks a target it remembers (not a registered key now, no
     /// live playlist in memory for it, the same stored version, for a playlist the same tokens), and sent from the
     /// memory tier, else from its file. A small body checked so before is sent again on the exchange's
-    /// ``ReplayCheck`` while it holds (nothing those checks look at changed since). Nil, having sent nothing: decode
-    /// the request and take the ordinary path.
+    /// ``ReplayCheck`` while it holds (nothing those checks look at changed since). A live playlist is sent as the
+    /// version in memory now, if one is (``PlaylistService/preparedAnswer(for:to:)``). Nil, having sent nothing:
+    /// decode the request and take the ordinary path.
     func replay(_ exchange: ReplayedExchange, responder: Responder) -> ReplayedHow? {
         let answer = exchange.answer
         let target = answer.target
         let key = target.key
-        guard (keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: target.url)) == nil,
-            services.playlists.livePlaylist(key) == nil
+        guard (keysShareCacheKeys ? services.keys.registeredID(for: key) : services.keys.registeredID(for: target.url)) == nil
         else { return nil }
+        let live = services.playlists.livePlaylist(key)
+        if case .live = answer {
+            // None in memory now (expired): the ordinary path fetches the next version.
+            guard let live, let prepared = services.playlists.preparedAnswer(for: live, to: responder) else { return nil }
+            responder.route = .playlist
+            responder.cacheResult = .live
+            responder.sendPrepared(prepared.head, headers: prepared.headers, body: .bytes(prepared.body))
+            readAhead(after: key)
+            return .checked
+        }
+        guard live == nil else { return nil }
         // Read before the checks: a change during them moves it, and the next request checks again.
         let tokens = services.playlists.tokensVersion
         var how = ReplayedHow.onEarlierCheck
@@ -131,6 +142,8 @@ extension ResourceService {
                 else { return nil }
                 how = .checked
             }
+        case .live:
+            return nil
         case .playlist(let playlist, let copy, _):
             if let body = exchange.check?.body(store: services.store, memory: services.memory, tokens: tokens) {
                 responder.route = .playlist

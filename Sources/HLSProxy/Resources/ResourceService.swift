@@ -80,7 +80,12 @@ final class ResourceService: Sendable {
             if let live = services.playlists.livePlaylist(key) {
                 responder.route = .playlist
                 responder.cacheResult = .live
-                services.playlists.respond(with: live, to: responder, cache: "HIT")
+                if let answer = services.playlists.preparedAnswer(for: live, to: responder) {
+                    responder.sendPrepared(answer.head, headers: answer.headers, body: .bytes(answer.body))
+                    responder.replayedAnswer = .live(target: memo.resolved)
+                } else {
+                    services.playlists.respond(with: live, to: responder, cache: "HIT")
+                }
                 return
             }
             if let replay = memo.replay, replayHit(replay, target: memo.resolved, request: request, responder: responder) { return }
