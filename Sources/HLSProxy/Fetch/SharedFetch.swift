@@ -83,6 +83,11 @@ final class SharedFetch: OriginStreamHandler, Sendable {
         state.withLockedValue { $0.machine.failure }
     }
 
+    /// Whether it failed because the origin did (``SharedFetchStateMachine/failedAtOrigin``).
+    var failedAtOrigin: Bool {
+        state.withLockedValue { $0.machine.failedAtOrigin }
+    }
+
     /// Adds a client reading from its ``FetchSubscription/startOffset``. Returns false when the fetch cannot serve it
     /// from there (it failed, or the bytes before its memory window are not on disk).
     func subscribe(_ subscription: FetchSubscription) -> Bool {

@@ -122,6 +122,10 @@ struct SharedFetchStateMachine {
         return nil
     }
 
+    /// The download failed because the origin did (unreachable, refused, an error status, a body cut short) — not
+    /// because this server stopped it (no reader left, over a limit).
+    private(set) var failedAtOrigin = false
+
     /// Whether the download still runs (no outcome yet).
     var isRunning: Bool {
         switch state {
@@ -506,6 +510,7 @@ struct SharedFetchStateMachine {
     private mutating func fail(_ error: any HTTPMappableError, origin: Bool) -> Action {
         guard isRunning else { return [] }
         state = .failed(error)
+        failedAtOrigin = origin
         var action: Action = [.fail(error, origin: origin), .releaseMemory(held)]
         window.removeAll()
         collected = []

@@ -29,7 +29,9 @@ extension ResourceService {
     /// Streams `fetch` to the client (`range`: only those bytes). A download that failed just before the client joined
     /// is not the client's failure: it gets one fresh attempt of its own, and if that fails at once too (a refused
     /// destination, a closed port), `fallback` is called with the failure, or the client is answered with it. A
-    /// download this request started (`started`) is its own: its failure is the answer, not a second download.
+    /// download this request started (`started`) that the origin failed is its own: that failure is the answer, not a
+    /// second request to the origin. One it started that this server stopped before the client subscribed (an answer
+    /// not stored, whole before anyone read it) gets the fresh attempt.
     func subscribe(
         _ responder: Responder, to fetch: SharedFetch, started: Bool, range: (first: Int64, last: Int64)?, key: CacheKey, url: OriginURL,
         cacheable: Bool, fallback: ((any HTTPMappableError) -> Void)? = nil
@@ -37,7 +39,7 @@ extension ResourceService {
         let subscription = FetchSubscription(responder: responder, fetch: fetch, range: range, services: services, fallback: fallback)
         guard !fetch.subscribe(subscription) else { return }
         var failed = fetch
-        if !started {
+        if !started || !fetch.failedAtOrigin {
             services.fetches.remove(fetch)
             failed = originFetch(key: key, url: url, cacheable: cacheable).fetch
             let retry = FetchSubscription(responder: responder, fetch: failed, range: range, services: services, fallback: fallback)
