@@ -248,6 +248,12 @@ struct DescriptorLimitTests {
             var description: String { "exited: \(exited), status \(status), output: \(log.suffix(2000))" }
         }
 
+        /// The shell command that runs `serve` on a free port under `ulimit -n ulimit` (nil: this process's limit).
+        static func serveCommand(ulimit: Int?, cache: URL) -> String {
+            (ulimit.map { "ulimit -n \($0) && " } ?? "")
+                + "exec '\(CLI.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log"
+        }
+
         /// Runs `serve` under `ulimit -n ulimit` with `inheriting` more descriptors (`/dev/null`) open from its start,
         /// until it exits (at most two minutes).
         static func refusal(ulimit: Int, inheriting: Int) async throws -> Refusal {
@@ -262,7 +268,7 @@ struct DescriptorLimitTests {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = [
                 "-c",
-                "ulimit -n \(ulimit) && exec '\(CLI.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(base.appendingPathComponent("cache").path)' --no-access-log",
+                serveCommand(ulimit: ulimit, cache: base.appendingPathComponent("cache")),
             ]
             process.extraDescriptors = extra
             process.outputFiles = (output.path, errors.path)
@@ -293,8 +299,7 @@ struct DescriptorLimitTests {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = [
                 "-c",
-                (ulimit.map { "ulimit -n \($0) && " } ?? "")
-                    + "exec '\(CLI.binary.path)' serve --listen 127.0.0.1:0 --cache-dir '\(cache.path)' --no-access-log",
+                serveCommand(ulimit: ulimit, cache: cache),
             ]
             var environment = ProcessInfo.processInfo.environment
             environment["HLSCACHE_LIMITS_IDLE_TIMEOUT"] = "2s"

@@ -54,9 +54,14 @@ struct RewrittenPlaylist: Sendable {
     /// The `Cache-Control` to send at `now`: a live playlist may be kept downstream only for what is left of its TTL
     /// (a cache in front of the proxy adding a whole TTL to a copy already nearly a TTL old would serve it stale).
     func cacheControl(at now: NIODeadline) -> String {
-        guard isLive else { return "no-cache" }
+        maxAge(at: now).map { "max-age=\($0)" } ?? "no-cache"
+    }
+
+    /// The `max-age` of ``cacheControl(at:)`` (nil: `no-cache`, not live).
+    func maxAge(at now: NIODeadline) -> Int? {
+        guard isLive else { return nil }
         let elapsed = Double((now - madeAt).nanoseconds) / 1e9
-        return "max-age=\(max(0, Int((ttl - elapsed).rounded())))"
+        return max(0, Int((ttl - elapsed).rounded()))
     }
 }
 
@@ -596,8 +601,9 @@ final class PlaylistService: Sendable {
             !responder.echoesOrigin
         else { return nil }
         let gzip = responder.request.acceptsGzip ? playlist.gzip : nil
+        // Compared as a number on every request; the header's text is made only when a form is rendered.
         let form = PreparedLiveHeads.Form(
-            cacheControl: playlist.cacheControl(at: configuration.livePlaylistClock()), gzip: gzip != nil,
+            maxAge: playlist.maxAge(at: configuration.livePlaylistClock()), gzip: gzip != nil,
             anyPage: responder.webOrigins.allowsAnyPage, proxiedContent: responder.isProxiedContent)
         if let answer = playlist.preparedHeads.answer(for: form) { return answer }
         let body = gzip ?? playlist.body
@@ -605,7 +611,7 @@ final class PlaylistService: Sendable {
         headers.add(name: "Content-Type", value: playlist.contentType)
         headers.add(name: "Vary", value: "Accept-Encoding")
         headers.add(name: "X-Cache", value: "HIT")
-        headers.add(name: "Cache-Control", value: form.cacheControl)
+        headers.add(name: "Cache-Control", value: form.maxAge.map { "max-age=\($0)" } ?? "no-cache")
         if gzip != nil { headers.add(name: "Content-Encoding", value: "gzip") }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         headers = responder.decorated(headers)

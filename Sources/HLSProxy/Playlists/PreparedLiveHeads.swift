@@ -9,7 +9,8 @@ import NIOHTTP1
 /// A few forms at most are kept (the newest replaces the oldest): `max-age` moves on once a second.
 final class PreparedLiveHeads: Sendable {
     struct Form: Equatable, Sendable {
-        var cacheControl: String
+        /// `Cache-Control: max-age=` this (nil: `no-cache`).
+        var maxAge: Int?
         var gzip: Bool
         /// `http.allowedWebOrigins` allows any page (`*`), and the content is proxied (sandboxed): what
         /// ``Responder``'s CORS headers depend on for a request whose page it does not echo.

@@ -43,6 +43,16 @@ extension ResourceService {
         }
     }
 
+    /// Sends the live playlist `live` (held in memory) with its prepared head (``PlaylistService/preparedAnswer(for:to:)``).
+    /// False, having sent nothing: the request is not one a prepared head fits.
+    func sendPreparedLive(_ live: RewrittenPlaylist, responder: Responder) -> Bool {
+        guard let prepared = services.playlists.preparedAnswer(for: live, to: responder) else { return false }
+        responder.route = .playlist
+        responder.cacheResult = .live
+        responder.sendPrepared(prepared.head, headers: prepared.headers, body: .bytes(prepared.body))
+        return true
+    }
+
     /// Sends `replay`'s object from the memory tier if it holds the current version (and, for a large body, fewer
     /// than the tier's limit of connections hold one). The store records the access as for any hit; no pin is
     /// needed, as no file is read.
@@ -118,10 +128,7 @@ extension ResourceService {
         let live = services.playlists.livePlaylist(key)
         if case .live = answer {
             // None in memory now (expired): the ordinary path fetches the next version.
-            guard let live, let prepared = services.playlists.preparedAnswer(for: live, to: responder) else { return nil }
-            responder.route = .playlist
-            responder.cacheResult = .live
-            responder.sendPrepared(prepared.head, headers: prepared.headers, body: .bytes(prepared.body))
+            guard let live, sendPreparedLive(live, responder: responder) else { return nil }
             readAhead(after: key)
             return .checked
         }
@@ -143,7 +150,7 @@ extension ResourceService {
                 how = .checked
             }
         case .live:
-            return nil
+            return nil  // answered above
         case .playlist(let playlist, let copy, _):
             if let body = exchange.check?.body(store: services.store, memory: services.memory, tokens: tokens) {
                 responder.route = .playlist

@@ -78,12 +78,11 @@ final class ResourceService: Sendable {
         defer { if readsAhead { readAhead(after: key) } }
         if !blocking {
             if let live = services.playlists.livePlaylist(key) {
-                responder.route = .playlist
-                responder.cacheResult = .live
-                if let answer = services.playlists.preparedAnswer(for: live, to: responder) {
-                    responder.sendPrepared(answer.head, headers: answer.headers, body: .bytes(answer.body))
+                if sendPreparedLive(live, responder: responder) {
                     responder.replayedAnswer = .live(target: memo.resolved)
                 } else {
+                    responder.route = .playlist
+                    responder.cacheResult = .live
                     services.playlists.respond(with: live, to: responder, cache: "HIT")
                 }
                 return
