@@ -85,6 +85,10 @@ package struct ProxyConfiguration: Sendable {
     /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
     /// loop with it.
     package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
+    /// Told on the event loop each time a file body is sent straight to the socket (``ConnectionSocket``): the
+    /// request's target, the response bytes (head and body) the kernel took at once, and all of them (the rest went
+    /// through the channel). Tests see which path a body took with it.
+    package var directSendObserver: (@Sendable (_ target: String, _ sentAtOnce: Int64, _ total: Int64) -> Void)?
     /// Segments fetched ahead of a player in the rendition it is playing (0 disables read-ahead).
     package var prefetchSegments: Int = 3
     /// `prefetch.through`: a fleet's balancer (`scheme://authority`) that read-ahead requests segments through, so

@@ -51,6 +51,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let sliceBytes: Int
     /// ``ProxyConfiguration/bodyWriteObserver``.
     private let bodyWriteObserver: (@Sendable (String, Bool) -> Void)?
+    /// ``ProxyConfiguration/directSendObserver``.
+    private let directSendObserver: (@Sendable (String, Int64, Int64) -> Void)?
     /// ``ProxyConfiguration/drainFirstRequestWindow``.
     private let drainFirstRequestWindow: TimeAmount
     /// The index of this connection's event loop among the server's (where its requests are counted: ``ShardedCounts``).
@@ -73,6 +75,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.liveWebOrigins = webOrigins ?? LiveWebOrigins(configuration.webOrigins)
         self.listenHost = configuration.host
         self.bodyWriteObserver = configuration.bodyWriteObserver
+        self.directSendObserver = configuration.directSendObserver
         self.drainFirstRequestWindow = configuration.drainFirstRequestWindow
         self.sliceBytes = configuration.sendSliceBytes
         self.state = ProxyConnectionStateMachine(maxHeaderCount: configuration.maxHeaderCount)
@@ -350,8 +353,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         timeouts?.queued(bytes: head.readableBytes)
-        context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
-        write(head: end, framing: headOnly ? .none : .length, body: body, context: context)
+        write(head: head, then: end, framing: headOnly ? .none : .length, body: body, context: context)
     }
 
     /// Bodies up to this size are copied into their head's buffer by ``writePrepared(_:body:headOnly:)``.
@@ -360,12 +362,33 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Writes a response. A body longer than ``sliceBytes`` goes a slice of that size at a time, each after the event
     /// loop has looked at its other sockets again (``LoopYield``): a request arriving behind a large body on the same
     /// loop waits for one slice, not the whole body (nginx's `sendfile_max_chunk`, there 2 MiB).
-    private func write(head: ByteBuffer, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext) {
+    /// A file body of ``directThreshold`` or more that is not sliced goes straight to the socket (``sendDirectly``).
+    /// `rest`: the head's last bytes, when it comes in two buffers (a prepared head and its `Date` line).
+    private func write(
+        head: ByteBuffer, then rest: ByteBuffer? = nil, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext
+    ) {
         let done = context.eventLoop.makePromise(of: Void.self)
         // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes); a
         // sliced body counts each slice as it is handed over.
         let sliced = framing != .none && sliceBytes > 0 && body.length > Int64(sliceBytes) && yield?.isShared == true
-        timeouts?.queued(bytes: head.readableBytes + (framing == .none || sliced ? 0 : Int(body.length)))
+        timeouts?.queued(bytes: head.readableBytes + (rest?.readableBytes ?? 0) + (framing == .none || sliced ? 0 : Int(body.length)))
+        if framing != .none, !sliced, body.length >= Self.directThreshold,
+            sendDirectly(head: head, then: rest ?? ByteBuffer(), body: body, done: done, context: context)
+        {
+            return
+        }
+        if let rest {
+            context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
+            write(head: rest, framing: framing, body: body, sliced: sliced, done: done, context: context)
+        } else {
+            write(head: head, framing: framing, body: body, sliced: sliced, done: done, context: context)
+        }
+    }
+
+    private func write(
+        head: ByteBuffer, framing: BodyFraming, body: ResponseBody, sliced: Bool, done: EventLoopPromise<Void>,
+        context: ChannelHandlerContext
+    ) {
         switch body {
         case .empty:
             completeResponse(when: done.futureResult, context: context)
@@ -407,6 +430,68 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             if cork { setCork(false, on: context.channel) }
         }
+    }
+
+    /// File bodies at least this long are sent with ``ConnectionSocket`` when they can be.
+    static let directThreshold: Int64 = 64 << 10
+
+    /// The connection's socket for ``sendDirectly`` (nil: not looked up yet; `.some(nil)`: it cannot be).
+    private var directSocket: ConnectionSocket??
+
+    /// Sends a file body's head and body straight to the socket (``ConnectionSocket``), if NIO holds none of the
+    /// connection's bytes; false: nothing was sent, the caller writes it the usual way. The head goes with `MSG_MORE`
+    /// (it shares the first full segment with the file's bytes, as `TCP_CORK` did, without its two `setsockopt`);
+    /// what the kernel does not take at once goes to the channel behind it; `done` completes when the last byte is
+    /// taken, or fails (and the connection closes) when the connection did.
+    private func sendDirectly(
+        head: ByteBuffer, then rest: ByteBuffer, body: ResponseBody, done: EventLoopPromise<Void>, context: ChannelHandlerContext
+    ) -> Bool {
+        guard case .file(let handle, let offset, let length, _) = body else { return false }
+        if directSocket == nil { directSocket = .some(ConnectionSocket.of(context.channel)) }
+        guard let socket = directSocket ?? nil, let file = try? handle.withUnsafeFileDescriptor({ $0 }) else { return false }
+        if socketOptions == nil { socketOptions = context.channel.syncOptions }
+        guard let buffered = try? socketOptions?.getOption(.bufferedWritableBytes), buffered == 0 else { return false }
+        let headBytes = Int64(head.readableBytes + rest.readableBytes)
+        let sentOfHead = socket.send(head, rest, more: true)
+        // The socket is full: all of it the usual way.
+        if sentOfHead == .partly(0) { return false }
+        // The file is closed and unpinned before the next pipelined request is looked at.
+        completeResponse(when: done.futureResult, context: context, releasing: body)
+        bodyWriteObserver?(responder?.request.head.uri ?? "", true)
+        let target = directSendObserver == nil ? "" : responder?.request.head.uri ?? ""
+        var headSent: Int64 = 0
+        var fileSent: Int64 = 0
+        var failure: IOError?
+        switch sentOfHead {
+        case .all: headSent = headBytes
+        case .partly(let sent): headSent = sent
+        case .failed(let code): failure = IOError(errnoCode: code, reason: "sendmsg")
+        }
+        if headSent == headBytes {
+            switch socket.sendFile(file, offset: offset, length: length) {
+            case .all: fileSent = length
+            case .partly(let sent): fileSent = sent
+            case .failed(let code): failure = IOError(errnoCode: code, reason: "sendfile")
+            }
+        }
+        directSendObserver?(target, headSent + fileSent, headBytes + length)
+        if let failure {
+            done.fail(failure)
+            context.close(promise: nil)
+        } else if fileSent == length {
+            done.succeed()
+        } else {
+            // The rest once the socket is writable, in order: the head's unsent bytes, then the file's.
+            if headSent < headBytes {
+                var unsent = head
+                unsent.writeImmutableBuffer(rest)
+                unsent.moveReaderIndex(forwardBy: Int(headSent))
+                context.write(wrapOutboundOut(.byteBuffer(unsent)), promise: nil)
+            }
+            let region = FileRegion(fileHandle: handle, readerIndex: Int(offset + fileSent), endIndex: Int(offset + length))
+            context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
+        }
+        return true
     }
 
     /// Where the slices of a body come from.
