@@ -8,7 +8,7 @@ import Testing
 
 @testable import HLSProxy
 
-/// A cached file's response goes straight to the socket with `sendmsg` and `sendfile` (``ConnectionSocket``), and
+/// A hit's response goes straight to the socket with `sendmsg` (and `sendfile` for a file) (``ConnectionSocket``), and
 /// what the kernel does not take at once through the channel behind it: the client gets the same bytes either way.
 @Suite struct DirectSendTests {
     /// What the server told of its direct sends: target, bytes taken at once, all bytes.
@@ -19,21 +19,34 @@ import Testing
         var all: [DirectSend] { list.withLock { $0 } }
     }
 
-    /// A harness with the memory tier and slices off (every hit is a whole file) that records its direct sends; `big`
-    /// is stored at `/big.ts`.
+    /// Where a hit's body comes from.
+    enum Source: CaseIterable, Sendable {
+        case file
+        case memory
+    }
+
+    /// A harness with slices off (every hit is sent whole) that records its direct sends, with `big` stored at
+    /// `/big.ts`; from `.file`: the memory tier off; from `.memory`: held in the tier, and its file overwritten with
+    /// other bytes of the same length (only an answer from memory has the right ones).
     private static func start(
-        _ sends: Sends, big: [UInt8]
+        _ sends: Sends, big: [UInt8], from source: Source = .file
     ) async throws -> (harness: ProxyHarness, target: String) {
         let harness = try await ProxyHarness.start(
             serving: FileManager.default.temporaryDirectory,
             configure: { configuration in
-                configuration.memoryCacheBytes = 0
+                configuration.memoryCacheBytes = source == .file ? 0 : 4 * big.count
+                configuration.memoryMaxObjectBytes = 2 * big.count
                 configuration.sendSliceBytes = 0
                 configuration.directSendObserver = { target, atOnce, total in sends.list.withLock { $0.append((target, atOnce, total)) } }
             })
         harness.origin.setBody(big, contentType: "video/mp2t", for: "/big.ts")
-        _ = try await harness.get(harness.url("/big.ts"))
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
         try await harness.waitForIdle()
+        if source == .memory {
+            let object = try await MemoryTierTests.warm(harness, url, "/big.ts")
+            try MemoryTierTests.scribble(over: object)
+        }
         sends.list.withLock { $0.removeAll() }
         return (harness, "/http/127.0.0.1:\(harness.origin.port)/big.ts")
     }
@@ -80,11 +93,11 @@ import Testing
         }
     }
 
-    /// Two pipelined hits of a 2 MiB file: both sent directly, both bodies the file's bytes.
-    @Test func aFileHitGoesStraightToTheSocket() async throws {
+    /// Two pipelined hits of a 2 MiB object: both sent directly, both bodies the object's bytes.
+    @Test(arguments: Source.allCases) func aHitGoesStraightToTheSocket(from source: Source) async throws {
         let sends = Sends()
         let big = randomBytes(2 << 20)
-        let (harness, target) = try await Self.start(sends, big: big)
+        let (harness, target) = try await Self.start(sends, big: big, from: source)
         defer { Task { await harness.shutdown() } }
 
         let fd = try LoopbackSocket.connect(port: harness.port, readTimeout: 60)
@@ -95,7 +108,7 @@ import Testing
             #expect(response.status == "HTTP/1.1 200 OK")
             // Compared apart: a failed #expect would print both arrays whole.
             let same = response.body == big
-            #expect(same, "the body differs from the file (\(response.body.count) bytes)")
+            #expect(same, "the body differs from the object's (\(response.body.count) bytes)")
         }
         let seen = sends.all
         #expect(seen.count == 2 && seen.allSatisfy { $0.target == target && $0.total > Int64(big.count) && $0.sentAtOnce > 0 }, "\(seen)")
@@ -104,13 +117,13 @@ import Testing
     /// A client that reads nothing while its answer is sent (a 4 KiB receive window): the kernel takes only part of
     /// it at once, and the rest follows through the channel, in order — then the next pipelined hit. The body is
     /// twice what a socket's send buffer can grow to (`tcp_wmem`; on loopback it starts at about 2.5 MiB).
-    @Test func whatTheKernelDoesNotTakeAtOnceFollowsThroughTheChannel() async throws {
+    @Test(arguments: Source.allCases) func whatTheKernelDoesNotTakeAtOnceFollowsThroughTheChannel(from source: Source) async throws {
         let sends = Sends()
         let bufferLimit =
             (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8))
             .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? (4 << 20)
         let big = randomBytes(2 * bufferLimit)
-        let (harness, target) = try await Self.start(sends, big: big)
+        let (harness, target) = try await Self.start(sends, big: big, from: source)
         defer { Task { await harness.shutdown() } }
 
         let fd = try LoopbackSocket.connect(port: harness.port, receiveBuffer: 4096, readTimeout: 60)
@@ -126,7 +139,7 @@ import Testing
             #expect(response.status == "HTTP/1.1 200 OK")
             // Compared apart: a failed #expect would print both arrays whole.
             let same = response.body == big
-            #expect(same, "the body differs from the file (\(response.body.count) bytes)")
+            #expect(same, "the body differs from the object's (\(response.body.count) bytes)")
         }
         #expect(sends.all.count == 2)
     }

@@ -23,7 +23,7 @@ import Testing
 
     /// Asks for `url` until the memory tier holds the object stored for `path` (each whole hit from the file reads it
     /// in on the thread pool; how soon depends on the machine, so no deadline decides but a generous one).
-    private static func warm(_ harness: ProxyHarness, _ url: String, _ path: String, headers: [(String, String)] = []) async throws
+    static func warm(_ harness: ProxyHarness, _ url: String, _ path: String, headers: [(String, String)] = []) async throws
         -> CachedObject
     {
         let object = try stored(harness, path)
@@ -38,7 +38,7 @@ import Testing
 
     /// Rewrites the object's file in place with other bytes of the same length and puts its modification time back:
     /// nothing a `stat` sees changes, so only an answer from memory still has the original bytes.
-    private static func scribble(over object: CachedObject) throws {
+    static func scribble(over object: CachedObject) throws {
         var info = stat()
         #expect(stat(object.path, &info) == 0)
         let handle = try #require(FileHandle(forWritingAtPath: object.path))

@@ -72,31 +72,34 @@ struct ConnectionSocket {
         }
     }
 
-    /// Sends `first` then `second` in one `sendmsg`; `more`: more bytes follow at once (`MSG_MORE`: they share full
-    /// segments with what comes next instead of leaving in a small one of their own).
-    func send(_ first: ByteBuffer, _ second: ByteBuffer, more: Bool) -> Sent {
+    /// Sends `first`, `second` and `third` in one `sendmsg`; `more`: more bytes follow at once (`MSG_MORE`: they share
+    /// full segments with what comes next instead of leaving in a small one of their own).
+    func send(_ first: ByteBuffer, _ second: ByteBuffer, _ third: ByteBuffer = ByteBuffer(), more: Bool) -> Sent {
         #if os(Linux)
-            let total = first.readableBytes + second.readableBytes
-            let sent = first.withUnsafeReadableBytes { a in
+            let total = first.readableBytes + second.readableBytes + third.readableBytes
+            let (sent, code) = first.withUnsafeReadableBytes { a in
                 second.withUnsafeReadableBytes { b in
-                    var vectors = (
-                        iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count),
-                        iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
-                    )
-                    return withUnsafeMutableBytes(of: &vectors) { raw in
-                        var message = msghdr()
-                        message.msg_iov = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
-                        message.msg_iovlen = 2
-                        let flags = CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT) | (more ? CInt(MSG_MORE) : 0)
-                        while true {
-                            let n = sendmsg(descriptor, &message, flags)
-                            if n < 0 && errno == EINTR { continue }
-                            return n
+                    third.withUnsafeReadableBytes { c in
+                        var vectors = (
+                            iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count),
+                            iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count),
+                            iovec(iov_base: UnsafeMutableRawPointer(mutating: c.baseAddress), iov_len: c.count)
+                        )
+                        return withUnsafeMutableBytes(of: &vectors) { raw in
+                            var message = msghdr()
+                            message.msg_iov = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
+                            message.msg_iovlen = 3
+                            let flags = CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT) | (more ? CInt(MSG_MORE) : 0)
+                            while true {
+                                let n = sendmsg(descriptor, &message, flags)
+                                if n < 0 && errno == EINTR { continue }
+                                return (n, n < 0 ? errno : 0)
+                            }
                         }
                     }
                 }
             }
-            if sent < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? .partly(0) : .failed(errno) }
+            if sent < 0 { return code == EAGAIN || code == EWOULDBLOCK ? .partly(0) : .failed(code) }
             return sent == total ? .all : .partly(Int64(sent))
         #else
             return .partly(0)
@@ -112,9 +115,10 @@ struct ConnectionSocket {
             while Int64(position) < end {
                 let n = sendfile(descriptor, file, &position, Int(end - Int64(position)))
                 if n < 0 {
-                    if errno == EINTR { continue }
-                    if errno == EAGAIN || errno == EWOULDBLOCK { break }
-                    return .failed(errno)
+                    let code = errno
+                    if code == EINTR { continue }
+                    if code == EAGAIN || code == EWOULDBLOCK { break }
+                    return .failed(code)
                 }
                 // The file is shorter than it was said to be: what NIO's FileRegion would report too.
                 if n == 0 { return .failed(EIO) }

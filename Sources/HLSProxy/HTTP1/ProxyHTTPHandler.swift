@@ -362,7 +362,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Writes a response. A body longer than ``sliceBytes`` goes a slice of that size at a time, each after the event
     /// loop has looked at its other sockets again (``LoopYield``): a request arriving behind a large body on the same
     /// loop waits for one slice, not the whole body (nginx's `sendfile_max_chunk`, there 2 MiB).
-    /// A file body of ``directThreshold`` or more that is not sliced goes straight to the socket (``sendDirectly``).
+    /// A body of ``directThreshold`` or more that is not sliced goes straight to the socket (``sendDirectly``).
     /// `rest`: the head's last bytes, when it comes in two buffers (a prepared head and its `Date` line).
     private func write(
         head: ByteBuffer, then rest: ByteBuffer? = nil, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext
@@ -432,64 +432,85 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// File bodies at least this long are sent with ``ConnectionSocket`` when they can be.
+    /// Bodies at least this long are sent with ``ConnectionSocket`` when they can be.
     static let directThreshold: Int64 = 64 << 10
 
     /// The connection's socket for ``sendDirectly`` (nil: not looked up yet; `.some(nil)`: it cannot be).
     private var directSocket: ConnectionSocket??
 
-    /// Sends a file body's head and body straight to the socket (``ConnectionSocket``), if NIO holds none of the
-    /// connection's bytes; false: nothing was sent, the caller writes it the usual way. The head goes with `MSG_MORE`
-    /// (it shares the first full segment with the file's bytes, as `TCP_CORK` did, without its two `setsockopt`);
-    /// what the kernel does not take at once goes to the channel behind it; `done` completes when the last byte is
-    /// taken, or fails (and the connection closes) when the connection did.
+    /// Sends a response straight to the socket (``ConnectionSocket``), if NIO holds none of the connection's bytes:
+    /// the head and a body from memory in one `sendmsg`; the head of a file body with `MSG_MORE` (it shares the first
+    /// full segment with the file's bytes, as `TCP_CORK` did, without its two `setsockopt`) and the file with
+    /// `sendfile`. False: nothing was sent, the caller writes it the usual way. What the kernel does not take at once
+    /// goes to the channel behind what it took; `done` completes when the last byte is taken, or fails (and the
+    /// connection closes) when the connection did.
     private func sendDirectly(
         head: ByteBuffer, then rest: ByteBuffer, body: ResponseBody, done: EventLoopPromise<Void>, context: ChannelHandlerContext
     ) -> Bool {
-        guard case .file(let handle, let offset, let length, _) = body else { return false }
+        var file: CInt?
+        var bytes = ByteBuffer()
+        switch body {
+        case .empty: return false
+        case .bytes(let buffer): bytes = buffer
+        case .file(let handle, _, _, _):
+            guard let descriptor = try? handle.withUnsafeFileDescriptor({ $0 }) else { return false }
+            file = descriptor
+        }
         if directSocket == nil { directSocket = .some(ConnectionSocket.of(context.channel)) }
-        guard let socket = directSocket ?? nil, let file = try? handle.withUnsafeFileDescriptor({ $0 }) else { return false }
+        guard let socket = directSocket ?? nil else { return false }
         if socketOptions == nil { socketOptions = context.channel.syncOptions }
         guard let buffered = try? socketOptions?.getOption(.bufferedWritableBytes), buffered == 0 else { return false }
-        let headBytes = Int64(head.readableBytes + rest.readableBytes)
-        let sentOfHead = socket.send(head, rest, more: true)
+        let inMemory = Int64(head.readableBytes + rest.readableBytes + bytes.readableBytes)
+        let total = inMemory + (file == nil ? 0 : body.length)
+        let sentAtOnce = socket.send(head, rest, bytes, more: file != nil)
         // The socket is full: all of it the usual way.
-        if sentOfHead == .partly(0) { return false }
-        // The file is closed and unpinned before the next pipelined request is looked at.
+        if sentAtOnce == .partly(0) { return false }
+        // A file is closed and unpinned before the next pipelined request is looked at.
         completeResponse(when: done.futureResult, context: context, releasing: body)
         bodyWriteObserver?(responder?.request.head.uri ?? "", true)
         let target = directSendObserver == nil ? "" : responder?.request.head.uri ?? ""
-        var headSent: Int64 = 0
-        var fileSent: Int64 = 0
+        var sent: Int64 = 0
         var failure: IOError?
-        switch sentOfHead {
-        case .all: headSent = headBytes
-        case .partly(let sent): headSent = sent
+        switch sentAtOnce {
+        case .all: sent = inMemory
+        case .partly(let count): sent = count
         case .failed(let code): failure = IOError(errnoCode: code, reason: "sendmsg")
         }
-        if headSent == headBytes {
+        if let file, sent == inMemory, case .file(_, let offset, let length, _) = body {
             switch socket.sendFile(file, offset: offset, length: length) {
-            case .all: fileSent = length
-            case .partly(let sent): fileSent = sent
+            case .all: sent += length
+            case .partly(let count): sent += count
             case .failed(let code): failure = IOError(errnoCode: code, reason: "sendfile")
             }
         }
-        directSendObserver?(target, headSent + fileSent, headBytes + length)
+        directSendObserver?(target, sent, total)
         if let failure {
             done.fail(failure)
             context.close(promise: nil)
-        } else if fileSent == length {
+            return true
+        }
+        if sent == total {
             done.succeed()
-        } else {
-            // The rest once the socket is writable, in order: the head's unsent bytes, then the file's.
-            if headSent < headBytes {
-                var unsent = head
-                unsent.writeImmutableBuffer(rest)
-                unsent.moveReaderIndex(forwardBy: Int(headSent))
-                context.write(wrapOutboundOut(.byteBuffer(unsent)), promise: nil)
+            return true
+        }
+        // The rest once the socket is writable, in order, behind what was sent.
+        var skip = sent
+        var unsent: [ByteBuffer] = []
+        for part in [head, rest, bytes] {
+            if skip >= part.readableBytes {
+                skip -= Int64(part.readableBytes)
+            } else {
+                unsent.append(part.getSlice(at: part.readerIndex + Int(skip), length: part.readableBytes - Int(skip))!)
+                skip = 0
             }
-            let region = FileRegion(fileHandle: handle, readerIndex: Int(offset + fileSent), endIndex: Int(offset + length))
+        }
+        if case .file(let handle, let offset, let length, _) = body {
+            for part in unsent { context.write(wrapOutboundOut(.byteBuffer(part)), promise: nil) }
+            let region = FileRegion(fileHandle: handle, readerIndex: Int(offset + max(0, sent - inMemory)), endIndex: Int(offset + length))
             context.writeAndFlush(wrapOutboundOut(.fileRegion(region)), promise: done)
+        } else {
+            for part in unsent.dropLast() { context.write(wrapOutboundOut(.byteBuffer(part)), promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.byteBuffer(unsent.last!)), promise: done)
         }
         return true
     }
