@@ -85,7 +85,7 @@ package struct ProxyConfiguration: Sendable {
     /// whether they were the body's last (a large body goes a slice at a time). Tests see the order of writes on a
     /// loop with it.
     package var bodyWriteObserver: (@Sendable (_ target: String, _ last: Bool) -> Void)?
-    /// Told on the event loop each time a file body is sent straight to the socket (``ConnectionSocket``): the
+    /// Told on the event loop each time a body is sent straight to the socket (``ConnectionSocket``): the
     /// request's target, the response bytes (head and body) the kernel took at once, and all of them (the rest went
     /// through the channel). Tests see which path a body took with it.
     package var directSendObserver: (@Sendable (_ target: String, _ sentAtOnce: Int64, _ total: Int64) -> Void)?

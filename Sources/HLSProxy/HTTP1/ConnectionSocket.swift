@@ -3,10 +3,10 @@
 #endif
 import NIOCore
 
-/// A client connection's socket, for sending a cached file's response head and body with `sendmsg` and `sendfile`
-/// straight from ``ProxyHTTPHandler``, as nginx does, instead of through NIO's write path (its pending-writes queue,
-/// promises and flush: about a fifth of the event loop's instructions for a 2 MiB hit, and two `setsockopt` calls
-/// for `TCP_CORK` that `MSG_MORE` makes unnecessary). Used only while NIO holds none of the connection's bytes, so
+/// A client connection's socket, for sending a hit's response head and body (from memory, or its file) with `sendmsg`
+/// and `sendfile` straight from ``ProxyHTTPHandler``, as nginx does, instead of through NIO's write path (its
+/// pending-writes queue, promises and flush: about a fifth of the event loop's instructions for a 2 MiB hit, and two
+/// `setsockopt` calls for `TCP_CORK` that `MSG_MORE` makes unnecessary). Used only while NIO holds none of the connection's bytes, so
 /// nothing is sent out of order; what the kernel does not take at once is handed back to NIO.
 ///
 /// NIO does not expose a channel's descriptor. It is read from the channel's description (`fd=N`, NIOPosix's
