@@ -83,16 +83,6 @@ import Testing
         return responses
     }
 
-    private static func send(_ text: String, on fd: Int32) {
-        let bytes = Array(text.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { return }
-            sent += count
-        }
-    }
-
     /// Two pipelined hits of a 2 MiB object: both sent directly, both bodies the object's bytes.
     @Test(arguments: Source.allCases) func aHitGoesStraightToTheSocket(from source: Source) async throws {
         let sends = Sends()
@@ -102,7 +92,7 @@ import Testing
 
         let fd = try LoopbackSocket.connect(port: harness.port, readTimeout: 60)
         defer { close(fd) }
-        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
+        LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
         let responses = try await Task.detached { try Self.readResponses(2, from: fd) }.value
         for response in responses {
             #expect(response.status == "HTTP/1.1 200 OK")
@@ -128,7 +118,7 @@ import Testing
 
         let fd = try LoopbackSocket.connect(port: harness.port, receiveBuffer: 4096, readTimeout: 60)
         defer { close(fd) }
-        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
+        LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
         // Nothing is read until the first answer was handed over.
         let deadline = ContinuousClock.now + .seconds(60)
         while sends.all.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
@@ -154,7 +144,7 @@ import Testing
 
         for _ in 0..<20 {
             let fd = try LoopbackSocket.connect(port: harness.port, receiveBuffer: 4096)
-            Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
+            LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
             // Gone (a reset) once the first bytes arrive: the rest of the 2 MiB meets a closed connection.
             var byte: UInt8 = 0
             _ = recv(fd, &byte, 1, 0)
@@ -165,7 +155,7 @@ import Testing
         try await harness.waitForIdle()
         let fd = try LoopbackSocket.connect(port: harness.port, readTimeout: 60)
         defer { close(fd) }
-        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
+        LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
         let response = try #require(try await Task.detached { try Self.readResponses(1, from: fd) }.value.first)
         let same = response.body == big
         #expect(response.status == "HTTP/1.1 200 OK" && same)

@@ -34,16 +34,6 @@ import Testing
         return (status, received.count - headEnd!)
     }
 
-    private static func send(_ text: String, on fd: Int32) {
-        let bytes = Array(text.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { return }
-            sent += count
-        }
-    }
-
     @Test func aPlaylistIsAnsweredBeforeTheLastSliceOfALargeBodyOnItsLoop() async throws {
         let (order, bigTarget, playlistTarget) = try await Self.largeBodyThenPlaylist(sliceBytes: 512 << 10)
         let bigSlices = order.filter { $0.target == bigTarget }
@@ -82,7 +72,7 @@ import Testing
         let target = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
         // Stored by a first request on a connection of its own, closed; then nothing is open on the loop.
         let first = try LoopbackSocket.connect(port: harness.port)
-        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", on: first)
+        LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", on: first)
         #expect(try Self.readResponse(first).bodyBytes == large.count)
         close(first)
         try await harness.waitForIdle()
@@ -93,7 +83,7 @@ import Testing
 
         let alone = try LoopbackSocket.connect(port: harness.port)
         defer { close(alone) }
-        Self.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: alone)
+        LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: alone)
         let answer = try await Task.detached { try Self.readResponse(alone) }.value
         #expect(answer.status == "HTTP/1.1 200 OK" && answer.bodyBytes == large.count)
         let bodyWrites = writes.withLock { $0.filter { $0.target == target } }
@@ -149,8 +139,8 @@ import Testing
         }
         blocked.wait()
         writes.withLock { $0.removeAll() }
-        Self.send("GET \(bigTarget) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: big)
-        Self.send("GET \(playlistTarget) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: playlist)
+        LoopbackSocket.send("GET \(bigTarget) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: big)
+        LoopbackSocket.send("GET \(playlistTarget) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: playlist)
         release.signal()
 
         async let bigResponse = Task.detached { try Self.readResponse(big) }.value

@@ -35,6 +35,17 @@ package enum LoopbackSocket {
         }
         return fd
     }
+
+    /// Sends all of `text` on `fd` (blocking; stops at the first failure).
+    package static func send(_ text: String, on fd: Int32) {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return }
+            sent += count
+        }
+    }
 }
 
 /// Runs `start` with random free ports below the ephemeral range (32768 and up on Linux) until one binds, for a
