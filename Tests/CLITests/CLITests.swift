@@ -161,19 +161,8 @@ import Testing
     @Test func aRefusedStartLeavesNoSessionBehind() async throws {
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (taken, port) = try LoopbackSocket.listen()
         defer { close(taken) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(taken, $0, length) == 0 && getsockname(taken, $0, &length) == 0
-            }
-        }
-        try #require(bound && listen(taken, 1) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
 
         let busy = try await CLI.run(["serve", "--listen", "127.0.0.1:\(port)", "--cache-dir", cache.path, "--log-level", "error"])
         #expect(busy.status == 71, "a taken port is not a bad option (64)")

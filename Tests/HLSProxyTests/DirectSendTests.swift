@@ -143,7 +143,7 @@ import Testing
         defer { Task { await harness.shutdown() } }
 
         for _ in 0..<20 {
-            let fd = try LoopbackSocket.connect(port: harness.port, receiveBuffer: 4096)
+            let fd = try LoopbackSocket.connect(port: harness.port, receiveBuffer: 4096, readTimeout: 60)
             LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
             // Gone (a reset) once the first bytes arrive: the rest of the 2 MiB meets a closed connection.
             var byte: UInt8 = 0
@@ -225,20 +225,9 @@ import Testing
 
     /// A connected loopback pair: the accepted end and the connecting one (`receiveBuffer` on the latter).
     private static func connectedPair(receiveBuffer: Int32) throws -> (server: Int32, client: Int32) {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = try LoopbackSocket.listen()
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) {
-            try $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                guard bind(listener, $0, length) == 0, listen(listener, 1) == 0, getsockname(listener, $0, &length) == 0 else {
-                    throw RawHTTP.SocketError()
-                }
-            }
-        }
-        let client = try LoopbackSocket.connect(port: Int(UInt16(bigEndian: address.sin_port)), receiveBuffer: receiveBuffer)
+        let client = try LoopbackSocket.connect(port: port, receiveBuffer: receiveBuffer)
         let server = accept(listener, nil, nil)
         guard server >= 0 else {
             close(client)

@@ -36,6 +36,27 @@ package enum LoopbackSocket {
         return fd
     }
 
+    /// A socket listening on 127.0.0.1 at a port the system chose (backlog 1): its descriptor (the caller closes it)
+    /// and the port.
+    package static func listen() throws -> (descriptor: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ConnectFailed() }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && Glibc.listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard listening else {
+            close(fd)
+            throw ConnectFailed()
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
     /// Sends all of `text` on `fd` (blocking; stops at the first failure).
     package static func send(_ text: String, on fd: Int32) {
         let bytes = Array(text.utf8)

@@ -368,8 +368,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         head: ByteBuffer, then rest: ByteBuffer? = nil, framing: BodyFraming, body: ResponseBody, context: ChannelHandlerContext
     ) {
         let done = context.eventLoop.makePromise(of: Void.self)
-        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes); a
-        // sliced body counts each slice as it is handed over.
+        // What is handed to the channel, for the send timeout (measured against the channel's buffered bytes; what
+        // ``sendDirectly`` sends itself is never buffered: it counts as sent at once); a sliced body counts each slice
+        // as it is handed over.
         let sliced = framing != .none && sliceBytes > 0 && body.length > Int64(sliceBytes) && yield?.isShared == true
         timeouts?.queued(bytes: head.readableBytes + (rest?.readableBytes ?? 0) + (framing == .none || sliced ? 0 : Int(body.length)))
         if framing != .none, !sliced, body.length >= Self.directThreshold,
