@@ -67,8 +67,11 @@ package struct ProxyConfiguration: Sendable {
     /// than this many bytes of other large bodies were sent (from memory or file) since it last went from memory
     /// (``MemoryTier/warmBytes``).
     package var memoryWarmBytes: Int = MemoryTier.defaultWarmBytes
-    /// Request heads each event loop remembers with their answers (``ReplayedExchanges``); tests make it small.
+    /// Request heads each event loop remembers with their answers at most (``ReplayedExchanges``); tests make it small.
     package var replayedHeadsPerLoop: Int = ReplayedExchanges.defaultMaxEntries
+    /// The memory each event loop's remembered heads may take; nil: a share of 4 MiB by the number of loops
+    /// (``ReplayedExchanges/bytesPerLoop(loops:)``).
+    package var replayedHeadBytesPerLoop: Int? = nil
     /// The clock the memory tier times its file re-checks by (``MemoryTier/recheckInterval``); tests move it.
     package var memoryTierClock: @Sendable () -> NIODeadline = { .now() }
     /// The clock the client connection timeouts (head, body, send, idle) are measured by; tests move it.

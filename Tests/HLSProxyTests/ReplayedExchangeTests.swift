@@ -140,9 +140,11 @@ import Testing
     }
 
     private static func request(_ harness: ProxyHarness, _ path: String, extra: String = "") -> [UInt8] {
-        Array(
-            "GET /http/127.0.0.1:\(harness.origin.port)\(path) HTTP/1.1\r\nHost: 127.0.0.1:\(harness.port)\r\nUser-Agent: t\r\n\(extra)\r\n"
-                .utf8)
+        request(port: harness.port, originPort: harness.origin.port, path, extra: extra)
+    }
+
+    private static func request(port: Int, originPort: Int, _ path: String, extra: String = "") -> [UInt8] {
+        Array("GET /http/127.0.0.1:\(originPort)\(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUser-Agent: t\r\n\(extra)\r\n".utf8)
     }
 
     @Test func theSameHeadIsAnsweredAgainWithTheSameBytesCountedAndLogged() async throws {
@@ -215,15 +217,31 @@ import Testing
         #expect(harness.origin.requests(matching: "/v/index.m3u8").count == 2)
     }
 
+    /// What bounds a table in ``aLoopLargerThanTheTableKeepsTheHeadsInUse(_:)``.
+    enum TableBound: CaseIterable {
+        /// Two entries.
+        case entries
+        /// The memory of two and a half entries (``ReplayedExchange/estimatedBytes``), entries unbounded.
+        case bytes
+    }
+
     /// A table smaller than what players walk keeps the heads in use instead of pushing each out just before it is
-    /// asked for again (as least-recently-used order would on a loop): with room for two heads, a loop over three
-    /// objects keeps replaying two of them; a head left unused for twice the table's size in lookups gives way to a
-    /// new one.
-    @Test func aLoopLargerThanTheTableKeepsTheHeadsInUse() async throws {
+    /// asked for again (as least-recently-used order would on a loop): with room for two heads — by their number or
+    /// by their memory — a loop over three objects keeps replaying two of them; a head left unused for twice the
+    /// table's size in lookups gives way to a new one. The table's memory never exceeds its bound.
+    @Test(arguments: TableBound.allCases)
+    func aLoopLargerThanTheTableKeepsTheHeadsInUse(_ bound: TableBound) async throws {
+        // The three heads have the same length (one-letter names); the ports are not known yet, so the bound is two
+        // and a half heads with the longest ports — three heads with the shortest take more (8 bytes less each).
+        let longest = Self.request(port: 65535, originPort: 65535, "/a.ts").count
+        let budget = 5 * (ReplayedExchange.fixedBytes + 2 * longest) / 2
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
             configuration.prefetchSegments = 0
             configuration.memoryCacheBytes = 0
-            configuration.replayedHeadsPerLoop = 2
+            switch bound {
+            case .entries: configuration.replayedHeadsPerLoop = 2
+            case .bytes: configuration.replayedHeadBytesPerLoop = budget
+            }
         }
         defer { Task { await harness.shutdown() } }
         for name in ["a", "b", "c"] { harness.origin.setBody(randomBytes(5_000), contentType: "video/mp2t", for: "/\(name).ts") }
@@ -249,6 +267,9 @@ import Testing
         // Only "c" asked for a while: the other two fall idle (four lookups) and it takes one's place.
         for _ in 0..<6 { _ = try await connection.exchange(requests[2]) }
         #expect(try await Self.once(harness, connection, requests[2]).replayed)
+        let bytes = try await harness.server.replayedHeadBytes()
+        #expect(bytes.max() == 2 * (ReplayedExchange.fixedBytes + 2 * requests[0].count), "\(bytes)")
+        if bound == .bytes { #expect(bytes.allSatisfy { $0 <= budget }) }
     }
 
     /// With the memory tier off, hits are sent from their files — and their heads replayed all the same: the same

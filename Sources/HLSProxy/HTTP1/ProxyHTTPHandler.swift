@@ -218,7 +218,9 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.responder = responder
             router.route(request, responder: responder)
             // Answered with a replayed hit: the same head bytes are answered that way next time.
-            if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody {
+            if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody,
+                replays.hasRoom(for: candidate.hash, bytes: ReplayedExchange.fixedBytes + 2 * candidate.head.count)
+            {
                 replays.remember(
                     ReplayedExchange(
                         head: candidate.head, hash: candidate.hash, request: request, route: responder.route,

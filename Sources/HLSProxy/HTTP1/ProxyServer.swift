@@ -78,8 +78,11 @@ package final class ProxyServer: Sendable {
         let dates = DateHeaders(group: services.group)
         self.started.withLockedValue { $0.dates = dates }
         var tables: [ObjectIdentifier: ReplayedExchanges] = [:]
+        let loopCount = Array(services.group.makeIterator()).count
+        let headBytes = services.configuration.replayedHeadBytesPerLoop ?? ReplayedExchanges.bytesPerLoop(loops: loopCount)
         for loop in services.group.makeIterator() {
-            tables[ObjectIdentifier(loop)] = ReplayedExchanges(eventLoop: loop, maxEntries: services.configuration.replayedHeadsPerLoop)
+            tables[ObjectIdentifier(loop)] = ReplayedExchanges(
+                eventLoop: loop, maxEntries: services.configuration.replayedHeadsPerLoop, maxBytes: headBytes)
         }
         let replays = tables
         self.started.withLockedValue { $0.replays = tables }
@@ -205,6 +208,16 @@ package final class ProxyServer: Sendable {
             total += try await loop.submit { onEarlierCheck ? table.replayedOnCheck : table.replayed }.get()
         }
         return total
+    }
+
+    /// The estimated memory of the heads remembered, per event loop (``ReplayedExchanges/bytes``; tests).
+    func replayedHeadBytes() async throws -> [Int] {
+        var bytes: [Int] = []
+        for loop in services.group.makeIterator() {
+            guard let table = started.withLockedValue({ $0.replays[ObjectIdentifier(loop)] }) else { continue }
+            bytes.append(try await loop.submit { table.bytes }.get())
+        }
+        return bytes
     }
 
     /// The listening channel, once started.

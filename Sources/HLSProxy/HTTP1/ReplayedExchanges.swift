@@ -16,19 +16,32 @@ import NIOCore
 /// which ``ResourceService/replay(_:responder:)`` checks as the ordinary path would — each time, or for a small body
 /// on the check of the one before while nothing it looked at changed (``ReplayCheck``).
 ///
-/// One table per event loop, bound to it (no lock). A full table makes room only for a head whose least recently
-/// used entry has gone unused for ``idleLookups`` (twice the table's size) lookups: players walking more segments
-/// than the table holds (a library, a long VOD) would otherwise push each head out just before it is asked for
-/// again and replay nothing; so the heads in use stay, and new ones come in as old ones fall idle.
+/// One table per event loop, bound to it (no lock), bounded by the memory its entries take (``maxBytes``, an
+/// estimate per entry: ``ReplayedExchange/estimatedBytes``) and by a number of entries. A full table makes room only
+/// for a head whose least recently used entry has gone unused for ``idleLookups`` (twice the entries held) lookups:
+/// players walking more segments than the table holds (a library, a long VOD) would otherwise push each head out
+/// just before it is asked for again and replay nothing; so the heads in use stay, and new ones come in as old ones
+/// fall idle.
 final class ReplayedExchanges: Sendable {
     /// Heads longer than this are not remembered (players send a few hundred bytes).
     static let maxHeadBytes = 2048
-    /// Heads remembered per event loop (``ProxyConfiguration/replayedHeadsPerLoop``).
-    static let defaultMaxEntries = 1024
-    /// Heads remembered here.
+    /// The memory all the event loops' tables may take together (``bytesPerLoop(loops:)``): 4 MiB, about 3,400
+    /// remembered heads of a player's size (256 bytes), 4,800 of a benchmark client's (80 bytes).
+    static let defaultTotalBytes = 4 << 20
+    /// The least one loop's table may take, however many loops share ``defaultTotalBytes``.
+    static let minimumBytesPerLoop = 512 << 10
+    /// Entries per table at most, whatever their size (``ProxyConfiguration/replayedHeadsPerLoop``; tests make it small).
+    static let defaultMaxEntries = 16_384
+    /// Each loop's share of ``defaultTotalBytes``, at least ``minimumBytesPerLoop``: with 2 loops 2 MiB each (a
+    /// library of 2,400 segments asked for by a benchmark client's 80-byte heads stays whole in each), with 16 loops
+    /// 512 KiB each (8 MiB in all).
+    static func bytesPerLoop(loops: Int) -> Int { max(minimumBytesPerLoop, defaultTotalBytes / max(1, loops)) }
+    /// Heads remembered here at most.
     let maxEntries: Int
+    /// The estimated memory of the heads remembered here at most.
+    let maxBytes: Int
     /// Lookups after which an entry not used since counts as idle: it may give way to a new head.
-    var idleLookups: Int { 2 * maxEntries }
+    var idleLookups: Int { 2 * max(1, state.value.table.count) }
 
     private struct State {
         var table: BoundedLRU<Int, ReplayedExchange>
@@ -42,10 +55,17 @@ final class ReplayedExchanges: Sendable {
 
     private let state: NIOLoopBoundBox<State>
 
-    init(eventLoop: any EventLoop, maxEntries: Int = ReplayedExchanges.defaultMaxEntries) {
+    init(
+        eventLoop: any EventLoop, maxEntries: Int = ReplayedExchanges.defaultMaxEntries, maxBytes: Int = ReplayedExchanges.defaultTotalBytes
+    ) {
         self.maxEntries = maxEntries
-        state = NIOLoopBoundBox.makeBoxSendingValue(State(table: BoundedLRU(maxCount: maxEntries)), eventLoop: eventLoop)
+        self.maxBytes = maxBytes
+        state = NIOLoopBoundBox.makeBoxSendingValue(
+            State(table: BoundedLRU(maxCount: maxEntries, maxCost: maxBytes)), eventLoop: eventLoop)
     }
+
+    /// The estimated memory of the heads remembered (tests).
+    var bytes: Int { state.value.table.totalCost }
 
     /// Requests answered from the table (tests).
     var replayed: Int {
@@ -73,20 +93,28 @@ final class ReplayedExchanges: Sendable {
         return found
     }
 
-    /// Remembers `exchange` — in a full table only in place of an entry idle for ``idleLookups`` lookups (or of the
-    /// same head's).
-    func remember(_ exchange: ReplayedExchange) {
+    /// Whether the head hashed `hash` would be remembered now: it is remembered already (replaced), the table has
+    /// room, or its least recently used entry has been idle for ``idleLookups`` lookups. Asked before an exchange is
+    /// made, so that a full table of heads in use costs a request nothing more.
+    func hasRoom(for hash: Int, bytes: Int = ReplayedExchange.typicalBytes) -> Bool {
+        let table = state.value.table
+        guard table.count >= maxEntries || table.totalCost + bytes > maxBytes, !table.contains(hash) else { return true }
         let now = state.value.lookups
-        exchange.lastUsed = now
-        if state.value.table.count >= maxEntries && !state.value.table.contains(exchange.hash) {
-            var idle = false
-            state.value.table.forEachLeastRecentFirst { _, oldest, _ in
-                idle = now &- oldest.lastUsed >= idleLookups
-                return false
-            }
-            guard idle else { return }
+        let idleAfter = idleLookups
+        var idle = false
+        table.forEachLeastRecentFirst { _, oldest, _ in
+            idle = now &- oldest.lastUsed >= idleAfter
+            return false
         }
-        state.value.table.setValue(exchange, forKey: exchange.hash)
+        return idle
+    }
+
+    /// Remembers `exchange` if it has room (``hasRoom(for:bytes:)``); the least recently used entries make way.
+    func remember(_ exchange: ReplayedExchange) {
+        let cost = exchange.estimatedBytes
+        guard hasRoom(for: exchange.hash, bytes: cost) else { return }
+        exchange.lastUsed = state.value.lookups
+        state.value.table.setValue(exchange, forKey: exchange.hash, cost: cost)
     }
 
     func forget(_ exchange: ReplayedExchange) {
@@ -149,6 +177,16 @@ final class ReplayedExchange: @unchecked Sendable {
     var check: ReplayCheck?
     /// When it was last remembered or answered, on its table's clock (``ReplayedExchanges``).
     var lastUsed = 0
+
+    /// The memory an exchange takes besides its head (the exchange, the decoded request's storage, the table's
+    /// slot), measured: 6,144 more entries with 80-byte heads took 5 MB (~850 bytes each).
+    static let fixedBytes = 704
+    /// An entry with a player's head of a few hundred bytes, for a table asked whether one more would fit.
+    static let typicalBytes = fixedBytes + 2 * 256
+
+    /// The memory this entry is counted for: its head twice (the bytes, and the decoded request's strings) and the
+    /// rest (``fixedBytes``).
+    var estimatedBytes: Int { Self.fixedBytes + 2 * head.count }
 
     init(
         head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,
