@@ -104,6 +104,8 @@ final class ConsumptionRecorder: Sendable {
         var failing = false
         /// Answers not recorded, past the pending bound (flushed so far).
         var dropped = 0
+        /// Served targets looked up in the items' resource lists (tests: none while no item lists any).
+        var mapped = 0
     }
 
     /// The served responses waiting for a flush, the loaded timelines and the totals, under one lock: every section
@@ -140,6 +142,9 @@ final class ConsumptionRecorder: Sendable {
 
     /// How many flushes could not record what was served and kept it for the next one (for tests).
     var failedFlushes: Int { withTotals { $0.failedFlushes } }
+
+    /// Flushes so far, and the served targets they looked up in the items' resource lists (for tests).
+    var flushesAndMappedTargets: (flushes: UInt64, mapped: Int) { state.withLockedValue { ($0.timelines.flushes, $0.totals.mapped) } }
 
     /// Cache hits and misses of proxied resources since the server started.
     var hitsAndMisses: (hits: Int, misses: Int) {
@@ -212,6 +217,10 @@ final class ConsumptionRecorder: Sendable {
 
     /// Maps `targets` to item timelines and records them.
     private func record(_ targets: Set<String>, now: Date) throws(DownloadError) -> [(String, ItemConsumption)] {
+        // No item lists a resource (a plain proxy, or every item removed): nothing served is an item's, and a
+        // library walked through would otherwise have every target parsed and looked up in each flush.
+        guard try items.listsAnyResource() else { return [] }
+        withTotals { $0.mapped += targets.count }
         var keys: Set<String> = []
         for target in targets {
             guard let url = try? OriginURL(proxyTarget: target) else { continue }

@@ -67,6 +67,38 @@ struct ConsumptionTests {
         await h.shutdown()
     }
 
+    @Test("while no item lists a resource nothing served is looked up in the items; once one does, its playback is recorded")
+    func nothingIsLookedUpWhileNoItemListsAResource() async throws {
+        let root = try await Streams.stream("ts-variants-audio-group") { try FFmpeg.makeTSVariants(in: $0) }
+        let h = try await AdminHarness(root: root)
+        defer { h.shutdownLater() }
+        let recorder = h.admin.recorder
+        // A plain proxy: played, counted, and not looked up.
+        for path in ["/master.m3u8", "/v0/index.m3u8", "/v0/seg000.ts", "/v0/seg001.ts"] {
+            #expect(try await h.request(.GET, h.proxyURL(path)).status == 200, "\(path)")
+        }
+        let before = recorder.flushesAndMappedTargets.flushes
+        // The flush after `before` took the answers; the one after that started once it had ended.
+        _ = try await h.eventually("two flushes") { recorder.flushesAndMappedTargets.flushes >= before + 2 ? true : nil }
+        #expect(recorder.flushesAndMappedTargets.mapped == 0)
+        #expect(recorder.hitsAndMisses.misses >= 4)
+
+        // An item of the stream: what is played from now on is its playback (the lookups start again).
+        let created = try await h.request(.POST, h.api("/items"), json: #"{"url":"\#(h.originURL("/master.m3u8"))","id":"later"}"#)
+        #expect(created.status == 201)
+        _ = try await h.eventually("cached") { try h.items.item("later")?.state == .cached ? true : nil }
+        for path in ["/master.m3u8", "/v0/index.m3u8", "/v0/seg002.ts"] {
+            #expect(try await h.request(.GET, h.proxyURL(path)).status == 200, "\(path)")
+        }
+        let record = try await h.eventually("the playback record") { () -> ItemConsumption? in
+            guard let record = try h.items.consumption("later"), abs(record.servedSeconds - 2) < 0.1 else { return nil }
+            return record
+        }
+        #expect(abs(record.served[0][0] - 4) < 0.05, "\(record.served)")
+        #expect(recorder.flushesAndMappedTargets.mapped >= 3)
+        await h.shutdown()
+    }
+
     @Test(
         "a busy server's answers are all recorded: the same targets answered tens of thousands of times between two flushes take one place each, and only distinct targets past the bound are dropped"
     )

@@ -51,6 +51,11 @@ extension ItemStore {
         }
     }
 
+    /// Whether any item lists any resource: when none does, nothing served can be an item's (one index read).
+    package func listsAnyResource() throws(DownloadError) -> Bool {
+        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item_resources)") ?? false }
+    }
+
     /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).
     package func items(listing key: String) throws(DownloadError) -> [String] {
         try items(listing: [key])[key] ?? []
