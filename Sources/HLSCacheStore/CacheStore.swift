@@ -41,9 +41,11 @@ package final class CacheStore: Sendable {
     let sessionPath: String
     let flushQueue = DispatchQueue(label: "hlscache.store.access-times")
 
-    /// Access times are written in batches: when this many are pending, or this long after the first one.
-    static let accessFlushBatch = 256
-    static let accessFlushDelay: TimeInterval = 2
+    /// Access times are written in batches: when this many distinct objects are pending, or this long after the
+    /// first one (and by eviction and close). One row is written per object however often it was hit in between: a
+    /// library walked through (each object hit every second or two) wrote a row per hit with 256 and 2 s.
+    static let accessFlushBatch = 4096
+    static let accessFlushDelay: TimeInterval = 10
 
     struct State: Sendable {
         /// Complete objects by key hash, as this process last saw them.
