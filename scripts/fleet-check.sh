@@ -23,6 +23,8 @@ WORK=$(mktemp -d /tmp/hlscache-fleet-check.XXXXXX)
 export FLEET_DIR=$WORK/fleet
 fail() {
     echo "FAIL: $*" >&2
+    # The origin's requests since the step began (method, path, time, client port: one connection or several).
+    [ -s "$WORK/origin.log" ] && { echo "origin.log (last 40 requests):" >&2; tail -40 "$WORK/origin.log" >&2; }
     # What the balancer saw of its nodes (a node taken DOWN moves its share of the paths to the others).
     [ -s "$FLEET_DIR/haproxy.log" ] && { echo "haproxy.log:" >&2; tail -30 "$FLEET_DIR/haproxy.log" >&2; }
     for pidfile in "$FLEET_DIR"/haproxy.pid.own "$FLEET_DIR"/node*/pid; do

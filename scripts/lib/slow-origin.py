@@ -6,7 +6,8 @@ CHUNK-byte pieces with DELAY seconds between them, so downloads take long enough
 Writes the bound port to PORTFILE. Stops by itself after MAX_SECONDS (bounded: nothing is left running).
 
 usage: slow-origin.py DIR PORTFILE [--chunk 65536] [--delay 0.01] [--max-seconds 3600] [--log FILE]
-(--log: one "METHOD PATH" line per request, appended as it arrives.)
+(--log: one "METHOD PATH TIME PORT" line per request, appended as it arrives: the wall-clock time and the client's
+port, so two fetches of one path can be told apart — one connection retrying, or two clients.)
 """
 import argparse, os, re, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -53,7 +54,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self, head=False):
         if args.log:
             with LOG_LOCK, open(args.log, "a") as log:
-                log.write(f"{'HEAD' if head else 'GET'} {self.path}\n")
+                log.write(f"{'HEAD' if head else 'GET'} {self.path} {time.time():.3f} {self.client_address[1]}\n")
         if self.path.startswith("/live/"):
             generated = self.live(head)
             if generated is not None:
