@@ -160,8 +160,9 @@ import Testing
     /// The statuses answered to `request`: it is followed on the connection by a sentinel request that closes it
     /// (`Connection: close`), and answers come in request order, so everything answered before the sentinel has come
     /// once the connection closes — an event, however slow the machine (a request refused closes the connection
-    /// too; one whose body swallowed the sentinel waits out the 60 s bound, and its statuses are read all the same).
-    /// The sentinel's answer, a 405 (`DELETE` of a key: no shape is answered so), is not among those returned.
+    /// too). A connection still open after 60 s fails the test: the server took more bytes as a body than any shape
+    /// declares, and swallowed the sentinel. The sentinel's answer, a 405 (`DELETE` of a key: no shape is answered
+    /// so), is not among those returned.
     private static func statusesBeforeTheSentinel(port: Int, after request: String) async throws -> [String] {
         let sentinel = "DELETE /keys/sentinel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         let (response, closed) = try await RawHTTP.exchange(port: port, Array((request + sentinel).utf8), readTimeout: 60)

@@ -221,7 +221,7 @@ import Testing
     enum TableBound: CaseIterable {
         /// Two entries.
         case entries
-        /// The memory of two and a half entries (``ReplayedExchange/estimatedBytes``), entries unbounded.
+        /// The memory of two and a half entries (``ReplayedExchange/estimatedBytes(headBytes:)``), entries unbounded.
         case bytes
     }
 
@@ -234,7 +234,7 @@ import Testing
         // The three heads have the same length (one-letter names); the ports are not known yet, so the bound is two
         // and a half heads with the longest ports — three heads with the shortest take more (8 bytes less each).
         let longest = Self.request(port: 65535, originPort: 65535, "/a.ts").count
-        let budget = 5 * (ReplayedExchange.fixedBytes + 2 * longest) / 2
+        let budget = 5 * ReplayedExchange.estimatedBytes(headBytes: longest) / 2
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
             configuration.prefetchSegments = 0
             configuration.memoryCacheBytes = 0
@@ -268,7 +268,7 @@ import Testing
         for _ in 0..<6 { _ = try await connection.exchange(requests[2]) }
         #expect(try await Self.once(harness, connection, requests[2]).replayed)
         let bytes = try await harness.server.replayedHeadBytes()
-        #expect(bytes.max() == 2 * (ReplayedExchange.fixedBytes + 2 * requests[0].count), "\(bytes)")
+        #expect(bytes.max() == 2 * ReplayedExchange.estimatedBytes(headBytes: requests[0].count), "\(bytes)")
         if bound == .bytes { #expect(bytes.allSatisfy { $0 <= budget }) }
     }
 

@@ -218,13 +218,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.responder = responder
             router.route(request, responder: responder)
             // Answered with a replayed hit: the same head bytes are answered that way next time.
-            if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody,
-                replays.hasRoom(for: candidate.hash, bytes: ReplayedExchange.fixedBytes + 2 * candidate.head.count)
-            {
-                replays.remember(
+            if let candidate, let replays, let answer = responder.replayedAnswer, !state.requestHasBody {
+                replays.remember(hash: candidate.hash, headBytes: candidate.head.count) {
                     ReplayedExchange(
                         head: candidate.head, hash: candidate.hash, request: request, route: responder.route,
-                        routeObserver: responder.routeObserver, answer: answer, webOriginsVersion: lastWebOrigins?.version ?? 0))
+                        routeObserver: responder.routeObserver, answer: answer, webOriginsVersion: lastWebOrigins?.version ?? 0)
+                }
             }
         case .reject(let error):
             let received = state.takeRejectedHead()

@@ -17,7 +17,7 @@ import NIOCore
 /// on the check of the one before while nothing it looked at changed (``ReplayCheck``).
 ///
 /// One table per event loop, bound to it (no lock), bounded by the memory its entries take (``maxBytes``, an
-/// estimate per entry: ``ReplayedExchange/estimatedBytes``) and by a number of entries. A full table makes room only
+/// estimate per entry: ``ReplayedExchange/estimatedBytes(headBytes:)``) and by a number of entries. A full table makes room only
 /// for a head whose least recently used entry has gone unused for ``idleLookups`` (twice the entries held) lookups:
 /// players walking more segments than the table holds (a library, a long VOD) would otherwise push each head out
 /// just before it is asked for again and replay nothing; so the heads in use stay, and new ones come in as old ones
@@ -93,28 +93,25 @@ final class ReplayedExchanges: Sendable {
         return found
     }
 
-    /// Whether the head hashed `hash` would be remembered now: it is remembered already (replaced), the table has
-    /// room, or its least recently used entry has been idle for ``idleLookups`` lookups. Asked before an exchange is
-    /// made, so that a full table of heads in use costs a request nothing more.
-    func hasRoom(for hash: Int, bytes: Int = ReplayedExchange.typicalBytes) -> Bool {
-        let table = state.value.table
-        guard table.count >= maxEntries || table.totalCost + bytes > maxBytes, !table.contains(hash) else { return true }
+    /// Remembers the exchange `make` builds for the head hashed `hash` (`headBytes` long), if it has room: it is
+    /// remembered already (replaced), the table has room, or its least recently used entry has been idle for
+    /// ``idleLookups`` lookups — then the least recently used entries make way. Nothing is built otherwise, so a
+    /// full table of heads in use costs a request nothing more.
+    func remember(hash: Int, headBytes: Int, _ make: () -> ReplayedExchange) {
+        let cost = ReplayedExchange.estimatedBytes(headBytes: headBytes)
         let now = state.value.lookups
-        let idleAfter = idleLookups
-        var idle = false
-        table.forEachLeastRecentFirst { _, oldest, _ in
-            idle = now &- oldest.lastUsed >= idleAfter
-            return false
+        if state.value.table.count >= maxEntries || state.value.table.totalCost + cost > maxBytes, !state.value.table.contains(hash) {
+            let idleAfter = idleLookups
+            var idle = false
+            state.value.table.forEachLeastRecentFirst { _, oldest, _ in
+                idle = now &- oldest.lastUsed >= idleAfter
+                return false
+            }
+            guard idle else { return }
         }
-        return idle
-    }
-
-    /// Remembers `exchange` if it has room (``hasRoom(for:bytes:)``); the least recently used entries make way.
-    func remember(_ exchange: ReplayedExchange) {
-        let cost = exchange.estimatedBytes
-        guard hasRoom(for: exchange.hash, bytes: cost) else { return }
-        exchange.lastUsed = state.value.lookups
-        state.value.table.setValue(exchange, forKey: exchange.hash, cost: cost)
+        let exchange = make()
+        exchange.lastUsed = now
+        state.value.table.setValue(exchange, forKey: hash, cost: cost)
     }
 
     func forget(_ exchange: ReplayedExchange) {
@@ -181,12 +178,10 @@ final class ReplayedExchange: @unchecked Sendable {
     /// The memory an exchange takes besides its head (the exchange, the decoded request's storage, the table's
     /// slot), measured: 6,144 more entries with 80-byte heads took 5 MB (~850 bytes each).
     static let fixedBytes = 704
-    /// An entry with a player's head of a few hundred bytes, for a table asked whether one more would fit.
-    static let typicalBytes = fixedBytes + 2 * 256
 
-    /// The memory this entry is counted for: its head twice (the bytes, and the decoded request's strings) and the
-    /// rest (``fixedBytes``).
-    var estimatedBytes: Int { Self.fixedBytes + 2 * head.count }
+    /// The memory an entry with a head of `headBytes` is counted for: its head twice (the bytes, and the decoded
+    /// request's strings) and the rest (``fixedBytes``).
+    static func estimatedBytes(headBytes: Int) -> Int { fixedBytes + 2 * headBytes }
 
     init(
         head: [UInt8], hash: Int, request: ProxyRequest, route: RequestRoute, routeObserver: (any ProxyRouteExtension)?,
