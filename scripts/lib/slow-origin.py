@@ -6,8 +6,9 @@ CHUNK-byte pieces with DELAY seconds between them, so downloads take long enough
 Writes the bound port to PORTFILE. Stops by itself after MAX_SECONDS (bounded: nothing is left running).
 
 usage: slow-origin.py DIR PORTFILE [--chunk 65536] [--delay 0.01] [--max-seconds 3600] [--log FILE]
-(--log: one "METHOD PATH TIME PORT" line per request, appended as it arrives: the wall-clock time and the client's
-port, so two fetches of one path can be told apart — one connection retrying, or two clients.)
+(--log: one "METHOD PATH TIME PORT HEADERS" line per request, appended as it arrives: the wall-clock time, the client's
+port and the request's Range, If-None-Match and If-Modified-Since (- when absent), so two fetches of one path can be
+told apart — one connection retrying, two clients, a range or a revalidation.)
 """
 import argparse, os, re, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -54,7 +55,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self, head=False):
         if args.log:
             with LOG_LOCK, open(args.log, "a") as log:
-                log.write(f"{'HEAD' if head else 'GET'} {self.path} {time.time():.3f} {self.client_address[1]}\n")
+                extra = " ".join(
+                    f"{name}={self.headers.get(name, '-').replace(' ', '')}" for name in ("Range", "If-None-Match", "If-Modified-Since"))
+                log.write(f"{'HEAD' if head else 'GET'} {self.path} {time.time():.3f} {self.client_address[1]} {extra}\n")
         if self.path.startswith("/live/"):
             generated = self.live(head)
             if generated is not None:
