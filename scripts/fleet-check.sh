@@ -19,18 +19,30 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export HLSCACHE_BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
+# Every process started here logs its access lines (info), for a failure to say which node served what and how.
+export HLSCACHE_LOG_LEVEL=info
 WORK=$(mktemp -d /tmp/hlscache-fleet-check.XXXXXX)
 export FLEET_DIR=$WORK/fleet
 fail() {
     echo "FAIL: $*" >&2
     # The origin's requests since the step began (method, path, time, client port: one connection or several).
     [ -s "$WORK/origin.log" ] && { echo "origin.log (last 40 requests):" >&2; tail -40 "$WORK/origin.log" >&2; }
-    # What the balancer saw of its nodes (a node taken DOWN moves its share of the paths to the others).
-    [ -s "$FLEET_DIR/haproxy.log" ] && { echo "haproxy.log:" >&2; tail -30 "$FLEET_DIR/haproxy.log" >&2; }
+    # What the balancer saw of its nodes (a node taken DOWN moves its share of the paths to the others) and where it
+    # sent the last requests (node, status, retries: a '+' before them is a request sent on to another node).
+    [ -s "$FLEET_DIR/haproxy.log" ] && {
+        echo "haproxy.log (node states, then the last 60 requests):" >&2
+        grep -v ' "[A-Z]* /' "$FLEET_DIR/haproxy.log" | tail -20 >&2
+        grep ' "[A-Z]* /' "$FLEET_DIR/haproxy.log" | grep -v 'readyz' | tail -60 >&2
+    }
     for pidfile in "$FLEET_DIR"/haproxy.pid.own "$FLEET_DIR"/node*/pid; do
         [ -e "$pidfile" ] && { kill -0 "$(cat "$pidfile")" 2>/dev/null && echo "$pidfile: $(cat "$pidfile") running" || echo "$pidfile: $(cat "$pidfile") gone"; } >&2
     done
-    # What the nodes and the standalone serve logged (the work directory goes with the script).
+    # What the nodes and the standalone serve logged (the work directory goes with the script): the access lines of
+    # an object fetched more than once (which node served it how: MISS, COALESCED, HIT), then each log's last lines.
+    for path in ${repeated:-}; do
+        echo "access lines for $path:" >&2
+        grep -H -F "$path" "$FLEET_DIR"/node*/serve.log "$WORK/standalone.log" 2>/dev/null | tail -20 >&2 || true
+    done
     for log in "$FLEET_DIR"/node*/serve.log "$WORK/standalone.log"; do
         [ -s "$log" ] && { echo "$log (last 40 lines):" >&2; tail -40 "$log" >&2; }
     done

@@ -94,9 +94,14 @@ global
     maxconn 8192
     # The servers' states, for 'start' to wait until the balancer sends to every node.
     stats socket $DIR/haproxy.sock mode 600
+    # Every request, with the node it went to and its retries (a '+' before them: sent on to another node), into
+    # haproxy.log: which node asked the origin for what, when a check of the fleet fails.
+    log stderr format raw local0 info
 
 defaults
     mode http
+    log global
+    option httplog
     option http-keep-alive
     timeout connect 5s
     timeout client 120s

@@ -70,7 +70,10 @@ final class ProxyRouter: Sendable {
                 responder.send(error: ProxyError.methodNotAllowed(request.method.rawValue), extraHeaders: ["Allow": "GET, HEAD, OPTIONS"])
                 return
             }
-            if let via = request.header("Via"), via.contains(services.origin.instanceToken) {
+            // This server's own read-ahead through a fleet's balancer (``ReadAheadThrough``), sent back here because the
+            // segment hashes to this node, is answered as any request: it reads nothing ahead, and its origin fetch
+            // carries this server's Via without the mark, so a proxied URL naming this server still ends here.
+            if let via = request.header("Via"), via.contains(services.origin.instanceToken), !ReadAheadThrough.isReadAhead(request) {
                 responder.send(
                     error: ProxyError.loopDetected(
                         "this request came from this server's own origin fetch (Via): a proxied URL names the proxy itself"))

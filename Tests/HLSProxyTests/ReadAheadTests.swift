@@ -58,6 +58,46 @@ import Testing
         #expect(harness.origin.requests.map(\.path) == ["/v0/seg000.ts"])
     }
 
+    /// In a fleet, read-ahead goes through the balancer (`prefetch.through`), which sends a segment that hashes to the
+    /// reading node back to it: that request carries the node's own `Via`, and was refused as a loop (508), so the
+    /// segments that hash to the node holding their playlist were never read ahead. It is fetched and stored now.
+    /// A one-node fleet: the balancer (a TCP relay) sends every read-ahead back here.
+    @Test func readAheadTheBalancerSendsBackHereIsFetched() async throws {
+        let balancer = try await TCPForwarder.start()
+        defer { Task { await balancer.stop() } }
+        let harness = try await ProxyHarness.start(serving: try await Self.stream()) {
+            $0.prefetchThrough = "http://127.0.0.1:\(balancer.port)"
+        }
+        balancer.target = harness.port
+        defer { Task { await harness.shutdown() } }
+        _ = try await harness.get(harness.url("/master.m3u8"))
+        _ = try await harness.get(harness.url("/v0/index.m3u8"))
+        harness.origin.clearLog()
+        #expect(try await harness.get(harness.url("/v0/seg000.ts")).status == 200)
+        let ahead = ["/v0/seg001.ts", "/v0/seg002.ts", "/v0/seg003.ts"]
+        let keys = try ahead.map { CacheKey(storedValue: try Self.key(harness, $0)) }
+        try await MemoryBoundTests.waitUntil("the segments read ahead through the balancer to be stored") {
+            keys.allSatisfy { harness.store.lookup($0) != nil }
+        }
+        let fetched = harness.origin.requests.map(\.path)
+        #expect(fetched.sorted() == ["/v0/seg000.ts"] + ahead, "origin saw \(fetched)")
+        let next = try await harness.get(harness.url("/v0/seg001.ts"))
+        #expect(next.headers.first(name: "X-Cache") == "HIT")
+    }
+
+    /// What keeps that exception from looping: the mark is never sent on to the origin. A marked request's origin fetch
+    /// carries this server's `Via` and no mark, so if its URL names this server, the loop check still refuses it.
+    @Test func theReadAheadMarkIsNotSentOnToTheOrigin() async throws {
+        let harness = try await ProxyHarness.start(serving: try await Self.stream())
+        defer { Task { await harness.shutdown() } }
+        harness.origin.clearLog()
+        let response = try await harness.get(harness.url("/v0/seg000.ts"), headers: [(ReadAheadThrough.marker, "1")])
+        #expect(response.status == 200)
+        let request = try #require(harness.origin.requests.first { $0.path == "/v0/seg000.ts" })
+        #expect(request.headers.contains { $0.0.lowercased() == "via" && $0.1.contains(harness.originClient.instanceToken) })
+        #expect(!request.headers.contains { $0.0.lowercased() == ReadAheadThrough.marker.lowercased() }, "\(request.headers)")
+    }
+
     static func key(_ harness: ProxyHarness, _ path: String) throws -> String {
         CacheKey(try OriginURL(harness.originURL(path))).value
     }
