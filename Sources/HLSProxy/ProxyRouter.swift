@@ -6,7 +6,7 @@ import NIOHTTP1
 /// Maps a request target to what answers it (docs/design.md §3): origin resources under `/http/` and `/https/`,
 /// the reserved `/healthz`, `/` and, as later modules land, `/api/`, `/keys/`, `/metrics`.
 final class ProxyRouter: Sendable {
-    private let resources: ResourceService
+    let resources: ResourceService
     private let keys: KeyEndpoint
     private let operations: OperationsEndpoint
     private let services: ProxyServices

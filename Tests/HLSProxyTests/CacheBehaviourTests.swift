@@ -19,6 +19,34 @@ import Testing
         return (dir, bytes)
     }
 
+    /// What a miss relies on when downloads ended during its store lookup (``ResourceService/LookedUp``): a download
+    /// leaves the table only once its object is in the store, so a miss that noted the removals before another
+    /// request's download of the same object ended is sent back to the store, where it is, instead of asking the origin
+    /// a second time. (A fleet check under load saw one node fetch a segment twice, 30 ms apart, both misses.)
+    @Test func aMissThatLookedWhileTheDownloadEndedIsSentBackToTheStore() async throws {
+        let (dir, _) = try Self.fixture()
+        let harness = try await ProxyHarness.start(serving: dir)
+        defer { Task { await harness.shutdown() } }
+        let fetches = harness.server.services.fetches
+        let url = try OriginURL(harness.originURL("/seg.ts"))
+        let key = CacheKey(url)
+        // A request's lookup begins, and misses…
+        let seen = fetches.removals
+        #expect(harness.store.lookup(key) == nil)
+        // …while another request's download of the object runs to its end.
+        #expect(try await harness.get(harness.url("/seg.ts")).status == 200)
+        try await MemoryBoundTests.waitUntil("the download to leave the table") { fetches.removals != seen }
+        #expect(harness.store.lookup(key) != nil, "the download left the table before its object was in the store")
+        let resources = harness.server.router.resources
+        #expect(resources.originFetch(key: key, url: url, cacheable: true, unlessRemovedSince: seen) == nil)
+        #expect(fetches.count == 0)
+        // A miss that looked after the end starts a download, as any miss.
+        let other = try OriginURL(harness.originURL("/other.ts"))
+        let started = resources.originFetch(key: CacheKey(other), url: other, cacheable: true, unlessRemovedSince: fetches.removals)
+        #expect(started?.isStarted == true)
+        #expect(harness.origin.requests.filter { $0.path == "/seg.ts" }.count == 1)
+    }
+
     @Test func concurrentMissesShareOneOriginRequestAndAllGetEveryByte() async throws {
         let (dir, bytes) = try Self.fixture()
         let harness = try await ProxyHarness.start(serving: dir)

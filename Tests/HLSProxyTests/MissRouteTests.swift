@@ -73,6 +73,25 @@ import Testing
         #expect(table.existing(.stored(Self.key)) === new.fetch)
     }
 
+    /// A miss notes the removals before its store lookup; a download that ended meanwhile (it stored its object, then
+    /// left) sends it back to the store instead of starting a second download. One in flight is joined all the same,
+    /// and a removal of something not in the table (a late second report) does not count.
+    @Test func aDownloadThatEndedDuringTheLookupSendsTheMissBackToTheStore() {
+        var table = FetchTable<Download>()
+        let other = CacheKey(storedValue: "other")
+        let seen = table.removals
+        let ended = table.join(.stored(other)) { Download() }.fetch
+        table.remove(ended)
+        #expect(table.join(.stored(Self.key), unlessRemovedSince: seen) { Download() } == nil)
+        #expect(table.count == 0)
+        table.remove(ended)
+        let fresh = table.removals
+        #expect(fresh == seen + 1)
+        let started = try? #require(table.join(.stored(Self.key), unlessRemovedSince: fresh) { Download() })
+        #expect(started?.isStarted == true)
+        #expect(table.join(.stored(Self.key), unlessRemovedSince: seen) { Download() }?.fetch === started?.fetch)
+    }
+
     @Test func storedAndPerRequestDownloadsOfOneResourceAreSeparate() {
         var table = FetchTable<Download>()
         let stored = table.join(.stored(Self.key)) { Download() }

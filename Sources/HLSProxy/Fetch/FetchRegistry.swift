@@ -16,6 +16,16 @@ final class FetchRegistry: Sendable {
         tables.withLockedValue { $0.fetches.join(key, make: make) }
     }
 
+    /// As ``FetchTable/join(_:unlessRemovedSince:make:)``: nil when a download ended since `seen` (``removals``) and
+    /// nothing is in flight under `key`: look in the store again.
+    func join(_ key: FetchKey, unlessRemovedSince seen: UInt64, make: () -> SharedFetch) -> FetchJoin<SharedFetch>? {
+        tables.withLockedValue { $0.fetches.join(key, unlessRemovedSince: seen, make: make) }
+    }
+
+    /// Downloads that have ended so far (``FetchTable/removals``): noted before a store lookup that may lead to a
+    /// download.
+    var removals: UInt64 { tables.withLockedValue { $0.fetches.removals } }
+
     func existing(_ key: FetchKey) -> SharedFetch? {
         tables.withLockedValue { $0.fetches.existing(key) }
     }

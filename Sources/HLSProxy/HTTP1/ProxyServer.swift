@@ -15,7 +15,7 @@ import NIOPosix
 package final class ProxyServer: Sendable {
     package let configuration: ProxyConfiguration
     let services: ProxyServices
-    private let router: ProxyRouter
+    let router: ProxyRouter
     private let limiter: ConnectionLimiter
     /// What ``start()`` makes, under one lock (set once, read by ``stop()`` and tests).
     private struct Started {

@@ -6,9 +6,22 @@ extension ResourceService {
     /// the background fill behind a range relay all ask here, so every request for one ``FetchKey`` shares one
     /// ``SharedFetch`` (one origin request), started here when this request is the first.
     func originFetch(key: CacheKey, url: OriginURL, cacheable: Bool, purpose: FetchPurpose = .client) -> FetchJoin<SharedFetch> {
-        let join = services.fetches.join(FetchKey(key: key, url: url, cacheable: cacheable)) {
-            SharedFetch(key: key, url: url, cacheable: cacheable, purpose: purpose, services: services)
-        }
+        originFetch(key: key, url: url, cacheable: cacheable, purpose: purpose, unlessRemovedSince: nil)!
+    }
+
+    /// As ``originFetch(key:url:cacheable:purpose:)`` after a store lookup that began when ``FetchRegistry/removals``
+    /// was `seen`: nil when nothing is in flight and a download ended since — look in the store again
+    /// (``FetchTable/join(_:unlessRemovedSince:make:)``). A download that is not stored has nothing to look for.
+    func originFetch(
+        key: CacheKey, url: OriginURL, cacheable: Bool, purpose: FetchPurpose = .client, unlessRemovedSince seen: UInt64?
+    ) -> FetchJoin<SharedFetch>? {
+        let fetchKey = FetchKey(key: key, url: url, cacheable: cacheable)
+        let make = { SharedFetch(key: key, url: url, cacheable: cacheable, purpose: purpose, services: self.services) }
+        let joined =
+            if let seen, cacheable { services.fetches.join(fetchKey, unlessRemovedSince: seen, make: make) } else {
+                services.fetches.join(fetchKey, make: make)
+            }
+        guard let join = joined else { return nil }
         if case .started(let fetch) = join {
             if cacheable { logLiveSegmentMiss(key: key, url: url, purpose: purpose) }
             fetch.start()

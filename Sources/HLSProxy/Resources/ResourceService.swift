@@ -19,6 +19,9 @@ final class ResourceService: Sendable {
     private let slices: SliceService
     /// `prefetch.through`: read-ahead asks a fleet's balancer instead of the origin.
     private let readAheadThrough: ReadAheadThrough?
+    /// How many times a miss looks in the store again because downloads ended during its lookup (``LookedUp``) before
+    /// it downloads anyway: each look is short, and on a busy server some download ends during almost any of them.
+    static let maxStoreLooks = 3
     /// Bound on ``targets`` (least recently used out): with replayed heads each entry is about 1.5-3 KB.
     static let maxRememberedTargets = 8_192
 
@@ -94,28 +97,46 @@ final class ResourceService: Sendable {
             {
                 return
             }
-            switch lookUp(key, url: url) {
-            case .hit(let object, let pin):
-                if serveFile(
-                    object, pin: pin, headers: fileHeaders(object), request: request, responder: responder,
-                    replay: .object(target, current: memo.replay))
-                {
-                    return
-                }
-            case .playlistHit(let object, let pin):
-                responder.route = .playlist
-                responder.cacheResult = .hit
-                servePlaylist(
-                    object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
-                return
-            case .playlistForOtherTokens:
-                refetchPlaylist(request, key: key, url: url, responder: responder)
-                return
-            case .miss:
-                break
-            }
+            let seen = services.fetches.removals
+            if serveStored(request, target: target, memo: memo, responder: responder) { return }
+            miss(
+                request, key: key, url: url, cacheable: true, responder: responder,
+                lookedUp: LookedUp(removalsSeen: seen) { self.serveStored(request, target: target, memo: memo, responder: responder) })
+            return
         }
         miss(request, key: key, url: url, cacheable: !blocking, responder: responder)
+    }
+
+    /// Serves what the store has for `memo`'s target; false when it has nothing to serve (a miss).
+    private func serveStored(_ request: ProxyRequest, target: String, memo: TargetMemo, responder: Responder) -> Bool {
+        let (url, key) = (memo.url, memo.key)
+        switch lookUp(key, url: url) {
+        case .hit(let object, let pin):
+            return serveFile(
+                object, pin: pin, headers: fileHeaders(object), request: request, responder: responder,
+                replay: .object(target, current: memo.replay))
+        case .playlistHit(let object, let pin):
+            responder.route = .playlist
+            responder.cacheResult = .hit
+            servePlaylist(
+                object, pin: pin, key: key, url: url, request: request, responder: responder, replay: (target, memo.playlistReplay))
+            return true
+        case .playlistForOtherTokens:
+            refetchPlaylist(request, key: key, url: url, responder: responder)
+            return true
+        case .miss:
+            return false
+        }
+    }
+
+    /// A miss found by a store lookup: the downloads that had ended when it began (``FetchRegistry/removals``), and
+    /// how to look again. A download that ends during the lookup stores its object, then leaves the table; the miss
+    /// would find neither and fetch the object a second time. The lookup can be long: a key not in this process's map
+    /// is read from the index on disk, on a loaded machine while the download's own commit writes it.
+    struct LookedUp {
+        var removalsSeen: UInt64
+        /// Serves the stored object; false when there is none.
+        var serveStored: () -> Bool
     }
 
     /// What the disk cache has for `key` (``CacheLookup``). A key-sized leftover is removed on the way.
@@ -184,15 +205,21 @@ final class ResourceService: Sendable {
         let plan = services.playlists.readAhead.requested(key)
         for cancelled in plan.cancel { services.fetches.existing(.stored(cancelled))?.cancelIfUnwatched() }
         // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
-        // would fetch whole again).
-        for segment in plan.prefetch
-        where services.fetches.existing(.stored(segment.key)) == nil && services.store.lookup(segment.key) == nil
-            && services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
-        {
+        // would fetch whole again). A download that ended during the lookups may have been this one's, stored
+        // meanwhile (``LookedUp``): the store is asked once more first.
+        for segment in plan.prefetch {
+            let seen = services.fetches.removals
+            guard services.fetches.existing(.stored(segment.key)) == nil, services.store.lookup(segment.key) == nil,
+                services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
+            else { continue }
             if let readAheadThrough {
                 readAheadThrough.request(segment, services: services)
             } else {
-                _ = originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead)
+                if originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead, unlessRemovedSince: seen) == nil,
+                    services.store.lookup(segment.key) == nil
+                {
+                    _ = originFetch(key: segment.key, url: segment.url, cacheable: true, purpose: .readAhead)
+                }
             }
         }
     }
@@ -388,7 +415,9 @@ final class ResourceService: Sendable {
 
     // MARK: - Misses
 
-    private func miss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
+    private func miss(
+        _ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder, lookedUp: LookedUp? = nil
+    ) {
         let inFlight = services.fetches.existing(FetchKey(key: key, url: url, cacheable: cacheable))
         let range = request.header("Range")
         switch MissRoute.decide(
@@ -419,7 +448,7 @@ final class ResourceService: Sendable {
             {
                 return
             }
-            wholeMiss(request, key: key, url: url, cacheable: cacheable, responder: responder)
+            wholeMiss(request, key: key, url: url, cacheable: cacheable, responder: responder, lookedUp: lookedUp)
         }
     }
 
@@ -436,9 +465,22 @@ final class ResourceService: Sendable {
         }
     }
 
-    /// The whole resource, through the shared download of its key.
-    private func wholeMiss(_ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder) {
-        let join = originFetch(key: key, url: url, cacheable: cacheable)
+    /// The whole resource, through the shared download of its key. After a store lookup (`lookedUp`), a download
+    /// that ended meanwhile sends the request back to the store (a few times at most: then it downloads).
+    private func wholeMiss(
+        _ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder, lookedUp: LookedUp? = nil
+    ) {
+        var seen = lookedUp?.removalsSeen
+        var looks = 0
+        var joined: FetchJoin<SharedFetch>?
+        while joined == nil {
+            joined = originFetch(key: key, url: url, cacheable: cacheable, unlessRemovedSince: looks < Self.maxStoreLooks ? seen : nil)
+            guard joined == nil, let lookedUp else { break }
+            looks += 1
+            seen = services.fetches.removals
+            if lookedUp.serveStored() { return }
+        }
+        guard let join = joined else { return }
         responder.cacheResult = join.cacheResult(stored: cacheable)
         subscribe(responder, to: join.fetch, started: join.isStarted, range: nil, key: key, url: url, cacheable: cacheable)
     }
