@@ -58,6 +58,29 @@ import Testing
         #expect(harness.origin.requests.map(\.path) == ["/v0/seg000.ts"])
     }
 
+    /// A window found stored is not asked about again while the store is unchanged — and a segment of it evicted
+    /// (the store changed) is read ahead again on the player's next request.
+    @Test func aWindowFoundStoredIsReadAheadAgainOnceASegmentOfItGoes() async throws {
+        let harness = try await ProxyHarness.start(serving: try await Self.stream())
+        defer { Task { await harness.shutdown() } }
+        _ = try await harness.get(harness.url("/master.m3u8"))
+        _ = try await harness.get(harness.url("/v0/index.m3u8"))
+        _ = try await harness.get(harness.url("/v0/seg000.ts"))
+        try await harness.waitForIdle()
+        let window = try ["/v0/seg001.ts", "/v0/seg002.ts", "/v0/seg003.ts"].map { CacheKey(storedValue: try Self.key(harness, $0)) }
+        #expect(window.allSatisfy { harness.store.lookup($0) != nil })
+        // Found stored, and remembered: asked again, nothing is fetched.
+        harness.origin.clearLog()
+        #expect(try await harness.get(harness.url("/v0/seg000.ts")).status == 200)
+        #expect(try await harness.get(harness.url("/v0/seg000.ts")).status == 200)
+        try await harness.waitForIdle()
+        #expect(harness.origin.requests.isEmpty, "origin saw \(harness.origin.requests.map(\.path))")
+        try harness.store.remove(window[1])
+        #expect(try await harness.get(harness.url("/v0/seg000.ts")).status == 200)
+        try await MemoryBoundTests.waitUntil("the evicted segment to be read ahead again") { harness.store.lookup(window[1]) != nil }
+        #expect(harness.origin.requests.map(\.path) == ["/v0/seg002.ts"])
+    }
+
     /// In a fleet, read-ahead goes through the balancer (`prefetch.through`), which sends a segment that hashes to the
     /// reading node back to it: that request carries the node's own `Via`, and was refused as a loop (508), so the
     /// segments that hash to the node holding their playlist were never read ahead. It is fetched and stored now.
@@ -126,6 +149,24 @@ import Testing
         #expect(index.requested(CacheKey(first)).prefetch.isEmpty)
         let last = try OriginURL("http://cdn.example/v/c0.ts")
         #expect(index.requested(CacheKey(last)).prefetch.count == 3)
+    }
+
+    /// A window found stored is not planned again while the store's generation stays where it was; a new playlist
+    /// learned for the segment, or another generation, plans it again.
+    @Test func aWindowFoundStoredIsNotPlannedAgainUntilTheStoreChanges() throws {
+        let index = ReadAheadIndex(window: 3)
+        let url = try OriginURL("http://cdn.example/v/a.m3u8")
+        index.learn(try Self.media(10, prefix: "a"), key: CacheKey(url), url: url, volatileParameters: [])
+        let segment = CacheKey(try OriginURL("http://cdn.example/v/a2.ts"))
+        #expect(index.requested(segment, generation: 7).prefetch.count == 3)
+        index.windowStored(after: segment, generation: 7)
+        #expect(index.requested(segment, generation: 7).prefetch.isEmpty)
+        #expect(index.requested(CacheKey(try OriginURL("http://cdn.example/v/a3.ts")), generation: 7).prefetch.count == 3)
+        #expect(index.requested(segment, generation: 8).prefetch.count == 3)
+        #expect(index.requested(segment).prefetch.count == 3)
+        index.windowStored(after: segment, generation: 8)
+        index.learn(try Self.media(10, prefix: "a"), key: CacheKey(url), url: url, volatileParameters: [])
+        #expect(index.requested(segment, generation: 8).prefetch.count == 3)
     }
 }
 /// The read-ahead index keeps its tables in ``BoundedLRU``s: the playlists a player uses stay when others overflow

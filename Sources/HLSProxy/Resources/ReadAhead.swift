@@ -25,11 +25,20 @@ final class ReadAheadIndex: Sendable {
         var cancel: [CacheKey] = []
     }
 
+    private struct Position {
+        var playlist: String
+        var index: Int
+        /// The store's generation (``HLSCacheStore/CacheStore/generation``) when every segment of the window after
+        /// this one was found stored: until the store changes, a request for this segment reads nothing ahead
+        /// without asking the store again (``windowStored(after:generation:)``).
+        var windowStoredAt: UInt64?
+    }
+
     private struct State {
         /// Media playlists' segments by playlist key, least recently learned or asked for out (``forgetOldest(_:)``).
         var playlists = BoundedLRU<String, [Segment]>(maxCount: .max)
-        /// Segment key → (playlist key, index). A segment in several playlists keeps the latest.
-        var positions: [String: (playlist: String, index: Int)] = [:]
+        /// Segment key → where it is. A segment in several playlists keeps the latest.
+        var positions: [String: Position] = [:]
         /// Variant playlist key → multivariant playlist key.
         var variantGroup: BoundedLRU<String, String>
         /// Multivariant key → (variant being read ahead, keys it asked for).
@@ -90,7 +99,7 @@ final class ReadAheadIndex: Sendable {
                 if let old = state.playlists.removeValue(forKey: key.value) { Self.unindex(old, of: key.value, in: &state) }
                 state.playlists.setValue(segments, forKey: key.value)
                 for (index, segment) in segments.enumerated() {
-                    state.positions[segment.key.value] = (key.value, index)
+                    state.positions[segment.key.value] = Position(playlist: key.value, index: index)
                 }
                 forgetOldest(&state)
             }
@@ -98,20 +107,29 @@ final class ReadAheadIndex: Sendable {
     }
 
     /// A player asked for the resource `key`: what to fetch ahead, and what to stop.
-    func requested(_ key: CacheKey) -> Plan {
+    /// - Parameter generation: the store's now; the window found stored at this generation is not planned again.
+    func requested(_ key: CacheKey, generation: UInt64? = nil) -> Plan {
         guard window > 0 else { return Plan() }
         return state.withLockedValue { state in
-            guard let (playlistKey, index) = state.positions[key.value], let segments = state.playlists.value(forKey: playlistKey) else {
+            guard let position = state.positions[key.value], let segments = state.playlists.value(forKey: position.playlist) else {
                 return Plan()
             }
+            let (playlistKey, index) = (position.playlist, position.index)
             let upper = min(segments.count, index + 1 + window)
-            var plan = Plan(prefetch: index + 1 < upper ? Array(segments[(index + 1)..<upper]) : [])
+            let stored = generation != nil && position.windowStoredAt == generation
+            var plan = Plan(prefetch: index + 1 < upper && !stored ? Array(segments[(index + 1)..<upper]) : [])
             if let group = state.variantGroup.value(forKey: playlistKey) {
                 if let current = state.active.peekValue(forKey: group), current.variant != playlistKey { plan.cancel = current.pending }
                 state.active.setValue((playlistKey, plan.prefetch.map(\.key)), forKey: group)
             }
             return plan
         }
+    }
+
+    /// Every segment of the window after `key` was found stored when the store was at `generation` (read before the
+    /// store was asked): ``requested(_:generation:)`` plans nothing after `key` until the store changes.
+    func windowStored(after key: CacheKey, generation: UInt64) {
+        state.withLockedValue { $0.positions[key.value]?.windowStoredAt = generation }
     }
 
     /// Forgets the least recently used playlists while over either bound.

@@ -202,16 +202,26 @@ final class ResourceService: Sendable {
     /// Starts background fetches of the next segments of the playlist `key` belongs to, and cancels the
     /// read-ahead of a variant the player just left.
     func readAhead(after key: CacheKey) {
-        let plan = services.playlists.readAhead.requested(key)
+        // A window found stored before is not asked about again while the store is unchanged (a player walking a
+        // stored library asked the store three times per hit for nothing).
+        let generation = services.store.generation
+        let index = services.playlists.readAhead
+        let plan = index.requested(key, generation: generation)
         for cancelled in plan.cancel { services.fetches.existing(.stored(cancelled))?.cancelIfUnwatched() }
         // Not in flight, not stored whole, not stored as slices (a large segment with a validator, which a read-ahead
         // would fetch whole again). A download that ended during the lookups may have been this one's, stored
         // meanwhile (``LookedUp``): the store is asked once more first.
+        var allStored = !plan.prefetch.isEmpty
+        defer { if allStored { index.windowStored(after: key, generation: generation) } }
         for segment in plan.prefetch {
+            guard services.fetches.existing(.stored(segment.key)) == nil else {
+                allStored = false
+                continue
+            }
             let seen = services.fetches.removals
-            guard services.fetches.existing(.stored(segment.key)) == nil, services.store.lookup(segment.key) == nil,
-                services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
+            guard services.store.lookup(segment.key) == nil, services.store.sliceSet(of: segment.key, layout: slices.layout) == nil
             else { continue }
+            allStored = false
             if let readAheadThrough {
                 readAheadThrough.request(segment, services: services)
             } else {
