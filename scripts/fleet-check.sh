@@ -21,6 +21,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export HLSCACHE_BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
 # Every process started here logs its access lines (info), for a failure to say which node served what and how.
 export HLSCACHE_LOG_LEVEL=info
+# And the balancer its requests (scripts/fleet.sh).
+export FLEET_LOG_REQUESTS=1
 WORK=$(mktemp -d /tmp/hlscache-fleet-check.XXXXXX)
 export FLEET_DIR=$WORK/fleet
 fail() {

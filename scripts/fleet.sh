@@ -10,7 +10,8 @@
 #
 # env: FLEET_DIR (/tmp/hlscache-fleet: caches, logs, pid files, generated configs), HLSCACHE_BIN
 #      (.build/debug/hlscache), BALANCER_PORT (8080), NODE_PORT (18081: the first node's port), HLSCACHE_CONFIG (a
-#      config file every node reads; default: the one written to FLEET_DIR). Loopback only.
+#      config file every node reads; default: the one written to FLEET_DIR), FLEET_LOG_REQUESTS (1: HAProxy logs
+#      every request to FLEET_DIR/haproxy.log). Loopback only.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${HLSCACHE_BIN:-$ROOT/.build/debug/hlscache}
@@ -89,23 +90,26 @@ EOF
         echo $! >"$DIR/node$i/pid"
         servers+="    server node$i 127.0.0.1:$port check"$'\n'
     done
+    # FLEET_LOG_REQUESTS=1: every request, with the node it went to and its retries (a '+' before them: sent on to
+    # another node), into haproxy.log — which node asked the origin for what, when a check of the fleet fails. Off by
+    # default: the log would grow with every request.
+    local request_log=""
+    if [ "${FLEET_LOG_REQUESTS:-0}" = 1 ]; then
+        request_log=$'    log stderr format raw local0 info\n'
+    fi
     cat >"$DIR/haproxy.cfg" <<EOF
 global
     maxconn 8192
     # The servers' states, for 'start' to wait until the balancer sends to every node.
     stats socket $DIR/haproxy.sock mode 600
-    # Every request, with the node it went to and its retries (a '+' before them: sent on to another node), into
-    # haproxy.log: which node asked the origin for what, when a check of the fleet fails.
-    log stderr format raw local0 info
-
+$request_log
 defaults
     mode http
-    log global
-    option httplog
     option http-keep-alive
     timeout connect 5s
     timeout client 120s
     timeout server 120s
+$( [ -n "$request_log" ] && printf '    log global\n    option httplog\n' )
     # A node that died between two health checks: the request goes to the next node on the ring, once.
     retries 2
     # A retry goes to the same node first (a connection it closed while idle is no reason to move an object); only
