@@ -93,24 +93,24 @@ EOF
     # FLEET_LOG_REQUESTS=1: every request, with the node it went to and its retries (a '+' before them: sent on to
     # another node), into haproxy.log — which node asked the origin for what, when a check of the fleet fails. Off by
     # default: the log would grow with every request.
-    local request_log=""
+    local global_log="" defaults_log=""
     if [ "${FLEET_LOG_REQUESTS:-0}" = 1 ]; then
-        request_log=$'    log stderr format raw local0 info\n'
+        global_log=$'    log stderr format raw local0 info\n'
+        defaults_log=$'    log global\n    option httplog\n'
     fi
     cat >"$DIR/haproxy.cfg" <<EOF
 global
     maxconn 8192
     # The servers' states, for 'start' to wait until the balancer sends to every node.
     stats socket $DIR/haproxy.sock mode 600
-$request_log
+$global_log
 defaults
     mode http
     option http-keep-alive
     timeout connect 5s
     timeout client 120s
     timeout server 120s
-$( [ -n "$request_log" ] && printf '    log global\n    option httplog\n' )
-    # A node that died between two health checks: the request goes to the next node on the ring, once.
+$defaults_log    # A node that died between two health checks: the request goes to the next node on the ring, once.
     retries 2
     # A retry goes to the same node first (a connection it closed while idle is no reason to move an object); only
     # the last retry goes to the next node on the ring (a node that died between two health checks).

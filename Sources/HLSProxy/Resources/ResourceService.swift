@@ -480,17 +480,23 @@ final class ResourceService: Sendable {
     private func wholeMiss(
         _ request: ProxyRequest, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder, lookedUp: LookedUp? = nil
     ) {
-        var seen = lookedUp?.removalsSeen
-        var looks = 0
-        var joined: FetchJoin<SharedFetch>?
-        while joined == nil {
-            joined = originFetch(key: key, url: url, cacheable: cacheable, unlessRemovedSince: looks < Self.maxStoreLooks ? seen : nil)
-            guard joined == nil, let lookedUp else { break }
-            looks += 1
-            seen = services.fetches.removals
-            if lookedUp.serveStored() { return }
+        if let lookedUp {
+            var seen = lookedUp.removalsSeen
+            for _ in 0..<Self.maxStoreLooks {
+                if let join = originFetch(key: key, url: url, cacheable: cacheable, unlessRemovedSince: seen) {
+                    return stream(join, key: key, url: url, cacheable: cacheable, responder: responder)
+                }
+                seen = services.fetches.removals
+                if lookedUp.serveStored() { return }
+            }
         }
-        guard let join = joined else { return }
+        stream(originFetch(key: key, url: url, cacheable: cacheable), key: key, url: url, cacheable: cacheable, responder: responder)
+    }
+
+    /// Answers from the download `join` gave, counted by how it was joined.
+    private func stream(
+        _ join: FetchJoin<SharedFetch>, key: CacheKey, url: OriginURL, cacheable: Bool, responder: Responder
+    ) {
         responder.cacheResult = join.cacheResult(stored: cacheable)
         subscribe(responder, to: join.fetch, started: join.isStarted, range: nil, key: key, url: url, cacheable: cacheable)
     }
