@@ -10,7 +10,7 @@
 # rounds of wrk per server, servers interleaved (each round starting with the next); while hlscache is measured a
 # sample of its answers is checked to be hits by their X-Cache header. A run with a non-2xx answer or a socket error
 # in any wrk run, or a miss in a sample, FAILs. Prints a Markdown table of median requests/s (CPU µs per request),
-# hlscache / best peer, peak RSS, and the tier bound.
+# hlscache / best peer (of the medians, and paired by round: median and range of each round's ratio), peak RSS, and the tier bound.
 #
 #   Benchmarks/viewing-vs-peers.sh [seconds-per-run] [rounds]             (defaults 4 and 3)
 #   CELLS="loop125:1 zipf:64" Benchmarks/viewing-vs-peers.sh              (only some cells)
@@ -193,6 +193,19 @@ run_cell() { # server workload connections
   echo "$result"
 }
 
+# The ratio paired by round: in each round, hlscache's req/s over the best peer's of the same round (the servers of a
+# round run one after another, so a slower stretch of the machine weighs less on it than on the ratio of medians);
+# prints "median (lowest–highest)" over the rounds.
+per_round() { # "hlscache's req/s by round" "each peer's req/s by round, peers separated by |"
+  python3 - "$1" "$2" <<'PY'
+import statistics, sys
+mine = [float(x) for x in sys.argv[1].split()]
+peers = [[float(x) for x in p.split()] for p in sys.argv[2].split("|") if p.strip()]
+ratios = [m / max(p[i] for p in peers) for i, m in enumerate(mine) if max(p[i] for p in peers) > 0]
+print(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})" if ratios else "n/a")
+PY
+}
+
 echo
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(nginx -v 2>&1); $(varnishd -V 2>&1 | head -1); Varnish -s malloc,${VARNISH_MEMORY:-1G}"
 echo "each cell: $rounds rounds of wrk ${duration}s per server, servers interleaved, each round starting with the next; median req/s (CPU µs per request)"
@@ -201,9 +214,9 @@ echo
 header="| workload | connections |"
 rule="|---|---:|"
 for server in $servers; do header+=" $server |"; rule+="---:|"; done
-header+=" hlscache / best |"
-rule+="---:|"
-[ -n "${HLSCACHE_BIN_B:-}" ] && header+=" B / best |" && rule+="---:|"
+header+=" hlscache / best | per round |"
+rule+="---:|---:|"
+[ -n "${HLSCACHE_BIN_B:-}" ] && header+=" B / best | B per round |" && rule+="---:|---:|"
 echo "$header"
 echo "$rule"
 reads_line=""
@@ -241,8 +254,10 @@ for cell in $cells; do
       *) best=$(python3 -c "print(max($best, $m))") ;;
     esac
   done
-  row+=" | $(python3 -c "print(f'{$mine / $best:.2f}' if $best else 'n/a')")"
-  [ -n "${HLSCACHE_BIN_B:-}" ] && row+=" | $(python3 -c "print(f'{$theirs / $best:.2f}' if $best else 'n/a')")"
+  peers=""
+  for server in $servers; do is_hlscache "$server" || peers+="${rps[$server]}|"; done
+  row+=" | $(python3 -c "print(f'{$mine / $best:.2f}' if $best else 'n/a')") | $(per_round "${rps[hlscache]}" "$peers")"
+  [ -n "${HLSCACHE_BIN_B:-}" ] && row+=" | $(python3 -c "print(f'{$theirs / $best:.2f}' if $best else 'n/a')") | $(per_round "${rps[hlscache_b]}" "$peers")"
   echo "$row |"
   for server in hlscache hlscache_b; do
     [ -s "$work/reads.$server" ] && reads_line+=" $server $cell $(awk '{s += $1} END {print s}' "$work/reads.$server");"
