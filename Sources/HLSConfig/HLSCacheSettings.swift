@@ -44,6 +44,9 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var allowedWebOrigins: [String]
     /// `http.serverNames`.
     package var serverNames: [String] = []
+    /// `http.eventLoops`: the event loops (threads) that serve clients and origins; nil: `auto`, one per core this
+    /// process may use (NIO's `System.coreCount`, which reads the container's CPU quota and CPU set).
+    package var eventLoops: Int?
     package var logLevel: String
     package var logFormat: LogFormat = .text
     package var maxPlaylistBytes: Int

@@ -63,6 +63,19 @@ package enum SettingCatalog {
                 "names a request's Host may give this server by in the absolute URLs of channel lists (name or name:port), besides the address the client reached"
             ),
             .single(
+                "http.eventLoops",
+                "event loops (threads) serving clients and origins (auto: one per core the process may use, the container's CPU quota counted)",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    if text.lowercased() == "auto" {
+                        settings.eventLoops = nil
+                        return
+                    }
+                    guard let count = Int(text), (1...1024).contains(count) else {
+                        throw SettingProblem("expected auto or a number of event loops from 1 to 1024")
+                    }
+                    settings.eventLoops = count
+                }, render: { $0.eventLoops.map(String.init) ?? "auto" }),
+            .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

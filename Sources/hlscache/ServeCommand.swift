@@ -167,7 +167,8 @@ struct ServeCommand: AsyncParsableCommand {
         } else {
             logger.debug("\(store.recovery.summary)")
         }
-        let group = MultiThreadedEventLoopGroup.singleton
+        // `http.eventLoops`: NIO's singleton has one loop per core the process may use (`auto`).
+        let group = settings.eventLoops.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? .singleton
         let origin = OriginClient(eventLoopGroup: group, configuration: originConfiguration, logger: logger)
         let keys: KeyService
         let masterKey: MasterKey

@@ -3,6 +3,7 @@ import Foundation
     import FoundationNetworking
 #endif
 import HLSTestSupport
+import NIOCore
 import Testing
 
 /// The real binary with a config file, `HLSCACHE_*` variables and flags.
@@ -140,6 +141,36 @@ import Testing
         let plain = try await Self.run(["fetch", url, "--fail-fast", "--cache-dir", directory.appendingPathComponent("b").path])
         #expect(plain.status != 0)
         #expect(!plain.stderr.contains("not in the allowed hosts"), "\(plain.stderr)")
+    }
+
+    /// The names of `pid`'s threads (`/proc/PID/task/*/comm`).
+    static func threadNames(of pid: Int32) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").compactMap { thread in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
+    /// `http.eventLoops` is how many event loops serve: a server told 3 runs three loop threads of its own (NIO names
+    /// them `NIO-ELT-…`) and none of NIO's singleton group; on `auto` it runs the singleton's, one per core NIO counts
+    /// (`NIO-SGLTN-…`). All of a group's threads are started before the server listens, so before its first line.
+    @Test func eventLoopsSetsHowManyLoopThreadsServe() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let three = try await CLI.startServe(
+            cache: directory.appendingPathComponent("three").path, environment: ["HLSCACHE_HTTP_EVENT_LOOPS": "3"])
+        defer { if three.process.isRunning { three.process.terminate() } }
+        let threeNames = try Self.threadNames(of: three.process.processIdentifier)
+        #expect(threeNames.filter { $0.hasPrefix("NIO-ELT-") }.count == 3, "\(threeNames)")
+        #expect(!threeNames.contains { $0.hasPrefix("NIO-SGLTN-") }, "\(threeNames)")
+        #expect(try await CLI.stop(three.process))
+
+        let auto = try await CLI.startServe(cache: directory.appendingPathComponent("auto").path)
+        defer { if auto.process.isRunning { auto.process.terminate() } }
+        let autoNames = try Self.threadNames(of: auto.process.processIdentifier)
+        #expect(autoNames.filter { $0.hasPrefix("NIO-SGLTN-") }.count == System.coreCount, "\(autoNames)")
+        #expect(!autoNames.contains { $0.hasPrefix("NIO-ELT-") }, "\(autoNames)")
+        #expect(try await CLI.stop(auto.process))
     }
 
     /// `listen` and `http.allowedWebOrigins` from the file take effect in the running server.

@@ -49,6 +49,22 @@ import Testing
                 == .zero)
     }
 
+    /// `http.eventLoops` is auto or a count from 1 to 1024.
+    @Test func eventLoopsIsACountOrAuto() throws {
+        let none = try error(environment: ["HLSCACHE_HTTP_EVENT_LOOPS": "0"]).message
+        #expect(none == "http.eventLoops = \"0\" in env HLSCACHE_HTTP_EVENT_LOOPS: expected auto or a number of event loops from 1 to 1024")
+        let (word, file) = try error(file: "http:\n  eventLoops: many\n")
+        #expect(word == "http.eventLoops = \"many\" in \(file!): expected auto or a number of event loops from 1 to 1024")
+        let fixture = try ConfigFixture()
+        let four = try SettingsLoader.load(
+            configFile: try fixture.write("http:\n  eventLoops: 4\n"), environment: [:], commandLine: CommandLineSettings())
+        #expect(four.settings.eventLoops == 4)
+        let auto = try SettingsLoader.load(
+            configFile: nil, environment: ["HLSCACHE_HTTP_EVENT_LOOPS": "auto"], commandLine: CommandLineSettings())
+        #expect(auto.settings.eventLoops == nil)
+        #expect(try SettingsLoader.load(configFile: nil, environment: [:], commandLine: CommandLineSettings()).settings.eventLoops == nil)
+    }
+
     @Test func badFlagNamesTheFlag() throws {
         var flags = CommandLineSettings()
         flags.set("listen", "nonsense")
