@@ -34,19 +34,12 @@ package enum SettingCatalog {
             .size(
                 "cache.sliceSize", \.sliceSize, minimum: 64 << 10,
                 "objects of more than 8 slices are stored as slices of this size (asked for by range, or whole with a validator)"),
-            .single(
-                "cache.memorySize",
+            .auto(
+                "cache.memorySize", \.memoryCacheBytes,
                 "hot objects kept in memory as well, so their hits read no file (auto: a 64th of the memory, 64 MiB to 1 GiB; 0 disables)",
-                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    if text.lowercased() == "auto" {
-                        settings.memoryCacheBytes = nil
-                        return
-                    }
-                    guard let bytes = SettingText.size(text), bytes <= Int64(Int.max) else {
-                        throw SettingProblem("not a size (try 256MiB, 1GiB or 0), or auto")
-                    }
-                    settings.memoryCacheBytes = Int(bytes)
-                }, render: { $0.memoryCacheBytes.map { SettingText.format(bytes: Int64($0)) } ?? "auto" }),
+                problem: "not a size (try 256MiB, 1GiB or 0), or auto",
+                parse: { text in SettingText.size(text).flatMap { $0 <= Int64(Int.max) ? Int($0) : nil } },
+                render: { SettingText.format(bytes: Int64($0)) }),
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
@@ -62,19 +55,11 @@ package enum SettingCatalog {
                 "http.serverNames", \.serverNames, validate: SettingKey.serverName,
                 "names a request's Host may give this server by in the absolute URLs of channel lists (name or name:port), besides the address the client reached"
             ),
-            .single(
-                "http.eventLoops",
+            .auto(
+                "http.eventLoops", \.eventLoops,
                 "event loops (threads) serving clients and origins (auto: one per core the process may use, the container's CPU quota counted)",
-                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
-                    if text.lowercased() == "auto" {
-                        settings.eventLoops = nil
-                        return
-                    }
-                    guard let count = Int(text), (1...1024).contains(count) else {
-                        throw SettingProblem("expected auto or a number of event loops from 1 to 1024")
-                    }
-                    settings.eventLoops = count
-                }, render: { $0.eventLoops.map(String.init) ?? "auto" }),
+                problem: "expected auto or a number of event loops from 1 to 1024",
+                parse: { text in Int(text).flatMap { (1...1024).contains($0) ? $0 : nil } }, render: { String($0) }),
             .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in

@@ -164,6 +164,24 @@ extension SettingKey {
             }, render: { String($0[keyPath: keyPath]) })
     }
 
+    /// A value read by `parse`, or `auto` (nil: worked out from the machine when used); `problem` says what else is
+    /// expected.
+    static func auto<Value>(
+        _ name: String, _ keyPath: WritableKeyPath<Settings, Value?>, _ summary: String, problem: String,
+        parse: @escaping (String) -> Value?, render: @escaping (Value) -> String
+    ) -> SettingKey {
+        single(
+            name, summary,
+            apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                if text.lowercased() == "auto" {
+                    settings[keyPath: keyPath] = nil
+                    return
+                }
+                guard let value = parse(text) else { throw SettingProblem(problem) }
+                settings[keyPath: keyPath] = value
+            }, render: { $0[keyPath: keyPath].map(render) ?? "auto" })
+    }
+
     static func double(
         _ name: String, _ keyPath: WritableKeyPath<Settings, Double>, range: ClosedRange<Double>, _ summary: String
     ) -> SettingKey {
