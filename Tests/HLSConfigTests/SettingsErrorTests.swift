@@ -49,6 +49,20 @@ import Testing
                 == .zero)
     }
 
+    /// `cache.memorySize` is auto or a size.
+    @Test func memorySizeIsASizeOrAuto() throws {
+        let word = try error(environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "lots"]).message
+        #expect(word == "cache.memorySize = \"lots\" in env HLSCACHE_CACHE_MEMORY_SIZE: not a size (try 256MiB, 1GiB or 0), or auto")
+        let sized = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "256MiB"])
+        #expect(sized.settings.memoryCacheBytes == 256 << 20)
+        let off = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "0"])
+        #expect(off.settings.memoryCacheBytes == 0)
+        let auto = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "AUTO"])
+        #expect(auto.settings.memoryCacheBytes == nil)
+        #expect(SettingCatalog.key("cache.memorySize")?.fileValue(sized.settings) == "256MiB")
+        #expect(SettingCatalog.key("cache.memorySize")?.fileValue(auto.settings) == "auto")
+    }
+
     /// `http.eventLoops` is auto or a count from 1 to 1024.
     @Test func eventLoopsIsACountOrAuto() throws {
         let none = try error(environment: ["HLSCACHE_HTTP_EVENT_LOOPS": "0"]).message
