@@ -73,6 +73,7 @@ import Testing
         let four = try SettingsLoader.load(
             configFile: try fixture.write("http:\n  eventLoops: 4\n"), environment: [:], commandLine: CommandLineSettings())
         #expect(four.settings.eventLoops == 4)
+        #expect(try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_HTTP_EVENT_LOOPS": " 2 "]).settings.eventLoops == 2)
         let auto = try SettingsLoader.load(
             configFile: nil, environment: ["HLSCACHE_HTTP_EVENT_LOOPS": "auto"], commandLine: CommandLineSettings())
         #expect(auto.settings.eventLoops == nil)

@@ -12,12 +12,24 @@ import Testing
     /// A socket of 127.0.0.1 with `SO_REUSEADDR`, bound to `port` (0: one the system chooses), listening or not, and
     /// its port (the caller closes it).
     private static func socket(port: Int = 0, listening: Bool = true) throws -> (descriptor: CInt, port: Int) {
+        let bound = try boundSocket(port: port)
+        if listening { try #require(listen(bound.descriptor, 16) == 0) }
+        return bound
+    }
+
+    /// A socket of 127.0.0.1 with `SO_REUSEADDR` bound to `port` (0: one the system chooses), not listening, and its
+    /// port; a failed bind(2) throws its `IOError` (`EADDRINUSE` for a port in use).
+    private static func boundSocket(port: Int) throws -> (descriptor: CInt, port: Int) {
         let descriptor = Glibc.socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
         try #require(descriptor >= 0)
         var one: CInt = 1
         _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
-        try #require(try bind(descriptor, port: port) == 0)
-        if listening { try #require(listen(descriptor, 16) == 0) }
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+        guard address.withSockAddr({ Glibc.bind(descriptor, $0, socklen_t($1)) }) == 0 else {
+            let error = IOError(errnoCode: errno, reason: "bind(127.0.0.1:\(port))")
+            close(descriptor)
+            throw error
+        }
         var bound = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &bound) {
@@ -26,26 +38,13 @@ import Testing
         return (descriptor, Int(UInt16(bigEndian: bound.sin_port)))
     }
 
-    /// Binds `descriptor` to 127.0.0.1:`port`; the result of bind(2).
-    private static func bind(_ descriptor: CInt, port: Int) throws -> CInt {
-        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
-        return address.withSockAddr { Glibc.bind(descriptor, $0, socklen_t($1)) }
-    }
-
-    /// A socket of 127.0.0.1 with `SO_REUSEADDR` bound, not listening, to a random free port below the ephemeral range
-    /// (32768 and up on Linux), and the port: a port of that range could be bound by the system to an outgoing
-    /// connection of another test at the same time (the probe then failed with `EADDRINUSE` on a clean CI run).
-    private static func holderBelowTheEphemeralRange() throws -> (descriptor: CInt, port: Int) {
-        for _ in 0..<200 {
-            let descriptor = Glibc.socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
-            try #require(descriptor >= 0)
-            var one: CInt = 1
-            _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
-            let port = Int.random(in: 20_000..<32_000)
-            if try bind(descriptor, port: port) == 0 { return (descriptor, port) }
-            close(descriptor)
-        }
-        return try socket(listening: false)
+    /// ``boundSocket(port:)`` on a random free port below the ephemeral range (``startBelowTheEphemeralRange(_:)``):
+    /// a port of that range could be bound by the system to an outgoing connection of another test at the same time
+    /// (the probe then failed with `EADDRINUSE` on a clean CI run).
+    private static func holderBelowTheEphemeralRange() async throws -> (descriptor: CInt, port: Int) {
+        var holder: (descriptor: CInt, port: Int)?
+        try await startBelowTheEphemeralRange { holder = try boundSocket(port: $0) }
+        return try #require(holder)
     }
 
     /// A listening socket of 127.0.0.1 and its port (the caller closes it).
@@ -56,8 +55,8 @@ import Testing
     /// itself is, and lets bind beside it): once the listener closed, no connection of another test running at the same
     /// time can be given it as its own port, which made the probe fail now and then in a parallel run; and the port is
     /// below the ephemeral range, which the system gives to outgoing connections.
-    @Test func theProbeRefusesATakenPortAndLeavesNothingListening() throws {
-        let (holder, port) = try Self.holderBelowTheEphemeralRange()
+    @Test func theProbeRefusesATakenPortAndLeavesNothingListening() async throws {
+        let (holder, port) = try await Self.holderBelowTheEphemeralRange()
         defer { close(holder) }
         let (descriptor, _) = try Self.socket(port: port)
         #expect {
