@@ -10,10 +10,14 @@ import Testing
 /// sure no other socket listens on its address with a plain bind that never listens (``ProxyServer/refuseTakenAddress(host:port:)``).
 @Suite struct ListenProbeTests {
     /// A socket of 127.0.0.1 with `SO_REUSEADDR`, bound to `port` (0: one the system chooses), listening or not, and
-    /// its port (the caller closes it).
+    /// its port (the caller closes it); a failed bind(2) or listen(2) throws its `IOError`.
     private static func socket(port: Int = 0, listening: Bool = true) throws -> (descriptor: CInt, port: Int) {
         let bound = try boundSocket(port: port)
-        if listening { try #require(listen(bound.descriptor, 16) == 0) }
+        if listening, listen(bound.descriptor, 16) != 0 {
+            let error = IOError(errnoCode: errno, reason: "listen(127.0.0.1:\(bound.port))")
+            close(bound.descriptor)
+            throw error
+        }
         return bound
     }
 
@@ -38,13 +42,23 @@ import Testing
         return (descriptor, Int(UInt16(bigEndian: bound.sin_port)))
     }
 
-    /// ``boundSocket(port:)`` on a random free port below the ephemeral range (``startBelowTheEphemeralRange(_:)``):
-    /// a port of that range could be bound by the system to an outgoing connection of another test at the same time
-    /// (the probe then failed with `EADDRINUSE` on a clean CI run).
-    private static func holderBelowTheEphemeralRange() async throws -> (descriptor: CInt, port: Int) {
-        var holder: (descriptor: CInt, port: Int)?
-        try await startBelowTheEphemeralRange { holder = try boundSocket(port: $0) }
-        return try #require(holder)
+    /// A port below the ephemeral range (``startBelowTheEphemeralRange(_:)``) held by a socket bound to it that does not
+    /// listen, and a listener beside it: the descriptors (the caller closes them) and the port. A port where either bind
+    /// fails with `EADDRINUSE` is given up for another — something else holds it, and this is setup, not what is
+    /// tested. (Two clean CI runs failed on such a bind, once in the ephemeral range and once below it, in a suite run
+    /// in parallel with every other; what held the port was not found.)
+    private static func heldListener() async throws -> (holder: CInt, listener: CInt, port: Int) {
+        var held: (holder: CInt, listener: CInt, port: Int)?
+        try await startBelowTheEphemeralRange { port in
+            let holder = try boundSocket(port: port)
+            do {
+                held = (holder.descriptor, try socket(port: holder.port).descriptor, holder.port)
+            } catch {
+                close(holder.descriptor)
+                throw error
+            }
+        }
+        return try #require(held)
     }
 
     /// A listening socket of 127.0.0.1 and its port (the caller closes it).
@@ -56,9 +70,8 @@ import Testing
     /// time can be given it as its own port, which made the probe fail now and then in a parallel run; and the port is
     /// below the ephemeral range, which the system gives to outgoing connections.
     @Test func theProbeRefusesATakenPortAndLeavesNothingListening() async throws {
-        let (holder, port) = try await Self.holderBelowTheEphemeralRange()
+        let (holder, descriptor, port) = try await Self.heldListener()
         defer { close(holder) }
-        let (descriptor, _) = try Self.socket(port: port)
         #expect {
             try ProxyServer.refuseTakenAddress(host: "127.0.0.1", port: port)
         } throws: { ($0 as? IOError)?.errnoCode == EADDRINUSE }
