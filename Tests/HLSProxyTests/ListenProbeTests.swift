@@ -67,8 +67,8 @@ import Testing
     /// A port another socket listens on is refused with `EADDRINUSE`; once it is free the probe passes, and leaves
     /// nothing listening there. The port is held meanwhile by a socket bound to it that does not listen (what the probe
     /// itself is, and lets bind beside it): once the listener closed, no connection of another test running at the same
-    /// time can be given it as its own port, which made the probe fail now and then in a parallel run; and the port is
-    /// below the ephemeral range, which the system gives to outgoing connections.
+    /// time can be given it as its own port, which made the probe fail now and then in a parallel run. A port the setup
+    /// cannot bind is given up for another (``heldListener()``).
     @Test func theProbeRefusesATakenPortAndLeavesNothingListening() async throws {
         let (holder, descriptor, port) = try await Self.heldListener()
         defer { close(holder) }
