@@ -4,7 +4,8 @@
 /// leave — a table that wiped itself when full silently forgot what a playing stream still needed.
 ///
 /// A value type with no lock: keep it in a `Mutex` or `NIOLockedValueBox`. Lookups, insertions and removals are
-/// O(1) (a dictionary of slots and a doubly linked recency list kept in an array). Inlinable, so that each table is
+/// O(1) (a dictionary of slots and a doubly linked recency list kept in an array of its own: moving an entry in
+/// the order touches two integers per neighbour, never a copy of an entry's key or value). Inlinable, so that each table is
 /// specialised for its key and value types where it is used (the proxy looks several up per request) — and `public`
 /// for that: the bodies of `package` inlinable code are not made available to other modules by this toolchain, and
 /// every call from them stayed a generic call with a metadata lookup (HLSCacheCore is no library product, so nothing
@@ -15,16 +16,26 @@ public struct BoundedLRU<Key: Hashable, Value> {
         @usableFromInline var key: Key
         @usableFromInline var value: Value
         @usableFromInline var cost: Int
+
+        @inlinable
+        init(key: Key, value: Value, cost: Int) {
+            self.key = key
+            self.value = value
+            self.cost = cost
+        }
+    }
+
+    /// A slot's place in the recency list, apart from its node: relinking reads and writes these alone (through an
+    /// optional node, reading one link copied the whole node, its key and value retained and released).
+    @usableFromInline
+    struct Links: Sendable {
         /// Towards the most recent entry; -1 at the most recent.
         @usableFromInline var newer: Int
         /// Towards the least recent entry; -1 at the least recent.
         @usableFromInline var older: Int
 
         @inlinable
-        init(key: Key, value: Value, cost: Int, newer: Int, older: Int) {
-            self.key = key
-            self.value = value
-            self.cost = cost
+        init(newer: Int, older: Int) {
             self.newer = newer
             self.older = older
         }
@@ -40,6 +51,8 @@ public struct BoundedLRU<Key: Hashable, Value> {
 
     @usableFromInline var slots: [Key: Int] = [:]
     @usableFromInline var nodes: [Node?] = []
+    /// The recency links of each slot of ``nodes`` (as many).
+    @usableFromInline var links: [Links] = []
     @usableFromInline var freeSlots: [Int] = []
     @usableFromInline var mostRecent = -1
     @usableFromInline var leastRecent = -1
@@ -94,16 +107,19 @@ public struct BoundedLRU<Key: Hashable, Value> {
             nodes[slot]!.cost = cost
             touch(slot)
         } else {
-            let node = Node(key: key, value: value, cost: cost, newer: -1, older: mostRecent)
+            let node = Node(key: key, value: value, cost: cost)
+            let link = Links(newer: -1, older: mostRecent)
             let slot: Int
             if let free = freeSlots.popLast() {
                 slot = free
                 nodes[slot] = node
+                links[slot] = link
             } else {
                 slot = nodes.count
                 nodes.append(node)
+                links.append(link)
             }
-            if mostRecent >= 0 { nodes[mostRecent]!.newer = slot }
+            if mostRecent >= 0 { links[mostRecent].newer = slot }
             mostRecent = slot
             if leastRecent < 0 { leastRecent = slot }
             slots[key] = slot
@@ -159,7 +175,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
         var slot = leastRecent
         while slot >= 0 {
             let node = nodes[slot]!
-            let next = node.newer
+            let next = links[slot].newer
             if try shouldRemove(node.key, node.value) {
                 slots[node.key] = nil
                 _ = unlink(slot)
@@ -172,6 +188,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
     public mutating func removeAll() {
         slots.removeAll()
         nodes.removeAll()
+        links.removeAll()
         freeSlots.removeAll()
         mostRecent = -1
         leastRecent = -1
@@ -186,7 +203,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
         var slot = mostRecent
         while slot >= 0 {
             keys.append(nodes[slot]!.key)
-            slot = nodes[slot]!.older
+            slot = links[slot].older
         }
         return keys
     }
@@ -199,7 +216,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
         while slot >= 0 {
             let node = nodes[slot]!
             guard try body(node.key, node.value, node.cost) else { return }
-            slot = node.newer
+            slot = links[slot].newer
         }
     }
 
@@ -209,9 +226,8 @@ public struct BoundedLRU<Key: Hashable, Value> {
     mutating func touch(_ slot: Int) {
         guard slot != mostRecent else { return }
         detach(slot)
-        nodes[slot]!.older = mostRecent
-        nodes[slot]!.newer = -1
-        if mostRecent >= 0 { nodes[mostRecent]!.newer = slot }
+        links[slot] = Links(newer: -1, older: mostRecent)
+        if mostRecent >= 0 { links[mostRecent].newer = slot }
         mostRecent = slot
         if leastRecent < 0 { leastRecent = slot }
     }
@@ -219,9 +235,9 @@ public struct BoundedLRU<Key: Hashable, Value> {
     /// Takes `slot` out of the recency list (its own links are left as they were).
     @inlinable
     mutating func detach(_ slot: Int) {
-        let (newer, older) = (nodes[slot]!.newer, nodes[slot]!.older)
-        if newer >= 0 { nodes[newer]!.older = older } else { mostRecent = older }
-        if older >= 0 { nodes[older]!.newer = newer } else { leastRecent = newer }
+        let link = links[slot]
+        if link.newer >= 0 { links[link.newer].older = link.older } else { mostRecent = link.older }
+        if link.older >= 0 { links[link.older].newer = link.newer } else { leastRecent = link.newer }
     }
 
     /// Frees `slot` (already gone from ``slots``) and returns what it held.
@@ -234,6 +250,7 @@ public struct BoundedLRU<Key: Hashable, Value> {
         if slots.isEmpty {
             // Empty again: let the storage go rather than keep the high-water mark of slots.
             nodes.removeAll()
+            links.removeAll()
             freeSlots.removeAll()
         } else {
             freeSlots.append(slot)
