@@ -56,7 +56,7 @@ extension CacheStore {
     }
 
     /// Records an access at `now` in `row` if it is `object`'s version and not expired.
-    private static func touch(_ row: inout ObjectRow, ifItIs object: CachedObject, at now: Double) -> Bool {
+    static func touch(_ row: inout ObjectRow, ifItIs object: CachedObject, at now: Double) -> Bool {
         guard row.etag == object.etag, row.size == object.size, !row.isExpired(at: now) else { return false }
         row.lastAccess = now
         return true

@@ -268,9 +268,8 @@ package final class CacheStore: Sendable {
         let now = Date().timeIntervalSince1970
         let flush = state.withLock { state -> (Bool, Bool)? in
             guard let index = state.entries.index(forKey: hash) else { return nil }
-            let row = state.entries.values[index]
-            guard row.etag == object.etag, row.size == object.size, !row.isExpired(at: now) else { return nil }
-            state.entries.values[index].lastAccess = now
+            // In place, as ``currentCheck(_:and:)`` does: a copy of the row retained and released each of its strings.
+            guard Self.touch(&state.entries.values[index], ifItIs: object, at: now) else { return nil }
             state.pins[hash, default: 0] += 1
             return Self.recordAccess(&state, hash: hash, at: now)
         }
