@@ -59,7 +59,7 @@ package enum SettingCatalog {
                 "http.eventLoops", \.eventLoops,
                 "event loops (threads) serving clients and origins (auto: one per core the process may use, the container's CPU quota counted)",
                 problem: "expected auto or a number of event loops from 1 to 1024",
-                parse: { text in Int(text.trimmingCharacters(in: .whitespaces)).flatMap { (1...1024).contains($0) ? $0 : nil } },
+                parse: { text in Int(text).flatMap { (1...1024).contains($0) ? $0 : nil } },
                 render: { String($0) }),
             .single(
                 "log.level", flag: "--log-level", "trace, debug, info, notice, warning, error or critical",

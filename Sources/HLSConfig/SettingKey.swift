@@ -165,7 +165,7 @@ extension SettingKey {
     }
 
     /// A value read by `parse`, or `auto` (nil: worked out from the machine when used); `problem` says what else is
-    /// expected.
+    /// expected. Blanks around the text are trimmed before either is read.
     static func auto<Value>(
         _ name: String, _ keyPath: WritableKeyPath<Settings, Value?>, _ summary: String, problem: String,
         parse: @escaping (String) -> Value?, render: @escaping (Value) -> String
@@ -173,6 +173,7 @@ extension SettingKey {
         single(
             name, summary,
             apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                let text = text.trimmingCharacters(in: .whitespaces)
                 if text.lowercased() == "auto" {
                     settings[keyPath: keyPath] = nil
                     return

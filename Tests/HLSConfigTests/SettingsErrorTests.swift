@@ -57,8 +57,10 @@ import Testing
         #expect(sized.settings.memoryCacheBytes == 256 << 20)
         let off = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "0"])
         #expect(off.settings.memoryCacheBytes == 0)
-        let auto = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": "AUTO"])
+        let auto = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": " AUTO "])
         #expect(auto.settings.memoryCacheBytes == nil)
+        let blanks = try SettingsLoader.load(configFile: nil, environment: ["HLSCACHE_CACHE_MEMORY_SIZE": " 64MiB "])
+        #expect(blanks.settings.memoryCacheBytes == 64 << 20)
         #expect(SettingCatalog.key("cache.memorySize")?.fileValue(sized.settings) == "256MiB")
         #expect(SettingCatalog.key("cache.memorySize")?.fileValue(auto.settings) == "auto")
     }
