@@ -29,14 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/www/lib"
-python3 - "$work/www/lib" "$count" "$segment" <<'PY'
-import os, sys
-root, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for index in range(count):
-    with open(f"{root}/seg{index:05d}.ts", "wb") as f:
-        f.write(os.urandom(size))
-PY
 . Benchmarks/lib/peers.sh
+write_segments "$work/www/lib" "$count" "$segment"
 peers_start
 servers="static hlscache"
 [ -n "${HLSCACHE_BIN_B:-}" ] && servers="static hlscache hlscache_b"

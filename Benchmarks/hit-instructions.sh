@@ -36,13 +36,7 @@ cleanup() {
 trap cleanup EXIT
 chmod 755 "$work"  # the origin's workers run as nobody
 mkdir -p "$work/www/lib"
-python3 - "$work/www/lib" "$count" "$segment" <<'PY'
-import os, sys
-root, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for index in range(count):
-    with open(f"{root}/seg{index:05d}.ts", "wb") as f:
-        f.write(os.urandom(size))
-PY
+write_segments "$work/www/lib" "$count" "$segment"
 
 # nginx's configuration: the origin (daemon, its own workers) or the measured static server (one process).
 nginx_conf() { # port file measured

@@ -17,6 +17,17 @@ write_vod_playlist() { # file
   } >"$1"
 }
 
+# COUNT files of BYTES random bytes, DIR/seg00000.ts and on: the segments the hit benchmarks walk in turn.
+write_segments() { # dir count bytes
+  python3 - "$1" "$2" "$3" <<'PY'
+import os, sys
+root, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for index in range(count):
+    with open(f"{root}/seg{index:05d}.ts", "wb") as f:
+        f.write(os.urandom(size))
+PY
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 wait_healthy() { # url
