@@ -49,11 +49,11 @@ package final class CacheStore: Sendable {
 
     struct State: Sendable {
         /// Complete objects by key hash, as this process last saw them.
-        var entries: [String: ObjectRow] = [:]
+        var entries = KeyHashTable<ObjectRow>()
         /// Pin counts by key hash; pinned objects are never evicted by this process.
-        var pins: [String: Int] = [:]
+        var pins = KeyHashTable<Int>()
         /// Access times not yet written to the index.
-        var pendingAccess: [String: Double] = [:]
+        var pendingAccess = KeyHashTable<Double>()
         var flushScheduled = false
         /// Bytes announced by open writers of this process, counted against the cap before they finish.
         var reservedBytes: Int64 = 0
@@ -374,7 +374,7 @@ package final class CacheStore: Sendable {
 
     func unpin(keyHash: String) {
         state.withLock { state in
-            // One lookup of the key (a 64-character hash, hashed again for each): this runs once per hit.
+            // One lookup of the key: this runs once per hit.
             guard let index = state.pins.index(forKey: keyHash) else { return }
             if state.pins.values[index] <= 1 { state.pins.remove(at: index) } else { state.pins.values[index] -= 1 }
         }
