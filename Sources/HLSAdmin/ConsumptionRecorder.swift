@@ -160,12 +160,20 @@ final class ConsumptionRecorder: Sendable {
     /// On the event loop: remember a successful response to a proxied resource.
     func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders, shard: Int = 0) {
         let uri = request.head.uri
-        guard uri.hasPrefix("/http"), request.method == .GET || request.method == .HEAD else { return }
+        // By case and by bytes: `==` on methods and `hasPrefix` compared strings, a tenth of this per response.
+        let isGET: Bool
+        switch request.method {
+        case .GET: isGET = true
+        case .HEAD: isGET = false
+        case .RAW(let value) where value == "GET" || value == "HEAD": isGET = value == "GET"
+        default: return
+        }
+        guard Self.isProxiedTarget(uri) else { return }
         let cache = headers.first(name: "x-cache")
         guard status == .ok || status == .partialContent || cache != nil else { return }
         withPending(shard: shard) { p in
             if cache == "HIT" { p.hits += 1 } else if cache == "MISS" { p.misses += 1 }
-            guard request.method == .GET, status == .ok || status == .partialContent else { return }
+            guard isGET, status == .ok || status == .partialContent else { return }
             guard uri != p.last else { return }
             if p.targets.count < maxPending {
                 p.targets.insert(uri)
@@ -175,6 +183,13 @@ final class ConsumptionRecorder: Sendable {
             }
             p.last = uri
         }
+    }
+
+    /// Whether `uri` starts with `/http` (the proxied origin resources' prefix, ``ProxyPathRewriter``).
+    static func isProxiedTarget(_ uri: String) -> Bool {
+        var bytes = uri.utf8.makeIterator()
+        for expected in "/http".utf8 where bytes.next() != expected { return false }
+        return true
     }
 
     /// Off the event loops: records what was served since the last flush.

@@ -25,7 +25,14 @@ package struct ProxyRequest: Sendable {
     }
 
     package var method: HTTPMethod { head.method }
-    package var isHead: Bool { head.method == .HEAD }
+    /// By case: `==` on methods compared their names as strings, and a hit asks this several times.
+    package var isHead: Bool {
+        switch head.method {
+        case .HEAD: return true
+        case .RAW(let value): return value == "HEAD"
+        default: return false
+        }
+    }
     package var headers: HTTPHeaders { head.headers }
 
     package func header(_ name: String) -> String? { head.headers.first(name: name) }

@@ -148,6 +148,29 @@ struct ConsumptionTests {
         }
     }
 
+    @Test("only GET and HEAD of proxied targets are counted, HEAD without a place among the played targets")
+    func onlyProxiedGetAndHeadAreObserved() async throws {
+        try await Self.withRecorder { recorder in
+            let hit: HTTPHeaders = ["X-Cache": "HIT"]
+            func observe(_ method: HTTPMethod, _ uri: String) {
+                let request = ProxyRequest(head: HTTPRequestHead(version: .http1_1, method: method, uri: uri), remoteAddress: nil)
+                recorder.observe(request, status: .ok, headers: hit)
+            }
+            for uri in ["/htt", "/api/v1/items", "/keys/1", "", "/HTTP/127.0.0.1:1/a.ts", "/htp/127.0.0.1:1/a.ts"] { observe(.GET, uri) }
+            observe(.POST, "/http/127.0.0.1:1/a.ts")
+            observe(.PUT, "/http/127.0.0.1:1/a.ts")
+            observe(.RAW(value: "GETX"), "/http/127.0.0.1:1/a.ts")
+            #expect(recorder.hitsAndMisses.hits == 0)
+            observe(.HEAD, "/http/127.0.0.1:1/a.ts")
+            observe(.GET, "/https/example.com/b.ts")
+            observe(.GET, "/http")
+            #expect(recorder.hitsAndMisses.hits == 3)
+            // Past the bound of distinct targets only GETs take a place (and are dropped): the HEAD took none.
+            for index in 0..<16_384 { observe(.GET, "/http/127.0.0.1:1/v/other\(index).ts") }
+            #expect(recorder.droppedAnswers == 2)
+        }
+    }
+
     /// Runs `body` with a recorder on a store and an item table of their own, removed afterwards.
     private static func withRecorder(_ body: (ConsumptionRecorder) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-recorder-\(UUID().uuidString)")
