@@ -15,6 +15,8 @@
 #   CONNECTIONS=8 COUNT=40 SEGMENT=2097152                         (wrk connections; segments walked in turn; bytes)
 #   HLSCACHE_BIN=/path/to/hlscache                                 (an existing build instead of a release build)
 #   HLSCACHE_BIN_B=... HLSCACHE_B_ENV="HLSCACHE_CACHE_MEMORY_SIZE=0"   (a second hlscache)
+#   PROFILES=/some/dir                                             (keep each server's callgrind output and the
+#                                                                   stripped binary there, for callgrind_annotate)
 # Prints instructions per request for each server. Loopback only; everything started is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,6 +111,11 @@ measure() { # server
   for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+  if [ -n "${PROFILES:-}" ]; then
+    mkdir -p "$PROFILES"
+    cat "$out"* >"$PROFILES/callgrind-$server.out"
+    case $server in hlscache) cp "$work/hlscache-a" "$PROFILES/" ;; hlscache_b) cp "$work/hlscache-b" "$PROFILES/" ;; esac
+  fi
   if grep -qE 'Non-2xx|Socket errors' "$work/wrk.out"; then echo "FAIL: $server: $(grep -E 'Non-2xx|Socket errors' "$work/wrk.out")" >&2; exit 1; fi
   echo "$(awk '/requests in/ {print $1}' "$work/wrk.out") $(cat "$out"* | awk '/^(summary|totals):/ {s += $2} END {printf "%d", s}')"
 }
