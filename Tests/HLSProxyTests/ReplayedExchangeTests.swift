@@ -490,6 +490,28 @@ import Testing
         for cut in 0..<head.utf8.count { #expect(length(String(decoding: head.utf8.prefix(cut), as: UTF8.self)) == nil, "\(cut)") }
     }
 
+    @Test func headsDifferingInOneByteHashApart() {
+        func hash(_ bytes: [UInt8]) -> Int {
+            let buffer = ByteBuffer(bytes: bytes)
+            return ReplayedExchanges.hash(buffer.readableBytesView)
+        }
+        // A player's head, and every change of one of its bytes (a whole word and a tail byte alike).
+        let head = Array("GET /http/cdn.example.com/v/seg00042.ts HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: p\r\n\r\n".utf8)
+        let original = hash(head)
+        #expect(hash(head) == original && hash(Array(head)) == original)
+        var seen: Set<Int> = [original]
+        for index in head.indices {
+            for flip: UInt8 in [1, 0x20, 0x80] {
+                var changed = head
+                changed[index] ^= flip
+                #expect(seen.insert(hash(changed)).inserted, "byte \(index) ^ \(flip)")
+            }
+        }
+        // Lengths matter too: no two prefixes of the head hash alike.
+        var prefixes: Set<Int> = []
+        for count in 0...head.count { #expect(prefixes.insert(hash(Array(head.prefix(count)))).inserted, "\(count) bytes") }
+    }
+
     /// A live playlist's reload is answered without being decoded, as the version in memory when it comes (its head
     /// rendered once per version and `max-age`): the same bytes as the decoded answer, `max-age` counting down on
     /// the playlist clock, and once that version expired the next one from the origin — never a stale one.
