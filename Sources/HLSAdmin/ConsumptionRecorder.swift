@@ -187,9 +187,11 @@ final class ConsumptionRecorder: Sendable {
 
     /// Whether `uri` starts with `/http` (the proxied origin resources' prefix, ``ProxyPathRewriter``).
     static func isProxiedTarget(_ uri: String) -> Bool {
-        var bytes = uri.utf8.makeIterator()
-        for expected in "/http".utf8 where bytes.next() != expected { return false }
-        return true
+        // On the bytes in place (an iterator over the view cost as much as `hasPrefix`).
+        uri.utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.count >= 5 && bytes[0] == UInt8(ascii: "/") && bytes[1] == UInt8(ascii: "h") && bytes[2] == UInt8(ascii: "t")
+                && bytes[3] == UInt8(ascii: "t") && bytes[4] == UInt8(ascii: "p")
+        } ?? uri.hasPrefix("/http")
     }
 
     /// Off the event loops: records what was served since the last flush.
