@@ -100,15 +100,14 @@ struct KeyDatabase: Sendable {
     func purgeExpired(now: Date) throws(KeyError) -> Int {
         try write { db in
             let now = now.timeIntervalSince1970
-            // Cached: the scheduler purges every second.
-            try db.cachedStatement(sql: "UPDATE keys SET headers_sealed = NULL WHERE headers_sealed IS NOT NULL AND item_expires_at <= ?")
-                .execute(arguments: [now])
-            try db.cachedStatement(
+            try db.execute(
+                sql: "UPDATE keys SET headers_sealed = NULL WHERE headers_sealed IS NOT NULL AND item_expires_at <= ?", arguments: [now])
+            try db.execute(
                 sql: """
                     UPDATE keys SET sealed = NULL WHERE sealed IS NOT NULL
                         AND (expires_at <= ? OR item_expires_at <= ?)
-                    """
-            ).execute(arguments: [now, now])
+                    """,
+                arguments: [now, now])
             return db.changesCount
         }
     }

@@ -41,13 +41,12 @@ extension ItemStore {
         guard limit > 0 else { return [] }
         return try read { db in
             // Enough rows to skip the excluded ones (items this process runs are `downloading`, so usually none).
-            // Cached statements here and below: the scheduler and the change feed ask every second.
             let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT * FROM items WHERE state = ? OR (state = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?))
-                        ORDER BY created_at, id LIMIT ?
-                        """),
+                db,
+                sql: """
+                    SELECT * FROM items WHERE state = ? OR (state = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?))
+                    ORDER BY created_at, id LIMIT ?
+                    """,
                 arguments: [ItemState.queued.rawValue, ItemState.idle.rawValue, now.timeIntervalSince1970, limit + excluding.count])
             return try rows.lazy.filter { !excluding.contains($0["id"]) }.prefix(limit).map(self.decode)
         }
@@ -57,11 +56,11 @@ extension ItemStore {
     package func expiring(at now: Date) throws(DownloadError) -> [DownloadItem] {
         try read { db in
             try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT * FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? AND state NOT IN (?, ?)
-                        ORDER BY expires_at
-                        """),
+                db,
+                sql: """
+                    SELECT * FROM items WHERE expires_at IS NOT NULL AND expires_at <= ? AND state NOT IN (?, ?)
+                    ORDER BY expires_at
+                    """,
                 arguments: [now.timeIntervalSince1970, ItemState.expired.rawValue, ItemState.deleted.rawValue]
             ).map(self.decode)
         }
@@ -73,17 +72,15 @@ extension ItemStore {
         -> (sequence: Int64, changed: [DownloadItem], removed: [String])
     {
         try read { db in
-            let current = try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM item_changes WHERE id = 1")) ?? 0
+            let current = try Int64.fetchOne(db, sql: "SELECT seq FROM item_changes WHERE id = 1") ?? 0
             guard let sequence else {
                 return (current, try Row.fetchAll(db, sql: "SELECT * FROM items ORDER BY created_at, id").map(self.decode), [])
             }
-            let changed = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT * FROM items WHERE change_seq > ? ORDER BY change_seq"), arguments: [sequence]
-            )
-            .map(self.decode)
+            let changed = try Row.fetchAll(db, sql: "SELECT * FROM items WHERE change_seq > ? ORDER BY change_seq", arguments: [sequence])
+                .map(self.decode)
             // Every row now is either known or changed since: the count differs exactly when a known one is gone.
             let expected = known.union(changed.map(\.id))
-            let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM items")) ?? 0
+            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM items") ?? 0
             guard count != expected.count else { return (current, changed, []) }
             let present = Set(try String.fetchAll(db, sql: "SELECT id FROM items"))
             return (current, changed, expected.subtracting(present).sorted())

@@ -53,7 +53,7 @@ extension ItemStore {
 
     /// Whether any item lists any resource: when none does, nothing served can be an item's (one index read).
     package func listsAnyResource() throws(DownloadError) -> Bool {
-        try read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM item_resources)")) ?? false }
+        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item_resources)") ?? false }
     }
 
     /// The ids of the items whose resource list contains the cache key `key` (a stored ``ItemResource/key``).

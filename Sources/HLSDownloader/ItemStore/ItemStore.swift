@@ -236,9 +236,8 @@ package final class ItemStore: Sendable {
     package func recoverInterrupted() throws(DownloadError) -> [String] {
         try write { db in
             var changed: [String] = []
-            // Cached: the scheduler asks every second (preparing the statement was most of an idle server's CPU).
             let rows = try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT * FROM items WHERE state IN (?, ?)"),
+                db, sql: "SELECT * FROM items WHERE state IN (?, ?)",
                 arguments: [ItemState.downloading.rawValue, ItemState.recording.rawValue])
             for row in rows {
                 var item = try self.decode(row)
