@@ -161,14 +161,8 @@ final class ConsumptionRecorder: Sendable {
     func observe(_ request: ProxyRequest, status: HTTPResponseStatus, headers: HTTPHeaders, shard: Int = 0) {
         let uri = request.head.uri
         // By case and by bytes: `==` on methods and `hasPrefix` compared strings, a tenth of this per response.
-        let isGET: Bool
-        switch request.method {
-        case .GET: isGET = true
-        case .HEAD: isGET = false
-        case .RAW(let value) where value == "GET" || value == "HEAD": isGET = value == "GET"
-        default: return
-        }
-        guard Self.isProxiedTarget(uri) else { return }
+        let isGET = request.isGet
+        guard isGET || request.isHead, Self.isProxiedTarget(uri) else { return }
         let cache = headers.first(name: "x-cache")
         guard status == .ok || status == .partialContent || cache != nil else { return }
         withPending(shard: shard) { p in
@@ -187,7 +181,8 @@ final class ConsumptionRecorder: Sendable {
 
     /// Whether `uri` starts with `/http` (the proxied origin resources' prefix, ``ProxyPathRewriter``).
     static func isProxiedTarget(_ uri: String) -> Bool {
-        // On the bytes in place (an iterator over the view cost as much as `hasPrefix`).
+        // On the bytes in place: an iterator over the view (as `starts(with:)` and RequestRoute's `hasPrefix` use) cost
+        // as much as `String.hasPrefix`.
         uri.utf8.withContiguousStorageIfAvailable { bytes in
             bytes.count >= 5 && bytes[0] == UInt8(ascii: "/") && bytes[1] == UInt8(ascii: "h") && bytes[2] == UInt8(ascii: "t")
                 && bytes[3] == UInt8(ascii: "t") && bytes[4] == UInt8(ascii: "p")

@@ -28,7 +28,7 @@ struct KeyHashTable<Value>: Sequence {
         }
     }
 
-    private(set) var storage: [Key: Value] = [:]
+    private var storage: [Key: Value] = [:]
 
     typealias Index = [Key: Value].Index
 

@@ -33,6 +33,14 @@ package struct ProxyRequest: Sendable {
         default: return false
         }
     }
+    /// Whether the method is GET, by case as ``isHead``.
+    package var isGet: Bool {
+        switch head.method {
+        case .GET: return true
+        case .RAW(let value): return value == "GET"
+        default: return false
+        }
+    }
     package var headers: HTTPHeaders { head.headers }
 
     package func header(_ name: String) -> String? { head.headers.first(name: name) }

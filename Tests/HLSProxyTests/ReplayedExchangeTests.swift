@@ -498,7 +498,7 @@ import Testing
         // A player's head, and every change of one of its bytes (a whole word and a tail byte alike).
         let head = Array("GET /http/cdn.example.com/v/seg00042.ts HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: p\r\n\r\n".utf8)
         let original = hash(head)
-        #expect(hash(head) == original && hash(Array(head)) == original)
+        #expect(hash(head) == original, "the same bytes, the same hash")
         var seen: Set<Int> = [original]
         for index in head.indices {
             for flip: UInt8 in [1, 0x20, 0x80] {
