@@ -48,6 +48,7 @@ extension HLSCacheSettings {
         configuration.memoryCacheBytes = memoryCacheBytes ?? MemoryTierSizing.machineDefault
         configuration.memoryMaxObjectBytes = memoryMaxObjectBytes
         configuration.memoryLargeSends = memoryLargeSends
+        configuration.memoryColdSends = memoryColdSends
         configuration.accessLog = accessLog
         configuration.metricsEnabled = metricsEnabled
         configuration.shutdownGrace = shutdownGrace

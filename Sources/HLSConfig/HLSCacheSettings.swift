@@ -72,6 +72,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
     package var memoryCacheBytes: Int?
     package var memoryMaxObjectBytes: Int
     package var memoryLargeSends: Int
+    package var memoryColdSends: ColdSendMode
     package var shutdownGrace: Duration = .seconds(10)
     package var metricsEnabled: Bool = true
     package var accessLog: Bool = true
@@ -174,6 +175,7 @@ package struct HLSCacheSettings: Sendable, Equatable {
         memoryCacheBytes = nil
         memoryMaxObjectBytes = proxy.memoryMaxObjectBytes
         memoryLargeSends = proxy.memoryLargeSends
+        memoryColdSends = proxy.memoryColdSends
 
         let origin = OriginConfiguration()
         originConnectTimeout = .nanoseconds(origin.connectTimeout.nanoseconds)

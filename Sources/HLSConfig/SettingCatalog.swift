@@ -2,6 +2,7 @@ import Foundation
 import HLSCacheCore
 import HLSDownloader
 import HLSKeys
+import HLSProxy
 
 /// Every setting hlscache knows, in the order of Config/hlscache.yaml and docs/configuration.md. `origins`
 /// (per-origin headers and cookies) is a mapping read by ``OriginsSection`` and is not listed here.
@@ -43,8 +44,17 @@ package enum SettingCatalog {
             .size("cache.memoryMaxObjectSize", \.memoryMaxObjectBytes, "larger objects never enter the memory tier"),
             .int(
                 "cache.memoryLargeSends", \.memoryLargeSends, range: 0...100_000,
-                "bodies over 64 KiB go from memory while fewer than this many other connections hold one (from memory or file) they have not asked again since; past it, sendfile (0: always sendfile)"
+                "bodies over 64 KiB go from memory while fewer than this many other connections hold one (from memory or file) they have not asked again since; past it, as cache.memoryColdSends says (0: always sendfile)"
             ),
+            .single(
+                "cache.memoryColdSends",
+                "a held body over 64 KiB sent past cache.memoryLargeSends, or not lately on a loop shared with other connections: auto (from memory or by sendfile, whichever was measured to cost this machine less CPU), memory or file",
+                apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
+                    guard let mode = ColdSendMode(rawValue: text.lowercased()) else {
+                        throw SettingProblem("expected auto, memory or file")
+                    }
+                    settings.memoryColdSends = mode
+                }, render: { $0.memoryColdSends.rawValue }),
             .list(
                 "cache.volatileQueryParameters", \.volatileQueryParameters,
                 "query parameters left out of cache keys (signed-URL tokens), case-insensitive"),

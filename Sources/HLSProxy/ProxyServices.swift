@@ -76,7 +76,8 @@ final class ProxyServices: Sendable {
         self.metrics = metrics
         let memory = MemoryTier(
             maxBytes: configuration.memoryCacheBytes, maxObjectBytes: configuration.memoryMaxObjectBytes,
-            maxLargeSends: configuration.memoryLargeSends, warmBytes: configuration.memoryWarmBytes, directory: store.directory,
+            maxLargeSends: configuration.memoryLargeSends, warmBytes: configuration.memoryWarmBytes,
+            coldSends: configuration.memoryColdSends, directory: store.directory,
             now: configuration.memoryTierClock)
         self.memory = memory
         if memory.isEnabled { store.onEviction { keys in memory.remove(keys) } }

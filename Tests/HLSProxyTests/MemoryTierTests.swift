@@ -441,9 +441,12 @@ import Testing
         func stalledClient() throws -> StalledClient { try StalledClient(port: harness.port, request: request) }
     }
 
-    private static func largeObject(limit: Int, size: Int = 2 << 20, scribbled: Bool = true) async throws -> LargeObject {
+    private static func largeObject(
+        limit: Int, size: Int = 2 << 20, scribbled: Bool = true, coldSends: ColdSendMode = .file
+    ) async throws -> LargeObject {
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
             configuration.memoryLargeSends = limit
+            configuration.memoryColdSends = coldSends
             configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
         }
         let body = randomBytes(size)
@@ -522,6 +525,7 @@ import Testing
         let clock = StepClock()
         let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
             configuration.memoryLargeSends = 1
+            configuration.memoryColdSends = .file
             configuration.memoryCacheBytes = 3 << 20  // room for one 2 MiB object
             configuration.memoryTierClock = { clock.now }
             configuration.sendTimeout = .seconds(3600)
@@ -629,6 +633,7 @@ import Testing
             serving: FileManager.default.temporaryDirectory,
             configure: { configuration in
                 configuration.memoryWarmBytes = 3 << 20
+                configuration.memoryColdSends = .file
                 configuration.idleTimeout = .seconds(3600)  // the idle connection stays until the test closes it
             }, group: group)
         defer {
@@ -672,6 +677,60 @@ import Testing
         idleOpen = false
         #expect(try await Self.eventually { harness.server.services.connections.count == 1 })
         #expect(sameBytes(try await harness.get(urlA).body, first), "alone on its loop, a cold copy was not sent from memory")
+    }
+
+    /// With `cache.memoryColdSends` `memory`, a hit past `cache.memoryLargeSends` is sent from memory all the same.
+    @Test func coldSendsFromMemoryWhenSoSet() async throws {
+        let large = try await Self.largeObject(limit: 1, coldSends: .memory)
+        let (harness, body, url, memory) = (large.harness, large.body, large.url, large.memory)
+        defer { Task { await harness.shutdown() } }
+        let stalled = try large.stalledClient()
+        defer { stalled.close() }
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
+        for _ in 0..<3 {
+            let answer = try await harness.get(url)
+            #expect(answer.status == 200 && sameBytes(answer.body, body), "past the large sends, not sent from memory")
+        }
+        #expect(memory.coldSends.snapshot.memory.samples == 0, "a forced way is not timed")
+    }
+
+    /// In `auto`, hits past `cache.memoryLargeSends` are sent both ways and timed (the scribbled file's bytes tell one
+    /// from the other) until each way has its samples; then the way measured cheaper is taken — which one depends on
+    /// the machine, so the test asks only that one is, and that the answers follow it.
+    @Test func autoTimesColdSendsBothWaysThenTakesTheCheaper() async throws {
+        let large = try await Self.largeObject(limit: 1, coldSends: .auto)
+        let (harness, body, url, memory) = (large.harness, large.body, large.url, large.memory)
+        defer { Task { await harness.shutdown() } }
+        let stalled = try large.stalledClient()
+        defer { stalled.close() }
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
+        var ways: [ColdSendCosts.Way] = []
+        while memory.coldSends.preferred == nil && ways.count < 100 {
+            let answer = try await harness.get(url)
+            #expect(answer.status == 200 && answer.body.count == body.count)
+            let fromFile = answer.body.allSatisfy { $0 == 0x47 }
+            #expect(fromFile || sameBytes(answer.body, body))
+            ways.append(fromFile ? .file : .memory)
+        }
+        let measured = memory.coldSends.snapshot
+        #expect(measured.memory.samples >= ColdSendCosts.samplesToStart && measured.file.samples >= ColdSendCosts.samplesToStart)
+        #expect(measured.memory.nanosecondsPerMiB > 0 && measured.file.nanosecondsPerMiB > 0)
+        #expect(ways.filter { $0 == .memory }.count >= ColdSendCosts.samplesToStart, "\(ways)")
+        #expect(ways.filter { $0 == .file }.count >= ColdSendCosts.samplesToStart, "\(ways)")
+        let preferred = try #require(memory.coldSends.preferred)
+        var after: [ColdSendCosts.Way] = []
+        for _ in 0..<10 {
+            let answer = try await harness.get(url)
+            after.append(answer.body.allSatisfy { $0 == 0x47 } ? .file : .memory)
+        }
+        // One in 64 explores the other way; the preferred one may change with a new sample (a noisy machine), so
+        // compare with what is preferred at the end too.
+        let final = try #require(memory.coldSends.preferred)
+        #expect(after.filter { $0 == preferred || $0 == final }.count >= 9, "\(preferred) then \(final): \(after)")
+        let scrape = try await harness.get(harness.base + "/metrics")
+        let samples = try PrometheusText.parse(scrape.text).samples
+        #expect((samples.value("hlscache_memory_cold_send_samples", ["way": "memory"]) ?? 0) >= Double(ColdSendCosts.samplesToStart))
+        #expect((samples.value("hlscache_memory_cold_send_cost_nanoseconds", ["way": "file"]) ?? 0) > 0)
     }
 
     /// A connection that closes mid-body is not counted any more, however many do.

@@ -28,22 +28,19 @@ import Synchronization
 ///   (a `stat` per hit was 7 % of a playlist hit's CPU); in between the copy is served — a whole, consistent copy
 ///   of the version whose head goes with it. Evicted objects leave at once (``CacheStore/onEviction(_:)``);
 ///   replaced, removed or expired ones are dropped when next asked for, or age out.
-/// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` is sent from memory only while fewer than
+/// - **Large bodies:** a body over ``alwaysFromMemoryBytes`` goes from memory while its copy is *warm*: fewer than
 ///   ``maxLargeSends`` other connections hold a large body — sent from memory or from its file, from the send until
 ///   the connection's next request or its end (``bodyToSend(of:on:alone:headOnly:counted:)``, ``requestBegan(on:)``,
-///   ``connectionEnded(_:)``); past that it takes the file and sendfile. Written from memory the bytes are copied
-///   into the socket and read back by a loopback receiver while still in the CPU's caches — half the system CPU of a
-///   sendfile of a 2 MiB hit at 1–8 connections; with many in flight the bytes outgrow the caches and sendfile's
-///   single copy wins (docs/benchmarks.md, issue 26), so every large body in flight counts, not only those from
-///   memory: with many, all take their file. The end of the write is not the signal: the kernel takes a whole
-///   2 MiB body into its socket buffers at once, long before the receiver has read it.
-/// - **Warm copies only, where others wait:** on an event loop that serves other connections too, a large body goes
-///   from memory only while its copy is still warm in the CPU's caches — fewer than ``warmBytes`` of other large
-///   bodies were sent (from memory or from their files) since it last went from memory, or since it was read in. A
-///   cold copy costs a copy out of memory on top of the receiver's, where sendfile costs only the receiver's: walking
-///   a library of segments from memory cost twice sendfile's CPU per hit, taken from the playlists sharing the loop
-///   (docs/benchmarks.md, issue 39). A connection alone on its loop waits for nobody, and there memory is faster even
-///   for a cold copy.
+///   ``connectionEnded(_:)``) — and, on an event loop that serves other connections too, fewer than ``warmBytes`` of
+///   other large bodies were sent (from memory or from their files) since it last went from memory or was read in.
+///   A warm copy is read back by a loopback receiver while still in the CPU's caches: half the system CPU of a
+///   `sendfile` of a 2 MiB hit at 1–8 connections (docs/benchmarks.md, issue 26). The end of the write is not the
+///   signal: the kernel takes a whole 2 MiB body into its socket buffers at once, long before the receiver has read it.
+///   A connection alone on its loop waits for nobody, and there memory is faster even for a cold copy.
+/// - **Cold copies by what they cost here:** otherwise the copy is *cold*, and whether memory or `sendfile` costs less
+///   depends on the machine — on one a library walked from memory cost twice `sendfile`'s CPU per hit, taken from the
+///   playlists sharing the loop; on another `sendfile` cost more than the copies (docs/benchmarks.md, issue 39). So
+///   cold sends are timed and take the way measured cheaper (``ColdSendCosts``, `cache.memoryColdSends`).
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -65,6 +62,8 @@ final class MemoryTier: Sendable {
     /// Large bodies from memory only while fewer than this many other connections hold a large body
     /// (`cache.memoryLargeSends`); 0: large bodies always take their file.
     let maxLargeSends: Int
+    /// How cold large copies are sent (`cache.memoryColdSends`), and what each way was measured to cost.
+    let coldSends: ColdSendCosts
     /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
     /// A large copy counts as warm while fewer than this many bytes of other large bodies were sent (from memory or
@@ -95,11 +94,13 @@ final class MemoryTier: Sendable {
     ///   - now: the clock of the file re-checks (``recheckInterval``).
     init(
         maxBytes: Int, maxObjectBytes: Int, maxLargeSends: Int = 8, warmBytes: Int = MemoryTier.defaultWarmBytes,
+        coldSends: ColdSendMode = .auto,
         directory: String, now: @escaping @Sendable () -> NIODeadline = { .now() }
     ) {
         self.now = now
         self.warmBytes = max(0, warmBytes)
         self.maxLargeSends = max(0, maxLargeSends)
+        self.coldSends = ColdSendCosts(mode: coldSends)
         let objectsPath = (directory.hasSuffix("/") ? directory : directory + "/") + "objects"
         let descriptor = maxBytes > 0 ? open(objectsPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
         objects = descriptor >= 0 ? (objectsPath + "/", descriptor) : nil
@@ -192,8 +193,9 @@ final class MemoryTier: Sendable {
     /// is counted (once: `counted` says whether it was, and is set) whether or not the object is held — what decides
     /// what enters. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
-    /// ``maxLargeSends`` other connections hold one, and — unless `connection` is `alone` on its event loop — only while
-    /// the copy is warm (``warmBytes``).
+    /// ``maxLargeSends`` other connections hold one and — unless `connection` is `alone` on its event loop — while
+    /// the copy is warm (``warmBytes``); a cold copy is given if ``coldSends`` chooses memory, and the way chosen is
+    /// left on `connection` for its handler to time (``LargeSendHold/coldSend``). `cache.memoryLargeSends` 0: never.
     /// - Parameters:
     ///   - alone: no other connection shares the event loop `connection` is served on.
     ///   - headOnly: no body will be written (HEAD): not counted as a large send.
@@ -210,14 +212,20 @@ final class MemoryTier: Sendable {
             connection.take()
             ? largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
             : largeSends.load(ordering: .relaxed) - 1
-        guard others < maxLargeSends else {
+        connection.coldSend = nil
+        guard maxLargeSends > 0 else {
             countRequest(object, counted: &counted)
             return nil
         }
         guard let entry = entry(of: object, counted: &counted) else { return nil }
-        // A cold copy, where other connections wait for this loop: its file costs them less.
+        // A cold copy — many large bodies in flight, or where other connections wait for this loop and the copy was
+        // not sent lately: memory or file, whichever costs this machine less (``ColdSendCosts``).
         let sent = largeBytesSent.load(ordering: .relaxed)
-        if !alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes { return nil }
+        if others >= maxLargeSends || (!alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes) {
+            let way = coldSends.choose()
+            if coldSends.measures { connection.coldSend = way }
+            guard way == .memory else { return nil }
+        }
         entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
         return entry.body
     }
@@ -247,6 +255,7 @@ final class MemoryTier: Sendable {
     /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
     /// it has its answer), so it no longer counts.
     func requestBegan(on connection: LargeSendHold) {
+        connection.coldSend = nil
         if connection.release() { largeSends.wrappingSubtract(1, ordering: .relaxed) }
     }
 
@@ -271,16 +280,17 @@ final class MemoryTier: Sendable {
     /// has that version and the tier still admits it.
     ///
     /// A large body (over ``alwaysFromMemoryBytes``) is not read while ``maxLargeSends`` other connections or more
-    /// hold a large body (nor ever with ``maxLargeSends`` 0): its hits take the file then, and a copy read now would cost a read of the whole object and its
-    /// room in the tier for nothing (at 64 connections over a library, the reads alone made hits slower than with
-    /// the tier off — docs/benchmarks.md, issue 39).
+    /// hold a large body (nor ever with ``maxLargeSends`` 0), unless cold copies are sent from memory
+    /// (``ColdSendCosts/preferred``): otherwise its hits take the file then, and a copy read now would cost a read of
+    /// the whole object and its room in the tier for nothing (at 64 connections over a library, the reads alone made
+    /// hits slower than with the tier off — docs/benchmarks.md, issue 39).
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
         guard admits(object) else { return }
         // The connection asking holds a large send itself (taken by ``bodyToSend(of:on:alone:headOnly:counted:)``): others
         // are one fewer, as there.
         guard
             object.size <= Int64(Self.alwaysFromMemoryBytes)
-                || (maxLargeSends > 0 && largeSends.load(ordering: .relaxed) <= maxLargeSends)
+                || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.preferred == .memory))
         else { return }
         let cost = Int(object.size) + Self.entryOverhead
         let start = state.withLockedValue { state -> Bool in
@@ -346,6 +356,21 @@ final class MemoryTier: Sendable {
 /// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
 final class LargeSendHold: Sendable {
     private let held = Synchronization.Atomic<Bool>(false)
+    /// The way the tier chose for the cold large body of the response being sent (``ColdSendCosts``, `auto` only),
+    /// which the connection's handler times and reports (``ColdSendCosts/record(_:nanoseconds:bytes:)``); nil
+    /// otherwise. Read and written on the connection's event loop.
+    private let coldWay = Synchronization.Atomic<Int>(-1)
+
+    var coldSend: ColdSendCosts.Way? {
+        get { ColdSendCosts.Way(rawValue: coldWay.load(ordering: .relaxed)) }
+        set { coldWay.store(newValue?.rawValue ?? -1, ordering: .relaxed) }
+    }
+
+    /// ``coldSend``, cleared.
+    func takeColdSend() -> ColdSendCosts.Way? {
+        guard coldWay.load(ordering: .relaxed) >= 0 else { return nil }
+        return ColdSendCosts.Way(rawValue: coldWay.exchange(-1, ordering: .relaxed))
+    }
 
     /// Marks it held; true if it was not (count it).
     func take() -> Bool {

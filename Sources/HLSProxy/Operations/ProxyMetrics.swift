@@ -43,6 +43,9 @@ package final class ProxyMetrics: Sendable {
     private let memoryTierCapacity: Gauge
     private let memoryTierReads: Counter
     private let memoryLargeSends: Gauge
+    /// Per way (memory, file): what a cold large body was measured to cost (``ColdSendCosts``), and the sends timed.
+    private let coldSendCost: [Gauge]
+    private let coldSendSamples: [Gauge]
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
@@ -154,6 +157,14 @@ package final class ProxyMetrics: Sendable {
                 "memory_large_sends", "",
                 "Connections holding a body over 64 KiB they have not asked again since (cache.memoryLargeSends is compared with it)."),
             labels: [])
+        let costName = name(
+            "memory_cold_send_cost", "nanoseconds",
+            "CPU time per MiB a cold body over 64 KiB was measured to take, sent from memory or from its file (cache.memoryColdSends auto; 0 until measured)."
+        )
+        let samplesName = name(
+            "memory_cold_send_samples", "", "Cold bodies over 64 KiB timed so far, by the way they were sent (cache.memoryColdSends auto).")
+        self.coldSendCost = ["memory", "file"].map { registry.makeGauge(descriptor: costName, labels: [("way", $0)]) }
+        self.coldSendSamples = ["memory", "file"].map { registry.makeGauge(descriptor: samplesName, labels: [("way", $0)]) }
         self.keyFetches = registry.makeCounter(
             descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
             labels: [("result", "ok")])
@@ -331,6 +342,8 @@ package final class ProxyMetrics: Sendable {
         /// The memory tier: bytes and objects held, connections holding a large body, its bound, and the reads into it
         /// started so far.
         var memoryTier: (bytes: Int, objects: Int, largeSends: Int, capacity: Int, reads: Int) = (0, 0, 0, 0, 0)
+        /// What cold large bodies were measured to cost, per way (``ColdSendCosts/snapshot``).
+        var coldSends: [(nanosecondsPerMiB: Int, samples: Int)] = []
         var diskFree: Int64?
         var keys: KeyStatistics
         var downloadStates: [String: Int]?
@@ -349,6 +362,10 @@ package final class ProxyMetrics: Sendable {
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
+        for (index, way) in snapshot.coldSends.prefix(2).enumerated() {
+            coldSendCost[index].set(Int64(way.nanosecondsPerMiB))
+            coldSendSamples[index].set(Int64(way.samples))
+        }
         let readsBefore = previous.withLockedValue { previous in
             defer { previous.memoryTierReads = max(previous.memoryTierReads, snapshot.memoryTier.reads) }
             return previous.memoryTierReads
