@@ -274,6 +274,16 @@ for cell in $cells; do
 done
 echo
 [ -n "$reads_line" ] && echo "objects read into the memory tier during each cell's rounds:$reads_line"
+# What cache.memoryColdSends auto measured (CPU ns per MiB and sends timed, per way), for a build that has it.
+for server in hlscache hlscache_b; do
+  [ "$server" = hlscache_b ] && [ -z "${HLSCACHE_BIN_B:-}" ] && continue
+  host="http://127.0.0.1:$(prefix_of "$server" | cut -d/ -f3 | cut -d: -f2)"
+  costs=$(curl -fsS "$host/metrics" 2>/dev/null | awk -F'[{}"= ]+' '/^hlscache_memory_cold_send_(cost_nanoseconds|samples)\{/ {
+      v[$1 $3] = $4 } END { if (length(v)) printf "memory %d ns/MiB (%d sends), file %d ns/MiB (%d sends)",
+      v["hlscache_memory_cold_send_cost_nanosecondsmemory"], v["hlscache_memory_cold_send_samplesmemory"],
+      v["hlscache_memory_cold_send_cost_nanosecondsfile"], v["hlscache_memory_cold_send_samplesfile"] }')
+  [ -n "$costs" ] && echo "cold large sends as $server measured them: $costs"
+done
 # shellcheck disable=SC2046
 peak=$(peak_rss_mib "$hls_pid")
 echo "peak RSS during the cells: nginx (all workers, all roles) $(peak_rss_mib $(pids_of static)) MiB, Varnish $(peak_rss_mib $(pids_of varnish)) MiB, hlscache $peak MiB (tier bound $((tier >> 20)) MiB + 64)${HLSCACHE_BIN_B:+, hlscache B $(peak_rss_mib "${hls_b_pid:-}") MiB}; hlscache during the warm-up (misses) $warm_peak MiB"

@@ -679,6 +679,59 @@ import Testing
         #expect(sameBytes(try await harness.get(urlA).body, first), "alone on its loop, a cold copy was not sent from memory")
     }
 
+    /// Even where cold copies go from memory (`cache.memoryColdSends` `memory`), a cold copy takes its file while a
+    /// connection waiting for small answers shares the loop (here an idle one: it holds no large body); once every
+    /// connection on the loop holds a large body (a client stalled in one), it goes from memory. One event loop; both
+    /// files scribbled over, so the bytes say where an answer came from.
+    @Test func aColdCopyGoesFromMemoryOnlyWhereEveryConnectionOnTheLoopHoldsALargeBody() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let harness = try await ProxyHarness.start(
+            serving: FileManager.default.temporaryDirectory,
+            configure: { configuration in
+                configuration.memoryWarmBytes = 3 << 20
+                configuration.memoryColdSends = .memory
+                configuration.idleTimeout = .seconds(3600)
+                configuration.sendTimeout = .seconds(3600)  // the stalled client is not closed by the server
+            }, group: group)
+        defer {
+            Task {
+                await harness.shutdown()
+                try? await group.shutdownGracefully()
+            }
+        }
+        let (first, second) = (randomBytes(2 << 20), randomBytes(2 << 20))
+        harness.origin.setBody(first, contentType: "video/mp2t", for: "/a.ts")
+        harness.origin.setBody(second, contentType: "video/mp2t", for: "/b.ts")
+        let (urlA, urlB) = (harness.url("/a.ts"), harness.url("/b.ts"))
+        _ = try await harness.get(urlA)
+        _ = try await harness.get(urlB)
+        try await harness.waitForIdle()
+        let memory = harness.server.services.memory
+        try Self.scribble(over: try await Self.warm(harness, urlA, "/a.ts"))
+        try Self.scribble(over: try await Self.warm(harness, urlB, "/b.ts"))
+        let objectA = try Self.stored(harness, "/a.ts")
+        let idle = try LoopbackSocket.connect(port: harness.port)
+        var idleOpen = true
+        defer { if idleOpen { close(idle) } }
+        #expect(try await Self.eventually { harness.server.services.connections.count == 2 })
+        // B twice: A's copy goes cold (more than 3 MiB of other large bodies since it was read in).
+        for _ in 0..<2 { _ = try await harness.get(urlB) }
+        #expect((memory.bytesSentSinceWarm(objectA) ?? 0) > 3 << 20)
+        let cold = try await harness.get(urlA)
+        #expect(cold.body.count == first.count && cold.body.allSatisfy { $0 == 0x47 }, "sent from memory beside an idle connection")
+
+        // The idle connection goes; a client that never reads holds B's body. Every connection holds a large body.
+        close(idle)
+        idleOpen = false
+        let path = "/http/127.0.0.1:\(harness.origin.port)/b.ts"
+        let stalled = try StalledClient(port: harness.port, request: Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        defer { stalled.close() }
+        // Two hold one: the stalled client, and the test's client (A's body, until it asks again).
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 2 && harness.server.services.connections.count == 2 })
+        #expect((memory.bytesSentSinceWarm(objectA) ?? 0) > 3 << 20, "still cold")
+        #expect(sameBytes(try await harness.get(urlA).body, first), "every connection holds a large body: not from memory")
+    }
+
     /// With `cache.memoryColdSends` `memory`, a hit past `cache.memoryLargeSends` is sent from memory all the same.
     @Test func coldSendsFromMemoryWhenSoSet() async throws {
         let large = try await Self.largeObject(limit: 1, coldSends: .memory)

@@ -22,6 +22,8 @@ final class LoopYield: Sendable {
         var closed = false
         /// Client connections open on this loop.
         var connections = 0
+        /// Of those, the ones holding a large body they have not asked again since (``LargeSendHold``).
+        var largeHolders = 0
     }
 
     let eventLoop: any EventLoop
@@ -89,6 +91,20 @@ final class LoopYield: Sendable {
 
     /// A client connection on this loop closed.
     func connectionClosed() { state.value.connections -= 1 }
+
+    /// A connection on this loop began or stopped holding a large body (``LargeSendHold``).
+    func largeHolderChanged(by change: Int) {
+        guard eventLoop.inEventLoop else {
+            eventLoop.execute { self.state.value.largeHolders += change }
+            return
+        }
+        state.value.largeHolders += change
+    }
+
+    /// Whether every client connection on this loop holds a large body: none of them waits here for a small answer
+    /// (a playlist), so a cold copy written from memory takes the loop's time and caches from nobody who would
+    /// notice (``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:)``).
+    var carriesOnlyLargeSends: Bool { state.value.largeHolders >= state.value.connections }
 
     /// Whether another connection shares this loop: only then is a large body worth cutting into slices. Alone on
     /// its loop a connection waits for nobody, and each slice cost a wake-up and a send more (70–150 µs of CPU per

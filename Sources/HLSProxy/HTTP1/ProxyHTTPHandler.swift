@@ -44,7 +44,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// This event loop's requests answered without decoding (``ReplayedExchanges``).
     private let replays: ReplayedExchanges?
     /// Whether a large body sent on this connection counts in the memory tier.
-    let largeSendHold = LargeSendHold()
+    let largeSendHold: LargeSendHold
     /// Told what each cold large body sent straight to the socket cost (``LargeSendHold/coldSend``).
     private let coldSendCosts: ColdSendCosts
     /// This event loop's yield: bodies over ``sliceBytes`` are written a slice at a time between its other I/O.
@@ -68,6 +68,7 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     ) {
         self.loopIndex = loopIndex
         self.yield = yield
+        self.largeSendHold = LargeSendHold(loop: yield)
         self.router = router
         self.coldSendCosts = router.coldSendCosts
         self.observer = observer

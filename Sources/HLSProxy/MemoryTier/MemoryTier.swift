@@ -222,6 +222,9 @@ final class MemoryTier: Sendable {
         // not sent lately: memory or file, whichever costs this machine less (``ColdSendCosts``).
         let sent = largeBytesSent.load(ordering: .relaxed)
         if others >= maxLargeSends || (!alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes) {
+            // Where a connection on this loop waits for small answers, its file: a copy out of memory takes the loop's
+            // time and caches from the playlists (docs/benchmarks.md, issue 39).
+            guard connection.loopCarriesOnlyLargeSends else { return nil }
             let way = coldSends.choose()
             if coldSends.measures { connection.coldSend = way }
             guard way == .memory else { return nil }
@@ -356,6 +359,20 @@ final class MemoryTier: Sendable {
 /// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
 final class LargeSendHold: Sendable {
     private let held = Synchronization.Atomic<Bool>(false)
+    /// The event loop the connection is served on, told when the hold is taken and let go (nil: tests, or a
+    /// connection without one — then as if it carried only large sends).
+    private let loop: LoopYield?
+
+    init(loop: LoopYield? = nil) {
+        self.loop = loop
+    }
+
+    /// Whether every connection on this one's loop holds a large body (``LoopYield/carriesOnlyLargeSends``). Asked on
+    /// the connection's loop.
+    var loopCarriesOnlyLargeSends: Bool {
+        guard let loop else { return true }
+        return !loop.eventLoop.inEventLoop || loop.carriesOnlyLargeSends
+    }
     /// The way the tier chose for the cold large body of the response being sent (``ColdSendCosts``, `auto` only),
     /// which the connection's handler times and reports (``ColdSendCosts/record(_:nanoseconds:bytes:)``); nil
     /// otherwise. Read and written on the connection's event loop.
@@ -372,14 +389,18 @@ final class LargeSendHold: Sendable {
         return ColdSendCosts.Way(rawValue: coldWay.exchange(-1, ordering: .relaxed))
     }
 
-    /// Marks it held; true if it was not (count it).
+    /// Marks it held; true if it was not (count it). Called on the connection's loop.
     func take() -> Bool {
-        !held.load(ordering: .relaxed) && !held.exchange(true, ordering: .relaxed)
+        let taken = !held.load(ordering: .relaxed) && !held.exchange(true, ordering: .relaxed)
+        if taken { loop?.largeHolderChanged(by: 1) }
+        return taken
     }
 
-    /// Marks it free; true if it was held (stop counting it).
+    /// Marks it free; true if it was held (stop counting it). Called on the connection's loop.
     func release() -> Bool {
-        held.load(ordering: .relaxed) && held.exchange(false, ordering: .relaxed)
+        let released = held.load(ordering: .relaxed) && held.exchange(false, ordering: .relaxed)
+        if released { loop?.largeHolderChanged(by: -1) }
+        return released
     }
 }
 
