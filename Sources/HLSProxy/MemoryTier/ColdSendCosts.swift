@@ -3,9 +3,10 @@
 #endif
 import Synchronization
 
-/// How a large body whose copy in the memory tier is *cold* is sent (`cache.memoryColdSends`): a copy not sent
+/// How a large body whose copy in the memory tier is *cold* is sent (`cache.memoryColdSends`) — a copy not sent
 /// lately on an event loop other connections share, or any copy while ``MemoryTier/maxLargeSends`` other connections
-/// hold a large body (``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:sample:)``).
+/// hold a large body — where every connection on its loop holds a large body (elsewhere a cold copy takes its file:
+/// ``MemoryTier/bodyToSend(of:on:alone:headOnly:counted:)``).
 package enum ColdSendMode: String, Sendable, CaseIterable {
     /// Whichever of the two costs this machine less CPU, as measured on the sends themselves (``ColdSendCosts``).
     case auto

@@ -40,7 +40,9 @@ import Synchronization
 /// - **Cold copies by what they cost here:** otherwise the copy is *cold*, and whether memory or `sendfile` costs less
 ///   depends on the machine — on one a library walked from memory cost twice `sendfile`'s CPU per hit, taken from the
 ///   playlists sharing the loop; on another `sendfile` cost more than the copies (docs/benchmarks.md, issue 39). So
-///   cold sends are timed and take the way measured cheaper (``ColdSendCosts``, `cache.memoryColdSends`).
+///   where every connection on the loop holds a large body (``LargeSendHold/loopCarriesOnlyLargeSends``: nobody
+///   there waits for a small answer), cold sends are timed and take the way measured cheaper (``ColdSendCosts``,
+///   `cache.memoryColdSends`); beside a connection waiting for a playlist a cold copy takes its file.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -194,8 +196,9 @@ final class MemoryTier: Sendable {
     /// what enters. A body over ``alwaysFromMemoryBytes`` makes `connection` hold a large send until its next request
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
     /// ``maxLargeSends`` other connections hold one and — unless `connection` is `alone` on its event loop — while
-    /// the copy is warm (``warmBytes``); a cold copy is given if ``coldSends`` chooses memory, and the way chosen is
-    /// left on `connection` for its handler to time (``LargeSendHold/coldSend``). `cache.memoryLargeSends` 0: never.
+    /// the copy is warm (``warmBytes``); a cold copy is given, where every connection on the loop holds a large body,
+    /// if ``coldSends`` chooses memory, and the way chosen is left on `connection` for its handler to time
+    /// (``LargeSendHold/coldSend``). `cache.memoryLargeSends` 0: never.
     /// - Parameters:
     ///   - alone: no other connection shares the event loop `connection` is served on.
     ///   - headOnly: no body will be written (HEAD): not counted as a large send.
