@@ -12,6 +12,16 @@ import Testing
         (0..<count).map { _ in costs.choose() }
     }
 
+    /// `auto` with both ways measured: memory 150,000 ns per MiB, the file 100,000 (preferred).
+    static func measuredFileCheaper() -> ColdSendCosts {
+        let costs = ColdSendCosts(mode: .auto)
+        for _ in 0..<ColdSendCosts.samplesToStart {
+            costs.record(.memory, nanoseconds: 300_000, bytes: 2 * mib)
+            costs.record(.file, nanoseconds: 200_000, bytes: 2 * mib)
+        }
+        return costs
+    }
+
     @Test func forcedModesTakeTheirWayAndMeasureNothing() {
         for (mode, way) in [(ColdSendMode.memory, ColdSendCosts.Way.memory), (.file, .file)] {
             let costs = ColdSendCosts(mode: mode)
@@ -39,11 +49,7 @@ import Testing
     }
 
     @Test func theCheaperWayIsTakenAndTheOtherExploredOnceIn64() {
-        let costs = ColdSendCosts(mode: .auto)
-        for _ in 0..<ColdSendCosts.samplesToStart {
-            costs.record(.memory, nanoseconds: 300_000, bytes: 2 * Self.mib)
-            costs.record(.file, nanoseconds: 200_000, bytes: 2 * Self.mib)
-        }
+        let costs = Self.measuredFileCheaper()
         #expect(costs.preferred == .file)
         let taken = Self.choices(costs, 64 * 5)
         #expect(taken.filter { $0 == .memory }.count == 5, "one in 64 explores the dearer way")
@@ -52,11 +58,7 @@ import Testing
 
     /// The averages follow the machine: a way that becomes cheaper is preferred after a few samples of it.
     @Test func aChangeOfCostsChangesTheWay() {
-        let costs = ColdSendCosts(mode: .auto)
-        for _ in 0..<ColdSendCosts.samplesToStart {
-            costs.record(.memory, nanoseconds: 300_000, bytes: 2 * Self.mib)
-            costs.record(.file, nanoseconds: 200_000, bytes: 2 * Self.mib)
-        }
+        let costs = Self.measuredFileCheaper()
         #expect(costs.preferred == .file)
         var samples = 0
         while costs.preferred == .file && samples < 100 {

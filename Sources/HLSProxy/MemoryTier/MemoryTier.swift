@@ -363,7 +363,7 @@ final class MemoryTier: Sendable {
 final class LargeSendHold: Sendable {
     private let held = Synchronization.Atomic<Bool>(false)
     /// The event loop the connection is served on, told when the hold is taken and let go (nil: tests, or a
-    /// connection without one — then as if it carried only large sends).
+    /// connection without one — then as if it carried only large sends; asked off its loop, as if it did not).
     private let loop: LoopYield?
 
     init(loop: LoopYield? = nil) {
@@ -374,7 +374,7 @@ final class LargeSendHold: Sendable {
     /// the connection's loop.
     var loopCarriesOnlyLargeSends: Bool {
         guard let loop else { return true }
-        return !loop.eventLoop.inEventLoop || loop.carriesOnlyLargeSends
+        return loop.eventLoop.inEventLoop && loop.carriesOnlyLargeSends
     }
     /// The way the tier chose for the cold large body of the response being sent (``ColdSendCosts``, `auto` only),
     /// which the connection's handler times and reports (``ColdSendCosts/record(_:nanoseconds:bytes:)``); nil
