@@ -279,10 +279,9 @@ for server in hlscache hlscache_b; do
   [ "$server" = hlscache_b ] && [ -z "${HLSCACHE_BIN_B:-}" ] && continue
   host="http://127.0.0.1:$(prefix_of "$server" | cut -d/ -f3 | cut -d: -f2)"
   costs=$(curl -fsS "$host/metrics" 2>/dev/null | awk -F'[{}"= ]+' '/^hlscache_memory_cold_send_(cost_nanoseconds|samples)\{/ {
-      v[$1 $3] = $4 } END { if (length(v)) printf "memory %d ns/MiB (%d sends), file %d ns/MiB (%d sends), mapped %d ns/MiB (%d sends)",
+      v[$1 $3] = $4 } END { if (length(v)) printf "memory %d ns/MiB (%d sends), file %d ns/MiB (%d sends)",
       v["hlscache_memory_cold_send_cost_nanosecondsmemory"], v["hlscache_memory_cold_send_samplesmemory"],
-      v["hlscache_memory_cold_send_cost_nanosecondsfile"], v["hlscache_memory_cold_send_samplesfile"],
-      v["hlscache_memory_cold_send_cost_nanosecondsmapped"], v["hlscache_memory_cold_send_samplesmapped"] }')
+      v["hlscache_memory_cold_send_cost_nanosecondsfile"], v["hlscache_memory_cold_send_samplesfile"] }')
   [ -n "$costs" ] && echo "cold large sends as $server measured them: $costs"
 done
 # shellcheck disable=SC2046

@@ -48,10 +48,10 @@ package enum SettingCatalog {
             ),
             .single(
                 "cache.memoryColdSends",
-                "a body over 64 KiB the tier does not hold, or a held one sent past cache.memoryLargeSends or not lately on a loop shared with other connections, where every connection on that loop holds one (else sendfile): auto (from memory, by sendfile or written from a mapping of its file, whichever was measured to cost this machine least CPU), memory (a held copy; else sendfile), file (sendfile) or mapped",
+                "a held body over 64 KiB sent past cache.memoryLargeSends, or not lately on a loop shared with other connections, where every connection on that loop holds one (else sendfile): auto (from memory or by sendfile, whichever was measured to cost this machine less CPU), memory or file",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     guard let mode = ColdSendMode(rawValue: text.lowercased()) else {
-                        throw SettingProblem("expected auto, memory, file or mapped")
+                        throw SettingProblem("expected auto, memory or file")
                     }
                     settings.memoryColdSends = mode
                 }, render: { $0.memoryColdSends.rawValue }),

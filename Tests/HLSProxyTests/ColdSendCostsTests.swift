@@ -2,86 +2,70 @@ import Testing
 
 @testable import HLSProxy
 
-/// ``ColdSendCosts``: in `auto` the ways open to a body take turns until each is measured, then the way measured
-/// cheapest is taken and another one send in ``ColdSendCosts/exploreEvery``; `memory`, `file` and `mapped` always take
-/// theirs (`memory` only for a held copy) and measure nothing.
+/// ``ColdSendCosts``: in `auto` the first sends of each way alternate, then the way measured cheaper is taken and the
+/// other one send in ``ColdSendCosts/exploreEvery``; `memory` and `file` always take theirs and measure nothing.
 @Suite struct ColdSendCostsTests {
     static let mib = 1 << 20
 
     /// `count` decisions.
-    static func choices(_ costs: ColdSendCosts, _ count: Int, held: Bool = true) -> [ColdSendCosts.Way] {
-        (0..<count).map { _ in costs.choose(held: held) }
+    static func choices(_ costs: ColdSendCosts, _ count: Int) -> [ColdSendCosts.Way] {
+        (0..<count).map { _ in costs.choose() }
     }
 
-    /// `auto` with every way measured: memory 150,000 ns per MiB, `sendfile` 100,000 (preferred), a mapping 125,000.
+    /// `auto` with both ways measured: memory 150,000 ns per MiB, the file 100,000 (preferred).
     static func measuredFileCheaper() -> ColdSendCosts {
         let costs = ColdSendCosts(mode: .auto)
         for _ in 0..<ColdSendCosts.samplesToStart {
             costs.record(.memory, nanoseconds: 300_000, bytes: 2 * mib)
             costs.record(.file, nanoseconds: 200_000, bytes: 2 * mib)
-            costs.record(.mapped, nanoseconds: 250_000, bytes: 2 * mib)
         }
         return costs
     }
 
     @Test func forcedModesTakeTheirWayAndMeasureNothing() {
-        let cases: [(ColdSendMode, held: ColdSendCosts.Way, notHeld: ColdSendCosts.Way)] = [
-            (.memory, .memory, .file), (.file, .file, .file), (.mapped, .mapped, .mapped),
-        ]
-        for (mode, held, notHeld) in cases {
+        for (mode, way) in [(ColdSendMode.memory, ColdSendCosts.Way.memory), (.file, .file)] {
             let costs = ColdSendCosts(mode: mode)
-            #expect(Self.choices(costs, 200).allSatisfy { $0 == held })
-            #expect(Self.choices(costs, 200, held: false).allSatisfy { $0 == notHeld })
-            #expect(!costs.measures && costs.preferred() == held && costs.preferred(held: false) == notHeld)
-            for way in ColdSendCosts.Way.allCases { costs.record(way, nanoseconds: 1_000, bytes: Self.mib) }
-            #expect(costs.snapshot.ways.allSatisfy { $0.samples == 0 })
+            #expect(Self.choices(costs, 200).allSatisfy { $0 == way })
+            #expect(!costs.measures && costs.preferred == way)
+            costs.record(.memory, nanoseconds: 1_000, bytes: Self.mib)
+            costs.record(.file, nanoseconds: 1_000, bytes: Self.mib)
+            #expect(costs.snapshot.memory.samples == 0 && costs.snapshot.file.samples == 0)
         }
     }
 
-    @Test func theWaysTakeTurnsUntilAllAreMeasured() {
+    @Test func theWaysAlternateUntilBothAreMeasured() {
         let costs = ColdSendCosts(mode: .auto)
-        #expect(costs.measures && costs.preferred() == nil && costs.preferred(held: false) == nil)
-        #expect(Self.choices(costs, 6) == [.memory, .file, .mapped, .memory, .file, .mapped])
-        // A body the tier does not hold: its file's two ways.
-        #expect(Set(Self.choices(costs, 6, held: false)) == [.file, .mapped])
-        // Only one way measured, however often: still taking turns.
+        #expect(costs.measures && costs.preferred == nil)
+        #expect(Self.choices(costs, 6) == [.memory, .file, .memory, .file, .memory, .file])
+        // Only one way measured, however often: still alternating.
         for _ in 0..<50 { costs.record(.file, nanoseconds: 100_000, bytes: 2 * Self.mib) }
-        #expect(costs.preferred() == nil && costs.preferred(held: false) == nil)
-        #expect(Set(Self.choices(costs, 6)) == [.memory, .file, .mapped])
-        for _ in 0..<ColdSendCosts.samplesToStart { costs.record(.mapped, nanoseconds: 60_000, bytes: 2 * Self.mib) }
-        // The file's two ways are known (a mapping cheaper); a held copy's three are not.
-        #expect(costs.preferred(held: false) == .mapped && costs.preferred() == nil)
+        #expect(costs.preferred == nil)
+        #expect(Set(Self.choices(costs, 4)) == [.memory, .file])
         for _ in 0..<(ColdSendCosts.samplesToStart - 1) { costs.record(.memory, nanoseconds: 50_000, bytes: 2 * Self.mib) }
-        #expect(costs.preferred() == nil, "one sample short")
+        #expect(costs.preferred == nil, "one sample short")
         costs.record(.memory, nanoseconds: 50_000, bytes: 2 * Self.mib)
-        #expect(costs.preferred() == .memory && costs.preferred(held: false) == .mapped)
-        let known = costs.snapshot
-        #expect(
-            known.memory.nanosecondsPerMiB == 25_000 && known.file.nanosecondsPerMiB == 50_000 && known.mapped.nanosecondsPerMiB == 30_000)
+        #expect(costs.preferred == .memory)
+        #expect(costs.snapshot.memory.nanosecondsPerMiB == 25_000 && costs.snapshot.file.nanosecondsPerMiB == 50_000)
     }
 
-    @Test func theCheapestWayIsTakenAndTheOthersExploredOnceIn64() {
+    @Test func theCheaperWayIsTakenAndTheOtherExploredOnceIn64() {
         let costs = Self.measuredFileCheaper()
-        #expect(costs.preferred() == .file && costs.preferred(held: false) == .file)
-        let taken = Self.choices(costs, 64 * 6)
-        #expect(
-            taken.filter { $0 == .memory }.count == 3 && taken.filter { $0 == .mapped }.count == 3,
-            "one in 64 explores another way, in turn")
-        #expect(taken.filter { $0 == .file }.count == 64 * 6 - 6)
-        let notHeld = Self.choices(costs, 64 * 6, held: false)
-        #expect(notHeld.filter { $0 == .mapped }.count == 6 && !notHeld.contains(.memory))
+        #expect(costs.preferred == .file)
+        let taken = Self.choices(costs, 64 * 5)
+        #expect(taken.filter { $0 == .memory }.count == 5, "one in 64 explores the dearer way")
+        #expect(taken.filter { $0 == .file }.count == 64 * 5 - 5)
     }
 
     /// The averages follow the machine: a way that becomes cheaper is preferred after a few samples of it.
     @Test func aChangeOfCostsChangesTheWay() {
         let costs = Self.measuredFileCheaper()
-        #expect(costs.preferred() == .file)
+        #expect(costs.preferred == .file)
         var samples = 0
-        while costs.preferred() == .file && samples < 100 {
+        while costs.preferred == .file && samples < 100 {
             costs.record(.memory, nanoseconds: 100_000, bytes: 2 * Self.mib)
             samples += 1
         }
-        #expect(costs.preferred() == .memory)
+        #expect(costs.preferred == .memory)
         #expect((2...10).contains(samples), "\(samples) samples to follow a change")
     }
 

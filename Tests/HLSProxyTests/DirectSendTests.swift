@@ -213,64 +213,6 @@ import Testing
         #expect(sent == .failed(EPIPE) || sent == .failed(ECONNRESET), "\(sent)")
     }
 
-    /// A send from a mapping of the file (``ConnectionSocket/sendMapped(_:offset:length:)``): the file's bytes from an
-    /// offset that is not on a page, across several mapping windows, through a peer that reads a little at a time (so
-    /// the kernel takes part of a window and the rest is sent later); a file shorter than said is sent with
-    /// `sendfile`, which reports it as sendfile does (EIO).
-    @Test func aMappedSendWritesTheFilesBytesFromAnyOffset() throws {
-        let (server, client) = try Self.connectedPair(receiveBuffer: 16 << 10)
-        defer {
-            close(server)
-            close(client)
-        }
-        _ = fcntl(server, F_SETFL, fcntl(server, F_GETFL) | O_NONBLOCK)
-        var sendBuffer: Int32 = 64 << 10
-        setsockopt(server, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mapped-\(UUID().uuidString)").path
-        let bytes = randomBytes(3 << 20)
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let file = open(path, O_RDONLY)
-        defer { close(file) }
-        let socket = ConnectionSocket(descriptor: server)
-        let (offset, length) = (Int64(4097), Int64(ConnectionSocket.mappedWindow * 3 + 12_345))
-
-        var sent: Int64 = 0
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        var partial = 0
-        while received.count < Int(length) {
-            if sent < length {
-                switch socket.sendMapped(file, offset: offset + sent, length: length - sent) {
-                case .all: sent = length
-                case .partly(let count):
-                    sent += count
-                    partial += 1
-                case .failed(let code):
-                    Issue.record("failed: \(code)")
-                    return
-                }
-            }
-            let count = recv(client, &chunk, chunk.count, 0)
-            guard count > 0 else { break }
-            received.append(contentsOf: chunk[0..<count])
-        }
-        let same = received == Array(bytes[Int(offset)..<Int(offset + length)])
-        #expect(same, "\(received.count) bytes received")
-        #expect(partial > 0, "the peer took it all at once: nothing was sent later")
-
-        // Past the file's end: sendfile's answer, after the bytes there are.
-        let short = socket.sendMapped(file, offset: Int64(bytes.count - 100), length: 1_000)
-        #expect(short == .failed(EIO), "\(short)")
-        var tail: [UInt8] = []
-        while tail.count < 100 {
-            let count = recv(client, &chunk, chunk.count, 0)
-            guard count > 0 else { break }
-            tail.append(contentsOf: chunk[0..<count])
-        }
-        #expect(tail == Array(bytes[(bytes.count - 100)...]))
-    }
-
     @Test func theDescriptorIsReadFromTheChannelsDescription() throws {
         #expect(ConnectionSocket.descriptor(in: "SocketChannel { BaseSocket { fd=12 }, active = true }") == 12)
         #expect(ConnectionSocket.descriptor(in: "SocketChannel { BaseSocket { fd=0 } }") == 0)

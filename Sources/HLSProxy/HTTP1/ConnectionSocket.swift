@@ -106,60 +106,6 @@ struct ConnectionSocket {
         #endif
     }
 
-    /// Bytes of a file mapped at a time by ``sendMapped(_:offset:length:)``: what the process maps stays this small
-    /// per send, and a socket that takes little leaves little mapped for nothing.
-    static let mappedWindow = 512 << 10
-
-    private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
-
-    /// Sends `length` bytes of the file `file` from `offset`, until done or the socket would block, written from a
-    /// mapping of the file (`mmap`, ``mappedWindow`` bytes at a time, unmapped at once) instead of with `sendfile`:
-    /// the kernel copies the page cache's bytes into the socket, as for a body in memory, and the receiver reads them
-    /// while they are still in the CPU's caches — cheaper than `sendfile` on some machines (``ColdSendCosts``). A file
-    /// shorter than said, or one that cannot be mapped, is sent with ``sendFile(_:offset:length:)``. The file must not
-    /// shrink while it is mapped (a read past its end would raise `SIGBUS`): cache files are replaced by a rename and
-    /// never truncated, and its size is checked first.
-    func sendMapped(_ file: CInt, offset: Int64, length: Int64) -> Sent {
-        #if os(Linux)
-            var status = stat()
-            guard length > 0, fstat(file, &status) == 0, Int64(status.st_size) >= offset + length else {
-                return sendFile(file, offset: offset, length: length)
-            }
-            var sent: Int64 = 0
-            while sent < length {
-                let position = offset + sent
-                let start = position - position % Self.pageSize
-                let lead = Int(position - start)
-                let count = Int(min(length - sent, Int64(Self.mappedWindow - lead)))
-                guard let base = mmap(nil, lead + count, PROT_READ, MAP_SHARED | MAP_POPULATE, file, off_t(start)),
-                    base != MAP_FAILED
-                else {
-                    return sent == 0 ? sendFile(file, offset: offset, length: length) : .partly(sent)
-                }
-                var taken = 0
-                var code: CInt = 0
-                while taken < count {
-                    let n = Glibc.send(descriptor, base + lead + taken, count - taken, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
-                    if n < 0 {
-                        code = errno
-                        if code == EINTR { continue }
-                        break
-                    }
-                    taken += n
-                }
-                munmap(base, lead + count)
-                sent += Int64(taken)
-                if taken < count {
-                    if code == EAGAIN || code == EWOULDBLOCK { break }
-                    return .failed(code)
-                }
-            }
-            return sent == length ? .all : .partly(sent)
-        #else
-            return .partly(0)
-        #endif
-    }
-
     /// Sends `length` bytes of the file `file` from `offset`, until done or the socket would block.
     func sendFile(_ file: CInt, offset: Int64, length: Int64) -> Sent {
         #if os(Linux)

@@ -383,13 +383,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let done = context.eventLoop.makePromise(of: Void.self)
-        // A cold body whose way the memory tier chose: its slices straight to the socket, that way, timed.
-        if sliced, let (source, way) = directSlices(of: body) {
-            completeResponse(when: done.futureResult, context: context, releasing: body)
-            writeSlice(
-                of: source, from: 0, length: body.length, heads: (head, rest ?? ByteBuffer()), way: way, done: done, context: context)
-            return
-        }
         if let rest {
             context.write(wrapOutboundOut(.byteBuffer(head)), promise: nil)
             write(head: rest, framing: framing, body: body, sliced: sliced, done: done, context: context)
@@ -475,8 +468,8 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let inMemory = Int64(head.readableBytes + rest.readableBytes + bytes.readableBytes)
         let total = inMemory + (file == nil ? 0 : body.length)
         // A cold body the memory tier chose a way for: its system calls are timed for the next choices.
-        let coldWay = takeColdWay(fromFile: file != nil)
-        let cpuBefore = coldWay == nil || !coldSendCosts.measures ? 0 : ColdSendCosts.threadCPUNanoseconds()
+        let coldWay = largeSendHold.takeColdSend().flatMap { way in (way == .file) == (file != nil) ? way : nil }
+        let cpuBefore = coldWay == nil ? 0 : ColdSendCosts.threadCPUNanoseconds()
         let sentAtOnce = socket.send(head, rest, bytes, more: file != nil)
         // The socket is full: all of it the usual way.
         if sentAtOnce == .partly(0) { return false }
@@ -491,16 +484,13 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .failed: failed = true
         }
         if let file, sent == inMemory, case .file(_, let offset, let length, _) = body {
-            let bodySent =
-                coldWay == .mapped
-                ? socket.sendMapped(file, offset: offset, length: length) : socket.sendFile(file, offset: offset, length: length)
-            switch bodySent {
+            switch socket.sendFile(file, offset: offset, length: length) {
             case .all: sent += length
             case .partly(let count): sent += count
             case .failed: failed = true
             }
         }
-        if let coldWay, !failed, coldSendCosts.measures {
+        if let coldWay, !failed {
             coldSendCosts.record(coldWay, nanoseconds: ColdSendCosts.threadCPUNanoseconds() - cpuBefore, bytes: Int(sent))
         }
         directSendObserver?(target, sent, total)
@@ -540,12 +530,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return true
     }
 
-    /// The way the memory tier chose for this response's cold body (``LargeSendHold/coldSend``), cleared; nil if none,
-    /// or if it is not one of the body's (memory for a body from a file, or a file's way for one from memory).
-    private func takeColdWay(fromFile: Bool) -> ColdSendCosts.Way? {
-        largeSendHold.takeColdSend().flatMap { way in (way != .memory) == fromFile ? way : nil }
-    }
-
     /// Where the slices of a body come from.
     private enum SliceSource {
         case bytes(ByteBuffer)
@@ -553,24 +537,10 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case file(NIOFileHandle, offset: Int64)
     }
 
-    /// The source of `body`'s slices and the way the memory tier chose for it (``takeColdWay(fromFile:)``), if it
-    /// chose one; nil: the usual way.
-    private func directSlices(of body: ResponseBody) -> (SliceSource, ColdSendCosts.Way)? {
-        switch body {
-        case .empty: return nil
-        case .bytes(let buffer): return takeColdWay(fromFile: false).map { (.bytes(buffer), $0) }
-        case .file(let handle, let offset, _, _): return takeColdWay(fromFile: true).map { (.file(handle, offset: offset), $0) }
-        }
-    }
-
-    /// Writes the slice of `source` at `position` (of `length` bytes in all), behind `heads` (the response's head, not
-    /// yet written, when `position` is 0); once the kernel took it, the next one waits for the loop's next poll. The
-    /// last slice completes `done`; a failed write fails it. With a `way` (a cold body's, ``ColdSendCosts``), each
-    /// slice goes straight to the socket that way while NIO holds none of the connection's bytes, timed
-    /// (``sendSliceDirectly(_:heads:from:to:way:context:)``); what the kernel does not take goes through NIO.
+    /// Writes the slice of `source` at `position` (of `length` bytes in all); once the kernel took it, the next one
+    /// waits for the loop's next poll. The last slice completes `done`; a failed write fails it.
     private func writeSlice(
-        of source: SliceSource, from position: Int64, length: Int64, heads: (ByteBuffer, ByteBuffer)? = nil,
-        way: ColdSendCosts.Way? = nil, done: EventLoopPromise<Void>, context: ChannelHandlerContext
+        of source: SliceSource, from position: Int64, length: Int64, done: EventLoopPromise<Void>, context: ChannelHandlerContext
     ) {
         guard self.context != nil else {
             done.fail(ChannelError.ioOnClosedChannel)
@@ -578,55 +548,15 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         // Alone on the loop now (the others closed): the rest at once.
         let end = yield?.isShared == true ? min(position + Int64(sliceBytes), length) : length
-        bodyWriteObserver?(responder?.request.head.uri ?? "", end == length)
-        var heads = heads
-        var from = position
-        if let way, let taken = sendSliceDirectly(source, heads: heads, from: position, to: end, way: way, context: context) {
-            guard let taken else {
-                context.close(promise: nil)
-                done.fail(ChannelError.ioOnClosedChannel)
-                return
-            }
-            // What of the heads and the slice the kernel took.
-            var skip = taken
-            if let (first, second) = heads {
-                let firstSkipped = min(skip, Int64(first.readableBytes))
-                skip -= firstSkipped
-                let secondSkipped = min(skip, Int64(second.readableBytes))
-                skip -= secondSkipped
-                heads = (
-                    first.getSlice(at: first.readerIndex + Int(firstSkipped), length: first.readableBytes - Int(firstSkipped))!,
-                    second.getSlice(at: second.readerIndex + Int(secondSkipped), length: second.readableBytes - Int(secondSkipped))!
-                )
-            }
-            from += skip
-            if from == end {
-                guard end < length, let yield else {
-                    done.succeed(())
-                    return
-                }
-                let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-                yield.afterNextPoll {
-                    let (handler, context) = bound.value
-                    handler.writeSlice(of: source, from: end, length: length, way: way, done: done, context: context)
-                }
-                return
-            }
-        }
-        if let (first, second) = heads {
-            for part in [first, second] where part.readableBytes > 0 {
-                timeouts?.queued(bytes: part.readableBytes)
-                context.write(wrapOutboundOut(.byteBuffer(part)), promise: nil)
-            }
-        }
         let data: IOData
         switch source {
         case .bytes(let buffer):
-            data = .byteBuffer(buffer.getSlice(at: buffer.readerIndex + Int(from), length: Int(end - from))!)
+            data = .byteBuffer(buffer.getSlice(at: buffer.readerIndex + Int(position), length: Int(end - position))!)
         case .file(let handle, let offset):
-            data = .fileRegion(FileRegion(fileHandle: handle, readerIndex: Int(offset + from), endIndex: Int(offset + end)))
+            data = .fileRegion(FileRegion(fileHandle: handle, readerIndex: Int(offset + position), endIndex: Int(offset + end)))
         }
-        timeouts?.queued(bytes: Int(end - from))
+        timeouts?.queued(bytes: Int(end - position))
+        bodyWriteObserver?(responder?.request.head.uri ?? "", end == length)
         guard end < length, let yield else {
             context.writeAndFlush(wrapOutboundOut(data), promise: done)
             return
@@ -639,66 +569,12 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .success:
                 yield.afterNextPoll {
                     let (handler, context) = bound.value
-                    handler.writeSlice(of: source, from: end, length: length, way: way, done: done, context: context)
+                    handler.writeSlice(of: source, from: end, length: length, done: done, context: context)
                 }
             case .failure(let error):
                 done.fail(error)
             }
         }
-    }
-
-    /// Sends `heads` and the bytes of `source` from `position` to `end` straight to the socket, the body `way`
-    /// (memory: one `sendmsg` with the heads; a file: the heads with `MSG_MORE`, then `sendfile` or a write from a
-    /// mapping), timing the system calls for ``ColdSendCosts`` (`auto`). Returns the bytes the kernel took, heads
-    /// included; `.some(nil)`: the connection failed; nil: nothing was sent (NIO holds bytes of the connection, or
-    /// its socket is not known), write it the usual way.
-    private func sendSliceDirectly(
-        _ source: SliceSource, heads: (ByteBuffer, ByteBuffer)?, from position: Int64, to end: Int64, way: ColdSendCosts.Way,
-        context: ChannelHandlerContext
-    ) -> Int64?? {
-        if directSocket == nil { directSocket = .some(ConnectionSocket.of(context.channel)) }
-        guard let socket = directSocket ?? nil else { return nil }
-        if socketOptions == nil { socketOptions = context.channel.syncOptions }
-        guard let buffered = try? socketOptions?.getOption(.bufferedWritableBytes), buffered == 0 else { return nil }
-        let (first, second) = heads ?? (ByteBuffer(), ByteBuffer())
-        let headBytes = Int64(first.readableBytes + second.readableBytes)
-        let measures = coldSendCosts.measures
-        let cpuBefore = measures ? ColdSendCosts.threadCPUNanoseconds() : 0
-        // What the kernel took, heads included.
-        let taken: Int64
-        switch source {
-        case .bytes(let buffer):
-            // One `sendmsg`, as in ``sendDirectly``.
-            let slice = buffer.getSlice(at: buffer.readerIndex + Int(position), length: Int(end - position))!
-            switch socket.send(first, second, slice, more: false) {
-            case .all: taken = headBytes + end - position
-            case .partly(let count): taken = count
-            case .failed: return .some(nil)
-            }
-        case .file(let handle, let offset):
-            guard let file = try? handle.withUnsafeFileDescriptor({ $0 }) else { return nil }
-            if headBytes > 0 {
-                switch socket.send(first, second, more: true) {
-                case .all: break
-                case .partly(let count): return count
-                case .failed: return .some(nil)
-                }
-            }
-            let sent =
-                way == .mapped
-                ? socket.sendMapped(file, offset: offset + position, length: end - position)
-                : socket.sendFile(file, offset: offset + position, length: end - position)
-            switch sent {
-            case .all: taken = headBytes + end - position
-            case .partly(let count): taken = headBytes + count
-            case .failed: return .some(nil)
-            }
-        }
-        if measures {
-            coldSendCosts.record(way, nanoseconds: ColdSendCosts.threadCPUNanoseconds() - cpuBefore, bytes: Int(taken - headBytes))
-        }
-        return taken
-        return taken
     }
 
     /// Bodies at least this long are sent corked.

@@ -41,10 +41,8 @@ import Synchronization
 ///   depends on the machine — on one a library walked from memory cost twice `sendfile`'s CPU per hit, taken from the
 ///   playlists sharing the loop; on another `sendfile` cost more than the copies (docs/benchmarks.md, issue 39). So
 ///   where every connection on the loop holds a large body (``LargeSendHold/loopCarriesOnlyLargeSends``: nobody
-///   there waits for a small answer), cold sends are timed and take the way measured cheapest (``ColdSendCosts``,
-///   `cache.memoryColdSends`): memory, `sendfile`, or a write from a mapping of the file — the last two also for the
-///   large bodies the tier does not hold; beside a connection waiting for a playlist a cold body takes its file by
-///   `sendfile`.
+///   there waits for a small answer), cold sends are timed and take the way measured cheaper (``ColdSendCosts``,
+///   `cache.memoryColdSends`); beside a connection waiting for a playlist a cold copy takes its file.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -200,9 +198,7 @@ final class MemoryTier: Sendable {
     /// ``maxLargeSends`` other connections hold one and — unless `connection` is `alone` on its event loop — while
     /// the copy is warm (``warmBytes``); a cold copy is given, where every connection on the loop holds a large body,
     /// if ``coldSends`` chooses memory, and the way chosen is left on `connection` for its handler to time
-    /// (``LargeSendHold/coldSend``); there a body the tier does not hold — or may not hold (``admits(_:)``: a body
-    /// larger than `cache.memoryMaxObjectSize`) — is given a way of its file too (`sendfile` or a mapping).
-    /// `cache.memoryLargeSends` 0: never, and the file by `sendfile`.
+    /// (``LargeSendHold/coldSend``). `cache.memoryLargeSends` 0: never.
     /// - Parameters:
     ///   - alone: no other connection shares the event loop `connection` is served on.
     ///   - headOnly: no body will be written (HEAD): not counted as a large send.
@@ -210,12 +206,9 @@ final class MemoryTier: Sendable {
         of object: CachedObject, on connection: LargeSendHold?, alone: Bool = true, headOnly: Bool = false, counted: inout Bool
     ) -> ByteBuffer? {
         guard isEnabled else { return nil }
-        let admitted = admits(object)
-        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else {
-            return admitted ? body(of: object, counted: &counted) : nil
-        }
+        guard object.size > Int64(Self.alwaysFromMemoryBytes), !headOnly else { return body(of: object, counted: &counted) }
         guard let connection else {
-            if admitted { countRequest(object, counted: &counted) }
+            countRequest(object, counted: &counted)
             return nil
         }
         let others =
@@ -224,37 +217,23 @@ final class MemoryTier: Sendable {
             : largeSends.load(ordering: .relaxed) - 1
         connection.coldSend = nil
         guard maxLargeSends > 0 else {
-            if admitted { countRequest(object, counted: &counted) }
+            countRequest(object, counted: &counted)
             return nil
         }
-        guard admitted, let entry = entry(of: object, counted: &counted) else {
-            // Not held (or too large to be): its file, by `sendfile` or from a mapping, whichever costs this machine
-            // less — where every connection on the loop holds a large body, as for a cold copy below.
-            if connection.loopCarriesOnlyLargeSends { chooseColdWay(held: false, for: connection) }
-            return nil
-        }
+        guard let entry = entry(of: object, counted: &counted) else { return nil }
         // A cold copy — many large bodies in flight, or where other connections wait for this loop and the copy was
-        // not sent lately: memory, `sendfile` or a mapping of the file, whichever costs this machine least
-        // (``ColdSendCosts``).
+        // not sent lately: memory or file, whichever costs this machine less (``ColdSendCosts``).
         let sent = largeBytesSent.load(ordering: .relaxed)
         if others >= maxLargeSends || (!alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes) {
-            // Where a connection on this loop waits for small answers, its file by `sendfile`: a copy out of memory
-            // takes the loop's time and caches from the playlists (docs/benchmarks.md, issue 39).
+            // Where a connection on this loop waits for small answers, its file: a copy out of memory takes the loop's
+            // time and caches from the playlists (docs/benchmarks.md, issue 39).
             guard connection.loopCarriesOnlyLargeSends else { return nil }
-            guard chooseColdWay(held: true, for: connection) == .memory else { return nil }
+            let way = coldSends.choose()
+            if coldSends.measures { connection.coldSend = way }
+            guard way == .memory else { return nil }
         }
         entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
         return entry.body
-    }
-
-    /// Chooses the way of a cold body (``ColdSendCosts``) and leaves it on `connection` for its handler, which times
-    /// it (`auto`) and writes the file from a mapping (``ColdSendCosts/Way/mapped``); a forced `sendfile` or memory
-    /// is left off (the usual way).
-    @discardableResult
-    private func chooseColdWay(held: Bool, for connection: LargeSendHold) -> ColdSendCosts.Way {
-        let way = coldSends.choose(held: held)
-        if coldSends.measures || way == .mapped { connection.coldSend = way }
-        return way
     }
 
     /// A body of `object` is sent from its file: a large one counts in what makes copies cold (``warmBytes``), as
@@ -308,7 +287,7 @@ final class MemoryTier: Sendable {
     ///
     /// A large body (over ``alwaysFromMemoryBytes``) is not read while ``maxLargeSends`` other connections or more
     /// hold a large body (nor ever with ``maxLargeSends`` 0), unless cold copies are sent from memory
-    /// (``ColdSendCosts/preferred(held:)``): otherwise its hits take the file then, and a copy read now would cost a read of
+    /// (``ColdSendCosts/preferred``): otherwise its hits take the file then, and a copy read now would cost a read of
     /// the whole object and its room in the tier for nothing (at 64 connections over a library, the reads alone made
     /// hits slower than with the tier off — docs/benchmarks.md, issue 39).
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
@@ -317,7 +296,7 @@ final class MemoryTier: Sendable {
         // are one fewer, as there.
         guard
             object.size <= Int64(Self.alwaysFromMemoryBytes)
-                || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.preferred() == .memory))
+                || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.preferred == .memory))
         else { return }
         let cost = Int(object.size) + Self.entryOverhead
         let start = state.withLockedValue { state -> Bool in

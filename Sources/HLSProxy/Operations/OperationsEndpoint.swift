@@ -32,7 +32,10 @@ final class OperationsEndpoint: Sendable {
                             held.bytes, held.count, services.memory.largeSendsInFlight, services.memory.maxBytes, services.memory.reads
                         )
                     }(),
-                    coldSends: services.memory.coldSends.snapshot.ways.map { ($0.nanosecondsPerMiB, $0.samples) },
+                    coldSends: {
+                        let costs = services.memory.coldSends.snapshot
+                        return [costs.memory, costs.file]
+                    }(),
                     diskFree: services.store.freeDiskBytes(),
                     keys: services.keys.statistics,
                     downloadStates: states,

@@ -43,7 +43,7 @@ package final class ProxyMetrics: Sendable {
     private let memoryTierCapacity: Gauge
     private let memoryTierReads: Counter
     private let memoryLargeSends: Gauge
-    /// Per way (memory, file, mapped: ``ColdSendCosts/Way``): what a cold large body was measured to cost (``ColdSendCosts``), and the sends timed.
+    /// Per way (memory, file): what a cold large body was measured to cost (``ColdSendCosts``), and the sends timed.
     private let coldSendCost: [Gauge]
     private let coldSendSamples: [Gauge]
     private let keyFetches: Counter
@@ -159,12 +159,12 @@ package final class ProxyMetrics: Sendable {
             labels: [])
         let costName = name(
             "memory_cold_send_cost", "nanoseconds",
-            "CPU time per MiB a cold body over 64 KiB was measured to take, by way: from memory, from its file with sendfile, or written from a mapping of its file (cache.memoryColdSends auto; 0 until measured)."
+            "CPU time per MiB a cold body over 64 KiB was measured to take, sent from memory or from its file (cache.memoryColdSends auto; 0 until measured)."
         )
         let samplesName = name(
             "memory_cold_send_samples", "", "Cold bodies over 64 KiB timed so far, by the way they were sent (cache.memoryColdSends auto).")
-        self.coldSendCost = ColdSendCosts.Way.allCases.map { registry.makeGauge(descriptor: costName, labels: [("way", $0.label)]) }
-        self.coldSendSamples = ColdSendCosts.Way.allCases.map { registry.makeGauge(descriptor: samplesName, labels: [("way", $0.label)]) }
+        self.coldSendCost = ["memory", "file"].map { registry.makeGauge(descriptor: costName, labels: [("way", $0)]) }
+        self.coldSendSamples = ["memory", "file"].map { registry.makeGauge(descriptor: samplesName, labels: [("way", $0)]) }
         self.keyFetches = registry.makeCounter(
             descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
             labels: [("result", "ok")])
@@ -362,7 +362,7 @@ package final class ProxyMetrics: Sendable {
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
-        for (index, way) in snapshot.coldSends.prefix(coldSendCost.count).enumerated() {
+        for (index, way) in snapshot.coldSends.prefix(2).enumerated() {
             coldSendCost[index].set(Int64(way.nanosecondsPerMiB))
             coldSendSamples[index].set(Int64(way.samples))
         }

@@ -59,7 +59,7 @@ extension ResourceService {
     /// `alsoUnchanged`: another stored object the answer holds only while it is unchanged too (a playlist's raw
     /// copy, for its rewritten copy), checked and touched under the same store lock.
     func sendFromMemory(_ replay: HitReplay, responder: Responder, alsoUnchanged other: CachedObject? = nil) -> Bool {
-        guard
+        guard services.memory.admits(replay.object),
             let body = services.memory.bodyToSend(
                 of: replay.object, on: responder.largeSendHold, alone: responder.aloneOnLoop,
                 headOnly: responder.request.isHead, counted: &responder.memoryTierCounted),
@@ -77,11 +77,11 @@ extension ResourceService {
         _ replay: HitReplay, for exchange: ReplayedExchange, responder: Responder, alsoUnchanged other: CachedObject?,
         tokens: UInt64
     ) -> Bool {
-        // A large body (its sends are counted per connection, and its way chosen, held or not): checked each time.
+        guard services.memory.admits(replay.object) else { return false }
+        // A large body (its sends are counted per connection): checked each time.
         guard replay.object.size <= Int64(MemoryTier.alwaysFromMemoryBytes) else {
             return sendFromMemory(replay, responder: responder, alsoUnchanged: other)
         }
-        guard services.memory.admits(replay.object) else { return false }
         // Not held: false at once (the tier was asked; the caller sends the file).
         guard let (entry, fileCheckedUntil) = services.memory.smallEntry(of: replay.object, counted: &responder.memoryTierCounted)
         else { return false }

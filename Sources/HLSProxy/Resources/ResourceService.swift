@@ -280,9 +280,10 @@ final class ResourceService: Sendable {
         replay: ReplayTarget? = nil
     ) -> Bool {
         let source: HitSource
-        if let body = services.memory.bodyToSend(
-            of: object, on: responder.largeSendHold, alone: responder.aloneOnLoop, headOnly: request.isHead,
-            counted: &responder.memoryTierCounted)
+        if services.memory.admits(object),
+            let body = services.memory.bodyToSend(
+                of: object, on: responder.largeSendHold, alone: responder.aloneOnLoop, headOnly: request.isHead,
+                counted: &responder.memoryTierCounted)
         {
             pin.unpin()
             source = .memory(body)
