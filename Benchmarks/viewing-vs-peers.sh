@@ -274,15 +274,13 @@ for cell in $cells; do
 done
 echo
 [ -n "$reads_line" ] && echo "objects read into the memory tier during each cell's rounds:$reads_line"
-# What cache.memoryColdSends auto measured (CPU ns per MiB and sends timed, per way), for a build that has it.
+# The ways cold large copies were sent over the whole run (cache.memoryColdSends), for a build that counts them.
 for server in hlscache hlscache_b; do
   [ "$server" = hlscache_b ] && [ -z "${HLSCACHE_BIN_B:-}" ] && continue
   host="http://127.0.0.1:$(prefix_of "$server" | cut -d/ -f3 | cut -d: -f2)"
-  costs=$(curl -fsS "$host/metrics" 2>/dev/null | awk -F'[{}"= ]+' '/^hlscache_memory_cold_send_(cost_nanoseconds|samples)\{/ {
-      v[$1 $3] = $4 } END { if (length(v)) printf "memory %d ns/MiB (%d sends), file %d ns/MiB (%d sends)",
-      v["hlscache_memory_cold_send_cost_nanosecondsmemory"], v["hlscache_memory_cold_send_samplesmemory"],
-      v["hlscache_memory_cold_send_cost_nanosecondsfile"], v["hlscache_memory_cold_send_samplesfile"] }')
-  [ -n "$costs" ] && echo "cold large sends as $server measured them: $costs"
+  ways=$(curl -fsS "$host/metrics" 2>/dev/null | awk -F'[{}"= ]+' '/^hlscache_memory_cold_sends_total\{/ { v[$3] = $4 }
+      END { if (length(v)) printf "memory %d, file %d", v["memory"], v["file"] }')
+  [ -n "$ways" ] && echo "cold large sends of $server, by way: $ways"
 done
 # shellcheck disable=SC2046
 peak=$(peak_rss_mib "$hls_pid")

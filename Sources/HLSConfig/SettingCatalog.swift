@@ -48,7 +48,7 @@ package enum SettingCatalog {
             ),
             .single(
                 "cache.memoryColdSends",
-                "a held body over 64 KiB sent past cache.memoryLargeSends, or not lately on a loop shared with other connections, where every connection on that loop holds one (else sendfile): auto (from memory or by sendfile, whichever was measured to cost this machine less CPU), memory or file",
+                "a held body over 64 KiB sent past cache.memoryLargeSends, or not lately on a loop shared with other connections, where every connection on that loop holds one (else sendfile): auto (from memory while fewer than cache.memoryLargeSends other connections hold one, past that by sendfile), memory or file",
                 apply: { (settings: inout Settings, text: String) throws(SettingProblem) in
                     guard let mode = ColdSendMode(rawValue: text.lowercased()) else {
                         throw SettingProblem("expected auto, memory or file")

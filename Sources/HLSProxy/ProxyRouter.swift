@@ -111,9 +111,6 @@ final class ProxyRouter: Sendable {
         services.memory.connectionEnded(connection)
     }
 
-    /// What cold large bodies cost to send each way (the memory tier's; connections time the sends it chose).
-    var coldSendCosts: ColdSendCosts { services.memory.coldSends }
-
     /// Request headers a preflight allows when the browser's list is missing or unusable.
     /// Answers a proxied resource's request again as its same bytes were answered before (``ReplayedExchanges``);
     /// false when that answer no longer holds.

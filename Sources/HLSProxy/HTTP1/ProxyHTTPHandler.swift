@@ -45,8 +45,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let replays: ReplayedExchanges?
     /// Whether a large body sent on this connection counts in the memory tier.
     let largeSendHold: LargeSendHold
-    /// Told what each cold large body sent straight to the socket cost (``LargeSendHold/coldSend``).
-    private let coldSendCosts: ColdSendCosts
     /// This event loop's yield: bodies over ``sliceBytes`` are written a slice at a time between its other I/O.
     private let yield: LoopYield?
     /// ``ProxyConfiguration/sendSliceBytes`` (0: none).
@@ -70,7 +68,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.yield = yield
         self.largeSendHold = LargeSendHold(loop: yield)
         self.router = router
-        self.coldSendCosts = router.coldSendCosts
         self.observer = observer
         self.timeouts = timeouts
         self.decoder = decoder
@@ -467,9 +464,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard let buffered = try? socketOptions?.getOption(.bufferedWritableBytes), buffered == 0 else { return false }
         let inMemory = Int64(head.readableBytes + rest.readableBytes + bytes.readableBytes)
         let total = inMemory + (file == nil ? 0 : body.length)
-        // A cold body the memory tier chose a way for: its system calls are timed for the next choices.
-        let coldWay = largeSendHold.takeColdSend().flatMap { way in (way == .file) == (file != nil) ? way : nil }
-        let cpuBefore = coldWay == nil ? 0 : ColdSendCosts.threadCPUNanoseconds()
         let sentAtOnce = socket.send(head, rest, bytes, more: file != nil)
         // The socket is full: all of it the usual way.
         if sentAtOnce == .partly(0) { return false }
@@ -489,9 +483,6 @@ final class ProxyHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .partly(let count): sent += count
             case .failed: failed = true
             }
-        }
-        if let coldWay, !failed {
-            coldSendCosts.record(coldWay, nanoseconds: ColdSendCosts.threadCPUNanoseconds() - cpuBefore, bytes: Int(sent))
         }
         directSendObserver?(target, sent, total)
         // A file is closed and unpinned before the next pipelined request is looked at.

@@ -37,12 +37,12 @@ import Synchronization
 ///   `sendfile` of a 2 MiB hit at 1–8 connections (docs/benchmarks.md, issue 26). The end of the write is not the
 ///   signal: the kernel takes a whole 2 MiB body into its socket buffers at once, long before the receiver has read it.
 ///   A connection alone on its loop waits for nobody, and there memory is faster even for a cold copy.
-/// - **Cold copies by what they cost here:** otherwise the copy is *cold*, and whether memory or `sendfile` costs less
-///   depends on the machine — on one a library walked from memory cost twice `sendfile`'s CPU per hit, taken from the
-///   playlists sharing the loop; on another `sendfile` cost more than the copies (docs/benchmarks.md, issue 39). So
-///   where every connection on the loop holds a large body (``LargeSendHold/loopCarriesOnlyLargeSends``: nobody
-///   there waits for a small answer), cold sends are timed and take the way measured cheaper (``ColdSendCosts``,
-///   `cache.memoryColdSends`); beside a connection waiting for a playlist a cold copy takes its file.
+/// - **Cold copies by the load:** otherwise the copy is *cold*. Beside a connection waiting for a playlist it takes its
+///   file: a copy out of memory takes the loop's time and the caches from the playlists. Where every connection on
+///   the loop holds a large body (``LargeSendHold/loopCarriesOnlyLargeSends``: nobody there waits for a small
+///   answer), `cache.memoryColdSends` decides (``ColdSendMode``): by default from memory while fewer than
+///   ``maxLargeSends`` other connections hold a large body — the receiver reads the copy while it is still in the
+///   caches — and from its file past that, where the copies no longer stay there until read.
 final class MemoryTier: Sendable {
     /// The most bytes held (bodies plus ``entryOverhead`` each); 0 disables the tier.
     let maxBytes: Int
@@ -64,8 +64,8 @@ final class MemoryTier: Sendable {
     /// Large bodies from memory only while fewer than this many other connections hold a large body
     /// (`cache.memoryLargeSends`); 0: large bodies always take their file.
     let maxLargeSends: Int
-    /// How cold large copies are sent (`cache.memoryColdSends`), and what each way was measured to cost.
-    let coldSends: ColdSendCosts
+    /// How cold large copies are sent (`cache.memoryColdSends`).
+    let coldSends: ColdSendMode
     /// Connections holding a large body (each counted once: ``LargeSendHolding/holdsLargeSend``).
     private let largeSends = Synchronization.Atomic<Int>(0)
     /// A large copy counts as warm while fewer than this many bytes of other large bodies were sent (from memory or
@@ -78,6 +78,9 @@ final class MemoryTier: Sendable {
     private let largeBytesSent = Synchronization.Atomic<Int>(0)
     /// Reads started (``load(_:store:threadPool:)``; tests).
     private let loadsStarted = Synchronization.Atomic<Int>(0)
+    /// Cold large copies sent from memory, and from their files (``coldSendCounts``).
+    private let coldFromMemory = Synchronization.Atomic<Int>(0)
+    private let coldFromFile = Synchronization.Atomic<Int>(0)
     /// The monotonic clock the file re-checks are timed by (tests move it by hand).
     private let now: @Sendable () -> NIODeadline
 
@@ -102,7 +105,7 @@ final class MemoryTier: Sendable {
         self.now = now
         self.warmBytes = max(0, warmBytes)
         self.maxLargeSends = max(0, maxLargeSends)
-        self.coldSends = ColdSendCosts(mode: coldSends)
+        self.coldSends = coldSends
         let objectsPath = (directory.hasSuffix("/") ? directory : directory + "/") + "objects"
         let descriptor = maxBytes > 0 ? open(objectsPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
         objects = descriptor >= 0 ? (objectsPath + "/", descriptor) : nil
@@ -197,8 +200,7 @@ final class MemoryTier: Sendable {
     /// (``requestBegan(on:)``) or its end (``connectionEnded(_:)``), and is given only while fewer than
     /// ``maxLargeSends`` other connections hold one and — unless `connection` is `alone` on its event loop — while
     /// the copy is warm (``warmBytes``); a cold copy is given, where every connection on the loop holds a large body,
-    /// if ``coldSends`` chooses memory, and the way chosen is left on `connection` for its handler to time
-    /// (``LargeSendHold/coldSend``). `cache.memoryLargeSends` 0: never.
+    /// if ``coldSends`` says memory (``ColdSendMode/fromMemory(crowded:)``). `cache.memoryLargeSends` 0: never.
     /// - Parameters:
     ///   - alone: no other connection shares the event loop `connection` is served on.
     ///   - headOnly: no body will be written (HEAD): not counted as a large send.
@@ -215,22 +217,23 @@ final class MemoryTier: Sendable {
             connection.take()
             ? largeSends.wrappingAdd(1, ordering: .relaxed).oldValue
             : largeSends.load(ordering: .relaxed) - 1
-        connection.coldSend = nil
         guard maxLargeSends > 0 else {
             countRequest(object, counted: &counted)
             return nil
         }
         guard let entry = entry(of: object, counted: &counted) else { return nil }
         // A cold copy — many large bodies in flight, or where other connections wait for this loop and the copy was
-        // not sent lately: memory or file, whichever costs this machine less (``ColdSendCosts``).
+        // not sent lately: memory or file by the load (``ColdSendMode``).
         let sent = largeBytesSent.load(ordering: .relaxed)
-        if others >= maxLargeSends || (!alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes) {
+        let crowded = others >= maxLargeSends
+        if crowded || (!alone && sent &- entry.lastSent.load(ordering: .relaxed) > warmBytes) {
             // Where a connection on this loop waits for small answers, its file: a copy out of memory takes the loop's
             // time and caches from the playlists (docs/benchmarks.md, issue 39).
-            guard connection.loopCarriesOnlyLargeSends else { return nil }
-            let way = coldSends.choose()
-            if coldSends.measures { connection.coldSend = way }
-            guard way == .memory else { return nil }
+            guard connection.loopCarriesOnlyLargeSends, coldSends.fromMemory(crowded: crowded) else {
+                coldFromFile.wrappingAdd(1, ordering: .relaxed)
+                return nil
+            }
+            coldFromMemory.wrappingAdd(1, ordering: .relaxed)
         }
         entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
         return entry.body
@@ -261,7 +264,6 @@ final class MemoryTier: Sendable {
     /// A new request began on `connection`: the large body it was last sent has been read (a client asks again once
     /// it has its answer), so it no longer counts.
     func requestBegan(on connection: LargeSendHold) {
-        connection.coldSend = nil
         if connection.release() { largeSends.wrappingSubtract(1, ordering: .relaxed) }
     }
 
@@ -275,6 +277,13 @@ final class MemoryTier: Sendable {
         loadsStarted.load(ordering: .relaxed)
     }
 
+    /// Cold large copies sent so far from memory, and from their files (`hlscache_memory_cold_sends_total`, tests):
+    /// counted when the way is chosen (a replayed hit whose file went away, answered again the ordinary way, counts
+    /// twice).
+    var coldSendCounts: (memory: Int, file: Int) {
+        (coldFromMemory.load(ordering: .relaxed), coldFromFile.load(ordering: .relaxed))
+    }
+
     /// Connections holding a large body (`hlscache_memory_large_sends`, tests).
     var largeSendsInFlight: Int {
         largeSends.load(ordering: .relaxed)
@@ -286,8 +295,8 @@ final class MemoryTier: Sendable {
     /// has that version and the tier still admits it.
     ///
     /// A large body (over ``alwaysFromMemoryBytes``) is not read while ``maxLargeSends`` other connections or more
-    /// hold a large body (nor ever with ``maxLargeSends`` 0), unless cold copies are sent from memory
-    /// (``ColdSendCosts/preferred``): otherwise its hits take the file then, and a copy read now would cost a read of
+    /// hold a large body (nor ever with ``maxLargeSends`` 0), unless cold copies are sent from memory then
+    /// (``ColdSendMode/fromMemory(crowded:)``): otherwise its hits take the file then, and a copy read now would cost a read of
     /// the whole object and its room in the tier for nothing (at 64 connections over a library, the reads alone made
     /// hits slower than with the tier off — docs/benchmarks.md, issue 39).
     func load(_ object: CachedObject, store: CacheStore, threadPool: NIOThreadPool) {
@@ -296,7 +305,7 @@ final class MemoryTier: Sendable {
         // are one fewer, as there.
         guard
             object.size <= Int64(Self.alwaysFromMemoryBytes)
-                || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.preferred == .memory))
+                || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.fromMemory(crowded: true)))
         else { return }
         let cost = Int(object.size) + Self.entryOverhead
         let start = state.withLockedValue { state -> Bool in
@@ -376,22 +385,6 @@ final class LargeSendHold: Sendable {
         guard let loop else { return true }
         return loop.eventLoop.inEventLoop && loop.carriesOnlyLargeSends
     }
-    /// The way the tier chose for the cold large body of the response being sent (``ColdSendCosts``, `auto` only),
-    /// which the connection's handler times and reports (``ColdSendCosts/record(_:nanoseconds:bytes:)``); nil
-    /// otherwise. Read and written on the connection's event loop.
-    private let coldWay = Synchronization.Atomic<Int>(-1)
-
-    var coldSend: ColdSendCosts.Way? {
-        get { ColdSendCosts.Way(rawValue: coldWay.load(ordering: .relaxed)) }
-        set { coldWay.store(newValue?.rawValue ?? -1, ordering: .relaxed) }
-    }
-
-    /// ``coldSend``, cleared.
-    func takeColdSend() -> ColdSendCosts.Way? {
-        guard coldWay.load(ordering: .relaxed) >= 0 else { return nil }
-        return ColdSendCosts.Way(rawValue: coldWay.exchange(-1, ordering: .relaxed))
-    }
-
     /// Marks it held; true if it was not (count it). Called on the connection's loop.
     func take() -> Bool {
         let taken = !held.load(ordering: .relaxed) && !held.exchange(true, ordering: .relaxed)

@@ -32,10 +32,7 @@ final class OperationsEndpoint: Sendable {
                             held.bytes, held.count, services.memory.largeSendsInFlight, services.memory.maxBytes, services.memory.reads
                         )
                     }(),
-                    coldSends: {
-                        let costs = services.memory.coldSends.snapshot
-                        return [costs.memory, costs.file]
-                    }(),
+                    coldSends: services.memory.coldSendCounts,
                     diskFree: services.store.freeDiskBytes(),
                     keys: services.keys.statistics,
                     downloadStates: states,

@@ -43,9 +43,8 @@ package final class ProxyMetrics: Sendable {
     private let memoryTierCapacity: Gauge
     private let memoryTierReads: Counter
     private let memoryLargeSends: Gauge
-    /// Per way (memory, file): what a cold large body was measured to cost (``ColdSendCosts``), and the sends timed.
-    private let coldSendCost: [Gauge]
-    private let coldSendSamples: [Gauge]
+    /// Per way (memory, file): cold large bodies sent (``ColdSendMode``).
+    private let coldSends: [Counter]
     private let keyFetches: Counter
     private let keyFetchFailures: Counter
     private let keyExpiries: Counter
@@ -62,6 +61,7 @@ package final class ProxyMetrics: Sendable {
     private struct Previous {
         var connectionWaits = 0
         var memoryTierReads = 0
+        var coldSends = [0, 0]
         var keyStatistics = KeyStatistics()
         var downloadStates: [String: Gauge] = [:]
     }
@@ -157,14 +157,10 @@ package final class ProxyMetrics: Sendable {
                 "memory_large_sends", "",
                 "Connections holding a body over 64 KiB they have not asked again since (cache.memoryLargeSends is compared with it)."),
             labels: [])
-        let costName = name(
-            "memory_cold_send_cost", "nanoseconds",
-            "CPU time per MiB a cold body over 64 KiB was measured to take, sent from memory or from its file (cache.memoryColdSends auto; 0 until measured)."
-        )
-        let samplesName = name(
-            "memory_cold_send_samples", "", "Cold bodies over 64 KiB timed so far, by the way they were sent (cache.memoryColdSends auto).")
-        self.coldSendCost = ["memory", "file"].map { registry.makeGauge(descriptor: costName, labels: [("way", $0)]) }
-        self.coldSendSamples = ["memory", "file"].map { registry.makeGauge(descriptor: samplesName, labels: [("way", $0)]) }
+        let coldSendsName = name(
+            "memory_cold_sends", "total",
+            "Held bodies over 64 KiB sent while their copy was cold, by the way cache.memoryColdSends took: from memory or from the file.")
+        self.coldSends = ["memory", "file"].map { registry.makeCounter(descriptor: coldSendsName, labels: [("way", $0)]) }
         self.keyFetches = registry.makeCounter(
             descriptor: name("key_fetches", "total", "Keys (AES-128, SAMPLE-AES, AES-256, …) fetched from their origin, by result."),
             labels: [("result", "ok")])
@@ -342,8 +338,8 @@ package final class ProxyMetrics: Sendable {
         /// The memory tier: bytes and objects held, connections holding a large body, its bound, and the reads into it
         /// started so far.
         var memoryTier: (bytes: Int, objects: Int, largeSends: Int, capacity: Int, reads: Int) = (0, 0, 0, 0, 0)
-        /// What cold large bodies were measured to cost, per way (``ColdSendCosts/snapshot``).
-        var coldSends: [(nanosecondsPerMiB: Int, samples: Int)] = []
+        /// Cold large bodies sent so far from memory, and from their files (``MemoryTier/coldSendCounts``).
+        var coldSends: (memory: Int, file: Int) = (0, 0)
         var diskFree: Int64?
         var keys: KeyStatistics
         var downloadStates: [String: Int]?
@@ -362,9 +358,12 @@ package final class ProxyMetrics: Sendable {
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
-        for (index, way) in snapshot.coldSends.prefix(2).enumerated() {
-            coldSendCost[index].set(Int64(way.nanosecondsPerMiB))
-            coldSendSamples[index].set(Int64(way.samples))
+        let coldBefore = previous.withLockedValue { previous in
+            defer { previous.coldSends = [snapshot.coldSends.memory, snapshot.coldSends.file] }
+            return previous.coldSends
+        }
+        for (index, total) in [snapshot.coldSends.memory, snapshot.coldSends.file].enumerated() {
+            coldSends[index].increment(by: Int64(max(0, total - coldBefore[index])))
         }
         let readsBefore = previous.withLockedValue { previous in
             defer { previous.memoryTierReads = max(previous.memoryTierReads, snapshot.memoryTier.reads) }
