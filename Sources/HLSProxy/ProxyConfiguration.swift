@@ -67,7 +67,7 @@ package struct ProxyConfiguration: Sendable {
     /// than this many bytes of other large bodies were sent (from memory or file) since it last went from memory
     /// (``MemoryTier/warmBytes``).
     package var memoryWarmBytes: Int = MemoryTier.defaultWarmBytes
-    /// How a cold large copy is sent (`cache.memoryColdSends`): by what each way was measured to cost, or always one.
+    /// How a cold large copy is sent (`cache.memoryColdSends`): by the load (``ColdSendMode/auto``), or always one way.
     package var memoryColdSends: ColdSendMode = .auto
     /// Request heads each event loop remembers with their answers at most (``ReplayedExchanges``); tests make it small.
     package var replayedHeadsPerLoop: Int = ReplayedExchanges.defaultMaxEntries
