@@ -9,8 +9,9 @@
 /// against ~1,450–1,530 with `sendfile` (`Benchmarks/send-ways.sh`). With many large bodies in flight the copies are
 /// pushed out of the caches before they are read, and the sender's copy is a cost without a saving. Measured on the
 /// viewing benchmarks, in both roles: at 8 connections walking a library, copies served 10–18 % more hits than
-/// `sendfile`; at 64, `sendfile` was level or 10 % ahead (docs/benchmarks.md, issue 39). The server's own CPU per
-/// send, timed per way, did not tell these apart — it cannot see the receiver's share, and moved between runs.
+/// `sendfile`; at 64, `sendfile` was level or 10 % ahead (docs/benchmarks.md, issue 39). On a machine where copies
+/// cost more than `sendfile` machine-wide, the two were level at 8 connections (within ±6 %). The server's own CPU
+/// per send, timed per way, did not tell these apart — it cannot see the receiver's share, and moved between runs.
 package enum ColdSendMode: String, Sendable, CaseIterable {
     /// From memory while fewer than `cache.memoryLargeSends` other connections hold a large body (the copy is cold
     /// for not having been sent lately), from its file past that.

@@ -359,7 +359,11 @@ package final class ProxyMetrics: Sendable {
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
         let coldBefore = previous.withLockedValue { previous in
-            defer { previous.coldSends = [snapshot.coldSends.memory, snapshot.coldSends.file] }
+            defer {
+                previous.coldSends = [
+                    max(previous.coldSends[0], snapshot.coldSends.memory), max(previous.coldSends[1], snapshot.coldSends.file),
+                ]
+            }
             return previous.coldSends
         }
         for (index, total) in [snapshot.coldSends.memory, snapshot.coldSends.file].enumerated() {
