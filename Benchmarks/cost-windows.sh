@@ -28,17 +28,12 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/www/lib"
-python3 - "$work/www/lib" "$count" <<'PY'
-import os, sys
-for index in range(int(sys.argv[2])):
-    with open(f"{sys.argv[1]}/seg{index:05d}.ts", "wb") as f:
-        f.write(os.urandom(2 << 20))
-PY
+write_segments "$work/www/lib" "$count" $((2 << 20))
 origin_port=$(free_port)
 port=$(free_port)
 (cd "$work/www" && exec python3 -m http.server "$origin_port" --bind 127.0.0.1 >/dev/null 2>&1) &
 "$bin" serve --cache-dir "$work/cache" --listen "127.0.0.1:$port" >"$work/hlscache.log" 2>&1 &
-for _ in $(seq 1 600); do curl -fsS -o /dev/null "http://127.0.0.1:$port/metrics" 2>/dev/null && break; sleep 0.1; done
+wait_healthy "http://127.0.0.1:$port/metrics"
 prefix="/http/127.0.0.1:$origin_port"
 # Misses, then hits: the tier reads in what it admits.
 for _ in 1 2 3; do
@@ -80,7 +75,9 @@ print(f"{len(costs)} windows of {window}s: busy clock ticks per MiB median {stat
 print(f"adjacent windows, relative difference: sd {statistics.pstdev(pairs):.3f} over {len(pairs)} pairs")
 print(f"per window: median {statistics.median(mib):.0f} MiB on loopback, {statistics.median(ticks)} busy ticks")
 PY
-wait "$wrk_pid" || true
-grep -E "Requests/sec|Non-2xx|Socket errors" "$work/wrk.out"
+wait "$wrk_pid" || { echo "FAIL: wrk failed" >&2; cat "$work/wrk.out" >&2; exit 1; }
+grep -E "Requests/sec" "$work/wrk.out"
+# Errors make the windows' figures meaningless: the run fails.
+if grep -E "Non-2xx|Socket errors" "$work/wrk.out"; then echo "FAIL: wrk saw errors" >&2; exit 1; fi
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^hlscache_memory_(tier_objects|cold_sends_total)' || true
 echo "load at the end: $(cut -d" " -f1-3 /proc/loadavg)"

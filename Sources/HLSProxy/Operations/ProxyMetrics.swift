@@ -61,7 +61,8 @@ package final class ProxyMetrics: Sendable {
     private struct Previous {
         var connectionWaits = 0
         var memoryTierReads = 0
-        var coldSends = [0, 0]
+        var coldFromMemory = 0
+        var coldFromFile = 0
         var keyStatistics = KeyStatistics()
         var downloadStates: [String: Gauge] = [:]
     }
@@ -347,6 +348,16 @@ package final class ProxyMetrics: Sendable {
         var originConnectionWaits: (total: Int, waiting: Int)?
     }
 
+    /// Adds to `counter` what `total`, a running total read off the server, grew by past the largest total seen
+    /// before at `key` (two scrapes racing may read their totals in either order: the counter never counts twice).
+    private func advance(_ counter: Counter, to total: Int, at key: WritableKeyPath<Previous, Int>) {
+        let before = previous.withLockedValue { previous in
+            defer { previous[keyPath: key] = max(previous[keyPath: key], total) }
+            return previous[keyPath: key]
+        }
+        counter.increment(by: Int64(max(0, total - before)))
+    }
+
     func update(_ snapshot: Snapshot) {
         activeConnections.set(Int64(snapshot.activeConnections))
         originFetchesInFlight.set(Int64(snapshot.originFetchesInFlight))
@@ -358,29 +369,12 @@ package final class ProxyMetrics: Sendable {
         memoryTierObjects.set(Int64(snapshot.memoryTier.objects))
         memoryLargeSends.set(Int64(snapshot.memoryTier.largeSends))
         memoryTierCapacity.set(Int64(snapshot.memoryTier.capacity))
-        let coldBefore = previous.withLockedValue { previous in
-            defer {
-                previous.coldSends = [
-                    max(previous.coldSends[0], snapshot.coldSends.memory), max(previous.coldSends[1], snapshot.coldSends.file),
-                ]
-            }
-            return previous.coldSends
-        }
-        for (index, total) in [snapshot.coldSends.memory, snapshot.coldSends.file].enumerated() {
-            coldSends[index].increment(by: Int64(max(0, total - coldBefore[index])))
-        }
-        let readsBefore = previous.withLockedValue { previous in
-            defer { previous.memoryTierReads = max(previous.memoryTierReads, snapshot.memoryTier.reads) }
-            return previous.memoryTierReads
-        }
-        memoryTierReads.increment(by: Int64(max(0, snapshot.memoryTier.reads - readsBefore)))
+        advance(coldSends[0], to: snapshot.coldSends.memory, at: \.coldFromMemory)
+        advance(coldSends[1], to: snapshot.coldSends.file, at: \.coldFromFile)
+        advance(memoryTierReads, to: snapshot.memoryTier.reads, at: \.memoryTierReads)
         if let free = snapshot.diskFree { cacheDiskFree.set(free) }
         if let waits = snapshot.originConnectionWaits {
-            let waitsBefore = previous.withLockedValue { previous in
-                defer { previous.connectionWaits = max(previous.connectionWaits, waits.total) }
-                return previous.connectionWaits
-            }
-            originConnectionWaits.increment(by: Int64(max(0, waits.total - waitsBefore)))
+            advance(originConnectionWaits, to: waits.total, at: \.connectionWaits)
             originRequestsWaiting.set(Int64(waits.waiting))
         }
         let keys = snapshot.keys
