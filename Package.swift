@@ -155,7 +155,7 @@ let package = Package(
         .target(
             name: "HLSTestSupport",
             dependencies: [
-                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore", "CZlib",
+                "HLSProxy", "HLSDownloader", "HLSKeys", "HLSOrigin", "HLSCacheStore", "HLSCacheCore", "HLSCrypto", "CZlib",
                 .product(name: "Logging", package: "swift-log"),
             ] + nio,
             path: "Tests/HLSTestSupport",

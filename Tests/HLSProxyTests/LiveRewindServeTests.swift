@@ -3,9 +3,10 @@ import HLSPlaylist
 import HLSTestSupport
 import Testing
 
-/// Time-shift for viewers (`live.rewindWindow`, docs/fetch.md#live) against a real live origin: ffmpeg writing AES-128
-/// HLS in real time, a key every 4 segments, deleting each segment once out of its 4-segment window. Every wait is
-/// for an event, with a generous bound.
+/// Time-shift for viewers (`live.rewindWindow`, docs/fetch.md#live) against a live origin of real segments
+/// (``SteppedLiveStream``): AES-128, a key every 4 segments, each segment deleted once out of its 4-segment window.
+/// The channel moves a segment a second once the viewer holds its window, so a loaded machine slows it down instead
+/// of leaving holes in what the viewer stored. Every wait is for an event, with a generous bound.
 @Suite(.serialized) struct LiveRewindServeTests {
     /// A viewer watches through the plain URL, so the server stores the segments; `/rewind/…` then lists, before the
     /// origin's window, segments the origin no longer lists (nor has), and ffmpeg decodes every one of their frames
@@ -15,10 +16,9 @@ import Testing
         let root = LiveRecordingTests.temporary("live-rewind")
         defer { if ProcessInfo.processInfo.environment["KEEP_LIVE_TEST"] == nil { try? FileManager.default.removeItem(at: root) } }
         let listSize = 4
-        let stream = try LiveStream(in: root.appendingPathComponent("origin"), listSize: listSize, rotateKeysEvery: 4)
+        let stream = try await SteppedLiveStream(in: root.appendingPathComponent("origin"), listSize: listSize, rotateKeysEvery: 4)
         let origin = TestOrigin(root: stream.dir)
         try await origin.start()
-        try await LiveRecordingTests.waitUntil("the live playlist") { LiveRecordingTests.originSegments(stream.dir).count >= 2 }
         let config = root.appendingPathComponent("hlscache.yaml")
         try Data("live:\n  rewindWindow: 10m\n".utf8).write(to: config)
         let (serve, base) = try await ServeShutdownTests.serve(
@@ -28,12 +28,13 @@ import Testing
 
         let plainPath = "/http/127.0.0.1:\(origin.port)/live.m3u8"
         let viewed = LiveRecordingTests.Seen()
+        stream.step { _ in Set(stream.window).isSubset(of: viewed.get()) }
         let viewer = Task { try await LiveRecordingTests.watch(base + plainPath, base: base, seen: viewed) }
-        // Three windows' worth watched: two of them have left the origin's playlist.
-        // The viewer goes on watching until the rewind request: a rewind lists the unbroken run of held segments
-        // right before the window, and on a slow machine the window may move on for a while before the checks
-        // below are done (the segments it moves past must still have been fetched by someone).
+        // Three windows' worth watched: two of them have left the origin's playlist. Then the channel holds still
+        // (live, no end) for the checks, and the viewer fetches the whole window it stopped at.
         try await LiveRecordingTests.waitUntil("the viewer watching 12 segments") { viewed.get().count >= 12 }
+        stream.hold()
+        try await LiveRecordingTests.waitUntil("the viewer holding the window") { Set(stream.window).isSubset(of: viewed.get()) }
 
         // The plain URL: the origin's window as the origin wrote it (only URIs rewritten), whichever reading it is.
         var plainMatched = false
@@ -49,32 +50,17 @@ import Testing
         #expect(plainMatched, "the plain URL is the origin's window: \(lastPlain)")
         #expect(try Playlist(lastPlain).media().segments.count == 4)
 
-        // The rewind URL: the same window, after the segments held from before it. A viewer on a loaded machine can
-        // fall a whole window behind and miss segments (the run a rewind lists stops at such a hole); it goes on
-        // watching, so the run behind the window grows again: asked until it reaches 4 segments the origin no longer
-        // lists (a bound, not a measurement).
-        var text = ""
-        var media = try Playlist("#EXTM3U\n#EXT-X-TARGETDURATION:1\n").media()
-        var windowNow: [Segment] = []
-        let deadline = ContinuousClock.now + .seconds(300)
-        repeat {
-            let rewind = try await LiveRecordingTests.http(base + "/rewind" + plainPath)
-            #expect(rewind.status == 200)
-            text = String(decoding: rewind.body, as: UTF8.self)
-            media = try Playlist(text).media()
-            // The origin's window is read after the answer, so it may have moved on a segment or two since: the
-            // answer is complete when it holds four segments before that window *and* the window it was given (the
-            // four older ones alone can be three held ones and the first of a window that has moved on since).
-            windowNow = LiveRecordingTests.originSegments(stream.dir)
-            let first = windowNow.first?.mediaSequence ?? 0
-            if media.segments.filter({ $0.mediaSequence < first }).count >= 4 && media.segments.count >= 8 { break }
-            try await Task.sleep(for: .milliseconds(250))
-        } while ContinuousClock.now < deadline
+        // The rewind URL: the same window, after every segment the viewer stored since it joined (the unbroken run
+        // of held segments right before the window): at least 12 in all.
+        let rewind = try await LiveRecordingTests.http(base + "/rewind" + plainPath)
+        #expect(rewind.status == 200)
+        let text = String(decoding: rewind.body, as: UTF8.self)
+        let media = try Playlist(text).media()
         viewer.cancel()
         _ = await viewer.result
-        let windowStart = windowNow.first?.mediaSequence ?? 0
+        let windowStart = LiveRecordingTests.originSegments(stream.dir).first?.mediaSequence ?? 0
         let oldest = try #require(media.segments.first)
-        #expect(media.isLive && media.segments.count >= 8, "\(text)")
+        #expect(media.isLive && media.segments.count >= 12, "\(text)")
         #expect(zip(media.segments, media.segments.dropFirst()).allSatisfy { $1.mediaSequence == $0.mediaSequence + 1 }, "\(text)")
         #expect(oldest.mediaSequence + 4 <= windowStart, "older than the origin's window: \(text)")
         let names = media.segments.map { String($0.uri.split(separator: "/").last!) }
@@ -85,13 +71,11 @@ import Testing
 
         // They play: the listed segments, through the proxy with their keys, in a playlist that ends (ffmpeg would
         // start a live one at its edge), decode frame for frame — 25 a segment.
-        await stream.stop()
+        try await stream.stop()
         let served = root.appendingPathComponent("served")
         try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
         // What the rewind added: the segments before the window of the playlist it was made from (its last
-        // `listSize`), each held when listed. Not "before the origin's window": that is read after the answer and may
-        // have moved on since, and a segment of the answer's own window — one a viewer that fell behind on a loaded
-        // machine had not fetched yet — was then counted as held and asked of the origin at playback (CI, once).
+        // `listSize`), each held when listed.
         let older = Array(media.segments.dropLast(listSize))
         let olderNames = older.map { String($0.uri.split(separator: "/").last!) }
         var keptLines: [Substring] = []
@@ -122,15 +106,15 @@ import Testing
         let olderPaths = Set(olderNames.map { "/" + $0 })
         let before = origin.requests.filter { olderPaths.contains($0.path) }.count
         let frames = try await FFmpeg.frameMD5(player.baseURL + "/rewind.m3u8")
-        #expect(older.count >= 4)
+        #expect(older.count >= 8)
         #expect(frames.count == older.count * 25, "\(frames.count) frames for \(older.count) segments")
         #expect(origin.requests.filter { olderPaths.contains($0.path) }.count == before, "played from the cache")
         let asked = origin.requests.filter { $0.path.hasPrefix("/seg") }
-        // Each segment the viewer got was asked of the origin once, polling `/rewind/…` or not (the same playlist: no
-        // variant switch for read-ahead, ReadAheadTests). One the viewer did not get — asked for after the origin had
-        // deleted it, when the test process stalled — is not counted: nothing was stored to share.
-        let viewerPaths = Set(viewed.get().map { "/" + $0 })
-        let twice = Dictionary(grouping: asked.filter { viewerPaths.contains($0.path) }, by: \.path).filter { $0.value.count > 1 }
+        // Each segment was asked of the origin once, polling `/rewind/…` or not (the same playlist: no variant switch
+        // for read-ahead, ReadAheadTests), and the viewer got every one the channel listed.
+        let twice = Dictionary(grouping: asked, by: \.path).filter { $0.value.count > 1 }
+        let listed = Set((0...stream.newest).map { String(format: "seg%05d.ts", $0) })
+        #expect(listed.isSubset(of: viewed.get()), "the viewer missed \(listed.subtracting(viewed.get()).sorted())")
         #expect(
             twice.isEmpty,
             Comment(
@@ -150,7 +134,7 @@ import Testing
     @Test func aRewoundMultivariantPlaylistPointsEveryRenditionAtItsRewindURL() async throws {
         let root = LiveRecordingTests.temporary("live-rewind-master")
         defer { try? FileManager.default.removeItem(at: root) }
-        let stream = try LiveStream(in: root.appendingPathComponent("origin"), listSize: 4, rotateKeysEvery: 4)
+        let stream = try await SteppedLiveStream(in: root.appendingPathComponent("origin"), listSize: 4, rotateKeysEvery: 4)
         // Played by ffmpeg: one variant. Read only: a rendition and an I-frame playlist besides.
         try Data("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x90\nlive.m3u8\n".utf8)
             .write(to: stream.dir.appendingPathComponent("master.m3u8"))
@@ -166,7 +150,6 @@ import Testing
         ).write(to: stream.dir.appendingPathComponent("renditions.m3u8"))
         let origin = TestOrigin(root: stream.dir)
         try await origin.start()
-        try await LiveRecordingTests.waitUntil("the live playlist") { LiveRecordingTests.originSegments(stream.dir).count >= 2 }
         let config = root.appendingPathComponent("hlscache.yaml")
         try Data("live:\n  rewindWindow: 10m\n".utf8).write(to: config)
         let (serve, base) = try await ServeShutdownTests.serve(
@@ -175,6 +158,7 @@ import Testing
 
         let proxied = "/http/127.0.0.1:\(origin.port)/"
         let viewed = LiveRecordingTests.Seen()
+        stream.step { _ in Set(stream.window).isSubset(of: viewed.get()) }
         let viewer = Task { try await LiveRecordingTests.watch(base + proxied + "live.m3u8", base: base, seen: viewed) }
         try await LiveRecordingTests.waitUntil("the viewer watching 12 segments") { viewed.get().count >= 12 }
         // No new segments from here on, and no EXT-X-ENDLIST: the playlist stays live, its list fixed; the viewer

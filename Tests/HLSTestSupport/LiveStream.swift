@@ -63,20 +63,9 @@ package final class LiveStream: @unchecked Sendable {
         _ = rename(info.path, dir.appendingPathComponent("keyinfo.txt").path)
     }
 
-    /// Freezes the channel (SIGSTOP to ffmpeg): its playlist and segments stay as they are until ``resume()``. ffmpeg
-    /// reads in real time by the wall clock, so on resuming it writes the segments it owes at once, one after another.
-    package func pause() {
-        process.signal(SIGSTOP)
-    }
-
-    package func resume() {
-        process.signal(SIGCONT)
-    }
-
     /// Ends the stream as an encoder does: ffmpeg finishes its segment and writes `EXT-X-ENDLIST`.
     package func stop() async {
         stopped.value = true
-        process.signal(SIGCONT)
         process.signal(SIGINT)
         await process.waitForExit()
     }
