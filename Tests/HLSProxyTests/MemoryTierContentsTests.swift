@@ -45,6 +45,37 @@ import Testing
         #expect(contents.totalCost == Self.mebibyte && contents.count == 1)
     }
 
+    /// Bytes held outside the entries (copies being read in, evicted copies still being sent) count against the bound:
+    /// room made for a read evicts for it before it starts, and an insert beside such bytes evicts as much more.
+    @Test func bytesOutsideTheEntriesCountAgainstTheBound() {
+        var contents = Self.contents(maxBytes: 10 * Self.mebibyte, smallBudget: 0)
+        let cost = 2 * Self.mebibyte
+        for index in 0..<5 {
+            for _ in 0..<2 { contents.recordRequest(Self.key("s\(index).ts"), now: 0) }
+            let inserted = contents.insert("s\(index)", forKey: Self.key("s\(index).ts"), cost: cost, now: 0)
+            #expect(inserted)
+        }
+        #expect(contents.totalCost == 10 * Self.mebibyte)
+        // A sixth, asked for more often, beside 2 MiB being read in elsewhere: room for both before its read.
+        for _ in 0..<4 { contents.recordRequest(Self.key("new.ts"), now: 0) }
+        let room = contents.makeRoom(for: Self.key("new.ts"), cost: cost, outside: cost)
+        #expect(room)
+        #expect(contents.totalCost == 6 * Self.mebibyte, "two evicted: the read and the other bytes fit beside the rest")
+        #expect(contents.peekValue(forKey: Self.key("s0.ts")) == nil && contents.peekValue(forKey: Self.key("s1.ts")) == nil)
+        // Read in, it enters beside the other 2 MiB without evicting more.
+        let entered = contents.insert("new", forKey: Self.key("new.ts"), cost: cost, now: 0, outside: cost)
+        #expect(entered)
+        #expect(contents.totalCost == 8 * Self.mebibyte && contents.count == 4)
+        // Beside 6 MiB outside, an object asked for less than what it would evict does not enter, nor does one larger
+        // than the bound leaves room for.
+        #expect(!contents.admits(Self.key("s0.ts"), cost: cost, outside: 6 * Self.mebibyte))
+        for _ in 0..<9 { contents.recordRequest(Self.key("hot.ts"), now: 0) }
+        #expect(!contents.admits(Self.key("hot.ts"), cost: 5 * Self.mebibyte, outside: 6 * Self.mebibyte))
+        let hot = contents.insert("hot", forKey: Self.key("hot.ts"), cost: cost, now: 0, outside: 6 * Self.mebibyte)
+        #expect(hot)
+        #expect(contents.totalCost == 4 * Self.mebibyte, "\(contents.totalCost)")
+    }
+
     /// 40 segments of 2 MiB in turn through a 64 MiB tier (the first workload): LRU read each one in just
     /// before evicting it and hit none. Here a stable part stays, the rest is sent from files, and after the first
     /// passes nothing more is read in.

@@ -518,6 +518,54 @@ import Testing
         #expect(harness.origin.requests(matching: "/big.ts").count == 1)
     }
 
+    /// A copy evicted while a client still holds it for a large send (it has not read its answer) counts against the
+    /// tier's bound until the client asks again: another large object asked for meanwhile is not read in where the
+    /// bound has no room left beside it, and enters once the client has asked again and the copy is freed.
+    @Test func anEvictedCopyStillBeingSentCountsAgainstTheBound() async throws {
+        let harness = try await ProxyHarness.start(serving: FileManager.default.temporaryDirectory) { configuration in
+            configuration.memoryCacheBytes = 3 << 20
+            configuration.memoryMaxObjectBytes = (2 << 20) + 4096
+            configuration.sendTimeout = .seconds(3600)  // a client that does not read is not closed by the server
+        }
+        defer { Task { await harness.shutdown() } }
+        let memory = harness.server.services.memory
+        let body = randomBytes(2 << 20)
+        harness.origin.setBody(body, contentType: "video/mp2t", for: "/big.ts")
+        let other = randomBytes(2 << 20)
+        harness.origin.setBody(other, contentType: "video/mp2t", for: "/other.ts")
+        let url = harness.url("/big.ts")
+        _ = try await harness.get(url)
+        try await harness.waitForIdle()
+        let object = try await Self.warm(harness, url, "/big.ts")
+        _ = try await harness.get(url, method: .HEAD)  // the test client's connection asks again: not counted
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 0 })
+
+        // A client is sent the copy and does not read it; the store evicts the object meanwhile.
+        let path = "/http/127.0.0.1:\(harness.origin.port)/big.ts"
+        let stalled = try StalledClient(port: harness.port, request: Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        defer { stalled.close() }
+        #expect(try await Self.eventually { memory.largeSendsInFlight == 1 })
+        memory.remove([object.key])
+        let cost = (2 << 20) + MemoryTier.entryOverhead
+        #expect(memory.usage.bytes == 0 && memory.bytesOutside == cost, "\(memory.usage), outside \(memory.bytesOutside)")
+
+        // Another 2 MiB object, asked for again and again: 2 MiB + 2 MiB would pass the 3 MiB bound, so it is not read.
+        let otherURL = harness.url("/other.ts")
+        _ = try await harness.get(otherURL)
+        try await harness.waitForIdle()
+        let readsBefore = memory.reads
+        for _ in 0..<4 { #expect(sameBytes(try await harness.get(otherURL).body, other)) }
+        #expect(memory.reads == readsBefore && memory.usage.count == 0, "read in beside the copy still being sent")
+
+        // The client reads its answer (the copy's bytes) and asks again: the copy is freed, and the other enters.
+        let answer = try await stalled.readResponse()
+        #expect(answer.count > body.count && sameBytes(Array(answer.suffix(body.count)), body))
+        try stalled.send(Array("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        #expect(try await Self.eventually { memory.bytesOutside == 0 }, "outside \(memory.bytesOutside)")
+        _ = try await Self.warm(harness, otherURL, "/other.ts")
+        #expect(memory.usage.bytes + memory.bytesOutside <= 3 << 20)
+    }
+
     /// A held copy asked for while the large sends are taken (its requests take the file) is still in use: it keeps
     /// its place against an object asked for less. Left unmarked by those requests, it counted as idle once the tier
     /// had been in use for `MemoryTier.idleAfter`, and the first object asked for twice took its place.

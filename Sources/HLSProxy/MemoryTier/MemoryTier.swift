@@ -19,7 +19,9 @@ import Synchronization
 ///   decision is taken before the object is read, and the read runs on the thread pool, never on a request's path:
 ///   a hit that misses the tier is sent from its file at once, and an object that would not enter is never read.
 ///   Larger objects never enter: memory never grows with the size of an object.
-/// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry).
+/// - **Bounds:** ``maxBytes`` in all (the bodies plus a fixed overhead per entry), counting with the entries the copies
+///   being read in (room is made for a copy before its read starts) and evicted copies a connection still holds for a
+///   large send (``LargeSendHold``): what the process holds for the tier never passes the bound.
 /// - **Validity:** an entry answers only for the version it was read from (same key, entity tag and size as the
 ///   store's current row, which the caller checks with ``CacheStore/touchIfUnchanged(_:)``), and only while the
 ///   object's file is still the file it was read from (``FileIdentity``: same inode, size and modification time):
@@ -87,6 +89,17 @@ final class MemoryTier: Sendable {
     private struct State {
         var entries: MemoryTierContents<MemoryObject>
         var loading: Set<CacheKey> = []
+        /// Bytes (costs) of the copies being read in: room was made for them.
+        var loadingBytes = 0
+    }
+
+    /// Bytes (costs) of the copies that entered and are still alive: held, or evicted and still held by a connection
+    /// for a large send (``LargeSendHold/keep(_:)``).
+    private let alive = MemoryObject.Alive()
+
+    /// Bytes the tier holds outside its entries: copies being read in, evicted copies still being sent (under the lock).
+    private func outside(_ state: State) -> Int {
+        max(0, alive.bytes - state.entries.totalCost) + state.loadingBytes
     }
 
     private let state: NIOLockedValueBox<State>
@@ -236,6 +249,8 @@ final class MemoryTier: Sendable {
             coldFromMemory.wrappingAdd(1, ordering: .relaxed)
         }
         entry.lastSent.store(largeBytesSent.wrappingAdd(Int(object.size), ordering: .relaxed).newValue, ordering: .relaxed)
+        // Kept until the connection's next request or its end: evicted meanwhile, it still counts against the bound.
+        connection.keep(entry)
         return entry.body
     }
 
@@ -308,27 +323,35 @@ final class MemoryTier: Sendable {
                 || (maxLargeSends > 0 && (largeSends.load(ordering: .relaxed) <= maxLargeSends || coldSends.fromMemory(crowded: true)))
         else { return }
         let cost = Int(object.size) + Self.entryOverhead
+        // Room is made before the read: the copy counts against the bound while it is read in.
         let start = state.withLockedValue { state -> Bool in
             if let held = state.entries.peekValue(forKey: object.key), held.etag == object.etag, held.size == object.size { return false }
             guard state.loading.count < Self.maxLoads, !state.loading.contains(object.key),
-                state.entries.admits(object.key, cost: cost)
+                state.entries.makeRoom(for: object.key, cost: cost, outside: outside(state))
             else { return false }
             state.loading.insert(object.key)
+            state.loadingBytes += cost
             return true
         }
         guard start else { return }
         loadsStarted.wrappingAdd(1, ordering: .relaxed)
         threadPool.submit { [self] work in
-            defer { state.withLockedValue { _ = $0.loading.remove(object.key) } }
             let relative = objects.flatMap { object.path.hasPrefix($0.prefix) ? String(object.path.dropFirst($0.prefix.utf8.count)) : nil }
             let readAt = now()
-            guard work == .active, let loaded = MemoryObject.read(object, relativePath: relative, at: readAt) else { return }
+            var loaded: MemoryObject?
             // Still the store's version (not replaced, evicted or expired while it was read)?
-            guard store.isCurrent(object) else { return }
-            // Just read: warm.
-            loaded.lastSent.store(largeBytesSent.load(ordering: .relaxed), ordering: .relaxed)
+            if work == .active, let read = MemoryObject.read(object, relativePath: relative, at: readAt, cost: cost), store.isCurrent(object) {
+                // Just read: warm.
+                read.lastSent.store(largeBytesSent.load(ordering: .relaxed), ordering: .relaxed)
+                loaded = read
+            }
             state.withLockedValue { state in
-                _ = state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds)
+                state.loading.remove(object.key)
+                state.loadingBytes -= cost
+                guard let loaded,
+                    state.entries.insert(loaded, forKey: object.key, cost: cost, now: readAt.uptimeNanoseconds, outside: outside(state))
+                else { return }
+                loaded.entered(counting: alive)
             }
         }
     }
@@ -344,6 +367,12 @@ final class MemoryTier: Sendable {
     /// Bytes and entries held (`hlscache_memory_tier_bytes`, `hlscache_memory_tier_objects`, tests).
     var usage: (bytes: Int, count: Int) {
         state.withLockedValue { ($0.entries.totalCost, $0.entries.count) }
+    }
+
+    /// Bytes held outside the entries: copies being read in, evicted copies still held for a large send (tests). With
+    /// ``usage``, at most ``maxBytes``.
+    var bytesOutside: Int {
+        state.withLockedValue { outside($0) }
     }
 
     /// How often `object` was asked for lately, as the tier counts (tests).
@@ -371,6 +400,9 @@ final class MemoryTier: Sendable {
 /// again. Atomic: responses are mostly written on the connection's event loop, but nothing here depends on it.
 final class LargeSendHold: Sendable {
     private let held = Synchronization.Atomic<Bool>(false)
+    /// The copy last sent from memory while held: alive until the hold is let go, it counts in the tier's bound even
+    /// when evicted meanwhile (``MemoryObject/Alive``).
+    private let sending = NIOLockedValueBox<MemoryObject?>(nil)
     /// The event loop the connection is served on, told when the hold is taken and let go (nil: tests, or a
     /// connection without one — then as if it carried only large sends; asked off its loop, as if it did not).
     private let loop: LoopYield?
@@ -395,8 +427,16 @@ final class LargeSendHold: Sendable {
     /// Marks it free; true if it was held (stop counting it). Called on the connection's loop.
     func release() -> Bool {
         let released = held.load(ordering: .relaxed) && held.exchange(false, ordering: .relaxed)
-        if released { loop?.largeHolderChanged(by: -1) }
+        if released {
+            loop?.largeHolderChanged(by: -1)
+            sending.withLockedValue { $0 = nil }
+        }
         return released
+    }
+
+    /// Keeps `object` (being sent from memory) until the hold is let go.
+    func keep(_ object: MemoryObject) {
+        sending.withLockedValue { $0 = object }
     }
 }
 
@@ -410,12 +450,26 @@ final class MemoryObject: Sendable {
     let body: ByteBuffer
     /// When ``file`` was last found to be what the object's path names (``NIODeadline/uptimeNanoseconds``).
     let checkedAt: Synchronization.Atomic<UInt64>
+    /// What it counts against the tier's bound (body and overhead).
+    let cost: Int
+    /// Where it is counted from the moment it enters the tier until it is freed (``entered(counting:)``).
+    private let counted = NIOLockedValueBox<Alive?>(nil)
+
+    /// The bytes (costs) of the copies that entered the tier and are still alive, wherever they are held.
+    final class Alive: Sendable {
+        private let total = Synchronization.Atomic<Int>(0)
+        var bytes: Int { total.load(ordering: .relaxed) }
+        fileprivate func add(_ bytes: Int) { total.wrappingAdd(bytes, ordering: .relaxed) }
+    }
     /// Where the tier's count of large bytes sent stood after this body last went from memory, or when it was read in
     /// (``MemoryTier/warmBytes``).
     let lastSent = Synchronization.Atomic<Int>(0)
 
-    private init(etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer, checkedAt: NIODeadline) {
+    private init(
+        etag: String, size: Int64, file: FileIdentity, relativePath: String?, body: ByteBuffer, checkedAt: NIODeadline, cost: Int
+    ) {
         self.checkedAt = Synchronization.Atomic(checkedAt.uptimeNanoseconds)
+        self.cost = cost
         self.etag = etag
         self.size = size
         self.file = file
@@ -423,9 +477,19 @@ final class MemoryObject: Sendable {
         self.body = body
     }
 
+    /// It entered the tier: counted in `alive` until freed.
+    func entered(counting alive: Alive) {
+        counted.withLockedValue { $0 = alive }
+        alive.add(cost)
+    }
+
+    deinit {
+        counted.withLockedValue { $0 }?.add(-cost)
+    }
+
     /// Reads `object`'s file whole (blocking: the thread pool's work). Nil when it cannot be read or is not of the
     /// object's size.
-    static func read(_ object: CachedObject, relativePath: String?, at time: NIODeadline) -> MemoryObject? {
+    static func read(_ object: CachedObject, relativePath: String?, at time: NIODeadline, cost: Int) -> MemoryObject? {
         let descriptor = open(object.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
@@ -447,7 +511,8 @@ final class MemoryObject: Sendable {
             return done
         }
         guard complete == size else { return nil }
-        return MemoryObject(etag: object.etag, size: object.size, file: file, relativePath: relativePath, body: buffer, checkedAt: time)
+        return MemoryObject(
+            etag: object.etag, size: object.size, file: file, relativePath: relativePath, body: buffer, checkedAt: time, cost: cost)
     }
 }
 

@@ -121,18 +121,32 @@ struct MemoryTierContents<Value> {
 
     // MARK: - Admission
 
-    /// Whether an object of `cost` bytes for `key` would enter now (``insert(_:forKey:cost:now:)`` decides again: the
-    /// contents may have changed while it was read).
-    func admits(_ key: CacheKey, cost: Int) -> Bool {
-        plan(for: key, cost: cost) != nil
+    /// Whether an object of `cost` bytes for `key` would enter now (``insert(_:forKey:cost:now:outside:)`` decides
+    /// again: the contents may have changed while it was read).
+    /// - Parameter outside: bytes of the tier's held outside the entries (copies being read in, evicted copies still
+    ///   being sent), which count against ``maxBytes`` too.
+    func admits(_ key: CacheKey, cost: Int, outside: Int = 0) -> Bool {
+        plan(for: key, cost: cost, outside: outside) != nil
     }
 
-    /// Puts `value` in for `key` if it is admitted now, evicting what must leave for it.
+    /// Evicts what must leave so that an object of `cost` bytes for `key` fits beside `outside` bytes, if it is
+    /// admitted now; its copy can then be read in without the tier's bytes going past ``maxBytes`` meanwhile (count
+    /// it in `outside` until it is inserted).
+    /// - Returns: whether it is admitted.
+    mutating func makeRoom(for key: CacheKey, cost: Int, outside: Int) -> Bool {
+        guard let plan = plan(for: key, cost: cost, outside: outside) else { return false }
+        for victim in plan.small { small.removeValue(forKey: victim) }
+        for victim in plan.large { large.removeValue(forKey: victim) }
+        return true
+    }
+
+    /// Puts `value` in for `key` if it is admitted now beside `outside` bytes held outside the entries, evicting what
+    /// must leave for it.
     /// - Returns: whether it entered.
     @discardableResult
-    mutating func insert(_ value: Value, forKey key: CacheKey, cost: Int, now: UInt64) -> Bool {
+    mutating func insert(_ value: Value, forKey key: CacheKey, cost: Int, now: UInt64, outside: Int = 0) -> Bool {
         advance(to: now)
-        guard let plan = plan(for: key, cost: cost) else { return false }
+        guard let plan = plan(for: key, cost: cost, outside: outside) else { return false }
         removeValue(forKey: key)
         for victim in plan.small { small.removeValue(forKey: victim) }
         for victim in plan.large { large.removeValue(forKey: victim) }
@@ -147,8 +161,9 @@ struct MemoryTierContents<Value> {
 
     private func isSmall(_ cost: Int) -> Bool { cost <= smallCost }
 
-    /// The entries to evict so that `key` (`cost` bytes) fits, or nil if it may not enter: asked for too rarely, too
-    /// large for its room, or not asked for more often than an entry it would have to evict.
+    /// The entries to evict so that `key` (`cost` bytes) fits beside `outside` bytes held outside the entries, or nil
+    /// if it may not enter: asked for too rarely, too large for its room, or not asked for more often than an entry it
+    /// would have to evict.
     ///
     /// Against an entry it would evict, the object is weighed on the requests it had *before* the one asking now (the
     /// caller counts that one first): an entry's count holds only requests that were made, and the entry's next
@@ -156,7 +171,7 @@ struct MemoryTierContents<Value> {
     /// popular than the least recent entry — the one asked for longest ago, whose next request is due — and a loop
     /// read each object in just before evicting it, as plain LRU does
     /// (`MemoryTierContentsTests.viewersWalkingALoopOutOfStepStopReadingOnceSettled`).
-    private func plan(for key: CacheKey, cost: Int) -> (small: [CacheKey], large: [CacheKey])? {
+    private func plan(for key: CacheKey, cost: Int, outside: Int) -> (small: [CacheKey], large: [CacheKey])? {
         let frequency = sketch.frequency(key.hashValue)
         guard frequency >= Self.minimumFrequency, cost > 0 else { return nil }
         // What the object is weighed on against the entries it would evict.
@@ -173,14 +188,14 @@ struct MemoryTierContents<Value> {
             else { return nil }
             // Then the whole: small entries take what they need from large ones, whatever those are worth.
             let smallAfter = small.totalCost - heldSmall - smallVictims.freed + cost
-            let excess = smallAfter + large.totalCost - heldLarge - maxBytes
+            let excess = smallAfter + large.totalCost - heldLarge + outside - maxBytes
             let largeVictims = leastRecent(in: large, toFree: excess, excluding: key)
             return (smallVictims.keys, largeVictims)
         }
-        guard cost <= maxBytes - small.totalCost + heldSmall else { return nil }
+        guard cost + max(0, outside) <= maxBytes - small.totalCost + heldSmall else { return nil }
         guard
             let largeVictims = victims(
-                in: large, toFree: small.totalCost - heldSmall + large.totalCost - heldLarge + cost - maxBytes, excluding: key,
+                in: large, toFree: small.totalCost - heldSmall + large.totalCost - heldLarge + cost + outside - maxBytes, excluding: key,
                 frequency: earlier)
         else { return nil }
         return ([], largeVictims.keys)
