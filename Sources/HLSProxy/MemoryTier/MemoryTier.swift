@@ -340,7 +340,9 @@ final class MemoryTier: Sendable {
             let readAt = now()
             var loaded: MemoryObject?
             // Still the store's version (not replaced, evicted or expired while it was read)?
-            if work == .active, let read = MemoryObject.read(object, relativePath: relative, at: readAt, cost: cost), store.isCurrent(object) {
+            if work == .active, let read = MemoryObject.read(object, relativePath: relative, at: readAt, cost: cost),
+                store.isCurrent(object)
+            {
                 // Just read: warm.
                 read.lastSent.store(largeBytesSent.load(ordering: .relaxed), ordering: .relaxed)
                 loaded = read
