@@ -142,14 +142,10 @@ final class AdminHarness: Sendable {
         return Response(status: Int(response.status.code), headers: response.headers, body: body)
     }
 
-    /// Polls `check` every 50 ms until it returns a value, for at most `timeout` (a bound, not a measurement).
-    func eventually<T>(_ what: String, timeout: Duration = .seconds(120), _ check: () async throws -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let value = try await check() { return value }
-            guard ContinuousClock.now < deadline else { throw TestFailure(description: "timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+    /// Polls `check` every 50 ms until it returns a value, for at most `timeout` (a bound, not a measurement): the
+    /// shared ``HLSTestSupport/eventually(_:timeout:interval:_:)``.
+    func eventually<T>(_ what: String, timeout: Duration = .seconds(300), _ check: () async throws -> T?) async throws -> T {
+        try await HLSTestSupport.eventually(what, timeout: timeout, interval: .milliseconds(50), check)
     }
 
     private let stopped = NIOLockedValueBox(false)

@@ -147,13 +147,9 @@ struct WebhookOutboxTests {
         await again.value
     }
 
-    /// Polls `check` every 20 ms until it returns a value, for at most 60 s (a bound, not a measurement).
+    /// Polls `check` every 20 ms until it returns a value, for at most 300 s (a bound, not a measurement): the shared
+    /// ``HLSTestSupport/eventually(_:timeout:interval:_:)``.
     static func eventually<T>(_ what: String, _ check: () throws -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            if let value = try check() { return value }
-            guard ContinuousClock.now < deadline else { throw TestFailure(description: "timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await HLSTestSupport.eventually(what) { try check() }
     }
 }

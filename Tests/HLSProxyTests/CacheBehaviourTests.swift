@@ -353,7 +353,7 @@ import Testing
         #expect(harness.server.services.fetches.count == 1, "the whole file is still being fetched")
         // The whole file is filled in the background and becomes a hit.
         harness.origin.releasePattern("/other.ts")
-        try await harness.waitForIdle(timeout: .seconds(60))
+        try await harness.waitForIdle()
         let hit = try await harness.get(harness.url("/other.ts"))
         #expect(hit.headers.first(name: "X-Cache") == "HIT")
         #expect(sameBytes(hit.body, Array(TestPattern.bytes(at: 0, count: Int(size)).readableBytesView)))

@@ -36,9 +36,9 @@ import Testing
         return (try CacheStore.open(directory: directory.path, maxBytes: 1 << 30, freeDiskCushion: 0), directory)
     }
 
-    static func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    /// Waits for `condition` (a generous bound, not a measurement) and fails the test there if it never holds.
+    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+        try await HLSTestSupport.waitUntil(what, interval: .milliseconds(10)) { condition() }
     }
 
     static func read(_ file: GrowingFile, count: Int) throws -> [UInt8] {
@@ -64,7 +64,7 @@ import Testing
         let fill = CacheFill(
             store: store, key: key, expectedLength: 140, threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "c.ts",
             coalesceBytes: 100, events: { event in recorder.events.withLockedValue { $0.append(event) } })
-        try await Self.waitUntil { recorder.file != nil }
+        try await Self.waitUntil("the temp file opened") { recorder.file != nil }
         let file = try #require(recorder.file)
         let body = (0..<140).map { UInt8($0) }
         for part in 0..<3 { fill.append(ByteBuffer(bytes: body[(part * 30)..<(part * 30 + 30)])) }
@@ -72,12 +72,12 @@ import Testing
         #expect(try Self.read(file, count: 140).isEmpty)
         #expect(recorder.written == 0)
         fill.append(ByteBuffer(bytes: body[90..<120]))
-        try await Self.waitUntil { recorder.written == 120 }
+        try await Self.waitUntil("120 bytes written") { recorder.written == 120 }
         #expect(recorder.written == 120, "the batch of four chunks")
         #expect(try Self.read(file, count: 140) == Array(body[0..<120]))
         fill.append(ByteBuffer(bytes: body[120..<130]))
         fill.flush()
-        try await Self.waitUntil { recorder.written == 130 }
+        try await Self.waitUntil("130 bytes written") { recorder.written == 130 }
         #expect(recorder.written == 130, "flushed under the batch size")
         fill.append(ByteBuffer(bytes: body[130..<140]))
         let stored = NIOLockedValueBox<CachedObject?>(nil)
@@ -86,7 +86,7 @@ import Testing
             stored.withLockedValue { $0 = object }
             done.withLockedValue { $0 = true }
         }
-        try await Self.waitUntil { done.withLockedValue { $0 } }
+        try await Self.waitUntil("the commit") { done.withLockedValue { $0 } }
         #expect(stored.withLockedValue { $0?.size } == 140)
         #expect(try Self.read(file, count: 140) == body)
     }
@@ -128,7 +128,7 @@ import Testing
             store: store, key: key, expectedLength: 8, threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "a.ts",
             events: { event in recorder.events.withLockedValue { $0.append(event) } })
         fill.append(ByteBuffer(bytes: [1, 2, 3, 4]))
-        try await Self.waitUntil { recorder.written == 4 }
+        try await Self.waitUntil("4 bytes written") { recorder.written == 4 }
         let file = try #require(recorder.file)
         #expect(try Self.read(file, count: 8) == [1, 2, 3, 4])
         fill.append(ByteBuffer(bytes: [5, 6, 7, 8]))
@@ -138,7 +138,7 @@ import Testing
             stored.withLockedValue { $0 = object }
             done.withLockedValue { $0 = true }
         }
-        try await Self.waitUntil { done.withLockedValue { $0 } }
+        try await Self.waitUntil("the commit") { done.withLockedValue { $0 } }
         #expect(stored.withLockedValue { $0?.size } == 8)
         #expect(try Self.read(file, count: 8) == [1, 2, 3, 4, 5, 6, 7, 8], "the descriptor follows the file into the cache")
         #expect(!recorder.stopped)
@@ -155,7 +155,7 @@ import Testing
             store: store, key: CacheKey(try OriginURL("http://origin.test/b.ts")), expectedLength: nil, threadPool: NIOThreadPool.singleton,
             logger: Logger(label: "test"), label: "b.ts", events: { event in recorder.events.withLockedValue { $0.append(event) } })
         fill.append(ByteBuffer(bytes: [9, 9, 9]))
-        try await Self.waitUntil { recorder.written == 3 }
+        try await Self.waitUntil("3 bytes written") { recorder.written == 3 }
         fill.abort()
         #expect(recorder.stopped)
         let file = try #require(recorder.file)
@@ -185,7 +185,7 @@ import Testing
         // Chunks that straddle slice boundaries.
         fill.append(ByteBuffer(bytes: body[0..<7]))
         fill.append(ByteBuffer(bytes: body[7..<21]))
-        try await Self.waitUntil { recorder.written == 21 }
+        try await Self.waitUntil("21 bytes written") { recorder.written == 21 }
         #expect(recorder.events.withLockedValue { $0.contains { if case .opened(let file) = $0 { file is SlicedFile } else { false } } })
         let early = try #require(store.sliceSet(of: key, layout: layout))
         #expect(early.present == [0, 1, 2, 3, 4], "each whole slice committed at once")
@@ -194,7 +194,7 @@ import Testing
         fill.append(ByteBuffer(bytes: body[21..<50]))
         let done = NIOLockedValueBox(false)
         fill.commit(contentType: "video/mp4", kind: .segment, lastModified: nil) { _ in done.withLockedValue { $0 = true } }
-        try await Self.waitUntil { done.withLockedValue { $0 } }
+        try await Self.waitUntil("the commit") { done.withLockedValue { $0 } }
         let set = try #require(store.sliceSet(of: key, layout: layout))
         #expect(set.present == Set(0..<13))
         var stitched: [UInt8] = []
@@ -214,7 +214,7 @@ import Testing
             threadPool: NIOThreadPool.singleton, logger: Logger(label: "test"), label: "other.mp4",
             events: { event in recorder.events.withLockedValue { $0.append(event) } })
         stopped.append(ByteBuffer(bytes: body[0..<10]))
-        try await Self.waitUntil { store.sliceSet(of: other, layout: layout)?.present.count == 2 }
+        try await Self.waitUntil("two slices stored") { store.sliceSet(of: other, layout: layout)?.present.count == 2 }
         stopped.abort()
         #expect(store.sliceSet(of: other, layout: layout)?.present == [0, 1])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path).isEmpty)

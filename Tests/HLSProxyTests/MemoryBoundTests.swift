@@ -31,19 +31,13 @@ import Testing
         return (Int(response.status.code), count, matches, response.headers.first(name: "X-Cache"))
     }
 
-    /// Waits for `condition` with a generous bound (events, not timing, decide the outcome).
-    static func waitUntil(_ what: String, timeout: Duration = .seconds(120), _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while try await !condition() {
-            guard ContinuousClock.now < deadline else { throw WaitTimeout(what: what) }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+    /// Waits for `condition` with a generous bound (events, not timing, decide the outcome): the shared
+    /// ``HLSTestSupport/waitUntil(_:timeout:interval:_:)``, under the name the proxy's tests have long used.
+    static func waitUntil(_ what: String, timeout: Duration = .seconds(300), _ condition: () async throws -> Bool) async throws {
+        try await HLSTestSupport.waitUntil(what, timeout: timeout, condition)
     }
 
-    struct WaitTimeout: Error, CustomStringConvertible {
-        var what: String
-        var description: String { "timed out waiting for \(what)" }
-    }
+    typealias WaitTimeout = HLSTestSupport.WaitTimeout
 
     static func emptyDirectory() throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-memory-\(UUID().uuidString)")
@@ -136,7 +130,7 @@ import Testing
             #expect(result.matches)
         }
         #expect(harness.origin.requests(matching: "/big.ts").count == 1, "one origin request, no Range relay")
-        try await harness.waitForIdle(timeout: .seconds(120))
+        try await harness.waitForIdle()
         let stored = harness.store.lookup(try CacheKey(OriginURL(harness.originURL("/big.ts")), volatileParameters: []))
         #expect(stored?.size == Self.bigSize)
         #expect(harness.server.services.inFlight.used == 0)
@@ -152,7 +146,7 @@ import Testing
             port: harness.port, target: "/http/127.0.0.1:\(harness.origin.port)/live.ts", bodyBytes: 2 << 20)
         #expect(received.matches)
         try await Self.waitUntil("the origin to see its client go") { harness.origin.patternAbandonedCount("/live.ts") == 1 }
-        try await harness.waitForIdle(timeout: .seconds(60))
+        try await harness.waitForIdle()
         #expect(harness.server.services.fetches.count == 0)
         #expect(harness.store.lookup(try CacheKey(OriginURL(harness.originURL("/live.ts")), volatileParameters: [])) == nil)
         #expect(harness.server.services.inFlight.used == 0)
@@ -214,7 +208,7 @@ import Testing
         harness.origin.setFault(.noLength(chunk: 32 << 10), for: "/chunked.ts")
         let relayed = try await Self.fetchPattern(harness.client, harness.url("/chunked.ts"))
         #expect(relayed.status == 200 && relayed.count == Int64(size) && relayed.matches)
-        try await harness.waitForIdle(timeout: .seconds(60))
+        try await harness.waitForIdle()
         #expect(harness.store.lookup(try CacheKey(OriginURL(harness.originURL("/chunked.ts")), volatileParameters: [])) == nil)
     }
 
@@ -238,7 +232,7 @@ import Testing
                 #expect(result.0 == 200 && result.1 == size && result.2)
             }
         }
-        try await harness.waitForIdle(timeout: .seconds(60))
+        try await harness.waitForIdle()
         #expect(harness.server.services.inFlight.used == 0)
         let metrics = try await harness.get(harness.base + "/metrics")
         #expect(

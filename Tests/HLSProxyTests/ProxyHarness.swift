@@ -6,6 +6,7 @@ import HLSKeys
 import HLSOrigin
 import HLSTestSupport
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -21,6 +22,8 @@ final class ProxyHarness: Sendable {
     let originClient: OriginClient
     let client: HTTPClient
     let keys: KeyService
+    /// Whether ``shutdown()`` or ``stopKeepingOriginAndCache()`` ran.
+    private let stopped = NIOLockedValueBox(false)
 
     static func start(
         serving root: URL,
@@ -148,17 +151,18 @@ final class ProxyHarness: Sendable {
         return Response(status: Int(response.status.code), headers: response.headers, body: body)
     }
 
-    /// Waits until no origin download is in flight (background fills included).
-    func waitForIdle(timeout: Duration = .seconds(60)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while server.services.fetches.count > 0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+    /// Waits until no origin download is in flight (background fills included); throws if one still is after
+    /// `timeout` (a bound for a stuck download, not a measurement).
+    func waitForIdle(timeout: Duration = .seconds(300)) async throws {
+        try await waitUntil("no origin download in flight (\(server.services.fetches.count) left)", timeout: timeout) {
+            server.services.fetches.count == 0
         }
     }
 
     /// Stops the server and its clients, and keeps the origin running and the cache directory as they are: a
     /// restart is another harness started on the same origin with the same `cacheDirectory`.
     func stopKeepingOriginAndCache() async {
+        stopped.withLockedValue { $0 = true }
         try? await client.shutdown()
         try? await server.stop()
         try? await originClient.shutdown()
@@ -166,12 +170,30 @@ final class ProxyHarness: Sendable {
     }
 
     func shutdown() async {
+        stopped.withLockedValue { $0 = true }
+        await Self.shutdown(client: client, server: server, originClient: originClient, origin: origin, store: store, cacheDirectory)
+    }
+
+    private static func shutdown(
+        client: HTTPClient, server: ProxyServer, originClient: OriginClient, origin: TestOrigin, store: CacheStore, _ cacheDirectory: URL
+    ) async {
         try? await client.shutdown()
         try? await server.stop()
         try? await originClient.shutdown()
         await origin.stop()
         store.close()
         try? FileManager.default.removeItem(at: cacheDirectory)
+    }
+
+    /// A harness dropped without a shutdown (its test threw before the end: a wait that timed out, a request that
+    /// failed) is shut down in the background: the failure stays that test's, instead of AsyncHTTPClient trapping
+    /// on a client freed before its shutdown and taking the whole test process down.
+    deinit {
+        guard !stopped.withLockedValue({ $0 }) else { return }
+        let (client, server, originClient, origin, store, cacheDirectory) = (client, server, originClient, origin, store, cacheDirectory)
+        Task {
+            await Self.shutdown(client: client, server: server, originClient: originClient, origin: origin, store: store, cacheDirectory)
+        }
     }
 }
 

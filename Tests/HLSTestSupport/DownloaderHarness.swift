@@ -20,6 +20,8 @@ package final class DownloaderHarness: Sendable {
     package let downloader: Downloader
     package let keys: KeyService
     private let eventLog = NIOLockedValueBox<[DownloadEvent]>([])
+    /// Whether ``shutdown(keepingCache:)`` ran.
+    private let stopped = NIOLockedValueBox(false)
 
     package init(
         origin: TestOrigin, cacheDirectory: URL? = nil, maxBytes: Int64 = 1 << 30,
@@ -92,8 +94,18 @@ package final class DownloaderHarness: Sendable {
     }
 
     package func shutdown(keepingCache: Bool = false) async {
+        stopped.withLockedValue { $0 = true }
         try? await originClient.shutdown()
         store.close()
         if !keepingCache { try? FileManager.default.removeItem(at: cacheDirectory) }
+    }
+
+    /// A harness dropped without a shutdown (its test threw before the end) has its origin client shut down in the
+    /// background, its cache left as it is: the failure stays that test's, instead of AsyncHTTPClient trapping on a
+    /// client freed before its shutdown and taking the whole test process down.
+    deinit {
+        guard !stopped.withLockedValue({ $0 }) else { return }
+        let originClient = originClient
+        Task { try? await originClient.shutdown() }
     }
 }
