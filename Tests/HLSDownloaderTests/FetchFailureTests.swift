@@ -111,11 +111,11 @@ import Testing
         // Resources still in flight when the item failed are cancelled and their temp files removed as they wind
         // down (temp files are never served); wait for that, bounded, rather than racing it.
         let tmp = fetch.cacheDirectory.appendingPathComponent("tmp").path
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        try await waitUntil(
+            "the failed item's temp files to go (left: \((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []))"
+        ) {
+            try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty
         }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty, "a temp file outlived the failed item")
         await fetch.shutdown()
         await origin.stop()
     }

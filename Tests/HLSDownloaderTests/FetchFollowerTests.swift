@@ -15,7 +15,8 @@ import Testing
 
         var text: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
 
-        /// Waits for the child's exit, at most `seconds`; a child still running then is killed and reported.
+        /// Waits for the child's exit, at most `seconds` (a bound, not a measure: a debug binary under load can take
+        /// over a minute to start); a child still running then is killed and reported.
         func exit(within seconds: Int) async -> Int32? {
             let deadline = ContinuousClock.now + .seconds(seconds)
             while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
@@ -128,7 +129,7 @@ import Testing
 
         stallLastSegments(origin, false)
         let resume = try launch(["resume", "ZO"])
-        #expect(await resume.exit(within: 60) == 0, "resume takes the zombie's item over (it was refused: exit 8)")
+        #expect(await resume.exit(within: 180) == 0, "resume takes the zombie's item over (it was refused: exit 8)")
         #expect(try items.item("ZO")?.state == .cached)
         await owner.process.waitForExit()
         await origin.stop()
@@ -141,7 +142,7 @@ import Testing
         let owner = try await owner(url, id: "SI", items: items)
         let follower = try await follower(url, id: "SI")
         follower.process.interrupt()
-        #expect(await follower.exit(within: 60) == 130, "interrupted, as cli.md says for SIGINT (it exited 0)")
+        #expect(await follower.exit(within: 180) == 130, "interrupted, as cli.md says for SIGINT (it exited 0)")
         let item = try #require(try items.item("SI"))
         #expect(item.state == .downloading && item.ownerPID == owner.process.processIdentifier, "the owner goes on")
         owner.process.signal(SIGKILL)
@@ -156,9 +157,9 @@ import Testing
         let owner = try await owner(url, id: "RM", items: items)
         let follower = try await follower(url, id: "RM")
         let rm = try launch(["rm", "RM"])
-        #expect(await rm.exit(within: 60) == 0)
-        #expect(await owner.exit(within: 60) == 0, "the downloading fetch: removed meanwhile (it exited 7 unknownItem)")
-        #expect(await follower.exit(within: 60) == 0, "the following fetch too")
+        #expect(await rm.exit(within: 180) == 0)
+        #expect(await owner.exit(within: 180) == 0, "the downloading fetch: removed meanwhile (it exited 7 unknownItem)")
+        #expect(await follower.exit(within: 180) == 0, "the following fetch too")
         // `rm` moves the item to `deleted`, evicts, then forgets it: a fetch sees either the `deleted` row or no row.
         #expect(owner.text.contains("RM: removed") || owner.text.contains("RM: deleted"), "\(owner.text)")
         #expect(follower.text.contains("\"event\":\"done\"") && follower.text.contains("\"state\":\"deleted\""), "\(follower.text)")

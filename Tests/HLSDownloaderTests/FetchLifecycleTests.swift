@@ -18,16 +18,17 @@ import Testing
 
     @Test func pauseStopsTheDownloadAndResumeFinishesWithoutRefetching() async throws {
         let (origin, _) = try await start()
-        for index in 0..<3 { origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg00\(index).m4s") }
+        origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg000.m4s")
+        // The second segment stalls until the pause cancels it: the pause always interrupts a write and finds
+        // segments left, however slow the machine (a slowed but finite one could all be stored before the pause).
+        origin.setFault(.stallAfter(bytes: 4096), for: "/seg001.m4s")
+        origin.setFault(.slow(chunk: 4096, delay: .milliseconds(20)), for: "/seg002.m4s")
         let fetch = try DownloaderHarness(origin: origin) { $0.resourcesPerItem = 1 }
         defer { Task { await fetch.shutdown() } }
         try fetch.items.insert(DownloadItem(id: "p", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("p") }
         // Wait until at least one segment is stored, then pause.
-        let deadline = ContinuousClock.now + .seconds(90)
-        while (try fetch.items.item("p"))?.segmentsDone ?? 0 < 1 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntil("a stored segment") { (try fetch.items.item("p"))?.segmentsDone ?? 0 >= 1 }
         try fetch.downloader.pause("p")
         let paused = try await run.value
         #expect(paused.state == .paused)
@@ -57,9 +58,10 @@ import Testing
         await origin.stop()
     }
 
-    /// A pause under a rate limit does not wait for the limiter: at 512 B/s each 16 KiB batch after the first is
-    /// due 32 s after the one before, and the paused run must end without waiting for it (it used to, so `pause`
-    /// took up to a batch's time at the configured rate). The bound checked is far below that wait.
+    /// A pause under a rate limit does not wait for the limiter: at 16 B/s each 16 KiB batch after the first is
+    /// due 1,024 s after the one before, and the paused run must end without waiting for it (it used to, so `pause`
+    /// took up to a batch's time at the configured rate). The bound checked (300 s, generous for a loaded machine)
+    /// is far below that wait.
     @Test func aPauseUnderARateLimitDoesNotWaitForTheNextBatch() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-rate-pause-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -69,21 +71,17 @@ import Testing
         try Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }).write(to: dir.appendingPathComponent("seg0.ts"))
         let origin = TestOrigin(root: dir)
         try await origin.start()
-        let fetch = try DownloaderHarness(origin: origin) { $0.bytesPerSecond = 512 }
+        let fetch = try DownloaderHarness(origin: origin) { $0.bytesPerSecond = 16 }
         defer { Task { await fetch.shutdown() } }
         try fetch.items.insert(DownloadItem(id: "slow", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("slow") }
         // The segment is asked for; its first batch goes through the limiter's burst, the second waits its turn.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(!origin.requests(matching: "/seg0.ts").isEmpty)
+        try await waitUntil("the segment's request at the origin") { !origin.requests(matching: "/seg0.ts").isEmpty }
         try await Task.sleep(for: .milliseconds(500))
         let pausedAt = ContinuousClock.now
         try fetch.downloader.pause("slow")
-        let ended = await endedValue(of: run, within: .seconds(120))
-        #expect(ended?.state == .paused, "the run did not end within 120 s of the pause (\(ContinuousClock.now - pausedAt))")
+        let ended = await endedValue(of: run, within: .seconds(300))
+        #expect(ended?.state == .paused, "the run did not end within 300 s of the pause (\(ContinuousClock.now - pausedAt))")
         #expect(try fetch.stored("/seg0.ts") == nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: fetch.cacheDirectory.appendingPathComponent("tmp").path).isEmpty)
         await fetch.shutdown()
@@ -101,9 +99,7 @@ import Testing
         defer { Task { await fetch.shutdown() } }
         try fetch.items.insert(DownloadItem(id: "b", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("b") }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while try fetch.stored("/seg000.m4s") == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(try fetch.stored("/seg000.m4s") != nil)
+        try await waitUntil("the first segment stored", interval: .milliseconds(5)) { try fetch.stored("/seg000.m4s") != nil }
         #expect(try fetch.items.item("b")?.segmentsDone == 0, "not written yet: the interval has not passed")
         try fetch.downloader.pause("b")
         #expect(try await run.value.state == .paused)
@@ -168,12 +164,17 @@ import Testing
         let fetch = try DownloaderHarness(origin: origin, commitThreadPool: commits.pool) { $0.resourcesPerItem = 1 }
         try fetch.items.insert(DownloadItem(id: id, url: fetch.url("/index.m3u8"), locked: locked))
         let run = Task { try await fetch.downloader.run(id) }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !Self.media.allSatisfy({ !origin.requests(matching: $0).isEmpty }) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
+        let heldRun = HeldRun(origin: origin, commits: commits, fetch: fetch, run: run)
+        do {
+            try await waitUntil(
+                "every transfer to run (asked so far: \(origin.requests.map(\.path)))", interval: .milliseconds(5)
+            ) { Self.media.allSatisfy { !origin.requests(matching: $0).isEmpty } }
+        } catch {
+            commits.open()
+            Task { await heldRun.stop() }
+            throw error
         }
-        #expect(Self.media.allSatisfy { !origin.requests(matching: $0).isEmpty }, "every transfer ran: \(origin.requests.map(\.path))")
-        return HeldRun(origin: origin, commits: commits, fetch: fetch, run: run)
+        return heldRun
     }
 
     @Test func transfersDoNotWaitForCommitsAndNothingCountsBeforeItsCommit() async throws {
@@ -181,8 +182,9 @@ import Testing
         defer { Task { await held.stop() } }
         let fetch = held.fetch
         // Each body (smaller than a write batch) reaches tmp/ whole, in one write.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while try held.tempFiles.count < Self.media.count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try await waitUntil("every written body in tmp/ (there: \((try? held.tempFiles) ?? []))", interval: .milliseconds(5)) {
+            try held.tempFiles.count >= Self.media.count
+        }
         #expect(try held.tempFiles.count == Self.media.count, "the written bodies wait in tmp/")
         for path in Self.media { #expect(try fetch.stored(path) == nil, "\(path) is not committed while the commit thread is held") }
         #expect(try fetch.items.item("c")?.segmentsDone == 0, "a written body is not counted before its commit")
@@ -317,11 +319,11 @@ import Testing
         #expect(await scheduler.tick() == 2)
         #expect(await scheduler.tick() <= 2)
         let task = Task { await scheduler.run() }
-        let deadline = ContinuousClock.now + .seconds(60)
+        defer { task.cancel() }
         var maxActive = 0
-        while try fetch.items.items().contains(where: { $0.state != .cached }) && ContinuousClock.now < deadline {
+        try await waitUntil("every item to be run to its end", interval: .milliseconds(5)) {
             maxActive = max(maxActive, await scheduler.active.count)
-            try await Task.sleep(for: .milliseconds(5))
+            return try fetch.items.items().allSatisfy(\.state.isSettled)
         }
         task.cancel()
         await task.value

@@ -27,11 +27,7 @@ import Testing
     /// Waits (up to 300 s: in a full parallel test run at load 19, 60 s was once not enough) until the run asks for the
     /// stalled segment.
     private static func waitForTheSegmentRequest(_ origin: TestOrigin) async throws {
-        let deadline = ContinuousClock.now + .seconds(300)
-        while origin.requests(matching: "/seg0.ts").isEmpty && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(!origin.requests(matching: "/seg0.ts").isEmpty, "the run never asked for the segment")
+        try await waitUntil("the run to ask for the segment", timeout: .seconds(300)) { !origin.requests(matching: "/seg0.ts").isEmpty }
     }
 
     @Test func aPauseStopsThisProcessesRunAtOnce() async throws {

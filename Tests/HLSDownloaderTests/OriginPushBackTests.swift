@@ -6,11 +6,10 @@ import Testing
 
 /// An origin that answers 429 (or 503) gets half as many transfers at a time from that item for the rest of the run.
 @Suite struct OriginPushBackTests {
-    /// Waits for `condition`, bounded generously (the machine may be loaded; nothing here is timed).
+    /// Waits for `condition`, bounded generously (the machine may be loaded; nothing here is timed), and fails the
+    /// test there if it never holds.
     private static func wait(_ what: String, _ origin: TestOrigin, _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(120)
-        while try !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(try condition(), "never: \(what); the origin was asked for \(origin.requests(containing: "/").map(\.path))")
+        try await waitUntil("\(what); the origin was asked for \(origin.requests(containing: "/").map(\.path))") { try condition() }
     }
 
     @Test func a429HalvesTheTransfersAtATime() async throws {

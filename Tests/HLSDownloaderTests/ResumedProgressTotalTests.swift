@@ -48,10 +48,7 @@ import Testing
         origin.setFault(.stallAfter(bytes: 4096), for: "/seg001.m4s")
         try fetch.items.insert(DownloadItem(id: "t", url: fetch.url("/index.m3u8")))
         let run = Task { try await fetch.downloader.run("t") }
-        let deadline = ContinuousClock.now + .seconds(90)
-        while (try fetch.items.item("t"))?.segmentsDone ?? 0 < 1 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntil("a stored segment") { (try fetch.items.item("t"))?.segmentsDone ?? 0 >= 1 }
         try fetch.downloader.pause("t")
         let paused = try await run.value
         #expect(paused.state == .paused && paused.segmentsDone >= 1 && paused.segmentsDone < paused.segmentsTotal)
