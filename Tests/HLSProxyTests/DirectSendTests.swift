@@ -41,11 +41,17 @@ import Testing
             })
         harness.origin.setBody(big, contentType: "video/mp2t", for: "/big.ts")
         let url = harness.url("/big.ts")
-        _ = try await harness.get(url)
-        try await harness.waitForIdle()
-        if source == .memory {
-            let object = try await MemoryTierTests.warm(harness, url, "/big.ts")
-            try MemoryTierTests.scribble(over: object)
+        do {
+            _ = try await harness.get(url)
+            try await harness.waitForIdle()
+            if source == .memory {
+                let object = try await MemoryTierTests.warm(harness, url, "/big.ts")
+                try MemoryTierTests.scribble(over: object)
+            }
+        } catch {
+            // The caller never gets the harness to shut down.
+            await harness.shutdown()
+            throw error
         }
         sends.list.withLock { $0.removeAll() }
         return (harness, "/http/127.0.0.1:\(harness.origin.port)/big.ts")
@@ -120,9 +126,7 @@ import Testing
         defer { close(fd) }
         LoopbackSocket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: fd)
         // Nothing is read until the first answer was handed over.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while sends.all.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        let first = try #require(sends.all.first, "no direct send")
+        let first = try await eventually("a direct send", interval: .milliseconds(10)) { sends.all.first }
         #expect(first.sentAtOnce > 0 && first.sentAtOnce < first.total, "\(first): all taken at once by a client that reads nothing")
         let responses = try await Task.detached { try Self.readResponses(2, from: fd) }.value
         for response in responses {

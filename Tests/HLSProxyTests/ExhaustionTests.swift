@@ -111,9 +111,8 @@ import Testing
         #expect(playlist.hasPrefix("HTTP/1.1 200"))
         #expect(playlist.count > 8 << 20)
         // The fetch is over (its cache entry written) before memory is read.
-        let deadline = ContinuousClock.now + .seconds(120)
-        while ContinuousClock.now < deadline, !(try await get("/metrics")).contains("hlscache_origin_fetches_in_flight 0") {
-            try await Task.sleep(for: .milliseconds(50))
+        try await waitUntil("the playlist's fetch to be over", interval: .milliseconds(50)) {
+            try await get("/metrics").contains("hlscache_origin_fetches_in_flight 0")
         }
         let grown = run.residentBytes - before
         #expect(before > 0 && grown < 64 << 20, "RSS grew by \(grown >> 20) MiB (from \(before >> 20) MiB)")

@@ -127,10 +127,7 @@ import Testing
         let fetch = try DownloaderHarness(origin: origin)
         defer { Task { await fetch.shutdown() } }
         async let fetched = fetch.fetch("/index.m3u8", seconds: 4)
-        let deadline = ContinuousClock.now + .seconds(120)
-        while try fetch.stored("/p0/seg000.ts") == nil, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitUntil("the intact segment stored") { try fetch.stored("/p0/seg000.ts") != nil }
         origin.releasePattern("/p0/seg001.ts")
         let item = try await fetched
         #expect(item.state == .failed)

@@ -107,14 +107,12 @@ import Testing
         try await channel.writeInbound(HTTPServerRequestPart.head(head))
         try await channel.writeInbound(HTTPServerRequestPart.end(nil))
         var wire: [UInt8] = []
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
+        try await waitUntil("a whole response", interval: .milliseconds(10)) {
             await channel.testingEventLoop.run()
             while let part = try await channel.readOutbound(as: IOData.self) {
                 if case .byteBuffer(let buffer) = part { wire += buffer.readableBytesView }
             }
-            if Self.isComplete(wire) { break }
-            try await Task.sleep(for: .milliseconds(10))
+            return Self.isComplete(wire)
         }
         _ = try? await channel.finish()
         return wire

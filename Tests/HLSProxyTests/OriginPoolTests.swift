@@ -48,11 +48,9 @@ struct OriginPoolTests {
             for try await response in group { responses.append(response) }
             return responses
         }
-        let deadline = ContinuousClock.now + .seconds(120)
-        while harness.origin.requests(containing: "/slow").count < count || harness.server.services.fetches.count < count {
-            guard ContinuousClock.now < deadline else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitUntil(
+            "\(count) stalled transfers in flight (the origin was asked \(harness.origin.requests(containing: "/slow").count) times, the proxy has \(harness.server.services.fetches.count) downloads)"
+        ) { harness.origin.requests(containing: "/slow").count >= count && harness.server.services.fetches.count >= count }
         return responses
     }
 

@@ -315,10 +315,8 @@ import Testing
         #expect(try await harness.get(harness.url("/long/seg0.ts")).status == 200)
         #expect(try await harness.get(harness.url("/vod/seg0.ts")).status == 200)
         // The commit follows the last byte sent to the player: wait for it.
-        var waited = 0
-        while try stored("/long/seg0.ts") == nil || stored("/vod/seg0.ts") == nil, waited < 1200 {
-            try await Task.sleep(for: .milliseconds(50))
-            waited += 1
+        try await waitUntil("both segments stored", interval: .milliseconds(50)) {
+            try stored("/long/seg0.ts") != nil && stored("/vod/seg0.ts") != nil
         }
         let liveSegment = try #require(try stored("/long/seg0.ts"))
         let expiry = try #require(liveSegment.expiresAt, "a live segment expires")
@@ -331,6 +329,8 @@ import Testing
         _ = try await harness.get(harness.url("/run/index.m3u8"))
         #expect(try await harness.get(harness.url("/run/seg0.ts")).body == [UInt8](repeating: 1, count: 1000))
         harness.origin.setBody([UInt8](repeating: 2, count: 1000), for: "/run/seg0.ts")
+        // Its 3 s run from its commit, which may follow the player's last byte: the wait starts once it is done.
+        try await harness.waitForIdle()
         try await Task.sleep(for: .milliseconds(3500))
         #expect(try await harness.get(harness.url("/run/seg0.ts")).body == [UInt8](repeating: 2, count: 1000))
         #expect(harness.origin.requests(matching: "/run/seg0.ts").count == 2)

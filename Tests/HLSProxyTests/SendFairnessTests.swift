@@ -76,9 +76,7 @@ import Testing
         #expect(try Self.readResponse(first).bodyBytes == large.count)
         close(first)
         try await harness.waitForIdle()
-        let deadline = ContinuousClock.now + .seconds(60)
-        while harness.server.services.connections.count > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(harness.server.services.connections.count == 0)
+        try await waitUntil("the first connection to close", interval: .milliseconds(10)) { harness.server.services.connections.count == 0 }
         writes.withLock { $0.removeAll() }
 
         let alone = try LoopbackSocket.connect(port: harness.port)
