@@ -112,9 +112,7 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: cache.appendingPathComponent("index.sqlite").path))
 
         process.terminate()  // SIGTERM
-        let deadline = Date().addingTimeInterval(90)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!process.isRunning)
+        try await waitUntil("serve to exit after SIGTERM", interval: .milliseconds(50)) { !process.isRunning }
         #expect(process.terminationStatus == 0)
         // The clean stop is recorded: no session file left, so the next start skips the full recovery pass.
         #expect((try? FileManager.default.contentsOfDirectory(atPath: cache.appendingPathComponent("sessions").path)) == [])
@@ -145,8 +143,7 @@ import Testing
         let firstLine = await onOwnThread { readFirstLine(of: out) }
         #expect(firstLine.contains("serving on"))
         process.terminate()
-        let deadline = Date().addingTimeInterval(90)
-        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await waitUntil("serve to exit after SIGTERM", interval: .milliseconds(50)) { !process.isRunning }
         let logged = try String(contentsOf: log, encoding: .utf8)
         #expect(
             logged.contains(
@@ -297,7 +294,7 @@ import Testing
         try process.run()
         defer { if process.isRunning { process.terminate() } }
         // A bound on the wait, not a speed requirement: alone this takes about a second.
-        let deadline = Date().addingTimeInterval(90)
+        let deadline = Date().addingTimeInterval(120)
         var state = ""
         var last = ""
         while Date() < deadline {

@@ -44,14 +44,10 @@ import Testing
         return status == 200 ? item["state"] as? String : nil
     }
 
-    /// Polls until `condition` holds or 90 s pass (a bound, not a measure: the event decides).
-    private static func wait(_ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(90)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        return try await condition()
+    /// Polls until `condition` holds; fails the test there, naming `what`, if it still does not after 300 s (a bound,
+    /// not a measure: the event decides).
+    private static func wait(_ what: String, _ condition: () async throws -> Bool) async throws {
+        try await waitUntil(what, interval: .milliseconds(100), condition)
     }
 
     /// A VOD stream `name.m3u8` of `count` 2-second segments `name0.ts`… in `dir`.
@@ -93,7 +89,7 @@ import Testing
                 base, "/items", method: "POST", body: #"{"url":"\#(origin.baseURL)/\#(name).m3u8","id":"item-\#(name)"}"#)
             #expect(status == 201)
         }
-        #expect(try await Self.wait { origin.hits("/a0.ts") > 0 }, "the first item reached its held segment")
+        try await Self.wait("the first item to reach its held segment") { origin.hits("/a0.ts") > 0 }
         #expect(try await Self.state(base, "item-a") == "downloading")
         // One at a time: the second waits, its stream untouched.
         #expect(try await Self.state(base, "item-b") == "queued")
@@ -103,7 +99,7 @@ import Testing
         let (raised, view) = try await Self.request(base, "/policies", method: "PATCH", body: #"{"downloads.concurrentItems":"2"}"#)
         #expect(raised == 200)
         #expect(Self.policies(view)["downloads.concurrentItems"] == "2")
-        #expect(try await Self.wait { origin.hits("/b0.ts") > 0 }, "the second item started after the raise")
+        try await Self.wait("the second item to start after the raise") { origin.hits("/b0.ts") > 0 }
         #expect(try await Self.state(base, "item-b") == "downloading")
         #expect(try await Self.state(base, "item-a") == "downloading")
 
@@ -121,15 +117,15 @@ import Testing
         #expect(try await Self.state(base, "item-a") == "downloading")
         #expect(try await Self.state(base, "item-b") == "downloading")
         origin.releasePattern("/a0.ts")
-        #expect(try await Self.wait { try await Self.state(base, "item-a") == "cached" })
+        try await Self.wait("item-a cached") { try await Self.state(base, "item-a") == "cached" }
         // One still runs (b): c waits for it.
         #expect(try await Self.state(base, "item-c") == "queued")
         #expect(origin.hits("/c.m3u8") == 0)
         origin.releasePattern("/b0.ts")
-        #expect(try await Self.wait { try await Self.state(base, "item-b") == "cached" })
-        #expect(try await Self.wait { origin.hits("/c0.ts") > 0 }, "the third item started once none ran")
+        try await Self.wait("item-b cached") { try await Self.state(base, "item-b") == "cached" }
+        try await Self.wait("the third item to start once none ran") { origin.hits("/c0.ts") > 0 }
         origin.releasePattern("/c0.ts")
-        #expect(try await Self.wait { try await Self.state(base, "item-c") == "cached" })
+        try await Self.wait("item-c cached") { try await Self.state(base, "item-c") == "cached" }
         try await Self.stop(process)
         await origin.stop()
     }
@@ -158,7 +154,7 @@ import Testing
             base, "/items", method: "POST", body: #"{"url":"\#(origin.baseURL)/s.m3u8","id":"short"}"#)
         #expect(status == 201)
         #expect((item["seconds"] as? NSNumber)?.intValue == 2)
-        #expect(try await Self.wait { try await Self.state(base, "short") == "partiallyCached" })
+        try await Self.wait("the item without seconds partiallyCached") { try await Self.state(base, "short") == "partiallyCached" }
         #expect(origin.hits("/s0.ts") == 1)
         #expect(origin.hits("/s3.ts") == 0)
         // One given keeps its own.
@@ -195,7 +191,7 @@ import Testing
         // Off by default: an expired item stays listed.
         let (_, _) = try await Self.request(
             base, "/items", method: "POST", body: #"{"url":"\#(origin.baseURL)/p.m3u8?kept","id":"before","expires":1}"#)
-        #expect(try await Self.wait { try await Self.state(base, "before") == "expired" })
+        try await Self.wait("the item to expire") { try await Self.state(base, "before") == "expired" }
 
         let (bad, _) = try await Self.request(base, "/policies", method: "PATCH", body: #"{"downloads.autoPurge":"maybe"}"#)
         #expect(bad == 400)
@@ -203,7 +199,7 @@ import Testing
         #expect(on == 200)
         #expect(Self.policies(view)["downloads.autoPurge"] == "true")
         // Turned on, it sweeps what expired before.
-        #expect(try await Self.wait { try await Self.state(base, "before") == nil }, "the item expired before is removed")
+        try await Self.wait("the item expired before to be removed") { try await Self.state(base, "before") == nil }
 
         // The locked item expires first, the unlocked one after: by the time the unlocked one is gone, a sweep ran
         // after the locked one expired.
@@ -213,7 +209,7 @@ import Testing
         let (plainStatus, _) = try await Self.request(
             base, "/items", method: "POST", body: #"{"url":"\#(origin.baseURL)/p.m3u8?plain","id":"plain","expires":3}"#)
         #expect(plainStatus == 201)
-        #expect(try await Self.wait { try await Self.state(base, "plain") == nil }, "the unlocked item is removed once expired")
+        try await Self.wait("the unlocked item to be removed once expired") { try await Self.state(base, "plain") == nil }
         #expect(try await Self.state(base, "locked") == "expired")
         let (_, locked) = try await Self.request(base, "/items/locked")
         #expect(locked["locked"] as? Bool == true)

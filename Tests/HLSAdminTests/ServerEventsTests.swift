@@ -130,7 +130,7 @@ import Testing
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-server-events-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
         // Accepts connections and reads requests, never answers: each delivery waits for its 10 s timeout, and with 20
-        // attempts a stop that waited for the deliveries would outlast the test's 90 s bound many times over. The stop
+        // attempts a stop that waited for the deliveries would outlast the test's 120 s bound (``CLI/exited(_:)``). The stop
         // waits the default webhooks.stopWait (5 s).
         let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }

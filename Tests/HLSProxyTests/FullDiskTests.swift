@@ -48,7 +48,7 @@ struct FullDiskTests {
             )
         }
         let pid = try #require(Int32(started.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(started.output)")
-        let deadline = ContinuousClock.now + .seconds(90)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             if let base = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).first(where: { $0.hasPrefix("http://127.0.0.1:") }) {
@@ -63,12 +63,10 @@ struct FullDiskTests {
         throw TinyDisk.Failure(message: "serve did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
     }
 
-    /// SIGTERM, then waits (up to 30 s) until the process is gone.
+    /// SIGTERM, then waits (up to 300 s, a bound for a loaded machine) until the process is gone.
     static func stop(_ pid: Int32) async throws {
         signal(pid, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(90)
-        while isServe(pid) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!isServe(pid), "serve \(pid) did not stop")
+        try await waitUntil("serve \(pid) to stop", interval: .milliseconds(50)) { !isServe(pid) }
     }
 
     /// Whether `pid` is still a running `serve` of the binary under test. The shell that started it has exited, so a
@@ -91,13 +89,18 @@ struct FullDiskTests {
         return (response.status.code, response.headers.first(name: "X-Cache"), Array(buffer: body))
     }
 
-    /// Waits until the cache's writes on the thread pool are over (its `tmp` directory is empty: each temp file
-    /// was renamed into place or removed; up to 30 s, for a loaded machine), then a little longer for the index row.
-    static func settled(_ disk: TinyDisk) async throws {
+    /// Waits until the last miss of `serve` at `base` is over: its download has left (`/metrics` counts no origin
+    /// download in flight: one leaves after its commit, index row included, or after its failure is counted) and the
+    /// cache's `tmp` directory is empty (each temp file was renamed into place or removed). Events, not a pause: a
+    /// fixed wait for the index row was a guess a loaded machine could outlast.
+    static func settled(_ disk: TinyDisk, base: String) async throws {
         let tmp = disk.outside.appendingPathComponent("cache/tmp")
-        let deadline = ContinuousClock.now + .seconds(90)
-        while !files(in: tmp).isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        try await Task.sleep(for: .milliseconds(200))
+        try await waitUntil("the cache's writes to be over (in tmp/: \(files(in: tmp)))", interval: .milliseconds(50)) {
+            guard files(in: tmp).isEmpty else { return false }
+            let metrics = String(decoding: try await get(base + "/metrics").body, as: UTF8.self)
+            let inFlight = metrics.split(separator: "\n").first { $0.hasPrefix("hlscache_origin_fetches_in_flight ") }
+            return inFlight.flatMap { Double($0.split(separator: " ").last ?? "") } == 0
+        }
     }
 
     static func files(in directory: URL) -> [String] {
@@ -177,7 +180,7 @@ struct FullDiskTests {
         try await onOwnThread { try Self.fill(disk, leaving: 1_500_000) }
 
         func get(_ path: String) async throws -> (status: UInt, cache: String?, body: [UInt8]) { try await Self.get(proxy + path) }
-        func settled() async throws { try await Self.settled(disk) }
+        func settled() async throws { try await Self.settled(disk, base: base) }
 
         let first = try await get("/seg0.ts")
         #expect(first.status == 200 && first.cache == "MISS")
@@ -233,7 +236,7 @@ struct FullDiskTests {
 
         let (first, base) = try await Self.serve(on: disk, log: log)
         #expect(try await Self.get(base + "/http/127.0.0.1:\(origin.port)/seg0.ts").cache == "MISS")
-        try await Self.settled(disk)
+        try await Self.settled(disk, base: base)
         try await Self.stop(first)
 
         let common = "--cache-dir \(disk.path)/cache --free-disk-cushion 0"
@@ -269,7 +272,7 @@ struct FullDiskTests {
             #expect(miss.status == 200 && miss.cache == "MISS", "attempt \(attempt)")
             let sameMiss = miss.body == segments[1]
             #expect(sameMiss, "attempt \(attempt): \(miss.body.count) bytes")
-            try await Self.settled(disk)
+            try await Self.settled(disk, base: again)
         }
         try await Self.stop(second)
         await origin.stop()

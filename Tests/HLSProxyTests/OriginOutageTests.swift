@@ -55,7 +55,7 @@ import Testing
 
     /// Polls the item until `check` holds, at most `timeout` (a bound, not a measurement).
     private static func waitFor(
-        _ what: String, _ id: String, cache: URL, timeout: Duration = .seconds(90), _ check: (DownloadItem) -> Bool
+        _ what: String, _ id: String, cache: URL, timeout: Duration = .seconds(300), _ check: (DownloadItem) -> Bool
     ) async throws -> DownloadItem {
         let deadline = ContinuousClock.now + timeout
         var last: DownloadItem?
@@ -184,17 +184,13 @@ import Testing
         _ = try await Self.waitFor("the first segment", "fg", cache: cache) { $0.state == .downloading && $0.segmentsDone >= 1 }
         let reserved = await Self.outage(origin)
         _ = try await Self.waitFor("idle with a reason", "fg", cache: cache, Self.isWaiting)
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !(try String(contentsOf: output, encoding: .utf8)).contains("waiting for the origin") && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(100))
+        try await waitUntil("fetch to print that it is waiting for the origin", interval: .milliseconds(100)) {
+            try String(contentsOf: output, encoding: .utf8).contains("waiting for the origin")
         }
-        #expect(try String(contentsOf: output, encoding: .utf8).contains("waiting for the origin"))
         #expect(fetch.isRunning, "fetch waits instead of failing")
 
         try await Self.restart(origin, reserved: reserved)
-        let exitDeadline = ContinuousClock.now + .seconds(120)
-        while fetch.isRunning && ContinuousClock.now < exitDeadline { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(!fetch.isRunning, "fetch ended once the origin was back")
+        try await waitUntil("fetch to end once the origin was back", interval: .milliseconds(100)) { !fetch.isRunning }
         await fetch.waitForExit()
         let printed = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
         #expect(fetch.terminationStatus == 0, "\(printed)")

@@ -117,14 +117,10 @@ import Testing
         let reload = try await CLI.run(["reload", "--cache-dir", cache.path])
         #expect(reload.status == 0, "\(reload.stderr)")
         #expect(reload.stdout.contains("pid \(process.processIdentifier)"), "\(reload.stdout)")
-        var configuration: [String: Any] = [:]
-        var bound = ContinuousClock.now + .seconds(60)
-        repeat {
-            configuration = try await Self.configuration(base, client: client)
-            if configuration["reloads"] as? Int == 1 { break }
-            try await Task.sleep(for: .milliseconds(50))
-        } while ContinuousClock.now < bound
-        #expect(configuration["reloads"] as? Int == 1)
+        var configuration = try await eventually("the reload to be applied", interval: .milliseconds(50)) {
+            let answered = try await Self.configuration(base, client: client)
+            return answered["reloads"] as? Int == 1 ? answered : nil
+        }
         #expect(configuration["file"] as? String == configFile.path)
         #expect(configuration["applied"] as? [String] == ["log.level", "downloads.rateLimit"])
         #expect(configuration["needsRestart"] as? [String] == ["limits.idleTimeout"])
@@ -142,12 +138,10 @@ import Testing
         try Data("log:\n  level: warning\ndownloads:\n  rateLimt: 3MiB\n\(Self.patient)limits:\n  sendTimeout: 10m\n".utf8).write(
             to: configFile)
         kill(process.processIdentifier, SIGHUP)
-        bound = ContinuousClock.now + .seconds(60)
-        repeat {
-            configuration = try await Self.configuration(base, client: client)
-            if configuration["lastError"] != nil { break }
-            try await Task.sleep(for: .milliseconds(50))
-        } while ContinuousClock.now < bound
+        configuration = try await eventually("the reload to be refused", interval: .milliseconds(50)) {
+            let answered = try await Self.configuration(base, client: client)
+            return answered["lastError"] != nil ? answered : nil
+        }
         let lastError = try #require(configuration["lastError"] as? String)
         #expect(lastError.contains("downloads.rateLimt") && lastError.contains("unknown key"), "\(lastError)")
         #expect(configuration["reloads"] as? Int == 1)

@@ -84,9 +84,7 @@ import Testing
             }
         }
 
-        var bound = ContinuousClock.now + .seconds(120)
-        while origin.hits("/seg004.ts") == asked && ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(origin.hits("/seg004.ts") > asked, "playback reached the fifth segment")
+        try await waitUntil("playback to reach the fifth segment") { origin.hits("/seg004.ts") > asked }
 
         // The new binary, same cache directory and address.
         let (new, newBanner) = try await Self.serve(["--listen", "127.0.0.1:\(port)", "--take-over"] + common, stderr: newLog)
@@ -95,9 +93,7 @@ import Testing
         origin.releasePattern("/seg004.ts")
 
         // The old one drains and exits by itself.
-        bound = ContinuousClock.now + .seconds(300)
-        while old.isRunning && ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!old.isRunning)
+        try await waitUntil("the old server to drain and exit", timeout: .seconds(300), interval: .milliseconds(50)) { !old.isRunning }
         #expect(old.terminationReason == .exit && old.terminationStatus == 0)
 
         let (stdout, stderr) = try await player.value

@@ -80,9 +80,9 @@ package struct CLI {
         return (process, base)
     }
 
-    /// Waits for `process` to end, 90 s at most (a bound, not a measurement); whether it did.
+    /// Waits for `process` to end, 120 s at most (a bound, not a measurement); whether it did.
     package static func exited(_ process: ChildProcess) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(90)
+        let deadline = ContinuousClock.now + .seconds(120)
         while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         return !process.isRunning
     }
