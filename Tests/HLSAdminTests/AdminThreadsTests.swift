@@ -10,8 +10,10 @@ import Testing
 /// pool (cache writes, stored playlists, stored keys, `/readyz`).
 @Suite struct AdminThreadsTests {
     @Test func aLockedItemsDatabaseHoldsUpTheAPIButNotTheProxy() async throws {
+        // The creations wait for the lock longer than a loaded machine can take to get to `/readyz` (a busy timeout
+        // running out first would answer them, with an error, before it).
         let h = try await AdminHarness(
-            root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"), itemsBusyTimeout: 30)
+            root: FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-none"), itemsBusyTimeout: 120)
         defer { h.shutdownLater() }
         // Another connection (another process, as far as SQLite knows) takes the write lock and keeps it.
         let other = try await onOwnThread { try WriteLock(path: h.cacheDirectory.appendingPathComponent("items.sqlite").path) }

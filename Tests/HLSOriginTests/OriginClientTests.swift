@@ -491,23 +491,23 @@ struct OriginClientTests {
                 try await task.futureResult.get()
                 #expect(handler.received.withLockedValue { $0 } == 50000)
             }
-            // AsyncHTTPClient may drop its own references a moment after the last callback.
-            for _ in 0..<6000 where released != nil { try await Task.sleep(for: .milliseconds(10)) }  // a bound of 60 s
-            #expect(released == nil, "the handler and its task keep each other alive")
+            // AsyncHTTPClient may drop its own references a moment after the last callback (a bound, not a measurement).
+            try await waitUntil("the handler to be freed (a handler and its task that keep each other alive never are)") {
+                released == nil
+            }
         }
     }
 
     @Test func cancelDuringRetryBackoffStopsRetrying() async throws {
         try await withOrigin { configuration in
-            configuration.retry = OriginRetryPolicy(maxRetries: 5, baseDelay: .seconds(120), maxDelay: .seconds(120))
+            configuration.retry = OriginRetryPolicy(maxRetries: 5, baseDelay: .seconds(600), maxDelay: .seconds(600))
         } _: { origin, client, group in
             let eventLoop = group.next()
             let handler = RecordingHandler(eventLoop: eventLoop)
             let task = client.stream(origin.url("/flaky/9/d"), on: eventLoop, handler: handler)
             // Wait for the first attempt (by state, not a fixed delay: CI machines are slow), then cancel
-            // during the backoff (60–120 s with jitter: a starved test process cannot sleep through it).
-            let deadline = ContinuousClock.now + .seconds(60)
-            while origin.hits("/flaky/9/d") == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            // during the backoff (5–10 min with jitter: a starved test process cannot sleep through it).
+            try await waitUntil("the first attempt") { origin.hits("/flaky/9/d") > 0 }
             task.cancel()
             await #expect(throws: OriginError.cancelled) { try await task.futureResult.get() }
             try await Task.sleep(for: .milliseconds(100))
