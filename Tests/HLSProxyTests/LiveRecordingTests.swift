@@ -147,7 +147,7 @@ import Testing
             base + "/api/v1/items", method: .POST, body: #"{"url": "\#(origin.baseURL)/live.m3u8", "id": "cut", "record": {}}"#)
         #expect(created.status == 201 || created.status == 202)
         let createdJSON = try? JSONSerialization.jsonObject(with: Data(created.body))
-        _ = try await Self.waitForItem("cut", base: base, bound: .seconds(120)) { ($0["segmentsDone"] as? Int ?? 0) >= 3 }
+        _ = try await Self.waitForItem("cut", base: base, bound: .seconds(600)) { ($0["segmentsDone"] as? Int ?? 0) >= 3 }
         first.signal(SIGKILL)
         await first.waitForExit()
 
@@ -160,13 +160,13 @@ import Testing
         let (second, base2) = try await ServeShutdownTests.serve(cache: cache, extra: [], stderr: root.appendingPathComponent("serve2.log"))
         defer { if second.isRunning { second.signal(SIGKILL) } }
         let before = try items.recorded("cut", rendition: 0).count
-        _ = try await Self.waitForItem("cut", base: base2, bound: .seconds(120)) { item in
+        _ = try await Self.waitForItem("cut", base: base2, bound: .seconds(600)) { item in
             let gaps = (item["record"] as? [String: Any])?["gaps"] as? Int ?? 0
             return gaps >= 1 && (item["segmentsDone"] as? Int ?? 0) >= before + 3
         }
         await stream.stop()
-        let recording = try await Self.waitForItem("cut", base: base2, bound: .seconds(60)) { _ in true }
-        let item = try await Self.waitForItem("cut", base: base2, bound: .seconds(120)) { ($0["state"] as? String) != "recording" }
+        let recording = try await Self.waitForItem("cut", base: base2, bound: .seconds(600)) { _ in true }
+        let item = try await Self.waitForItem("cut", base: base2, bound: .seconds(600)) { ($0["state"] as? String) != "recording" }
         // The items as the API shows them, recording and after, match docs/openapi.yaml.
         let validation = try await Self.validateAgainstOpenAPI([
             ["method": "post", "path": "/items", "status": created.status, "body": createdJSON ?? NSNull()],
@@ -309,7 +309,7 @@ import Testing
     }
 
     static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        try await MemoryBoundTests.waitUntil(what, timeout: .seconds(120)) { condition() }
+        try await MemoryBoundTests.waitUntil(what, timeout: .seconds(600)) { condition() }
     }
 
     static func http(
