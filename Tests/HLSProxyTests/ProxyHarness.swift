@@ -62,6 +62,10 @@ final class ProxyHarness: Sendable {
         let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("hlscache-test-\(UUID().uuidString)")
         var configuration = ProxyConfiguration(cacheDirectory: cacheDirectory.path)
         configuration.port = 0
+        // A test client reads as soon as its task runs; on a loaded machine (both cores busy, the cooperative pool's
+        // two threads taken) it can take no bytes for a minute, and the default 60 s send timeout then cut a large
+        // body short ("stream ended at an unexpected time"). Tests of the send timeout set their own.
+        configuration.sendTimeout = .seconds(600)
         configure(&configuration)
         var originConfiguration = OriginConfiguration()
         // The in-process origin answers at once; only a starved test process (both cores loaded by other work) is slow,
