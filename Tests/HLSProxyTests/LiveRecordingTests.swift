@@ -93,20 +93,21 @@ import Testing
         // also when the test process stalls and its viewer stops reading the playlist through the proxy for a while:
         // the recording's own readings keep the viewer's copies served (Downloader.keepWindow(of:)).
         // One exception, by design: a stored live copy is served for the window's lifetime after the last reading that
-        // listed it (the window's 20 s + two target durations, MediaPlaylist.liveWindowLifetime), so that a name an
-        // origin reuses is not answered with old bytes. When no reading succeeds for that long — the test process
-        // (its origin, its viewer) or serve stalled on a loaded machine — copies expire and are rightly asked for again
-        // (a CI run saw 3 such after a 30 s stall). The origin's log shows such a stall: no playlist reading of either
-        // name for a long gap. Readings otherwise come every second or faster (the viewer every 0.3 s, the recording
-        // every 0.5-1 s), so a repeat with no gap of 10 s in the readings between the two requests is the recording and
-        // the viewer not sharing.
+        // listed it (the window's duration + two target durations, MediaPlaylist.liveWindowLifetime: 4 s while the
+        // window holds 2 segments, 22 s once it holds 20), so that a name an origin reuses is not answered with old
+        // bytes. When no reading succeeds for that long — the test process (its origin, its viewer) or serve stalled
+        // on a loaded machine — copies expire and are rightly asked for again (CI runs saw the first segments asked
+        // again after stalls). The origin's log shows such a stall: no playlist reading of either name for a gap.
+        // Readings otherwise come every 0.3 s (the viewer) and every 0.5-1 s (the recording), so a repeat with no gap
+        // of 3 s (less than the shortest lifetime) in the readings between the two requests is the recording and the
+        // viewer not sharing.
         let readings = origin.requests.filter { $0.path.hasSuffix(".m3u8") }.map(\.time)
         func seconds(_ duration: Duration) -> Double {
             Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         }
         func stalled(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Bool {
             let times = [start] + readings.filter { $0 > start && $0 < end } + [end]
-            return zip(times, times.dropFirst()).contains { seconds($1 - $0) >= 10 }
+            return zip(times, times.dropFirst()).contains { seconds($1 - $0) >= 3 }
         }
         let requests = origin.requests.filter { $0.path.hasPrefix("/seg") }
         let repeats = Dictionary(grouping: requests, by: \.path).filter { $0.value.count > 1 }
