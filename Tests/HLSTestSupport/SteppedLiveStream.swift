@@ -83,7 +83,7 @@ package final class SteppedLiveStream: @unchecked Sendable {
     /// Moves the window one segment every `interval` while `gate` (given the newest sequence) holds and the stream is
     /// not ``hold()``-ing, until ``stop()`` or ``kill()``.
     package func step(every interval: Duration = .seconds(1), when gate: @escaping @Sendable (Int) -> Bool = { _ in true }) {
-        ticker = Task { [self] in
+        let task = Task { [self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 while !Task.isCancelled, lock.withLock({ held }) || !gate(newest) {
@@ -92,11 +92,11 @@ package final class SteppedLiveStream: @unchecked Sendable {
                 if Task.isCancelled || (try? advance()) != true { return }
             }
         }
+        lock.withLock { ticker = task }
     }
 
-    /// Stops moving until ``release()`` (the window stays as it is, the stream live).
+    /// Stops moving for good (the window stays as it is, the stream live, its end not written).
     package func hold() { lock.withLock { held = true } }
-    package func release() { lock.withLock { held = false } }
 
     /// Ends the stream as an encoder does: `EXT-X-ENDLIST` after the last segment listed.
     package func stop() async throws {
@@ -112,8 +112,9 @@ package final class SteppedLiveStream: @unchecked Sendable {
     package func kill() async { await halt() }
 
     private func halt() async {
-        ticker?.cancel()
-        await ticker?.value
+        let task = lock.withLock { ticker }
+        task?.cancel()
+        await task?.value
     }
 
     deinit { ticker?.cancel() }
